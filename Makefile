@@ -1,0 +1,59 @@
+# Entry points of the testbed. Every target that runs code first runs `setup`, which is
+# idempotent and fast once done (scripts/setup.sh).
+#
+#   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=10]
+#   make test [PYTEST_ARGS="-k lpm -x"]
+#   make bench [BENCH_ARGS="--seconds 5"]
+
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+# Options of `make run`, passed through as --topo, --spines, ... when set.
+topo ?=
+spines ?=
+leaves ?=
+hosts ?=
+target ?=
+bw ?=
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spines)) \
+	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
+	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)))
+
+.PHONY: help setup test run bench lint clean distclean
+
+help:
+	@echo "make run topo=spineleaf   start a topology (options: spines leaves hosts target bw)"
+	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
+	@echo "make setup                install system packages, .venv and this project (idempotent)"
+	@echo "make lint                 ruff check"
+	@echo "make clean                remove build outputs, caches, logs/, pcaps/, run/"
+	@echo "make distclean            clean, and remove .venv"
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	@bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+run: setup
+	@if [ ! -f topo/run.py ]; then \
+		echo "make run: not implemented yet (topo/run.py does not exist)" >&2; exit 1; \
+	fi
+	$(PY) -m topo.run $(RUN_ARGS)
+
+bench: setup
+	$(PY) -m bench $(BENCH_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf build/ dist/ logs/ pcaps/ run/ .pytest_cache/ .ruff_cache/ *.egg-info
+	find . -path ./.venv -prune -o -type d -name __pycache__ -exec rm -rf {} +
+
+distclean: clean
+	rm -rf .venv

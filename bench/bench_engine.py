@@ -1,0 +1,153 @@
+"""Packets per second of the built-in target's pipeline alone (no ports, no gRPC).
+
+Runs ``softswitch.engine.bench.bench_pipeline`` on tests/p4/ipv4_forward.p4 (basic.p4 style:
+LPM on the IPv4 destination, TTL decrement, checksum update) with one route installed and a
+routed IPv4/UDP frame, so every packet takes the full hit path: parse, LPM hit, action,
+checksum update, deparse.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from typing import Any
+
+from bench.harness import BenchSkipped
+
+PROGRAM = Path(__file__).resolve().parent.parent / "tests" / "p4" / "ipv4_forward.p4"
+DEFAULT_SECONDS = 2.0
+INGRESS_PORT = 1
+EGRESS_PORT = 2
+DST_IP = "10.0.2.2"
+NEXT_HOP_MAC = 0x000000000202
+PAYLOAD_BYTES = 64
+
+
+def _require(module: str, attr: str) -> Any:
+    """``module.attr``, or a skip naming the piece that is not there yet."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise BenchSkipped(f"{module} is not available yet ({exc})") from exc
+    if not hasattr(mod, attr):
+        raise BenchSkipped(f"{module}.{attr} is not available yet")
+    return getattr(mod, attr)
+
+
+def routed_frame() -> bytes:
+    """An Ethernet/IPv4/UDP frame to DST_IP with a correct IPv4 checksum."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    pkt = (
+        Ether(src="00:00:00:00:01:01", dst="00:00:00:00:01:ff")
+        / IP(src="10.0.1.1", dst=DST_IP, ttl=64)
+        / UDP(sport=4791, dport=4791)
+        / bytes(range(PAYLOAD_BYTES))
+    )
+    return bytes(pkt)
+
+
+def _bit_width(t: object) -> int | None:
+    """Width of a bit<W> type, looking through type definitions (``macAddr_t``)."""
+    for _ in range(8):
+        width = getattr(t, "width", None)
+        if isinstance(width, int):
+            return width
+        t = getattr(t, "underlying", None)
+        if t is None:
+            return None
+    return None
+
+
+def _route_action(program: object, table_name: str, action_names: tuple[str, ...]) -> Any:
+    """The forwarding action of the LPM table and its arguments (next-hop MAC, egress port)."""
+    short_table = table_name.rsplit(".", 1)[-1]
+    for control in getattr(program, "controls", {}).values():
+        for decl in getattr(control, "locals", []):
+            if getattr(decl, "keys", None) is None or getattr(decl, "name", "") != short_table:
+                continue
+            for ref in decl.actions:
+                action = ref.action
+                params = [p for p in action.params if getattr(p, "direction", "") == ""]
+                if not params:
+                    continue
+                args = []
+                for p in params:
+                    width = _bit_width(p.type)
+                    if width == 48:
+                        args.append(NEXT_HOP_MAC)
+                    elif width == 9 or "port" in p.name.lower():
+                        args.append(EGRESS_PORT)
+                    else:
+                        args.append(0)
+                short = action.cp_name.lstrip(".").rsplit(".", 1)[-1]
+                full = next((n for n in action_names if n.rsplit(".", 1)[-1] == short), None)
+                if full is not None:
+                    return full, tuple(args)
+    raise BenchSkipped(f"{PROGRAM.name}: no forwarding action with parameters in {table_name}")
+
+
+def build_pipeline() -> Any:
+    """The ipv4_forward pipeline with a /32 route to DST_IP towards EGRESS_PORT."""
+    pipeline_cls = _require("softswitch.pipeline", "Pipeline")
+    _require("softswitch.engine.tables", "TableEntry")
+    tables_mod = importlib.import_module("softswitch.engine.tables")
+    if not PROGRAM.exists():
+        raise BenchSkipped(f"{PROGRAM.relative_to(PROGRAM.parents[2])} does not exist yet")
+    pipeline = pipeline_cls.from_file(str(PROGRAM))
+    lpm = [
+        t
+        for t in pipeline.tables.values()
+        if len(t.keys) == 1 and t.keys[0].match_kind == tables_mod.MatchKind.LPM
+    ]
+    if not lpm:
+        raise BenchSkipped(f"{PROGRAM.name} has no table with one LPM key")
+    table = lpm[0]
+    name, args = _route_action(pipeline.program, table.name, table.action_names)
+    dst = int.from_bytes(bytes(int(b) for b in DST_IP.split(".")), "big")
+    table.insert(
+        tables_mod.TableEntry(
+            matches=(tables_mod.FieldMatch(value=dst, prefix_len=32),),
+            action=tables_mod.ActionCall(name=name, args=args),
+        )
+    )
+    return pipeline
+
+
+def _frames_argument(bench_pipeline: Any, frame: bytes) -> list[Any]:
+    """The frames as bench_pipeline expects them: (port, bytes) pairs unless it takes bytes."""
+    param = list(inspect.signature(bench_pipeline).parameters.values())[1]
+    annotation = str(param.annotation)
+    if "bytes" in annotation and "tuple" not in annotation:
+        return [frame]
+    return [(INGRESS_PORT, frame)]
+
+
+def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
+    """Measures pipeline throughput; skips while the engine or the program is missing."""
+    bench_pipeline = _require("softswitch.engine.bench", "bench_pipeline")
+    pipeline = build_pipeline()
+    frame = routed_frame()
+    out = pipeline.process(INGRESS_PORT, frame)
+    if [port for port, _ in out] != [EGRESS_PORT]:
+        raise RuntimeError(f"the routed frame was not forwarded to port {EGRESS_PORT}: {out!r}")
+    pps = float(bench_pipeline(pipeline, _frames_argument(bench_pipeline, frame), seconds))
+    notes = f"{PROGRAM.name}, LPM hit, {len(frame)} B IPv4/UDP, {seconds:g} s"
+    return [
+        {
+            "name": "pipeline.process",
+            "metric": "throughput",
+            "value": pps,
+            "unit": "pkt/s",
+            "notes": notes,
+        },
+        {
+            "name": "pipeline.process",
+            "metric": "time per packet",
+            "value": 1e6 / pps if pps else 0.0,
+            "unit": "us",
+            "notes": notes,
+        },
+    ]

@@ -1,0 +1,1 @@
+"""Control plane: P4Runtime clients that program the switches of a testbed run."""

@@ -1,0 +1,1 @@
+"""Topologies (Mininet ``Topo`` descriptions) and the ``python -m topo.run`` entry point."""
