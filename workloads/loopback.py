@@ -1,0 +1,65 @@
+"""Run a P-rank job as threads of one process on 127.0.0.1 (tests, quick benchmarks).
+
+Each rank gets its own :class:`~workloads.comm.Communicator` over real TCP sockets on the
+loopback interface; listeners are bound to port 0 first, so parallel jobs never race for ports.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from workloads.comm import CommError, Communicator, listen
+
+T = TypeVar("T")
+
+
+class RankFailed(RuntimeError):
+    """One or more ranks raised; the first error is chained."""
+
+
+def run_ranks(
+    size: int,
+    work: Callable[[Communicator], T],
+    timeout: float = 20.0,
+    host: str = "127.0.0.1",
+) -> list[T]:
+    """Call ``work(comm)`` on ``size`` ranks in threads; returns each rank's result, in rank order.
+
+    Every communicator uses ``timeout`` for its operations, and the whole job must finish
+    within ``2 * timeout`` seconds. All sockets are closed whatever happens.
+    """
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    listeners = [listen((host, 0), backlog=size) for _ in range(size)]
+    addresses = [sock.getsockname()[:2] for sock in listeners]
+    results: list[T | None] = [None] * size
+    errors: list[BaseException | None] = [None] * size
+
+    def one(rank: int) -> None:
+        try:
+            with Communicator(
+                rank, addresses, listener=listeners[rank], timeout=timeout, connect_timeout=timeout
+            ) as comm:
+                results[rank] = work(comm)
+        except BaseException as err:  # handed to the caller below
+            errors[rank] = err
+
+    threads = [
+        threading.Thread(target=one, args=(r,), name=f"rank{r}", daemon=True) for r in range(size)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=2 * timeout)
+    for sock in listeners:
+        sock.close()  # no-op for listeners a communicator already closed
+    stuck = [r for r, t in enumerate(threads) if t.is_alive()]
+    if stuck:
+        raise CommError(f"ranks {stuck} did not finish within {2 * timeout:g} s")
+    failed = [(r, e) for r, e in enumerate(errors) if e is not None]
+    if failed:
+        rank, first = failed[0]
+        raise RankFailed(f"rank {rank} failed: {first!r} ({len(failed)} ranks failed)") from first
+    return [r for r in results]  # type: ignore[misc]
