@@ -1,0 +1,46 @@
+"""Front end of the built-in P4 target: P4_16 source -> checked :class:`softswitch.ir.Program`.
+
+Stages: C preprocessing (:mod:`.preprocess`), tokenising with type-name detection
+(:mod:`.lexer`), LALR parsing (:mod:`.parser`, grammar in ``p4.lark``), then name
+resolution, type checking and constant folding (:mod:`.check`, :mod:`.stmts`,
+:mod:`.exprs`). Every problem is raised as :class:`softswitch.errors.P4Error`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from softswitch import ir
+from softswitch.errors import P4Error
+from softswitch.frontend.check import Checker
+from softswitch.frontend.parser import parse
+from softswitch.frontend.preprocess import P4INCLUDE, preprocess
+
+log = logging.getLogger(__name__)
+
+__all__ = ["compile_file", "compile_source", "P4INCLUDE"]
+
+
+def compile_source(
+    text: str, filename: str = "<string>", include_dirs: Sequence[str | Path] = ()
+) -> ir.Program:
+    """Compile P4_16 source text; ``filename`` is used in messages and for relative includes."""
+    pre = preprocess(text, filename, include_dirs)
+    tree = parse(pre)
+    try:
+        return Checker(pre, filename).program(tree)
+    except RecursionError:
+        raise P4Error("program is too deeply nested", ir.Loc(filename, 1, 1)) from None
+
+
+def compile_file(path: str | Path, include_dirs: Sequence[str | Path] = ()) -> ir.Program:
+    """Compile the P4_16 program in ``path``."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise P4Error(f"cannot read '{p}': {exc.strerror}") from None
+    log.debug("compiling %s", p)
+    return compile_source(text, str(path), include_dirs)

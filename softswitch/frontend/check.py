@@ -1,0 +1,652 @@
+"""Declarations and the whole program: lark tree -> checked :class:`ir.Program`."""
+
+from __future__ import annotations
+
+from lark import Token, Tree
+
+from softswitch import ir
+from softswitch.errors import P4Error, UnsupportedError
+from softswitch.frontend.exprs import name_of
+from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
+from softswitch.frontend.preprocess import Preprocessed
+from softswitch.frontend.scope import Overloads, Scope
+from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
+from softswitch.frontend.typeops import same_type, substitute, type_str
+
+_BASE_TYPES: dict[str, ir.Type] = {
+    "bool_type": ir.BoolType(),
+    "error_type": ir.ErrorType(),
+    "string_type": ir.StringType(),
+    "match_kind_type": ir.MatchKindType(),
+    "bit1_type": ir.BitType(1),
+    "int_any_type": ir.IntLitType(),
+    "void_type": ir.VoidType(),
+    "dontcare_type": ir.DontCareType(),
+}
+
+
+def _plain(tree: Tree) -> list[Tree | Token]:
+    """Children without the annotations node."""
+    return [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
+
+
+class Checker(StmtChecker):
+    """Checks one parse tree and assembles the program."""
+
+    def __init__(self, pre: Preprocessed, source_file: str) -> None:
+        self.pre = pre
+        self.source_file = source_file
+        self.errors: list[str] = []
+        self.match_kinds: list[str] = []
+        self.uid_counter = 0
+        self.top = Scope()
+        self.types: dict[str, ir.Type] = {}
+        self.constants: dict[str, ir.Const | ir.BoolConst] = {}
+        self.externs: dict[str, ir.ExternDecl] = {}
+        self.extern_functions: dict[str, ir.ExternFunctionDecl] = {}
+        self.actions: dict[str, ir.ActionDecl] = {}
+        self.functions: dict[str, ir.FunctionDecl] = {}
+        self.parsers: dict[str, ir.ParserDecl] = {}
+        self.controls: dict[str, ir.ControlDecl] = {}
+        self.instances: dict[str, ir.Instance] = {}
+        self.main: ir.PackageInstance | None = None
+        # per method overload (keyed by the id of its parameter list): type params, return type
+        self.method_info: dict[int, tuple[list[str], ir.Type]] = {}
+
+    # ------------------------------------------------------------------ program
+
+    def program(self, tree: Tree) -> ir.Program:
+        """Check every top-level declaration in order."""
+        for decl in tree.children:
+            if isinstance(decl, Tree) and decl.data != "empty_decl":
+                method = getattr(self, "_d_" + str(decl.data))
+                method(decl, self.top)
+        if self.main is None:
+            raise P4Error("the program has no 'main' package instance", ir.Loc(self.source_file, 1, 1))
+        return ir.Program(
+            source_file=self.source_file,
+            types=self.types,
+            errors=self.errors,
+            match_kinds=self.match_kinds,
+            constants=self.constants,
+            externs=self.externs,
+            extern_functions=self.extern_functions,
+            actions=self.actions,
+            functions=self.functions,
+            parsers=self.parsers,
+            controls=self.controls,
+            instances=self.instances,
+            main=self.main,
+        )
+
+    # ------------------------------------------------------------------ types
+
+    def resolve_type(self, tree: Tree | Token, scope: Scope) -> ir.Type:
+        """A type expression -> ir.Type (typedefs resolved away)."""
+        if isinstance(tree, Token):
+            return self.named_type(str(tree), scope, self.loc(tree))
+        kind = str(tree.data)
+        if kind in _BASE_TYPES:
+            return _BASE_TYPES[kind]
+        loc = self.loc(tree)
+        if kind in ("bit_type", "int_type", "varbit_type"):
+            wtree = tree.children[0]
+            wchild = wtree.children[0]
+            if isinstance(wchild, Token):
+                width = int(wchild.replace("_", ""), 0) if not wchild.isdigit() else int(wchild)
+            else:
+                width = self.const_int(wchild, scope, "type width")
+            if width <= 0 and kind != "bit_type" or width < 0:
+                raise P4Error(f"invalid width {width}", loc)
+            if kind == "varbit_type":
+                return ir.VarbitType(width)
+            return ir.BitType(width, kind == "int_type")
+        if kind == "type_name":
+            tok = tree.children[-1]
+            return self.named_type(str(tok), self.top if len(tree.children) > 1 or self._dotted(tree) else scope, loc)
+        if kind == "specialized_type":
+            base = self.resolve_type(tree.children[0], scope)
+            args = tuple(self.resolve_type(a, scope) for a in tree.children[1].children)
+            if isinstance(base, ir.ExternType):
+                decl = self.externs.get(base.name)
+                if decl is not None and len(decl.type_params) != len(args):
+                    raise P4Error(f"extern '{base.name}' expects {len(decl.type_params)} type arguments, got {len(args)}", loc)
+                return ir.ExternType(base.name, args)
+            return SpecializedType(base, args)
+        if kind == "stack_type":
+            elem = self.resolve_type(tree.children[0], scope)
+            size = self.const_int(tree.children[1], scope, "stack size")
+            if not isinstance(ir.strip_newtype(elem), (ir.HeaderType, ir.HeaderUnionType)):
+                raise P4Error(f"header stacks need a header element type, not {type_str(elem)}", loc)
+            if size <= 0:
+                raise P4Error(f"invalid header stack size {size}", loc)
+            return ir.StackType(elem, size)
+        if kind == "tuple_type":
+            return ir.TupleType(tuple(self.resolve_type(a, scope) for a in tree.children[0].children))
+        raise P4Error(f"unsupported type '{self.source_text(tree)}'", loc)
+
+    def _dotted(self, tree: Tree) -> bool:
+        return self.pre.text[tree.meta.start_pos : tree.meta.start_pos + 1] == "." if not tree.meta.empty else False
+
+    def named_type(self, name: str, scope: Scope, loc: ir.Loc) -> ir.Type:
+        """The type a type name refers to."""
+        t = scope.lookup_type(name)
+        if t is None:
+            raise P4Error(f"no type named '{name}'", loc)
+        if isinstance(t, ir.ExternDecl):
+            return ir.ExternType(t.name)
+        if isinstance(t, (ir.ParserDecl, ir.ControlDecl)):
+            return ir.BlockType(t)
+        assert isinstance(t, ir.Type)
+        return t
+
+    def extern_decl(self, name: str, loc: ir.Loc) -> ir.ExternDecl:
+        decl = self.externs.get(name)
+        if decl is None:
+            raise P4Error(f"no extern named '{name}'", loc)
+        return decl
+
+    def method_type_params(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> list[str]:
+        return self.method_info[id(params)][0]
+
+    def method_return(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> ir.Type:
+        return self.method_info[id(params)][1]
+
+    def type_param_scope(self, tree: Tree, scope: Scope) -> tuple[list[str], Scope]:
+        """Type parameters declared by ``tree`` (if any) and a scope that knows them."""
+        tp = subtree(tree, "type_params")
+        inner = scope.child()
+        names: list[str] = []
+        if tp is not None:
+            for tok in tp.children:
+                if isinstance(tok, Token) and tok.type == "TYPE_IDENTIFIER":
+                    names.append(str(tok))
+                    inner.declare_type(str(tok), TypeVar(str(tok)), self.loc(tok))
+        return names, inner
+
+    def params(self, tree: Tree | None, scope: Scope, declare_in: Scope | None = None) -> list[ir.Param]:
+        """A parameter list; parameters are declared in ``declare_in`` when given."""
+        out: list[ir.Param] = []
+        if tree is None:
+            return out
+        seen: set[str] = set()
+        for p in tree.children:
+            annos = self.annotations(p)
+            direction = ""
+            rest = []
+            for c in p.children:
+                if isinstance(c, Tree) and c.data == "annotations":
+                    continue
+                if isinstance(c, Tree) and c.data == "direction":
+                    direction = str(c.children[0])
+                    continue
+                rest.append(c)
+            t = self.resolve_type(rest[0], scope)
+            name = name_of(rest[1])
+            loc = self.loc(p)
+            if name in seen:
+                raise P4Error(f"duplicate parameter '{name}'", loc)
+            seen.add(name)
+            default = self.expr(rest[2], scope, t) if len(rest) > 2 else None
+            if default is not None:
+                default = self.convert(default, t, loc, "default value")
+            param = ir.Param(name, t, self.new_uid(), loc, direction, default, annos)
+            out.append(param)
+            if declare_in is not None:
+                declare_in.declare(name, param, self.loc(rest[1]))
+        return out
+
+    # ------------------------------------------------------------------ type declarations
+
+    def _fields(self, tree: Tree, scope: Scope, kind: str) -> list[ir.StructField]:
+        fields: list[ir.StructField] = []
+        names: set[str] = set()
+        for f in tree.children:
+            if not (isinstance(f, Tree) and f.data == "struct_field"):
+                continue
+            rest = _plain(f)
+            t = self.resolve_type(rest[0], scope)
+            fname = name_of(rest[1])
+            floc = self.loc(f)
+            if fname in names:
+                raise P4Error(f"duplicate field '{fname}'", floc)
+            names.add(fname)
+            st = ir.strip_newtype(t)
+            if kind == "header" and not isinstance(st, (ir.BitType, ir.VarbitType, ir.BoolType, ir.EnumType)):
+                raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
+            if kind == "header_union" and not isinstance(st, ir.HeaderType):
+                raise P4Error(f"header_union field '{fname}' must be a header, not {type_str(t)}", floc)
+            if kind == "header" and isinstance(st, ir.EnumType) and st.underlying is None:
+                raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
+            fields.append(ir.StructField(fname, t, self.annotations(f), floc))
+        return fields
+
+    def _name_tok(self, tree: Tree) -> Token:
+        return next(c for c in tree.children if isinstance(c, Token) and c.type == "TYPE_IDENTIFIER")
+
+    def _d_header_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        t = ir.HeaderType(str(tok), self._fields(tree, scope, "header"), self.annotations(tree), self.loc(tok))
+        if sum(1 for f in t.fields if isinstance(f.type, ir.VarbitType)) > 1:
+            raise P4Error(f"header '{tok}' has more than one varbit field", self.loc(tok))
+        self._add_type(str(tok), t, scope, tok)
+
+    def _d_header_union_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        t = ir.HeaderUnionType(str(tok), self._fields(tree, scope, "header_union"), self.annotations(tree), self.loc(tok))
+        self._add_type(str(tok), t, scope, tok)
+
+    def _d_struct_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        t = ir.StructType(str(tok), self._fields(tree, scope, "struct"), self.annotations(tree), self.loc(tok))
+        self._add_type(str(tok), t, scope, tok)
+
+    def _add_type(self, name: str, t: object, scope: Scope, tok: Token) -> None:
+        scope.declare_type(name, t, self.loc(tok))
+        if scope is self.top and isinstance(t, ir.Type) and not isinstance(t, (TypeVar,)):
+            if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType, ir.EnumType, ir.NewType)):
+                self.types[name] = t
+
+    def _d_enum_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        members = [name_of(c) for c in tree.children if isinstance(c, Tree) and c.data == "name"]
+        if len(set(members)) != len(members):
+            raise P4Error(f"duplicate member in enum '{tok}'", self.loc(tok))
+        self._add_type(str(tok), ir.EnumType(str(tok), members, None, {}, self.annotations(tree), self.loc(tok)), scope, tok)
+
+    def _d_ser_enum_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        rest = _plain(tree)
+        under = self.resolve_type(rest[0], scope)
+        if not isinstance(under, ir.BitType):
+            raise P4Error(f"the underlying type of enum '{tok}' must be bit<W> or int<W>", self.loc(tok))
+        members: list[str] = []
+        values: dict[str, int] = {}
+        for ev in tree.children:
+            if isinstance(ev, Tree) and ev.data == "enum_value":
+                m = name_of(ev.children[0])
+                if m in values:
+                    raise P4Error(f"duplicate member '{m}' in enum '{tok}'", self.loc(ev))
+                v = self.convert(self.expr(ev.children[1], scope, under), under, self.loc(ev), "enum value")
+                if not isinstance(v, ir.Const):
+                    raise P4Error("enum values must be compile-time constants", self.loc(ev))
+                members.append(m)
+                values[m] = v.value
+        self._add_type(str(tok), ir.EnumType(str(tok), members, under, values, self.annotations(tree), self.loc(tok)), scope, tok)
+
+    def _d_typedef_decl(self, tree: Tree, scope: Scope) -> None:
+        rest = _plain(tree)
+        t = self.resolve_type(rest[0], scope)
+        name_tree = rest[1]
+        scope.declare_type(name_of(name_tree), t, self.loc(name_tree))
+
+    def _d_newtype_decl(self, tree: Tree, scope: Scope) -> None:
+        rest = _plain(tree)
+        t = self.resolve_type(rest[0], scope)
+        name = name_of(rest[1])
+        nt = ir.NewType(name, t, self.annotations(tree), self.loc(rest[1]))
+        scope.declare_type(name, nt, self.loc(rest[1]))
+        self.types[name] = nt
+
+    def _d_error_decl(self, tree: Tree, scope: Scope) -> None:
+        for c in tree.children:
+            m = name_of(c)
+            if m in self.errors:
+                raise P4Error(f"duplicate error member '{m}'", self.loc(c))
+            self.errors.append(m)
+
+    def _d_match_kind_decl(self, tree: Tree, scope: Scope) -> None:
+        for c in tree.children:
+            m = name_of(c)
+            if m in self.match_kinds:
+                raise P4Error(f"duplicate match_kind member '{m}'", self.loc(c))
+            self.match_kinds.append(m)
+
+    def _d_const_decl(self, tree: Tree, scope: Scope) -> None:
+        value = self.const_decl(tree, scope)
+        if isinstance(value, (ir.Const, ir.BoolConst)):
+            self.constants[name_of(_plain(tree)[1])] = value
+
+    # ------------------------------------------------------------------ externs
+
+    def _d_extern_obj_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        name = str(tok)
+        tparams, inner = self.type_param_scope(tree, scope)
+        decl = ir.ExternDecl(name, tparams, [], {}, self.annotations(tree), self.loc(tok))
+        scope.declare_type(name, decl, self.loc(tok))
+        self.externs[name] = decl
+        for m in tree.children:
+            if not isinstance(m, Tree) or m.data not in ("method", "ctor"):
+                continue
+            if m.data == "ctor":
+                ctok = next(c for c in m.children if isinstance(c, Token))
+                if str(ctok) != name:
+                    raise P4Error(f"constructor name '{ctok}' does not match extern '{name}'", self.loc(ctok))
+                decl.constructors.append(self.params(subtree(m, "params"), inner))
+                continue
+            mtparams, minner = self.type_param_scope(m, inner)
+            rest = [c for c in _plain(m) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
+            rtype = self.resolve_type(rest[0], minner)
+            mname = name_of(rest[1])
+            params = self.params(subtree(m, "params"), minner)
+            decl.methods.setdefault(mname, []).append(params)
+            self.method_info[id(params)] = (mtparams, rtype)
+
+    def _d_extern_func_decl(self, tree: Tree, scope: Scope) -> None:
+        tparams, inner = self.type_param_scope(tree, scope)
+        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
+        rtype = self.resolve_type(rest[0], inner)
+        name = name_of(rest[1])
+        params = self.params(subtree(tree, "params"), inner)
+        decl = ir.ExternFunctionDecl(name, rtype, params, tparams, self.loc(tree))
+        existing = scope.lookup(name) if scope is self.top else None
+        if isinstance(existing, Overloads):
+            if any(len(d.params) == len(params) for d in existing.decls):
+                raise P4Error(f"duplicate declaration of '{name}' with {len(params)} parameters", self.loc(tree))
+            existing.decls.append(decl)
+        else:
+            scope.declare(name, Overloads(name, [decl]), self.loc(rest[1]))
+            self.extern_functions[name] = decl
+
+    def _d_parser_type_decl(self, tree: Tree, scope: Scope) -> None:
+        self._block_proto(tree, scope, "parser")
+
+    def _d_control_type_decl(self, tree: Tree, scope: Scope) -> None:
+        self._block_proto(tree, scope, "control")
+
+    def _block_proto(self, tree: Tree, scope: Scope, kind: str) -> None:
+        tok = self._name_tok(tree)
+        tparams, inner = self.type_param_scope(tree, scope)
+        params = self.params(subtree(tree, "params"), inner)
+        scope.declare_type(str(tok), BlockProto(kind, str(tok), tparams, params, self.loc(tok)), self.loc(tok))
+
+    def _d_package_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        tparams, inner = self.type_param_scope(tree, scope)
+        params = self.params(subtree(tree, "params"), inner)
+        scope.declare_type(str(tok), PackageType(str(tok), tparams, params, self.loc(tok)), self.loc(tok))
+
+    # ------------------------------------------------------------------ actions / functions
+
+    def _d_action_decl(self, tree: Tree, scope: Scope) -> None:
+        action = self.action_decl(tree, scope)
+        if scope is self.top:
+            self.actions[action.name] = action
+
+    def action_decl(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+        """An action; its directionless parameters come from the control plane."""
+        annos = self.annotations(tree)
+        name_tree = subtree(tree, "name")
+        assert name_tree is not None
+        name = name_of(name_tree)
+        inner = scope.child()
+        params = self.params(subtree(tree, "params"), scope, inner)
+        seen_cp = False
+        for p in params:
+            if p.direction == "":
+                seen_cp = True
+            elif seen_cp:
+                raise P4Error(f"directional parameter '{p.name}' after action data parameters", p.loc)
+        body_tree = subtree(tree, "block")
+        assert body_tree is not None
+        body = self.block(body_tree, inner, Ctx("action"))
+        action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, self.loc(tree))
+        scope.declare(name, action, self.loc(name_tree))
+        return action
+
+    def _d_function_decl(self, tree: Tree, scope: Scope) -> None:
+        tparams, inner = self.type_param_scope(tree, scope)
+        if tparams:
+            raise UnsupportedError("generic functions", self.loc(tree))
+        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params", "block"))]
+        rtype = self.resolve_type(rest[0], scope)
+        name = name_of(rest[1])
+        body_scope = inner.child()
+        params = self.params(subtree(tree, "params"), scope, body_scope)
+        body_tree = subtree(tree, "block")
+        assert body_tree is not None
+        body = self.block(body_tree, body_scope, Ctx("function", rtype))
+        fn = ir.FunctionDecl(name, rtype, params, body, self.loc(tree))
+        scope.declare(name, fn, self.loc(rest[1]))
+        self.functions[name] = fn
+
+    # ------------------------------------------------------------------ instances
+
+    def _d_instantiation(self, tree: Tree, scope: Scope) -> None:
+        inst = self.instantiation(tree, scope)
+        if inst is not None:
+            self.instances[inst.name] = inst
+
+    def instantiation(self, tree: Tree, scope: Scope) -> ir.Instance | None:
+        """``T(args) name;`` -> an Instance (or the program's main package)."""
+        annos = self.annotations(tree)
+        rest = _plain(tree)
+        type_tree, args_tree, name_tree = rest[0], rest[1], rest[2]
+        name = name_of(name_tree)
+        loc = self.loc(tree)
+        t = self.resolve_type(type_tree, scope)
+        if isinstance(t, PackageType):
+            if scope is not self.top:
+                raise P4Error("packages can only be instantiated at the top level", loc)
+            self.main = self.package_instance(t, args_tree, name, scope, loc)
+            return None
+        inst = self.instance_of(t, list(args_tree.children), name, annos, scope, loc)
+        scope.declare(name, inst, self.loc(name_tree))
+        return inst
+
+    def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
+        t = self.resolve_type(tree.children[0], scope)
+        return self.instance_of(t, list(tree.children[-1].children), name, annos, scope, loc)
+
+    def instance_of(
+        self, t: ir.Type, arg_trees: list[Tree], name: str, annos: ir.Annotations, scope: Scope, loc: ir.Loc
+    ) -> ir.Instance:
+        """Check a constructor call of an extern or a parser/control."""
+        if isinstance(t, ir.ExternType):
+            decl = self.extern_decl(t.name, loc)
+            if not decl.constructors:
+                raise P4Error(f"extern '{t.name}' cannot be instantiated", loc)
+            params = self.pick_overload([(c, c) for c in decl.constructors], arg_trees, loc, f"constructor of '{t.name}'")
+            binding = dict(zip(decl.type_params, t.type_args))
+            args = self.bind_args(params, arg_trees, scope, loc, f"constructor of '{t.name}'", binding)
+            for a in args:
+                if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit)):
+                    raise P4Error(f"constructor arguments of '{t.name}' must be compile-time constants", a.loc)
+            targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
+            if decl.type_params and any(isinstance(x, ir.DontCareType) for x in targs):
+                raise P4Error(f"cannot infer the type arguments of '{t.name}'", loc)
+            return ir.Instance(name, self.cp_name(annos, name), ir.ExternType(t.name, targs), [a for a in args if a is not None], annos, loc)
+        if isinstance(t, ir.BlockType):
+            args = self.bind_args(t.decl.ctor_params, arg_trees, scope, loc, f"constructor of '{t.decl.name}'", {})
+            return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
+        raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
+
+    def package_instance(self, pkg: PackageType, args_tree: Tree, name: str, scope: Scope, loc: ir.Loc) -> ir.PackageInstance:
+        """``V1Switch(MyParser(), ...) main;`` with each block checked against the package."""
+        arg_trees = list(args_tree.children)
+        if len(arg_trees) != len(pkg.params):
+            raise P4Error(f"package '{pkg.name}' expects {len(pkg.params)} arguments, got {len(arg_trees)}", loc)
+        binding: dict[str, ir.Type] = {}
+        instances: list[ir.Instance] = []
+        for p, a in zip(pkg.params, arg_trees):
+            aloc = self.loc(a)
+            if isinstance(a, Tree) and a.data == "named_arg":
+                raise UnsupportedError("named package arguments", aloc)
+            if isinstance(a, Tree) and a.data == "ctor_call":
+                t = self.resolve_type(a.children[0], scope)
+                if not isinstance(t, ir.BlockType):
+                    raise P4Error(f"argument '{p.name}' of package '{pkg.name}' must be a parser or control", aloc)
+                decl = t.decl
+                inst = self.instance_of(t, list(a.children[-1].children), decl.name, {}, scope, aloc)
+                inst.cp_name = self.cp_name(decl.annotations, decl.name)
+            else:
+                e = self.expr(a, scope)
+                if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance) or not isinstance(e.type, ir.BlockType):
+                    raise P4Error(f"argument '{p.name}' of package '{pkg.name}' must be a parser or control", aloc)
+                inst = e.instance
+                decl = e.type.decl
+            self.check_block_arg(p, decl, binding, aloc)
+            instances.append(inst)
+        return ir.PackageInstance(pkg.name, name, instances, loc)
+
+    def check_block_arg(self, p: ir.Param, decl: ir.ParserDecl | ir.ControlDecl, binding: dict[str, ir.Type], loc: ir.Loc) -> None:
+        """The block passed for package parameter ``p`` must match its prototype."""
+        pt = p.type
+        proto = pt.base if isinstance(pt, SpecializedType) else pt
+        if not isinstance(proto, BlockProto):
+            return
+        kind = "parser" if isinstance(decl, ir.ParserDecl) else "control"
+        if kind != proto.kind:
+            raise P4Error(f"argument '{p.name}' must be a {proto.kind}, but '{decl.name}' is a {kind}", loc)
+        if len(decl.params) != len(proto.params):
+            raise P4Error(
+                f"{kind} '{decl.name}' has {len(decl.params)} parameters, but '{proto.name}' needs {len(proto.params)}",
+                loc,
+            )
+        local: dict[str, ir.Type] = {}
+        if isinstance(pt, SpecializedType):
+            for tp, arg in zip(proto.type_params, pt.args):
+                if isinstance(arg, TypeVar) and arg.name in binding:
+                    local[tp] = binding[arg.name]
+        for want, have in zip(proto.params, decl.params):
+            if want.direction != have.direction:
+                raise P4Error(
+                    f"parameter '{have.name}' of '{decl.name}' must be '{want.direction or 'directionless'}' as in '{proto.name}'",
+                    have.loc,
+                )
+            w = substitute(want.type, local)
+            if isinstance(w, TypeVar):
+                local[w.name] = have.type
+                if isinstance(pt, SpecializedType):
+                    for tp, arg in zip(proto.type_params, pt.args):
+                        if tp == w.name and isinstance(arg, TypeVar):
+                            binding.setdefault(arg.name, have.type)
+                            if binding[arg.name] is not have.type and type_str(binding[arg.name]) != type_str(have.type):
+                                raise P4Error(
+                                    f"parameter '{have.name}' of '{decl.name}' has type {type_str(have.type)}, "
+                                    f"but {type_str(binding[arg.name])} is used by the other blocks",
+                                    have.loc,
+                                )
+                continue
+            if not same_type(w, have.type):
+                raise P4Error(
+                    f"parameter '{have.name}' of '{decl.name}' has type {type_str(have.type)}, expected {type_str(w)}",
+                    have.loc,
+                )
+
+    # ------------------------------------------------------------------ parsers
+
+    def _d_parser_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        name = str(tok)
+        if subtree(tree, "type_params") is not None:
+            raise UnsupportedError("generic parser declarations", self.loc(tok))
+        annos = self.annotations(tree)
+        inner = scope.child()
+        params = self.params(subtree(tree, "params"), scope, inner)
+        ctor_tree = subtree(tree, "ctor_params")
+        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        decl = ir.ParserDecl(name, params, ctor, [], {}, annos, self.loc(tok))
+        state_trees = [c for c in tree.children if isinstance(c, Tree) and c.data == "parser_state"]
+        for c in tree.children:
+            if not isinstance(c, Tree):
+                continue
+            if c.data == "variable_decl":
+                decl.locals.append(self.variable_decl(c, inner))
+            elif c.data == "const_decl":
+                self.const_decl(c, inner)
+            elif c.data == "instantiation":
+                inst = self.instantiation(c, inner)
+                if inst is not None:
+                    decl.locals.append(inst)
+            elif c.data == "value_set_decl":
+                raise UnsupportedError("value_set", self.loc(c))
+        names: dict[str, Tree] = {}
+        for st in state_trees:
+            sname = name_of(subtree(st, "name"))  # type: ignore[arg-type]
+            if sname in names or sname in ("accept", "reject"):
+                raise P4Error(f"duplicate state '{sname}'", self.loc(st))
+            names[sname] = st
+        if "start" not in names:
+            raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
+        for sname, st in names.items():
+            decl.states[sname] = self.parser_state(st, inner, names)
+        scope.declare_type(name, decl, self.loc(tok))
+        self.parsers[name] = decl
+
+    def parser_state(self, tree: Tree, scope: Scope, states: dict[str, Tree]) -> ir.ParserState:
+        """One state: statements and its transition."""
+        sname = name_of(subtree(tree, "name"))  # type: ignore[arg-type]
+        inner = scope.child()
+        ctx = Ctx("parser")
+        stmts: list[ir.Stmt] = []
+        transition = ir.Transition("reject", None, [], self.loc(tree))
+        for c in tree.children:
+            if not isinstance(c, Tree) or c.data in ("annotations", "name"):
+                continue
+            if c.data == "transition_direct":
+                target = name_of(c.children[0])
+                self.check_state(target, states, c.children[0])
+                transition = ir.Transition(target, None, [], self.loc(c))
+            elif c.data == "transition_select":
+                exprs = [self.expr(e, inner) for e in c.children[0].children]
+                for e, et in zip(exprs, c.children[0].children):
+                    if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
+                        raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", self.loc(et))
+                cases: list[ir.SelectCase] = []
+                for case in c.children[1:]:
+                    keysets = self.keysets(case.children[0], [e.type for e in exprs], inner, "select key set")
+                    target = name_of(case.children[1])
+                    self.check_state(target, states, case.children[1])
+                    cases.append(ir.SelectCase(keysets, target, self.loc(case)))
+                transition = ir.Transition(None, exprs, cases, self.loc(c))
+            else:
+                s = self.stmt(c, inner, ctx)
+                if s is not None:
+                    stmts.append(s)
+        return ir.ParserState(sname, stmts, transition, self.annotations(tree), self.loc(tree))
+
+    def check_state(self, target: str, states: dict[str, Tree], node: Tree) -> None:
+        """A transition target must be a state of this parser."""
+        if target not in states and target not in ("accept", "reject"):
+            raise P4Error(f"no state named '{target}'", self.loc(node))
+
+    # ------------------------------------------------------------------ controls
+
+    def _d_control_decl(self, tree: Tree, scope: Scope) -> None:
+        tok = self._name_tok(tree)
+        name = str(tok)
+        if subtree(tree, "type_params") is not None:
+            raise UnsupportedError("generic control declarations", self.loc(tok))
+        annos = self.annotations(tree)
+        inner = scope.child()
+        params = self.params(subtree(tree, "params"), scope, inner)
+        ctor_tree = subtree(tree, "ctor_params")
+        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
+        body_tree: Tree | None = None
+        for c in tree.children:
+            if not isinstance(c, Tree):
+                continue
+            if c.data == "variable_decl":
+                decl.locals.append(self.variable_decl(c, inner))
+            elif c.data == "const_decl":
+                self.const_decl(c, inner)
+            elif c.data == "instantiation":
+                inst = self.instantiation(c, inner)
+                if inst is not None:
+                    decl.locals.append(inst)
+            elif c.data == "action_decl":
+                decl.locals.append(self.action_decl(c, inner))
+            elif c.data == "table_decl":
+                table = self.table_decl(c, inner)
+                name_tree = subtree(c, "name")
+                inner.declare(table.name, table, self.loc(name_tree or c))
+                decl.locals.append(table)
+            elif c.data == "block":
+                body_tree = c
+        assert body_tree is not None
+        decl.body = self.block(body_tree, inner, Ctx("control"))
+        scope.declare_type(name, decl, self.loc(tok))
+        self.controls[name] = decl

@@ -1,0 +1,739 @@
+"""Expression checking: name resolution, type inference, implicit conversions and folding.
+
+:class:`ExprChecker` is the half of the checker that turns lark expression trees into typed
+:mod:`softswitch.ir` expressions; :mod:`softswitch.frontend.check` adds declarations and
+statements on top of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from lark import Token, Tree
+
+from softswitch import ir
+from softswitch.errors import P4Error, UnsupportedError
+from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
+from softswitch.frontend.ir_ext import TypeVar
+from softswitch.frontend.literals import parse_int, unescape
+from softswitch.frontend.preprocess import Preprocessed
+from softswitch.frontend.scope import Overloads, Scope
+from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
+
+_BINARY_RULES = {
+    "lor", "land", "equality", "relational", "bor", "bxor", "band", "additive", "multiplicative",
+}  # fmt: skip
+_ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|"}
+_BITWISE = {"&", "|", "^"}
+_COMPARE = {"==", "!=", "<", ">", "<=", ">="}
+
+#: Pseudo-type of a name that refers to a table (the target of ``t.apply()``).
+TABLE_REF_TYPE = ir.VoidType()
+
+
+def name_of(tree: Tree | Token) -> str:
+    """Text of a name-like node (``name``, ``non_type_name``, ``prefixed_name`` ...)."""
+    if isinstance(tree, Token):
+        return str(tree)
+    for c in tree.children:
+        return name_of(c)
+    return ""
+
+
+def is_dotted(tree: Tree | Token) -> bool:
+    """True for a ``.name`` (top-level) reference."""
+    if isinstance(tree, Tree):
+        if tree.data == "dotted_name":
+            return True
+        return any(is_dotted(c) for c in tree.children if isinstance(c, Tree))
+    return False
+
+
+class ExprChecker:
+    """Typing and folding of expressions; subclassed by the declaration checker."""
+
+    pre: Preprocessed
+    errors: list[str]
+    match_kinds: list[str]
+
+    # ------------------------------------------------------------------ locations
+
+    def loc(self, node: Tree | Token) -> ir.Loc:
+        """Original source location of a tree node or token."""
+        if isinstance(node, Token):
+            return self.pre.loc(node.line or 1, node.column or 1)
+        meta = node.meta
+        if getattr(meta, "empty", True):
+            for c in node.children:
+                if isinstance(c, (Tree, Token)):
+                    return self.loc(c)
+            return ir.NOLOC
+        return self.pre.loc(meta.line, meta.column)
+
+    def source_text(self, node: Tree) -> str:
+        """Source text of a node with whitespace runs collapsed (P4Info key names)."""
+        meta = node.meta
+        text = self.pre.text[meta.start_pos : meta.end_pos]
+        return " ".join(text.split())
+
+    # ------------------------------------------------------------------ types
+
+    def resolve_type(self, tree: Tree | Token, scope: Scope) -> ir.Type:
+        """A type expression -> ir.Type (typedefs resolved away)."""
+        raise NotImplementedError  # provided by the declaration checker
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, tree: Tree | Token, scope: Scope, expected: ir.Type | None = None) -> ir.Expr:
+        """Check one expression; ``expected`` guides list/struct initialisers and literals."""
+        if isinstance(tree, Token):
+            raise P4Error(f"unexpected '{tree}'", self.loc(tree))
+        kind = tree.data
+        loc = self.loc(tree)
+        if kind in _BINARY_RULES:
+            left, op, right = tree.children
+            return self.binary(str(op), left, right, scope, loc)
+        if kind == "shl":
+            return self.binary("<<", tree.children[0], tree.children[-1], scope, loc)
+        if kind == "shr":
+            return self.binary(">>", tree.children[0], tree.children[-1], scope, loc)
+        method = getattr(self, "_e_" + str(kind), None)
+        if method is None:
+            raise P4Error(f"unsupported expression '{self.source_text(tree)}'", loc)
+        result: ir.Expr = method(tree, scope, loc, expected)
+        return result
+
+    def _e_int_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return parse_int(str(tree.children[0]), loc)
+
+    def _e_str_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.StringConst(ir.StringType(), loc, unescape(str(tree.children[0])))
+
+    def _e_true_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.BoolConst(ir.BoolType(), loc, True)
+
+    def _e_false_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.BoolConst(ir.BoolType(), loc, False)
+
+    def _e_dontcare_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.DontCare(ir.DontCareType(), loc)
+
+    def _e_invalid_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        t = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
+        if not isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
+            return ir.InvalidHeader(ir.DontCareType(), loc)
+        return ir.InvalidHeader(t, loc)
+
+    def _e_name_ref(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        name = name_of(tree)
+        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+        if target is None:
+            if name in self.match_kinds:
+                return ir.MatchKindMember(ir.MatchKindType(), loc, name)
+            raise P4Error(f"no declaration named '{name}'", loc)
+        return self.ref_to(target, name, loc)
+
+    def ref_to(self, target: object, name: str, loc: ir.Loc) -> ir.Expr:
+        """An expression referring to the declaration ``target``."""
+        if isinstance(target, ir.Variable):
+            return ir.VarRef(target.type, loc, target)
+        if isinstance(target, ir.Expr):  # a folded constant
+            return dataclasses.replace(target, loc=loc)
+        if isinstance(target, ir.Instance):
+            return ir.InstanceRef(target.type, loc, target)
+        if isinstance(target, ir.TableDecl):
+            return ir.InstanceRef(TABLE_REF_TYPE, loc, target)
+        if isinstance(target, (ir.ActionDecl, ir.FunctionDecl, Overloads)):
+            raise P4Error(f"'{name}' is a callable; it can only be called", loc)
+        raise P4Error(f"'{name}' cannot be used in an expression", loc)
+
+    def _e_type_member(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        tname_tree, member_tree = tree.children
+        t = self.resolve_type(tname_tree, scope)
+        member = name_of(member_tree)
+        et = ir.strip_newtype(t)
+        if isinstance(et, ir.EnumType):
+            if member not in et.members:
+                raise P4Error(f"enum '{et.name}' has no member '{member}'", self.loc(member_tree))
+            return ir.EnumMember(et, loc, member)
+        raise P4Error(f"type '{type_str(t)}' has no member '{member}'", loc)
+
+    def _e_error_member(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        member = name_of(tree.children[0])
+        if member not in self.errors:
+            raise P4Error(f"no error named '{member}'", loc)
+        return ir.ErrorMember(ir.ErrorType(), loc, member, self.errors.index(member))
+
+    def _e_list_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        elem_trees = tree.children[0].children if tree.children else []
+        exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
+        if isinstance(exp, (ir.StructType, ir.HeaderType)):
+            if len(elem_trees) != len(exp.fields):
+                raise P4Error(
+                    f"initializer has {len(elem_trees)} elements, but '{exp.name}' has "
+                    f"{len(exp.fields)} fields",
+                    loc,
+                )
+            fields = {
+                f.name: self.convert(self.expr(e, scope, f.type), f.type, self.loc(e), "initializer")
+                for f, e in zip(exp.fields, elem_trees)
+            }
+            return ir.StructInit(exp, loc, fields)
+        hints: Sequence[ir.Type | None] = (
+            exp.elems if isinstance(exp, ir.TupleType) and len(exp.elems) == len(elem_trees) else [None] * len(elem_trees)
+        )
+        elems = [self.expr(e, scope, h) for e, h in zip(elem_trees, hints)]
+        return ir.ListExpr(ir.TupleType(tuple(e.type for e in elems)), loc, elems)
+
+    def _e_struct_init(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
+        if not isinstance(exp, (ir.StructType, ir.HeaderType)):
+            raise P4Error("cannot infer the type of this structure initializer", loc)
+        given: dict[str, Tree] = {}
+        for kv in tree.children:
+            fname = name_of(kv.children[0])
+            if fname in given:
+                raise P4Error(f"field '{fname}' initialized twice", self.loc(kv))
+            given[fname] = kv.children[1]
+        fields: dict[str, ir.Expr] = {}
+        for f in exp.fields:
+            if f.name not in given:
+                raise P4Error(f"field '{f.name}' of '{exp.name}' is not initialized", loc)
+            e = given.pop(f.name)
+            fields[f.name] = self.convert(self.expr(e, scope, f.type), f.type, self.loc(e), "initializer")
+        if given:
+            extra = next(iter(given))
+            raise P4Error(f"'{exp.name}' has no field '{extra}'", loc)
+        return ir.StructInit(exp, loc, fields)
+
+    # ------------------------------------------------------------------ operators
+
+    def _e_mux(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        c_tree, t_tree, e_tree = tree.children
+        cond = self.expect_bool(self.expr(c_tree, scope), self.loc(c_tree), "condition of '?:'")
+        then = self.expr(t_tree, scope, expected if isinstance(expected, ir.Type) else None)
+        else_ = self.expr(e_tree, scope, expected if isinstance(expected, ir.Type) else None)
+        then, else_ = self.unify(then, else_, loc, "?:")
+        if isinstance(cond, ir.BoolConst) and isinstance(then.type, ir.IntLitType):
+            return then if cond.value else else_
+        if isinstance(then.type, ir.IntLitType):
+            raise P4Error("cannot infer the width of the operands of '?:'", loc)
+        return ir.Mux(then.type, loc, cond, then, else_)
+
+    def _e_not_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        e = self.expect_bool(self.expr(tree.children[0], scope), loc, "operand of '!'")
+        if isinstance(e, ir.BoolConst):
+            return ir.BoolConst(ir.BoolType(), loc, not e.value)
+        return ir.Unary(ir.BoolType(), loc, "!", e)
+
+    def _e_compl_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        e = self.expr(tree.children[0], scope)
+        t = ir.strip_newtype(e.type)
+        if not isinstance(t, ir.BitType):
+            raise P4Error(f"'~' cannot be applied to an operand of type {type_str(e.type)}", loc)
+        if isinstance(e, ir.Const):
+            return fold_unary("~", e, loc)
+        return ir.Unary(e.type, loc, "~", e)
+
+    def _e_neg_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        e = self.expr(tree.children[0], scope)
+        t = ir.strip_newtype(e.type)
+        if not isinstance(t, (ir.BitType, ir.IntLitType)):
+            raise P4Error(f"'-' cannot be applied to an operand of type {type_str(e.type)}", loc)
+        if isinstance(e, ir.Const):
+            return fold_unary("-", e, loc)
+        return ir.Unary(e.type, loc, "-", e)
+
+    def _e_pos_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        e = self.expr(tree.children[0], scope)
+        if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.IntLitType)):
+            raise P4Error(f"'+' cannot be applied to an operand of type {type_str(e.type)}", loc)
+        return e
+
+    def _e_cast_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        t = self.resolve_type(tree.children[0], scope)
+        e = self.expr(tree.children[1], scope, t)
+        return self.cast(e, t, loc)
+
+    def cast(self, e: ir.Expr, t: ir.Type, loc: ir.Loc) -> ir.Expr:
+        """An explicit cast ``(t) e`` (folded when ``e`` is constant)."""
+        src, dst = ir.strip_newtype(e.type), ir.strip_newtype(t)
+        if same_type(src, dst) and not isinstance(t, ir.NewType) and not isinstance(e.type, ir.NewType):
+            return e
+        ok = False
+        if isinstance(dst, ir.BitType):
+            ok = isinstance(src, (ir.BitType, ir.IntLitType)) or (
+                isinstance(src, ir.BoolType) and dst.width == 1 and not dst.signed
+            ) or (isinstance(src, ir.EnumType) and src.underlying is not None)
+        elif isinstance(dst, ir.BoolType):
+            ok = (isinstance(src, ir.BitType) and src.width == 1 and not src.signed) or (
+                isinstance(src, ir.IntLitType)
+            )
+        elif isinstance(dst, ir.IntLitType):
+            ok = isinstance(src, ir.IntLitType)
+        elif isinstance(dst, ir.EnumType) and dst.underlying is not None:
+            ok = isinstance(src, (ir.BitType, ir.IntLitType))
+        elif isinstance(dst, (ir.StructType, ir.HeaderType, ir.TupleType)):
+            return self.convert(e, t, loc, "cast")
+        elif same_type(src, dst):
+            ok = True
+        if not ok:
+            raise P4Error(f"cannot cast an expression of type {type_str(e.type)} to {type_str(t)}", loc)
+        if isinstance(e, (ir.Const, ir.BoolConst)) and isinstance(dst, (ir.BitType, ir.BoolType, ir.IntLitType)):
+            return fold_cast(e, dst, loc)
+        return ir.Cast(t, loc, e)
+
+    def binary(self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc) -> ir.Expr:
+        """Check and fold a binary operation."""
+        left = self.expr(lt, scope)
+        right = self.expr(rt, scope, left.type if not isinstance(left.type, ir.IntLitType) else None)
+        if isinstance(left, ir.DontCare) or isinstance(right, ir.DontCare):
+            raise P4Error(f"'_' cannot be an operand of '{op}'", loc)
+        if op in ("&&", "||"):
+            left = self.expect_bool(left, self.loc(lt), f"operand of '{op}'")
+            right = self.expect_bool(right, self.loc(rt), f"operand of '{op}'")
+            if isinstance(left, ir.BoolConst) and isinstance(right, ir.BoolConst):
+                v = (left.value and right.value) if op == "&&" else (left.value or right.value)
+                return ir.BoolConst(ir.BoolType(), loc, v)
+            return ir.Binary(ir.BoolType(), loc, op, left, right)
+        if op in ("<<", ">>"):
+            return self.shift(op, left, right, loc)
+        if op == "++":
+            return self.concat(left, right, loc)
+        left, right = self.unify(left, right, loc, op)
+        t = ir.strip_newtype(left.type)
+        if op in _COMPARE:
+            if op not in ("==", "!=") and not isinstance(t, (ir.BitType, ir.IntLitType)):
+                raise P4Error(f"'{op}' cannot compare operands of type {type_str(left.type)}", loc)
+            if isinstance(left, (ir.Const, ir.BoolConst)) and isinstance(right, (ir.Const, ir.BoolConst)):
+                return fold_binary(op, left, right, loc)
+            return ir.Binary(ir.BoolType(), loc, op, left, right)
+        if not isinstance(t, (ir.BitType, ir.IntLitType)):
+            raise P4Error(f"'{op}' cannot be applied to operands of type {type_str(left.type)}", loc)
+        if op in ("|+|", "|-|") and isinstance(t, ir.IntLitType):
+            raise P4Error(f"'{op}' needs operands of a fixed width", loc)
+        if op in ("/", "%") and isinstance(t, ir.BitType) and t.signed:
+            raise P4Error(f"'{op}' is not defined on signed values of type {type_str(t)}", loc)
+        if isinstance(left, ir.Const) and isinstance(right, ir.Const):
+            return fold_binary(op, left, right, loc)
+        return ir.Binary(left.type, loc, op, left, right)
+
+    def shift(self, op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
+        """``<<``/``>>``: the result has the left operand's type."""
+        lt, rt = ir.strip_newtype(left.type), ir.strip_newtype(right.type)
+        if not isinstance(lt, (ir.BitType, ir.IntLitType)):
+            raise P4Error(f"'{op}' cannot shift a value of type {type_str(left.type)}", loc)
+        if not isinstance(rt, (ir.BitType, ir.IntLitType)) or (isinstance(rt, ir.BitType) and rt.signed):
+            raise P4Error(f"the shift amount of '{op}' must be an unsigned number", loc)
+        if isinstance(right, ir.Const) and isinstance(rt, ir.IntLitType) and right.value < 0:
+            raise P4Error(f"negative shift amount {right.value}", loc)
+        if isinstance(lt, ir.IntLitType) and not isinstance(right, ir.Const):
+            raise P4Error(f"the width of the left operand of '{op}' must be known", loc)
+        if isinstance(left, ir.Const) and isinstance(right, ir.Const):
+            return fold_binary(op, left, right, loc)
+        return ir.Binary(left.type, loc, op, left, right)
+
+    def concat(self, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
+        """``a ++ b``: widths add up; both operands need a fixed width."""
+        lt, rt = ir.strip_newtype(left.type), ir.strip_newtype(right.type)
+        if not isinstance(lt, ir.BitType) or not isinstance(rt, ir.BitType):
+            bad = left if not isinstance(lt, ir.BitType) else right
+            raise P4Error(f"'++' needs operands of a fixed width, not {type_str(bad.type)}", loc)
+        t = ir.BitType(lt.width + rt.width, lt.signed)
+        if isinstance(left, ir.Const) and isinstance(right, ir.Const):
+            return ir.Const(t, loc, (left.value << rt.width) | right.value)
+        return ir.Binary(t, loc, "++", left, right)
+
+    def unify(self, a: ir.Expr, b: ir.Expr, loc: ir.Loc, op: str) -> tuple[ir.Expr, ir.Expr]:
+        """Give an unsized literal the other operand's type; otherwise types must agree."""
+        at, bt = ir.strip_newtype(a.type), ir.strip_newtype(b.type)
+        if isinstance(at, ir.IntLitType) and not isinstance(bt, ir.IntLitType):
+            return self.convert(a, b.type, loc, f"operand of '{op}'"), b
+        if isinstance(bt, ir.IntLitType) and not isinstance(at, ir.IntLitType):
+            return a, self.convert(b, a.type, loc, f"operand of '{op}'")
+        if isinstance(a, ir.InvalidHeader) and isinstance(a.type, ir.DontCareType):
+            return self.convert(a, b.type, loc, op), b
+        if isinstance(b, ir.InvalidHeader) and isinstance(b.type, ir.DontCareType):
+            return a, self.convert(b, a.type, loc, op)
+        if not same_type(at, bt):
+            if isinstance(at, ir.BitType) and isinstance(bt, ir.BitType):
+                raise P4Error(
+                    f"operands of '{op}' have different types: {type_str(a.type)} and {type_str(b.type)}",
+                    loc,
+                )
+            raise P4Error(
+                f"operands of '{op}' have incompatible types: {type_str(a.type)} and {type_str(b.type)}",
+                loc,
+            )
+        return a, b
+
+    def expect_bool(self, e: ir.Expr, loc: ir.Loc, what: str) -> ir.Expr:
+        """``e`` must be a bool."""
+        if not isinstance(ir.strip_newtype(e.type), ir.BoolType):
+            raise P4Error(f"{what} must be a bool, not {type_str(e.type)}", loc)
+        return e
+
+    def convert(self, e: ir.Expr, t: ir.Type, loc: ir.Loc, what: str) -> ir.Expr:
+        """Implicit conversion of ``e`` to type ``t`` (literals, initialisers), or an error."""
+        dst = ir.strip_newtype(t)
+        src = ir.strip_newtype(e.type)
+        if isinstance(dst, TypeVar) or has_typevar(dst) or isinstance(dst, ir.DontCareType):
+            return e
+        if same_type(src, dst):
+            return e
+        if isinstance(src, ir.IntLitType) and isinstance(e, ir.Const):
+            if isinstance(dst, ir.BitType):
+                return ir.Const(dst, e.loc, mask(e.value, dst.width))
+            if isinstance(dst, ir.EnumType) and dst.underlying is not None:
+                pass
+        if isinstance(e, ir.ListExpr):
+            if isinstance(dst, (ir.StructType, ir.HeaderType)) and len(e.elems) == len(dst.fields):
+                fields = {
+                    f.name: self.convert(x, f.type, x.loc, what) for f, x in zip(dst.fields, e.elems)
+                }
+                return ir.StructInit(dst, e.loc, fields)
+            if isinstance(dst, ir.TupleType) and len(e.elems) == len(dst.elems):
+                elems = [self.convert(x, y, x.loc, what) for x, y in zip(e.elems, dst.elems)]
+                return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
+        if isinstance(e, ir.InvalidHeader) and isinstance(dst, (ir.HeaderType, ir.HeaderUnionType)):
+            return ir.InvalidHeader(dst, e.loc)
+        if isinstance(e, ir.DontCare):
+            return e
+        raise P4Error(f"{what}: cannot convert an expression of type {type_str(e.type)} to {type_str(t)}", loc)
+
+    # ------------------------------------------------------------------ members / indexing
+
+    def _e_member_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base_tree, member_tree = tree.children
+        member = name_of(member_tree)
+        base = self.expr(base_tree, scope)
+        return self.member(base, member, loc)
+
+    def member(self, base: ir.Expr, member: str, loc: ir.Loc) -> ir.Expr:
+        """``base.member`` for fields, stack properties and table-apply results."""
+        t = ir.strip_newtype(base.type)
+        if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
+            for f in t.fields:
+                if f.name == member:
+                    return ir.Member(f.type, loc, base, member)
+            kind = {ir.HeaderType: "header", ir.StructType: "struct", ir.HeaderUnionType: "header_union"}[type(t)]
+            raise P4Error(f"{kind} '{t.name}' has no field '{member}'", loc)
+        if isinstance(t, ir.StackType):
+            if member in ("next", "last"):
+                return ir.Member(t.elem, loc, base, member)
+            if member in ("lastIndex", "size"):
+                return ir.Member(ir.BitType(32), loc, base, member)
+            raise P4Error(f"header stack has no member '{member}'", loc)
+        if isinstance(t, ir.TableApplyResultType):
+            if member in ("hit", "miss"):
+                return ir.Member(ir.BoolType(), loc, base, member)
+            if member == "action_run":
+                return ir.Member(ir.ActionRunType(t.table), loc, base, member)
+            raise P4Error(f"table apply result has no member '{member}'", loc)
+        raise P4Error(f"expression of type {type_str(base.type)} has no member '{member}'", loc)
+
+    def _e_index_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base = self.expr(tree.children[0], scope)
+        index = self.expr(tree.children[1], scope)
+        t = ir.strip_newtype(base.type)
+        if not isinstance(t, ir.StackType):
+            raise P4Error(f"cannot index an expression of type {type_str(base.type)}", loc)
+        it = ir.strip_newtype(index.type)
+        if not isinstance(it, (ir.BitType, ir.IntLitType)):
+            raise P4Error(f"a stack index must be a number, not {type_str(index.type)}", loc)
+        if isinstance(index, ir.Const):
+            if not 0 <= index.value < t.size:
+                raise P4Error(f"index {index.value} is out of range for a stack of size {t.size}", loc)
+            if isinstance(it, ir.IntLitType):
+                index = ir.Const(ir.BitType(32), index.loc, index.value)
+        return ir.Index(t.elem, loc, base, index)
+
+    def _e_slice_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base = self.expr(tree.children[0], scope)
+        hi = self.const_int(tree.children[1], scope, "slice bound")
+        lo = self.const_int(tree.children[2], scope, "slice bound")
+        t = ir.strip_newtype(base.type)
+        if not isinstance(t, ir.BitType):
+            raise P4Error(f"cannot slice an expression of type {type_str(base.type)}", loc)
+        if hi < lo or lo < 0 or hi >= t.width:
+            raise P4Error(f"slice [{hi}:{lo}] is out of range for {type_str(base.type)}", loc)
+        rt = ir.BitType(hi - lo + 1)
+        if isinstance(base, ir.Const):
+            return ir.Const(rt, loc, (base.value >> lo) & ((1 << (hi - lo + 1)) - 1))
+        return ir.Slice(rt, loc, base, hi, lo)
+
+    def const_int(self, tree: Tree, scope: Scope, what: str) -> int:
+        """A compile-time integer."""
+        e = self.expr(tree, scope)
+        if not isinstance(e, ir.Const):
+            raise P4Error(f"{what} must be a compile-time constant", self.loc(tree))
+        return e.value
+
+    # ------------------------------------------------------------------ lvalues
+
+    def check_lvalue(self, e: ir.Expr, loc: ir.Loc) -> None:
+        """``e`` must be assignable."""
+        if isinstance(e, ir.VarRef):
+            v = e.var
+            if isinstance(v, ir.Param) and v.direction == "in":
+                raise P4Error(f"cannot assign to in parameter '{v.name}'", loc)
+            if isinstance(v, ir.Param) and v.direction == "":
+                raise P4Error(f"cannot assign to read-only parameter '{v.name}'", loc)
+            return
+        if isinstance(e, ir.Member):
+            if isinstance(ir.strip_newtype(e.base.type), ir.StackType) and e.name in ("lastIndex", "size"):
+                raise P4Error("expression is not assignable", loc)
+            if isinstance(ir.strip_newtype(e.base.type), ir.TableApplyResultType):
+                raise P4Error("expression is not assignable", loc)
+            self.check_lvalue(e.base, loc)
+            return
+        if isinstance(e, (ir.Index, ir.Slice)):
+            self.check_lvalue(e.base, loc)
+            return
+        raise P4Error("expression is not assignable", loc)
+
+    # ------------------------------------------------------------------ calls
+
+    def _e_call_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return self.call(tree.children[0], [], tree.children[-1], scope, loc)
+
+    def _e_generic_call_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        callee, _lt, targs, *_rest = tree.children
+        type_args = [self.resolve_type(t, scope) for t in targs.children]
+        return self.call(callee, type_args, tree.children[-1], scope, loc)
+
+    def _e_ctor_call(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        raise P4Error("a constructor call is only allowed in an instantiation", loc)
+
+    def call(
+        self, callee: Tree, type_args: list[ir.Type], args: Tree, scope: Scope, loc: ir.Loc
+    ) -> ir.Expr:
+        """A function, action, extern function or method call."""
+        arg_trees = list(args.children)
+        if callee.data == "name_ref":
+            name = name_of(callee)
+            target = scope.root().lookup(name) if is_dotted(callee) else scope.lookup(name)
+            if target is None:
+                raise P4Error(f"no declaration named '{name}'", self.loc(callee))
+            if isinstance(target, ir.ActionDecl):
+                call_args = self.bind_args(target.params, arg_trees, scope, loc, f"action '{name}'", {})
+                return ir.Call(ir.VoidType(), loc, target, call_args)
+            if isinstance(target, ir.FunctionDecl):
+                call_args = self.bind_args(target.params, arg_trees, scope, loc, f"function '{name}'", {})
+                return ir.Call(target.return_type, loc, target, call_args)
+            if isinstance(target, Overloads):
+                decl = self.pick_overload(
+                    [(d.params, d) for d in target.decls], arg_trees, loc, f"function '{name}'"
+                )
+                binding = dict(zip(decl.type_params, type_args))
+                if type_args and len(type_args) != len(decl.type_params):
+                    raise P4Error(
+                        f"function '{name}' expects {len(decl.type_params)} type arguments, "
+                        f"got {len(type_args)}",
+                        loc,
+                    )
+                call_args = self.bind_args(decl.params, arg_trees, scope, loc, f"function '{name}'", binding)
+                rt = self.finish_return(decl.return_type, binding, loc, name)
+                targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
+                return ir.Call(rt, loc, decl, call_args, targs)
+            raise P4Error(f"'{name}' is not a function, action or method", self.loc(callee))
+        if callee.data == "member_expr":
+            base_tree, member_tree = callee.children
+            method = name_of(member_tree)
+            base = self.expr(base_tree, scope)
+            return self.method_call(base, method, type_args, arg_trees, scope, loc)
+        if callee.data == "type_member":
+            raise UnsupportedError("calling a method of a type", loc)
+        raise P4Error(f"'{self.source_text(callee)}' cannot be called", loc)
+
+    def finish_return(self, rt: ir.Type, binding: dict[str, ir.Type], loc: ir.Loc, name: str) -> ir.Type:
+        """Return type after substitution; it must not mention an unbound type variable."""
+        rt = substitute(rt, binding)
+        if has_typevar(rt):
+            raise P4Error(f"cannot infer the return type of '{name}'; give its type arguments", loc)
+        return rt
+
+    def pick_overload(self, options: list[tuple[list[ir.Param], object]], arg_trees: list[Tree], loc: ir.Loc, what: str):  # type: ignore[no-untyped-def]
+        """The overload whose parameter count fits the arguments."""
+        n = len(arg_trees)
+        named = {name_of(a.children[0]) for a in arg_trees if isinstance(a, Tree) and a.data == "named_arg"}
+        for params, decl in options:
+            required = sum(1 for p in params if p.default is None)
+            if required <= n <= len(params) and named <= {p.name for p in params}:
+                return decl
+        counts = sorted({len(p) for p, _ in options})
+        want = " or ".join(str(c) for c in counts)
+        raise P4Error(f"{what}: expected {want} arguments, got {n}", loc)
+
+    def method_call(
+        self,
+        base: ir.Expr,
+        method: str,
+        type_args: list[ir.Type],
+        arg_trees: list[Tree],
+        scope: Scope,
+        loc: ir.Loc,
+    ) -> ir.Expr:
+        """``base.method(args)``: externs, tables, sub-blocks, header/stack built-ins."""
+        t = ir.strip_newtype(base.type)
+        if isinstance(base, ir.InstanceRef) and isinstance(base.instance, ir.TableDecl):
+            if method != "apply":
+                raise P4Error(f"table '{base.instance.name}' has no method '{method}'", loc)
+            if arg_trees:
+                raise P4Error("a table's apply() takes no arguments", loc)
+            return ir.MethodCall(ir.TableApplyResultType(base.instance), loc, base, "apply", [])
+        if isinstance(t, ir.BlockType):
+            if method != "apply":
+                raise P4Error(f"'{t.decl.name}' has no method '{method}'", loc)
+            call_args = self.bind_args(t.decl.params, arg_trees, scope, loc, f"'{t.decl.name}.apply'", {})
+            return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
+        if isinstance(t, ir.ExternType):
+            decl = self.extern_decl(t.name, loc)
+            overloads = decl.methods.get(method)
+            if not overloads:
+                raise P4Error(f"extern '{t.name}' has no method '{method}'", loc)
+            options = [(ps, ps) for ps in overloads]
+            params: list[ir.Param] = self.pick_overload(options, arg_trees, loc, f"method '{method}'")
+            binding = dict(zip(decl.type_params, t.type_args))
+            mtparams = self.method_type_params(decl, method, params)
+            if type_args:
+                if len(type_args) != len(mtparams):
+                    raise P4Error(
+                        f"method '{method}' expects {len(mtparams)} type arguments, got {len(type_args)}", loc
+                    )
+                binding.update(zip(mtparams, type_args))
+            call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
+            rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
+            targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
+            return ir.MethodCall(rt, loc, base, method, call_args, targs)
+        if isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
+            if method == "isValid":
+                self.no_args(arg_trees, method, loc)
+                return ir.MethodCall(ir.BoolType(), loc, base, method, [])
+            if method in ("setValid", "setInvalid") and isinstance(t, ir.HeaderType):
+                self.no_args(arg_trees, method, loc)
+                self.check_lvalue(base, loc)
+                return ir.MethodCall(ir.VoidType(), loc, base, method, [])
+            if method in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
+                self.no_args(arg_trees, method, loc)
+                bits = t.bit_width if isinstance(t, ir.HeaderType) else 0
+                if isinstance(t, ir.HeaderType) and method.startswith("max"):
+                    bits += sum(f.type.max_width for f in t.fields if isinstance(f.type, ir.VarbitType))
+                v = bits if method.endswith("Bits") else (bits + 7) // 8
+                return ir.Const(ir.IntLitType(), loc, v)
+        if isinstance(t, ir.StackType) and method in ("push_front", "pop_front"):
+            if len(arg_trees) != 1:
+                raise P4Error(f"'{method}' expects 1 argument, got {len(arg_trees)}", loc)
+            self.check_lvalue(base, loc)
+            count = self.const_int(arg_trees[0], scope, f"the argument of '{method}'")
+            return ir.MethodCall(ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)])
+        raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
+
+    def no_args(self, arg_trees: list[Tree], method: str, loc: ir.Loc) -> None:
+        """Built-in methods without parameters."""
+        if arg_trees:
+            raise P4Error(f"'{method}' expects 0 arguments, got {len(arg_trees)}", loc)
+
+    def extern_decl(self, name: str, loc: ir.Loc) -> ir.ExternDecl:
+        """The declaration of extern object type ``name``."""
+        raise NotImplementedError  # provided by the declaration checker
+
+    def method_type_params(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> list[str]:
+        """Type parameters of one method overload."""
+        raise NotImplementedError  # provided by the declaration checker
+
+    def method_return(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> ir.Type:
+        """Return type of one method overload."""
+        raise NotImplementedError  # provided by the declaration checker
+
+    def bind_args(
+        self,
+        params: list[ir.Param],
+        arg_trees: list[Tree],
+        scope: Scope,
+        loc: ir.Loc,
+        what: str,
+        binding: dict[str, ir.Type],
+    ) -> list[ir.Expr | None]:
+        """Align arguments with parameters, infer type variables, convert and check them."""
+        positional: list[Tree] = []
+        named: dict[str, Tree] = {}
+        for a in arg_trees:
+            if isinstance(a, Tree) and a.data == "named_arg":
+                named[name_of(a.children[0])] = a.children[1]
+            else:
+                if named:
+                    raise P4Error(f"{what}: positional argument after named arguments", self.loc(a))
+                positional.append(a)
+        if len(positional) + len(named) > len(params):
+            raise P4Error(f"{what}: expected {len(params)} arguments, got {len(positional) + len(named)}", loc)
+        names = {p.name for p in params}
+        for n in named:
+            if n not in names:
+                raise P4Error(f"{what}: no parameter named '{n}'", loc)
+        slots: list[Tree | ir.Expr | None] = []
+        for i, p in enumerate(params):
+            if i < len(positional):
+                if p.name in named:
+                    raise P4Error(f"{what}: parameter '{p.name}' given twice", loc)
+                slots.append(positional[i])
+            elif p.name in named:
+                slots.append(named[p.name])
+            elif p.default is not None:
+                slots.append(p.default)
+            else:
+                given = len(positional) + len(named)
+                raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
+        # first pass: evaluate and learn type variables from arguments with a known type
+        values: list[ir.Expr] = []
+        for p, s in zip(params, slots):
+            if isinstance(s, ir.Expr):
+                values.append(s)
+                continue
+            assert isinstance(s, Tree)
+            hint = substitute(p.type, binding)
+            e = self.expr(s, scope, None if has_typevar(hint) else hint)
+            values.append(e)
+            if not isinstance(e.type, (ir.IntLitType, ir.DontCareType)) and not isinstance(e, ir.InvalidHeader):
+                bind(p.type, e.type, binding)
+        for p, e in zip(params, values):
+            if isinstance(p.type, TypeVar) and p.type.name not in binding and isinstance(e.type, ir.IntLitType):
+                binding[p.type.name] = e.type
+        out: list[ir.Expr | None] = []
+        for p, s, e in zip(params, slots, values):
+            ptype = substitute(p.type, binding)
+            aloc = self.loc(s) if isinstance(s, Tree) else loc
+            if p.direction in ("out", "inout"):
+                if isinstance(e, ir.DontCare):
+                    if p.direction == "inout":
+                        raise P4Error(f"{what}: '_' cannot be passed to inout parameter '{p.name}'", aloc)
+                    out.append(None)
+                    continue
+                try:
+                    self.check_lvalue(e, aloc)
+                except P4Error:
+                    raise P4Error(
+                        f"{what}: the argument for {p.direction} parameter '{p.name}' must be assignable",
+                        aloc,
+                    ) from None
+                if not has_typevar(ptype) and not same_type(e.type, ptype):
+                    raise P4Error(
+                        f"{what}: argument of type {type_str(e.type)} does not match parameter "
+                        f"'{p.name}' of type {type_str(ptype)}",
+                        aloc,
+                    )
+                out.append(e)
+            else:
+                if isinstance(e, ir.DontCare):
+                    out.append(None)
+                    continue
+                try:
+                    out.append(self.convert(e, ptype, aloc, what))
+                except P4Error:
+                    raise P4Error(
+                        f"{what}: argument of type {type_str(e.type)} does not match parameter "
+                        f"'{p.name}' of type {type_str(ptype)}",
+                        aloc,
+                    ) from None
+        return out

@@ -1,0 +1,481 @@
+"""Statement, keyset and table checking (the middle layer of the checker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lark import Token, Tree
+
+from softswitch import ir
+from softswitch.errors import P4Error, UnsupportedError
+from softswitch.frontend.exprs import ExprChecker, name_of, is_dotted
+from softswitch.frontend.literals import annotation_values
+from softswitch.frontend.scope import Scope
+from softswitch.frontend.typeops import same_type, type_str
+
+#: Table properties the built-in target understands (anything else is rejected).
+TABLE_PROPERTIES = {
+    "key", "actions", "default_action", "entries", "size", "implementation", "counters",
+    "meters", "support_timeout", "largest_priority_wins", "priority_delta",
+}  # fmt: skip
+
+
+@dataclass
+class Ctx:
+    """What kind of body is being checked (exit/return/table rules differ)."""
+
+    kind: str  # "parser", "control", "action", "function"
+    return_type: ir.Type | None = None
+
+
+def subtree(tree: Tree, data: str) -> Tree | None:
+    """The first direct child tree with rule name ``data``."""
+    for c in tree.children:
+        if isinstance(c, Tree) and c.data == data:
+            return c
+    return None
+
+
+class StmtChecker(ExprChecker):
+    """Statements, parser keysets and tables; declarations are added by the subclass."""
+
+    uid_counter: int
+
+    def new_uid(self) -> int:
+        """A program-wide unique variable id."""
+        self.uid_counter += 1
+        return self.uid_counter
+
+    # --------------------------------------------------------------- annotations
+
+    def annotations(self, tree: Tree) -> ir.Annotations:
+        """Annotations among the direct children of ``tree``."""
+        found = subtree(tree, "annotations")
+        return self.annotation_list(found) if found is not None else {}
+
+    def annotation_list(self, tree: Tree) -> ir.Annotations:
+        """An ``annotations`` node -> {name: values}."""
+        out: ir.Annotations = {}
+        for a in tree.children:
+            name = name_of(a.children[0])
+            body = next((str(c) for c in a.children if isinstance(c, Token) and c.type == "ANNOTATION_BODY"), None)
+            out[name] = annotation_values(body)
+        return out
+
+    def cp_name(self, annos: ir.Annotations, name: str) -> str:
+        """Control-plane name: the ``@name`` annotation, else the local name."""
+        vals = annos.get("name")
+        if vals and isinstance(vals[0], str):
+            return vals[0]
+        return name
+
+    # --------------------------------------------------------------- statements
+
+    def block(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Block:
+        """A ``{ ... }`` block in its own scope."""
+        inner = scope.child()
+        stmts = [self.stmt(c, inner, ctx) for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
+        return ir.Block([s for s in stmts if s is not None], self.loc(tree))
+
+    def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
+        """One statement or local declaration (constants yield None)."""
+        loc = self.loc(tree)
+        kind = tree.data
+        if kind == "assign_stmt":
+            lhs = self.expr(tree.children[0], scope)
+            if isinstance(lhs, ir.DontCare):
+                raise P4Error("cannot assign to '_'", loc)
+            self.check_lvalue(lhs, self.loc(tree.children[0]))
+            rhs = self.expr(tree.children[1], scope, lhs.type)
+            rhs = self.convert(rhs, lhs.type, self.loc(tree.children[1]), "assignment")
+            return ir.Assign(lhs, rhs, loc)
+        if kind == "call_stmt":
+            call = self.call(tree.children[0], [], tree.children[-1], scope, loc)
+            return self.call_stmt(call, ctx, loc)
+        if kind == "generic_call_stmt":
+            targs = subtree(tree, "type_args")
+            assert targs is not None
+            type_args = [self.resolve_type(t, scope) for t in targs.children]
+            call = self.call(tree.children[0], type_args, tree.children[-1], scope, loc)
+            return self.call_stmt(call, ctx, loc)
+        if kind == "if_stmt":
+            cond = self.expect_bool(self.expr(tree.children[0], scope), self.loc(tree.children[0]), "if condition")
+            then = self.sub_stmt(tree.children[1], scope, ctx)
+            else_ = self.sub_stmt(tree.children[2], scope, ctx) if len(tree.children) > 2 else None
+            return ir.If(cond, then, else_, loc)
+        if kind == "block":
+            return self.block(tree, scope, ctx)
+        if kind == "empty_stmt":
+            return ir.Empty(loc)
+        if kind == "exit_stmt":
+            if ctx.kind == "parser":
+                raise P4Error("'exit' is not allowed in a parser", loc)
+            return ir.Exit(loc)
+        if kind == "return_stmt":
+            return self.return_stmt(tree, scope, ctx, loc)
+        if kind == "switch_stmt":
+            return self.switch_stmt(tree, scope, ctx, loc)
+        if kind == "variable_decl":
+            return self.variable_decl(tree, scope)
+        if kind == "const_decl":
+            self.const_decl(tree, scope)
+            return None
+        if kind == "direct_apply":
+            raise UnsupportedError("applying a parser or control type directly", loc)
+        if kind == "instantiation":
+            raise P4Error("instantiations are not allowed inside a block", loc)
+        raise P4Error(f"unexpected statement '{self.source_text(tree)}'", loc)
+
+    def sub_stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
+        """Branch of an if: declarations get their own scope."""
+        s = self.stmt(tree, scope.child(), ctx)
+        return s if s is not None else ir.Empty(self.loc(tree))
+
+    def call_stmt(self, call: ir.Expr, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+        """A call used as a statement."""
+        if isinstance(call, ir.Call) and isinstance(call.callee, ir.ActionDecl) and ctx.kind == "parser":
+            raise P4Error("actions cannot be called from a parser", loc)
+        if isinstance(call, ir.MethodCall) and call.method == "apply" and ctx.kind in ("action", "parser", "function"):
+            if isinstance(call.type, ir.TableApplyResultType):
+                raise P4Error(f"tables cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
+        if not isinstance(call, (ir.Call, ir.MethodCall)):
+            raise P4Error("expression used as a statement is not a call", loc)
+        return ir.CallStmt(call, loc)
+
+    def return_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+        """``return`` / ``return e``."""
+        if ctx.kind == "parser":
+            raise P4Error("'return' is not allowed in a parser", loc)
+        if not tree.children:
+            if ctx.return_type is not None and not isinstance(ctx.return_type, ir.VoidType):
+                raise P4Error("a return value is required", loc)
+            return ir.Return(None, loc)
+        if ctx.return_type is None or isinstance(ctx.return_type, ir.VoidType):
+            raise P4Error("return with a value outside a function that returns one", loc)
+        value = self.expr(tree.children[0], scope, ctx.return_type)
+        value = self.convert(value, ctx.return_type, self.loc(tree.children[0]), "return value")
+        return ir.Return(value, loc)
+
+    def switch_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+        """``switch`` on ``t.apply().action_run`` or on a bit/enum value."""
+        subject = self.expr(tree.children[0], scope)
+        st = ir.strip_newtype(subject.type)
+        if not isinstance(st, (ir.ActionRunType, ir.BitType, ir.EnumType, ir.ErrorType)):
+            raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
+        cases: list[ir.SwitchCase] = []
+        seen: set[object] = set()
+        for case_tree in tree.children[1:]:
+            label_tree = case_tree.children[0]
+            cloc = self.loc(case_tree)
+            label: object
+            if label_tree.data == "label_default":
+                label = "default"
+            elif isinstance(st, ir.ActionRunType):
+                if label_tree.data != "label_name":
+                    raise P4Error("switch labels on action_run must be action names", self.loc(label_tree))
+                aname = name_of(label_tree)
+                action = scope.lookup(aname)
+                if not isinstance(action, ir.ActionDecl) or all(r.action is not action for r in st.table.actions):
+                    raise P4Error(f"'{aname}' is not an action of table '{st.table.name}'", self.loc(label_tree))
+                label = action
+            else:
+                label = self.switch_value(label_tree, subject.type, scope)
+            key = label if not isinstance(label, ir.Expr) else _label_key(label)
+            if key in seen:
+                raise P4Error("duplicate switch label", self.loc(label_tree))
+            seen.add(key)
+            body_tree = subtree(case_tree, "block")
+            body = self.block(body_tree, scope, ctx) if body_tree is not None else None
+            if cases and cases[-1].body is None:
+                cases[-1].labels.append(label)
+                cases[-1].body = body
+            else:
+                cases.append(ir.SwitchCase([label], body, cloc))
+        return ir.Switch(subject, cases, loc)
+
+    def switch_value(self, label_tree: Tree, t: ir.Type, scope: Scope) -> ir.Expr:
+        """A constant switch label converted to the subject's type."""
+        loc = self.loc(label_tree)
+        kind = label_tree.data
+        if kind == "label_int":
+            from softswitch.frontend.literals import parse_int
+
+            e: ir.Expr = parse_int(str(label_tree.children[0]), loc)
+        elif kind == "label_name":
+            e = self.expr(Tree("name_ref", label_tree.children, label_tree.meta), scope)
+        elif kind == "label_type_member":
+            e = self.expr(Tree("type_member", label_tree.children, label_tree.meta), scope)
+        else:
+            e = self.expr(Tree("error_member", label_tree.children, label_tree.meta), scope)
+        e = self.convert(e, t, loc, "switch label")
+        if not isinstance(e, (ir.Const, ir.EnumMember, ir.ErrorMember)):
+            raise P4Error("switch labels must be compile-time constants", loc)
+        return e
+
+    # --------------------------------------------------------------- declarations in blocks
+
+    def variable_decl(self, tree: Tree, scope: Scope) -> ir.VarDecl:
+        """``T x;`` / ``T x = e;`` (also control/parser-level locals)."""
+        rest = [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
+        t = self.resolve_type(rest[0], scope)
+        name = name_of(rest[1])
+        loc = self.loc(tree)
+        if isinstance(ir.strip_newtype(t), (ir.ExternType, ir.VoidType, ir.IntLitType, ir.StringType)):
+            raise P4Error(f"cannot declare a variable of type {type_str(t)}", loc)
+        init = None
+        if len(rest) > 2:
+            init = self.convert(self.expr(rest[2], scope, t), t, self.loc(rest[2]), "initializer")
+        var = ir.Variable(name, t, self.new_uid(), loc)
+        scope.declare(name, var, self.loc(rest[1]))
+        return ir.VarDecl(var, init, loc)
+
+    def const_decl(self, tree: Tree, scope: Scope) -> ir.Expr:
+        """``const T x = e;`` -> the folded value, declared in ``scope``."""
+        rest = [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
+        t = self.resolve_type(rest[0], scope)
+        name = name_of(rest[1])
+        value = self.expr(rest[2], scope, t)
+        value = self.convert(value, t, self.loc(rest[2]), "constant initializer")
+        if not isinstance(value, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit)):
+            raise P4Error(f"the initializer of constant '{name}' is not a compile-time constant", self.loc(rest[2]))
+        if isinstance(value, ir.Const) and isinstance(t, ir.NewType):
+            value = ir.Const(ir.strip_newtype(t), value.loc, value.value)
+        scope.declare(name, value, self.loc(rest[1]))
+        return value
+
+    # --------------------------------------------------------------- keysets
+
+    def keysets(self, tree: Tree, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
+        """A select case / entry key set: one keyset per expression."""
+        loc = self.loc(tree)
+        if tree.data == "tuple_keyset":
+            elems = list(tree.children)
+            if len(elems) == 1 and len(types) != 1 and elems[0].data in ("keyset_default",):
+                return [ir.KeysetDefault(loc) for _ in types]
+            if len(elems) != len(types):
+                raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
+            return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types)]
+        if tree.data in ("keyset_default", "dontcare_expr"):
+            return [ir.KeysetDefault(loc) for _ in types]
+        if len(types) != 1:
+            if tree.data == "list_expr":
+                return self.keysets(Tree("tuple_keyset", tree.children[0].children if tree.children else [], tree.meta), types, scope, what)
+            raise P4Error(f"{what} has 1 element, but {len(types)} are expected", loc)
+        return [self.simple_keyset(tree, types[0], scope, what)]
+
+    def simple_keyset(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
+        """One keyset element: value, ``v &&& m``, ``lo .. hi``, ``default`` or ``_``."""
+        loc = self.loc(tree)
+        if tree.data in ("keyset_default", "dontcare_expr"):
+            return ir.KeysetDefault(loc)
+        if tree.data == "keyset_mask":
+            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+        if tree.data == "keyset_range":
+            return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+        return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
+
+    def key_value(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> int:
+        """A constant of a keyset, as the integer the engine compares with."""
+        loc = self.loc(tree)
+        e = self.expr(tree, scope, t)
+        st = ir.strip_newtype(t)
+        try:
+            e = self.convert(e, t, loc, what)
+        except P4Error:
+            raise P4Error(f"{what}: value of type {type_str(e.type)} does not match the key type {type_str(t)}", loc) from None
+        if isinstance(e, ir.Const):
+            return e.value
+        if isinstance(e, ir.BoolConst):
+            return int(e.value)
+        if isinstance(e, ir.ErrorMember):
+            return e.code
+        if isinstance(e, ir.EnumMember) and isinstance(st, ir.EnumType):
+            return st.values[e.member] if st.underlying is not None else st.members.index(e.member)
+        raise P4Error(f"{what}: key set values must be compile-time constants", loc)
+
+    # --------------------------------------------------------------- tables
+
+    def table_decl(self, tree: Tree, scope: Scope) -> ir.TableDecl:
+        """A ``table`` declaration with its properties checked."""
+        annos = self.annotations(tree)
+        name_tree = subtree(tree, "name")
+        assert name_tree is not None
+        name = name_of(name_tree)
+        loc = self.loc(tree)
+        table = ir.TableDecl(name, self.cp_name(annos, name), [], [], None, annotations=annos, loc=loc)
+        seen: set[str] = set()
+        props = [c for c in tree.children if isinstance(c, Tree) and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")]
+        # the action list first: default_action and entries refer to it
+        order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
+        for prop in order:
+            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(str(prop.data))
+            if pname is None:
+                pname = str(next(c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"))
+            ploc = self.loc(prop)
+            if pname in seen:
+                raise P4Error(f"duplicate table property '{pname}'", ploc)
+            seen.add(pname)
+            if pname == "key":
+                table.keys = [self.table_key(k, scope) for k in prop.children]
+            elif pname == "actions":
+                table.actions = [self.action_item(a, scope, table) for a in prop.children]
+            elif pname == "entries":
+                table.entries_const = subtree(prop, "const_kw") is not None
+                table.entries = [self.table_entry(e, scope, table) for e in prop.children if isinstance(e, Tree) and e.data == "entry"]
+            else:
+                self.simple_property(prop, pname, scope, table, ploc)
+        if "actions" not in seen:
+            raise P4Error(f"table '{name}' has no 'actions' property", loc)
+        return table
+
+    def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
+        """``expr : match_kind @name(..);``"""
+        expr_tree, mk_tree = tree.children[0], tree.children[1]
+        annos = self.annotation_list(tree.children[2]) if len(tree.children) > 2 else {}
+        e = self.expr(expr_tree, scope)
+        mk = name_of(mk_tree)
+        if mk not in self.match_kinds:
+            raise P4Error(f"unknown match kind '{mk}'", self.loc(mk_tree))
+        t = ir.strip_newtype(e.type)
+        if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
+            raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.loc(expr_tree))
+        kname = self.cp_name(annos, self.source_text(expr_tree))
+        return ir.TableKey(e, mk, kname, annos, self.loc(tree))
+
+    def lookup_action(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+        """An action named in a table."""
+        name = name_of(tree)
+        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+        if target is None:
+            raise P4Error(f"no declaration named '{name}'", self.loc(tree))
+        if not isinstance(target, ir.ActionDecl):
+            raise P4Error(f"'{name}' is not an action", self.loc(tree))
+        return target
+
+    def action_item(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
+        """An element of the ``actions`` list; arguments bind the directional parameters."""
+        annos = self.annotations(tree)
+        name_tree = subtree(tree, "prefixed_name") or subtree(tree, "dotted_name")
+        assert name_tree is not None
+        action = self.lookup_action(name_tree, scope)
+        if any(r.action is action for r in table.actions):
+            raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", self.loc(tree))
+        args_tree = subtree(tree, "args")
+        directional = [p for p in action.params if p.direction != ""]
+        args: list[ir.Expr] = []
+        if args_tree is not None:
+            bound = self.bind_args(directional, list(args_tree.children), scope, self.loc(tree), f"action '{action.name}'", {})
+            args = [a for a in bound if a is not None]
+        elif directional:
+            raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.loc(tree))
+        return ir.ActionRef(action, args, annos, self.loc(tree))
+
+    def action_call_ref(self, tree: Tree, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
+        """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
+        loc = self.loc(tree)
+        if tree.data == "call_expr":
+            callee, args_tree = tree.children[0], tree.children[-1]
+            arg_trees = list(args_tree.children)
+        elif tree.data == "name_ref":
+            callee, arg_trees = tree, []
+        else:
+            raise P4Error(f"{what} must be an action call", loc)
+        if callee.data != "name_ref":
+            raise P4Error(f"{what} must be an action call", loc)
+        action = self.lookup_action(callee, scope)
+        listed = next((r for r in table.actions if r.action is action), None)
+        if listed is None:
+            raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
+        params = action.params
+        n_dir = len(params) - len(action.cp_params)
+        if len(arg_trees) == len(action.cp_params) and n_dir:
+            bound = self.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
+            return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
+        bound = self.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
+        return ir.ActionRef(action, [a for a in bound if a is not None], {}, loc)
+
+    def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
+        """One entry of ``entries = { ... }``."""
+        loc = self.loc(tree)
+        annos: ir.Annotations = {}
+        for c in tree.children:
+            if isinstance(c, Tree) and c.data == "annotations":
+                annos.update(self.annotation_list(c))
+        prio_tree = subtree(tree, "entry_priority")
+        rest = [c for c in tree.children if isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority")]
+        keyset_tree, name_tree = rest[0], rest[1]
+        args_tree = rest[2] if len(rest) > 2 else None
+        if not table.keys:
+            raise P4Error(f"table '{table.name}' has entries but no key", loc)
+        keysets = self.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
+        call = Tree("call_expr", [Tree("name_ref", [name_tree], name_tree.meta), args_tree], name_tree.meta) if args_tree is not None else Tree("name_ref", [name_tree], name_tree.meta)
+        ref = self.action_call_ref(call, scope, table, "entry action")
+        priority: int | None = None
+        if prio_tree is not None:
+            priority = self.const_int(prio_tree.children[0], scope, "entry priority")
+        elif "priority" in annos and annos["priority"] and isinstance(annos["priority"][0], int):
+            priority = int(annos["priority"][0])
+        return ir.ConstEntry(keysets, ref, priority, annos, loc)
+
+    def simple_property(self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc) -> None:
+        """``name = value;`` table properties."""
+        value_tree = prop.children[-1]
+        if pname not in TABLE_PROPERTIES:
+            raise P4Error(f"unknown table property '{pname}'", loc)
+        if pname == "default_action":
+            table.default_action = self.action_call_ref(value_tree, scope, table, "default action")
+            table.default_action_const = subtree(prop, "const_kw") is not None
+        elif pname == "size":
+            size = self.const_int(value_tree, scope, "table size")
+            if size < 0:
+                raise P4Error("table size must not be negative", loc)
+            table.size = size
+        elif pname in ("implementation", "counters", "meters"):
+            inst = self.property_instance(value_tree, scope, table, pname)
+            setattr(table, pname, inst)
+        elif pname in ("support_timeout", "largest_priority_wins"):
+            v = self.expr(value_tree, scope)
+            if not isinstance(v, ir.BoolConst):
+                raise P4Error(f"table property '{pname}' must be true or false", loc)
+            setattr(table, pname, v.value)
+        else:
+            table.properties[pname] = self.expr(value_tree, scope)
+
+    def property_instance(self, tree: Tree, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
+        """The extern instance named (or constructed inline) by a table property."""
+        expected = {
+            "implementation": ("action_profile", "action_selector"),
+            "counters": ("direct_counter",),
+            "meters": ("direct_meter",),
+        }[pname]
+        loc = self.loc(tree)
+        if tree.data == "ctor_call":
+            inst = self.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
+        else:
+            e = self.expr(tree, scope)
+            if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance):
+                raise P4Error(f"table property '{pname}' must name an extern instance", loc)
+            inst = e.instance
+        t = inst.type
+        if not isinstance(t, ir.ExternType) or t.name not in expected:
+            raise P4Error(
+                f"table property '{pname}' needs an instance of {' or '.join(expected)}, not {type_str(t)}", loc
+            )
+        return inst
+
+    def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
+        """Instance built by a constructor call (provided by the declaration checker)."""
+        raise NotImplementedError
+
+
+def _label_key(e: ir.Expr) -> object:
+    if isinstance(e, ir.Const):
+        return ("c", e.value)
+    if isinstance(e, ir.EnumMember):
+        return ("e", e.member)
+    if isinstance(e, ir.ErrorMember):
+        return ("r", e.code)
+    return id(e)
+
+
+__all__ = ["Ctx", "StmtChecker", "subtree", "same_type"]
