@@ -1,0 +1,842 @@
+/* netreduce.p4 -- NetReduce-style in-network gradient aggregation over RoCE v2, plus
+ * ordinary IPv4 routing with ECMP, for the v1model architecture (BMv2 simple_switch and
+ * the testbed's built-in target).
+ *
+ * Read docs/protocol.md first: it gives the packet formats, the slot state machine and
+ * how a controller configures jobs.  In short:
+ *   - a worker sends each gradient message as an RDMA WRITE on its own RC connection;
+ *     the first packet carries an aggregation tag after the RETH, the others are plain;
+ *   - the switch binds the message to slots on the first packet (per connection) and
+ *     finds the slot of every later packet from its PSN;
+ *   - each slot sums NR_ELEMS int<32> elements (saturating) from every member; the last
+ *     contribution releases the result: multicast to every member connection (root), or
+ *     one partial aggregate to the parent switch (leaf), which answers with the total;
+ *   - the egress rewrites every result replica into a valid packet of the receiving
+ *     worker's own connection (addresses, QP, PSN, RETH).
+ * Configuration is only tables, multicast groups and (unused here) clone sessions:
+ * registers hold data-plane state and are never written by the controller. */
+
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/nr_headers.p4"
+
+/* ========================================================================== parser */
+
+parser SwitchParser(packet_in packet,
+                    out headers_t hdr,
+                    inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+
+    state parse_arp {
+        packet.extract(hdr.arp);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        /* Only unfragmented packets without options carry a transport header we read. */
+        transition select(hdr.ipv4.ihl, hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (5, 0, IPPROTO_TCP): parse_tcp;
+            (5, 0, IPPROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_tcp {
+        packet.extract(hdr.tcp);
+        transition accept;
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dstPort) {
+            ROCE_V2_PORT: parse_bth;
+            default: accept;
+        }
+    }
+
+    /* Aggregation packets have exactly one of two lengths; any other RoCE packet is
+     * left as payload and routed like other traffic. */
+    state parse_bth {
+        packet.extract(hdr.bth);
+        transition select(hdr.bth.opcode, hdr.udp.length) {
+            (RC_WRITE_FIRST, NR_UDP_LEN_TAGGED): parse_reth;
+            (RC_WRITE_ONLY, NR_UDP_LEN_TAGGED): parse_reth;
+            (RC_WRITE_MIDDLE, NR_UDP_LEN_PLAIN): parse_nr_data;
+            (RC_WRITE_LAST, NR_UDP_LEN_PLAIN): parse_nr_data;
+            default: accept;
+        }
+    }
+
+    state parse_reth {
+        packet.extract(hdr.reth);
+        transition select(packet.lookahead<bit<16>>()) {
+            NR_MAGIC: parse_nr_tag;
+            default: accept;
+        }
+    }
+
+    state parse_nr_tag {
+        packet.extract(hdr.nr_tag);
+        transition parse_nr_data;
+    }
+
+    state parse_nr_data {
+        packet.extract(hdr.nr_data);
+        packet.extract(hdr.icrc);
+        transition accept;
+    }
+}
+
+/* ======================================================================= checksums */
+
+control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control SwitchComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+/* ================================================================= fault injection */
+
+/* Drops packets on a port with probability threshold / 65536 (65536 = always).  Used
+ * once on the ingress port and once on the egress port. */
+control PortLoss(in bit<9> port,
+                 inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    bit<17> loss_threshold = 0;
+
+    action lossy(bit<17> threshold) {
+        loss_threshold = threshold;
+    }
+
+    table port_loss {
+        key = { port: exact; }
+        actions = { lossy; NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+
+    apply {
+        if (port_loss.apply().hit) {
+            bit<17> r;
+            random(r, 17w0, 17w0xFFFF);
+            if (r < loss_threshold) {
+                meta.drop_reason = DROP_FAULT;
+                mark_to_drop(standard_metadata);
+            }
+        }
+    }
+}
+
+/* ====================================================================== forwarding */
+
+/* IPv4 longest-prefix routing; a route may name an ECMP group, whose member is picked
+ * by a CRC16 hash of the 5-tuple. */
+control Ipv4Forwarding(inout headers_t hdr,
+                       inout metadata_t meta,
+                       inout standard_metadata_t standard_metadata) {
+    direct_counter(CounterType.packets_and_bytes) ipv4_lpm_counter;
+
+    action no_route() {
+        meta.drop_reason = DROP_NO_ROUTE;
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_nhop(bit<48> smac, bit<48> dmac, bit<9> port) {
+        hdr.ethernet.srcAddr = smac;
+        hdr.ethernet.dstAddr = dmac;
+        standard_metadata.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    action set_ecmp(bit<16> group, bit<16> group_size) {
+        meta.fwd.ecmp_group = group;
+        hash(meta.fwd.ecmp_member, HashAlgorithm.crc16, 16w0,
+             { hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol,
+               meta.fwd.l4_src, meta.fwd.l4_dst },
+             group_size);
+    }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dstAddr: lpm; }
+        actions = { set_nhop; set_ecmp; no_route; }
+        default_action = no_route();
+        counters = ipv4_lpm_counter;
+        size = 1024;
+    }
+
+    table ecmp_nhop {
+        key = {
+            meta.fwd.ecmp_group: exact;
+            meta.fwd.ecmp_member: exact;
+        }
+        actions = { set_nhop; no_route; }
+        default_action = no_route();
+        size = 1024;
+    }
+
+    apply {
+        if (hdr.tcp.isValid()) {
+            meta.fwd.l4_src = hdr.tcp.srcPort;
+            meta.fwd.l4_dst = hdr.tcp.dstPort;
+        } else if (hdr.udp.isValid()) {
+            meta.fwd.l4_src = hdr.udp.srcPort;
+            meta.fwd.l4_dst = hdr.udp.dstPort;
+        }
+        if (hdr.ipv4.ttl <= 1) {
+            meta.drop_reason = DROP_TTL;
+            mark_to_drop(standard_metadata);
+        } else {
+            switch (ipv4_lpm.apply().action_run) {
+                set_ecmp: { ecmp_nhop.apply(); }
+            }
+        }
+    }
+}
+
+/* ============================================================ aggregation: ingress */
+
+/* Per-element work, expanded for every element by NR_FOR_EACH_ELEM (nr_elems.p4). */
+
+/* Add the packet's element into the slot (or start the slot with it) with saturation,
+ * note an overflow, and leave the running sum in the packet. */
+#define NR_ACCUMULATE(i)                                                          \
+    slot_sums.read(old_sum, elem_base + i);                                       \
+    if (fresh) {                                                                  \
+        new_sum = hdr.nr_data.e##i;                                               \
+    } else {                                                                      \
+        new_sum = (int<32>)old_sum |+| hdr.nr_data.e##i;                          \
+        if (new_sum != (int<32>)old_sum + hdr.nr_data.e##i) { overflow = 1; }    \
+    }                                                                             \
+    slot_sums.write(elem_base + i, (bit<32>)new_sum);                             \
+    hdr.nr_data.e##i = new_sum;
+
+/* Put the slot's stored sum into the packet (resending a result). */
+#define NR_LOAD(i)                                                                \
+    slot_sums.read(old_sum, elem_base + i);                                       \
+    hdr.nr_data.e##i = (int<32>)old_sum;
+
+/* Store the packet's elements as the slot's sum (the parent's total). */
+#define NR_STORE(i)                                                               \
+    slot_sums.write(elem_base + i, (bit<32>)hdr.nr_data.e##i);
+
+/* Look for the binding whose PSN range holds this packet; offset 0 is the tagged
+ * first packet, so a plain packet must be at offset 1 .. npkts-1. */
+#define NR_TRY_BINDING(b)                                                         \
+    bind_npkts.read(b_npkts, bind_base + b);                                      \
+    bind_psn.read(b_psn, bind_base + b);                                          \
+    if (!found && b_npkts != 0 && hdr.bth.psn - b_psn != 0                        \
+            && hdr.bth.psn - b_psn < (bit<24>)b_npkts) {                          \
+        found = true;                                                             \
+        meta.nr.pkt_idx = (bit<16>)(hdr.bth.psn - b_psn);                         \
+        meta.nr.npkts = b_npkts;                                                  \
+        bind_slot.read(meta.nr.slot_first, bind_base + b);                        \
+        bind_msg.read(meta.nr.msg, bind_base + b);                                \
+        bind_ver.read(meta.nr.ver, bind_base + b);                                \
+    }
+
+control AggregationIngress(inout headers_t hdr,
+                           inout metadata_t meta,
+                           inout standard_metadata_t standard_metadata) {
+    /* Statistics, indexed by job id (job_drops: job * NR_DROP_REASONS + reason). */
+    counter(NR_JOBS, CounterType.packets) contributions;
+    counter(NR_JOBS, CounterType.packets) duplicates;
+    counter(NR_JOBS, CounterType.packets) completions;
+    counter(NR_JOBS * NR_DROP_REASONS, CounterType.packets) job_drops;
+    direct_counter(CounterType.packets_and_bytes) conn_table_counter;
+    direct_counter(CounterType.packets_and_bytes) job_table_counter;
+
+    /* Slot state, indexed by slot copy g = 2 * slot + version. */
+    register<bit<16>>(NR_SLOT_COPIES) slot_job;       /* job that last used the copy */
+    register<bit<16>>(NR_SLOT_COPIES) slot_msg;       /* message it holds */
+    register<bit<32>>(NR_SLOT_COPIES) slot_bitmap;    /* ranks that contributed */
+    register<bit<8>>(NR_SLOT_COPIES) slot_count;      /* how many contributed */
+    register<bit<8>>(NR_SLOT_COPIES) slot_flags;      /* NR_SLOT_* */
+    register<bit<32>>(NR_SLOT_COPIES * NR_ELEMS) slot_sums;  /* g * NR_ELEMS + element */
+    /* Final slots of a message, at the copy of its first slot: job ++ msg ++ count. */
+    register<bit<48>>(NR_SLOT_COPIES) msg_progress;
+
+    /* Per connection: messages started, and NR_BIND message bindings
+     * (index conn * NR_BIND + msg % NR_BIND). */
+    register<bit<16>>(NR_CONNS) conn_started;
+    register<bit<24>>(NR_CONNS * NR_BIND) bind_psn;    /* PSN of the first packet */
+    register<bit<16>>(NR_CONNS * NR_BIND) bind_npkts;  /* 0 = unused */
+    register<bit<16>>(NR_CONNS * NR_BIND) bind_slot;
+    register<bit<16>>(NR_CONNS * NR_BIND) bind_msg;
+    register<bit<1>>(NR_CONNS * NR_BIND) bind_ver;
+
+    /* Per job: messages whose every slot holds its final result at this switch. */
+    register<bit<16>>(NR_JOBS) job_done;
+
+    action drop_packet(bit<8> reason) {
+        meta.drop_reason = reason;
+        mark_to_drop(standard_metadata);
+    }
+
+    /* An aggregation connection: a worker's QP (rank = its bitmap position), a child
+     * switch's uplink (rank = its bitmap position) or the parent's downlink
+     * (rank = NR_RANK_PARENT).  result_port: where results for this connection leave. */
+    action set_conn(bit<16> job, bit<16> conn, bit<8> rank, bit<9> result_port) {
+        meta.nr.job = job;
+        meta.nr.conn = conn;
+        meta.nr.rank = rank;
+        meta.nr.result_port = result_port;
+    }
+
+    table conn_table {
+        key = {
+            hdr.ipv4.srcAddr: exact;
+            hdr.ipv4.dstAddr: exact;
+            hdr.bth.dqpn: exact;
+        }
+        actions = { set_conn; NoAction; }
+        default_action = NoAction();
+        counters = conn_table_counter;
+        size = NR_CONNS;
+    }
+
+    action set_job(bit<32> slot_base, bit<16> slot_count, bit<8> expected,
+                   bit<32> members, bit<16> credits, bit<8> role,
+                   bit<16> mcast_grp, bit<9> upstream_port) {
+        meta.nr.slot_base = slot_base;
+        meta.nr.slot_count = slot_count;
+        meta.nr.expected = expected;
+        meta.nr.members = members;
+        meta.nr.credits = credits;
+        meta.nr.role = role;
+        meta.nr.mcast_grp = mcast_grp;
+        meta.nr.upstream_port = upstream_port;
+    }
+
+    table job_table {
+        key = { meta.nr.job: exact; }
+        actions = { set_job; NoAction; }
+        default_action = NoAction();
+        counters = job_table_counter;
+        size = NR_JOBS;
+    }
+
+    /* The three ways a result or partial leaves. */
+    action emit_to_group() {
+        meta.nr.emit = NR_EMIT_RESULT;
+        meta.nr.to_group = 1;
+        standard_metadata.mcast_grp = meta.nr.mcast_grp;
+    }
+
+    action emit_to_conn() {
+        meta.nr.emit = NR_EMIT_RESULT;
+        meta.nr.target = meta.nr.rank;
+        standard_metadata.egress_spec = meta.nr.result_port;
+    }
+
+    action emit_up() {
+        meta.nr.emit = NR_EMIT_UP;
+        meta.nr.target = NR_RANK_PARENT;
+        standard_metadata.egress_spec = meta.nr.upstream_port;
+    }
+
+    apply {
+        if (!conn_table.apply().hit) {
+            if (hdr.nr_tag.isValid()) {
+                /* Tagged, but from a connection nobody configured. */
+                meta.nr.handled = 1;
+                meta.nr.job = hdr.nr_tag.job;
+                drop_packet(DROP_NON_MEMBER);
+            }
+            /* Otherwise ordinary RoCE traffic: the caller routes it. */
+        } else {
+            meta.nr.handled = 1;
+            meta.nr.psn = hdr.bth.psn;
+
+            /* ---- 1. the job, and whether this connection belongs to it */
+            if (meta.nr.job >= NR_JOBS) {
+                drop_packet(DROP_UNKNOWN_JOB);
+            } else if (!job_table.apply().hit) {
+                drop_packet(DROP_UNKNOWN_JOB);
+            } else if (hdr.nr_tag.isValid() && hdr.nr_tag.job != meta.nr.job) {
+                drop_packet(DROP_MALFORMED);
+            } else if (meta.nr.rank == NR_RANK_PARENT) {
+                if (meta.nr.role != NR_ROLE_LEAF) {
+                    drop_packet(DROP_NON_MEMBER);
+                }
+            } else if (meta.nr.rank >= NR_MAX_RANKS
+                       || (meta.nr.members & ((bit<32>)1 << meta.nr.rank)) == 0) {
+                drop_packet(DROP_NON_MEMBER);
+            }
+
+            /* ---- 2. which message, packet and slot */
+            if (meta.drop_reason == DROP_NONE) {
+                if (hdr.nr_tag.isValid()) {
+                    meta.nr.msg = hdr.nr_tag.msg;
+                    meta.nr.slot_first = hdr.nr_tag.slot;
+                    meta.nr.npkts = hdr.nr_tag.npkts;
+                    meta.nr.pkt_idx = hdr.nr_tag.pktIdx;
+                    meta.nr.ver = hdr.nr_tag.flags[0:0];
+                    meta.nr.tag_overflow = hdr.nr_tag.flags[1:1];
+                    meta.nr.from_switch = hdr.nr_tag.flags[3:3];
+                    bit<1> is_result = hdr.nr_tag.flags[2:2];
+                    bool from_parent = meta.nr.rank == NR_RANK_PARENT;
+                    if (meta.nr.npkts == 0 || meta.nr.pkt_idx >= meta.nr.npkts
+                            || (meta.nr.from_switch == 0 && meta.nr.pkt_idx != 0)
+                            || (from_parent && (meta.nr.from_switch == 0 || is_result == 0))
+                            || (!from_parent && is_result == 1)) {
+                        drop_packet(DROP_MALFORMED);
+                    } else if ((bit<32>)meta.nr.slot_first + (bit<32>)meta.nr.npkts
+                               > (bit<32>)meta.nr.slot_count) {
+                        drop_packet(DROP_OUT_OF_RANGE);
+                    } else if (meta.nr.from_switch == 0) {
+                        /* A worker's first packet binds its message to this connection. */
+                        bit<32> bi = (bit<32>)meta.nr.conn * NR_BIND
+                                     + (bit<32>)(meta.nr.msg & (NR_BIND - 1));
+                        bit<16> known_npkts;
+                        bit<16> known_msg;
+                        bit<24> known_psn;
+                        bind_npkts.read(known_npkts, bi);
+                        bind_msg.read(known_msg, bi);
+                        bind_psn.read(known_psn, bi);
+                        if (known_npkts == 0 || known_msg != meta.nr.msg
+                                || known_psn != hdr.bth.psn) {
+                            /* A new message: it needs one of the job's credits. */
+                            bit<16> started;
+                            bit<16> done;
+                            conn_started.read(started, (bit<32>)meta.nr.conn);
+                            job_done.read(done, (bit<32>)meta.nr.job);
+                            if (started - done >= meta.nr.credits) {
+                                drop_packet(DROP_CREDIT);
+                            } else {
+                                conn_started.write((bit<32>)meta.nr.conn, started + 1);
+                                bind_psn.write(bi, hdr.bth.psn);
+                                bind_npkts.write(bi, meta.nr.npkts);
+                                bind_slot.write(bi, meta.nr.slot_first);
+                                bind_msg.write(bi, meta.nr.msg);
+                                bind_ver.write(bi, meta.nr.ver);
+                            }
+                        }
+                    }
+                } else if (meta.nr.rank == NR_RANK_PARENT) {
+                    drop_packet(DROP_MALFORMED);
+                } else {
+                    /* A later packet: find its message from the PSN. */
+                    bit<32> bind_base = (bit<32>)meta.nr.conn * NR_BIND;
+                    bit<16> b_npkts;
+                    bit<24> b_psn;
+                    bool found = false;
+                    NR_TRY_BINDING(0)
+                    NR_TRY_BINDING(1)
+                    NR_TRY_BINDING(2)
+                    NR_TRY_BINDING(3)
+                    if (!found) {
+                        drop_packet(DROP_UNBOUND);
+                    }
+                }
+            }
+
+            /* ---- 3. the slot: add, detect duplicates, complete */
+            if (meta.drop_reason == DROP_NONE) {
+                bit<32> first_slot = meta.nr.slot_base + (bit<32>)meta.nr.slot_first;
+                bit<32> g_first = first_slot * 2 + (bit<32>)meta.nr.ver;
+                meta.nr.g = (first_slot + (bit<32>)meta.nr.pkt_idx) * 2 + (bit<32>)meta.nr.ver;
+                bit<32> elem_base = meta.nr.g * NR_ELEMS;
+
+                bit<16> s_job;
+                bit<16> s_msg;
+                bit<32> s_bitmap;
+                bit<8> s_count;
+                bit<8> s_flags;
+                bit<16> o_job;
+                bit<8> o_count;
+                slot_job.read(s_job, meta.nr.g);
+                slot_msg.read(s_msg, meta.nr.g);
+                slot_bitmap.read(s_bitmap, meta.nr.g);
+                slot_count.read(s_count, meta.nr.g);
+                slot_flags.read(s_flags, meta.nr.g);
+                slot_job.read(o_job, meta.nr.g ^ 1);
+                slot_count.read(o_count, meta.nr.g ^ 1);
+
+                bit<32> old_sum;
+                int<32> new_sum;
+                bit<1> overflow = 0;
+                bool final_now = false;
+
+                if (meta.nr.rank == NR_RANK_PARENT) {
+                    /* The parent's total for a slot whose partial we sent up. */
+                    if (s_job != meta.nr.job || s_msg != meta.nr.msg
+                            || s_count != meta.nr.expected) {
+                        drop_packet(DROP_STALE);
+                    } else {
+                        NR_FOR_EACH_ELEM(NR_STORE)
+                        if ((s_flags & NR_SLOT_FINAL) == 0) {
+                            final_now = true;
+                        }
+                        s_flags = NR_SLOT_FINAL;
+                        if (meta.nr.tag_overflow == 1) {
+                            s_flags = s_flags | NR_SLOT_OVERFLOW;
+                        }
+                        slot_flags.write(meta.nr.g, s_flags);
+                        meta.nr.out_overflow = meta.nr.tag_overflow;
+                        emit_to_group();
+                    }
+                } else {
+                    bool fresh = s_job != meta.nr.job || s_msg != meta.nr.msg;
+                    bit<32> my_bit = (bit<32>)1 << meta.nr.rank;
+                    if (fresh && s_job == meta.nr.job
+                            && ((meta.nr.msg - s_msg) & 0x8000) != 0) {
+                        /* Older than the message the copy now holds. */
+                        drop_packet(DROP_STALE);
+                    } else if (fresh && o_job == meta.nr.job && o_count != 0
+                               && o_count != meta.nr.expected) {
+                        /* The other copy (message msg - credits) is still running. */
+                        drop_packet(DROP_CREDIT);
+                    } else if (!fresh && (s_bitmap & my_bit) != 0) {
+                        duplicates.count((bit<32>)meta.nr.job);
+                        if (s_count != meta.nr.expected) {
+                            mark_to_drop(standard_metadata);  /* others still missing */
+                        } else {
+                            NR_FOR_EACH_ELEM(NR_LOAD)
+                            if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
+                                meta.nr.out_overflow = 1;
+                            }
+                            if (meta.nr.role == NR_ROLE_ROOT
+                                    || (s_flags & NR_SLOT_FINAL) != 0) {
+                                emit_to_conn();
+                            } else {
+                                emit_up();   /* our partial may have been lost */
+                            }
+                        }
+                    } else {
+                        contributions.count((bit<32>)meta.nr.job);
+                        if (fresh) {
+                            s_bitmap = 0;
+                            s_count = 0;
+                            s_flags = 0;
+                        }
+                        NR_FOR_EACH_ELEM(NR_ACCUMULATE)
+                        s_bitmap = s_bitmap | my_bit;
+                        s_count = s_count + 1;
+                        if (overflow == 1 || meta.nr.tag_overflow == 1) {
+                            s_flags = s_flags | NR_SLOT_OVERFLOW;
+                        }
+                        meta.nr.record = 1;
+                        if (s_count == meta.nr.expected) {
+                            completions.count((bit<32>)meta.nr.job);
+                            if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
+                                meta.nr.out_overflow = 1;
+                            }
+                            if (meta.nr.role == NR_ROLE_ROOT) {
+                                s_flags = s_flags | NR_SLOT_FINAL;
+                                final_now = true;
+                                emit_to_group();
+                            } else {
+                                emit_up();
+                            }
+                        } else {
+                            /* Absorbed: the egress records its PSN, then drops it. */
+                            meta.nr.absorb = 1;
+                            standard_metadata.egress_spec = standard_metadata.ingress_port;
+                        }
+                        slot_job.write(meta.nr.g, meta.nr.job);
+                        slot_msg.write(meta.nr.g, meta.nr.msg);
+                        slot_bitmap.write(meta.nr.g, s_bitmap);
+                        slot_count.write(meta.nr.g, s_count);
+                        slot_flags.write(meta.nr.g, s_flags);
+                    }
+                }
+
+                /* A message is done (its credit returns) when all its slots are final. */
+                if (final_now) {
+                    bit<48> progress;
+                    msg_progress.read(progress, g_first);
+                    if (progress[47:32] != meta.nr.job || progress[31:16] != meta.nr.msg) {
+                        progress = meta.nr.job ++ meta.nr.msg ++ 16w0;
+                    }
+                    progress = progress + 1;
+                    msg_progress.write(g_first, progress);
+                    if (progress[15:0] == meta.nr.npkts) {
+                        bit<16> done_msgs;
+                        job_done.read(done_msgs, (bit<32>)meta.nr.job);
+                        job_done.write((bit<32>)meta.nr.job, done_msgs + 1);
+                    }
+                }
+            }
+        }
+
+        if (meta.drop_reason != DROP_NONE && meta.nr.job < NR_JOBS) {
+            job_drops.count((bit<32>)meta.nr.job * NR_DROP_REASONS
+                            + (bit<32>)meta.drop_reason);
+        }
+    }
+}
+
+/* ============================================================= aggregation: egress */
+
+/* Addresses of the connection (or inter-switch link) a result or partial goes out on. */
+#define NR_SET_ADDRESSES                                                          \
+    hdr.ethernet.srcAddr = smac;                                                  \
+    hdr.ethernet.dstAddr = dmac;                                                  \
+    hdr.ipv4.srcAddr = sip;                                                       \
+    hdr.ipv4.dstAddr = dip;                                                       \
+    hdr.udp.srcPort = sport;                                                      \
+    hdr.bth.dqpn = dqpn;
+
+control AggregationEgress(inout headers_t hdr,
+                          inout metadata_t meta,
+                          inout standard_metadata_t standard_metadata) {
+    counter(NR_JOBS, CounterType.packets) results_sent;
+    counter(NR_JOBS, CounterType.packets) partials_sent;
+
+    /* What each contribution arrived with, per slot copy and rank
+     * (index g * NR_MAX_RANKS + rank): the PSN, and the RETH of first packets.  The
+     * egress keeps them because only the egress sees each result replica. */
+    register<bit<24>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_psn;
+    register<bit<64>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_va;
+    register<bit<32>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_rkey;
+    register<bit<32>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_dma_len;
+
+    /* A worker connection: the receiver's view of the connection of rank `target`. */
+    action to_worker(bit<48> smac, bit<48> dmac, bit<32> sip, bit<32> dip,
+                     bit<16> sport, bit<24> dqpn) {
+        NR_SET_ADDRESSES
+    }
+
+    /* A link to a parent or child switch. */
+    action to_switch(bit<48> smac, bit<48> dmac, bit<32> sip, bit<32> dip,
+                     bit<16> sport, bit<24> dqpn) {
+        NR_SET_ADDRESSES
+    }
+
+    table result_rewrite {
+        key = {
+            meta.nr.job: exact;
+            meta.nr.target: exact;
+        }
+        actions = { to_worker; to_switch; NoAction; }
+        default_action = NoAction();
+        size = NR_CONNS;
+    }
+
+    action fill_tag(bit<16> pkt_idx, bit<8> flags) {
+        hdr.nr_tag.setValid();
+        hdr.nr_tag.magic = NR_MAGIC;
+        hdr.nr_tag.job = meta.nr.job;
+        hdr.nr_tag.msg = meta.nr.msg;
+        hdr.nr_tag.slot = meta.nr.slot_first;
+        hdr.nr_tag.npkts = meta.nr.npkts;
+        hdr.nr_tag.pktIdx = pkt_idx;
+        hdr.nr_tag.rank = meta.nr.target;
+        hdr.nr_tag.flags = flags | (7w0 ++ meta.nr.ver) | ((7w0 ++ meta.nr.out_overflow) << 1);
+        hdr.nr_tag.reserved = 0;
+    }
+
+    /* Header fields every emitted aggregation packet shares. */
+    action common_fields() {
+        hdr.ipv4.identification = 0;
+        hdr.ipv4.flags = 2;     /* don't fragment */
+        hdr.ipv4.fragOffset = 0;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.dstPort = ROCE_V2_PORT;
+        hdr.udp.checksum = 0;   /* RoCE v2 sends a zero UDP checksum */
+        hdr.bth.se = 0;
+        hdr.bth.migreq = 0;
+        hdr.bth.padcnt = 0;
+        hdr.bth.tver = 0;
+        hdr.bth.pkey = 0xFFFF;
+        hdr.bth.fecn = 0;
+        hdr.bth.becn = 0;
+        hdr.bth.resv6 = 0;
+        hdr.bth.resv7 = 6w0 ++ meta.nr.out_overflow;
+        hdr.icrc.icrc = 0;      /* not computable here; receivers ignore it */
+    }
+
+    apply {
+        if (meta.nr.record == 1) {
+            bit<32> ri = meta.nr.g * NR_MAX_RANKS + (bit<32>)meta.nr.rank;
+            rank_psn.write(ri, meta.nr.psn);
+            if (hdr.reth.isValid() && meta.nr.from_switch == 0) {
+                rank_va.write(ri, hdr.reth.va);
+                rank_rkey.write(ri, hdr.reth.rkey);
+                rank_dma_len.write(ri, hdr.reth.dmaLen);
+            }
+        }
+
+        if (meta.nr.absorb == 1) {
+            mark_to_drop(standard_metadata);
+        } else if (meta.nr.emit != NR_EMIT_NONE) {
+            if (meta.nr.to_group == 1) {
+                meta.nr.target = (bit<8>)standard_metadata.egress_rid;
+            }
+            switch (result_rewrite.apply().action_run) {
+                to_worker: {
+                    /* Packet pkt_idx of the message, as the receiver expects it. */
+                    bit<32> ri = meta.nr.g * NR_MAX_RANKS + (bit<32>)meta.nr.target;
+                    bool first = meta.nr.pkt_idx == 0;
+                    bool last = meta.nr.pkt_idx + 1 == meta.nr.npkts;
+                    common_fields();
+                    rank_psn.read(hdr.bth.psn, ri);
+                    if (first && last) {
+                        hdr.bth.opcode = RC_WRITE_ONLY;
+                    } else if (first) {
+                        hdr.bth.opcode = RC_WRITE_FIRST;
+                    } else if (last) {
+                        hdr.bth.opcode = RC_WRITE_LAST;
+                    } else {
+                        hdr.bth.opcode = RC_WRITE_MIDDLE;
+                    }
+                    if (last) {
+                        hdr.bth.ackreq = 1;
+                    } else {
+                        hdr.bth.ackreq = 0;
+                    }
+                    if (first) {
+                        hdr.reth.setValid();
+                        rank_va.read(hdr.reth.va, ri);
+                        rank_rkey.read(hdr.reth.rkey, ri);
+                        rank_dma_len.read(hdr.reth.dmaLen, ri);
+                        fill_tag(0, NR_FLAG_RESULT);
+                        hdr.ipv4.totalLen = NR_IP_LEN_TAGGED;
+                        hdr.udp.length = NR_UDP_LEN_TAGGED;
+                    } else {
+                        hdr.reth.setInvalid();
+                        hdr.nr_tag.setInvalid();
+                        hdr.ipv4.totalLen = NR_IP_LEN_PLAIN;
+                        hdr.udp.length = NR_UDP_LEN_PLAIN;
+                    }
+                    results_sent.count((bit<32>)meta.nr.job);
+                }
+                to_switch: {
+                    /* Inter-switch packets are WRITE Only with the tag on every packet. */
+                    common_fields();
+                    hdr.bth.opcode = RC_WRITE_ONLY;
+                    hdr.bth.ackreq = 0;
+                    hdr.bth.psn = (bit<24>)meta.nr.pkt_idx;
+                    hdr.reth.setValid();
+                    hdr.reth.va = 0;
+                    hdr.reth.rkey = 0;
+                    hdr.reth.dmaLen = 16 + NR_DATA_BYTES;
+                    if (meta.nr.emit == NR_EMIT_RESULT) {
+                        fill_tag(meta.nr.pkt_idx, NR_FLAG_SWITCH | NR_FLAG_RESULT);
+                        results_sent.count((bit<32>)meta.nr.job);
+                    } else {
+                        fill_tag(meta.nr.pkt_idx, NR_FLAG_SWITCH);
+                        partials_sent.count((bit<32>)meta.nr.job);
+                    }
+                    hdr.ipv4.totalLen = NR_IP_LEN_TAGGED;
+                    hdr.udp.length = NR_UDP_LEN_TAGGED;
+                }
+                default: {
+                    meta.drop_reason = DROP_NO_REWRITE;
+                    mark_to_drop(standard_metadata);
+                }
+            }
+        }
+    }
+}
+
+/* ===================================================================== the switch */
+
+control SwitchIngress(inout headers_t hdr,
+                      inout metadata_t meta,
+                      inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_rx;
+    counter(NR_DROP_REASONS, CounterType.packets) drops;
+
+    PortLoss() loss;
+    AggregationIngress() agg;
+    Ipv4Forwarding() fwd;
+
+    apply {
+        port_rx.count((bit<32>)standard_metadata.ingress_port);
+        loss.apply(standard_metadata.ingress_port, meta, standard_metadata);
+        if (meta.drop_reason == DROP_NONE) {
+            if (hdr.arp.isValid()) {
+                /* Hosts use static ARP entries (docs/protocol.md). */
+                meta.drop_reason = DROP_ARP;
+                mark_to_drop(standard_metadata);
+            } else if (!hdr.ipv4.isValid()) {
+                meta.drop_reason = DROP_NOT_IPV4;
+                mark_to_drop(standard_metadata);
+            } else if (standard_metadata.checksum_error == 1) {
+                meta.drop_reason = DROP_BAD_CHECKSUM;
+                mark_to_drop(standard_metadata);
+            } else {
+                if (hdr.nr_data.isValid()) {
+                    agg.apply(hdr, meta, standard_metadata);
+                }
+                if (meta.nr.handled == 0) {
+                    fwd.apply(hdr, meta, standard_metadata);
+                }
+            }
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            drops.count((bit<32>)meta.drop_reason);
+        }
+    }
+}
+
+control SwitchEgress(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_tx;
+    counter(NR_DROP_REASONS, CounterType.packets) drops;
+
+    AggregationEgress() agg;
+    PortLoss() loss;
+
+    apply {
+        agg.apply(hdr, meta, standard_metadata);
+        if (meta.nr.absorb == 0) {
+            if (meta.drop_reason == DROP_NONE) {
+                loss.apply(standard_metadata.egress_port, meta, standard_metadata);
+            }
+            if (meta.drop_reason != DROP_NONE) {
+                drops.count((bit<32>)meta.drop_reason);
+            } else {
+                port_tx.count((bit<32>)standard_metadata.egress_port);
+            }
+        }
+    }
+}
+
+control SwitchDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.arp);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.tcp);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.bth);
+        packet.emit(hdr.reth);
+        packet.emit(hdr.nr_tag);
+        packet.emit(hdr.nr_data);
+        packet.emit(hdr.icrc);
+    }
+}
+
+V1Switch(SwitchParser(),
+         SwitchVerifyChecksum(),
+         SwitchIngress(),
+         SwitchEgress(),
+         SwitchComputeChecksum(),
+         SwitchDeparser()) main;
