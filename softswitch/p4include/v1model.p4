@@ -118,7 +118,7 @@ extern action_selector {
 
 enum CloneType {
     I2E,
-    E2I
+    E2E
 }
 
 /* Deprecated checksum unit. */
