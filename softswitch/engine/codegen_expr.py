@@ -1,0 +1,419 @@
+"""Expression translation: P4 IR expressions -> Python expression text.
+
+Values are Python ints masked to their width (signed ``int<W>`` as two's-complement
+patterns), bools, or objects of the generated composite classes. Everything is inlined
+except what needs statements first (table applies, calls with copy-out), which is
+*hoisted*: emitted before the statement that uses it, into a temporary. The one visible
+consequence: a table applied inside the right operand of ``&&``/``||``/``?:`` is applied
+even when short-circuit evaluation would skip it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from softswitch import ir
+from softswitch.engine.codegen_emit import Emitter, Scope
+from softswitch.engine.codegen_types import attr, is_composite, scalar_width
+from softswitch.errors import P4Error, UnsupportedError
+
+if TYPE_CHECKING:
+    from softswitch.engine.codegen_types import TypeRegistry
+
+
+def strip(t: ir.Type) -> ir.Type:
+    return ir.strip_newtype(t)
+
+
+def mask(width: int) -> int:
+    return (1 << width) - 1
+
+
+def is_fresh(e: ir.Expr) -> bool:
+    """True when ``e`` builds a new composite object (no copy needed)."""
+    return isinstance(e, (ir.StructInit, ir.InvalidHeader, ir.Call))
+
+
+class ExprMixin:
+    """Expression part of :class:`softswitch.engine.codegen.CodeGen`."""
+
+    types: TypeRegistry
+
+    # provided by CodeGen
+    def tmp(self, prefix: str = "t") -> str: ...  # type: ignore[empty-body]
+    def err_code(self, name: str) -> int: ...  # type: ignore[empty-body]
+    def add_global(self, prefix: str, obj: Any) -> str: ...  # type: ignore[empty-body]
+    def apply_table(self, e: ir.Expr, sc: Scope, em: Emitter) -> tuple[str, str]: ...  # type: ignore[empty-body]
+    def call_function(self, e: ir.Call, sc: Scope, em: Emitter) -> str: ...  # type: ignore[empty-body]
+    def packet_expr(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str: ...  # type: ignore[empty-body]
+    def spare_for(self, t: ir.Type) -> str: ...  # type: ignore[empty-body]
+
+    # ------------------------------------------------------------------ entry points
+
+    def expr(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
+        """Python expression for the value of ``e`` (composites by reference)."""
+        meth = getattr(self, "_x_" + type(e).__name__, None)
+        if meth is None:
+            raise UnsupportedError(f"expression {type(e).__name__}", getattr(e, "loc", None))
+        return meth(e, sc, em)
+
+    def value(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
+        """Like :meth:`expr` but a composite is copied (for ``in`` arguments, initialisers)."""
+        x = self.expr(e, sc, em)
+        if is_composite(e.type) and not is_fresh(e):
+            return f"{x}._copy()"
+        return x
+
+    def cond(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
+        return self.expr(e, sc, em)
+
+    def lvalue(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
+        """Python assignment target for ``e`` (a variable, field or stack element)."""
+        if isinstance(e, ir.VarRef):
+            return self._var(e.var, sc, e.loc)
+        if isinstance(e, ir.Member):
+            return self.expr(e, sc, em)
+        if isinstance(e, ir.Index):
+            return self.expr(e, sc, em)
+        raise P4Error("expression cannot be assigned to", e.loc)
+
+    # ------------------------------------------------------------------ leaves
+
+    def _var(self, var: ir.Variable, sc: Scope, loc: ir.Loc) -> str:
+        try:
+            return sc.env[var]
+        except KeyError:
+            raise P4Error(f"internal: unresolved variable {var.name}", loc) from None
+
+    def _x_Const(self, e: ir.Const, sc: Scope, em: Emitter) -> str:
+        t = strip(e.type)
+        if isinstance(t, ir.BitType):
+            return str(e.value & mask(t.width))
+        return str(e.value)
+
+    def _x_BoolConst(self, e: ir.BoolConst, sc: Scope, em: Emitter) -> str:
+        return "True" if e.value else "False"
+
+    def _x_StringConst(self, e: ir.StringConst, sc: Scope, em: Emitter) -> str:
+        return repr(e.value)
+
+    def _x_VarRef(self, e: ir.VarRef, sc: Scope, em: Emitter) -> str:
+        return self._var(e.var, sc, e.loc)
+
+    def _x_EnumMember(self, e: ir.EnumMember, sc: Scope, em: Emitter) -> str:
+        t = strip(e.type)
+        if isinstance(t, ir.EnumType):
+            if t.underlying is not None:
+                return str(t.values[e.member])
+            return str(t.members.index(e.member))
+        raise P4Error(f"enum member {e.member} of a non-enum type", e.loc)
+
+    def _x_ErrorMember(self, e: ir.ErrorMember, sc: Scope, em: Emitter) -> str:
+        return str(e.code)
+
+    def _x_MatchKindMember(self, e: ir.MatchKindMember, sc: Scope, em: Emitter) -> str:
+        return repr(e.member)
+
+    def _x_DontCare(self, e: ir.DontCare, sc: Scope, em: Emitter) -> str:
+        return self.types.default(e.type)
+
+    def _x_InvalidHeader(self, e: ir.InvalidHeader, sc: Scope, em: Emitter) -> str:
+        return self.types.default(e.type)
+
+    def _x_InstanceRef(self, e: ir.InstanceRef, sc: Scope, em: Emitter) -> str:
+        got = sc.names.get(id(e.instance))
+        if not isinstance(got, str):
+            raise P4Error(f"internal: instance {e.instance.name} is not a value", e.loc)
+        return got
+
+    def _x_ListExpr(self, e: ir.ListExpr, sc: Scope, em: Emitter) -> str:
+        parts = [self.value(x, sc, em) for x in e.elems]
+        return "(" + "".join(p + ", " for p in parts) + ")"
+
+    def _x_StructInit(self, e: ir.StructInit, sc: Scope, em: Emitter) -> str:
+        t = strip(e.type)
+        cls = self.types.cls(t)
+        name = self.tmp("s")
+        vals = {k: self.value(v, sc, em) for k, v in e.fields.items()}
+        em.line(f"{name} = {cls}()")
+        for k, v in vals.items():
+            if is_composite(e.fields[k].type):
+                em.line(f"{name}.{attr(k)}._set({v})")
+            else:
+                em.line(f"{name}.{attr(k)} = {v}")
+        if isinstance(t, ir.HeaderType):
+            em.line(f"{name}._v = True")
+        return name
+
+    # ------------------------------------------------------------------ structure
+
+    def _x_Member(self, e: ir.Member, sc: Scope, em: Emitter) -> str:
+        bt = strip(e.base.type)
+        if isinstance(bt, ir.TableApplyResultType):
+            hit, an = self.apply_table(e.base, sc, em)
+            if e.name == "hit":
+                return hit
+            if e.name == "miss":
+                return f"(not {hit})"
+            if e.name == "action_run":
+                return an
+            raise P4Error(f"no member {e.name} of a table apply result", e.loc)
+        if isinstance(bt, ir.StackType):
+            base = self.expr(e.base, sc, em)
+            soob = self.err_code("StackOutOfBounds")
+            if e.name == "size":
+                return str(bt.size)
+            if e.name == "lastIndex":
+                return f"(({base}.n - 1) & 0xffffffff)"
+            if e.name == "nextIndex":
+                return f"{base}.n"
+            if e.name == "next":
+                if sc.in_parser:
+                    return f"_stack_next({base}, {soob})"
+                return f"_stack_at({base}, {base}.n, {self.spare_for(bt.elem)})"
+            if e.name == "last":
+                if sc.in_parser:
+                    return f"_stack_last({base}, {soob})"
+                return f"_stack_at({base}, {base}.n - 1, {self.spare_for(bt.elem)})"
+            raise P4Error(f"no member {e.name} of a header stack", e.loc)
+        if isinstance(bt, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
+            return f"{self.expr(e.base, sc, em)}.{attr(e.name)}"
+        raise UnsupportedError(f"member {e.name} of {type(bt).__name__}", e.loc)
+
+    def _x_Index(self, e: ir.Index, sc: Scope, em: Emitter) -> str:
+        bt = strip(e.base.type)
+        if not isinstance(bt, ir.StackType):
+            raise UnsupportedError("indexing a non-stack value", e.loc)
+        base = self.expr(e.base, sc, em)
+        if isinstance(e.index, ir.Const) and 0 <= e.index.value < bt.size:
+            return f"{base}.h[{e.index.value}]"
+        idx = self.expr(e.index, sc, em)
+        return f"_stack_at({base}, {idx}, {self.spare_for(bt.elem)})"
+
+    def _x_Slice(self, e: ir.Slice, sc: Scope, em: Emitter) -> str:
+        base = self.expr(e.base, sc, em)
+        m = mask(e.hi - e.lo + 1)
+        if e.lo == 0:
+            return f"({base} & {m:#x})"
+        return f"(({base} >> {e.lo}) & {m:#x})"
+
+    def _x_Mux(self, e: ir.Mux, sc: Scope, em: Emitter) -> str:
+        c = self.expr(e.cond, sc, em)
+        a = self.expr(e.then, sc, em)
+        b = self.expr(e.else_, sc, em)
+        return f"({a} if {c} else {b})"
+
+    # ------------------------------------------------------------------ operators
+
+    def _x_Unary(self, e: ir.Unary, sc: Scope, em: Emitter) -> str:
+        x = self.expr(e.operand, sc, em)
+        t = strip(e.type)
+        if e.op == "!":
+            return f"(not {x})"
+        if isinstance(t, ir.IntLitType):
+            return f"({e.op}{x})"
+        if not isinstance(t, ir.BitType):
+            raise UnsupportedError(f"operator {e.op} on {type(t).__name__}", e.loc)
+        m = mask(t.width)
+        if e.op == "-":
+            return f"((-{x}) & {m:#x})"
+        if e.op == "~":
+            return f"({x} ^ {m:#x})"
+        raise UnsupportedError(f"unary operator {e.op}", e.loc)
+
+    def _x_Binary(self, e: ir.Binary, sc: Scope, em: Emitter) -> str:
+        op = e.op
+        left = self.expr(e.left, sc, em)
+        right = self.expr(e.right, sc, em)
+        if op == "&&":
+            return f"({left} and {right})"
+        if op == "||":
+            return f"({left} or {right})"
+        lt = strip(e.left.type)
+        if op in ("==", "!="):
+            if is_composite(lt):
+                s = f"{left}._eq({right})"
+                return s if op == "==" else f"(not {s})"
+            return f"({left} {op} {right})"
+        if op in ("<", "<=", ">", ">="):
+            if isinstance(lt, ir.BitType) and lt.signed:
+                sb = 1 << (lt.width - 1)
+                return f"(({left} ^ {sb:#x}) {op} ({right} ^ {sb:#x}))"
+            return f"({left} {op} {right})"
+        if op == "++":
+            rw = scalar_width(e.right.type)
+            return f"(({left} << {rw}) | {right})"
+        t = strip(e.type)
+        if isinstance(t, ir.IntLitType):
+            pyop = {"/": "//"}.get(op, op)
+            if op in ("|+|", "|-|"):
+                pyop = op[1]
+            return f"({left} {pyop} {right})"
+        if not isinstance(t, ir.BitType):
+            raise UnsupportedError(f"operator {op} on {type(t).__name__}", e.loc)
+        w, m, signed = t.width, mask(t.width), t.signed
+        rconst = e.right.value if isinstance(e.right, ir.Const) else None
+        if op in ("+", "-", "*"):
+            return f"(({left} {op} {right}) & {m:#x})"
+        if op in ("&", "|", "^"):
+            return f"({left} {op} {right})"
+        if op == "/":
+            if signed:
+                return f"_sdiv({left}, {right}, {w})"
+            return f"({left} // {right})" if rconst else f"_udiv({left}, {right})"
+        if op == "%":
+            if signed:
+                return f"_smod({left}, {right}, {w})"
+            return f"({left} % {right})" if rconst else f"_umod({left}, {right})"
+        if op == "<<":
+            if rconst is not None:
+                return "0" if rconst >= w else f"(({left} << {rconst}) & {m:#x})"
+            return f"_shl({left}, {right}, {w})"
+        if op == ">>":
+            if signed:
+                return f"_sshr({left}, {right}, {w})"
+            return f"({left} >> {right})"
+        if op == "|+|":
+            if signed:
+                return f"_ssat_add({left}, {right}, {w})"
+            return f"min({left} + {right}, {m:#x})"
+        if op == "|-|":
+            if signed:
+                return f"_ssat_sub({left}, {right}, {w})"
+            return f"max({left} - {right}, 0)"
+        raise UnsupportedError(f"binary operator {op}", e.loc)
+
+    def _x_Cast(self, e: ir.Cast, sc: Scope, em: Emitter) -> str:
+        src = strip(e.operand.type)
+        dst = strip(e.type)
+        if isinstance(e.operand, ir.Const) and isinstance(dst, ir.BitType):
+            return str(e.operand.value & mask(dst.width))
+        x = self.expr(e.operand, sc, em)
+        if isinstance(dst, ir.BoolType):
+            return x if isinstance(src, ir.BoolType) else f"({x} != 0)"
+        if isinstance(dst, ir.BitType):
+            m = mask(dst.width)
+            if isinstance(src, ir.BoolType):
+                return f"(1 if {x} else 0)"
+            if isinstance(src, ir.BitType):
+                if src.signed and dst.width > src.width:
+                    return f"(_sext({x}, {src.width}) & {m:#x})"
+                if dst.width < src.width:
+                    return f"({x} & {m:#x})"
+                return x
+            return f"({x} & {m:#x})"
+        if isinstance(dst, ir.EnumType) and dst.underlying is not None:
+            return f"({x} & {mask(dst.underlying.width):#x})"
+        return x
+
+    # ------------------------------------------------------------------ calls
+
+    def _x_Call(self, e: ir.Call, sc: Scope, em: Emitter) -> str:
+        if isinstance(e.callee, ir.FunctionDecl):
+            return self.call_function(e, sc, em)
+        raise UnsupportedError(f"calling {type(e.callee).__name__} in an expression", e.loc)
+
+    def _x_MethodCall(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str:
+        tt = strip(e.target.type)
+        if e.method == "isValid":
+            base = self.expr(e.target, sc, em)
+            if isinstance(tt, ir.HeaderUnionType):
+                return f"{base}._valid()"
+            return f"{base}._v"
+        if e.method == "apply" and isinstance(strip(e.type), ir.TableApplyResultType):
+            hit, _ = self.apply_table(e, sc, em)
+            return hit
+        if isinstance(tt, ir.ExternType) and tt.name == "packet_in":
+            return self.packet_expr(e, sc, em)
+        raise UnsupportedError(f"method {e.method} in an expression", e.loc)
+
+    # ------------------------------------------------------------------ field lists
+
+    def flat_fields(
+        self, e: ir.Expr, sc: Scope, em: Emitter, valid: str | None = None
+    ) -> list[tuple[str, int, str | None]]:
+        """``(value, width, validity condition)`` of every scalar in ``e`` in order —
+        the field list of hashes, checksums and digests."""
+        t = strip(e.type)
+        if isinstance(e, ir.ListExpr):
+            out: list[tuple[str, int, str | None]] = []
+            for x in e.elems:
+                out += self.flat_fields(x, sc, em)
+            return out
+        if isinstance(t, (ir.HeaderType, ir.StructType)):
+            base = self.expr(e, sc, em)
+            if isinstance(t, ir.HeaderType):
+                valid = f"{base}._v"
+            out = []
+            for f in t.fields:
+                out += self._flat_obj(f"{base}.{attr(f.name)}", f.type, valid)
+            return out
+        if isinstance(t, (ir.HeaderUnionType, ir.StackType)):
+            raise UnsupportedError("a header union or stack in a field list", e.loc)
+        x = self.expr(e, sc, em)
+        if isinstance(t, ir.BoolType):
+            x = f"(1 if {x} else 0)"
+        if isinstance(e, ir.Member) and isinstance(strip(e.base.type), ir.HeaderType):
+            valid = f"{self.expr(e.base, sc, em)}._v"
+        width = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
+        return [(x, width, valid)]
+
+    def _flat_obj(self, x: str, t: ir.Type, valid: str | None) -> list[tuple[str, int, str | None]]:
+        t = strip(t)
+        if isinstance(t, ir.HeaderType):
+            out: list[tuple[str, int, str | None]] = []
+            for f in t.fields:
+                out += self._flat_obj(f"{x}.{attr(f.name)}", f.type, f"{x}._v")
+            return out
+        if isinstance(t, ir.StructType):
+            out = []
+            for f in t.fields:
+                out += self._flat_obj(f"{x}.{attr(f.name)}", f.type, valid)
+            return out
+        if isinstance(t, ir.VarbitType):
+            raise UnsupportedError("a varbit field in a field list")
+        if isinstance(t, ir.BoolType):
+            return [(f"(1 if {x} else 0)", 1, valid)]
+        return [(x, scalar_width(t), valid)]
+
+    def packed_bytes(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
+        """Python expression for the bytes BMv2 hashes for field list ``e`` (fields of
+        invalid headers left out, last byte zero-padded on the right)."""
+        fields = self.flat_fields(e, sc, em)
+        conds = {v for _, _, v in fields}
+        if len(conds) == 1 and None not in conds:  # one header: all or nothing
+            (cond,) = conds
+            plain = [(x, w, None) for x, w, _ in fields]
+            return f"({self._fast_pack(plain)} if {cond} else b'')"
+        if all(v is None for _, _, v in fields):
+            return self._fast_pack(fields)
+        parts = []
+        for x, w, v in fields:
+            parts.append(f"({x}, {w})" if v is None else f"(({x}, {w}) if {v} else (0, 0))")
+        return "_pack_fields((" + "".join(p + ", " for p in parts) + "))"
+
+    @staticmethod
+    def _fast_pack(fields: list[tuple[str, int, str | None]]) -> str:
+        total = sum(w for _, w, _ in fields)
+        if total == 0:
+            return "b''"
+        acc = " | ".join(
+            f"({x} << {sh})" if sh else x
+            for x, sh in zip(
+                (f[0] for f in fields), _shifts([w for _, w, _ in fields]), strict=False
+            )
+        )
+        pad = -total % 8
+        nbytes = (total + pad) // 8
+        if pad:
+            acc = f"(({acc}) << {pad})"
+        return f"({acc}).to_bytes({nbytes}, 'big')"
+
+
+def _shifts(widths: list[int]) -> list[int]:
+    out = []
+    total = 0
+    for w in reversed(widths):
+        out.append(total)
+        total += w
+    return list(reversed(out))

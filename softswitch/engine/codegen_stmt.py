@@ -1,0 +1,443 @@
+"""Statement translation: assignments, control flow, inlined calls, table applies.
+
+Actions, sub-controls and sub-parsers are *inlined* at their call sites, so the body of a
+control instance becomes one Python function whose locals are the P4 locals. Calls follow
+P4's copy-in/copy-out rules: scalar ``inout``/``out`` arguments go through temporaries that
+are written back after the body (also when ``exit`` unwinds through it); composite
+``inout``/``out`` arguments are passed by reference (``out`` ones reset first), composite
+``in`` arguments are copied. ``return`` in an inlined body becomes ``break`` out of a
+``while True`` wrapper; ``exit`` raises :class:`softswitch.engine.runtime.P4Exit`, caught
+by the control the architecture invoked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from softswitch import ir
+from softswitch.engine.codegen_emit import Emitter, Scope
+from softswitch.engine.codegen_expr import ExprMixin, strip
+from softswitch.engine.codegen_types import attr, is_composite, scalar_width
+from softswitch.errors import P4Error, UnsupportedError
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every IR expression/statement node below ``node`` (not into declarations)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, list):
+            stack.extend(reversed(n))
+            continue
+        if isinstance(n, dict):
+            stack.extend(n.values())
+            continue
+        if not isinstance(n, (ir.Expr, ir.Stmt, ir.SwitchCase)):
+            continue
+        yield n
+        for f in dataclasses.fields(n):  # type: ignore[arg-type]
+            if f.name in ("type", "var", "callee", "instance", "loc"):
+                continue
+            v = getattr(n, f.name)
+            if isinstance(v, (ir.Expr, ir.Stmt, ir.SwitchCase, list, dict)):
+                stack.append(v)
+
+
+def has_return(body: object) -> bool:
+    return any(isinstance(n, ir.Return) for n in walk(body))
+
+
+class StmtMixin(ExprMixin):
+    """Statement part of :class:`softswitch.engine.codegen.CodeGen`."""
+
+    _exit_memo: dict[int, bool]
+
+    # provided by CodeGen
+    def table_info(self, decl: ir.TableDecl, sc: Scope) -> Any: ...
+    def block_scope(self, inst: ir.Instance, sc: Scope) -> Scope: ...  # type: ignore[empty-body]
+    def extern_call(self, e: ir.Call, sc: Scope, em: Emitter) -> None: ...
+    def method_call(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None: ...
+    def gen_parser_body(self, decl: ir.ParserDecl, sc: Scope, em: Emitter) -> None: ...
+
+    # ------------------------------------------------------------------ analysis
+
+    def may_exit(self, node: object) -> bool:
+        """True when executing ``node`` can run an ``exit`` statement."""
+        for n in walk(node):
+            if isinstance(n, ir.Exit):
+                return True
+            if isinstance(n, ir.Call) and isinstance(n.callee, ir.ActionDecl):
+                if self._decl_exits(n.callee, n.callee.body):
+                    return True
+            if (
+                isinstance(n, ir.MethodCall)
+                and n.method == "apply"
+                and isinstance(n.target, ir.InstanceRef)
+            ):
+                inst = n.target.instance
+                if isinstance(inst, ir.TableDecl):
+                    for a in inst.actions:
+                        if self._decl_exits(a.action, a.action.body):
+                            return True
+                    if inst.default_action and self._decl_exits(
+                        inst.default_action.action, inst.default_action.action.body
+                    ):
+                        return True
+                elif isinstance(inst.type, ir.BlockType) and isinstance(
+                    inst.type.decl, ir.ControlDecl
+                ):
+                    d = inst.type.decl
+                    if self._decl_exits(d, d.body):
+                        return True
+        return False
+
+    def _decl_exits(self, decl: object, body: object) -> bool:
+        key = id(decl)
+        if key not in self._exit_memo:
+            self._exit_memo[key] = False  # no recursion in P4; guards cycles anyway
+            self._exit_memo[key] = self.may_exit(body)
+        return self._exit_memo[key]
+
+    # ------------------------------------------------------------------ statements
+
+    def stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
+        for s in stmts:
+            self.stmt(s, sc, em)
+
+    def stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
+        if isinstance(s, ir.Block):
+            self.stmts(s.stmts, sc, em)
+        elif isinstance(s, ir.Assign):
+            self.assign(s.lhs, s.rhs, sc, em)
+        elif isinstance(s, ir.CallStmt):
+            self.call_stmt(s.call, sc, em)
+        elif isinstance(s, ir.If):
+            c = self.cond(s.cond, sc, em)
+            with em.block(f"if {c}:"):
+                self.stmt(s.then, sc, em)
+            if s.else_ is not None and not isinstance(s.else_, ir.Empty):
+                with em.block("else:"):
+                    self.stmt(s.else_, sc, em)
+        elif isinstance(s, ir.VarDecl):
+            self.var_decl(s, sc, em)
+        elif isinstance(s, ir.Switch):
+            self.switch(s, sc, em)
+        elif isinstance(s, ir.Exit):
+            em.line("raise _P4Exit()")
+        elif isinstance(s, ir.Return):
+            self.ret(s, sc, em)
+        elif isinstance(s, ir.Empty):
+            pass
+        else:
+            raise UnsupportedError(f"statement {type(s).__name__}", getattr(s, "loc", None))
+
+    def var_decl(self, s: ir.VarDecl, sc: Scope, em: Emitter) -> None:
+        name = f"v{s.var.uid}_{_ident(s.var.name)}"
+        if s.init is not None:
+            val = self.value(s.init, sc, em)
+        else:
+            val = self.types.default(s.var.type)
+        sc.env[s.var] = name
+        em.line(f"{name} = {val}")
+
+    def ret(self, s: ir.Return, sc: Scope, em: Emitter) -> None:
+        if sc.ret == "break":
+            em.line("break")
+            return
+        if sc.ret_var is not None:  # a function: value plus copy-outs
+            val = self.value(s.value, sc, em) if s.value is not None else "None"
+            if sc.ret_outs:
+                em.line(f"return ({val}, {', '.join(sc.ret_outs)})")
+            else:
+                em.line(f"return {val}")
+            return
+        em.line("return")
+
+    def assign(self, lhs: ir.Expr, rhs: ir.Expr, sc: Scope, em: Emitter) -> None:
+        lt = strip(lhs.type)
+        if isinstance(lhs, ir.Slice):
+            base = self.lvalue(lhs.base, sc, em)
+            val = self.expr(rhs, sc, em)
+            bw = scalar_width(lhs.base.type)
+            m = (1 << (lhs.hi - lhs.lo + 1)) - 1
+            keep = ((1 << bw) - 1) & ~(m << lhs.lo)
+            shifted = f"(({val} & {m:#x}) << {lhs.lo})" if lhs.lo else f"({val} & {m:#x})"
+            em.line(f"{base} = ({base} & {keep:#x}) | {shifted}")
+            return
+        if is_composite(lt):
+            if isinstance(rhs, ir.ListExpr) and isinstance(lt, (ir.StructType, ir.HeaderType)):
+                vals = [self.value(x, sc, em) for x in rhs.elems]
+                target = self.lvalue(lhs, sc, em)
+                t = self.tmp("o")
+                em.line(f"{t} = {target}")
+                for f, v in zip(lt.fields, vals, strict=False):
+                    if is_composite(f.type):
+                        em.line(f"{t}.{attr(f.name)}._set({v})")
+                    else:
+                        em.line(f"{t}.{attr(f.name)} = {v}")
+                if isinstance(lt, ir.HeaderType):
+                    em.line(f"{t}._v = True")
+            else:
+                val = self.expr(rhs, sc, em)
+                target = self.lvalue(lhs, sc, em)
+                em.line(f"{target}._set({val})")
+            self._union_fixup(lhs, sc, em)
+            return
+        val = self.expr(rhs, sc, em)
+        target = self.lvalue(lhs, sc, em)
+        em.line(f"{target} = {val}")
+
+    def _union_fixup(self, h: ir.Expr, sc: Scope, em: Emitter) -> None:
+        """After a union member became valid, the other members become invalid."""
+        if isinstance(h, ir.Member) and isinstance(strip(h.base.type), ir.HeaderUnionType):
+            u = self.expr(h.base, sc, em)
+            with em.block(f"if {u}.{attr(h.name)}._v:"):
+                em.line(f"{u}._only({attr(h.name)!r})")
+
+    def switch(self, s: ir.Switch, sc: Scope, em: Emitter) -> None:
+        subj_t = strip(s.subject.type)
+        subj = self.expr(s.subject, sc, em)
+        if not isinstance(subj_t, ir.ActionRunType):
+            v = self.tmp("sw")
+            em.line(f"{v} = {subj}")
+            subj = v
+        pending: list[object] = []
+        first = True
+        default_body: ir.Block | None = None
+        for case in s.cases:
+            pending += case.labels
+            if case.body is None:
+                continue
+            labels, pending = pending, []
+            if any(lab == "default" for lab in labels):
+                default_body = case.body
+                continue
+            conds = []
+            for lab in labels:
+                if isinstance(lab, ir.ActionDecl):
+                    assert isinstance(subj_t, ir.ActionRunType)
+                    conds.append(f"{subj} == {self.action_name(lab, sc)!r}")
+                elif isinstance(lab, ir.Expr):
+                    conds.append(f"{subj} == {self.expr(lab, sc, em)}")
+                else:
+                    raise UnsupportedError(f"switch label {lab!r}", case.loc)
+            kw = "if" if first else "elif"
+            first = False
+            with em.block(f"{kw} {' or '.join(conds) or 'False'}:"):
+                self.stmt(case.body, sc, em)
+        if default_body is not None:
+            if first:
+                self.stmt(default_body, sc, em)
+            else:
+                with em.block("else:"):
+                    self.stmt(default_body, sc, em)
+
+    def action_name(self, action: ir.ActionDecl, sc: Scope) -> str:
+        if id(action) in sc.local_actions:
+            return ir.qualify(sc.path, action.cp_name)
+        return ir.qualify("", action.cp_name)
+
+    # ------------------------------------------------------------------ calls
+
+    def call_stmt(self, e: ir.Expr, sc: Scope, em: Emitter) -> None:
+        if isinstance(e, ir.Call):
+            if isinstance(e.callee, ir.ActionDecl):
+                dir_args = [a for p, a in zip(e.callee.params, e.args, strict=False) if p.direction]
+                cp = [
+                    self.expr(a, sc, em) if a is not None else "0"
+                    for p, a in zip(e.callee.params, e.args, strict=False)
+                    if not p.direction
+                ]
+                self.inline_action(e.callee, dir_args, cp, sc, em)
+            elif isinstance(e.callee, ir.FunctionDecl):
+                em.line(self.call_function(e, sc, em))
+            elif isinstance(e.callee, ir.ExternFunctionDecl):
+                self.extern_call(e, sc, em)
+            else:
+                raise UnsupportedError(f"call of {type(e.callee).__name__}", e.loc)
+        elif isinstance(e, ir.MethodCall):
+            self.method_call(e, sc, em)
+        else:
+            raise UnsupportedError(f"{type(e).__name__} as a statement", e.loc)
+
+    def bind_params(
+        self,
+        params: list[ir.Param],
+        args: list[ir.Expr | None],
+        sc: Scope,
+        inner: Scope,
+        em: Emitter,
+    ) -> list[tuple[ir.Expr, str]]:
+        """Copy-in of directional arguments into ``inner.env``; returns the copy-outs."""
+        outs: list[tuple[ir.Expr, str]] = []
+        for p, a in zip(params, args, strict=False):
+            t = strip(p.type)
+            if isinstance(t, ir.ExternType):  # packet_in / packet_out pass through
+                continue
+            name = f"p{p.uid}_{self.tmp('')}"
+            inner.env[p] = name
+            if a is None or isinstance(a, ir.DontCare):
+                em.line(f"{name} = {self.types.default(p.type)}")
+                continue
+            if p.direction == "in":
+                if isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+                    inner.env[p] = self.expr(a, sc, em)
+                else:
+                    em.line(f"{name} = {self.value(a, sc, em)}")
+            elif is_composite(t):
+                em.line(f"{name} = {self.expr(a, sc, em)}")
+                if p.direction == "out":
+                    em.line(f"{name}._reset()")
+            else:
+                if p.direction == "inout":
+                    em.line(f"{name} = {self.expr(a, sc, em)}")
+                else:
+                    em.line(f"{name} = {self.types.default(p.type)}")
+                outs.append((a, name))
+        return outs
+
+    def copy_out(self, outs: list[tuple[ir.Expr, str]], sc: Scope, em: Emitter) -> None:
+        for a, name in outs:
+            if isinstance(a, ir.Slice):
+                self.assign(a, _PyValue(a.type, name), sc, em)
+            else:
+                em.line(f"{self.lvalue(a, sc, em)} = {name}")
+
+    def inline_body(
+        self,
+        body: ir.Stmt,
+        inner: Scope,
+        outer: Scope,
+        em: Emitter,
+        outs: list[tuple[ir.Expr, str]],
+        exits: bool,
+        prologue: list[ir.Stmt] = (),
+    ) -> None:  # type: ignore[assignment]
+        """Emit ``body`` in ``inner`` with the return/exit/copy-out plumbing it needs."""
+        ret = has_return(body)
+        inner.ret = "break" if ret else inner.ret
+        inner.ret_var = None
+
+        def emit_body() -> None:
+            for s in prologue:
+                self.stmt(s, inner, em)
+            if ret:
+                with em.block("while True:"):
+                    self.stmt(body, inner, em)
+                    em.line("break")
+            else:
+                self.stmt(body, inner, em)
+
+        if outs and exits:
+            with em.block("try:"):
+                emit_body()
+            with em.block("finally:"):
+                self.copy_out(outs, outer, em)
+        else:
+            emit_body()
+            self.copy_out(outs, outer, em)
+
+    def inline_action(
+        self,
+        action: ir.ActionDecl,
+        dir_args: list[ir.Expr | None],
+        cp_args: list[str],
+        sc: Scope,
+        em: Emitter,
+    ) -> None:
+        inner = sc.child()
+        dparams = [p for p in action.params if p.direction]
+        outs = self.bind_params(dparams, dir_args, sc, inner, em)
+        cps = action.cp_params
+        if cps:
+            names = [f"a{p.uid}_{self.tmp('')}" for p in cps]
+            for p, n, v in zip(cps, names, cp_args, strict=False):
+                if v.isidentifier() or v.isdigit():  # a temporary or a literal: read-only
+                    inner.env[p] = v
+                else:
+                    inner.env[p] = n
+                    em.line(f"{n} = {v}")
+        self.inline_body(action.body, inner, sc, em, outs, self._decl_exits(action, action.body))
+
+    def call_function(self, e: ir.Call, sc: Scope, em: Emitter) -> str:
+        """Call of a P4 function (compiled to a module-level Python function)."""
+        fn = e.callee
+        assert isinstance(fn, ir.FunctionDecl)
+        pyname = self.function_name(fn)
+        args: list[str] = []
+        outs: list[tuple[ir.Expr, int]] = []
+        for p, a in zip(fn.params, e.args, strict=False):
+            t = strip(p.type)
+            if p.direction == "out" and not is_composite(t):
+                if a is not None and not isinstance(a, ir.DontCare):
+                    outs.append((a, len(outs) + 1))
+                continue
+            if a is None or isinstance(a, ir.DontCare):
+                args.append(self.types.default(p.type))
+            elif p.direction in ("in", ""):
+                args.append(self.value(a, sc, em))
+            else:
+                args.append(self.expr(a, sc, em))
+                if p.direction == "inout" and not is_composite(t):
+                    outs.append((a, len(outs) + 1))
+        call = f"{pyname}(_ctx, {', '.join(args)})"
+        if not self.function_returns_tuple(fn):
+            return call
+        r = self.tmp("r")
+        em.line(f"{r} = {call}")
+        for a, i in outs:
+            if isinstance(a, ir.Slice):
+                self.assign(a, _PyValue(a.type, f"{r}[{i}]"), sc, em)
+            else:
+                em.line(f"{self.lvalue(a, sc, em)} = {r}[{i}]")
+        return f"{r}[0]"
+
+    def function_name(self, fn: ir.FunctionDecl) -> str: ...  # type: ignore[empty-body]
+    def function_returns_tuple(self, fn: ir.FunctionDecl) -> bool: ...  # type: ignore[empty-body]
+
+    def _x__PyValue(self, e: _PyValue, sc: Scope, em: Emitter) -> str:
+        return e.text
+
+    # ------------------------------------------------------------------ sub-blocks
+
+    def inline_block(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        """``c.apply(args)`` of a sub-control or sub-parser instance."""
+        assert isinstance(e.target, ir.InstanceRef)
+        inst = e.target.instance
+        assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+        decl = inst.type.decl
+        inner = self.block_scope(inst, sc)
+        outs = self.bind_params(decl.params, e.args, sc, inner, em)
+        if isinstance(decl, ir.ControlDecl):
+            prologue = [x for x in decl.locals if isinstance(x, ir.VarDecl)]
+            self.inline_body(
+                decl.body, inner, sc, em, outs, self._decl_exits(decl, decl.body), prologue
+            )
+        else:
+            inner.in_parser = True
+            for x in decl.locals:
+                if isinstance(x, ir.VarDecl):
+                    self.stmt(x, inner, em)
+            self.gen_parser_body(decl, inner, em)
+            self.copy_out(outs, sc, em)
+
+
+@dataclasses.dataclass(eq=False)
+class _PyValue(ir.Expr):
+    """A ready Python expression posing as an IR expression (for copy-out of slices)."""
+
+    text: str = ""
+
+    def __init__(self, type_: ir.Type, text: str) -> None:
+        self.type = type_
+        self.loc = ir.NOLOC
+        self.text = text
+
+
+def _ident(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+__all__ = ["StmtMixin", "walk", "has_return", "P4Error"]

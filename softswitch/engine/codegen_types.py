@@ -1,0 +1,281 @@
+"""Python classes for P4 headers, structs and header unions, generated as source text.
+
+Each composite type becomes one class with ``__slots__`` (fields as plain ints, nested
+composites as objects, a ``_v`` validity flag for headers). Headers get byte-exact
+``_ext`` (parse) and ``_pack`` (deparse) methods built from shifts and masks, so no
+per-field loop runs per packet. Composite values keep their identity: an assignment copies
+into the existing object (``_set``), which is what keeps references held by the generated
+code valid.
+"""
+
+from __future__ import annotations
+
+import keyword
+
+from softswitch import ir
+from softswitch.errors import UnsupportedError
+
+_RESERVED = {"h", "n"}  # Stack attributes; header/struct helpers all start with "_"
+
+
+def attr(name: str) -> str:
+    """The Python attribute name for a P4 field name."""
+    if keyword.iskeyword(name) or name.startswith("_") or keyword.issoftkeyword(name):
+        return "f_" + name
+    return name
+
+
+def scalar_width(t: ir.Type) -> int:
+    """Bit width of a scalar type as it is serialised (bool 1, error/enum 32)."""
+    t = ir.strip_newtype(t)
+    if isinstance(t, ir.BitType):
+        return t.width
+    if isinstance(t, ir.BoolType):
+        return 1
+    if isinstance(t, ir.EnumType):
+        return t.underlying.width if t.underlying is not None else 32
+    if isinstance(t, ir.ErrorType):
+        return 32
+    raise UnsupportedError(f"a field of type {type(t).__name__} here")
+
+
+def is_composite(t: ir.Type) -> bool:
+    """True for types whose values are mutable objects (copied on assignment)."""
+    t = ir.strip_newtype(t)
+    return isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType, ir.StackType))
+
+
+class TypeRegistry:
+    """Generates one class per composite type on first use and knows default values."""
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] = {}
+        self._keep: list[ir.Type] = []  # keeps ids stable
+        self.lines: list[str] = []
+        self._count = 0
+
+    # ----------------------------------------------------------------- public helpers
+
+    def cls(self, t: ir.Type) -> str:
+        """Class name for a header/struct/union type (generating it if needed)."""
+        t = ir.strip_newtype(t)
+        key = id(t)
+        if key in self._names:
+            return self._names[key]
+        self._count += 1
+        safe = "".join(ch if ch.isalnum() else "_" for ch in getattr(t, "name", "T"))
+        name = f"C{self._count}_{safe}"
+        self._names[key] = name
+        self._keep.append(t)
+        if isinstance(t, ir.HeaderType):
+            self._gen_header(name, t)
+        elif isinstance(t, ir.StructType):
+            self._gen_struct(name, t)
+        elif isinstance(t, ir.HeaderUnionType):
+            self._gen_union(name, t)
+        else:
+            raise UnsupportedError(f"values of type {type(t).__name__}")
+        return name
+
+    def default(self, t: ir.Type) -> str:
+        """Python expression building the default (zero / invalid) value of ``t``."""
+        t = ir.strip_newtype(t)
+        if isinstance(t, ir.BoolType):
+            return "False"
+        if isinstance(t, (ir.BitType, ir.IntLitType, ir.ErrorType, ir.EnumType)):
+            return "0"
+        if isinstance(t, ir.VarbitType):
+            return "(0, 0)"
+        if isinstance(t, ir.StackType):
+            return f"_Stack([{self.default(t.elem)} for _ in range({t.size})])"
+        if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
+            return f"{self.cls(t)}()"
+        if isinstance(t, ir.TupleType):
+            inner = "".join(self.default(e) + ", " for e in t.elems)
+            return f"({inner})"
+        if isinstance(t, ir.StringType):
+            return "''"
+        return "None"
+
+    # ----------------------------------------------------------------- class builders
+
+    def _field_default(self, f: ir.StructField) -> str:
+        return self.default(f.type)
+
+    def _common(
+        self, name: str, fields: list[ir.StructField], extra_slots: list[str], extra_init: list[str]
+    ) -> list[str]:
+        slots = [attr(f.name) for f in fields] + extra_slots
+        out = [f"class {name}:", f"    __slots__ = {tuple(slots)!r}"]
+        out.append("    def __init__(self):")
+        body = [f"        self.{attr(f.name)} = {self._field_default(f)}" for f in fields]
+        body += extra_init
+        out += body or ["        pass"]
+        out.append("    def _reset(self):")
+        resets = [
+            f"        self.{attr(f.name)}._reset()"
+            if is_composite(f.type)
+            else f"        self.{attr(f.name)} = {self._field_default(f)}"
+            for f in fields
+        ] + extra_init
+        out += resets or ["        pass"]
+        out.append("    def _copy(self):")
+        out.append(f"        c = {name}.__new__({name})")
+        for f in fields:
+            a = attr(f.name)
+            if is_composite(f.type):
+                out.append(f"        c.{a} = self.{a}._copy()")
+            else:
+                out.append(f"        c.{a} = self.{a}")
+        for s in extra_slots:
+            out.append(f"        c.{s} = self.{s}")
+        out.append("        return c")
+        out.append("    def _set(self, o):")
+        setters = []
+        for f in fields:
+            a = attr(f.name)
+            if is_composite(f.type):
+                setters.append(f"        self.{a}._set(o.{a})")
+            else:
+                setters.append(f"        self.{a} = o.{a}")
+        setters += [f"        self.{s} = o.{s}" for s in extra_slots]
+        out += setters or ["        pass"]
+        return out
+
+    def _eq_terms(self, fields: list[ir.StructField]) -> str:
+        terms = []
+        for f in fields:
+            a = attr(f.name)
+            if is_composite(f.type):
+                terms.append(f"self.{a}._eq(o.{a})")
+            else:
+                terms.append(f"self.{a} == o.{a}")
+        return " and ".join(terms) or "True"
+
+    def _gen_struct(self, name: str, t: ir.StructType) -> None:
+        for f in t.fields:  # nested classes first
+            self._ensure(f.type)
+        out = self._common(name, t.fields, [], [])
+        out.append("    def _eq(self, o):")
+        out.append(f"        return {self._eq_terms(t.fields)}")
+        self.lines += out + [""]
+
+    def _gen_union(self, name: str, t: ir.HeaderUnionType) -> None:
+        for f in t.fields:
+            self._ensure(f.type)
+        out = self._common(name, t.fields, [], [])
+        members = [attr(f.name) for f in t.fields]
+        out.append("    def _valid(self):")
+        out.append("        return " + (" or ".join(f"self.{m}._v" for m in members) or "False"))
+        out.append("    def _only(self, keep):")
+        out.append("        for m in " + repr(tuple(members)) + ":")
+        out.append("            if m != keep:")
+        out.append("                getattr(self, m)._v = False")
+        out.append("    def _eq(self, o):")
+        out.append(f"        return {self._eq_terms(t.fields)}")
+        self.lines += out + [""]
+
+    def _ensure(self, t: ir.Type) -> None:
+        t = ir.strip_newtype(t)
+        if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
+            self.cls(t)
+        elif isinstance(t, ir.StackType):
+            self._ensure(t.elem)
+
+    def _gen_header(self, name: str, t: ir.HeaderType) -> None:
+        fields = t.fields
+        varbits = [f for f in fields if isinstance(ir.strip_newtype(f.type), ir.VarbitType)]
+        if len(varbits) > 1:
+            raise UnsupportedError("a header with more than one varbit field", t.loc)
+        fixed_bits = sum(scalar_width(f.type) for f in fields if f not in varbits)
+        if fixed_bits % 8:
+            raise UnsupportedError(
+                f"header {t.name} whose size ({fixed_bits} bits) is not a multiple of 8", t.loc
+            )
+        nbytes = fixed_bits // 8
+        out = self._common(name, fields, ["_v"], ["        self._v = False"])
+        out.append(f"    _nbytes = {nbytes}")
+        out.append("    def _eq(self, o):")
+        out.append("        if self._v != o._v:")
+        out.append("            return False")
+        out.append(f"        return (not self._v) or ({self._eq_terms(fields)})")
+        if not varbits:
+            out += self._fixed_ext_pack(fields, nbytes)
+        else:
+            out += self._varbit_ext_pack(fields, varbits[0], fixed_bits)
+        self.lines += out + [""]
+
+    @staticmethod
+    def _fixed_ext_pack(fields: list[ir.StructField], nbytes: int) -> list[str]:
+        out = [
+            "    def _ext(self, data, pos, err):",
+            f"        end = pos + {nbytes}",
+            "        if end > len(data):",
+            "            raise _ParserReject(err)",
+        ]
+        if nbytes:
+            out.append("        v = int.from_bytes(data[pos:end], 'big')")
+        shift = nbytes * 8
+        pack_terms = []
+        for f in fields:
+            w = scalar_width(f.type)
+            shift -= w
+            a = attr(f.name)
+            mask = (1 << w) - 1
+            if shift == 0 and w == nbytes * 8:
+                out.append(f"        self.{a} = v")
+            elif shift == 0:
+                out.append(f"        self.{a} = v & {mask:#x}")
+            elif shift + w == nbytes * 8:
+                out.append(f"        self.{a} = v >> {shift}")
+            else:
+                out.append(f"        self.{a} = (v >> {shift}) & {mask:#x}")
+            pack_terms.append(f"(self.{a} << {shift})" if shift else f"self.{a}")
+        out += ["        self._v = True", "        return end"]
+        out.append("    def _pack(self):")
+        if nbytes:
+            out.append(f"        return ({' | '.join(pack_terms)}).to_bytes({nbytes}, 'big')")
+        else:
+            out.append("        return b''")
+        return out
+
+    @staticmethod
+    def _varbit_ext_pack(
+        fields: list[ir.StructField], vb: ir.StructField, fixed_bits: int
+    ) -> list[str]:
+        max_w = ir.strip_newtype(vb.type).max_width  # type: ignore[union-attr]
+        idx = fields.index(vb)
+        before, after = fields[:idx], fields[idx + 1 :]
+        out = [
+            "    def _extv(self, data, pos, nbits, err_short, err_long, err_arg):",
+            f"        if nbits > {max_w}:",
+            "            raise _ParserReject(err_long)",
+            "        if nbits % 8:",
+            "            raise _ParserReject(err_arg)",
+            f"        end = pos + ({fixed_bits} + nbits) // 8",
+            "        if end > len(data):",
+            "            raise _ParserReject(err_short)",
+            "        v = int.from_bytes(data[pos:end], 'big')",
+            f"        shift = {fixed_bits} + nbits",
+        ]
+        for f in before:
+            w = scalar_width(f.type)
+            out.append(f"        shift -= {w}")
+            out.append(f"        self.{attr(f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
+        out.append("        shift -= nbits")
+        out.append(f"        self.{attr(vb.name)} = (nbits, (v >> shift) & ((1 << nbits) - 1))")
+        for f in after:
+            w = scalar_width(f.type)
+            out.append(f"        shift -= {w}")
+            out.append(f"        self.{attr(f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
+        out += ["        self._v = True", "        return end"]
+        out.append("    def _pack(self):")
+        out.append("        v = 0")
+        for f in before:
+            out.append(f"        v = (v << {scalar_width(f.type)}) | self.{attr(f.name)}")
+        out.append(f"        vw, vv = self.{attr(vb.name)}")
+        out.append("        v = (v << vw) | vv")
+        for f in after:
+            out.append(f"        v = (v << {scalar_width(f.type)}) | self.{attr(f.name)}")
+        out.append(f"        return v.to_bytes(({fixed_bits} + vw) // 8, 'big')")
+        return out

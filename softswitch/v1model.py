@@ -1,0 +1,272 @@
+"""The v1model architecture on top of the compiled program, as BMv2's simple_switch runs it.
+
+Facts taken from BMv2 (``targets/simple_switch/simple_switch.cpp`` and ``bm_sim``) that this
+module relies on:
+
+* Receive: all metadata zeroed; ``ingress_port``, ``packet_length`` (frame length),
+  ``instance_type = NORMAL`` and ``ingress_global_timestamp`` (µs since start) set.
+* Parser: on an error parsing stops, ``parser_error`` gets the error and the packet still
+  runs ingress; the bytes consumed so far are removed and the rest is the payload. Checksum
+  verification (the verifyChecksum control) runs after parsing either way and sets
+  ``checksum_error``. An explicit ``transition reject`` stops parsing with NoError (p4c's
+  BMv2 back end does not support it beyond that).
+* After ingress, in this order: ingress clone (the *original* frame is parsed again, then
+  all metadata is reset, the clone's field list copied and ``instance_type =
+  INGRESS_CLONE``; one copy per session replica), digest, resubmit (original frame back to
+  ingress, metadata reset except the field list, ``instance_type = RESUBMIT``,
+  ``packet_length`` = original length; the packet goes no further), multicast when
+  ``mcast_grp != 0`` (full copies per replica with ``egress_rid`` and ``instance_type =
+  REPLICATION``; the original is discarded), drop when ``egress_spec == 511``, else
+  ``instance_type = NORMAL`` and enqueue to ``egress_spec``.
+* Egress: ``egress_port`` = queue port, ``egress_spec`` = 512 truncated to 9 bits (0),
+  ``packet_length`` = the packet-length register (frame length adjusted by
+  setValid/setInvalid), ``egress_global_timestamp``. After egress: egress clone (headers
+  kept, metadata reset, field list copied, ``instance_type = EGRESS_CLONE``; done even if
+  the original is then dropped), drop when ``egress_spec == 511``, computeChecksum and
+  deparser, then recirculate (the deparsed frame back to ingress with metadata reset except
+  the field list, ``instance_type = RECIRC``, ``ingress_port`` 0) or transmit.
+* Clone/resubmit/recirculate requests are per-packet "registers" that replicas do not
+  inherit (BMv2 clears them on copies).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from softswitch import ir
+from softswitch.engine.codegen import CompiledProgram
+from softswitch.engine.pre import PacketReplicationEngine
+from softswitch.engine.runtime import P4AssertionFailed, PacketCtx
+from softswitch.errors import P4Error
+
+log = logging.getLogger(__name__)
+
+DROP_PORT = 511
+PKT_INSTANCE_TYPE_NORMAL = 0
+PKT_INSTANCE_TYPE_INGRESS_CLONE = 1
+PKT_INSTANCE_TYPE_EGRESS_CLONE = 2
+PKT_INSTANCE_TYPE_COALESCED = 3
+PKT_INSTANCE_TYPE_RECIRC = 4
+PKT_INSTANCE_TYPE_REPLICATION = 5
+PKT_INSTANCE_TYPE_RESUBMIT = 6
+
+MAX_PASSES = 256  # ingress+egress runs per received frame before giving up (loops)
+
+_REQUIRED_SM = (
+    "ingress_port",
+    "egress_spec",
+    "egress_port",
+    "instance_type",
+    "packet_length",
+    "mcast_grp",
+    "egress_rid",
+    "parser_error",
+    "checksum_error",
+)
+_MASK48 = (1 << 48) - 1
+
+
+@dataclass
+class _Job:
+    """A packet between stages: its PHV objects, raw bytes and per-packet registers."""
+
+    hdr: Any
+    meta: Any
+    sm: Any
+    ctx: PacketCtx
+    port: int = 0  # egress port (egress jobs) / ingress port (ingress jobs)
+
+
+class V1Switch:
+    """Runs one frame through parser, ingress, PRE, egress and deparser."""
+
+    def __init__(
+        self,
+        compiled: CompiledProgram,
+        pre: PacketReplicationEngine,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self.compiled = compiled
+        self.pre = pre
+        blocks = compiled.blocks
+        params = compiled.block_params["parser"]
+        if len(params) != 4:
+            raise P4Error("the v1model parser must take (packet_in, H, M, standard_metadata_t)")
+        self.hdr_t, self.meta_t, self.sm_t = params[1].type, params[2].type, params[3].type
+        sm_t = ir.strip_newtype(self.sm_t)
+        names = {f.name for f in getattr(sm_t, "fields", [])}
+        missing = [f for f in _REQUIRED_SM if f not in names]
+        if missing:
+            raise P4Error(f"standard_metadata_t lacks field(s) {', '.join(missing)}")
+        self._has_ts = "ingress_global_timestamp" in names
+        self._has_ets = "egress_global_timestamp" in names
+        self._has_queue = {"enq_timestamp", "deq_timedelta"} <= names
+        self.new_hdr = compiled.namespace[compiled._cls_names[id(ir.strip_newtype(self.hdr_t))]]  # noqa: SLF001
+        self.new_meta = compiled.namespace[compiled._cls_names[id(ir.strip_newtype(self.meta_t))]]  # noqa: SLF001
+        self.new_sm = compiled.namespace[compiled._cls_names[id(sm_t)]]  # noqa: SLF001
+        self.parse = blocks["parser"]
+        self.verify = blocks["verify_checksum"]
+        self.ingress = blocks["ingress"]
+        self.egress = blocks["egress"]
+        self.compute = blocks["compute_checksum"]
+        self.deparse = blocks["deparser"]
+        self.field_lists = compiled.field_lists
+        self.digests: deque[tuple[str, tuple[int, ...]]] = deque()
+        self.clock_ns = clock_ns
+        self._t0 = clock_ns()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _now_us(self) -> int:
+        return ((self.clock_ns() - self._t0) // 1000) & _MASK48
+
+    def _copy_fl(self, fl: int | None, dst_meta: Any, src_meta: Any) -> None:
+        if fl is None or fl < 0:
+            return
+        copier = self.field_lists.get(fl)
+        if copier is not None:
+            copier(dst_meta, src_meta)
+
+    def _fresh(self, data: bytes, port: int, instance_type: int, length: int) -> _Job:
+        ctx = PacketCtx(data=data, ingress_length=length, length_reg=length)
+        sm = self.new_sm()
+        sm.ingress_port = port
+        sm.instance_type = instance_type
+        sm.packet_length = length
+        return _Job(self.new_hdr(), self.new_meta(), sm, ctx, port)
+
+    # ------------------------------------------------------------------ process
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """All frames transmitted because ``frame`` arrived on ``port``, in order."""
+        out: list[tuple[int, bytes]] = []
+        job = self._fresh(frame, port, PKT_INSTANCE_TYPE_NORMAL, len(frame))
+        if self._has_ts:
+            job.sm.ingress_global_timestamp = self._now_us()
+        ingress_q: deque[_Job] = deque([job])
+        egress_q: deque[_Job] = deque()
+        passes = 0
+        while ingress_q or egress_q:
+            passes += 1
+            if passes > MAX_PASSES:
+                log.warning(
+                    "packet from port %d exceeded %d passes; dropping the rest", port, MAX_PASSES
+                )
+                break
+            try:
+                if ingress_q:
+                    self._run_ingress(ingress_q.popleft(), ingress_q, egress_q)
+                else:
+                    self._run_egress(egress_q.popleft(), ingress_q, egress_q, out)
+            except P4AssertionFailed as exc:
+                log.error("assert/assume failed at %s; packet dropped", exc)
+        return out
+
+    def _run_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+        hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
+        frame = ctx.data
+        sm.parser_error = self.parse(ctx, hdr, meta, sm)
+        self.verify(ctx, hdr, meta)
+        sm.checksum_error = ctx.checksum_error
+        self.ingress(ctx, hdr, meta, sm)
+
+        if ctx.clone_session is not None:
+            sid, fl = ctx.clone_session, ctx.clone_fl
+            ctx.clone_session = ctx.clone_fl = None
+            session = self.pre.clone_session(sid)
+            if session is not None:
+                for eport, rid in session.replicas:
+                    c = self._fresh(
+                        frame, job.port, PKT_INSTANCE_TYPE_INGRESS_CLONE, ctx.ingress_length
+                    )
+                    self.parse(c.ctx, c.hdr, c.meta, c.sm)
+                    c.meta = self.new_meta()
+                    c.sm = self.new_sm()
+                    self._copy_fl(fl, c.meta, meta)
+                    c.sm.instance_type = PKT_INSTANCE_TYPE_INGRESS_CLONE
+                    c.sm.egress_rid = rid
+                    c.ctx.truncate = session.packet_length_bytes
+                    c.port = eport
+                    egress_q.append(c)
+
+        if ctx.digest is not None:
+            self.digests.append(ctx.digest)
+            ctx.digest = None
+
+        if ctx.resubmit_fl is not None:
+            r = self._fresh(frame, 0, PKT_INSTANCE_TYPE_RESUBMIT, ctx.ingress_length)
+            r.sm.ingress_port = 0
+            self._copy_fl(ctx.resubmit_fl, r.meta, meta)
+            ingress_q.appendleft(r)
+            return
+
+        mgid = sm.mcast_grp
+        if mgid:
+            sm.instance_type = PKT_INSTANCE_TYPE_REPLICATION
+            for eport, rid in self.pre.replicas(mgid):
+                sm.egress_rid = rid
+                c = _Job(hdr._copy(), meta._copy(), sm._copy(), _copy_ctx(ctx), eport)
+                egress_q.append(c)
+            return
+
+        if sm.egress_spec == DROP_PORT:
+            return
+        sm.instance_type = PKT_INSTANCE_TYPE_NORMAL
+        job.port = sm.egress_spec
+        egress_q.append(job)
+
+    def _run_egress(
+        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
+    ) -> None:
+        hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
+        if self._has_ets:
+            sm.egress_global_timestamp = self._now_us()
+        if self._has_queue:
+            sm.enq_timestamp = self._now_us() & 0xFFFFFFFF
+            sm.deq_timedelta = 0
+        sm.egress_port = job.port
+        sm.egress_spec = (DROP_PORT + 1) & 0x1FF
+        sm.packet_length = ctx.length_reg & 0xFFFFFFFF
+        self.egress(ctx, hdr, meta, sm)
+
+        if ctx.clone_session is not None:
+            sid, fl = ctx.clone_session, ctx.clone_fl
+            ctx.clone_session = ctx.clone_fl = None
+            session = self.pre.clone_session(sid)
+            if session is not None:
+                for eport, rid in session.replicas:
+                    cmeta = self.new_meta()
+                    csm = self.new_sm()
+                    self._copy_fl(fl, cmeta, meta)
+                    csm.instance_type = PKT_INSTANCE_TYPE_EGRESS_CLONE
+                    csm.egress_rid = rid
+                    cctx = _copy_ctx(ctx)
+                    cctx.truncate = session.packet_length_bytes
+                    egress_q.append(_Job(hdr._copy(), cmeta, csm, cctx, eport))
+
+        if sm.egress_spec == DROP_PORT:
+            return
+        self.compute(ctx, hdr, meta)
+        frame = self.deparse(ctx, hdr) + ctx.payload
+        if ctx.truncate and len(frame) > ctx.truncate:
+            frame = frame[: ctx.truncate]
+
+        if ctx.recirculate_fl is not None:
+            r = self._fresh(frame, 0, PKT_INSTANCE_TYPE_RECIRC, len(frame))
+            self._copy_fl(ctx.recirculate_fl, r.meta, meta)
+            ingress_q.appendleft(r)
+            return
+        out.append((job.port, frame))
+
+
+def _copy_ctx(ctx: PacketCtx) -> PacketCtx:
+    """A replica's registers: same bytes and length, no pending requests (BMv2 clears
+    them on copies)."""
+    return PacketCtx(
+        data=ctx.data, pos=ctx.pos, ingress_length=ctx.ingress_length, length_reg=ctx.length_reg
+    )
