@@ -1,0 +1,272 @@
+"""Packets/s and latency through a running switch process between two network namespaces.
+
+``python -m softswitch.bench_process [--seconds S] [--size BYTES]`` (root) builds
+``h1 --veth-- switch --veth-- h2``, starts ``python -m softswitch run`` with a small program
+that forwards port 1 <-> port 2, and measures two things with raw sockets in the namespaces:
+
+* throughput: h1 sends as fast as it can for S seconds; h2 counts what arrives
+  (packets/s = received / (last arrival - first arrival));
+* latency: h1 sends paced probes (1 per ms) carrying a CLOCK_MONOTONIC time stamp, which
+  all namespaces share; h2 computes arrival - departure, reported as p50/p99/mean in µs.
+
+:func:`run` returns a flat dict (``pps``, ``sent``, ``received``, ``lost``, ``p50_us``,
+``p99_us``, ``mean_us``) that ``bench/bench_process.py`` turns into report rows.
+Everything it creates (namespaces, veths, the process, temp files) is removed on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ETHERTYPE = 0x88B5
+READY = re.compile(r"softswitch ready: .*grpc=(\S+):(\d+)")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+FORWARD_P4 = """\
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+struct headers_t { ethernet_t ethernet; }
+struct meta_t { }
+parser BParser(packet_in pkt, out headers_t hdr, inout meta_t meta,
+               inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control BVerify(inout headers_t hdr, inout meta_t meta) { apply { } }
+control BIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply {
+        if (sm.ingress_port == 1) { sm.egress_spec = 2; } else { sm.egress_spec = 1; }
+    }
+}
+control BEgress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    apply { }
+}
+control BCompute(inout headers_t hdr, inout meta_t meta) { apply { } }
+control BDeparser(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.ethernet); } }
+V1Switch(BParser(), BVerify(), BIngress(), BEgress(), BCompute(), BDeparser()) main;
+"""
+
+# Sender: argv = mode ("flood" | "paced"), seconds or count, frame size. Prints packets sent.
+SENDER = r"""
+import socket, struct, sys, time
+mode, amount, size = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+head = bytes.fromhex("020000000002020000000001") + struct.pack("!H", 0x88B5)
+pad = bytes(max(0, size - len(head) - 12))
+pack, now, send = struct.Struct("!IQ").pack, time.monotonic_ns, s.send
+seq = 0
+if mode == "flood":
+    end = now() + int(amount * 1e9)
+    while now() < end:
+        for _ in range(64):
+            try:
+                send(head + pack(seq, now()) + pad)
+                seq += 1
+            except OSError:
+                time.sleep(0.0001)
+else:
+    gap = 1_000_000
+    nxt = now()
+    for _ in range(int(amount)):
+        while now() < nxt:
+            pass
+        send(head + pack(seq, now()) + pad)
+        seq += 1
+        nxt += gap
+print(seq, flush=True)
+"""
+
+# Receiver: argv = idle timeout s, overall limit s. Prints JSON {count, first, last, lat}.
+RECEIVER = r"""
+import json, socket, struct, sys, time
+idle, limit = float(sys.argv[1]), float(sys.argv[2])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B5))
+s.bind(("eth0", 0))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+unpack, now = struct.Struct("!IQ").unpack_from, time.monotonic_ns
+count, first, last, lat = 0, 0, 0, []
+print("ready", flush=True)
+end = time.monotonic() + limit
+s.settimeout(limit)
+while time.monotonic() < end:
+    try:
+        data, addr = s.recvfrom(65535)
+    except socket.timeout:
+        break
+    if addr[2] == socket.PACKET_OUTGOING or len(data) < 26:
+        continue
+    t = now()
+    seq, sent = unpack(data, 14)
+    if count == 0:
+        first = t
+        s.settimeout(idle)
+    count += 1
+    last = t
+    lat.append(t - sent)
+print(json.dumps({"count": count, "first": first, "last": last, "lat": lat}), flush=True)
+"""
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+@contextmanager
+def _two_hosts() -> Iterator[tuple[str, list[str], list[str]]]:
+    """(tag, namespaces, switch-side interfaces) of h1/h2, removed on exit."""
+    tag = f"b{uuid.uuid4().hex[:6]}"
+    namespaces: list[str] = []
+    ifaces: list[str] = []
+    try:
+        for i in (1, 2):
+            ns, sw_end, tmp = f"{tag}h{i}", f"{tag}s{i}", f"{tag}p{i}"
+            _ip("netns", "add", ns)
+            namespaces.append(ns)
+            _ip("link", "add", sw_end, "type", "veth", "peer", "name", tmp)
+            ifaces.append(sw_end)
+            _ip("link", "set", tmp, "netns", ns)
+            _ip("-n", ns, "link", "set", tmp, "name", "eth0")
+            for cmd in (
+                ["sysctl", "-qw", f"net.ipv6.conf.{sw_end}.disable_ipv6=1"],
+                ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=1"],
+            ):
+                subprocess.run(cmd, capture_output=True, timeout=30)
+            _ip("link", "set", sw_end, "up")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+        yield tag, namespaces, ifaces
+    finally:
+        for iface in ifaces:
+            subprocess.run(["ip", "link", "del", iface], capture_output=True, timeout=30)
+        for ns in namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def _in_ns(ns: str, code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _start_switch(program: Path, ifaces: list[str], workdir: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "softswitch", "run", str(program),
+           "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(workdir / "switch.log"),
+           "-L", "warn"]
+    for n, iface in enumerate(ifaces, 1):
+        cmd += ["-i", f"{n}@{iface}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO_ROOT)
+    ready = threading.Event()
+
+    def watch() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if READY.search(line):
+                ready.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    if not ready.wait(120):
+        proc.kill()
+        err = proc.stderr.read() if proc.stderr else ""
+        raise RuntimeError(f"switch did not become ready: {err.strip()[-500:]}")
+    return proc
+
+
+def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: float,
+           limit: float) -> tuple[int, dict]:
+    rx = _in_ns(namespaces[1], RECEIVER, str(idle), str(limit))
+    assert rx.stdout is not None
+    if rx.stdout.readline().strip() != "ready":
+        raise RuntimeError(f"receiver failed: {rx.stderr.read() if rx.stderr else ''}")
+    tx = _in_ns(namespaces[0], SENDER, mode, str(amount), str(size))
+    out, err = tx.communicate(timeout=limit + 30)
+    if tx.returncode != 0:
+        raise RuntimeError(f"sender failed: {err.strip()}")
+    rx_out, rx_err = rx.communicate(timeout=limit + 30)
+    if rx.returncode != 0:
+        raise RuntimeError(f"receiver failed: {rx_err.strip()}")
+    return int(out.strip() or 0), json.loads(rx_out.strip().splitlines()[-1])
+
+
+def _percentile(sorted_values: list[int], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    idx = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return float(sorted_values[idx])
+
+
+def run(seconds: float = 3.0, size: int = 128, probes: int = 500) -> dict[str, float]:
+    """Measure throughput (``seconds`` of flooding) and latency (``probes`` paced probes)."""
+    if os.geteuid() != 0:
+        raise PermissionError("the process benchmark needs root (network namespaces)")
+    with tempfile.TemporaryDirectory(prefix="softswitch-bench-") as tmp, _two_hosts() as (
+        _tag, namespaces, ifaces,
+    ):
+        workdir = Path(tmp)
+        program = workdir / "forward.p4"
+        program.write_text(FORWARD_P4)
+        switch = _start_switch(program, ifaces, workdir)
+        try:
+            # warm-up, then throughput
+            _phase(namespaces, "paced", 20, size, idle=1.0, limit=10)
+            sent, rx = _phase(namespaces, "flood", seconds, size, idle=2.0, limit=seconds + 30)
+            span_s = (rx["last"] - rx["first"]) / 1e9
+            pps = rx["count"] / span_s if span_s > 0 else 0.0
+            _, probe_rx = _phase(namespaces, "paced", probes, size, idle=2.0,
+                                 limit=probes / 1000 + 30)
+            lat = sorted(probe_rx["lat"])
+        finally:
+            switch.send_signal(signal.SIGTERM)
+            try:
+                switch.wait(30)
+            except subprocess.TimeoutExpired:
+                switch.kill()
+                switch.wait()
+    return {
+        "pps": round(pps, 1),
+        "sent": sent,
+        "received": rx["count"],
+        "lost": max(0, sent - rx["count"]),
+        "p50_us": round(_percentile(lat, 0.50) / 1000, 1),
+        "p99_us": round(_percentile(lat, 0.99) / 1000, 1),
+        "mean_us": round(sum(lat) / len(lat) / 1000, 1) if lat else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: print the measurement as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m softswitch.bench_process",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="flooding time")
+    parser.add_argument("--size", type=int, default=128, help="frame size in bytes")
+    parser.add_argument("--probes", type=int, default=500, help="paced latency probes")
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.seconds, args.size, args.probes)
+    except (PermissionError, RuntimeError) as exc:
+        print(f"bench_process: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

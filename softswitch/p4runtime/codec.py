@@ -1,0 +1,63 @@
+"""P4Runtime binary strings <-> ints.
+
+Requests may carry a value in canonical form (no leading zero bytes) or padded with zeros;
+either is accepted when the number fits the declared width (else OUT_OF_RANGE, per the
+specification's rules for bit<W> values). Responses always use the canonical form, whose
+shortest encoding of zero is one zero byte.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from softswitch.p4runtime.status import P4RuntimeError, invalid
+
+
+def decode(value: bytes, width: int, what: str) -> int:
+    """The int in ``value`` after checking it fits ``width`` bits; ``what`` names it in errors."""
+    if not value:
+        raise invalid(f"{what}: empty byte string")
+    n = int.from_bytes(value, "big")
+    if width > 0 and n >> width:
+        raise P4RuntimeError(
+            grpc.StatusCode.OUT_OF_RANGE,
+            f"{what}: value 0x{value.hex()} does not fit in {width} bits",
+        )
+    return n
+
+
+def encode(n: int) -> bytes:
+    """Canonical binary string of a non-negative int."""
+    if n <= 0:
+        return b"\x00"
+    return n.to_bytes((n.bit_length() + 7) // 8, "big")
+
+
+def encode_width(n: int, width: int) -> bytes:
+    """Fixed-size big-endian encoding in ``ceil(width/8)`` bytes (for packing headers)."""
+    return n.to_bytes(max(1, (width + 7) // 8), "big")
+
+
+def pack_fields(values: list[tuple[int, int]]) -> bytes:
+    """Big-endian bit packing of ``(value, width)`` pairs (e.g. a controller header)."""
+    acc = 0
+    total = 0
+    for value, width in values:
+        acc = (acc << width) | (value & ((1 << width) - 1))
+        total += width
+    nbytes = (total + 7) // 8
+    acc <<= nbytes * 8 - total
+    return acc.to_bytes(nbytes, "big") if nbytes else b""
+
+
+def unpack_fields(data: bytes, widths: list[int]) -> list[int]:
+    """Inverse of :func:`pack_fields` on the first ``ceil(sum(widths)/8)`` bytes of data."""
+    total = sum(widths)
+    nbytes = (total + 7) // 8
+    acc = int.from_bytes(data[:nbytes], "big") >> (nbytes * 8 - total)
+    out: list[int] = []
+    shift = total
+    for width in widths:
+        shift -= width
+        out.append((acc >> shift) & ((1 << width) - 1))
+    return out

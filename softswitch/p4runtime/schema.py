@@ -1,0 +1,183 @@
+"""One index over a P4Info: entities by id and by name, and the consistency check against
+the compiled program.
+
+The server translates every P4Runtime entity through this index (ids -> names), and the
+engine is addressed by fully qualified names only, so the two stay decoupled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from p4.config.v1 import p4info_pb2
+
+from softswitch.p4runtime.status import invalid, not_found
+
+MATCH_KIND_NAMES = {
+    p4info_pb2.MatchField.EXACT: "exact",
+    p4info_pb2.MatchField.LPM: "lpm",
+    p4info_pb2.MatchField.TERNARY: "ternary",
+    p4info_pb2.MatchField.RANGE: "range",
+    p4info_pb2.MatchField.OPTIONAL: "optional",
+}
+
+
+@dataclass
+class TableInfo:
+    proto: p4info_pb2.Table
+    name: str
+    fields_by_id: dict[int, p4info_pb2.MatchField]
+    field_index: dict[int, int]  # field id -> position in the key
+    action_scopes: dict[int, int]  # action id -> ActionRef scope
+    direct_counter: p4info_pb2.DirectCounter | None = None
+    direct_meter: p4info_pb2.DirectMeter | None = None
+    needs_priority: bool = False
+
+
+@dataclass
+class ControllerHeader:
+    """A @controller_header's metadata fields in wire order."""
+
+    name: str
+    fields: list[p4info_pb2.ControllerPacketMetadata.Metadata] = field(default_factory=list)
+
+    @property
+    def widths(self) -> list[int]:
+        return [m.bitwidth for m in self.fields]
+
+    @property
+    def byte_len(self) -> int:
+        return (sum(self.widths) + 7) // 8
+
+
+class P4Schema:
+    """Look-ups into one P4Info; every miss raises a P4RuntimeError with a precise message."""
+
+    def __init__(self, p4info: p4info_pb2.P4Info) -> None:
+        self.p4info = p4info
+        self.actions = {a.preamble.id: a for a in p4info.actions}
+        self.action_params = {
+            a.preamble.id: {p.id: p for p in a.params} for a in p4info.actions
+        }
+        self.counters = {c.preamble.id: c for c in p4info.counters}
+        self.meters = {m.preamble.id: m for m in p4info.meters}
+        self.registers = {r.preamble.id: r for r in p4info.registers}
+        self.digests = {d.preamble.id: d for d in p4info.digests}
+        self.action_profiles = {a.preamble.id: a for a in p4info.action_profiles}
+        direct_counters = {c.direct_table_id: c for c in p4info.direct_counters}
+        direct_meters = {m.direct_table_id: m for m in p4info.direct_meters}
+        self.direct_counters = {c.preamble.id: c for c in p4info.direct_counters}
+        self.direct_meters = {m.preamble.id: m for m in p4info.direct_meters}
+        self.tables: dict[int, TableInfo] = {}
+        for t in p4info.tables:
+            info = TableInfo(
+                proto=t,
+                name=t.preamble.name,
+                fields_by_id={f.id: f for f in t.match_fields},
+                field_index={f.id: i for i, f in enumerate(t.match_fields)},
+                action_scopes={r.id: r.scope for r in t.action_refs},
+                direct_counter=direct_counters.get(t.preamble.id),
+                direct_meter=direct_meters.get(t.preamble.id),
+                needs_priority=any(
+                    f.match_type
+                    in (p4info_pb2.MatchField.TERNARY, p4info_pb2.MatchField.RANGE,
+                        p4info_pb2.MatchField.OPTIONAL)
+                    for f in t.match_fields
+                ),
+            )
+            self.tables[t.preamble.id] = info
+        self.table_ids_by_name = {t.name: tid for tid, t in self.tables.items()}
+        self.action_ids_by_name = {a.preamble.name: aid for aid, a in self.actions.items()}
+        self.controller_headers = {
+            c.preamble.name: ControllerHeader(c.preamble.name, list(c.metadata))
+            for c in p4info.controller_packet_metadata
+        }
+
+    # ------------------------------------------------------------------ look-ups by id
+    def table(self, table_id: int) -> TableInfo:
+        try:
+            return self.tables[table_id]
+        except KeyError:
+            raise not_found(f"no table with id {table_id}") from None
+
+    def action(self, action_id: int) -> p4info_pb2.Action:
+        try:
+            return self.actions[action_id]
+        except KeyError:
+            raise not_found(f"no action with id {action_id}") from None
+
+    def counter(self, counter_id: int) -> p4info_pb2.Counter:
+        try:
+            return self.counters[counter_id]
+        except KeyError:
+            raise not_found(f"no counter with id {counter_id}") from None
+
+    def meter(self, meter_id: int) -> p4info_pb2.Meter:
+        try:
+            return self.meters[meter_id]
+        except KeyError:
+            raise not_found(f"no meter with id {meter_id}") from None
+
+    def register(self, register_id: int) -> p4info_pb2.Register:
+        try:
+            return self.registers[register_id]
+        except KeyError:
+            raise not_found(f"no register with id {register_id}") from None
+
+    def digest(self, digest_id: int) -> p4info_pb2.Digest:
+        try:
+            return self.digests[digest_id]
+        except KeyError:
+            raise not_found(f"no digest with id {digest_id}") from None
+
+    def action_profile(self, profile_id: int) -> p4info_pb2.ActionProfile:
+        try:
+            return self.action_profiles[profile_id]
+        except KeyError:
+            raise not_found(f"no action profile with id {profile_id}") from None
+
+    def digest_by_name(self, name: str) -> p4info_pb2.Digest | None:
+        for d in self.digests.values():
+            if d.preamble.name == name:
+                return d
+        return None
+
+
+def _names_ids(items: list[p4info_pb2.Preamble]) -> dict[str, int]:
+    return {p.name: p.id for p in items}
+
+
+def check_p4info_matches(client: p4info_pb2.P4Info, built: p4info_pb2.P4Info) -> None:
+    """Raise INVALID_ARGUMENT unless the client's P4Info names the same tables and actions,
+    with the same ids and match fields, as the one built from the compiled program."""
+    for kind, theirs, ours in (
+        ("table", _names_ids([t.preamble for t in client.tables]),
+         _names_ids([t.preamble for t in built.tables])),
+        ("action", _names_ids([a.preamble for a in client.actions]),
+         _names_ids([a.preamble for a in built.actions])),
+    ):
+        missing = sorted(set(ours) - set(theirs))
+        extra = sorted(set(theirs) - set(ours))
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing {kind}s {missing}")
+            if extra:
+                parts.append(f"unknown {kind}s {extra}")
+            raise invalid(f"P4Info does not match the device config: {'; '.join(parts)}")
+        for name, pid in ours.items():
+            if theirs[name] != pid:
+                raise invalid(
+                    f"P4Info does not match the device config: {kind} {name!r} has id "
+                    f"{theirs[name]}, the program's is {pid}"
+                )
+    ours_tables = {t.preamble.name: t for t in built.tables}
+    for t in client.tables:
+        mine = ours_tables[t.preamble.name]
+        a = [(f.id, f.name, f.bitwidth, f.match_type) for f in t.match_fields]
+        b = [(f.id, f.name, f.bitwidth, f.match_type) for f in mine.match_fields]
+        if a != b:
+            raise invalid(
+                f"P4Info does not match the device config: match fields of table "
+                f"{t.preamble.name!r} differ"
+            )

@@ -1,0 +1,462 @@
+"""The switch process: a drop-in for BMv2's ``simple_switch_grpc``.
+
+``python -m softswitch run [PROG] -i 1@veth1 -i 2@veth2 --grpc-server-addr 127.0.0.1:0``
+
+:class:`Switch` is the data plane: one ``selectors`` loop over all ports that runs each
+received frame through the engine ``Pipeline`` and transmits the results. A single lock
+(shared with the P4Runtime service) guards the pipeline, so every P4Runtime update is
+atomic relative to packets. Frames for the CPU port become PacketIn messages; PacketOut
+frames are injected at the CPU port. :func:`main` parses simple_switch_grpc-style flags,
+opens the ports, then starts the gRPC server and prints one readiness line::
+
+    softswitch ready: device_id=0 grpc=127.0.0.1:40123 ports=1@veth1,2@veth2 cpu_port=none
+
+It stops cleanly (exit code 0) on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import selectors
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from softswitch.pcap import PcapWriter, pcap_paths
+from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
+
+log = logging.getLogger("softswitch.switch")
+
+RX_BATCH = 64
+MIN_FRAME = 14  # an Ethernet header
+IDLE_FLUSH_S = 1.0
+MAX_PORT = 510  # 511 is v1model's drop port
+LOG_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "off": logging.CRITICAL + 10,
+}
+
+
+@dataclass
+class SwitchStats:
+    """Switch-wide counters beside the per-port ones."""
+
+    no_such_port: int = 0  # frames the pipeline sent to a port that does not exist
+    no_pipeline: int = 0  # frames received before a pipeline was set
+    cpu_frames: int = 0  # frames handed to the P4Runtime service (PacketIn)
+    packet_outs: int = 0
+
+
+class Switch:
+    """The data plane of one switch: ports, the pipeline, the packet loop."""
+
+    def __init__(
+        self,
+        ports: Sequence[Port],
+        pipeline: Any | None = None,
+        cpu_port: int | None = None,
+        pcap_dir: str | Path | None = None,
+        name: str = "softswitch",
+    ) -> None:
+        self.name = name
+        self.ports: dict[int, Port] = {p.number: p for p in ports}
+        self.lock = threading.RLock()
+        self.cpu_port = cpu_port
+        self.pipeline: Any | None = None
+        self.stats = SwitchStats()
+        self.on_cpu_frame: Callable[[bytes], None] | None = None
+        self.on_digests: Callable[[list[tuple[str, tuple[int, ...]]]], None] | None = None
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._pcap_in: dict[int, PcapWriter] = {}
+        self._pcap_out: dict[int, PcapWriter] = {}
+        if pcap_dir is not None:
+            Path(pcap_dir).mkdir(parents=True, exist_ok=True)
+            for p in ports:
+                pin, pout = pcap_paths(pcap_dir, p.name)
+                self._pcap_in[p.number] = PcapWriter(pin)
+                self._pcap_out[p.number] = PcapWriter(pout)
+        self._debug = False
+        if pipeline is not None:
+            self.install_pipeline(pipeline)
+
+    # ------------------------------------------------------------------ control
+    def install_pipeline(self, pipeline: Any | None) -> None:
+        """Swap the running pipeline (atomic relative to packets)."""
+        with self.lock:
+            if pipeline is not None and self.cpu_port is not None and hasattr(pipeline, "cpu_port"):
+                pipeline.cpu_port = self.cpu_port
+            self.pipeline = pipeline
+
+    def port_counters(self) -> dict[int, PortCounters]:
+        return {n: p.counters for n, p in self.ports.items()}
+
+    def stop(self) -> None:
+        """Ask the loop to return (safe from signal handlers and other threads)."""
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Close ports and flush/close pcap files."""
+        for p in self.ports.values():
+            p.close()
+        for w in list(self._pcap_in.values()) + list(self._pcap_out.values()):
+            w.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    # ---------------------------------------------------------------- packets
+    def inject(self, port: int, frame: bytes) -> None:
+        """Process ``frame`` as received on ``port`` (PacketOut uses the CPU port)."""
+        with self.lock:
+            pipeline = self.pipeline
+            if pipeline is None:
+                self.stats.no_pipeline += 1
+                return
+            if port == self.cpu_port:
+                self.stats.packet_outs += 1
+            outs = pipeline.process(port, frame)
+            self._emit(pipeline, outs)
+            if self._debug:
+                log.debug("inject port %d len %d -> %s", port, len(frame), [(p, len(d)) for p, d in outs])
+
+    def _emit(self, pipeline: Any, outs: list[tuple[int, bytes]]) -> None:
+        """Transmit pipeline outputs (lock held)."""
+        cpu = self.cpu_port
+        for eport, data in outs:
+            if eport == cpu:
+                self.stats.cpu_frames += 1
+                if self.on_cpu_frame is not None:
+                    self.on_cpu_frame(data)
+                continue
+            port = self.ports.get(eport)
+            if port is None:
+                self.stats.no_such_port += 1
+                continue
+            c = port.counters
+            c.tx_packets += 1  # counted first, so a reader that saw the frame sees the count
+            c.tx_bytes += len(data)
+            if not port.send(data):
+                c.tx_packets -= 1
+                c.tx_bytes -= len(data)
+                continue
+            w = self._pcap_out.get(eport)
+            if w is not None:
+                w.write(data)
+        if self.on_digests is not None:
+            digests = pipeline.drain_digests()
+            if digests:
+                self.on_digests(digests)
+
+    def _receive(self, port: Port, frame: bytes) -> None:
+        c = port.counters
+        c.rx_packets += 1
+        c.rx_bytes += len(frame)
+        w = self._pcap_in.get(port.number)
+        if w is not None:
+            w.write(frame)
+        if len(frame) < MIN_FRAME:
+            c.malformed += 1
+        with self.lock:
+            pipeline = self.pipeline
+            if pipeline is None:
+                self.stats.no_pipeline += 1
+                return
+            try:
+                outs = pipeline.process(port.number, frame)
+            except Exception:  # one bad frame must never stop the loop
+                c.rx_errors += 1
+                if self._debug:
+                    log.debug("port %d: frame of %d bytes failed in the pipeline", port.number, len(frame), exc_info=True)
+                return
+            self._emit(pipeline, outs)
+        if self._debug:
+            log.debug(
+                "port %d in %d bytes %s -> %s",
+                port.number, len(frame), frame[:34].hex(), [(p, len(d)) for p, d in outs],
+            )
+
+    def run(self) -> None:
+        """The packet loop; returns after :meth:`stop`."""
+        self._debug = log.isEnabledFor(logging.DEBUG)
+        sel = selectors.DefaultSelector()
+        for p in self.ports.values():
+            sel.register(p.fileno(), selectors.EVENT_READ, p)
+        sel.register(self._wake_r.fileno(), selectors.EVENT_READ, None)
+        receive = self._receive
+        try:
+            while not self._stop.is_set():
+                events = sel.select(IDLE_FLUSH_S)
+                if not events:
+                    self._flush_pcaps()
+                    continue
+                for key, _mask in events:
+                    port = key.data
+                    if port is None:
+                        try:
+                            self._wake_r.recv(64)
+                        except OSError:
+                            pass
+                        continue
+                    try:
+                        frames = port.recv_batch(RX_BATCH)
+                    except OSError as exc:
+                        log.warning("port %d (%s): receive failed: %s", port.number, port.name, exc)
+                        continue
+                    for frame in frames:
+                        receive(port, frame)
+        finally:
+            sel.close()
+            self._flush_pcaps()
+
+    def _flush_pcaps(self) -> None:
+        for w in self._pcap_in.values():
+            w.flush()
+        for w in self._pcap_out.values():
+            w.flush()
+
+
+# ============================================================================ CLI
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+@dataclass(frozen=True)
+class SwitchOptions:
+    program: str | None = None
+    interfaces: tuple[tuple[int, str], ...] = ()
+    device_id: int = 0
+    grpc_addr: str = "0.0.0.0:9559"
+    cpu_port: int | None = None
+    log_file: str | None = None
+    log_console: bool = False
+    log_level: str = "info"
+    pcap_dir: str | None = None
+    no_p4: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+
+def _parse_interface(text: str) -> tuple[int, str]:
+    num, sep, iface = text.partition("@")
+    if not sep or not num or not iface:
+        raise _UsageError(f"-i {text}: expected PORT@IFACE, e.g. 1@veth1")
+    try:
+        port = int(num, 0)
+    except ValueError:
+        raise _UsageError(f"-i {text}: port {num!r} is not a number") from None
+    if not 0 <= port <= MAX_PORT:
+        raise _UsageError(f"-i {text}: port {port} outside 0..{MAX_PORT}")
+    return port, iface
+
+
+def _parse_grpc_addr(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise _UsageError(f"--grpc-server-addr {text}: expected HOST:PORT")
+    try:
+        value = int(port)
+    except ValueError:
+        raise _UsageError(f"--grpc-server-addr {text}: port {port!r} is not a number") from None
+    if not 0 <= value <= 65535:
+        raise _UsageError(f"--grpc-server-addr {text}: port {value} outside 0..65535")
+    return text
+
+
+def parse_args(argv: Sequence[str]) -> SwitchOptions:
+    """Options from simple_switch_grpc-style flags; raises _UsageError naming the bad one."""
+    p = _Parser(prog="softswitch run", add_help=True, description=__doc__.splitlines()[0])
+    p.add_argument("program", nargs="?", help="P4 source (.p4) or device config file")
+    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
+    p.add_argument("--device-id", type=int, default=0)
+    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
+    p.add_argument("--cpu-port", type=int)
+    p.add_argument("--log-file")
+    p.add_argument("--log-console", action="store_true")
+    p.add_argument("-L", "--log-level", default="info")
+    p.add_argument("--pcap", nargs="?", const=".", metavar="DIR")
+    p.add_argument("--no-p4", action="store_true")
+    p.add_argument("--thrift-port", type=int)
+    p.add_argument("--device-config", dest="program_alt")
+    args = p.parse_args(list(argv))
+    interfaces = tuple(_parse_interface(t) for t in args.interface)
+    nums = [n for n, _ in interfaces]
+    dup = sorted({n for n in nums if nums.count(n) > 1})
+    if dup:
+        raise _UsageError(f"-i: port {dup[0]} given twice")
+    names = [i for _, i in interfaces]
+    dup_names = sorted({i for i in names if names.count(i) > 1})
+    if dup_names:
+        raise _UsageError(f"-i: interface {dup_names[0]!r} given twice")
+    if args.device_id < 0:
+        raise _UsageError(f"--device-id {args.device_id}: must be >= 0")
+    if args.cpu_port is not None:
+        if not 0 <= args.cpu_port <= MAX_PORT:
+            raise _UsageError(f"--cpu-port {args.cpu_port}: outside 0..{MAX_PORT}")
+        if args.cpu_port in nums:
+            raise _UsageError(f"--cpu-port {args.cpu_port}: already used by an -i interface")
+    level = args.log_level.lower()
+    if level not in LOG_LEVELS:
+        raise _UsageError(f"-L/--log-level {args.log_level}: choose from {', '.join(LOG_LEVELS)}")
+    program = args.program or args.program_alt
+    if program is None and not args.no_p4:
+        raise _UsageError("a P4 program (or device config) or --no-p4 is required")
+    if program is not None and args.no_p4:
+        raise _UsageError("--no-p4 cannot be combined with a program")
+    if program is not None and not Path(program).is_file():
+        raise _UsageError(f"program {program!r}: no such file")
+    notes = ()
+    if args.thrift_port is not None:
+        notes = (f"--thrift-port {args.thrift_port} ignored: the built-in switch has no Thrift server",)
+    return SwitchOptions(
+        program=program,
+        interfaces=interfaces,
+        device_id=args.device_id,
+        grpc_addr=_parse_grpc_addr(args.grpc_server_addr),
+        cpu_port=args.cpu_port,
+        log_file=args.log_file,
+        log_console=args.log_console,
+        log_level=level,
+        pcap_dir=args.pcap,
+        no_p4=args.no_p4,
+        notes=notes,
+    )
+
+
+def _configure_logging(opts: SwitchOptions) -> list[logging.Handler]:
+    root = logging.getLogger("softswitch")
+    root.setLevel(LOG_LEVELS[opts.log_level])
+    fmt = logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+    handlers: list[logging.Handler] = []
+    if opts.log_file:
+        handlers.append(logging.FileHandler(opts.log_file))
+    if opts.log_console:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    if not handlers:
+        root.addHandler(logging.NullHandler())
+    root.propagate = False
+    return handlers
+
+
+def load_program(path: str) -> tuple[Any, Any, bytes]:
+    """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file."""
+    from softswitch.device_config import load_device_config, make_device_config
+    from softswitch.p4info import build_p4info
+    from softswitch.pipeline import Pipeline
+
+    if path.endswith(".p4"):
+        from softswitch.frontend import compile_file
+
+        program = compile_file(path)  # errors name the real files
+        data = make_device_config(path)
+    else:
+        data = Path(path).read_bytes()
+        program = load_device_config(data)
+    return Pipeline.from_program(program), build_p4info(program), data
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"softswitch run: error: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
+    failure, 2 bad flags)."""
+    from softswitch.p4runtime.entities import PipelineState
+    from softswitch.p4runtime.server import P4RuntimeService, start_server
+
+    try:
+        opts = parse_args(sys.argv[1:] if argv is None else argv)
+    except _UsageError as exc:
+        return _fail(str(exc), 2)
+    handlers = _configure_logging(opts)
+    for note in opts.notes:
+        log.warning("%s", note)
+        print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
+
+    initial = None
+    pipeline = None
+    if opts.program is not None:
+        try:
+            pipeline, p4info, config = load_program(opts.program)
+        except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
+            return _fail(f"{opts.program}: {exc}", 1)
+        initial = PipelineState(pipeline, p4info, config, None)
+
+    ports: list[Port] = []
+    try:
+        for num, iface in opts.interfaces:
+            ports.append(AfPacketPort(num, iface))
+    except PortError as exc:
+        for p in ports:
+            p.close()
+        return _fail(f"-i: {exc}", 2)
+
+    switch = Switch(ports, pipeline, cpu_port=opts.cpu_port, pcap_dir=opts.pcap_dir)
+    service = P4RuntimeService(switch, opts.device_id, initial=initial)
+    switch.on_cpu_frame = service.on_cpu_frame
+    switch.on_digests = service.on_digests
+    try:
+        server, bound = start_server(service, opts.grpc_addr)
+    except OSError as exc:
+        switch.close()
+        return _fail(f"--grpc-server-addr {opts.grpc_addr}: {exc}", 1)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal %d: stopping", signum)
+        switch.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    host = opts.grpc_addr.rpartition(":")[0]
+    port_list = ",".join(f"{n}@{i}" for n, i in opts.interfaces) or "none"
+    ready = (
+        f"softswitch ready: device_id={opts.device_id} grpc={host}:{bound} ports={port_list} "
+        f"cpu_port={opts.cpu_port if opts.cpu_port is not None else 'none'}"
+    )
+    log.info("%s", ready)
+    print(ready, flush=True)
+    try:
+        switch.run()
+    finally:
+        server.stop(grace=0.5).wait(2.0)
+        for num, c in sorted(switch.port_counters().items()):
+            log.info("port %d counters: %s", num, c.as_dict())
+        log.info("switch stats: %s", switch.stats)
+        switch.close()
+        for h in handlers:
+            h.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

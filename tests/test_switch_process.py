@@ -1,0 +1,345 @@
+"""The switch process: flags, readiness, clean stop, the packet loop's robustness, pcaps."""
+
+from __future__ import annotations
+
+import queue
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from softswitch.pcap import read_pcap
+from softswitch.ports import MemoryPort
+from softswitch.switch import Switch, parse_args
+from tests.p4runtime_fakes import (
+    CPU_PORT,
+    FakePipeline,
+    InProcessSwitch,
+    table_entry_update,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+READY = re.compile(r"softswitch ready: .*grpc=(\S+):(\d+)")
+FRAME = bytes.fromhex("020000000002020000000001") + b"\x08\x00" + bytes(range(50))
+
+
+class SwitchProcess:
+    """``python -m softswitch run ...`` as a subprocess, with a readiness wait."""
+
+    def __init__(self, args: list[str], cwd: Path = REPO) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "softswitch", "run", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.address: str | None = None
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_ready(self, timeout: float = 60.0) -> str:
+        """The gRPC address from the readiness line; fails with stderr if the process died."""
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail("switch did not become ready in time")
+            if line is None:
+                err = self.proc.stderr.read() if self.proc.stderr else ""
+                pytest.fail(f"switch exited with {self.proc.wait()}: {err}")
+            m = READY.search(line)
+            if m:
+                self.address = f"{m.group(1)}:{m.group(2)}"
+                return self.address
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return -9
+
+
+@pytest.fixture
+def spawn() -> Iterator:
+    procs: list[SwitchProcess] = []
+
+    def start(*args: str) -> SwitchProcess:
+        p = SwitchProcess(list(args))
+        procs.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in procs:
+            p.terminate()
+            for stream in (p.proc.stdout, p.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+
+def wait_for(predicate, timeout: float = 5.0) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "softswitch", "run", *args],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )
+
+
+# --------------------------------------------------------------------------- flags
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--no-p4", "--bogus"], "--bogus"),
+        (["--no-p4", "-i", "veth0"], "PORT@IFACE"),
+        (["--no-p4", "-i", "x@veth0"], "'x'"),
+        (["--no-p4", "-i", "600@veth0"], "600"),
+        (["--no-p4", "--device-id", "abc"], "--device-id"),
+        (["--no-p4", "--grpc-server-addr", "localhost"], "--grpc-server-addr"),
+        (["--no-p4", "-L", "loud"], "--log-level"),
+        (["--no-p4", "-i", "1@a", "-i", "1@b"], "port 1 given twice"),
+        (["--no-p4", "--cpu-port", "1", "-i", "1@a"], "--cpu-port"),
+        ([], "--no-p4"),
+        (["/no/such/prog.p4"], "no such file"),
+    ],
+)
+def test_bad_flag_is_one_line_exit_2(args, needle):
+    """A bad flag or value gives exit code 2 and one error line naming it."""
+    res = run_cli(*args)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+
+
+def test_missing_interface_exit_2():
+    """An -i interface that does not exist is a one-line error naming it, exit 2."""
+    res = run_cli("--no-p4", "-i", "1@nosuchif0", "--grpc-server-addr", "127.0.0.1:0")
+    assert res.returncode == 2
+    assert "nosuchif0" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_parse_args_defaults():
+    """Defaults match simple_switch_grpc: device 0, 0.0.0.0:9559, no CPU port."""
+    opts = parse_args(["--no-p4"])
+    assert (opts.device_id, opts.grpc_addr, opts.cpu_port) == (0, "0.0.0.0:9559", None)
+
+
+def test_thrift_port_accepted_with_note(spawn):
+    """--thrift-port is accepted and ignored with a note; the switch still starts."""
+    p = spawn("--no-p4", "--thrift-port", "9090", "--grpc-server-addr", "127.0.0.1:0")
+    p.wait_ready()
+    assert p.terminate() == 0
+    assert "thrift" in p.proc.stderr.read().lower()
+
+
+# ------------------------------------------------------------------ process life
+
+
+def test_ready_then_clean_sigterm(spawn, tmp_path):
+    """The switch answers Capabilities after its readiness line and exits 0 on SIGTERM."""
+    import grpc
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+    log_file = tmp_path / "sw.log"
+    p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file))
+    addr = p.wait_ready()
+    with grpc.insecure_channel(addr) as ch:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(ch)
+        resp = stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=10)
+    assert resp.p4runtime_api_version == "1.4.1"
+    assert p.terminate() == 0
+    assert "softswitch ready" in log_file.read_text()
+
+
+def test_sigint_also_clean(spawn):
+    """SIGINT stops the switch with exit code 0 as well."""
+    p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
+    p.wait_ready()
+    p.proc.send_signal(signal.SIGINT)
+    assert p.proc.wait(20) == 0
+
+
+def test_grpc_port_in_use_fails(spawn):
+    """A gRPC address that is already taken is a one-line error, exit 1."""
+    p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
+    addr = p.wait_ready()
+    res = run_cli("--no-p4", "--grpc-server-addr", addr)
+    assert res.returncode == 1 and "--grpc-server-addr" in res.stderr
+
+
+# ------------------------------------------------------------ the packet loop
+
+
+@pytest.fixture
+def memsw() -> Iterator[InProcessSwitch]:
+    s = InProcessSwitch(preload=True)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def test_fuzz_frames_do_not_kill_loop(memsw):
+    """Thousands of random and truncated frames pass; forwarding works afterwards."""
+    c = memsw.client()
+    c.write(table_entry_update(1, 1, 2))
+    rng = random.Random(1234)
+    n = 3000
+    for i in range(n):
+        size = rng.choice([0, 1, 5, 13, 14, 15, 33, 60, rng.randrange(0, 1600)])
+        memsw.port(1 + i % 3).inject(rng.randbytes(size))
+    # a marker frame sent after the burst arrives after every fuzz frame was handled
+    marker = FRAME + b"marker"
+    memsw.port(1).inject(marker)
+    deadline_frames = []
+    while True:
+        f = memsw.port(2).receive(10.0)
+        assert f is not None, "switch stopped forwarding"
+        deadline_frames.append(f)
+        if f == marker:
+            break
+    counters = memsw.switch.port_counters()
+    assert sum(c.rx_packets for c in counters.values()) == n + 1
+    assert sum(c.rx_errors for c in counters.values()) > 0
+    assert counters[1].malformed > 0
+
+
+def test_port_counters(memsw):
+    """rx/tx packet and byte counters follow forwarded traffic; unknown ports are counted."""
+    c = memsw.client()
+    c.write(table_entry_update(1, 1, 2), table_entry_update(1, 2, 9))
+    for _ in range(4):
+        memsw.port(1).inject(FRAME)
+        assert memsw.port(2).receive(5.0) == FRAME
+    memsw.port(2).inject(FRAME)
+    memsw.port(1).inject(FRAME)
+    assert memsw.port(2).receive(5.0) == FRAME
+    pc = memsw.switch.port_counters()
+    assert (pc[1].rx_packets, pc[1].rx_bytes) == (5, 5 * len(FRAME))
+    assert (pc[2].tx_packets, pc[2].tx_bytes) == (5, 5 * len(FRAME))
+    assert wait_for(lambda: memsw.switch.stats.no_such_port == 1)
+
+
+def test_pcap_files_per_port(tmp_path):
+    """With a pcap dir, received and transmitted frames land in <port>_in/_out.pcap."""
+    ports = [MemoryPort(1), MemoryPort(2)]
+    pipeline = FakePipeline()
+    pipeline.cpu_port = CPU_PORT
+    from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+
+    pipeline.tables["MyIngress.fwd"].insert(
+        TableEntry((FieldMatch(1),), ActionCall("MyIngress.set_port", (2,)))
+    )
+    sw = Switch(ports, pipeline, cpu_port=CPU_PORT, pcap_dir=tmp_path)
+    t = threading.Thread(target=sw.run, daemon=True)
+    t.start()
+    try:
+        ports[0].inject(FRAME)
+        assert ports[1].receive(5.0) == FRAME
+    finally:
+        sw.stop()
+        t.join(5)
+        sw.close()
+    assert [f for _, f in read_pcap(tmp_path / "port1_in.pcap")] == [FRAME]
+    assert [f for _, f in read_pcap(tmp_path / "port2_out.pcap")] == [FRAME]
+    assert read_pcap(tmp_path / "port1_out.pcap") == []
+
+
+def test_no_pipeline_drops(tmp_path):
+    """Frames arriving before any pipeline is set are counted and dropped."""
+    port = MemoryPort(1)
+    sw = Switch([port])
+    t = threading.Thread(target=sw.run, daemon=True)
+    t.start()
+    try:
+        port.inject(FRAME)
+        assert wait_for(lambda: sw.stats.no_pipeline == 1)
+    finally:
+        sw.stop()
+        t.join(5)
+        sw.close()
+
+
+def test_fuzz_real_pipeline_keeps_forwarding(tmp_path):
+    """Thousands of random/truncated frames through the real engine; forwarding survives."""
+    from softswitch.bench_process import FORWARD_P4
+    from softswitch.pipeline import Pipeline
+
+    prog = tmp_path / "forward.p4"
+    prog.write_text(FORWARD_P4)
+    ports = [MemoryPort(1), MemoryPort(2)]
+    sw = Switch(ports, Pipeline.from_file(str(prog)))
+    t = threading.Thread(target=sw.run, daemon=True)
+    t.start()
+    rng = random.Random(99)
+    n = 2000
+    try:
+        for _ in range(n):
+            ports[0].inject(rng.randbytes(rng.choice([0, 1, 7, 13, 14, 15, rng.randrange(0, 1600)])))
+        marker = FRAME + b"marker"
+        ports[0].inject(marker)
+        while True:
+            f = ports[1].receive(20.0)
+            assert f is not None, "switch stopped forwarding"
+            if f == marker:
+                break
+    finally:
+        sw.stop()
+        t.join(5)
+        sw.close()
+    pc = sw.port_counters()
+    assert pc[1].rx_packets == n + 1
+    assert pc[1].malformed > 0
+
+
+def test_debug_trace_line_per_packet(caplog):
+    """At DEBUG the loop logs one trace line per packet with ports and sizes."""
+    import logging
+
+    pipeline = FakePipeline()
+    from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+
+    pipeline.tables["MyIngress.fwd"].insert(
+        TableEntry((FieldMatch(1),), ActionCall("MyIngress.set_port", (2,)))
+    )
+    ports = [MemoryPort(1), MemoryPort(2)]
+    sw = Switch(ports, pipeline)
+    with caplog.at_level(logging.DEBUG, logger="softswitch.switch"):
+        t = threading.Thread(target=sw.run, daemon=True)
+        t.start()
+        try:
+            ports[0].inject(FRAME)
+            assert ports[1].receive(5.0) == FRAME
+        finally:
+            sw.stop()
+            t.join(5)
+            sw.close()
+    assert any(f"port 1 in {len(FRAME)} bytes" in r.getMessage() and "(2, " in r.getMessage()
+               for r in caplog.records)
