@@ -52,6 +52,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 clean:
+	@if [ -x $(PY) ] && [ -d run ]; then $(PY) -m topo.cleanup || true; fi
 	rm -rf build/ dist/ logs/ pcaps/ run/ .pytest_cache/ .ruff_cache/ *.egg-info
 	find . -path ./.venv -prune -o -type d -name __pycache__ -exec rm -rf {} +
 

@@ -1,0 +1,327 @@
+"""Topology descriptions, run directory, JSON schema, argv, cleanup helpers: no root needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from topo.cleanup import is_same_process, stop_recorded
+from topo.errors import TargetError, TopologyError, TopologyFileError
+from topo.links import netem_available, shaping_warning
+from topo.model import describe, topology_from_dict, topology_to_dict
+from topo.nodes import BMv2Switch, SoftSwitch, SwitchLaunch, choose_target, failure_reason, log_tail
+from topo.probe import receive, send
+from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
+from topo.topologies import LinkShape, RackTopo, SpineLeafTopo
+
+
+def _ports(topo, switch):
+    """{port: (peer, peer_port)} of one switch, from Mininet's own port map."""
+    return dict(sorted(topo.ports[switch].items()))
+
+
+def test_rack_counts_and_names():
+    """A rack is one switch s1 with hosts h1..hN, one link each."""
+    topo = RackTopo(hosts=3)
+    assert topo.switches() == ["s1"]
+    assert topo.hosts() == ["h1", "h2", "h3"]
+    assert len(topo.links()) == 3
+
+
+def test_rack_ports_addresses_and_ids():
+    """Rack host i sits on port i with 10.0.1.i/16 and MAC 00:00:0a:00:01:0i."""
+    topo = RackTopo(hosts=2)
+    assert _ports(topo, "s1") == {1: ("h1", 0), 2: ("h2", 0)}
+    h2 = topo.host_options("h2")
+    assert (h2["ip"], h2["mac"], h2["gpus"]) == ("10.0.1.2/16", "00:00:0a:00:01:02", 1)
+    s1 = topo.switch_options("s1")
+    assert (s1["device_id"], s1["grpc_port"], s1["dpid"], s1["cpu_port"]) == (
+        0, 50051, "0000000000000001", 255)
+
+
+def test_spineleaf_counts():
+    """Default spine-leaf: 2 leaves, 2 spines, 4 hosts, 4 host + 4 fabric links."""
+    topo = SpineLeafTopo()
+    assert topo.switches() == ["l1", "l2", "sp1", "sp2"]
+    assert topo.hosts() == ["h1", "h2", "h3", "h4"]
+    kinds = [info["kind"] for _a, _b, info in topo.links(withInfo=True)]
+    assert sorted(kinds) == ["fabric"] * 4 + ["host"] * 4
+
+
+def test_spineleaf_port_plan():
+    """Leaf ports 1..H go to hosts, H+1.. to spines; spine port i goes to leaf i."""
+    topo = SpineLeafTopo(spines=3, leaves=2, hosts_per_leaf=2)
+    assert _ports(topo, "l2") == {1: ("h3", 0), 2: ("h4", 0), 3: ("sp1", 2), 4: ("sp2", 2),
+                                  5: ("sp3", 2)}
+    assert _ports(topo, "sp3") == {1: ("l1", 5), 2: ("l2", 5)}
+
+
+def test_spineleaf_device_ids_and_grpc_ports():
+    """Leaves take ids 0..L-1 and spines L..; gRPC port is base + id."""
+    topo = SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=1, grpc_base_port=40000)
+    ids = {n: topo.switch_options(n)["device_id"] for n in topo.switches()}
+    assert ids == {"l1": 0, "l2": 1, "l3": 2, "sp1": 3, "sp2": 4}
+    assert topo.switch_options("sp2")["grpc_port"] == 40004
+    assert topo.switch_options("sp2")["thrift_port"] == 9094
+
+
+def test_spineleaf_host_addresses_per_leaf():
+    """Leaf L owns 10.0.L.0/24; host slot j on it is 10.0.L.j with a matching MAC."""
+    topo = SpineLeafTopo(leaves=3, hosts_per_leaf=2, gpus_per_host=4)
+    h6 = topo.host_options("h6")
+    assert (h6["ip"], h6["mac"], h6["leaf"], h6["slot"], h6["gpus"]) == (
+        "10.0.3.2/16", "00:00:0a:00:03:02", 3, 2, 4)
+
+
+def test_topology_is_deterministic():
+    """Two builds with the same arguments describe the same network."""
+    a = describe(SpineLeafTopo(spines=2, leaves=3), target="softswitch")
+    b = describe(SpineLeafTopo(spines=2, leaves=3), target="softswitch")
+    assert a == b
+
+
+def test_link_shapes_reach_links():
+    """Host and fabric links carry their own rates; delay/loss are passed on."""
+    topo = SpineLeafTopo(host_bw=12.0, fabric_bw=24.0, delay="1ms", loss=0.5)
+    infos = {(a, b): i for a, b, i in topo.links(withInfo=True)}
+    assert infos[("h1", "l1")]["bw"] == 12.0
+    assert infos[("l1", "sp1")]["bw"] == 24.0
+    assert (infos[("l1", "sp1")]["delay"], infos[("l1", "sp1")]["loss"]) == ("1ms", 0.5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"spines": 0}, "spines"),
+    ({"leaves": 255}, "leaves"),
+    ({"hosts_per_leaf": 0}, "hosts_per_leaf"),
+    ({"host_bw": 0}, "host_bw"),
+    ({"loss": 150}, "loss"),
+    ({"name_prefix": "longprefix"}, "too long"),
+    ({"name_prefix": "a-b"}, "name_prefix"),
+    ({"hosts_per_leaf": 3, "cpu_port": 4}, "CPU port"),
+])
+def test_bad_topology_arguments_are_rejected(kwargs, message):
+    """Impossible sizes, names or port plans raise TopologyError naming the problem."""
+    with pytest.raises(TopologyError, match=message):
+        SpineLeafTopo(**kwargs)
+
+
+def test_describe_records_ports_and_attachments():
+    """describe() lists each switch port with its peer and each host's switch port."""
+    t = describe(SpineLeafTopo(), target="softswitch", rundir="/r", log_dir="/r/logs")
+    l1 = t.switch("l1")
+    assert [(p.port, p.peer, p.peer_port) for p in l1.ports] == [
+        (1, "h1", 0), (2, "h2", 0), (3, "sp1", 1), (4, "sp2", 1)]
+    assert l1.ports[2].intf == "l1-eth3" and l1.ports[2].peer_intf == "sp1-eth1"
+    assert l1.ports[0].mac == "00:0b:00:00:00:01"
+    assert l1.grpc_addr == "127.0.0.1:50051" and l1.log == "/r/logs/l1.log"
+    h3 = t.host("h3")
+    assert (h3.ip, h3.prefix_len, h3.switch, h3.switch_port, h3.intf) == (
+        "10.0.2.1", 16, "l2", 1, "h3-eth0")
+    assert [s.name for s in t.spines()] == ["sp1", "sp2"]
+    assert t.total_gpus() == 4
+
+
+def test_topology_json_round_trip(tmp_path):
+    """topology.json written by RunDir loads back into an equal Topology."""
+    rundir = RunDir.create(tmp_path / "r1")
+    t = describe(RackTopo(hosts=2), target="softswitch", program="/p/x.p4",
+                 p4info="/b/x.p4info.txtpb", rundir=str(rundir.path))
+    rundir.write_topology(t)
+    assert load_topology(rundir.path) == t
+    assert load_topology(rundir.topology_path) == t
+    data = json.loads(rundir.topology_path.read_text())
+    assert data["schema"] == 1
+    assert data["switches"][0]["ports"][0] == {
+        "port": 1, "intf": "s1-eth1", "mac": "00:0b:00:00:00:01", "peer": "h1",
+        "peer_port": 0, "peer_intf": "h1-eth0"}
+    assert data["hosts"][1] == {
+        "name": "h2", "ip": "10.0.1.2", "prefix_len": 16, "mac": "00:00:0a:00:01:02",
+        "intf": "h2-eth0", "switch": "s1", "switch_port": 2, "leaf": 1, "slot": 2, "gpus": 1}
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.pop("switches"), "missing key 'switches'"),
+    (lambda d: d["hosts"][0].__setitem__("gpus", "two"), r"hosts\[0\]\.gpus: expected int"),
+    (lambda d: d["switches"][0].__setitem__("device_id", True), "device_id: expected int"),
+    (lambda d: d.__setitem__("schema", 9), "schema 9"),
+    (lambda d: d["hosts"][0].__setitem__("switch", "nope"), "unknown switch 'nope'"),
+])
+def test_bad_topology_json_is_rejected(mutate, message):
+    """A topology.json that breaks the schema raises TopologyFileError naming the key."""
+    data = topology_to_dict(describe(RackTopo(hosts=1), target="softswitch"))
+    mutate(data)
+    with pytest.raises(TopologyFileError, match=message):
+        topology_from_dict(data)
+
+
+def test_load_topology_missing_file(tmp_path):
+    """A missing topology.json gives a clear error, not a traceback."""
+    with pytest.raises(TopologyFileError, match="no such file"):
+        load_topology(tmp_path)
+
+
+def test_rundir_layout_and_latest_link(tmp_path):
+    """RunDir.create makes logs/ and build/ under run/<stamp> and points run/latest at it."""
+    rundir = RunDir.create(root=tmp_path)
+    assert rundir.path.parent == tmp_path.resolve()
+    assert (tmp_path / "latest").resolve() == rundir.path
+    assert rundir.logs.is_dir() and rundir.build.is_dir()
+    owner, records = read_pids(rundir.pids_path)
+    assert owner["pid"] == os.getpid() and records == []
+
+
+def test_rundir_records_processes(tmp_path):
+    """record_process stores the pid with its /proc cmdline."""
+    rundir = RunDir.create(tmp_path / "r")
+    rundir.record_process("me", "test", os.getpid())
+    _owner, records = read_pids(rundir.pids_path)
+    assert [(r.name, r.kind, r.pid) for r in records] == [("me", "test", os.getpid())]
+    assert records[0].cmdline and is_same_process(records[0])
+
+
+def test_cleanup_stops_only_matching_processes(tmp_path):
+    """A recorded process is stopped; a pid whose cmdline no longer matches is left alone."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        rundir = RunDir.create(tmp_path / "r")
+        rundir.record_process("victim", "switch", proc.pid, proc.pid)
+        wrong = ProcessRecord("bystander", "switch", other.pid, None, ("not", "this"))
+        _owner, records = read_pids(rundir.pids_path)
+        stopped = stop_recorded(records + [wrong], wait_s=5.0)
+        assert stopped == [f"victim (pid {proc.pid})"]
+        assert proc.wait(5) is not None
+        assert other.poll() is None
+    finally:
+        for p in (proc, other):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_softswitch_argv():
+    """The built-in switch's command line: one -i per port, gRPC, CPU port, log, pcap."""
+    launch = SwitchLaunch(name="s1", device_id=3, grpc_addr="127.0.0.1:50054",
+                          ports=((1, "s1-eth1"), (2, "s1-eth2")), log_file=Path("/r/logs/s1.log"),
+                          cpu_port=255, pcap_dir=Path("/r/pcaps"))
+    assert SoftSwitch.build_argv(launch) == [
+        sys.executable, "-m", "softswitch", "run", "--no-p4", "-i", "1@s1-eth1",
+        "-i", "2@s1-eth2", "--device-id", "3", "--grpc-server-addr", "127.0.0.1:50054",
+        "--cpu-port", "255", "--log-file", "/r/logs/s1.log", "-L", "info",
+        "--pcap", "/r/pcaps"]
+
+
+def test_softswitch_argv_with_preloaded_program():
+    """With a program to preload, it replaces --no-p4."""
+    launch = SwitchLaunch(name="s1", device_id=0, grpc_addr="127.0.0.1:50051", ports=(),
+                          log_file=Path("/l"), program=Path("/p/netreduce.p4"))
+    argv = SoftSwitch.build_argv(launch)
+    assert argv[4] == "/p/netreduce.p4" and "--no-p4" not in argv and "--cpu-port" not in argv
+
+
+def test_bmv2_argv():
+    """simple_switch_grpc gets --no-p4 and its gRPC options after '--'."""
+    launch = SwitchLaunch(name="l1", device_id=1, grpc_addr="127.0.0.1:50052",
+                          ports=((1, "l1-eth1"),), log_file=Path("/l"), cpu_port=255,
+                          thrift_port=9091)
+    assert BMv2Switch.build_argv(launch) == [
+        "simple_switch_grpc", "--device-id", "1", "-i", "1@l1-eth1", "--thrift-port", "9091",
+        "--log-console", "-L", "info", "--no-p4", "--", "--grpc-server-addr",
+        "127.0.0.1:50052", "--cpu-port", "255"]
+
+
+def _fake_bin(directory: Path, name: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+
+
+def test_choose_target_auto_without_bmv2(tmp_path, monkeypatch):
+    """auto falls back to the built-in target and says why."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cls, why = choose_target("auto")
+    assert cls is SoftSwitch and "not on PATH" in why
+
+
+def test_choose_target_auto_with_bmv2(tmp_path, monkeypatch):
+    """auto picks BMv2 when simple_switch_grpc and p4c are both on PATH."""
+    _fake_bin(tmp_path, "simple_switch_grpc")
+    _fake_bin(tmp_path, "p4c")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cls, why = choose_target("auto")
+    assert cls is BMv2Switch and "simple_switch_grpc" in why
+
+
+def test_choose_target_bmv2_missing(tmp_path, monkeypatch):
+    """Asking for bmv2 without it installed is a clear error."""
+    _fake_bin(tmp_path, "p4c")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TargetError, match="simple_switch_grpc not found"):
+        choose_target("bmv2")
+
+
+def test_choose_target_unknown():
+    """An unknown target name is rejected with the choices."""
+    with pytest.raises(TargetError, match="unknown target 'tofino'"):
+        choose_target("tofino")
+
+
+def test_failure_reason_picks_last_error_line(tmp_path):
+    """The reason of a failed start is the log's last error line."""
+    log = tmp_path / "s1.log"
+    log.write_text("# 10:00:00 python -m softswitch run\nstarting\n"
+                   "softswitch run: error: -i: no such interface s1-eth9\n")
+    tail = log_tail(log)
+    assert failure_reason(tail, "exited") == "softswitch run: error: -i: no such interface s1-eth9"
+    assert failure_reason(["all fine"], "exited with status 3") == "exited with status 3"
+
+
+def test_shaping_warning_without_netem():
+    """Delay/loss without netem produce one warning naming the data-plane loss knob."""
+    shapes = [LinkShape(10.0, "2ms", 1.0), LinkShape(20.0, "2ms", 1.0)]
+    text = shaping_warning(shapes, netem=False)
+    assert text is not None and "delay=2ms loss=1%" in text and "loss knob" in text
+    assert shaping_warning(shapes, netem=True) is None
+    assert shaping_warning([LinkShape(10.0)], netem=False) is None
+
+
+def test_netem_probe_without_tc(monkeypatch, tmp_path):
+    """Without tc on PATH, netem counts as unavailable (and the answer is cached)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    netem_available.cache_clear()
+    try:
+        assert netem_available() is False
+        assert netem_available.cache_info().hits == 0
+        netem_available()
+        assert netem_available.cache_info().hits == 1
+    finally:
+        netem_available.cache_clear()
+
+
+def test_probe_send_and_receive_on_loopback():
+    """The measurement probe counts exactly the datagrams and bytes that arrived."""
+    ready = threading.Event()
+    result = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def rx_port() -> None:
+        result["r"] = receive(port, 2.0, on_ready=ready.set, host="127.0.0.1")
+
+    thread = threading.Thread(target=rx_port)
+    thread.start()
+    assert ready.wait(5)
+    sent = send("127.0.0.1", port, 0.3, rate_mbit=1.0, size=500)
+    thread.join(10)
+    got = result["r"]
+    assert sent.packets > 0 and sent.bytes == sent.packets * 500
+    assert 0 < got.packets <= sent.packets and got.bytes == got.packets * 500

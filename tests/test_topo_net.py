@@ -1,0 +1,191 @@
+"""Starting and stopping real Mininet networks on the built-in target (needs root).
+
+Every test uses switch names with the prefix ``tq`` and gRPC ports found free at run time, so
+it cannot collide with a network someone else started; each one checks that no interface,
+namespace shell or switch process outlives it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.errors import NetworkError, SwitchStartError
+from topo.links import netem_available
+from topo.network import Network, start_network
+from topo.nodes import SoftSwitch, SwitchLaunch, port_in_use
+from topo.run import run_experiment
+from topo.rundir import load_topology, read_cmdline, read_pids
+from topo.topologies import RackTopo
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(importlib.util.find_spec("softswitch.switch") is None,
+                       reason="softswitch.switch (the built-in switch process) does not exist yet"),
+]
+
+PREFIX = "tq"
+
+
+def _free_port_base(count: int) -> int:
+    """A base port with ``count`` free ports after it (checked by binding)."""
+    for base in range(43000 + (os.getpid() % 500) * 8, 60000, 16):
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def _leftovers(names: list[str], pids: list[int]) -> tuple[list[str], list[int]]:
+    alive = [pid for pid in pids if read_cmdline(pid) is not None]
+    return switch_interfaces(names), alive
+
+
+@pytest.fixture
+def rack() -> Iterator[RackTopo]:
+    """A 1-switch rack with 2 hosts; removes any tq* interface left behind, even on failure."""
+    topo = RackTopo(hosts=2, name_prefix=PREFIX, grpc_base_port=_free_port_base(1))
+    yield topo
+    remove_interfaces(switch_interfaces(topo.switches()))
+
+
+def _recorded_pids(network: Network) -> list[int]:
+    _owner, records = read_pids(network.rundir.pids_path)
+    return [r.pid for r in records]
+
+
+def test_rack_starts_ready_and_stops_cleanly(rack, tmp_path):
+    """A rack on the built-in target comes up ready and leaves nothing behind."""
+    with start_network(rack, "softswitch", tmp_path / "run", progress=False,
+                       start_timeout=60) as network:
+        summary = run_experiment(network, network.topology)
+        assert summary.ok, summary.switches
+        pids = _recorded_pids(network)
+        kinds = sorted(r.kind for r in read_pids(network.rundir.pids_path)[1])
+        assert kinds == ["host-shell", "host-shell", "switch", "switch-shell"]
+        assert load_topology(tmp_path / "run") == network.topology
+        assert switch_interfaces(["tqs1"]) == ["tqs1-eth1", "tqs1-eth2"]
+    assert _leftovers(["tqs1"], pids) == ([], [])
+
+
+def test_teardown_after_exception(rack, tmp_path):
+    """An exception inside the with-block still stops every process and removes links."""
+    pids: list[int] = []
+    with pytest.raises(RuntimeError, match="boom"):
+        with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
+            pids = _recorded_pids(network)
+            raise RuntimeError("boom")
+    assert len(pids) == 4
+    assert _leftovers(["tqs1"], pids) == ([], [])
+
+
+def test_hosts_have_static_arp_and_offloads_off(rack, tmp_path):
+    """Hosts know each other's MAC permanently and have checksum offload off."""
+    with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
+        h1 = network.node("tqh1")
+        neigh = h1.cmd("ip neigh show dev tqh1-eth0")
+        assert "10.0.1.2 lladdr 00:00:0a:00:01:02 PERMANENT" in neigh
+        features = h1.cmd("ethtool -k tqh1-eth0")
+        assert "tx-checksumming: off" in features and "rx-checksumming: off" in features
+        assert "10.0.1.1/16" in h1.cmd("ip -br addr show dev tqh1-eth0")
+
+
+class _BrokenSwitch(SoftSwitch):
+    """A built-in switch started with an interface that does not exist."""
+
+    @classmethod
+    def build_argv(cls, launch: SwitchLaunch) -> list[str]:
+        bad = SwitchLaunch(**{**launch.__dict__, "ports": launch.ports + ((9, "tq-nosuch"),)})
+        return super().build_argv(bad)
+
+
+def test_switch_that_dies_reports_reason_and_cleans_up(rack, tmp_path):
+    """A switch that exits at start raises 'switch X did not start: <reason>' and nothing
+    is left behind."""
+    with pytest.raises(SwitchStartError) as info:
+        start_network(rack, _BrokenSwitch, tmp_path / "run", progress=False)
+    text = str(info.value)
+    assert text.startswith("switch tqs1 did not start: ")
+    assert "tq-nosuch" in text.splitlines()[0]
+    _owner, records = read_pids(tmp_path / "run" / "pids.json")
+    assert _leftovers(["tqs1"], [r.pid for r in records]) == ([], [])
+
+
+def test_preflight_refuses_taken_grpc_port(tmp_path):
+    """A gRPC port already in use is reported before anything is created."""
+    import socket
+
+    base = _free_port_base(1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", base))
+        sock.listen()
+        topo = RackTopo(hosts=1, name_prefix=PREFIX, grpc_base_port=base)
+        with pytest.raises(NetworkError, match=f"127.0.0.1:{base} is already in use"):
+            start_network(topo, "softswitch", tmp_path / "run", progress=False)
+    assert switch_interfaces(["tqs1"]) == []
+
+
+def test_netem_detection_matches_this_kernel():
+    """netem_available() answers with a bool, probing only once per process."""
+    netem_available.cache_clear()
+    first = netem_available()
+    assert isinstance(first, bool)
+    assert netem_available() is first
+    assert netem_available.cache_info().hits >= 1
+    assert Path("/proc/self/ns/net").exists()
+
+
+CRASHING_RUN = """
+import sys, time
+from topo.network import start_network
+from topo.topologies import SpineLeafTopo
+topo = SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, name_prefix="tq",
+                     grpc_base_port=int(sys.argv[2]))
+network = start_network(topo, "softswitch", sys.argv[1], progress=False)
+print("up", flush=True)
+time.sleep(120)
+"""
+
+
+def test_cleanup_after_killed_run(tmp_path, repo_root):
+    """After the starting process is SIGKILLed, topo.cleanup stops its switches and removes
+    the leftover fabric links, touching only what pids.json recorded."""
+    import signal
+    import subprocess
+    import sys
+
+    from topo.cleanup import clean_all
+
+    names = ["tql1", "tqsp1"]
+    runs = tmp_path / "runs"
+    base = _free_port_base(2)
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(runs / "r1"), str(base)],
+                            cwd=repo_root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "up"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        _owner, records = read_pids(runs / "r1" / "pids.json")
+        switch_pids = [r.pid for r in records if r.kind == "switch"]
+        assert len(switch_pids) == 2 and all(read_cmdline(p) for p in switch_pids)
+        assert "tql1-eth2" in switch_interfaces(names)  # the leaf-spine link survived
+        report = clean_all(runs)
+        assert {f"{r.name} (pid {r.pid})" for r in records if r.kind == "switch"} <= set(
+            report.killed)
+        assert "tql1-eth2" in report.interfaces
+        assert _leftovers(names, switch_pids) == ([], [])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        pids_file = runs / "r1" / "pids.json"
+        records = read_pids(pids_file)[1] if pids_file.exists() else []
+        for rec in records:
+            if rec.kind == "switch" and read_cmdline(rec.pid) == list(rec.cmdline):
+                os.kill(rec.pid, signal.SIGKILL)
+        remove_interfaces(switch_interfaces(names))

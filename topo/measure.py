@@ -1,0 +1,144 @@
+"""Is the emulated link the bottleneck, or the switch process? Measure it.
+
+:func:`measure_path` offers a UDP load above the configured link rate from one host to
+another (``topo.probe`` inside the hosts' namespaces) while sampling the CPU time of every
+switch process; the result says which one limited the throughput. An experiment is only
+meaningful when the links are the bottleneck (``PathMeasurement.link_bound``). The path
+must already forward (program loaded, table entries written by the controller).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topo.errors import TopoError
+from topo.model import Topology
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CPU_SATURATED = 0.9  # fraction of one core
+LINK_BOUND_UTILIZATION = 0.85
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User+system CPU seconds of ``pid`` (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def path_bandwidth(topology: Topology, src: str, dst: str) -> float | None:
+    """The smallest configured rate (Mbit/s) on the way from host ``src`` to ``dst``
+    (host links of both, plus the fabric when they are on different switches)."""
+    a, b = topology.host(src), topology.host(dst)
+    rates = []
+    for link in topology.links:
+        ends = {link.node1, link.node2}
+        if src in ends or dst in ends or (a.switch != b.switch and link.kind == "fabric"):
+            if link.bw_mbit is not None:
+                rates.append(link.bw_mbit)
+    return min(rates) if rates else None
+
+
+@dataclass(frozen=True)
+class PathMeasurement:
+    """One measurement; rates are UDP payload Mbit/s, CPU is a fraction of one core."""
+
+    src: str
+    dst: str
+    configured_mbit: float | None
+    offered_mbit: float
+    achieved_mbit: float
+    sent_packets: int
+    received_packets: int
+    seconds: float
+    switch_cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def utilization(self) -> float | None:
+        """Achieved / configured rate."""
+        if not self.configured_mbit:
+            return None
+        return self.achieved_mbit / self.configured_mbit
+
+    @property
+    def saturated_switches(self) -> list[str]:
+        """Switch processes that used (nearly) a whole core."""
+        return sorted(n for n, c in self.switch_cpu.items() if c >= CPU_SATURATED)
+
+    @property
+    def link_bound(self) -> bool:
+        """True when the link rate was reached and no switch process was saturated."""
+        util = self.utilization
+        return util is not None and util >= LINK_BOUND_UTILIZATION and not self.saturated_switches
+
+    def describe(self) -> str:
+        """One line for reports."""
+        cpu = ", ".join(f"{n} {c:.0%}" for n, c in sorted(self.switch_cpu.items()))
+        util = "n/a" if self.utilization is None else f"{self.utilization:.0%}"
+        verdict = "link-bound" if self.link_bound else "NOT link-bound"
+        return (f"{self.src}->{self.dst}: {self.achieved_mbit:.2f} of {self.configured_mbit} "
+                f"Mbit/s ({util}), offered {self.offered_mbit:.2f}; switch CPU: {cpu}; {verdict}")
+
+
+def _read_ready(proc: subprocess.Popen[Any], deadline: float) -> None:
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.strip() == b"ready":
+            return
+    proc.kill()
+    proc.wait()
+    raise TopoError("measurement receiver did not start")
+
+
+def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
+                 offered_factor: float = 1.5, size: int = 1000, port: int = 5201,
+                 rate_mbit: float | None = None) -> PathMeasurement:
+    """Sends UDP from host ``src`` to ``dst`` at ``offered_factor`` x the configured rate
+    (or ``rate_mbit``) for ``seconds``; ``network`` is a running ``topo.network.Network``."""
+    topology: Topology = network.topology
+    configured = path_bandwidth(topology, src, dst)
+    offered = rate_mbit if rate_mbit is not None else (configured or 100.0) * offered_factor
+    py = [sys.executable, "-m", "topo.probe"]
+    receiver = network.node(dst).popen(
+        py + ["recv", "--port", str(port), "--seconds", str(seconds + 2.0)], cwd=str(REPO_ROOT))
+    _read_ready(receiver, time.monotonic() + 15.0)
+    pids = {sw.name: sw.proc.pid for sw in network.switches if sw.proc is not None}
+    cpu0 = {n: process_cpu_seconds(p) for n, p in pids.items()}
+    t0 = time.monotonic()
+    sender = network.node(src).popen(
+        py + ["send", "--dst", topology.host(dst).ip, "--port", str(port), "--seconds",
+              str(seconds), "--rate-mbit", f"{offered:.6f}", "--size", str(size)],
+        cwd=str(REPO_ROOT))
+    s_out, s_err = sender.communicate(timeout=seconds + 30.0)
+    wall = time.monotonic() - t0
+    cpu1 = {n: process_cpu_seconds(p) for n, p in pids.items()}
+    r_out, r_err = receiver.communicate(timeout=seconds + 30.0)
+    if sender.returncode != 0 or receiver.returncode != 0:
+        raise TopoError(f"measurement failed: {(s_err or r_err).decode(errors='replace').strip()}")
+    sent = json.loads(s_out.decode().strip().splitlines()[-1])
+    got = json.loads(r_out.decode().strip().splitlines()[-1])
+    span = float(got["seconds"])
+    npk = int(got["packets"])
+    achieved = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
+    cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in pids
+           if cpu0.get(n) is not None and cpu1.get(n) is not None}
+    return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]), npk,
+                           float(sent["seconds"]), cpu)

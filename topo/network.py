@@ -1,0 +1,255 @@
+"""Start an emulated network and always take it down again.
+
+``with start_network(SpineLeafTopo(), "auto", program="p4src/netreduce.p4") as network: ...``
+builds Mininet without an OpenFlow controller (the switches are P4Runtime switches; hosts
+connect to them directly), starts every switch process and waits until each answers on gRPC,
+writes ``topology.json`` and ``pids.json`` into the run directory, and on leaving the block --
+also after an exception or Ctrl-C, and when starting fails half-way -- stops the switch
+processes by pid, lets Mininet remove its hosts' namespaces and links, and deletes whatever
+``<switch>-eth*`` interface is still left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mininet.net import Mininet
+
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.errors import NetworkError, TopologyError
+from topo.links import ShapedLink, netem_available, shaping_warning
+from topo.model import Topology, describe
+from topo.nodes import (
+    DEFAULT_START_TIMEOUT_S,
+    P4Switch,
+    ProgramBuild,
+    TestbedHost,
+    choose_target,
+    port_in_use,
+)
+from topo.rundir import RunDir
+from topo.topologies import TestbedTopo
+
+log = logging.getLogger(__name__)
+
+
+class Stages:
+    """Progress display of the start-up stages: a rich spinner and a tick per stage on a
+    terminal, log lines otherwise (``enabled=False``: log lines only)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.console: Any = None
+        if enabled:
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+        self.done: list[tuple[str, float]] = []
+
+    @contextlib.contextmanager
+    def stage(self, title: str) -> Iterator[None]:
+        """Shows ``title`` while the block runs, then how long it took (or that it failed)."""
+        t0 = time.monotonic()
+        log.info("%s ...", title)
+        status = (self.console.status(f"{title} ...") if self.console is not None
+                  and self.console.is_terminal else contextlib.nullcontext())
+        try:
+            with status:
+                yield
+        except BaseException:
+            if self.console is not None:
+                self.console.print(f"[red]✗[/red] {title}")
+            raise
+        dt = time.monotonic() - t0
+        self.done.append((title, dt))
+        log.info("%s: done in %.1f s", title, dt)
+        if self.console is not None:
+            self.console.print(f"[green]✓[/green] {title} [dim]({dt:.1f} s)[/dim]")
+
+    def note(self, message: str) -> None:
+        """An informative line."""
+        log.info("%s", message)
+        if self.console is not None:
+            self.console.print(message, highlight=False)
+
+    def warn(self, message: str) -> None:
+        """A warning the user must see (on the console when there is one, else the log)."""
+        if self.console is None:
+            log.warning("%s", message)
+            return
+        log.info("warning: %s", message)
+        self.console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
+@dataclass
+class Network:
+    """A running emulated network (use as a context manager; :meth:`stop` is idempotent)."""
+
+    net: Mininet
+    topo: TestbedTopo
+    topology: Topology
+    rundir: RunDir
+    switch_class: type[P4Switch]
+    target_description: str
+    warnings: list[str] = field(default_factory=list)
+    _stopped: bool = False
+
+    def __enter__(self) -> Network:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def switches(self) -> list[P4Switch]:
+        """The switch nodes, in device-id order."""
+        return sorted((s for s in self.net.switches if isinstance(s, P4Switch)),
+                      key=lambda s: s.device_id)
+
+    @property
+    def hosts(self) -> list[TestbedHost]:
+        """The host nodes, in topology order."""
+        order = {h.name: i for i, h in enumerate(self.topology.hosts)}
+        return sorted(self.net.hosts, key=lambda h: order.get(h.name, len(order)))
+
+    def node(self, name: str) -> Any:
+        """A Mininet node by name."""
+        return self.net.get(name)
+
+    def stop(self) -> None:
+        """Stops switches, hosts and links; removes leftover interfaces."""
+        if self._stopped:
+            return
+        self._stopped = True
+        teardown(self.net, [s["name"] for s in _switch_infos(self.topo)])
+
+
+def _switch_infos(topo: TestbedTopo) -> list[dict[str, Any]]:
+    return [dict(topo.nodeInfo(n), name=n) for n in topo.switches()]
+
+
+def teardown(net: Mininet, switch_names: list[str]) -> None:
+    """Best-effort stop of everything ``net`` started; never raises (logs instead)."""
+    switches = [s for s in net.switches if isinstance(s, P4Switch)]
+    try:
+        P4Switch.stop_processes(switches)
+    except Exception:
+        log.exception("stopping switch processes failed")
+    try:
+        net.stop()
+    except Exception:
+        log.exception("Mininet stop failed")
+    left = remove_interfaces(switch_interfaces(switch_names))
+    if left:
+        log.info("removed leftover interfaces: %s", ", ".join(left))
+
+
+def preflight(topo: TestbedTopo) -> None:
+    """Refuses to start over leftovers of an earlier run: switch interfaces that exist
+    already, gRPC ports already taken."""
+    if os.geteuid() != 0:
+        raise NetworkError("starting a network needs root (Mininet creates network namespaces "
+                           "and veth pairs); run with sudo")
+    infos = _switch_infos(topo)
+    existing = switch_interfaces(i["name"] for i in infos)
+    if existing:
+        raise NetworkError(
+            f"interface(s) {', '.join(existing[:4])} already exist: leftovers of an earlier run "
+            "(or another network with the same switch names); `make clean` removes them")
+    for info in infos:
+        if port_in_use(info["grpc_host"], info["grpc_port"]):
+            raise NetworkError(
+                f"switch {info['name']}: gRPC address {info['grpc_host']}:{info['grpc_port']} "
+                "is already in use (a switch left over from an earlier run? `make clean`)")
+
+
+def _record_shells(net: Mininet, rundir: RunDir) -> None:
+    for host in net.hosts:
+        if host.shell is not None:
+            rundir.record_process(host.name, "host-shell", host.pid)
+    for sw in net.switches:
+        if sw.shell is not None:
+            rundir.record_process(sw.name, "switch-shell", sw.pid)
+
+
+def start_network(
+    topo: TestbedTopo,
+    target: str | type[P4Switch] = "auto",
+    rundir: RunDir | str | Path | None = None,
+    program: str | Path | None = None,
+    *,
+    pcap: bool = False,
+    preload: bool = False,
+    log_level: str = "info",
+    start_timeout: float = DEFAULT_START_TIMEOUT_S,
+    progress: bool = True,
+) -> Network:
+    """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
+
+    ``program`` is compiled for the target into ``<rundir>/build`` (P4Info, device config);
+    the switches start empty (``--no-p4``) unless ``preload``, so a controller pushes the
+    pipeline. Raises a :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
+    """
+    if not isinstance(topo, TestbedTopo):
+        raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
+    stages = Stages(progress)
+    if isinstance(target, str):
+        switch_cls, description = choose_target(target)
+    else:
+        switch_cls, description = target, f"{target.target} (given)"
+    stages.note(f"target: {description}")
+    preflight(topo)
+    if not isinstance(rundir, RunDir):
+        rundir = RunDir.create(rundir)
+    warnings = []
+    netem = netem_available()
+    warning = shaping_warning(topo.requested_shapes(), netem)
+    if warning:
+        stages.warn(warning)
+        warnings.append(warning)
+    build: ProgramBuild | None = None
+    if program is not None:
+        with stages.stage(f"compiling {program} for {switch_cls.target}"):
+            build = switch_cls.compile_program(Path(program), rundir.build)
+    switch_factory = functools.partial(
+        switch_cls, rundir=rundir, build=build, preload=preload, pcap=pcap,
+        log_level=log_level, start_timeout=start_timeout,
+    )
+    net = Mininet(
+        topo=topo, switch=switch_factory, host=TestbedHost,
+        link=functools.partial(ShapedLink, netem=netem), controller=None, build=False,
+        autoSetMacs=False, autoStaticArp=False,
+    )
+    switch_names = [i["name"] for i in _switch_infos(topo)]
+    try:
+        with stages.stage(f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
+                          f"{len(topo.links())} links"):
+            try:
+                net.build()
+            finally:
+                _record_shells(net, rundir)
+        topology = describe(
+            topo, target=switch_cls.target, program=str(build.source) if build else None,
+            p4info=str(build.p4info) if build and build.p4info else None,
+            device_config=str(build.device_config) if build and build.device_config else None,
+            netem=netem, rundir=str(rundir.path), log_dir=str(rundir.logs),
+        )
+        with stages.stage("configuring hosts (static ARP)"):
+            for host in net.hosts:
+                host.set_static_arp((h.ip, h.mac) for h in topology.hosts if h.name != host.name)
+        with stages.stage(f"starting {len(switch_names)} {switch_cls.target} switches"):
+            net.start()
+        rundir.write_topology(topology)
+    except BaseException:
+        teardown(net, switch_names)
+        raise
+    return Network(net, topo, topology, rundir, switch_cls, description, warnings)

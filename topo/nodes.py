@@ -1,0 +1,545 @@
+"""Mininet node classes: P4 switch processes and worker hosts.
+
+``Mininet(topo, switch=SoftSwitch, host=TestbedHost, link=ShapedLink, controller=None)`` and
+``switch=BMv2Switch`` are interchangeable: both run one P4Runtime switch process per Mininet
+switch in the root namespace, attached to the switch's veth ends with ``-i PORT@INTF``.
+
+Life cycle (Mininet's own hooks): ``start()`` launches the process (never waits);
+``batchStartup()`` (called by ``Mininet.start`` after every ``start``) waits until each gRPC
+port accepts a connection while its process is alive, against one deadline, and raises
+:class:`~topo.errors.SwitchStartError` with the reason and the last lines of the switch log
+when a process exits or the deadline passes. ``stop()``/``batchShutdown()`` SIGTERM the
+process group of the recorded pid, wait, and SIGKILL what is left.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mininet.node import Host, Switch
+
+from topo.errors import ProgramBuildError, SwitchStartError, TargetError
+from topo.rundir import RunDir
+from topo.topologies import GRPC_BASE_PORT, GRPC_HOST
+
+log = logging.getLogger(__name__)
+
+DEFAULT_START_TIMEOUT_S = 60.0
+DEFAULT_STOP_TIMEOUT_S = 5.0
+POLL_INTERVAL_S = 0.05
+LOG_TAIL_LINES = 12
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
+
+
+@dataclass(frozen=True)
+class ProgramBuild:
+    """A P4 program prepared for one target: where its P4Info (text format) and the device
+    config a controller pushes with SetForwardingPipelineConfig are."""
+
+    source: Path
+    p4info: Path | None
+    device_config: Path | None
+
+
+@dataclass(frozen=True)
+class SwitchLaunch:
+    """Everything a switch command line is made of (see ``P4Switch.build_argv``)."""
+
+    name: str
+    device_id: int
+    grpc_addr: str
+    ports: tuple[tuple[int, str], ...]
+    log_file: Path
+    cpu_port: int | None = None
+    thrift_port: int | None = None
+    pcap_dir: Path | None = None
+    log_level: str = "info"
+    program: Path | None = None  # loaded at start (None: --no-p4)
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last ``lines`` non-empty lines of a log file (empty when there is none)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 16384))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def failure_reason(tail: Sequence[str], default: str) -> str:
+    """The most telling line of a dead switch's log: its last error line, else ``default``."""
+    for line in reversed(tail):
+        if line.startswith("# "):  # our own header line (the command)
+            continue
+        low = line.lower()
+        if "error" in low or "exception" in low or "fatal" in low:
+            return line.strip()
+    return default
+
+
+def port_accepts(host: str, port: int, timeout: float = 0.2) -> bool:
+    """True when a TCP connection to ``host:port`` succeeds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when ``host:port`` cannot be bound (some process already listens there)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def _disable_ipv6(intf: str) -> None:
+    """Keeps the kernel from adding link-local addresses (and sending RS/MLD) on a switch
+    port; the switch should only see the hosts' traffic."""
+    path = Path(f"/proc/sys/net/ipv6/conf/{intf}/disable_ipv6")
+    try:
+        path.write_text("1\n")
+    except OSError as exc:
+        log.debug("cannot disable IPv6 on %s: %s", intf, exc)
+
+
+class P4Switch(Switch):
+    """A P4Runtime switch process for one Mininet switch (base of the two targets).
+
+    Topology options become constructor arguments (``device_id``, ``grpc_port``, ...);
+    run-wide ones (``rundir``, ``build``, ``pcap``) come through ``functools.partial``.
+    """
+
+    target: ClassVar[str] = "p4"
+    binaries: ClassVar[tuple[str, ...]] = ()
+    isSetup: ClassVar[bool] = False  # Mininet runs setup() once per class
+
+    def __init__(
+        self,
+        name: str,
+        device_id: int = 0,
+        grpc_port: int = GRPC_BASE_PORT,
+        grpc_host: str = GRPC_HOST,
+        cpu_port: int | None = None,
+        thrift_port: int | None = None,
+        rundir: RunDir | None = None,
+        build: ProgramBuild | None = None,
+        preload: bool = False,
+        pcap: bool = False,
+        log_level: str = "info",
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
+        role: str | None = None,
+        index: int | None = None,
+        **params: Any,
+    ) -> None:
+        if log_level not in LOG_LEVELS:
+            raise TargetError(f"log level {log_level!r}: choose from {', '.join(LOG_LEVELS)}")
+        params.setdefault("inNamespace", False)
+        params.pop("batch", None)
+        self.device_id = device_id
+        self.grpc_host = grpc_host
+        self.grpc_port = grpc_port
+        self.cpu_port = cpu_port
+        self.thrift_port = thrift_port
+        self.rundir = rundir
+        self.build = build
+        self.preload = preload
+        self.pcap = pcap
+        self.log_level = log_level
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.role = role
+        self.index = index
+        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(name, **params)
+
+    # ------------------------------------------------------------------ dependencies
+    @classmethod
+    def setup(cls) -> None:
+        """Mininet's dependency check: every binary of the target must be on PATH."""
+        missing = [b for b in cls.binaries if shutil.which(b) is None]
+        if missing:
+            raise TargetError(f"{cls.target} target: {', '.join(missing)} not found on PATH")
+
+    @classmethod
+    def available(cls) -> bool:
+        """True when the target can run here."""
+        return all(shutil.which(b) is not None for b in cls.binaries)
+
+    @classmethod
+    def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
+        """Prepares ``program`` for this target in ``builddir``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ paths and argv
+    @property
+    def grpc_addr(self) -> str:
+        return f"{self.grpc_host}:{self.grpc_port}"
+
+    @property
+    def log_file(self) -> Path:
+        """``<rundir>/logs/<name>.log`` (``./logs/<name>.log`` without a run directory)."""
+        if self.rundir is not None:
+            return self.rundir.log_path(self.name)
+        Path("logs").mkdir(exist_ok=True)
+        return Path("logs").resolve() / f"{self.name}.log"
+
+    @property
+    def pcap_dir(self) -> Path | None:
+        if not self.pcap:
+            return None
+        if self.rundir is not None:
+            return self.rundir.pcap_dir()
+        Path("pcaps").mkdir(exist_ok=True)
+        return Path("pcaps").resolve()
+
+    def port_interfaces(self) -> list[tuple[int, str]]:
+        """(port number, interface name) of every data-plane port, by port number (the
+        loopback control interface Mininet gives root-namespace switches is left out)."""
+        ctl = getattr(self, "controlIntf", None)
+        return sorted(
+            (port, intf.name) for port, intf in self.intfs.items()
+            if intf is not ctl and intf.name != "lo"
+        )
+
+    def launch_config(self) -> SwitchLaunch:
+        """This node's :class:`SwitchLaunch` (ports from its Mininet interfaces)."""
+        return SwitchLaunch(
+            name=self.name, device_id=self.device_id, grpc_addr=self.grpc_addr,
+            ports=tuple(self.port_interfaces()), log_file=self.log_file, cpu_port=self.cpu_port,
+            thrift_port=self.thrift_port, pcap_dir=self.pcap_dir, log_level=self.log_level,
+            program=self.preload_path(),
+        )
+
+    def preload_path(self) -> Path | None:
+        """What the switch loads at start when ``preload`` is set (else None: --no-p4)."""
+        return None
+
+    def argv(self) -> list[str]:
+        """The switch command line, as a list (never a shell string)."""
+        return self.build_argv(self.launch_config())
+
+    @classmethod
+    def build_argv(cls, launch: SwitchLaunch) -> list[str]:
+        """The target's command line for ``launch``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        """Launches the switch process (does not wait for it; see :meth:`batchStartup`)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        if port_in_use(self.grpc_host, self.grpc_port):
+            raise SwitchStartError(
+                f"switch {self.name} did not start: gRPC address {self.grpc_addr} is already "
+                "in use (a switch left over from an earlier run? `make clean` stops those)"
+            )
+        for _port, intf in self.port_interfaces():
+            _disable_ipv6(intf)
+        argv = self.argv()
+        logfile = self.log_file
+        log.info("starting %s: %s", self.name, shlex.join(argv))
+        with logfile.open("ab") as out:
+            out.write(f"# {time.strftime('%H:%M:%S')} {shlex.join(argv)}\n".encode())
+            out.flush()
+            try:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, close_fds=True,
+                )
+            except OSError as exc:
+                raise SwitchStartError(
+                    f"switch {self.name} did not start: cannot run {argv[0]}: {exc.strerror}"
+                ) from None
+        if self.rundir is not None:
+            self.rundir.record_process(self.name, "switch", self.proc.pid, self.proc.pid)
+
+    def check_ready(self) -> bool:
+        """One readiness probe: raises when the process is gone, True once gRPC answers."""
+        if self.proc is None:
+            raise SwitchStartError(f"switch {self.name} did not start: it was never launched")
+        code = self.proc.poll()
+        if code is not None:
+            tail = log_tail(self.log_file)
+            reason = failure_reason(tail, f"process exited with status {code}")
+            raise SwitchStartError(self._start_error(reason, tail))
+        return port_accepts(self.grpc_host, self.grpc_port) and self.proc.poll() is None
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Polls :meth:`check_ready` until True or the deadline (then raises)."""
+        type(self).wait_all_ready([self], timeout)
+
+    def _start_error(self, reason: str, tail: Sequence[str]) -> str:
+        text = f"switch {self.name} did not start: {reason}"
+        if tail:
+            text += f"\n--- last lines of {self.log_file} ---\n" + "\n".join(tail)
+        return text
+
+    @classmethod
+    def wait_all_ready(cls, switches: Sequence[P4Switch], timeout: float | None = None) -> None:
+        """Waits for every switch against one deadline (the largest ``start_timeout``)."""
+        if timeout is None:
+            timeout = max((s.start_timeout for s in switches), default=DEFAULT_START_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        pending = list(switches)
+        while pending:
+            pending = [s for s in pending if not s.check_ready()]
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                sw = pending[0]
+                raise SwitchStartError(sw._start_error(
+                    f"gRPC port {sw.grpc_addr} not open after {timeout:g} s",
+                    log_tail(sw.log_file)))
+            # Sleeping in wait() wakes up at once if the process exits.
+            try:
+                pending[0].proc.wait(POLL_INTERVAL_S)  # type: ignore[union-attr]
+            except subprocess.TimeoutExpired:
+                pass
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence[P4Switch], run: Any = None) -> list[P4Switch]:
+        """Mininet hook run after every ``start()``: waits until all switches are ready."""
+        cls.wait_all_ready(switches)
+        return list(switches)
+
+    def is_running(self) -> bool:
+        """True while the switch process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def _signal_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            log.warning("cannot signal switch %s (pid %d): %s", self.name, self.proc.pid, exc)
+
+    def stop_process(self, timeout: float | None = None) -> None:
+        """SIGTERM the process group, wait, SIGKILL if needed; idempotent."""
+        self.stop_processes([self], timeout)
+
+    @classmethod
+    def stop_processes(cls, switches: Iterable[P4Switch], timeout: float | None = None) -> None:
+        """Stops several switches in parallel: SIGTERM all, wait, SIGKILL stragglers."""
+        live = [s for s in switches if s.proc is not None and s.proc.returncode is None]
+        for sw in live:
+            sw._signal_group(signal.SIGTERM)
+        if timeout is None:
+            timeout = max((s.stop_timeout for s in live), default=DEFAULT_STOP_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        for sw in live:
+            assert sw.proc is not None
+            try:
+                sw.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("switch %s did not stop on SIGTERM; killing it", sw.name)
+                sw._signal_group(signal.SIGKILL)
+                sw.proc.wait()
+            # Anything else left in the group (the leader is gone already).
+            sw._signal_group(signal.SIGKILL)
+
+    @classmethod
+    def batchShutdown(cls, switches: Sequence[P4Switch], run: Any = None) -> list[P4Switch]:
+        """Mininet hook: stops all switch processes at once."""
+        cls.stop_processes(switches)
+        return list(switches)
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        """Stops the process, then (Mininet) deletes the switch's interfaces."""
+        self.stop_process()
+        super().stop(deleteIntfs)
+
+    def terminate(self) -> None:
+        """Stops the process and the node's shell."""
+        self.stop_process()
+        super().terminate()
+
+
+class SoftSwitch(P4Switch):
+    """The built-in target: ``python -m softswitch run`` (simple_switch_grpc's flags)."""
+
+    target = "softswitch"
+    binaries = ()
+    isSetup = False
+    python: ClassVar[str] = sys.executable
+
+    def preload_path(self) -> Path | None:
+        """The P4 source (the built-in target compiles it at start)."""
+        return self.build.source if self.preload and self.build is not None else None
+
+    @classmethod
+    def build_argv(cls, launch: SwitchLaunch) -> list[str]:
+        """``python -m softswitch run PROG|--no-p4 -i P@IF ... --device-id N ...``."""
+        argv = [cls.python, "-m", "softswitch", "run"]
+        argv.append(str(launch.program) if launch.program is not None else "--no-p4")
+        for port, intf in launch.ports:
+            argv += ["-i", f"{port}@{intf}"]
+        argv += ["--device-id", str(launch.device_id), "--grpc-server-addr", launch.grpc_addr]
+        if launch.cpu_port is not None:
+            argv += ["--cpu-port", str(launch.cpu_port)]
+        argv += ["--log-file", str(launch.log_file), "-L", launch.log_level]
+        if launch.pcap_dir is not None:
+            argv += ["--pcap", str(launch.pcap_dir)]
+        return argv
+
+    @classmethod
+    def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
+        """Compiles in-process with the built-in front end and writes the P4Info; the device
+        config for this target is the P4 source itself."""
+        try:
+            from google.protobuf import text_format
+
+            from softswitch.frontend import compile_file  # type: ignore[attr-defined]
+            from softswitch.p4info import build_p4info
+        except ImportError as exc:
+            raise ProgramBuildError(
+                f"{program}: the built-in front end is not available ({exc})") from None
+        try:
+            ir_program = compile_file(str(program))
+        except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
+            raise ProgramBuildError(str(exc)) from None
+        try:
+            p4info = build_p4info(ir_program)
+        except Exception as exc:
+            raise ProgramBuildError(f"{program}: cannot build P4Info: {exc}") from None
+        builddir.mkdir(parents=True, exist_ok=True)
+        out = builddir / f"{program.stem}.p4info.txtpb"
+        out.write_text(text_format.MessageToString(p4info))
+        return ProgramBuild(program.resolve(), out.resolve(), program.resolve())
+
+
+class BMv2Switch(P4Switch):
+    """BMv2's ``simple_switch_grpc`` with ``--no-p4`` (the controller pushes the JSON that
+    p4c wrote into the run directory); only where it and p4c are on PATH."""
+
+    target = "bmv2"
+    binaries = ("simple_switch_grpc", "p4c")
+    isSetup = False
+
+    def preload_path(self) -> Path | None:
+        """The JSON p4c wrote."""
+        if self.preload and self.build is not None:
+            return self.build.device_config
+        return None
+
+    @classmethod
+    def build_argv(cls, launch: SwitchLaunch) -> list[str]:
+        """``simple_switch_grpc ... JSON|--no-p4 -- --grpc-server-addr ... --cpu-port N``;
+        the log goes to the console, which the node redirects into the log file."""
+        argv = ["simple_switch_grpc", "--device-id", str(launch.device_id)]
+        for port, intf in launch.ports:
+            argv += ["-i", f"{port}@{intf}"]
+        if launch.thrift_port is not None:
+            argv += ["--thrift-port", str(launch.thrift_port)]
+        argv += ["--log-console", "-L", launch.log_level]
+        if launch.pcap_dir is not None:
+            argv += ["--pcap", str(launch.pcap_dir)]
+        argv.append(str(launch.program) if launch.program is not None else "--no-p4")
+        argv += ["--", "--grpc-server-addr", launch.grpc_addr]
+        if launch.cpu_port is not None:
+            argv += ["--cpu-port", str(launch.cpu_port)]
+        return argv
+
+    @classmethod
+    def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
+        """``p4c --target bmv2 --arch v1model`` to ``<stem>.json`` and the P4Info."""
+        builddir.mkdir(parents=True, exist_ok=True)
+        p4info = builddir / f"{program.stem}.p4info.txtpb"
+        argv = ["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+                "-o", str(builddir), "--p4runtime-files", str(p4info), str(program)]
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise ProgramBuildError(f"cannot run p4c: {exc.strerror}") from None
+        if res.returncode != 0:
+            raise ProgramBuildError((res.stderr or res.stdout).strip() or
+                                    f"p4c failed with status {res.returncode}")
+        config = builddir / f"{program.stem}.json"
+        return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
+
+
+TARGETS: dict[str, type[P4Switch]] = {"softswitch": SoftSwitch, "bmv2": BMv2Switch}
+
+
+def choose_target(name: str = "auto") -> tuple[type[P4Switch], str]:
+    """(switch class, one-line description of the choice). ``auto`` picks BMv2 when both
+    simple_switch_grpc and p4c are on PATH, else the built-in target."""
+    if name == "auto":
+        if BMv2Switch.available():
+            return BMv2Switch, (f"bmv2 (auto: simple_switch_grpc at "
+                                f"{shutil.which('simple_switch_grpc')}, p4c at {shutil.which('p4c')})")
+        missing = [b for b in BMv2Switch.binaries if shutil.which(b) is None]
+        return SoftSwitch, f"softswitch (auto: {' and '.join(missing)} not on PATH)"
+    cls = TARGETS.get(name)
+    if cls is None:
+        raise TargetError(f"unknown target {name!r}; choose auto, {', '.join(TARGETS)}")
+    if not cls.available():
+        missing = [b for b in cls.binaries if shutil.which(b) is None]
+        raise TargetError(f"target {name}: {', '.join(missing)} not found on PATH; "
+                          "use --target softswitch (the built-in target)")
+    return cls, f"{name} (requested)"
+
+
+class TestbedHost(Host):
+    """A worker machine: checksum/segmentation offloads off (the P4 switch must see final
+    checksums and real frame sizes), IPv6 off (no RS/MLD noise), static ARP on request."""
+
+    __test__ = False
+    OFFLOADS: ClassVar[tuple[str, ...]] = ("tx", "rx", "sg", "tso", "gso", "gro")
+
+    def __init__(self, name: str, gpus: int = 1, leaf: int = 1, slot: int = 1,
+                 **params: Any) -> None:
+        self.gpus = gpus
+        self.leaf = leaf
+        self.slot = slot
+        super().__init__(name, **params)
+
+    def config(self, **params: Any) -> dict[str, Any]:
+        """Mininet's config plus the one-time set-up inside the host's namespace."""
+        result = super().config(**params)
+        for intf in self.intfList():
+            if intf.name == "lo":
+                continue
+            args = ["ethtool", "-K", intf.name]
+            for feature in self.OFFLOADS:
+                args += [feature, "off"]
+            self.cmd(shlex.join(args))
+        self.cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 "
+                 "net.ipv6.conf.default.disable_ipv6=1")
+        return result
+
+    def set_static_arp(self, entries: Iterable[tuple[str, str]]) -> None:
+        """Permanent neighbour entries ``(ip, mac)`` on the host's interface."""
+        intf = self.defaultIntf()
+        cmds = [shlex.join(["ip", "neigh", "replace", ip, "lladdr", mac, "dev", intf.name,
+                            "nud", "permanent"]) for ip, mac in entries]
+        if not cmds:
+            return
+        out = self.cmd("; ".join(cmds))
+        if out.strip():
+            log.warning("%s: static ARP: %s", self.name, out.strip())
