@@ -1,0 +1,524 @@
+"""The controller of a whole testbed run: many switches, routes, jobs, faults.
+
+A :class:`Controller` is built from a run directory (``topology.json`` plus the controller's
+own ``controller_state.json``). Every change follows the same path: update the recorded
+intent under the state lock, derive each affected switch's entities again
+(``controller.desired``) and :meth:`Switch.sync` them, which writes only differences. So a
+fresh controller (or one-shot CLI command) adopts running switches without disturbing
+them, and a switch that restarted gets its pipeline and state back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+from p4.v1 import p4runtime_pb2
+
+from controller import desired as dsr
+from controller import netreduce as nr
+from controller.jobs import (
+    JobError,
+    JobPlan,
+    JobRequest,
+    SwitchAlloc,
+    commit_allocations,
+    plan_job,
+    retire,
+)
+from controller.p4client import Arbitration, P4RuntimeError
+from controller.schema import P4Schema, SchemaError, decode_int
+from controller.state import ControllerState, load_state, locked, next_election_id, save_state
+from controller.switch import Switch, SwitchOptions, SyncReport
+from controller.topology import Topology, load_topology
+
+log = logging.getLogger(__name__)
+
+
+class ControllerError(Exception):
+    """A request the controller cannot carry out (one line, for people)."""
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    rundir: Path
+    election_id: int | None = None  # None: a fresh one, higher than any before (newest wins)
+    p4info: Path | None = None  # override topology.json's
+    device_config: Path | None = None
+    connect_timeout_s: float = 5.0
+    rpc_timeout_s: float = 10.0
+    reconnect: bool = False
+    request_log: bool = False
+
+
+class Controller:
+    """All switches of one run directory."""
+
+    def __init__(self, options: ControllerOptions, topology: Topology | None = None) -> None:
+        self.options = options
+        self.topology = topology if topology is not None else load_topology(options.rundir)
+        self.rundir = options.rundir
+        self.state = load_state(self.rundir)
+        eid = options.election_id if options.election_id is not None else next_election_id(self.rundir)
+        self.election_id = eid
+        p4info = options.p4info or self.topology.p4info
+        device_config = options.device_config or self.topology.device_config
+        self._schema: P4Schema | None = None
+        if p4info is not None:
+            if not p4info.is_file():
+                raise ControllerError(f"P4Info {p4info}: no such file")
+            if device_config is not None and not device_config.is_file():
+                raise ControllerError(f"device config {device_config}: no such file")
+        self.switches: dict[str, Switch] = {}
+        for info in self.topology.switches:
+            opts = SwitchOptions(
+                name=info.name, address=info.grpc_addr, device_id=info.device_id,
+                election_id=eid, p4info=p4info, device_config=device_config,
+                connect_timeout_s=options.connect_timeout_s, rpc_timeout_s=options.rpc_timeout_s,
+                reconnect=options.reconnect,
+                request_log=(self.rundir / f"p4rt-{info.name}.log") if options.request_log else None,
+            )
+            sw = Switch(opts)
+            sw.on_recovered = self._on_recovered
+            sw.on_primary_change = self._on_primary_change
+            self.switches[info.name] = sw
+        self._lock = threading.RLock()
+        self.events: list[str] = []
+
+    # ---------------------------------------------------------------- basics
+    @property
+    def schema(self) -> P4Schema:
+        for sw in self.switches.values():
+            if sw.schema is not None:
+                return sw.schema
+        raise ControllerError("no P4Info: topology.json names none and --p4info was not given")
+
+    def switch(self, name: str) -> Switch:
+        try:
+            return self.switches[name]
+        except KeyError:
+            raise ControllerError(f"switch: unknown switch {name!r} "
+                                  f"(switches: {', '.join(self.switches)})") from None
+
+    def connect(self, names: Iterable[str] | None = None, required: bool = True) -> dict[str, str]:
+        """Connect to the named switches (all by default). Returns {name: error} for those
+        that failed; raises ControllerError for the first when ``required``."""
+        failed: dict[str, str] = {}
+        for name in (list(names) if names is not None else list(self.switches)):
+            sw = self.switch(name)
+            if sw.client.connected:
+                continue
+            try:
+                sw.connect()
+            except P4RuntimeError as err:
+                failed[name] = err.message
+                if required:
+                    raise ControllerError(f"switch {name} unreachable at {sw.options.address}: "
+                                          f"{err.message}") from None
+        return failed
+
+    def close(self) -> None:
+        for sw in self.switches.values():
+            sw.close()
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- desired
+    def desired(self, name: str, state: ControllerState | None = None) -> list[p4runtime_pb2.Entity]:
+        """Every entity switch ``name`` should hold according to ``state``."""
+        st = state if state is not None else self.state
+        schema = self.switch(name).require_schema()
+        info = self.topology.switch(name)
+        out: list[p4runtime_pb2.Entity] = []
+        if st.routes:
+            out.extend(dsr.route_entities(self.topology, info, schema))
+        for plan in sorted(st.jobs.values(), key=lambda p: p.job_id):
+            out.extend(dsr.job_entities(plan, self.topology, info, schema))
+        out.extend(dsr.fault_entities(st.faults, info, schema))
+        return out
+
+    def _fresh_registers(self, name: str) -> None:
+        """A (re)pushed pipeline starts with zeroed registers: forget retired job ids and
+        restart connection numbering after the active jobs' indices."""
+        with locked(self.rundir):
+            state = load_state(self.rundir)
+            _reset_alloc(state, name)
+            save_state(self.rundir, state)
+            self.state = state
+
+    def _update(self, change: Callable[[ControllerState], Any],
+                names: Iterable[str] | None = None) -> Any:
+        """Apply ``change`` to the recorded state under the lock, sync the switches
+        (``names``, default all), and save; on a failed write the state is restored."""
+        with locked(self.rundir):
+            state = load_state(self.rundir)
+            before = load_state(self.rundir)
+            result = change(state)
+            targets = list(names) if names is not None else list(self.switches)
+            if isinstance(result, JobPlan):
+                targets = list(result.parts)
+            self.state = state
+            try:
+                self._sync_locked(targets)
+            except P4RuntimeError:
+                self.state = before
+                try:
+                    self._sync_locked(targets)
+                except P4RuntimeError as err:
+                    log.warning("could not roll back: %s", err)
+                raise
+            save_state(self.rundir, state)
+            return result
+
+    def _sync_locked(self, names: Sequence[str]) -> None:
+        for name in names:
+            self.connect([name])
+            report = self.switch(name).sync(self.desired(name))
+            if report.pipeline_pushed:
+                _reset_alloc(self.state, name)
+
+    # ------------------------------------------------------------- pipeline
+    def push_pipeline(self, names: Iterable[str] | None = None, force: bool = False) -> dict[str, bool]:
+        """Install the program where it is missing (everywhere with ``force``), then
+        restore each switch's state."""
+        targets = list(names) if names is not None else list(self.switches)
+        self.connect(targets)
+        pushed = {}
+        for name in targets:
+            sw = self.switch(name)
+            pushed[name] = sw.ensure_pipeline(force=force)
+        with locked(self.rundir):
+            self.state = load_state(self.rundir)
+            for name in targets:
+                if pushed[name]:
+                    _reset_alloc(self.state, name)
+            self._sync_locked(targets)
+            save_state(self.rundir, self.state)
+        return pushed
+
+    def reconcile(self) -> dict[str, SyncReport]:
+        """Bring every switch in line with the state file (pushing pipelines if missing)."""
+        with locked(self.rundir):
+            self.state = load_state(self.rundir)
+            reports = {}
+            for name in self.switches:
+                self.connect([name])
+                reports[name] = self.switch(name).sync(self.desired(name))
+                if reports[name].pipeline_pushed:
+                    _reset_alloc(self.state, name)
+            save_state(self.rundir, self.state)
+            return reports
+
+    # --------------------------------------------------------------- routes
+    def program_routes(self) -> None:
+        def change(state: ControllerState) -> None:
+            state.routes = True
+        self._update(change)
+
+    # ----------------------------------------------------------------- jobs
+    def create_job(self, request: JobRequest) -> JobPlan:
+        sizes = nr.program_sizes(self.schema)
+
+        def change(state: ControllerState) -> JobPlan:
+            plan = plan_job(request, self.topology, list(state.jobs.values()), state.allocs, sizes)
+            commit_allocations(plan, state.allocs)
+            state.jobs[plan.job_id] = plan
+            return plan
+
+        plan = self._update(change)
+        log.info("job %s (id %d) created on %s", plan.name, plan.job_id, ", ".join(plan.parts))
+        return plan
+
+    def delete_job(self, key: str) -> JobPlan:
+        def change(state: ControllerState) -> JobPlan:
+            plan = self._find_job(state, key)
+            del state.jobs[plan.job_id]
+            retire(plan, state.allocs)
+            return plan
+
+        return self._update(change)
+
+    def set_credits(self, key: str, credits: int) -> JobPlan:
+        sizes = nr.program_sizes(self.schema)
+
+        def change(state: ControllerState) -> JobPlan:
+            plan = self._find_job(state, key)
+            if credits < 1:
+                raise JobError("credits", f"{credits} must be at least 1")
+            if credits > sizes.bind:
+                raise JobError("credits", f"credits too high: {credits} > {sizes.bind}")
+            if credits * plan.msg_pkts > plan.slots:
+                raise JobError("credits", f"credits too high: {credits} credits x {plan.msg_pkts} "
+                                          f"packets per message need {credits * plan.msg_pkts} slots, "
+                                          f"job {plan.name} has {plan.slots}")
+            plan.credits = credits
+            return plan
+
+        return self._update(change)
+
+    @staticmethod
+    def _find_job(state: ControllerState, key: str) -> JobPlan:
+        try:
+            return state.job(key)
+        except KeyError as err:
+            raise JobError("job", str(err.args[0])) from None
+
+    # --------------------------------------------------------------- faults
+    def set_fault(self, switch: str, port: int, loss: float, direction: str = "both") -> None:
+        info = self.topology.switch(self.switch(switch).name)
+        if port not in {p.port for p in info.ports}:
+            raise ControllerError(f"port: switch {switch} has no port {port} "
+                                  f"(ports: {', '.join(str(p.port) for p in info.ports)})")
+        if direction not in ("in", "out", "both"):
+            raise ControllerError(f"direction: {direction!r} is not in, out or both")
+        try:
+            threshold = nr.loss_threshold(loss)
+        except ValueError as err:
+            raise ControllerError(f"loss: {err}") from None
+
+        def change(state: ControllerState) -> None:
+            state.faults = [f for f in state.faults if not (f["switch"] == switch and f["port"] == port)]
+            if threshold:
+                state.faults.append({"switch": switch, "port": port, "direction": direction,
+                                     "threshold": threshold, "loss": loss})
+
+        self._update(change, [switch])
+
+    def clear_faults(self, switch: str | None = None, port: int | None = None) -> int:
+        if switch is not None:
+            self.switch(switch)
+        removed = []
+
+        def change(state: ControllerState) -> None:
+            keep = []
+            for f in state.faults:
+                hit = (switch is None or f["switch"] == switch) and (port is None or f["port"] == port)
+                (removed if hit else keep).append(f)
+            state.faults = keep
+
+        self._update(change, [switch] if switch else None)
+        return len(removed)
+
+    # ---------------------------------------------------------------- reads
+    def read_table(self, switch: str, table: str) -> list[dict[str, Any]]:
+        sw = self.switch(switch)
+        self.connect([switch])
+        schema = sw.require_schema()
+        info = schema.table(table)
+        req = p4runtime_pb2.Entity()
+        req.table_entry.table_id = info.preamble.id
+        return [schema.describe_entry(e.table_entry) for e in sw.read([req])]
+
+    def table_sizes(self, switch: str) -> list[dict[str, Any]]:
+        sw = self.switch(switch)
+        self.connect([switch])
+        schema = sw.require_schema()
+        req = p4runtime_pb2.Entity()
+        req.table_entry.table_id = 0
+        counts: dict[int, int] = {}
+        for e in sw.read([req]):
+            counts[e.table_entry.table_id] = counts.get(e.table_entry.table_id, 0) + 1
+        return [{"switch": switch, "table": t.preamble.name, "entries": counts.get(t.preamble.id, 0),
+                 "size": t.size} for t in sorted(schema.p4info.tables, key=lambda t: t.preamble.name)]
+
+    def read_counter(self, switch: str, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
+        """{index: (packets, bytes)} of one indexed counter (all indices by default)."""
+        sw = self.switch(switch)
+        self.connect([switch])
+        info = sw.require_schema().counter(name)
+        req = p4runtime_pb2.Entity()
+        req.counter_entry.counter_id = info.preamble.id
+        if index is not None:
+            req.counter_entry.index.index = index
+        return {e.counter_entry.index.index: (e.counter_entry.data.packet_count,
+                                              e.counter_entry.data.byte_count)
+                for e in sw.read([req])}
+
+    def read_register(self, switch: str, name: str, index: int | None = None) -> dict[int, int]:
+        sw = self.switch(switch)
+        self.connect([switch])
+        info = sw.require_schema().register(name)
+        req = p4runtime_pb2.Entity()
+        req.register_entry.register_id = info.preamble.id
+        if index is not None:
+            req.register_entry.index.index = index
+        try:
+            found = sw.read([req])
+        except P4RuntimeError as err:
+            if err.code == grpc.StatusCode.UNIMPLEMENTED:
+                raise ControllerError(
+                    f"switch {switch} does not support register reads over P4Runtime "
+                    f"(BMv2's simple_switch_grpc does not; use its Thrift CLI): {err.message}"
+                ) from None
+            raise
+        return {e.register_entry.index.index: decode_int(e.register_entry.data.bitstring)
+                for e in found}
+
+    def job_counters(self, key: str) -> list[dict[str, Any]]:
+        """Per switch of a job: contributions, duplicates, completions, results and partials
+        sent, and aggregation drops by reason."""
+        plan = self._find_job(self.state, key)
+        rows = []
+        for name in plan.parts:
+            row: dict[str, Any] = {"job": plan.name, "switch": name}
+            for cname in nr.AggregationIngress.JOB_COUNTERS + nr.AggregationEgress.JOB_COUNTERS:
+                packets = self.read_counter(name, cname, plan.job_id).get(plan.job_id, (0, 0))[0]
+                row[cname.rsplit(".", 1)[1]] = packets
+            drops = {}
+            base = plan.job_id * nr.Limit.DROP_REASONS
+            for reason in nr.DropReason:
+                if reason == nr.DropReason.NONE:
+                    continue
+                n = self.read_counter(name, nr.AggregationIngress.JOB_DROPS, base + reason)
+                if n.get(base + reason, (0, 0))[0]:
+                    drops[reason.name.lower()] = n[base + reason][0]
+            row["drops"] = drops
+            rows.append(row)
+        return rows
+
+    def switch_counters(self, switch: str) -> dict[str, Any]:
+        rx = self.read_counter(switch, nr.SwitchCounters.PORT_RX)
+        tx = self.read_counter(switch, nr.SwitchCounters.PORT_TX)
+        ports = {}
+        for p in self.topology.switch(switch).ports:
+            ports[p.port] = {"peer": p.peer, "rx_packets": rx.get(p.port, (0, 0))[0],
+                             "rx_bytes": rx.get(p.port, (0, 0))[1],
+                             "tx_packets": tx.get(p.port, (0, 0))[0],
+                             "tx_bytes": tx.get(p.port, (0, 0))[1]}
+        drops = {}
+        for cname, where in ((nr.SwitchCounters.INGRESS_DROPS, "ingress"),
+                             (nr.SwitchCounters.EGRESS_DROPS, "egress")):
+            for idx, (packets, _bytes) in self.read_counter(switch, cname).items():
+                if packets:
+                    try:
+                        reason = nr.DropReason(idx).name.lower()
+                    except ValueError:
+                        reason = str(idx)
+                    drops[f"{where}:{reason}"] = packets
+        return {"switch": switch, "ports": ports, "drops": drops}
+
+    # --------------------------------------------------------------- status
+    def status(self) -> list[dict[str, Any]]:
+        """Per switch: reachable, primary, pipeline (ours / other / none), entries."""
+        rows = []
+        for name, sw in self.switches.items():
+            row: dict[str, Any] = {"switch": name, "address": sw.options.address,
+                                   "device_id": sw.options.device_id}
+            try:
+                self.connect([name])
+                arb = sw.client.arbitration
+                row["reachable"] = True
+                row["primary"] = bool(arb and arb.primary)
+                cookie = sw.device_cookie()
+                if cookie is None:
+                    row["pipeline"] = "none"
+                elif cookie == sw.cookie:
+                    row["pipeline"] = "ours"
+                else:
+                    row["pipeline"] = "other"
+                row["jobs"] = sum(1 for p in self.state.jobs.values() if name in p.parts)
+                if row["pipeline"] == "ours":
+                    req = p4runtime_pb2.Entity()
+                    req.table_entry.table_id = 0
+                    row["entries"] = len(sw.read([req]))
+                    row["expected_entries"] = sum(
+                        1 for e in self.desired(name) if e.WhichOneof("entity") == "table_entry"
+                        and not e.table_entry.is_default_action)
+            except (ControllerError, P4RuntimeError) as err:
+                row["reachable"] = False
+                row["error"] = str(err)
+            rows.append(row)
+        return rows
+
+    def slot_usage(self) -> list[dict[str, Any]]:
+        sizes = nr.program_sizes(self.schema)
+        rows = []
+        for name in self.switches:
+            used = sorted((p.parts[name].slot_base, p.parts[name].slot_count, p.name)
+                          for p in self.state.jobs.values() if name in p.parts)
+            rows.append({"switch": name, "total": sizes.slots,
+                         "used": sum(c for _, c, _ in used),
+                         "ranges": [{"job": j, "base": b, "count": c} for b, c, j in used]})
+        return rows
+
+    # ---------------------------------------------------------------- serve
+    def _on_recovered(self, sw: Switch, report: SyncReport) -> None:
+        self.events.append(f"{sw.name}: recovered ({report.inserted} entries restored"
+                           f"{', pipeline pushed' if report.pipeline_pushed else ''})")
+        if report.pipeline_pushed:
+            try:
+                self._fresh_registers(sw.name)
+            except OSError as err:
+                log.warning("%s: cannot update the state file: %s", sw.name, err)
+
+    def _on_primary_change(self, sw: Switch, arb: Arbitration) -> None:
+        if arb.primary and self.options.reconnect:
+            # another controller may have changed the state file while we were backup
+            threading.Thread(target=self._resync_one, args=(sw.name,), daemon=True).start()
+
+    def _resync_one(self, name: str) -> None:
+        try:
+            with locked(self.rundir):
+                self.state = load_state(self.rundir)
+                self.switch(name).sync(self.desired(name))
+        except (P4RuntimeError, SchemaError, OSError) as err:
+            log.warning("%s: resync after regaining primary failed: %s", name, err)
+
+    def serve(self, stop: threading.Event, poll_s: float = 1.0,
+              on_event: Callable[[str], None] | None = None) -> None:
+        """Stay connected: reconcile switches whose stream broke (``reconnect`` must be set)
+        and follow changes other controllers make to the state file, until ``stop``."""
+        if not self.options.reconnect:
+            raise ControllerError("serve needs ControllerOptions(reconnect=True)")
+        self.connect(required=False)
+        try:
+            self.reconcile()
+        except (P4RuntimeError, ControllerError) as err:
+            log.warning("initial reconcile incomplete: %s", err)
+        path = self.rundir / "controller_state.json"
+        mtime = path.stat().st_mtime if path.exists() else 0.0
+        while not stop.wait(poll_s):
+            while self.events:
+                event = self.events.pop(0)
+                if on_event is not None:
+                    on_event(event)
+            for sw in self.switches.values():
+                if not sw.client.connected:
+                    sw.recover_in_background()
+            new = path.stat().st_mtime if path.exists() else 0.0
+            if new != mtime:
+                mtime = new
+                for name, sw in self.switches.items():
+                    if sw.is_primary:
+                        self._resync_one(name)
+
+
+def _reset_alloc(state: ControllerState, name: str) -> None:
+    """A (re)pushed pipeline starts with zeroed registers: forget retired job ids and
+    restart connection numbering after the active jobs' indices."""
+    used = [i for p in state.jobs.values() if name in p.parts for i in p.parts[name].conns.values()]
+    state.allocs[name] = SwitchAlloc(next_conn=max(used, default=-1) + 1)
+
+
+def with_options(options: ControllerOptions, **changes: Any) -> ControllerOptions:
+    """A copy of ``options`` with changes (one call, as for SwitchOptions)."""
+    return replace(options, **changes)
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll_s)
+    return predicate()

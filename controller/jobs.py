@@ -1,0 +1,304 @@
+"""Aggregation jobs: from a request (hosts, credits, slots) to a plan for every switch.
+
+Planning is pure: :func:`plan_job` takes the topology, the jobs already placed and the
+per-switch allocation state, and returns a :class:`JobPlan` or raises :class:`JobError`
+naming the request field and value that cannot be satisfied. The plan records every
+allocation (job id, spine, slot base and connection index per switch), so that the
+entities derived from it are the same after a controller restart.
+
+Connections follow docs/protocol.md: each worker has one RC connection to a peer; the
+controller pairs workers in a ring *inside each leaf* (position i writes to position
+i+1 mod n), so every connection's sender and receiver sit behind the same leaf and its
+results never cross the fabric as worker packets. QP numbers and UDP source ports are
+derived from (job, rank) (``controller.netreduce``); ``job show --json`` publishes them
+for the hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from controller import netreduce as nr
+from controller.topology import Topology, TopologyError
+
+
+class JobError(ValueError):
+    """A job request that cannot be satisfied; ``field`` names the offending input."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a user asks for."""
+
+    name: str
+    hosts: tuple[str, ...]
+    credits: int = 2
+    slots: int = 64
+    msg_pkts: int | None = None  # packets per message; default slots // credits
+    workers_per_host: int | None = None  # None: one worker per GPU of the host
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker (GPU) and its job connection."""
+
+    rank: int  # global rank in the job
+    host: str
+    gpu: int
+    ip: str
+    mac: str
+    switch: str
+    switch_port: int
+    position: int  # bitmap position at its leaf
+    peer: int  # rank of the receiver of this worker's connection
+    send_qpn: int  # this worker's QP of its own connection
+    recv_qpn: int  # this worker's QP receiving its ring predecessor's connection
+    sport: int  # UDP source port of its connection
+
+
+@dataclass
+class SwitchPart:
+    """What a job uses on one switch."""
+
+    switch: str
+    role: str  # "root" or "leaf"
+    slot_base: int
+    slot_count: int
+    members: int
+    expected: int
+    mcast_grp: int
+    upstream_port: int = 0
+    parent: str | None = None
+    children: list[str] = field(default_factory=list)  # at a spine: child leaves by position
+    conns: dict[str, int] = field(default_factory=dict)  # "w<rank>", "child<pos>", "parent"
+
+
+@dataclass
+class JobPlan:
+    job_id: int
+    name: str
+    credits: int
+    slots: int
+    msg_pkts: int
+    workers: list[Worker]
+    parts: dict[str, SwitchPart]
+    spine: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobPlan:
+        return cls(
+            job_id=int(data["job_id"]), name=str(data["name"]), credits=int(data["credits"]),
+            slots=int(data["slots"]), msg_pkts=int(data["msg_pkts"]),
+            workers=[Worker(**w) for w in data["workers"]],
+            parts={k: SwitchPart(**v) for k, v in data["parts"].items()},
+            spine=data.get("spine"),
+        )
+
+    def worker(self, rank: int) -> Worker:
+        return self.workers[rank]
+
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(w.host for w in self.workers))
+
+
+@dataclass
+class SwitchAlloc:
+    """Per-switch allocation state that must survive the controller (and be reset when
+    the switch restarts, because its registers are then fresh)."""
+
+    next_conn: int = 0
+    retired_jobs: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _free_range(used: Iterable[tuple[int, int]], count: int, total: int) -> int | None:
+    """First base where ``count`` slots fit between the used (base, count) ranges."""
+    base = 0
+    for start, length in sorted(used):
+        if start - base >= count:
+            return base
+        base = max(base, start + length)
+    return base if total - base >= count else None
+
+
+def _largest_gap(used: Iterable[tuple[int, int]], total: int) -> int:
+    base, best = 0, 0
+    for start, length in sorted(used):
+        best = max(best, start - base)
+        base = max(base, start + length)
+    return max(best, total - base)
+
+
+def slot_ranges(jobs: Iterable[JobPlan], switch: str) -> list[tuple[int, int]]:
+    return [(j.parts[switch].slot_base, j.parts[switch].slot_count)
+            for j in jobs if switch in j.parts]
+
+
+def _check_request(req: JobRequest, sizes: nr.Sizes) -> int:
+    if not req.name or not req.name.replace("-", "").replace("_", "").isalnum():
+        raise JobError("name", f"{req.name!r} is not a valid job name (letters, digits, -, _)")
+    if not req.hosts:
+        raise JobError("hosts", "a job needs at least one host")
+    dup = sorted({h for h in req.hosts if req.hosts.count(h) > 1})
+    if dup:
+        raise JobError("hosts", f"host {dup[0]!r} given twice")
+    if req.credits < 1:
+        raise JobError("credits", f"{req.credits} must be at least 1")
+    if req.credits > sizes.bind:
+        raise JobError("credits", f"credits too high: {req.credits} > {sizes.bind} "
+                                  f"(the switch remembers {sizes.bind} messages per connection)")
+    if not 1 <= req.slots <= sizes.slots:
+        raise JobError("slots", f"{req.slots} outside 1..{sizes.slots}")
+    msg_pkts = req.msg_pkts if req.msg_pkts is not None else req.slots // req.credits
+    if msg_pkts < 1:
+        raise JobError("credits", f"credits too high: {req.credits} credits need at least "
+                                  f"{req.credits} slots, the job has {req.slots}")
+    if req.credits * msg_pkts > req.slots:
+        raise JobError("credits", f"credits too high: {req.credits} credits x {msg_pkts} packets "
+                                  f"per message need {req.credits * msg_pkts} slots, the job has {req.slots}")
+    if req.workers_per_host is not None and req.workers_per_host < 1:
+        raise JobError("workers_per_host", f"{req.workers_per_host} must be at least 1")
+    return msg_pkts
+
+
+def _job_id(jobs: Sequence[JobPlan], allocs: Mapping[str, SwitchAlloc], switches: Iterable[str],
+            sizes: nr.Sizes) -> int:
+    taken = {j.job_id for j in jobs}
+    for name in switches:
+        alloc = allocs.get(name)
+        if alloc is not None:
+            taken.update(alloc.retired_jobs)
+    for jid in range(sizes.jobs):
+        if jid not in taken:
+            return jid
+    raise JobError("job", f"no free job id: all {sizes.jobs} ids are in use or were used since "
+                          "the switches started (restart the switches to reuse them)")
+
+
+def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
+             allocs: Mapping[str, SwitchAlloc], sizes: nr.Sizes) -> JobPlan:
+    """Place a job: workers, tree, slots, connections. ``allocs`` is not modified; the
+    caller commits the plan with :func:`commit_allocations`."""
+    msg_pkts = _check_request(req, sizes)
+    if any(j.name == req.name for j in jobs):
+        raise JobError("name", f"a job named {req.name!r} already exists")
+    hosts = []
+    for h in req.hosts:
+        try:
+            hosts.append(topo.host(h))
+        except TopologyError:
+            raise JobError("hosts", f"unknown host {h!r} (hosts: "
+                                    f"{', '.join(x.name for x in topo.hosts)})") from None
+    by_leaf: dict[str, list[tuple[Any, int]]] = {}
+    for h in hosts:
+        n = req.workers_per_host if req.workers_per_host is not None else max(1, h.gpus)
+        for gpu in range(n):
+            by_leaf.setdefault(h.switch, []).append((h, gpu))
+    leaves = sorted(by_leaf, key=lambda s: topo.switch(s).device_id)
+    for leaf in leaves:
+        if len(by_leaf[leaf]) > sizes.max_ranks:
+            raise JobError("hosts", f"{len(by_leaf[leaf])} workers behind switch {leaf}; at most "
+                                    f"{sizes.max_ranks} per switch")
+    spine: str | None = None
+    if len(leaves) > 1:
+        spines = topo.spines()
+        if not spines:
+            raise JobError("hosts", f"hosts span switches {', '.join(leaves)} but the topology "
+                                    "has no spine to aggregate across them")
+        if len(leaves) > sizes.max_ranks:
+            raise JobError("hosts", f"{len(leaves)} leaves; a spine aggregates at most {sizes.max_ranks}")
+        load = {s.name: sum(1 for j in jobs if j.spine == s.name) for s in spines}
+        fits = [s.name for s in spines
+                if _free_range(slot_ranges(jobs, s.name), req.slots, sizes.slots) is not None]
+        if not fits:
+            raise JobError("slots", f"slots exhausted: no spine has {req.slots} free slots")
+        spine = min(fits, key=lambda n: (load[n], topo.switch(n).index))
+        for leaf in leaves:
+            topo.switch(leaf).port_to(spine)  # raises when not cabled
+    tree = leaves + ([spine] if spine else [])
+    job_id = _job_id(jobs, allocs, tree, sizes)
+
+    workers: list[Worker] = []
+    for leaf in leaves:
+        local = by_leaf[leaf]
+        start = len(workers)
+        n = len(local)
+        for pos, (h, gpu) in enumerate(local):
+            rank = start + pos
+            peer = start + (pos + 1) % n
+            workers.append(Worker(
+                rank=rank, host=h.name, gpu=gpu, ip=h.ip, mac=h.mac, switch=leaf,
+                switch_port=h.switch_port, position=pos, peer=peer,
+                send_qpn=nr.worker_qpn(job_id, rank, False),
+                recv_qpn=nr.worker_qpn(job_id, rank, True),
+                sport=nr.worker_sport(job_id, rank),
+            ))
+
+    parts: dict[str, SwitchPart] = {}
+    next_conn = {name: (allocs[name].next_conn if name in allocs else 0) for name in tree}
+    for name in tree:
+        base = _free_range(slot_ranges(jobs, name), req.slots, sizes.slots)
+        if base is None:
+            gap = _largest_gap(slot_ranges(jobs, name), sizes.slots)
+            raise JobError("slots", f"slots exhausted on switch {name}: {req.slots} requested, "
+                                    f"largest free range {gap} of {sizes.slots}")
+        parts[name] = SwitchPart(switch=name, role="root", slot_base=base, slot_count=req.slots,
+                                 members=0, expected=0, mcast_grp=job_id + 1)
+
+    def conn(switch: str, key: str) -> None:
+        index = next_conn[switch]
+        if index >= sizes.conns:
+            raise JobError("hosts", f"switch {switch} has no free connection index "
+                                    f"({sizes.conns} used since it started; restart it)")
+        parts[switch].conns[key] = index
+        next_conn[switch] = index + 1
+
+    for leaf in leaves:
+        part = parts[leaf]
+        local = [w for w in workers if w.switch == leaf]
+        part.members = (1 << len(local)) - 1
+        part.expected = len(local)
+        for w in local:
+            conn(leaf, f"w{w.rank}")
+        if spine is not None:
+            part.role = "leaf"
+            part.parent = spine
+            part.upstream_port = topo.switch(leaf).port_to(spine).port
+            conn(leaf, "parent")
+    if spine is not None:
+        sp = parts[spine]
+        sp.children = list(leaves)
+        sp.members = (1 << len(leaves)) - 1
+        sp.expected = len(leaves)
+        for pos in range(len(leaves)):
+            conn(spine, f"child{pos}")
+    return JobPlan(job_id=job_id, name=req.name, credits=req.credits, slots=req.slots,
+                   msg_pkts=msg_pkts, workers=workers, parts=parts, spine=spine)
+
+
+def commit_allocations(plan: JobPlan, allocs: dict[str, SwitchAlloc]) -> None:
+    """Record what ``plan`` took: connection indices are never reused within a switch run."""
+    for name, part in plan.parts.items():
+        alloc = allocs.setdefault(name, SwitchAlloc())
+        if part.conns:
+            alloc.next_conn = max(alloc.next_conn, max(part.conns.values()) + 1)
+
+
+def retire(plan: JobPlan, allocs: dict[str, SwitchAlloc]) -> None:
+    """After deleting a job: its id may not be reused on its switches until they restart
+    (their registers still hold its slot state)."""
+    for name in plan.parts:
+        alloc = allocs.setdefault(name, SwitchAlloc())
+        if plan.job_id not in alloc.retired_jobs:
+            alloc.retired_jobs.append(plan.job_id)

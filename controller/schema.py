@@ -1,0 +1,387 @@
+"""One index over a P4Info: find P4 objects by name and encode values the P4Runtime way.
+
+:class:`P4Schema` answers ``schema.table("ipv4_lpm")`` with the P4Info table whose full name
+is ``MyIngress.ipv4_lpm`` (a unique suffix at a dot boundary is enough), and a miss with
+``no table named 'ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'?``. The encoders turn Python
+values (ints, dotted IPv4 addresses, colon MAC addresses, ``"10.0.1.0/24"`` prefixes) into the
+canonical bytestrings P4Runtime requires (big-endian, leading zero bytes stripped, at least
+one byte) and back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
+
+T = TypeVar("T")
+MatchType = p4info_pb2.MatchField.MatchType
+
+# A match value as the caller writes it: exact/optional -> value; lpm -> (value, prefix_len)
+# or "a.b.c.d/len"; ternary -> (value, mask); range -> (low, high).
+MatchValue = Any
+
+
+class SchemaError(ValueError):
+    """A name or value does not fit the P4Info (the message says which and why)."""
+
+
+def load_p4info(path: str | Path) -> p4info_pb2.P4Info:
+    """Read P4Info in text (``.txt``/``.txtpb``/``.pb.txt``) or binary format."""
+    data = Path(path).read_bytes()
+    info = p4info_pb2.P4Info()
+    try:
+        text_format.Parse(data.decode("utf-8"), info)
+    except (UnicodeDecodeError, text_format.ParseError) as text_err:
+        try:
+            info.ParseFromString(data)
+        except Exception:  # protobuf raises DecodeError or RuntimeWarning-style errors
+            raise SchemaError(f"{path}: not a P4Info file ({text_err})") from None
+    return info
+
+
+# ------------------------------------------------------------------- values
+def encode_int(value: int, bitwidth: int, what: str = "value") -> bytes:
+    """Canonical P4Runtime bytestring of ``value`` (which must fit ``bitwidth`` bits)."""
+    if value < 0:
+        raise SchemaError(f"{what}: {value} is negative")
+    if bitwidth and value >> bitwidth:
+        raise SchemaError(f"{what}: {value} does not fit in {bitwidth} bits")
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def decode_int(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+def parse_value(value: Any, bitwidth: int, what: str = "value") -> int:
+    """An int from an int, a bool, a numeric string, a dotted IPv4 or a colon MAC address."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes):
+        return decode_int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if "." in text and bitwidth in (0, 32):
+                return int(ipaddress.IPv4Address(text))
+            if ":" in text and bitwidth in (0, 48):
+                parts = text.split(":")
+                if len(parts) == 6 and all(len(p) in (1, 2) for p in parts):
+                    return int("".join(p.zfill(2) for p in parts), 16)
+            return int(text, 0)
+        except ValueError:
+            pass
+    raise SchemaError(f"{what}: cannot use {value!r} as a {bitwidth}-bit value")
+
+
+def format_value(value: int, bitwidth: int, hint: str = "") -> str:
+    """A readable form: dotted IPv4 for 32-bit addresses, colon MAC for 48-bit ones."""
+    name = hint.lower()
+    if bitwidth == 32 and ("addr" in name or "ip" in name):
+        return str(ipaddress.IPv4Address(value))
+    if bitwidth == 48 and ("addr" in name or "mac" in name):
+        raw = value.to_bytes(6, "big")
+        return ":".join(f"{b:02x}" for b in raw)
+    return str(value)
+
+
+# --------------------------------------------------------------- the index
+@dataclass(frozen=True)
+class _Index(Generic[T]):
+    kind: str  # "table", "action", ...
+    by_name: Mapping[str, T]
+    by_id: Mapping[int, T]
+
+    def find(self, key: str | int) -> T:
+        if isinstance(key, int):
+            try:
+                return self.by_id[key]
+            except KeyError:
+                raise SchemaError(f"no {self.kind} with id {key}") from None
+        found = self.by_name.get(key)
+        if found is not None:
+            return found
+        matches = [n for n in self.by_name if n.endswith("." + key)]
+        if len(matches) == 1:
+            return self.by_name[matches[0]]
+        if len(matches) > 1:
+            raise SchemaError(
+                f"{self.kind} name {key!r} is ambiguous: {', '.join(sorted(matches))}"
+            )
+        raise SchemaError(self._miss(key))
+
+    def _miss(self, key: str) -> str:
+        names = list(self.by_name)
+        short = {n.rsplit(".", 1)[-1]: n for n in names}
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        if not close:
+            near = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(short), n=1, cutoff=0.6)
+            close = [short[near[0]]] if near else []
+        msg = f"no {self.kind} named {key!r}"
+        if close:
+            msg += f". Did you mean {close[0]!r}?"
+        elif not names:
+            msg += f" (the program has no {self.kind}s)"
+        return msg
+
+    def names(self) -> list[str]:
+        return sorted(self.by_name)
+
+
+def _index(kind: str, items: Iterable[Any]) -> _Index[Any]:
+    by_name: dict[str, Any] = {}
+    by_id: dict[int, Any] = {}
+    for item in items:
+        by_name[item.preamble.name] = item
+        by_id[item.preamble.id] = item
+    return _Index(kind, by_name, by_id)
+
+
+class P4Schema:
+    """Read-only index of one P4Info."""
+
+    def __init__(self, p4info: p4info_pb2.P4Info) -> None:
+        self.p4info = p4info
+        self._tables = _index("table", p4info.tables)
+        self._actions = _index("action", p4info.actions)
+        self._counters = _index("counter", p4info.counters)
+        self._direct_counters = _index("direct counter", p4info.direct_counters)
+        self._registers = _index("register", p4info.registers)
+        self._meters = _index("meter", p4info.meters)
+        self._profiles = _index("action profile", p4info.action_profiles)
+        self._digests = _index("digest", p4info.digests)
+        self._packet_metadata = _index("controller packet metadata",
+                                       p4info.controller_packet_metadata)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> P4Schema:
+        return cls(load_p4info(path))
+
+    # ---- look-ups (by full name, unique suffix, or id)
+    def table(self, key: str | int) -> p4info_pb2.Table:
+        return self._tables.find(key)
+
+    def action(self, key: str | int) -> p4info_pb2.Action:
+        return self._actions.find(key)
+
+    def counter(self, key: str | int) -> p4info_pb2.Counter:
+        return self._counters.find(key)
+
+    def direct_counter(self, key: str | int) -> p4info_pb2.DirectCounter:
+        return self._direct_counters.find(key)
+
+    def register(self, key: str | int) -> p4info_pb2.Register:
+        return self._registers.find(key)
+
+    def meter(self, key: str | int) -> p4info_pb2.Meter:
+        return self._meters.find(key)
+
+    def action_profile(self, key: str | int) -> p4info_pb2.ActionProfile:
+        return self._profiles.find(key)
+
+    def digest(self, key: str | int) -> p4info_pb2.Digest:
+        return self._digests.find(key)
+
+    def packet_metadata(self, key: str | int) -> p4info_pb2.ControllerPacketMetadata:
+        return self._packet_metadata.find(key)
+
+    def table_names(self) -> list[str]:
+        return self._tables.names()
+
+    def counter_names(self) -> list[str]:
+        return self._counters.names()
+
+    def register_names(self) -> list[str]:
+        return self._registers.names()
+
+    def has_table(self, key: str) -> bool:
+        try:
+            self.table(key)
+        except SchemaError:
+            return False
+        return True
+
+    @staticmethod
+    def match_field(table: p4info_pb2.Table, key: str | int) -> p4info_pb2.MatchField:
+        for mf in table.match_fields:
+            if mf.id == key or mf.name == key:
+                return mf
+        names = [mf.name for mf in table.match_fields]
+        if isinstance(key, str):
+            suffix = [n for n in names if n.endswith("." + key)]
+            if len(suffix) == 1:
+                return next(mf for mf in table.match_fields if mf.name == suffix[0])
+        close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+        hint = f". Did you mean {close[0]!r}?" if close else f" (fields: {', '.join(names)})"
+        raise SchemaError(f"table {table.preamble.name!r} has no match field named {key!r}{hint}")
+
+    @staticmethod
+    def action_param(action: p4info_pb2.Action, key: str | int) -> p4info_pb2.Action.Param:
+        for p in action.params:
+            if p.id == key or p.name == key:
+                return p
+        names = [p.name for p in action.params]
+        close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+        hint = f". Did you mean {close[0]!r}?" if close else f" (params: {', '.join(names) or 'none'})"
+        raise SchemaError(f"action {action.preamble.name!r} has no parameter named {key!r}{hint}")
+
+    def table_actions(self, table: p4info_pb2.Table) -> list[str]:
+        return [self.action(ref.id).preamble.name for ref in table.action_refs]
+
+    # ---- encoders
+    def field_match(self, table: p4info_pb2.Table, name: str | int,
+                    value: MatchValue) -> p4runtime_pb2.FieldMatch | None:
+        """The FieldMatch for one key field, or None for a don't-care (omitted) match."""
+        mf = self.match_field(table, name)
+        what = f"{table.preamble.name}: match field {mf.name!r}"
+        width = mf.bitwidth
+        fm = p4runtime_pb2.FieldMatch(field_id=mf.id)
+        kind = mf.match_type
+        if kind == MatchType.EXACT:
+            fm.exact.value = encode_int(parse_value(value, width, what), width, what)
+        elif kind == MatchType.OPTIONAL:
+            if value is None:
+                return None
+            fm.optional.value = encode_int(parse_value(value, width, what), width, what)
+        elif kind == MatchType.LPM:
+            if isinstance(value, str) and "/" in value:
+                addr, _, plen_text = value.partition("/")
+                val, plen = parse_value(addr, width, what), int(plen_text)
+            elif isinstance(value, tuple):
+                val, plen = parse_value(value[0], width, what), int(value[1])
+            else:
+                val, plen = parse_value(value, width, what), width
+            if not 0 <= plen <= width:
+                raise SchemaError(f"{what}: prefix length {plen} outside 0..{width}")
+            if plen == 0:
+                return None
+            mask = ((1 << plen) - 1) << (width - plen)
+            fm.lpm.value = encode_int(val & mask, width, what)
+            fm.lpm.prefix_len = plen
+        elif kind == MatchType.TERNARY:
+            if not isinstance(value, tuple) or len(value) != 2:
+                raise SchemaError(f"{what}: ternary match needs (value, mask), got {value!r}")
+            val, mask = parse_value(value[0], width, what), parse_value(value[1], width, what)
+            if mask == 0:
+                return None
+            fm.ternary.value = encode_int(val & mask, width, what)
+            fm.ternary.mask = encode_int(mask, width, what)
+        elif kind == MatchType.RANGE:
+            if not isinstance(value, tuple) or len(value) != 2:
+                raise SchemaError(f"{what}: range match needs (low, high), got {value!r}")
+            low, high = parse_value(value[0], width, what), parse_value(value[1], width, what)
+            if low > high:
+                raise SchemaError(f"{what}: range low {low} > high {high}")
+            if low == 0 and high == (1 << width) - 1:
+                return None
+            fm.range.low = encode_int(low, width, what)
+            fm.range.high = encode_int(high, width, what)
+        else:
+            raise SchemaError(f"{what}: unsupported match type {kind}")
+        return fm
+
+    def action_call(self, action_name: str | int,
+                    params: Mapping[str, Any] | None = None) -> p4runtime_pb2.Action:
+        """An Action with every parameter given (by name), encoded canonically."""
+        action = self.action(action_name)
+        given = dict(params or {})
+        msg = p4runtime_pb2.Action(action_id=action.preamble.id)
+        for p in action.params:
+            if p.name not in given:
+                raise SchemaError(f"action {action.preamble.name!r}: parameter {p.name!r} missing")
+            what = f"{action.preamble.name}: parameter {p.name!r}"
+            value = parse_value(given.pop(p.name), p.bitwidth, what)
+            msg.params.add(param_id=p.id, value=encode_int(value, p.bitwidth, what))
+        if given:
+            bad = next(iter(given))
+            self.action_param(action, bad)  # raises with a suggestion
+        return msg
+
+    def table_entry(self, table_name: str | int, match: Mapping[str, MatchValue] | None = None,
+                    action: str | None = None, params: Mapping[str, Any] | None = None,
+                    priority: int = 0, is_default: bool = False,
+                    group_id: int | None = None) -> p4runtime_pb2.TableEntry:
+        """A TableEntry from names and Python values (match fields sorted by id)."""
+        table = self.table(table_name)
+        entry = p4runtime_pb2.TableEntry(table_id=table.preamble.id, priority=priority,
+                                         is_default_action=is_default)
+        fms = []
+        for name, value in (match or {}).items():
+            fm = self.field_match(table, name, value)
+            if fm is not None:
+                fms.append(fm)
+        entry.match.extend(sorted(fms, key=lambda f: f.field_id))
+        if group_id is not None:
+            entry.action.action_profile_group_id = group_id
+        elif action is not None:
+            allowed = self.table_actions(table)
+            full = self.action(action).preamble.name
+            if full not in allowed:
+                raise SchemaError(
+                    f"table {table.preamble.name!r} has no action {full!r} "
+                    f"(actions: {', '.join(allowed)})"
+                )
+            entry.action.action.CopyFrom(self.action_call(action, params))
+        return entry
+
+    # ---- decoders
+    def decode_match(self, table: p4info_pb2.Table,
+                     fm: p4runtime_pb2.FieldMatch) -> tuple[str, str]:
+        """(field name, readable value) of one FieldMatch."""
+        mf = self.match_field(table, fm.field_id)
+        width, name = mf.bitwidth, mf.name
+        kind = fm.WhichOneof("field_match_type")
+        if kind == "exact":
+            return name, format_value(decode_int(fm.exact.value), width, name)
+        if kind == "optional":
+            return name, format_value(decode_int(fm.optional.value), width, name)
+        if kind == "lpm":
+            return name, f"{format_value(decode_int(fm.lpm.value), width, name)}/{fm.lpm.prefix_len}"
+        if kind == "ternary":
+            return name, (f"{format_value(decode_int(fm.ternary.value), width, name)}"
+                          f" &&& {decode_int(fm.ternary.mask):#x}")
+        if kind == "range":
+            return name, f"{decode_int(fm.range.low)}..{decode_int(fm.range.high)}"
+        return name, "?"
+
+    def decode_action(self, action: p4runtime_pb2.Action) -> tuple[str, dict[str, int]]:
+        """(action full name, {param name: int})."""
+        info = self.action(action.action_id)
+        params = {self.action_param(info, p.param_id).name: decode_int(p.value)
+                  for p in action.params}
+        return info.preamble.name, params
+
+    def describe_entry(self, entry: p4runtime_pb2.TableEntry) -> dict[str, Any]:
+        """A JSON-friendly description of a table entry."""
+        table = self.table(entry.table_id)
+        out: dict[str, Any] = {
+            "table": table.preamble.name,
+            "match": dict(self.decode_match(table, fm) for fm in entry.match),
+        }
+        if entry.priority:
+            out["priority"] = entry.priority
+        if entry.is_default_action:
+            out["default"] = True
+        kind = entry.action.WhichOneof("type")
+        if kind == "action":
+            name, params = self.decode_action(entry.action.action)
+            out["action"] = name
+            out["params"] = params
+        elif kind == "action_profile_group_id":
+            out["group"] = entry.action.action_profile_group_id
+        elif kind == "action_profile_member_id":
+            out["member"] = entry.action.action_profile_member_id
+        if entry.HasField("counter_data"):
+            out["packets"] = entry.counter_data.packet_count
+            out["bytes"] = entry.counter_data.byte_count
+        return out

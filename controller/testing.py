@@ -1,0 +1,237 @@
+"""A minimal in-process P4Runtime server, for testing controllers without a switch.
+
+:class:`FakeP4RuntimeServer` keeps entities in a dict keyed by their identity (no program
+semantics: it does not check match fields against the P4Info), arbitrates by election id like
+the specification says, and reports per-update errors in a ``google.rpc.Status`` trailer as
+real servers do. ``fail_next`` lets a test inject an error into the next RPC of a kind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller import entities as ents
+from controller.p4client import STATUS_DETAILS_KEY, from_uint128, uint128
+
+Update = p4runtime_pb2.Update
+
+
+@dataclass(eq=False)
+class _Session:
+    election_id: int | None = None
+    refused: str = ""
+    outbox: list[p4runtime_pb2.StreamMessageResponse | None] = field(default_factory=list)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def send(self, msg: p4runtime_pb2.StreamMessageResponse | None) -> None:
+        with self.cond:
+            self.outbox.append(msg)
+            self.cond.notify_all()
+
+
+class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
+    def __init__(self, device_id: int) -> None:
+        self.device_id = device_id
+        self.lock = threading.Lock()
+        self.sessions: list[_Session] = []
+        self.entities: dict[ents.EntityKey, p4runtime_pb2.Entity] = {}
+        self.config: p4runtime_pb2.ForwardingPipelineConfig | None = None
+        self.packet_outs: list[p4runtime_pb2.PacketOut] = []
+        self.writes = 0
+        self.fail_next: dict[str, grpc.StatusCode] = {}
+
+    # -------------------------------------------------------------- arbitration
+    def _primary(self) -> _Session | None:
+        cands = [s for s in self.sessions if s.election_id is not None]
+        return max(cands, key=lambda s: s.election_id or 0, default=None)
+
+    def _notify(self, targets: list[_Session]) -> None:
+        primary = self._primary()
+        for s in targets:
+            msg = p4runtime_pb2.StreamMessageResponse()
+            msg.arbitration.device_id = self.device_id
+            if primary is not None:
+                msg.arbitration.election_id.CopyFrom(uint128(primary.election_id or 0))
+            if primary is None:
+                msg.arbitration.status.code = code_pb2.NOT_FOUND
+            elif s is primary:
+                msg.arbitration.status.code = code_pb2.OK
+            else:
+                msg.arbitration.status.code = code_pb2.ALREADY_EXISTS
+            s.send(msg)
+
+    def StreamChannel(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        session = _Session()
+
+        def reader() -> None:
+            try:
+                for req in request_iterator:
+                    if req.HasField("arbitration"):
+                        arb = req.arbitration
+                        if arb.device_id != self.device_id:
+                            session.refused = f"no device {arb.device_id}"
+                            session.send(None)
+                            return
+                        eid = from_uint128(arb.election_id)
+                        with self.lock:
+                            if any(o is not session and o.election_id == eid for o in self.sessions):
+                                session.refused = f"election id {eid} is in use"
+                                session.send(None)
+                                return
+                            before = self._primary()
+                            session.election_id = eid
+                            if session not in self.sessions:
+                                self.sessions.append(session)
+                            changed = self._primary() is not before
+                            self._notify(list(self.sessions) if changed else [session])
+                    elif req.HasField("packet"):
+                        self.packet_outs.append(req.packet)
+            except grpc.RpcError:
+                pass
+            finally:
+                session.send(None)
+
+        context.add_callback(lambda: session.send(None))
+        threading.Thread(target=reader, daemon=True).start()
+        try:
+            while True:
+                with session.cond:
+                    while not session.outbox:
+                        session.cond.wait()
+                    item = session.outbox.pop(0)
+                if item is None:
+                    break
+                yield item
+        finally:
+            with self.lock:
+                if session in self.sessions:
+                    before = self._primary()
+                    self.sessions.remove(session)
+                    if self._primary() is not before:
+                        self._notify(list(self.sessions))
+        if session.refused:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, session.refused)
+
+    # ------------------------------------------------------------------- RPCs
+    def _check(self, name: str, request: Any, context: grpc.ServicerContext, write: bool) -> None:
+        code = self.fail_next.pop(name, None)
+        if code is not None:
+            context.abort(code, f"injected failure of {name}")
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        if write:
+            with self.lock:
+                primary = self._primary()
+                if primary is None or primary.election_id != from_uint128(request.election_id):
+                    context.abort(grpc.StatusCode.PERMISSION_DENIED, "not primary")
+
+    def SetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._check("SetForwardingPipelineConfig", request, context, write=True)
+        with self.lock:
+            self.config = p4runtime_pb2.ForwardingPipelineConfig()
+            self.config.CopyFrom(request.config)
+            self.entities.clear()
+        return p4runtime_pb2.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._check("GetForwardingPipelineConfig", request, context, write=False)
+        with self.lock:
+            if self.config is None:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no pipeline")
+            resp = p4runtime_pb2.GetForwardingPipelineConfigResponse()
+            resp.config.cookie.CopyFrom(self.config.cookie)
+            if request.response_type != request.COOKIE_ONLY:
+                resp.config.p4info.CopyFrom(self.config.p4info)
+            return resp
+
+    def Write(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._check("Write", request, context, write=True)
+        errors: list[tuple[int, str]] = []
+        with self.lock:
+            self.writes += 1
+            for u in request.updates:
+                key = ents.entity_key(u.entity)
+                exists = key in self.entities
+                if u.type == Update.INSERT and exists:
+                    errors.append((code_pb2.ALREADY_EXISTS, "entry exists"))
+                elif u.type in (Update.MODIFY, Update.DELETE) and not exists \
+                        and not ents.is_default_entry(u.entity):
+                    errors.append((code_pb2.NOT_FOUND, "no such entry"))
+                else:
+                    if u.type == Update.DELETE:
+                        del self.entities[key]
+                    else:
+                        self.entities[key] = u.entity
+                    errors.append((code_pb2.OK, ""))
+        if any(code != code_pb2.OK for code, _ in errors):
+            status = status_pb2.Status(code=code_pb2.UNKNOWN, message="some updates failed")
+            for code, message in errors:
+                detail = any_pb2.Any()
+                detail.Pack(p4runtime_pb2.Error(canonical_code=code, message=message))
+                status.details.append(detail)
+            context.set_trailing_metadata(((STATUS_DETAILS_KEY, status.SerializeToString()),))
+            context.abort(grpc.StatusCode.UNKNOWN, status.message)
+        return p4runtime_pb2.WriteResponse()
+
+    def Read(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        self._check("Read", request, context, write=False)
+        with self.lock:
+            stored = list(self.entities.values())
+        out = []
+        for req in request.entities:
+            kind = req.WhichOneof("entity")
+            for e in stored:
+                if e.WhichOneof("entity") != kind:
+                    continue
+                if kind == "table_entry":
+                    if req.table_entry.table_id and req.table_entry.table_id != e.table_entry.table_id:
+                        continue
+                    if req.table_entry.is_default_action != e.table_entry.is_default_action:
+                        continue
+                if kind == "packet_replication_engine_entry":
+                    want = req.packet_replication_engine_entry.WhichOneof("type")
+                    if want and e.packet_replication_engine_entry.WhichOneof("type") != want:
+                        continue
+                out.append(e)
+        yield p4runtime_pb2.ReadResponse(entities=out)
+
+    def Capabilities(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version="1.4.1")
+
+
+class FakeP4RuntimeServer:
+    """A P4Runtime server on 127.0.0.1 with a free port; use as a context manager."""
+
+    def __init__(self, device_id: int = 0) -> None:
+        self.servicer = _Servicer(device_id)
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{self.port}"
+
+    def start(self) -> FakeP4RuntimeServer:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop(grace=0).wait(2.0)
+
+    def __enter__(self) -> FakeP4RuntimeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def entities(self) -> list[p4runtime_pb2.Entity]:
+        with self.servicer.lock:
+            return list(self.servicer.entities.values())

@@ -1,0 +1,180 @@
+"""What the controller needs from a run directory's ``topology.json`` (docs/topology.md).
+
+The controller reads the file itself, keeping only the fields it uses, so that it depends on
+P4Runtime and the file format only (never on Mininet or the topology code that wrote it).
+Every problem is a :class:`TopologyError` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class TopologyError(ValueError):
+    """topology.json is missing, unreadable or lacks something the controller needs."""
+
+
+@dataclass(frozen=True)
+class Port:
+    port: int
+    mac: str
+    peer: str
+    peer_port: int
+
+
+@dataclass(frozen=True)
+class SwitchInfo:
+    name: str
+    device_id: int
+    grpc_addr: str
+    role: str  # "leaf" or "spine"
+    index: int
+    cpu_port: int | None
+    ports: tuple[Port, ...]
+
+    def port_to(self, peer: str) -> Port:
+        for p in self.ports:
+            if p.peer == peer:
+                return p
+        raise TopologyError(f"switch {self.name} has no port to {peer!r}")
+
+    def port(self, number: int) -> Port:
+        for p in self.ports:
+            if p.port == number:
+                return p
+        raise TopologyError(f"switch {self.name} has no port {number}")
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    name: str
+    ip: str
+    prefix_len: int
+    mac: str
+    switch: str
+    switch_port: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    switches: tuple[SwitchInfo, ...]
+    hosts: tuple[HostInfo, ...]
+    p4info: Path | None
+    device_config: Path | None
+    program: Path | None
+    source: Path
+
+    def switch(self, name: str) -> SwitchInfo:
+        for s in self.switches:
+            if s.name == name:
+                return s
+        raise TopologyError(f"unknown switch {name!r} (switches: {', '.join(self.switch_names())})")
+
+    def host(self, name: str) -> HostInfo:
+        for h in self.hosts:
+            if h.name == name or h.ip == name:
+                return h
+        raise TopologyError(f"unknown host {name!r} (hosts: {', '.join(h.name for h in self.hosts)})")
+
+    def switch_names(self) -> list[str]:
+        return [s.name for s in self.switches]
+
+    def leaves(self) -> list[SwitchInfo]:
+        return sorted((s for s in self.switches if s.role != "spine"), key=lambda s: s.index)
+
+    def spines(self) -> list[SwitchInfo]:
+        return sorted((s for s in self.switches if s.role == "spine"), key=lambda s: s.index)
+
+    def hosts_of(self, switch: str) -> list[HostInfo]:
+        return sorted((h for h in self.hosts if h.switch == switch), key=lambda h: h.switch_port)
+
+    def subnet_of(self, switch: str) -> ipaddress.IPv4Network | None:
+        """The smallest network holding every host of a leaf (None when it has none)."""
+        hosts = self.hosts_of(switch)
+        if not hosts:
+            return None
+        plen = min(h.prefix_len for h in hosts)
+        nets = {ipaddress.IPv4Interface(f"{h.ip}/{plen}").network for h in hosts}
+        return next(iter(nets)) if len(nets) == 1 else None
+
+
+def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
+    if not isinstance(obj, dict):
+        raise TopologyError(f"{where}: expected an object")
+    if key not in obj or obj[key] is None:
+        if default is not ...:
+            return default
+        raise TopologyError(f"{where}: missing key {key!r}")
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise TopologyError(f"{where}.{key}: unexpected value {value!r}")
+    return value
+
+
+def _path(base: Path, value: str | None) -> Path | None:
+    if not value:
+        return None
+    p = Path(value)
+    return p if p.is_absolute() else (base / p)
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read ``topology.json`` (or the one inside a run directory)."""
+    src = Path(path)
+    if src.suffix != ".json":
+        src = src / "topology.json"
+    try:
+        data = json.loads(src.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TopologyError(f"{src}: no such file (is this a run directory?)") from None
+    except (OSError, ValueError) as err:
+        raise TopologyError(f"{src}: cannot read: {err}") from None
+    where = src.name
+    switches = []
+    for i, sw in enumerate(_get(data, "switches", list, where)):
+        w = f"{where}: switches[{i}]"
+        ports = tuple(
+            Port(_get(p, "port", int, f"{w}.ports[{j}]"), str(_get(p, "mac", str, f"{w}.ports[{j}]", "")),
+                 _get(p, "peer", str, f"{w}.ports[{j}]"), _get(p, "peer_port", int, f"{w}.ports[{j}]", 0))
+            for j, p in enumerate(_get(sw, "ports", list, w, []))
+        )
+        switches.append(SwitchInfo(
+            name=_get(sw, "name", str, w), device_id=_get(sw, "device_id", int, w),
+            grpc_addr=_get(sw, "grpc_addr", str, w), role=_get(sw, "role", str, w, "leaf"),
+            index=_get(sw, "index", int, w, i + 1), cpu_port=_get(sw, "cpu_port", int, w, None),
+            ports=tuple(sorted(ports, key=lambda p: p.port)),
+        ))
+    hosts = []
+    for i, h in enumerate(_get(data, "hosts", list, where)):
+        w = f"{where}: hosts[{i}]"
+        ip_text = _get(h, "ip", str, w)
+        ip, _, plen = ip_text.partition("/")
+        try:
+            ipaddress.IPv4Address(ip)
+        except ValueError:
+            raise TopologyError(f"{w}.ip: {ip_text!r} is not an IPv4 address") from None
+        hosts.append(HostInfo(
+            name=_get(h, "name", str, w), ip=ip,
+            prefix_len=_get(h, "prefix_len", int, w, int(plen) if plen else 24),
+            mac=_get(h, "mac", str, w), switch=_get(h, "switch", str, w),
+            switch_port=_get(h, "switch_port", int, w), gpus=_get(h, "gpus", int, w, 1),
+        ))
+    names = {s.name for s in switches}
+    for h in hosts:
+        if h.switch not in names:
+            raise TopologyError(f"{where}: host {h.name} is attached to unknown switch {h.switch!r}")
+    base = src.parent
+    return Topology(
+        switches=tuple(sorted(switches, key=lambda s: s.device_id)),
+        hosts=tuple(hosts),
+        p4info=_path(base, data.get("p4info")),
+        device_config=_path(base, data.get("device_config")),
+        program=_path(base, data.get("program")),
+        source=src,
+    )

@@ -1,0 +1,179 @@
+"""Job planning, the state file and the CLI's offline verbs (no switch needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller import netreduce as nr
+from controller.cli import Commands, Shell, build_parser, main
+from controller.jobs import (
+    JobError,
+    JobPlan,
+    JobRequest,
+    SwitchAlloc,
+    commit_allocations,
+    plan_job,
+    retire,
+)
+from controller.state import ControllerState, load_state, next_election_id, save_state
+from controller.topology import TopologyError, load_topology
+
+SIZES = nr.Sizes(slots=1024, jobs=64, conns=1024)
+
+
+def _topology_json(gpus: int = 1) -> dict:
+    def port(n: int, peer: str, peer_port: int) -> dict:
+        return {"port": n, "mac": f"00:0b:00:00:00:{n:02x}", "peer": peer, "peer_port": peer_port}
+
+    return {
+        "schema": 1,
+        "switches": [
+            {"name": "l1", "device_id": 1, "grpc_addr": "127.0.0.1:1", "role": "leaf", "index": 1,
+             "ports": [port(1, "h1", 0), port(2, "h2", 0), port(3, "sp1", 1), port(4, "sp2", 1)]},
+            {"name": "l2", "device_id": 2, "grpc_addr": "127.0.0.1:2", "role": "leaf", "index": 2,
+             "ports": [port(1, "h3", 0), port(3, "sp1", 2), port(4, "sp2", 2)]},
+            {"name": "sp1", "device_id": 3, "grpc_addr": "127.0.0.1:3", "role": "spine", "index": 1,
+             "ports": [port(1, "l1", 3), port(2, "l2", 3)]},
+            {"name": "sp2", "device_id": 4, "grpc_addr": "127.0.0.1:4", "role": "spine", "index": 2,
+             "ports": [port(1, "l1", 4), port(2, "l2", 4)]},
+        ],
+        "hosts": [
+            {"name": "h1", "ip": "10.0.1.1", "prefix_len": 24, "mac": "00:00:0a:00:01:01",
+             "switch": "l1", "switch_port": 1, "gpus": gpus},
+            {"name": "h2", "ip": "10.0.1.2", "prefix_len": 24, "mac": "00:00:0a:00:01:02",
+             "switch": "l1", "switch_port": 2, "gpus": gpus},
+            {"name": "h3", "ip": "10.0.2.1", "prefix_len": 24, "mac": "00:00:0a:00:02:01",
+             "switch": "l2", "switch_port": 1, "gpus": gpus},
+        ],
+    }
+
+
+@pytest.fixture
+def rundir(tmp_path: Path) -> Path:
+    (tmp_path / "topology.json").write_text(json.dumps(_topology_json()), encoding="utf-8")
+    return tmp_path
+
+
+def test_rack_local_job_has_one_root(rundir) -> None:
+    """Hosts behind one leaf: the leaf is the root, workers form a ring there."""
+    topo = load_topology(rundir)
+    plan = plan_job(JobRequest("a", ("h1", "h2")), topo, [], {}, SIZES)
+    assert plan.spine is None and list(plan.parts) == ["l1"]
+    part = plan.parts["l1"]
+    assert (part.role, part.expected, part.members, part.conns) == ("root", 2, 0b11, {"w0": 0, "w1": 1})
+    assert [(w.rank, w.peer, w.position) for w in plan.workers] == [(0, 1, 0), (1, 0, 1)]
+    assert plan.workers[0].recv_qpn == nr.worker_qpn(plan.job_id, 0, True)
+
+
+def test_cross_leaf_job_uses_least_loaded_spine(rundir) -> None:
+    """A job over two leaves gets a spine root; the next one the other spine."""
+    topo = load_topology(rundir)
+    first = plan_job(JobRequest("a", ("h1", "h3")), topo, [], {}, SIZES)
+    second = plan_job(JobRequest("b", ("h2", "h3")), topo, [first], {}, SIZES)
+    assert (first.spine, second.spine) == ("sp1", "sp2")
+    leaf = first.parts["l1"]
+    assert (leaf.role, leaf.parent, leaf.upstream_port) == ("leaf", "sp1", 3)
+    assert first.parts["sp1"].children == ["l1", "l2"]
+    assert second.job_id == 1
+
+
+def test_slot_ranges_do_not_overlap(rundir) -> None:
+    """Later jobs take the first free slot range on each switch."""
+    topo = load_topology(rundir)
+    a = plan_job(JobRequest("a", ("h1",), slots=100), topo, [], {}, SIZES)
+    b = plan_job(JobRequest("b", ("h2",), slots=10), topo, [a], {}, SIZES)
+    assert (b.parts["l1"].slot_base, b.parts["l1"].slot_count) == (100, 10)
+
+
+def test_connection_indices_and_job_ids_are_not_reused(rundir) -> None:
+    """Connection indices only grow, and a deleted job's id stays retired on its switches."""
+    topo = load_topology(rundir)
+    allocs: dict[str, SwitchAlloc] = {}
+    a = plan_job(JobRequest("a", ("h1", "h2")), topo, [], allocs, SIZES)
+    commit_allocations(a, allocs)
+    retire(a, allocs)
+    b = plan_job(JobRequest("b", ("h1", "h2")), topo, [], allocs, SIZES)
+    assert b.job_id == 1
+    assert b.parts["l1"].conns == {"w0": 2, "w1": 3}
+
+
+def test_gpus_make_workers(tmp_path) -> None:
+    """Each GPU of a host is a worker unless workers_per_host says otherwise."""
+    (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus=4)), encoding="utf-8")
+    topo = load_topology(tmp_path)
+    assert len(plan_job(JobRequest("a", ("h1",)), topo, [], {}, SIZES).workers) == 4
+    assert len(plan_job(JobRequest("a", ("h1",), workers_per_host=1), topo, [], {}, SIZES).workers) == 1
+
+
+@pytest.mark.parametrize("request_, field, text", [
+    (JobRequest("a", ("h1", "h1")), "hosts", "host 'h1' given twice"),
+    (JobRequest("a", ()), "hosts", "at least one host"),
+    (JobRequest("a b", ("h1",)), "name", "not a valid job name"),
+    (JobRequest("a", ("h1",), credits=0), "credits", "at least 1"),
+    (JobRequest("a", ("h1",), slots=2000), "slots", "outside 1..1024"),
+    (JobRequest("a", ("h1",), credits=3, slots=2), "credits", "credits too high"),
+])
+def test_bad_requests_name_the_field(rundir, request_, field, text) -> None:
+    """Every refused request says which field is wrong."""
+    with pytest.raises(JobError, match=text) as info:
+        plan_job(request_, load_topology(rundir), [], {}, SIZES)
+    assert info.value.field == field
+
+
+def test_job_ids_run_out(rundir) -> None:
+    """With every id used since the switches started, a clear error asks for a restart."""
+    allocs = {"l1": SwitchAlloc(retired_jobs=list(range(64)))}
+    with pytest.raises(JobError, match="no free job id"):
+        plan_job(JobRequest("a", ("h1",)), load_topology(rundir), [], allocs, SIZES)
+
+
+def test_state_round_trip_and_election_ids(rundir) -> None:
+    """The state file keeps plans exactly; every controller start gets a higher election id."""
+    plan = plan_job(JobRequest("a", ("h1", "h3")), load_topology(rundir), [], {}, SIZES)
+    save_state(rundir, ControllerState(jobs={plan.job_id: plan}, routes=True))
+    again = load_state(rundir)
+    assert again.jobs[0] == JobPlan.from_dict(plan.to_dict()) == plan
+    assert again.job("a") is again.jobs[0] and again.job("0") is again.jobs[0]
+    assert next_election_id(rundir) < next_election_id(rundir)
+    assert load_state(rundir).routes
+
+
+def test_topology_errors_name_the_key(tmp_path) -> None:
+    """A topology.json without hosts is refused naming the key."""
+    (tmp_path / "topology.json").write_text('{"switches": []}', encoding="utf-8")
+    with pytest.raises(TopologyError, match="missing key 'hosts'"):
+        load_topology(tmp_path)
+
+
+def test_cli_job_list_and_show_offline(rundir, capsys) -> None:
+    """job list/show read the state file without contacting switches."""
+    plan = plan_job(JobRequest("a", ("h1", "h3")), load_topology(rundir), [], {}, SIZES)
+    save_state(rundir, ControllerState(jobs={plan.job_id: plan}))
+    assert main(["--rundir", str(rundir), "--json", "job", "list"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["spine"], r["workers"]) for r in rows] == [("a", "sp1", 2)]
+    assert main(["--rundir", str(rundir), "job", "show", "nope"]) == 2
+    assert capsys.readouterr().err == "error: job: unknown job 'nope' (jobs: a)\n"
+
+
+def test_cli_usage_errors_exit_2(rundir, capsys) -> None:
+    """Syntax errors and a missing run directory are one line with exit 2."""
+    assert main(["--rundir", str(rundir), "job", "create", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: controller job create: the following arguments are required: --hosts")
+    assert main(["--rundir", str(rundir / "missing"), "status"]) == 2
+    assert "no such file (is this a run directory?)" in capsys.readouterr().err
+
+
+def test_shell_runs_verbs(rundir, capsys) -> None:
+    """The interactive shell dispatches do_<verb> with the same syntax and errors."""
+    args = build_parser().parse_args(["--rundir", str(rundir), "shell"])
+    shell = Shell(Commands(args))
+    shell.onecmd("job list")
+    assert "jobs: none" in capsys.readouterr().out
+    shell.onecmd("job show ghost")
+    assert capsys.readouterr().out.strip() == "error: job: unknown job 'ghost' (jobs: none)"
+    assert shell.onecmd("quit") is True
