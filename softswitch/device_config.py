@@ -66,19 +66,10 @@ def _user_files(main: Path, include_dirs: Sequence[Path]) -> list[Path]:
     pre = preprocess(text, str(main), [str(d) for d in include_dirs])
     ours = _p4include_dir()
     seen: dict[Path, None] = {main: None}
-    for file, _ in pre.origins:
-        if not file or file.startswith("<"):
-            continue
-        path = Path(file)
-        if not path.is_absolute():
-            candidates = [main.parent / path, Path.cwd() / path] + [d / path for d in include_dirs]
-            path = next((c for c in candidates if c.is_file()), path)
-        if not path.is_file():
-            continue
-        path = path.resolve()
-        if path.is_relative_to(ours):
-            continue
-        seen.setdefault(path, None)
+    for file in pre.included:
+        path = Path(file).resolve()
+        if path.is_file() and not path.is_relative_to(ours):
+            seen.setdefault(path, None)
     return list(seen)
 
 

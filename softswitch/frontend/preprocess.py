@@ -34,6 +34,8 @@ class Preprocessed:
 
     text: str
     origins: tuple[tuple[str, int], ...]
+    #: Absolute paths of every file #included (also those that only define macros).
+    included: tuple[str, ...] = ()
 
     def loc(self, line: int, col: int) -> Loc:
         """Original location of 1-based output ``line`` and column ``col``."""
@@ -53,6 +55,12 @@ class _P4Preprocessor(Preprocessor):
         super().__init__()
         self.problems: list[P4Error] = []
         self.passthru_unfound_includes = False
+        self.opened: list[str] = []
+
+    def on_file_open(self, is_system_include: bool, includepath: str):  # noqa: D102 (pcpp hook)
+        handle = super().on_file_open(is_system_include, includepath)
+        self.opened.append(includepath)  # only reached when the open succeeded
+        return handle
 
     def on_error(self, file: str, line: int, msg: str) -> None:  # noqa: D102 (pcpp hook)
         self.problems.append(P4Error(f"preprocessor: {msg}", Loc(str(file), int(line), 1)))
@@ -93,7 +101,8 @@ def preprocess(
         raise P4Error(f"preprocessor failure: {exc}", Loc(filename, 1, 1)) from exc
     if pp.problems:
         raise pp.problems[0]
-    return _strip_line_markers(out.getvalue(), filename)
+    result = _strip_line_markers(out.getvalue(), filename)
+    return Preprocessed(result.text, result.origins, tuple(dict.fromkeys(pp.opened)))
 
 
 def _display_path(reported: str, main: str) -> str:
