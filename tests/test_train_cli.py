@@ -1,0 +1,171 @@
+"""`python -m train`: comparison outputs, the process launcher, and the interference probe."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from topo.model import HostRecord, SwitchRecord, Topology, topology_to_dict
+from train.cli import main
+from train.data import load_digits_split, make_shards, shards_of_rank
+from train.dataserver import DataServer, ShardClient
+from train.interference import measure_data_interference
+from train.launch import LaunchError, plan_from_rundir
+from workloads.comm import Communicator
+from workloads.loopback import run_ranks
+
+
+def test_compare_writes_json_and_plots(tmp_path: Path) -> None:
+    """compare writes one JSON and one plot per collective plus compare.json/.png."""
+    code = main(["compare", "--collectives", "fp32-ring,inswitch", "--epochs", "2",
+                 "--workers", "2", "--outdir", str(tmp_path)])
+    assert code == 0
+    for stem in ("fp32-ring", "inswitch", "compare"):
+        assert (tmp_path / f"{stem}.json").is_file()
+        assert (tmp_path / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    assert [r["collective"] for r in doc["runs"]] == ["fp32-ring", "inswitch"]
+    assert doc["fixed_point_minus_fp32_pp"] is not None
+    run = json.loads((tmp_path / "inswitch.json").read_text())
+    assert run["implementation"] == "inswitch-reference"
+    assert len(run["history"]) == 3 and run["models_identical_on_all_ranks"]
+
+
+def test_compare_as_processes(tmp_path: Path) -> None:
+    """With --processes every rank and the data server are separate processes."""
+    code = main(["compare", "--collectives", "hybrid", "--epochs", "1", "--workers", "2",
+                 "--processes", "--timeout", "60", "--outdir", str(tmp_path)])
+    assert code == 0
+    run = json.loads((tmp_path / "hybrid.json").read_text())
+    assert run["transport"] == "loopback-processes"
+    assert run["models_identical_on_all_ranks"]
+    assert len(run["payload_sent_per_rank"]) == 2
+
+
+def test_unknown_collective_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown collective exits with status 2 and names the choices."""
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--collectives", "fp32-ring,bogus"])
+    assert exc.value.code == 2
+    assert "bogus" in capsys.readouterr().err
+
+
+def test_missing_rundir_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--rundir without a running network exits 2 with a one-line reason."""
+    code = main(["compare", "--collectives", "fp32-ring", "--rundir", str(tmp_path / "none"),
+                 "--outdir", str(tmp_path / "out")])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def _fake_rundir(path: Path) -> None:
+    switch = SwitchRecord(name="s1", device_id=1, grpc_addr="127.0.0.1:50001", role="leaf",
+                          index=1, target="softswitch", cpu_port=None, ports=(), log=None)
+    hosts = tuple(
+        HostRecord(f"h{i}", f"10.0.1.{i}", 24, f"00:00:00:00:01:0{i}", f"h{i}-eth0", "s1", i,
+                   1, i, 2)
+        for i in (1, 2)
+    )
+    topo = Topology("star", "softswitch", (switch,), hosts, ())
+    path.mkdir()
+    (path / "topology.json").write_text(json.dumps(topology_to_dict(topo)))
+    procs = [{"name": f"h{i}", "kind": "host-shell", "pid": 1000 + i, "pgid": None,
+              "cmdline": ["bash"]} for i in (1, 2)]
+    (path / "pids.json").write_text(json.dumps({"owner": {}, "processes": procs}))
+
+
+def test_mininet_plan_from_rundir(tmp_path: Path) -> None:
+    """Each host runs `gpus` ranks in its namespace; the data server goes on the last host."""
+    _fake_rundir(tmp_path / "run")
+    plan = plan_from_rundir(tmp_path / "run", tmp_path / "c.json", tmp_path / "w", 32)
+    assert plan.addresses == (("10.0.1.1", 47000), ("10.0.1.1", 47001),
+                              ("10.0.1.2", 47000), ("10.0.1.2", 47001))
+    assert plan.data_address == ("10.0.1.2", 46999)
+    cmd = plan.workers[2].command()
+    assert cmd[:3] == ["nsenter", "--net=/proc/1002/ns/net", "--"]
+    assert cmd[cmd.index("--rank") + 1] == "2"
+    assert plan.server.netns_pid == 1002
+    assert plan.ranks_per_host == 2
+
+
+def test_switch_training_needs_one_rank_per_host(tmp_path: Path) -> None:
+    """A job plan with two ranks on one host is refused (one RoCE endpoint per host)."""
+    _fake_rundir(tmp_path / "run")
+    with pytest.raises(LaunchError, match="one rank per host"):
+        plan_from_rundir(tmp_path / "run", tmp_path / "c.json", tmp_path / "w", 32,
+                         job_plan=tmp_path / "job.json")
+
+
+def test_interference_measurement_runs() -> None:
+    """All-reduce is timed quiet and under data streaming; the streamers really read data."""
+    shards = make_shards(load_digits_split(8), 8)
+    with DataServer(shards) as server:
+
+        def work(comm: Communicator) -> dict[str, object]:
+            with ShardClient(server.address, timeout=10) as client:
+                names = shards_of_rank(comm.rank, comm.size, 8)
+                return measure_data_interference(comm, client.get, names, elements=4096,
+                                                 repeats=3, loading_ranks=[1]).as_dict()
+
+        results = run_ranks(2, work, timeout=20)
+    assert results[0]["data_bytes"] == 0 and results[1]["data_bytes"] > 0
+    for r in results:
+        assert r["quiet_s"] > 0 and r["loaded_s"] > 0 and r["slowdown"] > 0
+
+
+def test_module_entry_point_help() -> None:
+    """`python -m train --help` works from the repository root."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-m", "train", "--help"], cwd=root, timeout=60,
+                         capture_output=True, text=True, env={**os.environ})
+    assert out.returncode == 0 and "compare" in out.stdout
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_compare_in_network_namespaces(tmp_path: Path) -> None:
+    """--rundir starts ranks and the data server inside the hosts' namespaces (nsenter)."""
+    import subprocess
+    import uuid
+
+    from tests.netns import can_use_netns, ip, topology
+
+    if not can_use_netns():
+        pytest.skip("needs root and iproute2")
+    bridge = f"br{uuid.uuid4().hex[:6]}"
+    sleepers: list[subprocess.Popen[bytes]] = []
+    with topology(2) as net:
+        try:
+            ip("link", "add", bridge, "type", "bridge")
+            ip("link", "set", bridge, "up")
+            for i, link in enumerate(net.links, start=1):
+                ip("link", "set", link.switch_end, "master", bridge)
+                ip("-n", link.netns, "addr", "add", f"10.77.0.{i}/24", "dev", "eth0")
+                sleepers.append(subprocess.Popen(["ip", "netns", "exec", link.netns,
+                                                  "sleep", "120"]))
+            run = tmp_path / "run"
+            _fake_rundir(run)
+            for i, p in enumerate(sleepers, start=1):  # the namespaces' IPs and "shells"
+                text = (run / "topology.json").read_text().replace(f"10.0.1.{i}", f"10.77.0.{i}")
+                (run / "topology.json").write_text(text)
+                text = (run / "pids.json").read_text().replace(str(1000 + i), str(p.pid))
+                (run / "pids.json").write_text(text)
+            code = main(["compare", "--collectives", "hybrid", "--epochs", "1",
+                         "--rundir", str(run), "--timeout", "90",
+                         "--outdir", str(tmp_path / "out")])
+        finally:
+            for p in sleepers:
+                p.kill()
+                p.wait(10)
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True, timeout=30)
+    assert code == 0
+    doc = json.loads((tmp_path / "out" / "hybrid.json").read_text())
+    assert doc["transport"] == "mininet" and doc["models_identical_on_all_ranks"]
+    assert doc["config"]["workers"] == 4
+    assert doc["config"]["exchange"]["ranks_per_host"] == 2

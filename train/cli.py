@@ -1,0 +1,253 @@
+"""``python -m train``: compare collectives by training, and the per-process roles.
+
+Subcommands:
+
+* ``compare``      - train once per collective and write ``<collective>.json/.png`` plus
+  ``compare.json/.png`` to ``--outdir`` (default ``results/train``); on loopback threads by
+  default, as loopback processes with ``--processes``, or on a running Mininet network with
+  ``--rundir DIR`` (needs root);
+* ``worker``       - one rank of a job (started by the launcher);
+* ``dataserver``   - the shard server (runs until SIGTERM/SIGINT);
+* ``interference`` - one rank of the data-traffic vs all-reduce measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from train.cache import MultiLevelCache
+from train.data import load_digits_split, make_shards, shards_of_rank
+from train.dataserver import DataServer, DataServerError, ShardClient
+from train.exchange import COLLECTIVES, ExchangeOptions, IntAggregator, channel_aggregator
+from train.interference import measure_data_interference
+from train.launch import LaunchError, execute, plan_from_rundir, plan_loopback
+from train.report import write_comparison, write_experiment, write_json
+from train.trainer import Experiment, TrainConfig, combine, run_loopback, train_rank
+from workloads.comm import CommError, Communicator
+
+log = logging.getLogger("train")
+
+DEFAULT_OUTDIR = Path("results/train")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def _addresses(text: str) -> list[tuple[str, int]]:
+    return [_address(t) for t in text.split(",") if t]
+
+
+def _collectives(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown collective(s) {', '.join(unknown) or '(none)'}; choose from "
+            f"{', '.join(COLLECTIVES)}")
+    return names
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--workers", type=int, default=4, help="ranks (loopback runs)")
+    p.add_argument("--batch", type=int, default=32, help="global batch size")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--density", type=float, default=0.05, help="MSTopK density")
+    p.add_argument("--sparse-epochs", type=int, default=2, help="hybrid: sparse epochs")
+    p.add_argument("--ranks-per-host", type=int, default=None,
+                   help="grid of the torus / HiTopK hosts (default: automatic)")
+    p.add_argument("--frac-bits", type=int, default=20, help="fixed point: first scale")
+    p.add_argument("--shards", type=int, default=32, help="dataset shards")
+
+
+def _config(args: argparse.Namespace, collective: str, workers: int) -> TrainConfig:
+    return TrainConfig(
+        collective=collective, epochs=args.epochs, workers=workers, global_batch=args.batch,
+        lr=args.lr, seed=args.seed, num_shards=args.shards,
+        exchange=ExchangeOptions(args.density, args.sparse_epochs, args.ranks_per_host,
+                                 args.frac_bits),
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m train", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cmp_ = sub.add_parser("compare", help="train with each collective and compare")
+    cmp_.add_argument("--collectives", type=_collectives,
+                      default=["fp32-ring", "inswitch", "mstopk", "hybrid"])
+    _add_training_options(cmp_)
+    cmp_.add_argument("--outdir", type=Path, default=DEFAULT_OUTDIR)
+    cmp_.add_argument("--rundir", type=Path, default=None,
+                      help="run on the Mininet network of this run directory (root)")
+    cmp_.add_argument("--data-host", default=None, help="Mininet host of the data server")
+    cmp_.add_argument("--processes", action="store_true",
+                      help="loopback: one process per rank instead of threads")
+    cmp_.add_argument("--server-latency", type=float, default=0.0,
+                      help="loopback: seconds the data server waits per shard (slow NFS)")
+    cmp_.add_argument("--timeout", type=float, default=300.0)
+    cmp_.add_argument("--job-plan", type=Path, default=None,
+                      help="with --rundir: run `inswitch` through the switch with this job "
+                           "plan (python -m controller job show --json); one rank per host")
+
+    wrk = sub.add_parser("worker", help="one rank of a training job")
+    wrk.add_argument("--rank", type=int, required=True)
+    wrk.add_argument("--addresses", type=_addresses, required=True)
+    wrk.add_argument("--data-server", type=_address, required=True)
+    wrk.add_argument("--config", type=Path, required=True)
+    wrk.add_argument("--cache-dir", type=Path, required=True)
+    wrk.add_argument("--out", type=Path, required=True)
+    wrk.add_argument("--timeout", type=float, default=60.0)
+    wrk.add_argument("--job-plan", type=Path, default=None,
+                     help="inswitch: the controller's job plan (job show --json)")
+    wrk.add_argument("--roce-ip", default=None, help="inswitch: this host's IP for RoCE")
+
+    srv = sub.add_parser("dataserver", help="serve the dataset shards over TCP")
+    srv.add_argument("--host", default="0.0.0.0")
+    srv.add_argument("--port", type=int, default=46999)
+    srv.add_argument("--num-shards", type=int, default=32)
+    srv.add_argument("--latency", type=float, default=0.0)
+    srv.add_argument("--ready-file", type=Path, default=None)
+
+    itf = sub.add_parser("interference", help="all-reduce time with and without data traffic")
+    itf.add_argument("--rank", type=int, required=True)
+    itf.add_argument("--addresses", type=_addresses, required=True)
+    itf.add_argument("--data-server", type=_address, required=True)
+    itf.add_argument("--elements", type=int, default=1 << 18)
+    itf.add_argument("--repeats", type=int, default=5)
+    itf.add_argument("--num-shards", type=int, default=32)
+    itf.add_argument("--out", type=Path, required=True)
+    itf.add_argument("--timeout", type=float, default=60.0)
+    return parser
+
+
+def _compare(args: argparse.Namespace) -> int:
+    experiments: list[Experiment] = []
+    for name in args.collectives:
+        if args.rundir is not None:
+            exp = _run_processes(args, name, mininet=True)
+        elif args.processes:
+            exp = _run_processes(args, name, mininet=False)
+        else:
+            with tempfile.TemporaryDirectory(prefix="train-cache-") as tmp:
+                exp = run_loopback(_config(args, name, args.workers), tmp,
+                                   args.server_latency, timeout=args.timeout)
+        json_path, png_path = write_experiment(exp, args.outdir)
+        experiments.append(exp)
+        print(f"{name:20s} {exp.implementation:20s} acc {100 * exp.final_accuracy:6.2f} %  "
+              f"train {exp.history[-1].wall_s:7.2f} s  identical models: {exp.consistent}  "
+              f"-> {json_path}, {png_path}")
+    json_path, png_path = write_comparison(experiments, args.outdir)
+    print(f"comparison -> {json_path}, {png_path}")
+    return 0
+
+
+def _run_processes(args: argparse.Namespace, name: str, mininet: bool) -> Experiment:
+    workdir = (args.outdir / "runs" / name).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for old in workdir.glob("cache-rank*"):  # every run starts with cold local caches
+        shutil.rmtree(old)
+    config_path = workdir / "config.json"
+    if mininet:
+        job_plan = args.job_plan.resolve() if args.job_plan and name == "inswitch" else None
+        plan = plan_from_rundir(args.rundir, config_path, workdir, args.shards, args.data_host,
+                                timeout=args.timeout, job_plan=job_plan)
+    else:
+        plan = plan_loopback(config_path, workdir, args.workers, args.shards, args.timeout,
+                             args.server_latency)
+    config = _config(args, name, len(plan.addresses))
+    if args.ranks_per_host is None and plan.ranks_per_host is not None:
+        # On Mininet the torus / HiTopK hosts are the emulated hosts.
+        config = dataclasses.replace(config, exchange=dataclasses.replace(
+            config.exchange, ranks_per_host=plan.ranks_per_host))
+    write_json(config_path, config.as_dict())
+    results = execute(plan, args.timeout, workdir / "logs")
+    return combine(config, results, "mininet" if mininet else "loopback-processes")
+
+
+def _worker(args: argparse.Namespace) -> int:
+    config = TrainConfig.from_dict(json.loads(args.config.read_text()))
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(ShardClient(args.data_server, timeout=args.timeout))
+        comm = stack.enter_context(Communicator(args.rank, args.addresses, timeout=args.timeout,
+                                                connect_timeout=args.timeout))
+        aggregator = None
+        if args.job_plan is not None:
+            aggregator = _switch_aggregator(stack, args)
+        cache = MultiLevelCache(client.get, args.cache_dir, config.memory_cache_bytes,
+                                config.disk_cache_bytes)
+        result = train_rank(comm, config, cache, aggregator)
+    write_json(args.out, result.as_dict())
+    return 0
+
+
+def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace) -> IntAggregator:
+    """The real switch's int32 all-reduce for this rank (NetReduce job of the controller)."""
+    from workloads.innetwork import AggregationChannel, JobConfig
+    from workloads.roce import ROCE_V2_PORT, RoceEndpoint
+
+    if args.roce_ip is None:
+        raise ValueError("--job-plan needs --roce-ip (this host's address)")
+    job = JobConfig.from_plan(json.loads(args.job_plan.read_text()))
+    if job.size != len(args.addresses):
+        raise ValueError(f"the job plan has {job.size} workers, the run {len(args.addresses)}")
+    endpoint = stack.enter_context(RoceEndpoint((args.roce_ip, ROCE_V2_PORT)))
+    channel = AggregationChannel(endpoint, job, args.rank, timeout=args.timeout)
+    stack.callback(channel.flush, args.timeout)  # runs before the endpoint closes
+    return channel_aggregator(channel)
+
+
+def _dataserver(args: argparse.Namespace) -> int:
+    shards = make_shards(load_digits_split(args.num_shards), args.num_shards)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with DataServer(shards, args.host, args.port, latency_s=args.latency) as server:
+        if args.ready_file is not None:
+            args.ready_file.write_text(json.dumps({"address": list(server.address)}))
+        log.info("serving %d shards on %s:%d", len(shards), *server.address)
+        while not stop.wait(0.5):
+            pass
+        log.info("stopping after %d bytes served", server.bytes_served)
+    return 0
+
+
+def _interference(args: argparse.Namespace) -> int:
+    with ShardClient(args.data_server, timeout=args.timeout) as client, Communicator(
+        args.rank, args.addresses, timeout=args.timeout, connect_timeout=args.timeout
+    ) as comm:
+        names = shards_of_rank(comm.rank, comm.size, args.num_shards)
+        result = measure_data_interference(comm, client.get, names, args.elements, args.repeats)
+    write_json(args.out, result.as_dict())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for errors, with a one-line message)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(name)s: %(message)s")
+    handlers = {"compare": _compare, "worker": _worker, "dataserver": _dataserver,
+                "interference": _interference}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, OSError, LaunchError, DataServerError, CommError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

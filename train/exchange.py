@@ -1,0 +1,270 @@
+"""Gradient exchanges: the pluggable collectives the trainer sums gradients with.
+
+Each exchange is made once per rank (it may keep state across steps, like the error-feedback
+residual) and called as ``exchange(comm, grad, epoch) -> (sum over ranks, ExchangeStats)``:
+
+* ``fp32-ring``  - float32 ring all-reduce (:func:`workloads.collectives.ring_allreduce`);
+* ``inswitch-reference`` - fixed-point aggregation with exactly the switch's arithmetic:
+  gradients encoded by :class:`workloads.fixedpoint.FixedPoint` (plus the clamp-count word of
+  the rescale-and-retry policy) and summed as int32 with saturation, in rank order, by rank 0
+  acting as the switch (every rank sends its message once and receives the sum once, the
+  in-network traffic pattern);
+* ``inswitch``   - the same through the real P4 switch when the caller passes an aggregator
+  (:func:`channel_aggregator` over a :class:`workloads.innetwork.AggregationChannel`);
+  without one (loopback: there is no switch) the reference;
+* ``mstopk``     - MSTopK sparsification with error feedback (HiTopKComm, one rank per host
+  unless told otherwise);
+* ``hybrid``     - MSTopK for the first ``sparse_epochs`` epochs, then the dense 2D torus
+  (:class:`workloads.schedule.HybridSchedule`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from workloads.collectives import ring_allreduce
+from workloads.comm import Communicator
+from workloads.fixedpoint import INT32_MAX, RescalePolicy, aggregate_with_retry
+from workloads.schedule import HybridSchedule
+from workloads.sparse import block_hosts, hitopk_allreduce
+
+log = logging.getLogger(__name__)
+
+INT32_MIN = -(2**31)
+COLLECTIVES: tuple[str, ...] = ("fp32-ring", "inswitch", "inswitch-reference", "mstopk", "hybrid")
+
+IntAggregator = Callable[[np.ndarray], np.ndarray]
+"""Takes this rank's int32 message, returns the element-wise int32 sum over all ranks."""
+
+
+@dataclass(frozen=True)
+class ExchangeStats:
+    """What one exchange cost this rank."""
+
+    algorithm: str
+    seconds: float
+    payload_sent: int
+    bytes_sent: int
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+class GradientExchange(Protocol):
+    """A per-rank gradient collective."""
+
+    name: str
+
+    def __call__(
+        self, comm: Communicator, grad: np.ndarray, epoch: int
+    ) -> tuple[np.ndarray, ExchangeStats]: ...
+
+
+def _measured(
+    comm: Communicator, algorithm: str, run: Callable[[], tuple[np.ndarray, dict[str, object]]]
+) -> tuple[np.ndarray, ExchangeStats]:
+    before = comm.traffic()
+    start = time.perf_counter()
+    result, detail = run()
+    seconds = time.perf_counter() - start
+    delta = comm.traffic() - before
+    return result, ExchangeStats(algorithm, seconds, delta.payload_sent, delta.bytes_sent, detail)
+
+
+class RingExchange:
+    """Dense float32 ring all-reduce."""
+
+    name = "fp32-ring"
+
+    def __call__(
+        self, comm: Communicator, grad: np.ndarray, epoch: int
+    ) -> tuple[np.ndarray, ExchangeStats]:
+        return _measured(comm, self.name, lambda: (ring_allreduce(comm, grad)[0], {}))
+
+
+def saturating_sum(messages: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Int32 sum of ``messages`` added one after another with saturation, as the switch's
+    ``|+|`` does; also returns where an addition saturated (the switch's overflow flag)."""
+    if not messages:
+        raise ValueError("nothing to sum")
+    acc = np.asarray(messages[0], dtype=np.int64).copy()
+    overflow = np.zeros(acc.shape, dtype=bool)
+    for msg in messages[1:]:
+        acc += np.asarray(msg, dtype=np.int64)
+        over = (acc > INT32_MAX) | (acc < INT32_MIN)
+        if over.any():
+            overflow |= over
+            np.clip(acc, INT32_MIN, INT32_MAX, out=acc)
+    return acc.astype(np.int32), overflow
+
+
+def switch_reference_aggregator(comm: Communicator) -> IntAggregator:
+    """An :data:`IntAggregator` in which rank 0 plays the switch: every other rank sends its
+    message to rank 0, which adds all of them in rank order with saturation and sends the
+    sum back. A saturated element also bumps the last word (the clamp count of
+    :func:`~workloads.fixedpoint.aggregate_with_retry`), so every worker retries at a
+    smaller scale, as the switch's overflow flag would make them."""
+
+    def aggregate(message: np.ndarray) -> np.ndarray:
+        msg = np.ascontiguousarray(message, dtype=np.int32)
+        tag = comm.next_op_tag()
+        if comm.rank != 0:
+            comm.send(0, msg, tag)
+            return comm.recv(0, tag + 1)
+        parts = [msg] + [comm.recv(r, tag) for r in range(1, comm.size)]
+        total, overflow = saturating_sum(parts)
+        if overflow.any() and total.size:
+            total[-1] = max(int(total[-1]), 1)
+        for r in range(1, comm.size):
+            comm.send(r, total, tag + 1)
+        return total
+
+    return aggregate
+
+
+class IntChannel(Protocol):
+    """What :class:`workloads.innetwork.AggregationChannel` offers the trainer."""
+
+    def allreduce_int32(self, words: np.ndarray) -> tuple[np.ndarray, bool]: ...
+
+
+def channel_aggregator(channel: IntChannel) -> IntAggregator:
+    """An :data:`IntAggregator` through the real switch: the channel's int32 all-reduce, with
+    the switch's overflow flag turned into a non-zero clamp word (all workers retry)."""
+
+    def aggregate(message: np.ndarray) -> np.ndarray:
+        total, overflow = channel.allreduce_int32(message)
+        total = np.array(total, dtype=np.int32, copy=True)
+        if overflow and total.size and total[-1] == 0:
+            total[-1] = 1
+        return total
+
+    return aggregate
+
+
+class InSwitchExchange:
+    """Fixed-point aggregation with rescale-and-retry through an integer aggregator."""
+
+    def __init__(
+        self,
+        comm: Communicator,
+        policy: RescalePolicy,
+        aggregator: IntAggregator | None = None,
+        name: str = "inswitch-reference",
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self._aggregate = aggregator if aggregator is not None else switch_reference_aggregator(comm)
+        self.retries = 0
+
+    def __call__(
+        self, comm: Communicator, grad: np.ndarray, epoch: int
+    ) -> tuple[np.ndarray, ExchangeStats]:
+        def run() -> tuple[np.ndarray, dict[str, object]]:
+            result, report = aggregate_with_retry(grad, self._aggregate, comm.size, self.policy)
+            self.retries += report.attempts - 1
+            return result, {"frac_bits": report.frac_bits, "attempts": report.attempts}
+
+        return _measured(comm, self.name, run)
+
+
+class SparseExchange:
+    """MSTopK + HiTopKComm with error feedback (the residual stays on this rank)."""
+
+    name = "mstopk"
+
+    def __init__(self, size: int, density: float, host_ids: Sequence[int]) -> None:
+        self.density = density
+        self.host_ids = tuple(host_ids)
+        self.residual = np.zeros(size, dtype=np.float32)
+
+    def __call__(
+        self, comm: Communicator, grad: np.ndarray, epoch: int
+    ) -> tuple[np.ndarray, ExchangeStats]:
+        return _measured(
+            comm,
+            self.name,
+            lambda: (
+                hitopk_allreduce(comm, grad, self.host_ids, self.density, residual=self.residual)[0],
+                {"density": self.density},
+            ),
+        )
+
+
+class HybridExchange:
+    """The hybrid schedule: sparse MSTopK early, dense 2D-torus all-reduce later."""
+
+    name = "hybrid"
+
+    def __init__(self, size: int, schedule: HybridSchedule) -> None:
+        self.schedule = schedule
+        self.residual = np.zeros(size, dtype=np.float32)
+
+    def __call__(
+        self, comm: Communicator, grad: np.ndarray, epoch: int
+    ) -> tuple[np.ndarray, ExchangeStats]:
+        mode = self.schedule.mode(epoch)
+        return _measured(
+            comm,
+            f"{self.name}:{mode}",
+            lambda: (
+                self.schedule.allreduce(comm, grad, epoch, residual=self.residual)[0],
+                {"mode": mode},
+            ),
+        )
+
+
+def default_ranks_per_host(workers: int) -> int:
+    """Ranks per emulated host for the torus/HiTopK grid when not given: the largest divisor
+    of ``workers`` not above its square root (a 2 x 2 grid for 4 workers, 1 x P for primes)."""
+    best = 1
+    for d in range(1, int(workers**0.5) + 1):
+        if workers % d == 0:
+            best = d
+    return best
+
+
+@dataclass(frozen=True)
+class ExchangeOptions:
+    """Knobs of the exchanges (only the ones a collective uses matter to it)."""
+
+    density: float = 0.05
+    sparse_epochs: int = 2
+    ranks_per_host: int | None = None
+    frac_bits: int = 20
+    retry_step: int = 4
+
+
+def make_exchange(
+    name: str,
+    comm: Communicator,
+    size: int,
+    options: ExchangeOptions = ExchangeOptions(),
+    aggregator: IntAggregator | None = None,
+) -> GradientExchange:
+    """The exchange called ``name`` (one of :data:`COLLECTIVES`) for this rank; ``aggregator``
+    is the switch's integer all-reduce for ``inswitch``."""
+    workers = comm.size
+    if name == "fp32-ring":
+        return RingExchange()
+    if name in ("inswitch", "inswitch-reference"):
+        policy = RescalePolicy(options.frac_bits, options.retry_step, min(-16, options.frac_bits))
+        real = aggregator if name == "inswitch" else None
+        if name == "inswitch" and real is None and comm.rank == 0:
+            log.info("inswitch: no switch aggregator given; using the reference arithmetic")
+        label = "inswitch" if real is not None else "inswitch-reference"
+        return InSwitchExchange(comm, policy, real, label)
+    if name in ("mstopk", "hybrid"):
+        if name == "mstopk":
+            per_host = options.ranks_per_host or 1
+            return SparseExchange(size, options.density, block_hosts(workers, per_host))
+        per_host = options.ranks_per_host or default_ranks_per_host(workers)
+        schedule = HybridSchedule(
+            options.sparse_epochs, options.density, block_hosts(workers, per_host)
+        )
+        return HybridExchange(size, schedule)
+    raise ValueError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
