@@ -1,0 +1,343 @@
+"""In-network all-reduce (workloads/innetwork.py) through p4src/netreduce.p4.
+
+No Mininet: every host's RoCE endpoint is a UDP socket on 127.0.0.1 and a
+:class:`~workloads.roce.LoopbackFabric` relays the datagrams through a softswitch
+``Pipeline`` running the real program, configured as docs/protocol.md section 5 says (and as
+the controller's plan would). Results are compared with numpy exactly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+from softswitch import ir
+from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+from softswitch.frontend import compile_file
+from softswitch.pipeline import Pipeline
+from workloads.fixedpoint import RescalePolicy
+from workloads.innetwork import (
+    AggregationChannel,
+    IntraHost,
+    JobConfig,
+    WorkerInfo,
+    hierarchical_allreduce,
+    innetwork_allreduce,
+    worker_qpn,
+)
+from workloads.roce import FabricHost, LoopbackFabric, RoceEndpoint, TransportError
+
+P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
+SW_MAC = "02:aa:00:00:00:01"
+E = 32
+T = TypeVar("T")
+
+
+def _ip(a: str) -> int:
+    return int(ipaddress.IPv4Address(a))
+
+
+def _mac(m: str) -> int:
+    return int(m.replace(":", ""), 16)
+
+
+@pytest.fixture(scope="module")
+def program() -> ir.Program:
+    return compile_file(str(P4))
+
+
+class SwitchBench:
+    """One switch running netreduce.p4, ``hosts`` hosts with ``per_host`` workers each (a
+    ring over all workers), their endpoints on loopback, and one channel per worker."""
+
+    def __init__(self, program: ir.Program, hosts: int, per_host: int = 1, *,
+                 credits: int = 2, msg_pkts: int = 4, job_id: int = 3, first_psn: int = 0,
+                 loss: float = 0.0, seed: int = 1, port_loss: int = 0,
+                 rto: float = 0.03, dead_after: float = 20.0, endpoints: bool = True) -> None:
+        self.pipe = Pipeline.from_program(program)
+        self.hosts = [FabricHost(f"10.0.0.{i + 1}", f"02:00:00:00:00:{i + 1:02x}", i + 1)
+                      for i in range(hosts)]
+        p = hosts * per_host
+        workers = tuple(WorkerInfo(
+            rank=k, host=f"h{k // per_host}", ip=self.hosts[k // per_host].ip, position=k,
+            peer=(k + 1) % p, send_qpn=worker_qpn(job_id, k, False),
+            recv_qpn=worker_qpn(job_id, k, True), sport=0xC000 + k, gpu=k % per_host)
+            for k in range(p))
+        self.job = JobConfig(job_id, credits, msg_pkts, workers, E, first_psn)
+        self._configure(credits * msg_pkts, port_loss)
+        self.fabric = LoopbackFabric(self.pipe.process, self.hosts, SW_MAC, loss=loss,
+                                     seed=seed).start()
+        self.endpoints: list[RoceEndpoint] = []
+        self.channels: list[AggregationChannel] = []
+        if not endpoints:
+            return  # the caller attaches its own endpoints to self.fabric
+        try:
+            for h in self.hosts:
+                ep = RoceEndpoint(("127.0.0.1", 0), resolve=self.fabric.address_of)
+                self.endpoints.append(ep)
+                self.fabric.attach(h.ip, ep.address)
+            for w in workers:
+                ep = self.endpoints[w.rank // per_host]
+                self.channels.append(AggregationChannel(ep, self.job, w.rank, rto=rto,
+                                                        dead_after=dead_after, timeout=60.0))
+        except BaseException:
+            self.close()
+            raise
+
+    def _insert(self, table: str, keys: Sequence[int], action: str, args: Sequence[int],
+                prefix: int | None = None) -> None:
+        matches = tuple(FieldMatch(value=k, prefix_len=prefix) for k in keys)
+        self.pipe.tables[table].insert(TableEntry(matches=matches,
+                                                  action=ActionCall(action, tuple(args))))
+
+    def _configure(self, slots: int, port_loss: int) -> None:
+        job = self.job
+        port = {h.ip: h.port for h in self.hosts}
+        mac = {h.ip: h.mac for h in self.hosts}
+        for h in self.hosts:
+            self._insert("SwitchIngress.fwd.ipv4_lpm", [_ip(h.ip)], "SwitchIngress.fwd.set_nhop",
+                         [_mac(SW_MAC), _mac(h.mac), h.port], prefix=32)
+            if port_loss:
+                for ctl in ("SwitchIngress", "SwitchEgress"):
+                    self._insert(f"{ctl}.loss.port_loss", [h.port], f"{ctl}.loss.lossy",
+                                 [port_loss])
+        p = job.size
+        self._insert("SwitchIngress.agg.job_table", [job.job_id], "SwitchIngress.agg.set_job",
+                     [0, slots, p, (1 << p) - 1, job.credits, 0, 1, 0])
+        replicas = []
+        for w in job.workers:
+            peer = job.worker(w.peer)
+            self._insert("SwitchIngress.agg.conn_table",
+                         [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], "SwitchIngress.agg.set_conn",
+                         [job.job_id, w.rank, w.position, port[peer.ip]])
+            self._insert("SwitchEgress.agg.result_rewrite", [job.job_id, w.position],
+                         "SwitchEgress.agg.to_worker",
+                         [_mac(SW_MAC), _mac(mac[peer.ip]), _ip(w.ip), _ip(peer.ip), w.sport,
+                          peer.recv_qpn])
+            replicas.append((port[peer.ip], w.position))
+        self.pipe.pre.set_group(1, replicas)
+
+    def run(self, work: Callable[[int, AggregationChannel], T], timeout: float = 120.0) -> list[T]:
+        """``work(rank, channel)`` on every worker in its own thread; results by rank."""
+        results: list[Any] = [None] * len(self.channels)
+        errors: list[BaseException | None] = [None] * len(self.channels)
+
+        def one(rank: int) -> None:
+            try:
+                results[rank] = work(rank, self.channels[rank])
+            except BaseException as err:  # reported below
+                errors[rank] = err
+
+        threads = [threading.Thread(target=one, args=(r,), daemon=True)
+                   for r in range(len(self.channels))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+        assert not any(t.is_alive() for t in threads), "a worker did not finish"
+        for err in errors:
+            if err is not None:
+                raise err
+        return results
+
+    def counter(self, name: str) -> int:
+        return self.pipe.counters[name].packets[self.job.job_id]
+
+    def close(self) -> None:
+        for ep in self.endpoints:
+            ep.close()
+        self.fabric.close()
+
+
+@pytest.fixture()
+def bench_factory(program: ir.Program) -> Iterator[Callable[..., SwitchBench]]:
+    made: list[SwitchBench] = []
+
+    def make(*args: Any, **kw: Any) -> SwitchBench:
+        b = SwitchBench(program, *args, **kw)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.close()
+
+
+def int_inputs(p: int, n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-(2**20), 2**20, size=n, dtype=np.int32) for _ in range(p)]
+
+
+def exact_sum(xs: Sequence[np.ndarray]) -> np.ndarray:
+    return np.sum(np.stack(xs).astype(np.int64), axis=0).astype(np.int32)
+
+
+def drain_all(bench: SwitchBench) -> None:
+    for ep in bench.endpoints:
+        assert ep.drain(20.0)
+
+
+# ------------------------------------------------------------------------ exactness
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 127, 128, 129, 1000])
+def test_int32_allreduce_exact_for_sizes(bench_factory: Callable[..., SwitchBench],
+                                         n: int) -> None:
+    """Three workers' int32 all-reduce equals numpy's sum for sizes around E and M·E."""
+    bench = bench_factory(3)
+    xs = int_inputs(3, n, seed=n)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, stats in out:
+        assert np.array_equal(res, exact_sum(xs))
+        assert stats.overflow is False and stats.elements == n
+    drain_all(bench)
+
+
+def test_many_calls_reuse_slots_and_wrap_psn(bench_factory: Callable[..., SwitchBench]) -> None:
+    """Ten consecutive calls (slot copies alternate, PSNs wrap) all sum exactly."""
+    bench = bench_factory(2, credits=2, msg_pkts=2, first_psn=0xFFFFE0)
+    inputs = [int_inputs(2, 200, seed=i) for i in range(10)]
+
+    def work(rank: int, ch: AggregationChannel) -> list[np.ndarray]:
+        return [innetwork_allreduce(ch, inputs[i][rank])[0] for i in range(10)]
+
+    out = bench.run(work)
+    for i in range(10):
+        assert all(np.array_equal(out[r][i], exact_sum(inputs[i])) for r in range(2))
+    # 200 words = messages of 2 + 2 + 2 + 1 packets of E = 32: seven slots per call
+    assert bench.counter("SwitchIngress.agg.completions") == 10 * 7
+    drain_all(bench)
+
+
+def test_four_credits_and_four_workers(bench_factory: Callable[..., SwitchBench]) -> None:
+    """C = 4 (every switch binding in use) with four workers stays exact."""
+    bench = bench_factory(4, credits=4, msg_pkts=2)
+    xs = int_inputs(4, 777, seed=4)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r])[0])
+    assert all(np.array_equal(o, exact_sum(xs)) for o in out)
+    drain_all(bench)
+
+
+def test_float_allreduce_bit_exact_for_representable_values(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """Float tensors on a 2^-10 grid come back bit-identical to numpy's float32 sum."""
+    bench = bench_factory(3)
+    rng = np.random.default_rng(5)
+    xs = [(rng.integers(-5000, 5000, size=(7, 61)) / 1024.0).astype(np.float32)
+          for _ in range(3)]
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    expected = xs[0] + xs[1] + xs[2]
+    for res, stats in out:
+        assert res.dtype == np.float32 and res.shape == (7, 61)
+        assert res.tobytes() == expected.tobytes()
+        assert stats.attempts == 1 and stats.frac_bits == 20
+
+
+def test_float_overflow_rescales_and_retries(bench_factory: Callable[..., SwitchBench]) -> None:
+    """A value too large for 20 fraction bits makes every worker retry with fewer bits."""
+    bench = bench_factory(2)
+    xs = [np.array([0.5, 3000.0, -1.25], dtype=np.float32),
+          np.array([0.25, 1.0, 2.0], dtype=np.float32)]
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r],
+                                                      RescalePolicy(20, 4, -8)))
+    for res, stats in out:
+        assert np.array_equal(res, xs[0] + xs[1])
+        assert stats.attempts == 2 and stats.frac_bits == 16
+
+
+def test_int32_saturation_flagged(bench_factory: Callable[..., SwitchBench]) -> None:
+    """Integer sums past 2^31 - 1 saturate like the switch and set the overflow flag."""
+    bench = bench_factory(2)
+    xs = [np.array([2**31 - 10, 5, -(2**31) + 1], dtype=np.int32),
+          np.array([100, 6, -100], dtype=np.int32)]
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, stats in out:
+        assert res.tolist() == [2**31 - 1, 11, -(2**31)]
+        assert stats.overflow is True
+
+
+# ------------------------------------------------------------------------ loss
+
+
+@pytest.mark.parametrize("loss,seed,resends", [(0.01, 11, False), (0.05, 12, True)])
+def test_exact_under_relay_loss(bench_factory: Callable[..., SwitchBench], loss: float,
+                                seed: int, resends: bool) -> None:
+    """Random loss in the fabric (both directions) still gives the exact sum everywhere."""
+    bench = bench_factory(3, loss=loss, seed=seed)
+    xs = int_inputs(3, 2000, seed=seed)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, _ in out:
+        assert np.array_equal(res, exact_sum(xs))
+    drain_all(bench)
+    assert bench.fabric.stats.dropped_in + bench.fabric.stats.dropped_out > 0
+    # At 1 % the few losses may all be ACKs, which later cumulative ACKs cover.
+    assert (sum(ch.req.stats.retransmitted for ch in bench.channels) > 0) or not resends
+
+
+def test_exact_under_switch_port_loss(bench_factory: Callable[..., SwitchBench]) -> None:
+    """5 % loss from the program's own port_loss table (ingress and egress) stays exact."""
+    bench = bench_factory(3, port_loss=3277)  # 3277 / 65536 = 5 %
+    xs = int_inputs(3, 1500, seed=21)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, _ in out:
+        assert np.array_equal(res, exact_sum(xs))
+    drain_all(bench)
+    assert bench.pipe.counters["SwitchIngress.drops"].packets[9] + \
+        bench.pipe.counters["SwitchEgress.drops"].packets[9] > 0
+
+
+# ------------------------------------------------------------------------ layouts
+
+
+def test_two_workers_per_host_share_one_endpoint(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """Flat in-network with 2 hosts x 2 workers on shared host endpoints is exact."""
+    bench = bench_factory(2, per_host=2)
+    xs = int_inputs(4, 300, seed=8)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r])[0])
+    assert all(np.array_equal(o, exact_sum(xs)) for o in out)
+    drain_all(bench)
+
+
+def test_hierarchical_matches_flat_sum(bench_factory: Callable[..., SwitchBench]) -> None:
+    """Two hosts of three GPUs: intra-host sum, network all-reduce, broadcast; exact."""
+    bench = bench_factory(2)
+    gpus = [int_inputs(3, 500, seed=30 + h) for h in range(2)]
+    intra = IntraHost(bandwidth=1e9, latency=1e-4, emulate=False)
+    out = bench.run(lambda r, ch: hierarchical_allreduce(ch, gpus[r], intra))
+    expected = exact_sum(gpus[0] + gpus[1])
+    for res, stats in out:
+        assert np.array_equal(res, expected)
+        names = [name for name, _ in stats.phases]
+        assert names == ["intra_reduce_scatter", "network", "intra_allgather"]
+        assert stats.phases[0][1] == pytest.approx(2 * 1e-4 + 2 / 3 * 2000 / 1e9)
+        assert stats.ranks == 6
+
+
+def test_hierarchical_sends_one_tensor_per_host(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """Hierarchical moves n bytes per host through the network, flat g·n."""
+    flat = bench_factory(2, per_host=2, job_id=5)
+    hier = bench_factory(2, job_id=6)
+    xs = int_inputs(4, 640, seed=2)
+    f_out = flat.run(lambda r, ch: innetwork_allreduce(ch, xs[r])[1])
+    h_out = hier.run(lambda r, ch: hierarchical_allreduce(
+        ch, xs[2 * r: 2 * r + 2], IntraHost(1e9, emulate=False))[1])
+    flat_host_bytes = f_out[0].payload_sent + f_out[1].payload_sent
+    assert flat_host_bytes == 2 * h_out[0].payload_sent == 2 * 640 * 4
+
+
+def test_unconfigured_job_fails_with_clear_error(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """Workers of a job the switch does not know give up with a TransportError."""
+    bench = bench_factory(2, dead_after=0.5)
+    bench.pipe.tables["SwitchIngress.agg.job_table"].delete(TableEntry(
+        matches=(FieldMatch(value=bench.job.job_id),), action=None))
+    with pytest.raises(TransportError, match="is the job configured"):
+        bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))

@@ -1,0 +1,329 @@
+"""Command line of the host workloads, for Mininet hosts and scripts.
+
+    python -m workloads allreduce --algo ring --rank 0 --peers 10.0.0.1:5000,10.0.0.2:5000 --size 100000
+    python -m workloads allreduce --algo innetwork --job plan.json --host h1 --size 100000 --check
+    python -m workloads replay --model resnet50 --scale 100 --algo ring --rank 0 --peers ... --out r0.json
+    python -m workloads plot results/*.json --out replay.png
+
+TCP algorithms (ring, torus, topk, hybrid) run one process per rank and need every rank's
+``host:port``. In-network runs one agent per host (it owns UDP port 4791) serving all the
+host's workers of the job plan (``python -m controller job show NAME --json > plan.json``);
+``--hierarchical`` sums ``--gpus`` modelled GPUs per host first over ``--intra-bw``.
+Inputs are deterministic per rank (``--seed``), so ``--check`` can verify the result exactly.
+Exit status: 0 success, 1 a check failed, 2 bad usage or a failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from workloads.agent import AgentError, HostAgent, load_job, local_ranks
+from workloads.comm import CommError, Communicator
+from workloads.fixedpoint import FixedPointOverflow
+from workloads.innetwork import (
+    AggregationChannel,
+    IntraHost,
+    hierarchical_allreduce,
+    innetwork_allreduce,
+)
+from workloads.profiles import DEFAULT_FLOPS_PER_S, PROFILES, get_profile
+from workloads.replay import ReplayConfig, make_reducer, replay
+from workloads.results import (
+    CpuLoad,
+    CpuMeter,
+    RunRecord,
+    cpu_saturated,
+    plot,
+    read_json,
+    write_json,
+)
+from workloads.roce import ROCE_V2_PORT, TransportError
+from workloads.schedule import SPARSE, make_schedule
+from workloads.sparse import block_hosts, hitopk_reference
+
+log = logging.getLogger("workloads")
+
+TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
+ALL_ALGOS = TCP_ALGOS + ("innetwork",)
+
+
+class UsageError(ValueError):
+    """Bad command-line input (reported without a traceback)."""
+
+
+def parse_rate(text: str) -> float:
+    """Bytes per second from ``150G``, ``12.5e9``, ``100M`` (decimal prefixes)."""
+    units = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+    t = text.strip().lower().removesuffix("b/s").removesuffix("b")
+    try:
+        if t and t[-1] in units:
+            return float(t[:-1]) * units[t[-1]]
+        return float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a rate: {text!r} (e.g. 150G)") from None
+
+
+def parse_peers(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in text.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"peer {item!r} is not HOST:PORT")
+        out.append((host, int(port)))
+    return out
+
+
+def make_input(rank: int, size: int, dtype: str, seed: int) -> np.ndarray:
+    """Rank ``rank``'s deterministic input; floats lie on a 2^-8 grid so every algorithm's
+    sum is exact and comparable bit for bit."""
+    rng = np.random.default_rng(seed * 100003 + rank)
+    if dtype == "int32":
+        return rng.integers(-(2**16), 2**16, size=size, dtype=np.int32)
+    return (rng.integers(-(2**12), 2**12, size=size) / 256.0).astype(np.float32)
+
+
+def expected_result(args: argparse.Namespace, workers: int) -> np.ndarray:
+    xs = [make_input(r, args.size, args.dtype, args.seed) for r in range(workers)]
+    if args.algo in ("topk", "hybrid"):
+        hosts = block_hosts(workers, args.gpus_per_host)
+        sched = make_schedule(args.sparse_epochs, args.density, hosts)
+        if args.algo == "topk" or sched.mode(args.epoch) == SPARSE:
+            return hitopk_reference(xs, hosts, args.density)
+    total = xs[0].copy()
+    for x in xs[1:]:
+        total = total + x
+    return total
+
+
+# ------------------------------------------------------------------- all-reduce
+
+
+def _tcp_comm(args: argparse.Namespace) -> Communicator:
+    if args.rank is None or not args.peers:
+        raise UsageError(f"--algo {args.algo} needs --rank and --peers")
+    peers = parse_peers(args.peers)
+    rank = args.rank[0]
+    try:
+        return Communicator(rank, peers, timeout=args.timeout, connect_timeout=args.timeout)
+    except CommError as err:
+        raise UsageError(f"cannot connect rank {rank}: {err}") from None
+
+
+def _agent(args: argparse.Namespace) -> HostAgent:
+    if not args.job:
+        raise UsageError("--algo innetwork needs --job PLAN.json (controller job show --json)")
+    job = load_job(args.job, elems=args.elems, first_psn=args.first_psn)
+    ranks = local_ranks(job, args.host, args.rank)
+    bind = (args.bind, args.port) if args.bind else None
+    return HostAgent(job, ranks, bind=bind, rto=args.rto, dead_after=args.dead_after,
+                     timeout=args.timeout)
+
+
+def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | None,
+             cpu: float) -> dict[str, Any]:
+    return {
+        "algorithm": algo, "rank": rank, "workers": workers,
+        "elements": stats[0].elements if stats else 0,
+        "seconds": [round(s.seconds, 6) for s in stats],
+        "bytes_sent": sum(s.bytes_sent for s in stats),
+        "payload_sent": sum(s.payload_sent for s in stats),
+        "retransmissions": sum(getattr(s, "retransmissions", 0) for s in stats),
+        "check": ok, "cpu_utilization": round(cpu, 3),
+        "cpu_saturated": cpu_saturated(CpuLoad(cpu, 1.0)),
+    }
+
+
+def cmd_allreduce(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    meter = CpuMeter()
+    if args.algo in TCP_ALGOS:
+        with _tcp_comm(args) as comm:
+            reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
+                                   density=args.density, sparse_epochs=args.sparse_epochs)
+            x = make_input(comm.rank, args.size, args.dtype, args.seed)
+            stats, result = [], x
+            comm.barrier()
+            for i in range(args.iters):
+                result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
+                stats.append(st)
+            ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
+                if args.check else None
+            comm.barrier()
+            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok,
+                                 meter.stop().utilization))
+    else:
+        with _agent(args) as agent:
+            workers = agent.job.size * (args.gpus if args.hierarchical else 1)
+            intra = IntraHost(args.intra_bw, args.intra_latency)
+
+            def work(rank: int, ch: AggregationChannel) -> tuple[np.ndarray, list[Any]]:
+                stats, result = [], None
+                for _ in range(args.iters):
+                    if args.hierarchical:
+                        local = [make_input(rank * args.gpus + g, args.size, args.dtype,
+                                            args.seed) for g in range(args.gpus)]
+                        result, st = hierarchical_allreduce(ch, local, intra)
+                    else:
+                        x = make_input(rank, args.size, args.dtype, args.seed)
+                        result, st = innetwork_allreduce(ch, x)
+                    stats.append(st)
+                return result, stats
+
+            out = agent.run(work, timeout=args.timeout * max(1, args.iters))
+            expected = expected_result(args, workers) if args.check else None
+            for rank, (result, stats) in sorted(out.items()):
+                ok = bool(np.array_equal(result, expected)) if expected is not None else None
+                rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
+                                     rank, workers, stats, ok, meter.stop().utilization))
+    for row in rows:
+        print(json.dumps(row, sort_keys=True))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, sort_keys=True)
+    return 1 if any(r["check"] is False for r in rows) else 0
+
+
+# ------------------------------------------------------------------- replay
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    profile = get_profile(args.model, args.scale)
+    config = ReplayConfig(iterations=args.iters, warmup=args.warmup,
+                          bucket_bytes=int(args.bucket_mb * 1e6),
+                          flops_per_s=args.flops or DEFAULT_FLOPS_PER_S / args.scale,
+                          seed=args.seed, timeout=args.timeout)
+    records: list[RunRecord] = []
+    if args.algo in TCP_ALGOS:
+        with _tcp_comm(args) as comm:
+            reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
+                                   density=args.density, sparse_epochs=args.sparse_epochs,
+                                   iters_per_epoch=args.iters_per_epoch)
+            records.append(replay(profile, reducer, config, algorithm=args.algo,
+                                  rank=comm.rank, workers=comm.size, barrier=comm.barrier,
+                                  scale=args.scale))
+            comm.barrier()
+    else:
+        algo = "innetwork-hier" if args.hierarchical else "innetwork"
+        intra = IntraHost(args.intra_bw, args.intra_latency)
+        with _agent(args) as agent:
+            workers = agent.job.size * (args.gpus if args.hierarchical else 1)
+
+            def work(rank: int, ch: AggregationChannel) -> RunRecord:
+                reducer = make_reducer(algo, channel=ch, gpus_per_host=args.gpus, intra=intra)
+                # A one-element all-reduce lines every worker up before the clock starts.
+                return replay(profile, reducer, config, algorithm=algo, rank=rank,
+                              workers=workers, scale=args.scale,
+                              barrier=lambda: innetwork_allreduce(ch, np.zeros(1, np.int32)))
+
+            records.extend(r for _, r in sorted(agent.run(work).items()))
+    for r in records:
+        print(json.dumps({"algorithm": r.algorithm, "model": r.model, "rank": r.rank,
+                          "iteration_s": round(r.mean_iteration_s, 6),
+                          "comm_s": round(r.mean_comm_s, 6), "compute_s": round(r.compute_s, 6),
+                          "network_bound": r.network_bound}, sort_keys=True))
+    meta = {"argv": sys.argv[1:], "time": time.time()}
+    if args.out:
+        write_json(args.out, records, meta)
+    if args.plot:
+        plot(records, args.plot, f"{args.model} /{args.scale:g}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    records = read_json(args.files)
+    out = plot(records, args.out, args.title)
+    print(out)
+    return 0
+
+
+# ------------------------------------------------------------------- parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--algo", choices=ALL_ALGOS, required=True)
+    p.add_argument("--rank", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   help="this process's rank (TCP) or the local ranks served (in-network)")
+    p.add_argument("--peers", help="TCP: HOST:PORT of every rank, in rank order")
+    p.add_argument("--gpus-per-host", type=int, default=1,
+                   help="TCP: consecutive ranks per host (torus rows, top-k hosts)")
+    p.add_argument("--density", type=float, default=0.01, help="top-k density")
+    p.add_argument("--sparse-epochs", type=int, default=1, help="hybrid: sparse epochs")
+    p.add_argument("--job", help="in-network: the job plan JSON")
+    p.add_argument("--host", help="in-network: serve this host's workers of the job")
+    p.add_argument("--bind", help="in-network: bind address (default: the host's job IP)")
+    p.add_argument("--port", type=int, default=ROCE_V2_PORT)
+    p.add_argument("--elems", type=int, default=32, help="NR_ELEMS of the switch program")
+    p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
+    p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
+    p.add_argument("--dead-after", type=float, default=30.0)
+    p.add_argument("--hierarchical", action="store_true",
+                   help="in-network: reduce --gpus modelled GPUs inside the host first")
+    p.add_argument("--gpus", type=int, default=1, help="hierarchical: GPUs per host")
+    p.add_argument("--intra-bw", type=parse_rate, default=150e9,
+                   help="hierarchical: intra-host bytes/s per GPU (e.g. 150G)")
+    p.add_argument("--intra-latency", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=120.0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workloads",
+                                     description="Host workloads of the INA testbed.")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("allreduce", help="all-reduce a synthetic tensor")
+    _common(a)
+    a.add_argument("--size", type=int, required=True, help="elements per worker")
+    a.add_argument("--dtype", choices=("float32", "int32"), default="float32")
+    a.add_argument("--iters", type=int, default=1)
+    a.add_argument("--epoch", type=int, default=0, help="hybrid: the epoch to run")
+    a.add_argument("--check", action="store_true", help="compare with the exact result")
+    a.add_argument("--json", help="write the per-rank summary here")
+    a.set_defaults(func=cmd_allreduce)
+    r = sub.add_parser("replay", help="replay a model's gradient traffic")
+    _common(r)
+    r.add_argument("--model", choices=sorted(PROFILES), required=True)
+    r.add_argument("--scale", type=float, default=100.0, help="shrink the model this much")
+    r.add_argument("--iters", type=int, default=5)
+    r.add_argument("--warmup", type=int, default=1)
+    r.add_argument("--iters-per-epoch", type=int, default=1, help="hybrid: epoch length")
+    r.add_argument("--bucket-mb", type=float, default=0.25, help="fusion bucket size (MB)")
+    r.add_argument("--flops", type=float, default=None,
+                   help="modelled accelerator FLOP/s (default: a V100 slowed --scale times, "
+                        "which keeps real compute times next to links slowed as much)")
+    r.add_argument("--out", help="results JSON")
+    r.add_argument("--plot", help="plot PNG")
+    r.set_defaults(func=cmd_replay)
+    p = sub.add_parser("plot", help="plot results JSON files")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=cmd_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if getattr(args, "size", 1) < 1:
+        parser.error("--size must be >= 1")
+    try:
+        return int(args.func(args))
+    except (UsageError, AgentError, TransportError, CommError, FixedPointOverflow,
+            ValueError, TimeoutError) as err:
+        print(f"python -m workloads {args.cmd}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

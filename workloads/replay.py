@@ -1,0 +1,206 @@
+"""Gradient-traffic replay: a model profile's buckets, all-reduced as training would.
+
+Each iteration spends the profile's forward time, then walks the backward pass in layer
+order (:meth:`~workloads.profiles.ModelProfile.buckets`): when a fusion bucket's last layer
+is done, the bucket is handed to a communication thread that all-reduces it while the
+backward pass goes on (compute/communication overlap, as Horovod and DDP do). The iteration
+ends when the backward pass and every bucket's all-reduce are done. Compute is *modelled*
+(slept: the hosts have no GPUs); communication is real traffic through the emulated network.
+
+Any algorithm can be replayed through a :data:`Reducer`; :func:`make_reducer` builds one for
+ring, 2D torus, HiTopKComm (``topk``), the hybrid schedule and in-network (flat or
+hierarchical). The result is a :class:`~workloads.results.RunRecord` with the CPU load of the
+process and its "not network-bound" flag.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workloads.collectives import ring_allreduce, torus2d_allreduce
+from workloads.comm import Communicator
+from workloads.innetwork import (
+    AggregationChannel,
+    IntraHost,
+    hierarchical_allreduce,
+    innetwork_allreduce,
+)
+from workloads.profiles import DEFAULT_FLOPS_PER_S, ModelProfile
+from workloads.results import CpuMeter, RunRecord, cpu_saturated
+from workloads.schedule import make_schedule
+from workloads.sparse import block_hosts, hitopk_allreduce
+
+log = logging.getLogger(__name__)
+
+#: ``reducer(tensor, iteration, bucket_index) -> (result, stats)``; stats has ``bytes_sent``,
+#: ``payload_sent`` and optionally ``retransmissions``.
+Reducer = Callable[[np.ndarray, int, int], tuple[np.ndarray, Any]]
+
+ALGORITHMS = ("ring", "torus", "topk", "hybrid", "innetwork", "innetwork-hier")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """How to replay: iterations measured, warm-up iterations not recorded, fusion bucket
+    size (bytes, of the scaled profile), accelerator speed for modelled compute."""
+
+    iterations: int = 5
+    warmup: int = 1
+    bucket_bytes: int = 4 << 20
+    flops_per_s: float = DEFAULT_FLOPS_PER_S
+    seed: int = 0
+    timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.warmup < 0:
+            raise ValueError("iterations must be >= 1 and warmup >= 0")
+        if self.bucket_bytes < 4:
+            raise ValueError("bucket_bytes must be at least one float")
+
+
+def make_reducer(algorithm: str, *, comm: Communicator | None = None,
+                 channel: AggregationChannel | None = None, gpus_per_host: int = 1,
+                 density: float = 0.01, sparse_epochs: int = 1, iters_per_epoch: int = 1,
+                 intra: IntraHost | None = None) -> Reducer:
+    """A reducer for ``algorithm`` (one of :data:`ALGORITHMS`).
+
+    TCP algorithms need ``comm`` (ranks numbered host by host, ``gpus_per_host`` per host);
+    in-network ones need ``channel``; ``innetwork-hier`` also ``intra`` and ``gpus_per_host``
+    (the host's GPUs, whose tensors are reduced before the network).
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if algorithm.startswith("innetwork"):
+        if channel is None:
+            raise ValueError(f"{algorithm} needs an aggregation channel (a job plan)")
+        if algorithm == "innetwork":
+            return lambda x, it, b: innetwork_allreduce(channel, x)
+        if intra is None:
+            raise ValueError("innetwork-hier needs the intra-host link model (intra=...)")
+        g = gpus_per_host
+        return lambda x, it, b: hierarchical_allreduce(channel, [x] * g, intra)
+    if comm is None:
+        raise ValueError(f"{algorithm} needs a TCP communicator (peers)")
+    if algorithm == "ring":
+        return lambda x, it, b: ring_allreduce(comm, x)
+    hosts = block_hosts(comm.size, gpus_per_host)
+    if algorithm == "torus":
+        rows, cols = comm.size // gpus_per_host, gpus_per_host
+        return lambda x, it, b: torus2d_allreduce(comm, x, rows, cols)
+    residuals: dict[int, np.ndarray] = {}
+
+    def residual(b: int, x: np.ndarray) -> np.ndarray:
+        if b not in residuals:
+            residuals[b] = np.zeros_like(x)
+        return residuals[b]
+
+    if algorithm == "topk":
+        return lambda x, it, b: hitopk_allreduce(comm, x, hosts, density,
+                                                 residual=residual(b, x))
+    schedule = make_schedule(sparse_epochs, density, hosts)
+    return lambda x, it, b: schedule.allreduce(comm, x, it // max(1, iters_per_epoch),
+                                               residual(b, x))
+
+
+def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float, list[tuple[int, float]]]:
+    """Forward seconds, and per bucket (parameters, backward seconds) in backward order."""
+    times = {name: (f, b) for name, f, b in profile.compute_times(config.flops_per_s)}
+    forward = sum(f for f, _ in times.values())
+    plan = [(bucket.params, sum(times[name][1] for name in bucket.layers))
+            for bucket in profile.buckets(config.bucket_bytes)]
+    return forward, plan
+
+
+def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = ReplayConfig(), *,
+           algorithm: str = "", rank: int = 0, workers: int = 1,
+           barrier: Callable[[], None] | None = None, scale: float = 1.0) -> RunRecord:
+    """Replay ``config.warmup + config.iterations`` training iterations of ``profile``.
+
+    ``reducer`` is called from one communication thread only (a communicator or channel is
+    single-threaded). ``barrier`` (all ranks) runs once before the first iteration.
+    """
+    forward_s, plan = _bucket_plan(profile, config)
+    compute_s = forward_s + sum(b for _, b in plan)
+    rng = np.random.default_rng(config.seed + 7919 * rank)
+    grads = [(rng.standard_normal(params) * 1e-2).astype(np.float32) for params, _ in plan]
+    work: queue.Queue[tuple[int, int] | None] = queue.Queue()
+    done: queue.Queue[tuple[float, Any] | BaseException] = queue.Queue()
+
+    def communicate() -> None:
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            it, b = item
+            try:
+                t0 = time.perf_counter()
+                _, stats = reducer(grads[b], it, b)
+                done.put((time.perf_counter() - t0, stats))
+            except BaseException as err:  # handed to the compute thread
+                done.put(err)
+                return
+
+    if barrier is not None:
+        barrier()
+    comm_thread = threading.Thread(target=communicate, name=f"replay-comm-{rank}", daemon=True)
+    comm_thread.start()
+    meter = CpuMeter()
+    iteration_s: list[float] = []
+    comm_s: list[float] = []
+    sent: list[float] = []
+    payload: list[float] = []
+    retrans = 0
+    try:
+        for it in range(config.warmup + config.iterations):
+            t0 = time.perf_counter()
+            _sleep(forward_s)
+            for b, (_, backward) in enumerate(plan):
+                _sleep(backward)
+                work.put((it, b))
+            spent, nbytes, npayload = 0.0, 0, 0
+            deadline = time.monotonic() + config.timeout
+            for _ in plan:
+                try:
+                    got = done.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise TimeoutError(f"rank {rank}: iteration {it} did not finish within "
+                                       f"{config.timeout:g} s") from None
+                if isinstance(got, BaseException):
+                    raise got
+                seconds, stats = got
+                spent += seconds
+                nbytes += stats.bytes_sent
+                npayload += stats.payload_sent
+                if it >= config.warmup:
+                    retrans += getattr(stats, "retransmissions", 0)
+            if it >= config.warmup:
+                iteration_s.append(time.perf_counter() - t0)
+                comm_s.append(spent)
+                sent.append(nbytes)
+                payload.append(npayload)
+    finally:
+        work.put(None)
+        comm_thread.join(timeout=5.0)
+    load = meter.stop()
+    n = len(iteration_s)
+    return RunRecord(
+        algorithm=algorithm, model=profile.name, workers=workers, rank=rank,
+        iterations=n, bytes_per_iteration=sum(sent) / n, payload_per_iteration=sum(payload) / n,
+        iteration_s=iteration_s, comm_s=comm_s, compute_s=compute_s, retransmissions=retrans,
+        cpu_utilization=load.utilization, cpu_saturated=cpu_saturated(load), scale=scale,
+        extra={"buckets": len(plan), "gradient_bytes": profile.gradient_bytes(),
+               "bucket_bytes": config.bucket_bytes},
+    )
+
+
+def _sleep(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)

@@ -1,0 +1,878 @@
+"""An emulated RoCE v2 NIC over a kernel UDP socket: RC WRITEs, ACK/NAK, go-back-N.
+
+The in-network aggregation of ``p4src/netreduce.p4`` needs hosts that speak RoCE v2 the way
+an RDMA NIC does (docs/protocol.md): every packet is a UDP datagram to port 4791 starting with
+the 12-byte Base Transport Header (BTH), messages are RDMA WRITEs of First/Middle/Last/Only
+packets, the first one carrying a RETH, and a reliable connection (RC) is made reliable end to
+end by the receiver's cumulative ACKs, a NAK on a sequence gap and go-back-N retransmission at
+the sender. The kernel supplies the IP and UDP headers; this module writes everything after
+them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checked).
+
+* :class:`RoceEndpoint` is one host's NIC: one UDP socket, one I/O thread, queue pairs
+  demultiplexed by destination QP number. All protocol state is touched by that thread only
+  (under the endpoint's lock); application threads post messages and wait on a condition.
+* :class:`Requester` is the sending end of a connection: a packet queue, a window, a
+  retransmission timer with exponential back-off, and a clear :class:`TransportError` when the
+  connection makes no progress for ``dead_after`` seconds.
+* :class:`Responder` is the receiving end: accepts packets in PSN order, reassembles WRITE
+  messages, ACKs (coalesced per receive batch), NAKs a gap once, re-ACKs duplicates.
+* :class:`LoopbackFabric` relays the datagrams of several endpoints on 127.0.0.1 through any
+  frame processor (a P4 switch in the tests): it gives each emulated host address a relay
+  socket, wraps datagrams in Ethernet/IPv4/UDP, and unwraps what the processor emits.
+
+What the aggregation protocol puts *inside* the messages (tag, slots, credits) is the business
+of :mod:`workloads.innetwork`.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import logging
+import os
+import random
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+ROCE_V2_PORT = 4791
+PSN_MOD = 1 << 24
+PSN_HALF = 1 << 23
+
+OP_WRITE_FIRST = 0x06
+OP_WRITE_MIDDLE = 0x07
+OP_WRITE_LAST = 0x08
+OP_WRITE_ONLY = 0x0A
+OP_ACK = 0x11
+WRITE_OPCODES = (OP_WRITE_FIRST, OP_WRITE_MIDDLE, OP_WRITE_LAST, OP_WRITE_ONLY)
+
+BTH = struct.Struct("!BBHII")  # opcode, SE|M|Pad|TVer, P_Key, FECN|BECN|rsv ++ dqpn, A|rsv7 ++ PSN
+RETH = struct.Struct("!QII")  # virtual address, R_Key, DMA length
+AETH = struct.Struct("!I")  # syndrome ++ MSN
+ICRC = b"\x00\x00\x00\x00"
+BTH_LEN, RETH_LEN, AETH_LEN, ICRC_LEN = 12, 16, 4, 4
+DEFAULT_PKEY = 0xFFFF
+
+SYNDROME_ACK = 0x1F  # ACK, "invalid" credit count (end-to-end credits unused)
+SYNDROME_NAK_PSN = 0x60  # NAK: PSN sequence error
+
+Address = tuple[str, int]
+
+
+class TransportError(RuntimeError):
+    """A connection failed (no progress within its deadline) or the endpoint is closed."""
+
+
+def psn_add(psn: int, n: int) -> int:
+    """``psn + n`` in the 24-bit PSN space."""
+    return (psn + n) % PSN_MOD
+
+
+def psn_diff(a: int, b: int) -> int:
+    """``a - b`` in the 24-bit PSN space, as a signed distance in ``[-2^23, 2^23)``."""
+    d = (a - b) % PSN_MOD
+    return d - PSN_MOD if d >= PSN_HALF else d
+
+
+# ------------------------------------------------------------------- wire format
+
+
+def pack_bth(opcode: int, dqpn: int, psn: int, ackreq: bool = False, resv7: int = 0) -> bytes:
+    """A 12-byte BTH (SE, MigReq, PadCnt, TVer, FECN, BECN all 0; default P_Key)."""
+    return BTH.pack(opcode, 0, DEFAULT_PKEY, dqpn & 0xFFFFFF,
+                    (int(ackreq) << 31) | ((resv7 & 0x7F) << 24) | (psn % PSN_MOD))
+
+
+def write_opcode(index: int, npkts: int) -> int:
+    """The WRITE opcode of packet ``index`` of an ``npkts``-packet message."""
+    if not 0 <= index < npkts:
+        raise ValueError(f"packet {index} outside a {npkts}-packet message")
+    if npkts == 1:
+        return OP_WRITE_ONLY
+    if index == 0:
+        return OP_WRITE_FIRST
+    return OP_WRITE_LAST if index == npkts - 1 else OP_WRITE_MIDDLE
+
+
+def write_packets(
+    dqpn: int, first_psn: int, chunks: Sequence[bytes], va: int, rkey: int
+) -> list[bytes]:
+    """The datagrams of one RDMA WRITE whose packets carry ``chunks``; the first gets a RETH.
+
+    The DMA length is the total of the chunks; AckReq is set on the last packet.
+    """
+    if not chunks:
+        raise ValueError("a WRITE carries at least one packet")
+    dma_len = sum(len(c) for c in chunks)
+    out = []
+    for i, chunk in enumerate(chunks):
+        op = write_opcode(i, len(chunks))
+        head = pack_bth(op, dqpn, psn_add(first_psn, i), ackreq=i == len(chunks) - 1)
+        if i == 0:
+            head += RETH.pack(va, rkey, dma_len)
+        out.append(head + chunk + ICRC)
+    return out
+
+
+def ack_packet(dqpn: int, psn: int, msn: int, nak: bool = False) -> bytes:
+    """An RC Acknowledge (BTH + AETH + ICRC): ACK up to ``psn``, or a PSN-sequence NAK."""
+    syndrome = SYNDROME_NAK_PSN if nak else SYNDROME_ACK
+    return pack_bth(OP_ACK, dqpn, psn) + AETH.pack((syndrome << 24) | (msn & 0xFFFFFF)) + ICRC
+
+
+@dataclass(frozen=True)
+class Header:
+    """The fields of a received BTH that the endpoint uses."""
+
+    opcode: int
+    dqpn: int
+    psn: int
+    ackreq: bool
+    resv7: int
+
+
+def parse_bth(data: bytes | memoryview) -> Header:
+    """The BTH at the start of ``data`` (ValueError when too short)."""
+    if len(data) < BTH_LEN + ICRC_LEN:
+        raise ValueError(f"{len(data)}-byte datagram is too short for a RoCE packet")
+    opcode, _, _, qp, word = BTH.unpack_from(data, 0)
+    return Header(opcode, qp & 0xFFFFFF, word & 0xFFFFFF, bool(word >> 31), (word >> 24) & 0x7F)
+
+
+# ------------------------------------------------------------------- statistics
+
+
+@dataclass
+class QpStats:
+    """Counters of one queue pair end (plain ints, written by the I/O thread only)."""
+
+    packets_sent: int = 0
+    bytes_sent: int = 0  # UDP payload bytes (BTH ... ICRC)
+    retransmitted: int = 0  # packets sent again after a timeout or NAK
+    timeouts: int = 0
+    naks_received: int = 0
+    packets_received: int = 0
+    bytes_received: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    acks_sent: int = 0
+    naks_sent: int = 0
+    messages_sent: int = 0
+    messages_acked: int = 0
+    messages_received: int = 0
+
+    def copy(self) -> QpStats:
+        return QpStats(**vars(self))
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """A WRITE message delivered by a :class:`Responder`, in PSN order."""
+
+    data: bytes  # everything written: payloads of all packets, in order
+    first_psn: int
+    npkts: int
+    va: int
+    rkey: int
+    resv7_or: int  # OR of the packets' BTH reserved bits (netreduce: 1 = saturated)
+
+
+# ------------------------------------------------------------------- queue pairs
+
+
+class Requester:
+    """The sending end of an RC connection (go-back-N); create with
+    :meth:`RoceEndpoint.requester`. Methods other than :meth:`post` run on the I/O thread."""
+
+    def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
+                 first_psn: int, window: int, rto: float, max_rto: float,
+                 dead_after: float) -> None:
+        self.ep = ep
+        self.local_qpn = local_qpn
+        self.remote_qpn = remote_qpn
+        self.peer_ip = peer_ip
+        self.first_psn = first_psn % PSN_MOD
+        self.window = window
+        self.rto = rto
+        self.max_rto = max_rto
+        self.dead_after = dead_after
+        self.stats = QpStats()
+        self._queue: collections.deque[bytes] = collections.deque()  # from seq _una on
+        self._una = 0  # oldest unacknowledged sequence number (PSN = first_psn + seq)
+        self._next = 0  # next sequence number to transmit
+        self._high = 0  # one past the highest sequence number ever transmitted
+        self._ends: collections.deque[int] = collections.deque()  # last seq of each message
+        self._backoff = rto
+        self._deadline = 0.0  # when the oldest unacked packet times out
+        self._progress = time.monotonic()
+        self._retries = 0
+        self.error: str | None = None
+
+    @property
+    def next_psn(self) -> int:
+        """The PSN the next posted packet will get."""
+        return psn_add(self.first_psn, self._una + len(self._queue))
+
+    def post(self, packets_for: Callable[[int], list[bytes]]) -> int:
+        """Queue one message; ``packets_for(first_psn)`` builds its datagrams. Returns its
+        first PSN. Thread-safe (takes the endpoint lock)."""
+        with self.ep.cv:
+            self._check()
+            psn = self.next_psn
+            packets = packets_for(psn)
+            if not packets:
+                raise ValueError("a message needs at least one packet")
+            if not self._queue:
+                self._progress = time.monotonic()
+            self._queue.extend(packets)
+            self._ends.append(self._una + len(self._queue) - 1)
+            self.stats.messages_sent += 1
+        self.ep.wake()
+        return psn
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise TransportError(self.error)
+        if self.ep.closed:
+            raise TransportError("the RoCE endpoint is closed")
+
+    @property
+    def messages_acked(self) -> int:
+        return self.stats.messages_acked
+
+    @property
+    def idle(self) -> bool:
+        """Everything posted has been acknowledged."""
+        return not self._queue
+
+    # -- I/O thread ---------------------------------------------------------------------
+
+    def on_ack(self, hdr: Header, syndrome: int) -> bool:
+        """Handle an ACK/NAK; True when it made progress."""
+        in_flight = self._high - self._una
+        d = psn_diff(hdr.psn, psn_add(self.first_psn, self._una))
+        is_nak = (syndrome >> 5) == 0b011
+        if is_nak:
+            self.stats.naks_received += 1
+            if not 0 <= d <= in_flight:
+                return False  # stale NAK
+            progressed = self._advance(d)
+            if self._next > self._una:
+                self._go_back("NAK")
+            return progressed
+        if (syndrome >> 5) != 0:
+            log.debug("qp %#x: ignoring AETH syndrome %#x", self.local_qpn, syndrome)
+            return False
+        if not 0 <= d < in_flight:
+            return False  # duplicate or stale ACK
+        return self._advance(d + 1)
+
+    def _advance(self, count: int) -> bool:
+        if count <= 0:
+            return False
+        for _ in range(count):
+            self._queue.popleft()
+        self._una += count
+        self._next = max(self._next, self._una)
+        while self._ends and self._ends[0] < self._una:
+            self._ends.popleft()
+            self.stats.messages_acked += 1
+        now = time.monotonic()
+        self._progress = now
+        self._retries = 0
+        self._backoff = self.rto
+        self._deadline = now + self._backoff
+        return True
+
+    def _go_back(self, why: str) -> None:
+        log.debug("qp %#x: go back %d packets (%s)", self.local_qpn, self._next - self._una, why)
+        self._next = self._una
+
+    def poll_timer(self, now: float) -> None:
+        """Retransmit on timeout; fail the connection after ``dead_after`` without progress."""
+        if self._high <= self._una or now < self._deadline:
+            return
+        if now - self._progress > self.dead_after:
+            self.error = (
+                f"RoCE connection qp {self.local_qpn:#x} -> {self.peer_ip} qp "
+                f"{self.remote_qpn:#x}: no acknowledgement for {self.dead_after:g} s after "
+                f"{self._retries} retransmissions (PSN {psn_add(self.first_psn, self._una):#x}); "
+                "is the job configured on the switch and every worker running?"
+            )
+            log.error("%s", self.error)
+            return
+        self.stats.timeouts += 1
+        self._retries += 1
+        self._backoff = min(self._backoff * 2, self.max_rto)
+        self._go_back("timeout")
+        self._deadline = now + self._backoff
+
+    def next_deadline(self) -> float | None:
+        if self.error is not None or self._high <= self._una:
+            return None
+        return self._deadline
+
+    def transmit(self, now: float) -> None:
+        """Send what the window allows."""
+        if self.error is not None:
+            return
+        limit = min(self._una + len(self._queue), self._una + self.window)
+        while self._next < limit:
+            pkt = self._queue[self._next - self._una]
+            if not self.ep.send_raw(self.peer_ip, pkt):
+                return  # socket buffer full: try again on the next loop
+            if self._next < self._high:
+                self.stats.retransmitted += 1
+            else:
+                self._high = self._next + 1
+            if self._next == self._una:
+                self._deadline = now + self._backoff
+            self.stats.packets_sent += 1
+            self.stats.bytes_sent += len(pkt)
+            self._next += 1
+
+
+class Responder:
+    """The receiving end of an RC connection: in-order acceptance and WRITE reassembly;
+    create with :meth:`RoceEndpoint.responder`."""
+
+    def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
+                 first_psn: int, ack_every: int) -> None:
+        self.ep = ep
+        self.local_qpn = local_qpn
+        self.remote_qpn = remote_qpn
+        self.peer_ip = peer_ip
+        self.expected = first_psn % PSN_MOD
+        self.ack_every = ack_every
+        self.stats = QpStats()
+        self._msn = 0
+        self._nak_sent = False
+        self._ack_pending = False
+        self._since_ack = 0
+        self._parts: list[bytes] = []
+        self._msg_head: tuple[int, int, int, int] | None = None  # psn, va, rkey, dma_len
+        self._resv7 = 0
+        self._delivered: collections.deque[ReceivedMessage] = collections.deque()
+
+    # -- application side (endpoint lock held by the caller) ----------------------------
+
+    @property
+    def has_message(self) -> bool:
+        """A delivered message is waiting (read with ``ep.cv`` held)."""
+        return bool(self._delivered)
+
+    def take(self) -> ReceivedMessage | None:
+        """The oldest delivered message not yet taken (call with ``ep.cv`` held)."""
+        return self._delivered.popleft() if self._delivered else None
+
+    # -- I/O thread ---------------------------------------------------------------------
+
+    def on_write(self, hdr: Header, data: memoryview) -> bool:
+        """Handle one WRITE packet; True when a message was delivered."""
+        self.stats.packets_received += 1
+        self.stats.bytes_received += len(data)
+        d = psn_diff(hdr.psn, self.expected)
+        if d < 0:
+            self.stats.duplicates += 1
+            self._ack_pending = True
+            return False
+        if d > 0:
+            self.stats.out_of_order += 1
+            if not self._nak_sent:
+                self._nak_sent = True
+                self.stats.naks_sent += 1
+                self.ep.send_raw(self.peer_ip, ack_packet(
+                    self.remote_qpn, self.expected, self._msn, nak=True))
+            return False
+        body = data[BTH_LEN: len(data) - ICRC_LEN]
+        op = hdr.opcode
+        starts = op in (OP_WRITE_FIRST, OP_WRITE_ONLY)
+        if starts:
+            if len(body) < RETH_LEN:
+                log.warning("qp %#x: WRITE First without RETH dropped", self.local_qpn)
+                return False
+            va, rkey, dma_len = RETH.unpack_from(body, 0)
+            if self._msg_head is not None:
+                log.warning("qp %#x: message at PSN %#x abandoned by a new First",
+                            self.local_qpn, self._msg_head[0])
+            self._msg_head = (hdr.psn, va, rkey, dma_len)
+            self._parts = [bytes(body[RETH_LEN:])]
+            self._resv7 = hdr.resv7
+        else:
+            if self._msg_head is None:
+                log.warning("qp %#x: WRITE Middle/Last outside a message dropped", self.local_qpn)
+                return False
+            self._parts.append(bytes(body))
+            self._resv7 |= hdr.resv7
+        self.expected = psn_add(self.expected, 1)
+        self._nak_sent = False
+        self._since_ack += 1
+        if hdr.ackreq or self._since_ack >= self.ack_every:
+            self._ack_pending = True
+        if op in (OP_WRITE_LAST, OP_WRITE_ONLY):
+            psn, va, rkey, dma_len = self._msg_head
+            payload = b"".join(self._parts)
+            if len(payload) != dma_len:
+                log.warning("qp %#x: message at PSN %#x wrote %d bytes, RETH said %d",
+                            self.local_qpn, psn, len(payload), dma_len)
+            self._msn = (self._msn + 1) % PSN_MOD
+            self._delivered.append(ReceivedMessage(
+                payload, psn, len(self._parts), va, rkey, self._resv7))
+            self.stats.messages_received += 1
+            self._msg_head, self._parts = None, []
+            return True
+        return False
+
+    def flush_ack(self) -> None:
+        """Send one cumulative ACK if any packet asked for it (end of a receive batch)."""
+        if not self._ack_pending:
+            return
+        self._ack_pending = False
+        self._since_ack = 0
+        self.stats.acks_sent += 1
+        self.ep.send_raw(self.peer_ip, ack_packet(
+            self.remote_qpn, psn_add(self.expected, -1), self._msn))
+
+
+# ------------------------------------------------------------------- endpoint
+
+
+class RoceEndpoint:
+    """One host's emulated RoCE NIC: a UDP socket on ``bind`` and an I/O thread.
+
+    ``resolve(ip)`` gives the socket address datagrams for host ``ip`` are sent to (default:
+    ``(ip, 4791)``; the loopback fabric supplies its relay addresses). Use as a context
+    manager; :meth:`close` stops the thread and closes the socket.
+    """
+
+    def __init__(self, bind: Address = ("0.0.0.0", ROCE_V2_PORT),
+                 resolve: Callable[[str], Address] | None = None,
+                 rcvbuf: int = 4 << 20) -> None:
+        self._resolve = resolve if resolve is not None else (lambda ip: (ip, ROCE_V2_PORT))
+        self._addr_cache: dict[str, Address] = {}
+        self.cv = threading.Condition()
+        self.closed = False
+        self._requesters: dict[int, Requester] = {}
+        self._responders: dict[int, Responder] = {}
+        self.unknown_qp = 0
+        self.malformed = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, rcvbuf)
+            self.sock.bind(bind)
+        except OSError as err:
+            self.sock.close()
+            raise TransportError(f"cannot bind a RoCE socket to {bind[0]}:{bind[1]}: {err}") \
+                from err
+        self.sock.setblocking(False)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._thread = threading.Thread(target=self._loop, name=f"roce-{self.address[1]}",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> Address:
+        """Where the endpoint's socket is bound."""
+        host, port = self.sock.getsockname()[:2]
+        return host, port
+
+    # -- queue pairs --------------------------------------------------------------------
+
+    def requester(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
+                  window: int = 64, rto: float = 0.05, max_rto: float = 1.0,
+                  dead_after: float = 30.0) -> Requester:
+        """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``."""
+        if window < 1 or rto <= 0 or dead_after <= 0:
+            raise ValueError("window must be >= 1 and timeouts > 0")
+        with self.cv:
+            if local_qpn in self._requesters or local_qpn in self._responders:
+                raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
+            qp = Requester(self, local_qpn, remote_qpn, peer_ip, first_psn, window, rto,
+                           max(rto, max_rto), dead_after)
+            self._requesters[local_qpn] = qp
+        return qp
+
+    def responder(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
+                  ack_every: int = 16) -> Responder:
+        """The receiving end of the connection from ``peer_ip`` QP ``remote_qpn``."""
+        with self.cv:
+            if local_qpn in self._requesters or local_qpn in self._responders:
+                raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
+            qp = Responder(self, local_qpn, remote_qpn, peer_ip, first_psn, max(1, ack_every))
+            self._responders[local_qpn] = qp
+        return qp
+
+    def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
+        """Block until ``ready()`` (evaluated with ``cv`` held) or raise at ``deadline``."""
+        with self.cv:
+            while not ready():
+                for qp in self._requesters.values():
+                    if qp.error is not None:
+                        raise TransportError(qp.error)
+                if self.closed:
+                    raise TransportError("the RoCE endpoint is closed")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TransportError(f"timed out waiting for {what}")
+                self.cv.wait(min(remaining, 0.5))
+
+    # -- I/O ----------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:
+            pass  # a wake-up is already pending
+        except OSError:
+            pass  # closed
+
+    def send_raw(self, ip: str, datagram: bytes) -> bool:
+        """Send one datagram to host ``ip``; False when the socket buffer is full."""
+        addr = self._addr_cache.get(ip)
+        if addr is None:
+            addr = self._addr_cache[ip] = self._resolve(ip)
+        try:
+            self.sock.sendto(datagram, addr)
+        except BlockingIOError:
+            return False
+        except OSError as err:
+            if err.errno in (errno.ENOBUFS, errno.EAGAIN):
+                return False
+            log.warning("RoCE send to %s failed: %s", ip, err)
+        return True
+
+    def _loop(self) -> None:
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        buf = bytearray(65536)
+        view = memoryview(buf)
+        while not self.closed:
+            with self.cv:
+                deadlines = [d for qp in self._requesters.values()
+                             if (d := qp.next_deadline()) is not None]
+            timeout = 0.2 if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            try:
+                events = poller.poll(min(timeout, 0.2) * 1000.0)
+            except OSError:
+                break
+            if self.closed:
+                break
+            for fd, _ in events:
+                if fd == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except OSError:
+                        pass
+            with self.cv:
+                changed = self._receive_batch(buf, view)
+                now = time.monotonic()
+                for resp in self._responders.values():
+                    resp.flush_ack()
+                for req in self._requesters.values():
+                    failed = req.error is not None
+                    req.poll_timer(now)
+                    req.transmit(now)
+                    changed |= (req.error is not None) != failed
+                if changed:
+                    self.cv.notify_all()
+
+    def _receive_batch(self, buf: bytearray, view: memoryview, limit: int = 256) -> bool:
+        changed = False
+        for _ in range(limit):
+            try:
+                n = self.sock.recv_into(buf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as err:
+                if err.errno == errno.ECONNREFUSED:
+                    continue  # an ICMP error from an earlier send
+                log.warning("RoCE receive failed: %s", err)
+                break
+            data = view[:n]
+            try:
+                hdr = parse_bth(data)
+            except ValueError:
+                self.malformed += 1
+                continue
+            if hdr.opcode == OP_ACK:
+                req = self._requesters.get(hdr.dqpn)
+                if req is None or n < BTH_LEN + AETH_LEN + ICRC_LEN:
+                    self.unknown_qp += 1
+                    continue
+                (aeth,) = AETH.unpack_from(data, BTH_LEN)
+                changed |= req.on_ack(hdr, aeth >> 24)
+            elif hdr.opcode in WRITE_OPCODES:
+                resp = self._responders.get(hdr.dqpn)
+                if resp is None:
+                    self.unknown_qp += 1
+                    continue
+                changed |= resp.on_write(hdr, data)
+            else:
+                self.malformed += 1
+        return changed
+
+    def idle(self) -> bool:
+        """Every requester has had everything acknowledged."""
+        with self.cv:
+            return all(q.idle for q in self._requesters.values())
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every posted message is acknowledged (or ``timeout``); True if so.
+
+        Call before :meth:`close` so that peers get every result; afterwards the endpoint
+        keeps answering retransmissions until it is closed.
+        """
+        deadline = time.monotonic() + timeout
+        try:
+            self.wait(lambda: all(q.idle for q in self._requesters.values()), deadline,
+                      "outstanding acknowledgements")
+        except TransportError:
+            return False
+        return True
+
+    def close(self, linger: float = 0.0) -> None:
+        """Stop the I/O thread and close the socket (idempotent).
+
+        ``linger`` seconds are spent first answering peers (their retransmissions need our
+        ACKs) until nothing arrives for ``linger / 4`` seconds, like TCP's TIME-WAIT.
+        """
+        if self.closed:
+            return
+        if linger > 0:
+            end = time.monotonic() + linger
+            quiet = linger / 4
+            last = self._received_total()
+            last_change = time.monotonic()
+            while time.monotonic() < end:
+                time.sleep(min(0.01, quiet))
+                now_total = self._received_total()
+                if now_total != last:
+                    last, last_change = now_total, time.monotonic()
+                elif time.monotonic() - last_change >= quiet:
+                    break
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+        self.wake()
+        self._thread.join(timeout=5.0)
+        self.sock.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _received_total(self) -> int:
+        with self.cv:
+            return sum(r.stats.packets_received for r in self._responders.values()) + \
+                sum(q.stats.naks_received for q in self._requesters.values())
+
+    def __enter__(self) -> RoceEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------- loopback fabric
+
+FrameProcessor = Callable[[int, bytes], list[tuple[int, bytes]]]
+_ETH = struct.Struct("!6s6sH")
+_IPV4 = struct.Struct("!BBHHHBBH4s4s")
+_UDP = struct.Struct("!HHHH")
+
+
+def _mac(text: str) -> bytes:
+    return bytes(int(b, 16) for b in text.split(":"))
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """The ones'-complement checksum of an IPv4 header whose checksum field is 0."""
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def udp_frame(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int, dport: int,
+              payload: bytes, ttl: int = 64) -> bytes:
+    """An Ethernet/IPv4/UDP frame (DF, id 0, UDP checksum 0 as RoCE v2 sends)."""
+    total = 20 + 8 + len(payload)
+    ip = _IPV4.pack(0x45, 0, total, 0, 0x4000, ttl, 17, 0, socket.inet_aton(src_ip),
+                    socket.inet_aton(dst_ip))
+    ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+    return (_ETH.pack(_mac(dst_mac), _mac(src_mac), 0x0800) + ip
+            + _UDP.pack(sport, dport, 8 + len(payload), 0) + payload)
+
+
+@dataclass(frozen=True)
+class FabricHost:
+    """An emulated host behind the fabric: its address, MAC and switch port."""
+
+    ip: str
+    mac: str
+    port: int
+
+
+@dataclass
+class FabricStats:
+    relayed: int = 0
+    emitted: int = 0
+    dropped_in: int = 0  # lost on the way to the switch (injected)
+    dropped_out: int = 0  # lost on the way to a host (injected)
+    misrouted: int = 0
+    unknown_source: int = 0
+    per_port: dict[int, int] = field(default_factory=dict)
+
+
+class LoopbackFabric:
+    """Relays endpoints' datagrams on 127.0.0.1 through ``process(port, frame)``.
+
+    Every emulated host ``ip`` gets a relay socket: an endpoint sending to host ``ip`` sends
+    to :meth:`address_of` ``(ip)``; the fabric learns who sent it from the source socket
+    address (:meth:`attach`), wraps the datagram in Ethernet/IPv4/UDP (destination port
+    4791) and hands it to ``process`` on the sender's switch port. Each frame that comes out
+    is unwrapped and sent from the relay socket of its IPv4 source to the endpoint of the
+    host on that port, so replies go back through the switch too. ``loss`` drops datagrams
+    at random (seeded) on the way in and on the way out. The relay runs in one thread.
+    """
+
+    def __init__(self, process: FrameProcessor, hosts: Iterable[FabricHost],
+                 switch_mac: str = "02:aa:00:00:00:01", loss: float = 0.0, seed: int = 1,
+                 drop: Callable[[bytes], bool] | None = None) -> None:
+        self.process = process
+        self.hosts = {h.ip: h for h in hosts}
+        self.by_port = {h.port: h for h in self.hosts.values()}
+        self.switch_mac = switch_mac
+        self.loss = loss
+        self.drop = drop
+        self.stats = FabricStats()
+        self._rng = random.Random(seed)
+        self._endpoints: dict[str, Address] = {}
+        self._owner: dict[Address, str] = {}
+        self._relays: dict[str, socket.socket] = {}
+        self._closed = False
+        try:
+            for ip in self.hosts:
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                self._relays[ip] = s
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+                s.bind(("127.0.0.1", 0))
+                s.setblocking(False)
+        except OSError:
+            self._close_sockets()
+            raise
+        self._by_fd = {s.fileno(): ip for ip, s in self._relays.items()}
+        self._thread = threading.Thread(target=self._loop, name="fabric", daemon=True)
+
+    def address_of(self, ip: str) -> Address:
+        """Where endpoints send datagrams meant for host ``ip``."""
+        try:
+            return self._relays[ip].getsockname()[:2]
+        except KeyError:
+            raise ValueError(f"host {ip} is not attached to the fabric") from None
+
+    def attach(self, ip: str, endpoint_address: Address) -> None:
+        """Host ``ip``'s endpoint listens on ``endpoint_address``."""
+        if ip not in self.hosts:
+            raise ValueError(f"host {ip} is not attached to the fabric")
+        self._endpoints[ip] = endpoint_address
+        self._owner[endpoint_address] = ip
+
+    def start(self) -> LoopbackFabric:
+        self._thread.start()
+        return self
+
+    def _lost(self) -> bool:
+        return self.loss > 0 and self._rng.random() < self.loss
+
+    def _loop(self) -> None:
+        poller = select.poll()
+        for s in self._relays.values():
+            poller.register(s, select.POLLIN)
+        while not self._closed:
+            try:
+                events = poller.poll(100)
+            except OSError:
+                break
+            for fd, _ in events:
+                dst_ip = self._by_fd.get(fd)
+                if dst_ip is None:
+                    continue
+                sock = self._relays[dst_ip]
+                for _ in range(64):
+                    try:
+                        data, src = sock.recvfrom(65536)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        break
+                    self._relay(dst_ip, data, src[:2])
+
+    def _relay(self, dst_ip: str, data: bytes, src: Address) -> None:
+        src_ip = self._owner.get(src)
+        if src_ip is None:
+            self.stats.unknown_source += 1
+            return
+        if self._lost() or (self.drop is not None and self.drop(data)):
+            self.stats.dropped_in += 1
+            return
+        host = self.hosts[src_ip]
+        frame = udp_frame(host.mac, self.switch_mac, src_ip, dst_ip, src[1], ROCE_V2_PORT, data)
+        self.stats.relayed += 1
+        for port, out in self.process(host.port, frame):
+            self._emit(port, out)
+
+    def _emit(self, port: int, frame: bytes) -> None:
+        target = self.by_port.get(port)
+        if target is None or len(frame) < 42 or frame[12:14] != b"\x08\x00":
+            self.stats.misrouted += 1
+            return
+        ihl = (frame[14] & 0x0F) * 4
+        src_ip = socket.inet_ntoa(frame[26:30])
+        dst_ip = socket.inet_ntoa(frame[30:34])
+        if frame[23] != 17 or dst_ip != target.ip or src_ip not in self._relays:
+            self.stats.misrouted += 1
+            return
+        udp = 14 + ihl
+        (length,) = struct.unpack_from("!H", frame, udp + 4)
+        payload = frame[udp + 8: udp + length]
+        addr = self._endpoints.get(dst_ip)
+        if addr is None:
+            self.stats.misrouted += 1
+            return
+        if self._lost():
+            self.stats.dropped_out += 1
+            return
+        self.stats.emitted += 1
+        self.stats.per_port[port] = self.stats.per_port.get(port, 0) + 1
+        try:
+            self._relays[src_ip].sendto(payload, addr)
+        except OSError as err:
+            log.debug("fabric: send to %s failed: %s", dst_ip, err)
+
+    def _close_sockets(self) -> None:
+        for s in self._relays.values():
+            s.close()
+
+    def close(self) -> None:
+        """Stop the relay thread and close its sockets (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        self._close_sockets()
+
+    def __enter__(self) -> LoopbackFabric:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
