@@ -17,19 +17,21 @@ target ?=
 bw ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+SIM_ARGS ?= all
 TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 --workers 4
 
 RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spines)) \
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)))
 
-.PHONY: help setup test run bench train lint clean distclean
+.PHONY: help setup test run bench train sim lint clean distclean
 
 help:
 	@echo "make run topo=spineleaf   start a topology (options: spines leaves hosts target bw)"
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make train                train the digits MLP with each collective (TRAIN_ARGS=...)"
+	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
 	@echo "make lint                 ruff check"
 	@echo "make clean                remove build outputs, caches, logs/, pcaps/, run/"
@@ -52,6 +54,9 @@ bench: setup
 
 train: setup
 	$(PY) -m train compare $(TRAIN_ARGS)
+
+sim: setup
+	$(PY) -m sim sweep $(SIM_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

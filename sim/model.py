@@ -1,0 +1,83 @@
+"""Alpha-beta predictions (:mod:`workloads.costmodel`) for a :class:`~sim.fabric.Fabric`.
+
+The models take one latency ``α`` per step and one ``β`` (seconds per payload byte) per link
+class. They are derived from the fabric so that the simulator and the model describe the
+same network:
+
+* ``β`` of a link = wire bytes per payload byte (headers) × 8 / rate;
+* ``α`` of a ring step = :meth:`Fabric.mean_hop_latency` over the ring's hops (propagation,
+  one packet time per store-and-forward hop, switch processing), for packets of the step's
+  chunk size: a ring's critical path crosses every hop equally often, so the mean is right
+  where the worst hop would charge every step a spine crossing;
+* in-network all-reduce: ``2·L·α`` is the round trip up to the top switch and back
+  (:meth:`Fabric.ina_round_trip`), so ``α`` = round trip / ``2L``.
+"""
+
+from __future__ import annotations
+
+from sim.fabric import Fabric
+from sim.schedules import ALGORITHMS, sparse_block_bytes, torus_grid
+from workloads import costmodel as cm
+
+
+def _cluster(f: Fabric, alpha_inter: float) -> cm.Cluster:
+    """The model's view: per-GPU intra links and one NIC per host (payload bytes/s)."""
+    return cm.Cluster(
+        hosts=f.hosts,
+        gpus_per_host=f.gpus_per_host,
+        bw_intra=f.intra_bps / 8.0 / f.wire_factor,
+        bw_inter=f.host_bps / 8.0 / f.wire_factor,
+        alpha_intra=f.intra_latency(),
+        alpha_inter=alpha_inter,
+    )
+
+
+def _ring_alpha(f: Fabric, chunk: float) -> float:
+    """α of the flat ring over all workers: mean hop latency for ``chunk``-byte packets."""
+    same, cross = f.host_ring_hops()
+    intra = f.workers - (same + cross) if f.hosts > 1 else f.workers - 1
+    return f.mean_hop_latency(intra, same, cross, chunk)
+
+
+def _column_alpha(f: Fabric, chunk: float) -> float:
+    """α of a ring with one member per host (torus columns, sparse all-gather)."""
+    same, cross = f.host_ring_hops()
+    return f.mean_hop_latency(0, same, cross, chunk)
+
+
+def predict(algorithm: str, f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """Seconds the cost model predicts for ``algorithm`` (one of :data:`sim.ALGORITHMS`)."""
+    beta = 8.0 * f.wire_factor / f.host_bps
+    g, p = f.gpus_per_host, f.workers
+    if algorithm == "ring":
+        alpha = _ring_alpha(f, nbytes / p)
+        if g == 1:
+            return cm.ring_allreduce(nbytes, p, alpha, beta)
+        return cm.flat_ring(nbytes, _cluster(f, alpha))
+    if algorithm == "torus2d":
+        rows, cols = torus_grid(f)
+        if g > 1:
+            return cm.torus2d_cluster(nbytes, _cluster(f, _column_alpha(f, nbytes / p)))
+        row_alpha = f.mean_hop_latency(0, cols, 0, nbytes / cols)
+        col_alpha = f.mean_hop_latency(0, 0, rows, nbytes / p) if rows > 1 else 0.0
+        return cm.torus2d_allreduce(nbytes, rows, cols, row_alpha, beta, col_alpha, beta)
+    if algorithm in ("ina", "ina-hier"):
+        levels = f.ina_levels()
+        shard = nbytes if algorithm == "ina" else nbytes / g
+        alpha = f.ina_round_trip(shard) / (2 * levels)
+        if g == 1:
+            return cm.innetwork_allreduce(nbytes, p, alpha, beta, levels)
+        c = _cluster(f, alpha)
+        if algorithm == "ina":
+            return cm.flat_innetwork(nbytes, c, levels)
+        return cm.hierarchical_innetwork(nbytes, c, levels)
+    if algorithm == "hitopk":
+        # the density whose (value + index) bytes equal the block the schedule sends
+        shard = nbytes / g
+        block = sparse_block_bytes(int(shard), density)
+        effective = min(1.0, block / (2.0 * shard)) if shard else density
+        alpha = _column_alpha(f, block)
+        if g == 1:
+            return cm.sparse_allgather(nbytes, p, effective, alpha, beta)
+        return cm.hitopk(nbytes, _cluster(f, alpha), effective)
+    raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")

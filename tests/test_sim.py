@@ -1,0 +1,147 @@
+"""Simulation (issue 9): ns-3 runs of the collectives, the cost models, validation, sweeps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim import sweeps
+from sim.fabric import Fabric, datacenter, emulated
+from sim.iteration import iteration_time
+from sim.model import predict
+from sim.schedules import ALGORITHMS, build, chunk_sizes
+from sim.validate import ValidationInputError, report, validate
+from workloads.profiles import get_profile
+
+ns3sim = pytest.importorskip("sim.ns3sim")
+
+
+@pytest.fixture(scope="module")
+def simulate():
+    """The ns-3 simulate callback (skips the module's ns-3 tests if ns-3 cannot load)."""
+    if not ns3sim.available():
+        pytest.skip("ns-3 (pip package ns3) is not installed")
+    return lambda a, f, n, d: ns3sim.simulate(a, f, n, d).seconds
+
+
+def test_chunk_sizes_sum():
+    """Ring chunks are near-equal and sum to the message."""
+    sizes = chunk_sizes(1001, 4)
+    assert sizes.tolist() == [251, 250, 250, 250]
+
+
+def test_ring_schedule_shape():
+    """A ring over P workers has 2(P-1)·P sends, each moving one chunk to the next worker."""
+    f = emulated()
+    s = build("ring", f, 4096)
+    assert s.ops == 2 * 3 * 4
+    assert (s.dst == (s.src + 1) % 4).all()
+    assert s.nbytes.sum() == 2 * 3 * 4096
+
+
+def test_unknown_algorithm_is_clear():
+    """An unknown algorithm names the known ones."""
+    with pytest.raises(ValueError, match="ring"):
+        build("butterfly", emulated(), 10)
+
+
+def test_fabric_rejects_bad_counts():
+    """A fabric with zero leaves is refused with the field's name."""
+    with pytest.raises(ValueError, match="leaves"):
+        Fabric(leaves=0)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sim_matches_model_at_emulated_scale(simulate, algorithm):
+    """On the emulated 2x2x2 fabric at 10 Mbit/s, ns-3 and the cost model agree within 15 %."""
+    f = emulated(10.0)
+    n = 256 << 10
+    sim = simulate(algorithm, f, n, 0.01)
+    model = predict(algorithm, f, n, 0.01)
+    assert abs(model - sim) / sim < 0.15
+
+
+def test_sim_matches_model_at_20mbit(simulate):
+    """The agreement holds at 20 Mbit/s links too (ring, 1 MiB)."""
+    f = emulated(20.0)
+    sim = simulate("ring", f, 1 << 20, 0.01)
+    assert abs(predict("ring", f, 1 << 20) - sim) / sim < 0.15
+
+
+def test_single_send_time_is_bandwidth_plus_path(simulate):
+    """In-network all-reduce takes n·β plus one slot round trip (ns-3 adds a 2-byte PPP header)."""
+    f = emulated(10.0, switch_delay_s=0.0, header_bytes=0)
+    n = 100 * 1024
+    sim = simulate("ina", f, n, 0.01)
+    assert sim == pytest.approx(n * 8 / 10e6 + f.ina_round_trip(), rel=5e-3)
+
+
+def test_ina_flat_in_p_ring_grows(simulate):
+    """In the simulator, in-network time stays flat from 16 to 64 workers; ring grows."""
+    n = 1 << 20
+    ina = [simulate("ina", datacenter(p, hosts_per_leaf=8), n, 0.01) for p in (16, 64)]
+    ring = [simulate("ring", datacenter(p, hosts_per_leaf=8), n, 0.01) for p in (16, 64)]
+    assert ina[1] / ina[0] < 1.02
+    assert ring[1] / ring[0] > 1.5
+    assert ina[1] < ring[1]
+
+
+def test_crossover_found(simulate):
+    """The small crossover sweep finds a finite B_intra/B_inter crossover near the model's."""
+    result = sweeps.crossover(simulate, small=True)
+    assert 1.0 < result["sim_crossover"] < 4.0
+    assert 1.0 < result["model_crossover"] < 4.0
+    assert abs(result["sim_crossover"] - result["closed_form_alpha0"]) < 0.5
+
+
+def test_small_sweeps_run(simulate, tmp_path):
+    """Every sweep runs in its small form, ticks once per row and is JSON-serialisable."""
+    from sim.plots import PLOTTERS
+
+    for name in sweeps.SWEEPS:
+        ticks = []
+        result = sweeps.run(name, simulate, small=True, tick=lambda t=ticks: t.append(1))
+        assert len(ticks) == sweeps.plan_size(name, small=True)
+        json.dumps(result)
+        png = PLOTTERS[name](result, tmp_path / f"{name}.png")
+        assert png.stat().st_size > 1000
+
+
+def test_validation_flags_and_passes(simulate):
+    """Synthetic measured rows: one near the simulation passes, one 50 % off is flagged."""
+    f = emulated(10.0)
+    n = 256 << 10
+    truth = simulate("ring", f, n, 0.01)
+    topo = {"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "bw_mbit": 10}
+    rows = [
+        {"algorithm": "ring", "workers": 4, "bytes": n, "seconds": truth * 1.05, "topology": topo},
+        {"algorithm": "ring", "workers": 4, "bytes": n, "seconds": truth * 1.5, "topology": topo},
+    ]
+    results = validate(rows, simulate)
+    assert [r.flagged for r in results] == [False, True]
+    assert results[0].sim_error == pytest.approx(1 / 1.05 - 1, rel=1e-6)
+    assert "FLAGGED" in report(results)
+
+
+def test_validation_rejects_inconsistent_workers():
+    """A row whose worker count disagrees with its topology is refused, naming the row."""
+    rows = [{"algorithm": "ring", "workers": 5, "bytes": 10, "seconds": 1.0, "topology": {}}]
+    with pytest.raises(ValidationInputError, match="row 0"):
+        validate(rows)
+
+
+def test_iteration_overlap_bounds():
+    """Iteration time lies between compute alone and compute plus all communication."""
+    profile = get_profile("resnet50", 10.0)
+    it = iteration_time(profile, lambda n: n / 1e9)
+    assert it.compute_s <= it.iteration_s <= it.compute_s + it.comm_s
+
+
+def test_cli_run_prints_json(simulate, capsys):
+    """`python -m sim run` simulates one collective and prints sim and model seconds."""
+    from sim.__main__ import main
+
+    assert main(["run", "--algorithm", "ina", "--bytes", "65536"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["workers"] == 4 and out["sim_s"] > 0
