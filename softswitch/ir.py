@@ -635,7 +635,7 @@ class TableDecl:
     cp_name: str
     keys: list[TableKey]
     actions: list[ActionRef]
-    default_action: ActionRef | None  # None -> NoAction
+    default_action: ActionRef | None  # the front end fills in NoAction when none is given
     default_action_const: bool = False
     entries: list[ConstEntry] | None = None
     entries_const: bool = True

@@ -98,13 +98,13 @@ def test_basic_apply_is_method_call(basic: ir.Program) -> None:
 
 
 def test_features_const_entries(features: ir.Program) -> None:
-    """const entries keep ranges, masks, don't-cares and both priority forms."""
+    """const entries keep ranges, masks and don't-cares; a missing priority continues by one."""
     t = _local(features.controls["Ing"], "t_entries")
     e0, e1, e2 = t.entries
     assert isinstance(e0.keysets[1], ir.KeysetRange) and (e0.keysets[1].low, e0.keysets[1].high) == (1, 10)
-    assert [a.value for a in e0.action.args] == [1, 2] and e0.priority is None
+    assert [a.value for a in e0.action.args] == [1, 2] and e0.priority == 10
     assert isinstance(e1.keysets[0], ir.KeysetMask) and e1.keysets[0].mask == 0xFF00 and e1.priority == 5
-    assert isinstance(e2.keysets[0], ir.KeysetDefault) and e2.priority == 3
+    assert isinstance(e2.keysets[0], ir.KeysetDefault) and e2.priority == 4
     assert t.entries_const
 
 

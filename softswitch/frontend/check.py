@@ -8,6 +8,7 @@ from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.exprs import name_of
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
+from softswitch.frontend.literals import parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
@@ -52,6 +53,8 @@ class Checker(StmtChecker):
         self.main: ir.PackageInstance | None = None
         # per method overload (keyed by the id of its parameter list): type params, return type
         self.method_info: dict[int, tuple[list[str], ir.Type]] = {}
+        # instances created for direct applications ``C.apply()`` in the current block
+        self.direct_instances: list[ir.Instance] = []
 
     # ------------------------------------------------------------------ program
 
@@ -93,7 +96,7 @@ class Checker(StmtChecker):
             wtree = tree.children[0]
             wchild = wtree.children[0]
             if isinstance(wchild, Token):
-                width = int(wchild.replace("_", ""), 0) if not wchild.isdigit() else int(wchild)
+                width = parse_int(str(wchild), self.loc(wchild)).value
             else:
                 width = self.const_int(wchild, scope, "type width")
             if width <= 0 and kind != "bit_type" or width < 0:
@@ -426,10 +429,18 @@ class Checker(StmtChecker):
         name = name_of(name_tree)
         loc = self.loc(tree)
         t = self.resolve_type(type_tree, scope)
+        type_args: tuple[ir.Type, ...] = ()
+        if isinstance(t, SpecializedType) and isinstance(t.base, PackageType):
+            # ``V1Switch<headers, metadata>(...) main;``: explicit type arguments
+            if len(t.args) != len(t.base.type_params):
+                raise P4Error(
+                    f"package '{t.base.name}' expects {len(t.base.type_params)} type arguments, got {len(t.args)}", loc
+                )
+            t, type_args = t.base, t.args
         if isinstance(t, PackageType):
             if scope is not self.top:
                 raise P4Error("packages can only be instantiated at the top level", loc)
-            self.main = self.package_instance(t, args_tree, name, scope, loc)
+            self.main = self.package_instance(t, args_tree, name, scope, loc, type_args)
             return None
         inst = self.instance_of(t, list(args_tree.children), name, annos, scope, loc)
         scope.declare(name, inst, self.loc(name_tree))
@@ -462,12 +473,20 @@ class Checker(StmtChecker):
             return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
         raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
 
-    def package_instance(self, pkg: PackageType, args_tree: Tree, name: str, scope: Scope, loc: ir.Loc) -> ir.PackageInstance:
+    def package_instance(
+        self,
+        pkg: PackageType,
+        args_tree: Tree,
+        name: str,
+        scope: Scope,
+        loc: ir.Loc,
+        type_args: tuple[ir.Type, ...] = (),
+    ) -> ir.PackageInstance:
         """``V1Switch(MyParser(), ...) main;`` with each block checked against the package."""
         arg_trees = list(args_tree.children)
         if len(arg_trees) != len(pkg.params):
             raise P4Error(f"package '{pkg.name}' expects {len(pkg.params)} arguments, got {len(arg_trees)}", loc)
-        binding: dict[str, ir.Type] = {}
+        binding: dict[str, ir.Type] = dict(zip(pkg.type_params, type_args, strict=False))
         instances: list[ir.Instance] = []
         for p, a in zip(pkg.params, arg_trees):
             aloc = self.loc(a)
@@ -510,7 +529,9 @@ class Checker(StmtChecker):
                 if isinstance(arg, TypeVar) and arg.name in binding:
                     local[tp] = binding[arg.name]
         for want, have in zip(proto.params, decl.params):
-            if want.direction != have.direction:
+            # p4c accepts an 'in' block parameter where the prototype says 'inout' (the
+            # block then only reads it), e.g. ``control vrfy(in H hdr, inout M meta)``.
+            if want.direction != have.direction and not (want.direction == "inout" and have.direction == "in"):
                 raise P4Error(
                     f"parameter '{have.name}' of '{decl.name}' must be '{want.direction or 'directionless'}' as in '{proto.name}'",
                     have.loc,
@@ -547,7 +568,9 @@ class Checker(StmtChecker):
         params = self.params(subtree(tree, "params"), scope, inner)
         ctor_tree = subtree(tree, "ctor_params")
         ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        self.check_ctor_params(ctor)
         decl = ir.ParserDecl(name, params, ctor, [], {}, annos, self.loc(tok))
+        outer_direct, self.direct_instances = self.direct_instances, []
         state_trees = [c for c in tree.children if isinstance(c, Tree) and c.data == "parser_state"]
         for c in tree.children:
             if not isinstance(c, Tree):
@@ -572,8 +595,16 @@ class Checker(StmtChecker):
             raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
         for sname, st in names.items():
             decl.states[sname] = self.parser_state(st, inner, names)
+        decl.locals[:0] = self.direct_instances
+        self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
         self.parsers[name] = decl
+
+    def check_ctor_params(self, ctor: list[ir.Param]) -> None:
+        """Constructor parameters must be values; blocks passed to blocks are not implemented."""
+        for p in ctor:
+            if isinstance(p.type, (BlockProto, ir.BlockType, SpecializedType, PackageType)):
+                raise UnsupportedError("a parser or control as a constructor parameter", p.loc)
 
     def parser_state(self, tree: Tree, scope: Scope, states: dict[str, Tree]) -> ir.ParserState:
         """One state: statements and its transition."""
@@ -624,7 +655,9 @@ class Checker(StmtChecker):
         params = self.params(subtree(tree, "params"), scope, inner)
         ctor_tree = subtree(tree, "ctor_params")
         ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        self.check_ctor_params(ctor)
         decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
+        outer_direct, self.direct_instances = self.direct_instances, []
         body_tree: Tree | None = None
         for c in tree.children:
             if not isinstance(c, Tree):
@@ -648,5 +681,7 @@ class Checker(StmtChecker):
                 body_tree = c
         assert body_tree is not None
         decl.body = self.block(body_tree, inner, Ctx("control"))
+        decl.locals[:0] = self.direct_instances
+        self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
         self.controls[name] = decl

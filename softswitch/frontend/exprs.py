@@ -15,7 +15,7 @@ from lark import Token, Tree
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
-from softswitch.frontend.ir_ext import TypeVar
+from softswitch.frontend.ir_ext import BlockProto, TypeVar
 from softswitch.frontend.literals import parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
@@ -534,6 +534,8 @@ class ExprChecker:
                         loc,
                     )
                 call_args = self.bind_args(decl.params, arg_trees, scope, loc, f"function '{name}'", binding)
+                if name == "static_assert" and decl.name == "static_assert":
+                    return self.static_assert(call_args, loc)
                 rt = self.finish_return(decl.return_type, binding, loc, name)
                 targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
                 return ir.Call(rt, loc, decl, call_args, targs)
@@ -546,6 +548,16 @@ class ExprChecker:
         if callee.data == "type_member":
             raise UnsupportedError("calling a method of a type", loc)
         raise P4Error(f"'{self.source_text(callee)}' cannot be called", loc)
+
+    def static_assert(self, args: list[ir.Expr | None], loc: ir.Loc) -> ir.Expr:
+        """``static_assert(check[, message])`` is decided here, at compile time."""
+        check = args[0]
+        if not isinstance(check, ir.BoolConst):
+            raise P4Error("static_assert needs a compile-time constant condition", loc)
+        if not check.value:
+            msg = args[1].value if len(args) > 1 and isinstance(args[1], ir.StringConst) else "static assertion failed"
+            raise P4Error(msg, loc)
+        return ir.BoolConst(ir.BoolType(), loc, True)
 
     def finish_return(self, rt: ir.Type, binding: dict[str, ir.Type], loc: ir.Loc, name: str) -> ir.Type:
         """Return type after substitution; it must not mention an unbound type variable."""
@@ -628,6 +640,8 @@ class ExprChecker:
             self.check_lvalue(base, loc)
             count = self.const_int(arg_trees[0], scope, f"the argument of '{method}'")
             return ir.MethodCall(ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)])
+        if isinstance(t, BlockProto):
+            raise UnsupportedError("a parser or control passed as a constructor argument", loc)
         raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
 
     def no_args(self, arg_trees: list[Tree], method: str, loc: ir.Loc) -> None:

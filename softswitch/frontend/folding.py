@@ -45,7 +45,7 @@ def fold_unary(op: str, e: ir.Const, loc: ir.Loc) -> ir.Const:
 def fold_binary(op: str, a: ir.Const | ir.BoolConst, b: ir.Const | ir.BoolConst, loc: ir.Loc) -> ir.Expr:
     """Fold a binary operation on two constants of unified types (shifts: any widths)."""
     if isinstance(a, ir.BoolConst) or isinstance(b, ir.BoolConst):
-        av, bv = getattr(a, "value"), getattr(b, "value")
+        av, bv = a.value, b.value
         if op == "==":
             return ir.BoolConst(ir.BoolType(), loc, av == bv)
         if op == "!=":

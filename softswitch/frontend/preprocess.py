@@ -8,8 +8,8 @@ wrote, so the output keeps a map from each output line back to the original FILE
 from __future__ import annotations
 
 import io
-import os
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -20,11 +20,11 @@ class Overloads:
 class Scope:
     """Names visible in one block; lookups walk outwards through ``parent``."""
 
-    parent: "Scope | None" = None
+    parent: Scope | None = None
     values: dict[str, object] = field(default_factory=dict)
     types: dict[str, object] = field(default_factory=dict)
 
-    def child(self) -> "Scope":
+    def child(self) -> Scope:
         """A nested scope."""
         return Scope(self)
 
@@ -46,7 +46,7 @@ class Scope:
             s = s.parent
         return None
 
-    def root(self) -> "Scope":
+    def root(self) -> Scope:
         """The top-level scope."""
         s = self
         while s.parent is not None:

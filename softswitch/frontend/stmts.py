@@ -8,7 +8,7 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
-from softswitch.frontend.exprs import ExprChecker, name_of, is_dotted
+from softswitch.frontend.exprs import ExprChecker, is_dotted, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
 from softswitch.frontend.typeops import same_type, type_str
@@ -120,11 +120,38 @@ class StmtChecker(ExprChecker):
         if kind == "const_decl":
             self.const_decl(tree, scope)
             return None
+        if kind in ("for_stmt", "for_in_stmt"):
+            raise UnsupportedError("the 'for' statement", loc)
+        if kind in ("break_stmt", "continue_stmt"):
+            raise UnsupportedError(f"the '{str(kind)[:-5]}' statement", loc)
         if kind == "direct_apply":
-            raise UnsupportedError("applying a parser or control type directly", loc)
+            return self.direct_apply(tree, scope, loc)
         if kind == "instantiation":
             raise P4Error("instantiations are not allowed inside a block", loc)
         raise P4Error(f"unexpected statement '{self.source_text(tree)}'", loc)
+
+    def direct_apply(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+        """``C.apply(args);`` applies a fresh instance of C, as p4c does: the instance is
+        named ``C_inst`` (``C_inst_1``, ...) and has the control-plane name ``C``."""
+        type_tree, args_tree = tree.children[0], tree.children[-1]
+        t = self.resolve_type(type_tree, scope)
+        if not isinstance(t, ir.BlockType):
+            raise P4Error(f"'{self.source_text(type_tree)}' is not a parser or control", loc)
+        if t.decl.ctor_params:
+            raise P4Error(f"'{t.decl.name}' has constructor parameters; instantiate it to apply it", loc)
+        pending: list[ir.Instance] = self.direct_instances
+        base = f"{t.decl.name}_inst"
+        taken = {i.name for i in pending}
+        name = base
+        n = 0
+        while name in taken or scope.lookup(name) is not None:
+            n += 1
+            name = f"{base}_{n}"
+        inst = ir.Instance(name, t.decl.name, t, [], {"name": [t.decl.name]}, loc)
+        pending.append(inst)
+        ref = ir.InstanceRef(t, self.loc(type_tree), inst)
+        call = self.method_call(ref, "apply", [], list(args_tree.children), scope, loc)
+        return ir.CallStmt(call, loc)
 
     def sub_stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
         """Branch of an if: declarations get their own scope."""
@@ -138,6 +165,8 @@ class StmtChecker(ExprChecker):
         if isinstance(call, ir.MethodCall) and call.method == "apply" and ctx.kind in ("action", "parser", "function"):
             if isinstance(call.type, ir.TableApplyResultType):
                 raise P4Error(f"tables cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
+        if isinstance(call, ir.BoolConst):
+            return ir.Empty(loc)  # a static_assert that held
         if not isinstance(call, (ir.Call, ir.MethodCall)):
             raise P4Error("expression used as a statement is not a call", loc)
         return ir.CallStmt(call, loc)
@@ -326,7 +355,21 @@ class StmtChecker(ExprChecker):
                 self.simple_property(prop, pname, scope, table, ploc)
         if "actions" not in seen:
             raise P4Error(f"table '{name}' has no 'actions' property", loc)
+        self.entry_priorities(table)
+        self.implicit_default_action(table, scope, loc)
         return table
+
+    def implicit_default_action(self, table: ir.TableDecl, scope: Scope, loc: ir.Loc) -> None:
+        """A table without ``default_action`` gets ``NoAction``, listed as ``@defaultonly``
+        when the program did not list it, as p4c does (it shows in P4Info)."""
+        if table.default_action is not None:
+            return
+        no_action = scope.root().lookup("NoAction")
+        if not isinstance(no_action, ir.ActionDecl) or no_action.params:
+            return
+        if not any(r.action is no_action for r in table.actions):
+            table.actions.append(ir.ActionRef(no_action, [], {"defaultonly": []}, loc))
+        table.default_action = ir.ActionRef(no_action, [], {}, loc)
 
     def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
         """``expr : match_kind @name(..);``"""
@@ -413,9 +456,52 @@ class StmtChecker(ExprChecker):
         priority: int | None = None
         if prio_tree is not None:
             priority = self.const_int(prio_tree.children[0], scope, "entry priority")
-        elif "priority" in annos and annos["priority"] and isinstance(annos["priority"][0], int):
-            priority = int(annos["priority"][0])
+            if priority < 0:
+                raise P4Error("entry priorities must not be negative", loc)
         return ir.ConstEntry(keysets, ref, priority, annos, loc)
+
+    def entry_priorities(self, table: ir.TableDecl) -> None:
+        """Give every entry a priority when any entry names one, as p4c does.
+
+        ``priority = N:`` entries follow the P4_16 rules: the first entry must have a
+        priority and an entry without one continues from the previous entry by
+        ``priority_delta`` (down when the largest priority wins, up otherwise). The legacy
+        ``@priority(N)`` annotation is a BMv2 priority (smaller wins); p4c's BMv2 back end
+        gives the other entries their 1-based position, and we translate both into the
+        table's own convention.
+        """
+        entries = table.entries or []
+        if any(e.priority is not None for e in entries):
+            delta = 1
+            if "priority_delta" in table.properties:
+                d = table.properties["priority_delta"]
+                if not isinstance(d, ir.Const) or d.value <= 0:
+                    raise P4Error("table property 'priority_delta' must be a positive constant", d.loc)
+                delta = d.value
+            if entries[0].priority is None:
+                raise P4Error(f"the first entry of table '{table.name}' must have a priority", entries[0].loc)
+            current = 0
+            for e in entries:
+                if e.priority is None:
+                    e.priority = current
+                if e.priority < 0:
+                    raise P4Error(f"priorities of table '{table.name}' run below zero", e.loc)
+                current = e.priority - delta if table.largest_priority_wins else e.priority + delta
+            return
+        legacy = [e.annotations.get("priority") for e in entries]
+        if not any(legacy):
+            return
+        bmv2: list[int] = []
+        for i, (e, anno) in enumerate(zip(entries, legacy, strict=True)):
+            if anno:
+                if len(anno) != 1 or not isinstance(anno[0], int):
+                    raise P4Error("@priority needs one integer", e.loc)
+                bmv2.append(int(anno[0]))
+            else:
+                bmv2.append(i + 1)
+        top = max(bmv2) + 1
+        for e, b in zip(entries, bmv2, strict=True):
+            e.priority = top - b if table.largest_priority_wins else b
 
     def simple_property(self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc) -> None:
         """``name = value;`` table properties."""

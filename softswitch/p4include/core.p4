@@ -3,6 +3,8 @@
 
 #ifndef SOFTSWITCH_CORE_P4
 #define SOFTSWITCH_CORE_P4
+/* p4c's core.p4 defines this; sample programs test it with #ifdef. */
+#define _CORE_P4_
 
 /* Standard error codes; the order gives their numeric codes. */
 error {
@@ -37,6 +39,10 @@ extern packet_out {
 
 /* In a parser: move to reject with toSignal when check is false. */
 extern void verify(in bool check, in error toSignal);
+
+/* Checked by the compiler: rejects the program when check is false. */
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
 
 /* The action that does nothing. */
 @noWarn("unused")

@@ -5,10 +5,14 @@
 
 #ifndef SOFTSWITCH_V1MODEL_P4
 #define SOFTSWITCH_V1MODEL_P4
+#define _V1_MODEL_P4_
 
 #include "core.p4"
 
+/* A program may choose the version by defining it before the #include. */
+#ifndef V1MODEL_VERSION
 #define V1MODEL_VERSION 20180101
+#endif
 
 match_kind {
     range,
@@ -48,11 +52,19 @@ enum MeterType {
     bytes
 }
 
-/* An array of counters indexed by the program. */
+/* An array of counters indexed by the program.  From V1MODEL_VERSION 20200408 on the
+ * index type is a type parameter, as in p4c's v1model.p4. */
+#if V1MODEL_VERSION >= 20200408
+extern counter<I> {
+    counter(bit<32> size, CounterType type);
+    void count(in I index);
+}
+#else
 extern counter {
     counter(bit<32> size, CounterType type);
     void count(in bit<32> index);
 }
+#endif
 
 /* One counter per entry of the table that names it in its `counters` property. */
 extern direct_counter {
@@ -61,10 +73,17 @@ extern direct_counter {
 }
 
 /* An array of two-rate three-colour meters. */
+#if V1MODEL_VERSION >= 20200408
+extern meter<I> {
+    meter(bit<32> size, MeterType type);
+    void execute_meter<T>(in I index, out T result);
+}
+#else
 extern meter {
     meter(bit<32> size, MeterType type);
     void execute_meter<T>(in bit<32> index, out T result);
 }
+#endif
 
 /* One meter per entry of the table that names it in its `meters` property. */
 extern direct_meter<T> {
@@ -73,11 +92,19 @@ extern direct_meter<T> {
 }
 
 /* An array of values that persist across packets. */
+#if V1MODEL_VERSION >= 20200408
+extern register<T, I> {
+    register(bit<32> size);
+    void read(out T result, in I index);
+    void write(in I index, in T value);
+}
+#else
 extern register<T> {
     register(bit<32> size);
     void read(out T result, in bit<32> index);
     void write(in bit<32> index, in T value);
 }
+#endif
 
 /* Shared action data for a table (`implementation` property). */
 extern action_profile {

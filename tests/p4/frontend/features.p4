@@ -84,9 +84,9 @@ control Ing(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
         key = { hdr.eth.type: ternary; meta.proto: range; }
         actions = { fwd; NoAction; }
         const entries = {
-            (0x0800, 1 .. 10): fwd(1, 2);
+            priority = 10: (0x0800, 1 .. 10): fwd(1, 2);
             priority = 5: (0x0800 &&& 0xff00, _): NoAction();
-            (_, default): NoAction() @priority(3);
+            (_, default): NoAction();
         }
     }
     table t_prof {

@@ -1,0 +1,202 @@
+"""Run a directory of p4c-style test programs (``*.p4`` with optional ``*.stf``) and tabulate.
+
+p4c checks BMv2 on ``testdata/p4_16_samples``: every v1model program must compile and, where
+a ``PROG.stf`` sits beside ``PROG.p4``, the STF test must pass. Pointed at such a directory
+(a p4c checkout, or any folder laid out the same way), this module runs each program through
+``python -m softswitch compile`` / ``stf`` in a child process with a time limit, so that one
+hanging or crashing program cannot stop the run, and prints one row per program plus totals::
+
+    python -m softswitch.conformance ~/p4c/testdata/p4_16_samples
+    python -m softswitch.conformance --errors ~/p4c/testdata/p4_16_errors
+
+With ``--errors`` every program is expected to be rejected, cleanly (no traceback).
+
+Outcomes of one program:
+
+``pass``         compiled and its STF test passed (or it has no STF file)
+``stf-fail``     compiled, but the STF test failed (an expectation was not met)
+``stf-error``    compiled, but the STF file could not be run (bad or unsupported directive)
+``unsupported``  rejected with "... is not supported by the built-in target"
+``rejected``     rejected with another compile error (a front-end bug unless p4c rejects it too)
+``crash``        a Python traceback: always a bug
+``timeout``      did not finish within the time limit
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import logging
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ("pass", "stf-fail", "stf-error", "unsupported", "rejected", "crash", "timeout")
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+_V1MODEL_RE = re.compile(r"^\s*#\s*include\s+[<\"]v1model\.p4[>\"]", re.MULTILINE)
+_UNSUPPORTED = "is not supported by the built-in target"
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one program; ``detail`` is the first line that explains it."""
+
+    program: Path
+    stf: Path | None
+    outcome: str
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "pass"
+
+
+def find_programs(directory: Path, pattern: str = "*", v1model_only: bool = True) -> list[Path]:
+    """The test programs in ``directory``: ``*.p4`` files that no other file there includes
+    (fragments such as ``arith-skeleton.p4`` are left out), optionally only v1model ones."""
+    files = sorted(p for p in directory.glob("*.p4") if p.is_file())
+    texts = {p: p.read_text(encoding="utf-8", errors="replace") for p in files}
+    included = {Path(m).name for text in texts.values() for m in _INCLUDE_RE.findall(text)}
+    programs = []
+    for p in files:
+        if p.name in included or not fnmatch.fnmatch(p.name, pattern):
+            continue
+        if v1model_only and not _V1MODEL_RE.search(texts[p]):
+            continue
+        programs.append(p)
+    return programs
+
+
+def _first_error_line(text: str) -> str:
+    """The most telling line of a child's stderr: the error, else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error:" in ln or ln.startswith("FAIL:"):
+            return ln
+    return lines[-1] if lines else ""
+
+
+def classify(returncode: int, stdout: str, stderr: str, ran_stf: bool) -> tuple[str, str]:
+    """Outcome and detail of one child run of ``python -m softswitch``."""
+    if "Traceback (most recent call last)" in stderr:
+        return "crash", stderr.strip().splitlines()[-1]
+    if returncode == 0:
+        return "pass", stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    detail = _first_error_line(stderr)
+    if _UNSUPPORTED in detail:
+        return "unsupported", detail
+    if ran_stf and detail.startswith("FAIL:"):
+        return "stf-fail", detail
+    if ran_stf and re.search(r"\.stf:\d+: error:", detail):
+        return "stf-error", detail
+    return "rejected", detail
+
+
+def run_program(
+    program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = (), python: str = sys.executable
+) -> Result:
+    """Compile ``program`` and run its ``.stf`` file when there is one (in a child process)."""
+    stf = program.with_suffix(".stf")
+    has_stf = stf.is_file()
+    cmd = [python, "-m", "softswitch"]
+    cmd += ["stf", str(program), str(stf)] if has_stf else ["compile", str(program)]
+    for d in include_dirs:
+        cmd += ["-I", str(d)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return Result(program, stf if has_stf else None, "timeout", f"no result after {timeout:g} s")
+    outcome, detail = classify(proc.returncode, proc.stdout, proc.stderr, has_stf)
+    detail = detail.replace(f"{program}:", "line ", 1)
+    return Result(program, stf if has_stf else None, outcome, detail)
+
+
+def run_directory(
+    directory: Path,
+    pattern: str = "*",
+    timeout: float = 30.0,
+    v1model_only: bool = True,
+    include_dirs: Sequence[Path] = (),
+) -> list[Result]:
+    """Run every test program of ``directory``, one after the other."""
+    results = []
+    for program in find_programs(directory, pattern, v1model_only):
+        log.info("running %s", program.name)
+        results.append(run_program(program, timeout, include_dirs))
+    return results
+
+
+def expected_rejections(results: Sequence[Result]) -> list[Result]:
+    """Reinterpret results for programs that must be rejected (p4c's ``p4_16_errors``):
+    a clean rejection passes; acceptance or a crash fails."""
+    out = []
+    for r in results:
+        if r.outcome in ("rejected", "unsupported"):
+            out.append(Result(r.program, r.stf, "pass", r.detail))
+        elif r.outcome == "pass":
+            out.append(Result(r.program, r.stf, "rejected", "accepted a program that p4c rejects"))
+        else:
+            out.append(r)
+    return out
+
+
+def format_table(results: Sequence[Result], width: int = 110) -> str:
+    """One row per program, then the count of each outcome."""
+    if not results:
+        return "no test programs found"
+    name_w = min(max(len(r.program.name) for r in results), 48)
+    rows = []
+    for r in results:
+        stf = "stf" if r.stf is not None else "-"
+        detail = r.detail if r.outcome != "pass" else ""
+        row = f"{r.program.name:<{name_w}}  {stf:<3}  {r.outcome:<11}  {detail}"
+        rows.append(row[:width].rstrip())
+    counts = Counter(r.outcome for r in results)
+    with_stf = sum(1 for r in results if r.stf is not None)
+    compiled = sum(1 for r in results if r.outcome in ("pass", "stf-fail", "stf-error"))
+    stf_pass = sum(1 for r in results if r.stf is not None and r.outcome == "pass")
+    rows.append("")
+    rows.append(
+        f"{len(results)} programs: {compiled} compiled; {with_stf} with STF tests, {stf_pass} passed"
+    )
+    rows.append("  " + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]))
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m softswitch.conformance DIR``; exit status 1 when any program failed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m softswitch.conformance",
+        description="Compile every v1model test program of DIR and run the STF tests beside "
+        "them (layout of p4c's testdata/p4_16_samples).",
+    )
+    parser.add_argument("directory", type=Path, metavar="DIR")
+    parser.add_argument("-k", dest="pattern", default="*", help="only programs whose file name matches this glob")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per program (default 30)")
+    parser.add_argument("--all-archs", action="store_true", help="also programs that do not include v1model.p4")
+    parser.add_argument("--errors", action="store_true", help="every program must be rejected (p4_16_errors)")
+    parser.add_argument("-I", dest="include_dirs", action="append", default=[], type=Path, metavar="DIR")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log each program as it starts")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if not args.directory.is_dir():
+        print(f"error: {args.directory} is not a directory", file=sys.stderr)
+        return 1
+    results = run_directory(
+        args.directory, args.pattern, args.timeout, not (args.all_archs or args.errors), args.include_dirs
+    )
+    if args.errors:
+        results = expected_rejections(results)
+    print(format_table(results))
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Conformance with p4c on constructs found in its public test programs (our own reproductions).
+
+Each program under tests/p4/conformance/ reproduces one construct that p4c accepts and that
+the built-in target once rejected or got wrong; the STF snippets state BMv2's behaviour.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from softswitch import ir
+from softswitch.conformance import (
+    Result,
+    classify,
+    expected_rejections,
+    find_programs,
+    format_table,
+    run_program,
+)
+from softswitch.errors import P4Error
+from softswitch.frontend import compile_file, compile_source
+from softswitch.pipeline import Pipeline
+from softswitch.stf import run_stf
+
+CONF = Path(__file__).parent / "p4" / "conformance"
+
+
+def _stf(program: str, text: str) -> None:
+    """Run an STF snippet against a conformance program and require it to pass."""
+    result = run_stf(Pipeline.from_file(str(CONF / program)), text, program)
+    assert result.passed, result.first_mismatch
+
+
+def _table(prog: ir.Program, control: str, name: str) -> ir.TableDecl:
+    return next(t for t in prog.controls[control].locals if isinstance(t, ir.TableDecl) and t.name == name)
+
+
+# ----------------------------------------------------------------------- front end
+
+
+def test_core_and_v1model_macros() -> None:
+    """_CORE_P4_ and _V1_MODEL_P4_ are defined, so code guarded by them compiles and runs."""
+    _stf("core_macro.p4", "packet 0 2A 00\nexpect 1 2A 2A $\n")
+
+
+def test_package_type_arguments() -> None:
+    """V1Switch<Headers, Meta>(...) main; binds the package's type parameters explicitly."""
+    prog = compile_file(CONF / "package_type_args.p4")
+    assert prog.main.package == "V1Switch" and len(prog.main.args) == 6
+
+
+def test_table_with_empty_parentheses_and_in_header() -> None:
+    """`table t() {..}` parses and an `in` header parameter is accepted where the block type says inout."""
+    _stf("package_type_args.p4", "packet 0 07 00\nexpect 2 07 07 $\n")
+
+
+def test_package_wrong_type_argument_count() -> None:
+    """A package given the wrong number of type arguments is a clean error."""
+    text = (CONF / "package_type_args.p4").read_text().replace("V1Switch<Headers, Meta>", "V1Switch<Headers>")
+    with pytest.raises(P4Error, match="package 'V1Switch' expects 2 type arguments, got 1"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_legacy_priority_annotation_ir() -> None:
+    """@priority(N) is a BMv2 priority (smaller wins); unannotated entries take their position."""
+    t = _table(compile_file(CONF / "legacy_priority.p4"), "ingress", "t")
+    assert t.entries is not None
+    # BMv2 priorities 3, 2 (position), 1 -> P4Runtime style (larger wins): 1, 2, 3
+    assert [e.priority for e in t.entries] == [1, 2, 3]
+
+
+def test_legacy_priority_annotation_behaviour() -> None:
+    """The entry annotated @priority(1) beats the overlapping @priority(3) and positional ones."""
+    _stf(
+        "legacy_priority.p4",
+        "packet 0 0001 00\nexpect 1 0001 01 $\n"
+        "packet 0 1001 00\nexpect 1 1001 03 $\n"
+        "packet 0 1011 00\nexpect 1 1011 03 $\n",
+    )
+
+
+def test_entry_priority_continues_by_delta() -> None:
+    """An entry without `priority =` gets the previous priority minus priority_delta."""
+    t = _table(compile_file(CONF / "entry_priorities.p4"), "ingress", "t")
+    assert t.entries is not None and [e.priority for e in t.entries] == [100, 90, 95]
+
+
+def test_entry_priority_behaviour() -> None:
+    """Priority 95 beats the derived 90 for a key both entries match."""
+    _stf("entry_priorities.p4", "packet 0 1001 00\nexpect 1 1001 01 $\npacket 0 1000 00\nexpect 1 1000 03 $\n")
+
+
+def test_entry_priority_first_entry_required() -> None:
+    """As in p4c, the first entry must carry a priority once any entry does."""
+    text = (CONF / "entry_priorities.p4").read_text().replace("priority = 100: ", "")
+    with pytest.raises(P4Error, match="the first entry of table 't' must have a priority"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_v1model_20200408_index_types() -> None:
+    """register<T, I>, counter<I> and meter<I> exist when V1MODEL_VERSION >= 20200408."""
+    prog = compile_file(CONF / "v1model_20200408.p4")
+    insts = {i.name: i.type for i in prog.controls["ingress"].locals if isinstance(i, ir.Instance)}
+    assert insts["r"] == ir.ExternType("register", (ir.BitType(16), ir.BitType(3)))
+    assert insts["c"] == ir.ExternType("counter", (ir.BitType(3),))
+    assert insts["m"] == ir.ExternType("meter", (ir.BitType(3),))
+
+
+def test_v1model_20200408_register_runs() -> None:
+    """A register indexed by bit<3> accumulates across packets."""
+    _stf(
+        "v1model_20200408.p4",
+        "packet 0 05 0003\nexpect 1 05 0003 $\npacket 0 05 0004\nexpect 1 05 0007 $\n",
+    )
+
+
+def test_v1model_default_version_keeps_old_externs() -> None:
+    """Without a version define, register<T> keeps its single type parameter."""
+    text = (CONF / "v1model_20200408.p4").read_text().replace("#define V1MODEL_VERSION 20200408\n", "")
+    with pytest.raises(P4Error, match="extern 'register' expects 1 type arguments, got 2"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_static_assert_true() -> None:
+    """A true static_assert compiles to nothing, as a statement and in a constant."""
+    checked = compile_file(CONF / "static_assert.p4").constants["checked"]
+    assert isinstance(checked, ir.BoolConst) and checked.value is True
+    _stf("static_assert.p4", "packet 0 00\nexpect 1 08 $\n")
+
+
+def test_static_assert_false() -> None:
+    """A false static_assert rejects the program with its message at the call."""
+    with pytest.raises(P4Error) as err:
+        compile_file(CONF / "static_assert_false.p4")
+    assert str(err.value).endswith("static_assert_false.p4:16:9: error: LIMIT is too small")
+
+
+def test_for_loop_is_a_clean_unsupported_error() -> None:
+    """`for` parses and is reported as unsupported (the IR has no loops), not as a syntax error."""
+    with pytest.raises(P4Error) as err:
+        compile_file(CONF / "for_loop.p4")
+    assert str(err.value).endswith(
+        "for_loop.p4:13:9: error: the 'for' statement is not supported by the built-in target"
+    )
+
+
+def test_direct_apply_creates_instance() -> None:
+    """C.apply() applies a fresh instance named C_inst whose control-plane name is C."""
+    prog = compile_file(CONF / "direct_apply.p4")
+    insts = [i for i in prog.controls["ingress"].locals if isinstance(i, ir.Instance)]
+    assert [(i.name, i.cp_name) for i in insts] == [("inc_inst", "inc")]
+
+
+def test_direct_apply_runs() -> None:
+    """The directly applied control's table runs its default action."""
+    _stf("direct_apply.p4", "packet 0 0800\nexpect 1 0801 $\n")
+
+
+def test_block_constructor_parameter_unsupported() -> None:
+    """A control taking another control as constructor parameter is a clean unsupported error."""
+    text = (CONF / "direct_apply.p4").read_text().replace(
+        "control inc(inout bit<16> x) {",
+        "control inc_t(inout bit<16> x);\ncontrol inc(inout bit<16> x)(inc_t other) {",
+    )
+    with pytest.raises(P4Error, match="a parser or control as a constructor parameter is not supported"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+# ----------------------------------------------------------------------- runner
+
+
+def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:
+    """Included fragments and programs without v1model.p4 are not test programs."""
+    (tmp_path / "frag.p4").write_text("// fragment\n")
+    (tmp_path / "a-bmv2.p4").write_text('#include <v1model.p4>\n#include "frag.p4"\n')
+    (tmp_path / "b-psa.p4").write_text("#include <psa.p4>\n")
+    assert [p.name for p in find_programs(tmp_path)] == ["a-bmv2.p4"]
+    assert [p.name for p in find_programs(tmp_path, v1model_only=False)] == ["a-bmv2.p4", "b-psa.p4"]
+
+
+@pytest.mark.parametrize(
+    ("rc", "stderr", "ran_stf", "outcome"),
+    [
+        (0, "", True, "pass"),
+        (1, "FAIL: port 0: expected 00 got nothing", True, "stf-fail"),
+        (1, "t.stf:3: error: unknown table 'x'", True, "stf-error"),
+        (1, "p.p4:1:2: error: value_set is not supported by the built-in target", False, "unsupported"),
+        (1, "p.p4:1:2: error: no type named 'X'", False, "rejected"),
+        (1, "Traceback (most recent call last):\n  ...\nKeyError: 'x'", True, "crash"),
+    ],
+)
+def test_classify_outcomes(rc: int, stderr: str, ran_stf: bool, outcome: str) -> None:
+    """A child's exit status and stderr map to one outcome."""
+    assert classify(rc, "PASS: t.stf\n" if rc == 0 else "", stderr, ran_stf)[0] == outcome
+
+
+def test_run_program_with_stf(tmp_path: Path) -> None:
+    """A program with an STF file beside it is compiled and its test run in a child process."""
+    prog = tmp_path / "core_macro.p4"
+    prog.write_text((CONF / "core_macro.p4").read_text())
+    (tmp_path / "skeleton.inc").write_text((CONF / "skeleton.inc").read_text())
+    (tmp_path / "core_macro.stf").write_text("packet 0 2A 00\nexpect 1 2A 2A $\n")
+    result = run_program(prog, timeout=60)
+    assert (result.outcome, result.stf) == ("pass", tmp_path / "core_macro.stf")
+
+
+def test_expected_rejections_and_table() -> None:
+    """In --errors mode a clean rejection passes and an accepted program fails; totals are shown."""
+    rs = [
+        Result(Path("bad1.p4"), None, "rejected", "line 3:1: error: x"),
+        Result(Path("bad2.p4"), None, "pass"),
+    ]
+    out = expected_rejections(rs)
+    assert [r.outcome for r in out] == ["pass", "rejected"]
+    table = format_table(out)
+    assert "bad2.p4" in table and "accepted a program that p4c rejects" in table
+    assert table.splitlines()[-1].strip() == "pass 1, rejected 1"
+
+
+def test_implicit_default_action_is_defaultonly_noaction() -> None:
+    """A table without default_action gets NoAction, listed @defaultonly in P4Info as by p4c."""
+    from p4.config.v1 import p4info_pb2
+
+    from softswitch.p4info import build_p4info
+
+    text = (CONF / "legacy_priority.p4").read_text().replace("actions = { set; NoAction; }", "actions = { set; }")
+    prog = compile_source(text, str(CONF / "x.p4"))
+    t = _table(prog, "ingress", "t")
+    assert t.default_action is not None and t.default_action.action is prog.actions["NoAction"]
+    assert [(r.action.name, r.annotations) for r in t.actions] == [("set", {}), ("NoAction", {"defaultonly": []})]
+    table = build_p4info(prog).tables[0]
+    assert [(r.scope, list(r.annotations)) for r in table.action_refs] == [
+        (p4info_pb2.ActionRef.TABLE_AND_DEFAULT, []),
+        (p4info_pb2.ActionRef.DEFAULT_ONLY, ["@defaultonly"]),
+    ]
+
+
+def test_bit_width_accepts_any_integer_literal() -> None:
+    """A type width may be written as a sized literal (bit<8w8>) without crashing."""
+    text = (CONF / "core_macro.p4").read_text().replace("bit<8> a;", "bit<8w8> a;")
+    prog = compile_source(text, str(CONF / "x.p4"))
+    assert prog.types["hdr_t"].fields[0].type == ir.BitType(8)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------- engine behaviour
+# Engine failures first seen on p4c's samples (docs/conformance.md), now implemented.
+
+
+def test_engine_header_padding() -> None:
+    """A 17-bit header is extracted and emitted as 3 bytes, as BMv2 does after p4c pads it."""
+    _stf("engine_header_padding.p4", (CONF / "engine_header_padding.stf").read_text())
+
+
+def test_engine_varbit_checksum() -> None:
+    """update_checksum over a list holding a varbit field covers the varbit's bytes."""
+    _stf("engine_varbit_checksum.p4", (CONF / "engine_varbit_checksum.stf").read_text())
