@@ -70,6 +70,12 @@ class Pipeline:
         self._switch.digests.clear()
         return out
 
+    @property
+    def assertion_failures(self) -> int:
+        """Packets dropped because an ``assert``/``assume`` failed (each also logged as
+        an error; BMv2 would abort the switch instead)."""
+        return self._switch.assertion_failures
+
     def set_clock(self, clock_ns: Callable[[], int]) -> None:
         """Time source (integer ns) for meters, idle timeouts and timestamps."""
         self.compiled.namespace["_now"] = clock_ns

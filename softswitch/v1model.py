@@ -26,7 +26,19 @@ module relies on:
   deparser, then recirculate (the deparsed frame back to ingress with metadata reset except
   the field list, ``instance_type = RECIRC``, ``ingress_port`` 0) or transmit.
 * Clone/resubmit/recirculate requests are per-packet "registers" that replicas do not
-  inherit (BMv2 clears them on copies).
+  inherit (BMv2 clears them on copies). A clone request holds the session id as BMv2
+  stores it: 16 bits with the top bit used as a "requested" flag, so session ``s`` means
+  ``s & 0x7FFF``; ``clone(I2E|E2E, s)`` acts where it is handled (see codegen_externs).
+* Counters and meters count BMv2's ``ingress_length``: the frame length as received
+  (kept by resubmitted, cloned and multicast copies; a recirculated packet's is the length
+  of the frame that re-enters).
+* ``assert``/``assume`` failure: BMv2 logs and aborts the whole switch. An emulated switch
+  should keep running, so the packet (with whatever copies it spawned in that pass) is
+  dropped, an error is logged and :attr:`V1Switch.assertion_failures` counts it.
+
+Speed: the header/metadata objects of the first pass of a packet are reused from packet
+to packet (reset, not reallocated), and timestamps are taken only when the program
+reads them.
 """
 
 from __future__ import annotations
@@ -35,7 +47,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from softswitch import ir
@@ -56,6 +67,7 @@ PKT_INSTANCE_TYPE_REPLICATION = 5
 PKT_INSTANCE_TYPE_RESUBMIT = 6
 
 MAX_PASSES = 256  # ingress+egress runs per received frame before giving up (loops)
+MIRROR_SESSION_ID_MASK = 0x7FFF  # BMv2 RegisterAccess: bit 15 flags "clone requested"
 
 _REQUIRED_SM = (
     "ingress_port",
@@ -71,15 +83,18 @@ _REQUIRED_SM = (
 _MASK48 = (1 << 48) - 1
 
 
-@dataclass
 class _Job:
-    """A packet between stages: its PHV objects, raw bytes and per-packet registers."""
+    """A packet between stages: its PHV objects, raw bytes and per-packet registers;
+    ``port`` is the egress port (egress jobs) or the ingress port (ingress jobs)."""
 
-    hdr: Any
-    meta: Any
-    sm: Any
-    ctx: PacketCtx
-    port: int = 0  # egress port (egress jobs) / ingress port (ingress jobs)
+    __slots__ = ("hdr", "meta", "sm", "ctx", "port")
+
+    def __init__(self, hdr: Any, meta: Any, sm: Any, ctx: PacketCtx, port: int = 0) -> None:
+        self.hdr = hdr
+        self.meta = meta
+        self.sm = sm
+        self.ctx = ctx
+        self.port = port
 
 
 class V1Switch:
@@ -103,9 +118,12 @@ class V1Switch:
         missing = [f for f in _REQUIRED_SM if f not in names]
         if missing:
             raise P4Error(f"standard_metadata_t lacks field(s) {', '.join(missing)}")
-        self._has_ts = "ingress_global_timestamp" in names
-        self._has_ets = "egress_global_timestamp" in names
-        self._has_queue = {"enq_timestamp", "deq_timedelta"} <= names
+        used = _read_fields(compiled.code, names)
+        self._has_ts = "ingress_global_timestamp" in used
+        self._has_ets = "egress_global_timestamp" in used
+        self._has_queue = {"enq_timestamp", "deq_timedelta"} <= names and bool(
+            {"enq_timestamp", "deq_timedelta"} & used
+        )
         self.new_hdr = compiled.namespace[compiled._cls_names[id(ir.strip_newtype(self.hdr_t))]]  # noqa: SLF001
         self.new_meta = compiled.namespace[compiled._cls_names[id(ir.strip_newtype(self.meta_t))]]  # noqa: SLF001
         self.new_sm = compiled.namespace[compiled._cls_names[id(sm_t)]]  # noqa: SLF001
@@ -119,6 +137,10 @@ class V1Switch:
         self.digests: deque[tuple[str, tuple[int, ...]]] = deque()
         self.clock_ns = clock_ns
         self._t0 = clock_ns()
+        self.assertion_failures = 0
+        # PHV objects for the first pass of a packet, reset and reused (a stack, so a
+        # re-entrant call simply allocates its own)
+        self._spare_phv: list[tuple[Any, Any, Any]] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -144,41 +166,100 @@ class V1Switch:
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """All frames transmitted because ``frame`` arrived on ``port``, in order."""
+        spare = self._spare_phv
+        if spare:
+            hdr, meta, sm = phv = spare.pop()
+            hdr._reset()
+            meta._reset()
+            sm._reset()
+        else:
+            phv = (hdr, meta, sm) = (self.new_hdr(), self.new_meta(), self.new_sm())
+        try:
+            n = len(frame)
+            sm.ingress_port = port
+            sm.packet_length = n
+            if self._has_ts:
+                sm.ingress_global_timestamp = self._now_us()
+            job = _Job(hdr, meta, sm, PacketCtx(frame, 0, n, n), port)
+            return self._run(job)
+        finally:
+            spare.append(phv)
+
+    def _run(self, job: _Job) -> list[tuple[int, bytes]]:
+        """Ingress and egress passes of ``job`` and of every copy it spawns.
+
+        The usual packet (unicast or dropped, no clone, digest, resubmit, multicast or
+        recirculation) goes straight through; anything else continues in the general
+        loop over the ingress and egress queues."""
         out: list[tuple[int, bytes]] = []
-        job = self._fresh(frame, port, PKT_INSTANCE_TYPE_NORMAL, len(frame))
-        if self._has_ts:
-            job.sm.ingress_global_timestamp = self._now_us()
-        ingress_q: deque[_Job] = deque([job])
+        ingress_q: deque[_Job] = deque()
         egress_q: deque[_Job] = deque()
-        passes = 0
+        try:
+            if self._ingress_pass(job):
+                self._after_ingress(job, ingress_q, egress_q)
+            else:
+                sm = job.sm
+                if sm.egress_spec == DROP_PORT:
+                    return out
+                sm.instance_type = PKT_INSTANCE_TYPE_NORMAL
+                job.port = sm.egress_spec
+                if self._egress_pass(job):
+                    self._after_egress(job, ingress_q, egress_q, out)
+                elif sm.egress_spec != DROP_PORT:
+                    out.append((job.port, self._emit(job)))
+                    return out
+        except P4AssertionFailed as exc:
+            self._assertion_failed(exc)
+        passes = 1
         while ingress_q or egress_q:
             passes += 1
             if passes > MAX_PASSES:
                 log.warning(
-                    "packet from port %d exceeded %d passes; dropping the rest", port, MAX_PASSES
+                    "packet from port %d exceeded %d passes; dropping the rest",
+                    job.port,
+                    MAX_PASSES,
                 )
                 break
             try:
                 if ingress_q:
-                    self._run_ingress(ingress_q.popleft(), ingress_q, egress_q)
+                    j = ingress_q.popleft()
+                    self._ingress_pass(j)
+                    self._after_ingress(j, ingress_q, egress_q)
                 else:
-                    self._run_egress(egress_q.popleft(), ingress_q, egress_q, out)
+                    j = egress_q.popleft()
+                    self._egress_pass(j)
+                    self._after_egress(j, ingress_q, egress_q, out)
             except P4AssertionFailed as exc:
-                log.error("assert/assume failed at %s; packet dropped", exc)
+                self._assertion_failed(exc)
         return out
 
-    def _run_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+    def _assertion_failed(self, exc: P4AssertionFailed) -> None:
+        self.assertion_failures += 1
+        log.error("assert/assume failed at %s; packet dropped", exc)
+
+    def _ingress_pass(self, job: _Job) -> bool:
+        """Parser, checksum verification and ingress; True when the packet asked for
+        more than unicast or drop."""
         hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
-        frame = ctx.data
         sm.parser_error = self.parse(ctx, hdr, meta, sm)
         self.verify(ctx, hdr, meta)
         sm.checksum_error = ctx.checksum_error
         self.ingress(ctx, hdr, meta, sm)
+        return bool(
+            sm.mcast_grp
+            or ctx.clone_session is not None
+            or ctx.digest is not None
+            or ctx.resubmit_fl is not None
+        )
 
+    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+        """What BMv2 does after ingress: clone, learn, resubmit, multicast or enqueue."""
+        hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
+        frame = ctx.data
         if ctx.clone_session is not None:
             sid, fl = ctx.clone_session, ctx.clone_fl
             ctx.clone_session = ctx.clone_fl = None
-            session = self.pre.clone_session(sid)
+            session = self.pre.clone_session(sid & MIRROR_SESSION_ID_MASK)
             if session is not None:
                 for eport, rid in session.replicas:
                     c = self._fresh(
@@ -220,9 +301,9 @@ class V1Switch:
         job.port = sm.egress_spec
         egress_q.append(job)
 
-    def _run_egress(
-        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
-    ) -> None:
+    def _egress_pass(self, job: _Job) -> bool:
+        """The egress control; True when it asked for a clone, recirculation or
+        truncation."""
         hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
         if self._has_ets:
             sm.egress_global_timestamp = self._now_us()
@@ -233,11 +314,26 @@ class V1Switch:
         sm.egress_spec = (DROP_PORT + 1) & 0x1FF
         sm.packet_length = ctx.length_reg & 0xFFFFFFFF
         self.egress(ctx, hdr, meta, sm)
+        return ctx.clone_session is not None or ctx.recirculate_fl is not None or bool(ctx.truncate)
 
+    def _emit(self, job: _Job) -> bytes:
+        """computeChecksum and the deparser: the frame as it leaves (or recirculates)."""
+        ctx = job.ctx
+        self.compute(ctx, job.hdr, job.meta)
+        frame = self.deparse(ctx, job.hdr)  # headers + payload
+        if ctx.truncate and len(frame) > ctx.truncate:
+            frame = frame[: ctx.truncate]
+        return frame
+
+    def _after_egress(
+        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
+    ) -> None:
+        """What BMv2 does after egress: clone, drop, deparse, recirculate or transmit."""
+        hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
         if ctx.clone_session is not None:
             sid, fl = ctx.clone_session, ctx.clone_fl
             ctx.clone_session = ctx.clone_fl = None
-            session = self.pre.clone_session(sid)
+            session = self.pre.clone_session(sid & MIRROR_SESSION_ID_MASK)
             if session is not None:
                 for eport, rid in session.replicas:
                     cmeta = self.new_meta()
@@ -251,17 +347,19 @@ class V1Switch:
 
         if sm.egress_spec == DROP_PORT:
             return
-        self.compute(ctx, hdr, meta)
-        frame = self.deparse(ctx, hdr) + ctx.payload
-        if ctx.truncate and len(frame) > ctx.truncate:
-            frame = frame[: ctx.truncate]
-
+        frame = self._emit(job)
         if ctx.recirculate_fl is not None:
             r = self._fresh(frame, 0, PKT_INSTANCE_TYPE_RECIRC, len(frame))
             self._copy_fl(ctx.recirculate_fl, r.meta, meta)
             ingress_q.appendleft(r)
             return
         out.append((job.port, frame))
+
+
+def _read_fields(source: str, names: set[str]) -> set[str]:
+    """The standard_metadata fields the generated code mentions (whole-struct copies and
+    field lists spell every field out, so a field not mentioned is never read)."""
+    return {n for n in names if f".{n}" in source}
 
 
 def _copy_ctx(ctx: PacketCtx) -> PacketCtx:

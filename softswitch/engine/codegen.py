@@ -10,12 +10,13 @@ per packet.
 The generated functions take ``_ctx`` (a :class:`softswitch.engine.runtime.PacketCtx`)
 followed by the block's apply parameters in order, without ``packet_in``/``packet_out``:
 a parser returns its error code (the unparsed rest starts at ``_ctx.pos``), a deparser
-returns the emitted header bytes. Set ``SOFTSWITCH_DUMP_CODE=path`` to write the generated
+returns the whole frame: the emitted headers followed by the unparsed payload. Set ``SOFTSWITCH_DUMP_CODE=path`` to write the generated
 source to a file for debugging.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch import ir
+from softswitch.engine import externs as ext
 from softswitch.engine import runtime as rt
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import strip
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 p4log = logging.getLogger("softswitch.p4")
 
 PARSER_LOOP_LIMIT = 10000  # state transitions through back edges before ParserTimeout
+PARSER_TREE_LIMIT = 64  # states (counted along every path) up to which a loop-free parser
+# is generated as nested code instead of a state machine
 
 
 @dataclass
@@ -80,6 +84,7 @@ class CompiledProgram:
     direct_meters: dict[str, Table] = field(default_factory=dict)
     field_lists: dict[int, Callable[[Any, Any], None]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    code: str = ""  # the generated functions only (no type classes): what the program does
 
     def new(self, t: ir.Type) -> Any:
         """A fresh (zero / invalid) value of a composite type of the program."""
@@ -145,6 +150,7 @@ class CodeGen(ExternMixin):
             "_stack_next": rt.stack_next,
             "_stack_last": rt.stack_last,
             "_stack_at": rt.stack_at,
+            "_stack_at_parser": rt.stack_at_parser,
             "_sext": rt.sext,
             "_shl": rt.shl,
             "_sshr": rt.sshr,
@@ -156,6 +162,13 @@ class CodeGen(ExternMixin):
             "_ssat_sub": rt.ssat_sub,
             "_pack_fields": pack_fields,
             "_hash_value": hash_value,
+            "_h_crc32": rt.crc32,
+            "_h_crc16": functools.partial(ext.crc, ext.CRC16_PARAMS),
+            "_h_csum16": ext.csum16,
+            "_h_xor16": ext.xor16,
+            "_h_identity": ext.identity,
+            "_csum16_int": rt.csum16_int,
+            "_csum16_payload": rt.csum16_payload,
             "_hash_reduce": hash_reduce,
             "_lookahead_bits": rt.lookahead_bits,
             "_advance": rt.advance,
@@ -476,8 +489,11 @@ class CodeGen(ExternMixin):
             nexts = [tr.next_state] if tr.select is None else [c.next_state for c in tr.cases]
             todo += [n for n in nexts if n]
         index = {s: i for i, s in enumerate(order)}
-        stv, itv = self.tmp("st"), self.tmp("it")
         noerr = self.err_code("NoError")
+        if _tree_size(decl, "start", 0) <= PARSER_TREE_LIMIT:
+            self._parser_tree(decl, "start", noerr, sc, em)
+            return
+        stv, itv = self.tmp("st"), self.tmp("it")
         em.line(f"{stv} = 0")
         em.line(f"{itv} = 0")
         with em.block("while True:"):
@@ -486,6 +502,76 @@ class CodeGen(ExternMixin):
                     state = decl.states[s]
                     self.stmts(state.stmts, sc, em)
                     self._transition(state.transition, i, index, stv, itv, noerr, sc, em)
+
+    def _parser_tree(
+        self, decl: ir.ParserDecl, name: str, noerr: int, sc: Scope, em: Emitter
+    ) -> None:
+        """An acyclic parser as nested code: each state inlined where it is entered, so no
+        state variable is dispatched per state (``accept`` falls through to the end)."""
+        if name == "accept":
+            return
+        if name == "reject":
+            em.line(f"raise _ParserReject({noerr})")
+            return
+        state = decl.states[name]
+        self.stmts(state.stmts, sc, em)
+        tr = state.transition
+        if tr.select is None:
+            self._parser_tree(decl, tr.next_state or "reject", noerr, sc, em)
+            return
+        cases = self._select_cases(tr, sc, em)
+        first = True
+        for conds, target in cases:
+            if conds is None:  # default
+                if first:
+                    self._parser_tree(decl, target, noerr, sc, em)
+                else:
+                    with em.block("else:"):
+                        self._parser_tree(decl, target, noerr, sc, em)
+                return
+            with em.block(f"{'if' if first else 'elif'} {conds}:"):
+                self._parser_tree(decl, target, noerr, sc, em)
+            first = False
+        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        if first:
+            em.line(nomatch)
+        else:
+            with em.block("else:"):
+                em.line(nomatch)
+
+    def _select_cases(
+        self, tr: ir.Transition, sc: Scope, em: Emitter
+    ) -> list[tuple[str | None, str]]:
+        """``(condition or None for a default, next state)`` of a select, in order, up to
+        the first default; the select keys are evaluated once, into temporaries."""
+        keys = []
+        widths = []
+        for x in tr.select or []:
+            k = self.tmp("k")
+            em.line(f"{k} = {self.expr(x, sc, em)}")
+            keys.append(k)
+            t = strip(x.type)
+            widths.append(scalar_width(t) if not isinstance(t, ir.IntLitType) else None)
+        out: list[tuple[str | None, str]] = []
+        for case in tr.cases:
+            conds = []
+            for k, w, ks in zip(keys, widths, case.keysets, strict=False):
+                m = (1 << w) - 1 if w else -1
+                if isinstance(ks, ir.KeysetDefault):
+                    continue
+                if isinstance(ks, ir.KeysetValue):
+                    conds.append(f"{k} == {ks.value & m}")
+                elif isinstance(ks, ir.KeysetMask):
+                    conds.append(f"({k} & {ks.mask & m}) == {ks.value & ks.mask & m}")
+                elif isinstance(ks, ir.KeysetRange):
+                    conds.append(f"{ks.low & m} <= {k} <= {ks.high & m}")
+                else:
+                    raise UnsupportedError(f"select keyset {type(ks).__name__}", case.loc)
+            if not conds:
+                out.append((None, case.next_state))
+                break
+            out.append((" and ".join(conds), case.next_state))
+        return out
 
     def _goto(
         self,
@@ -524,49 +610,24 @@ class CodeGen(ExternMixin):
         if tr.select is None:
             self._goto(tr.next_state or "reject", here, index, stv, itv, noerr, em)
             return
-        keys = []
-        widths = []
-        for x in tr.select:
-            k = self.tmp("k")
-            em.line(f"{k} = {self.expr(x, sc, em)}")
-            keys.append(k)
-            t = strip(x.type)
-            widths.append(scalar_width(t) if not isinstance(t, ir.IntLitType) else None)
         first = True
-        has_default = False
-        for case in tr.cases:
-            conds = []
-            for k, w, ks in zip(keys, widths, case.keysets, strict=False):
-                m = (1 << w) - 1 if w else -1
-                if isinstance(ks, ir.KeysetDefault):
-                    continue
-                if isinstance(ks, ir.KeysetValue):
-                    conds.append(f"{k} == {ks.value & m}")
-                elif isinstance(ks, ir.KeysetMask):
-                    conds.append(f"({k} & {ks.mask & m}) == {ks.value & ks.mask & m}")
-                elif isinstance(ks, ir.KeysetRange):
-                    conds.append(f"{ks.low & m} <= {k} <= {ks.high & m}")
-                else:
-                    raise UnsupportedError(f"select keyset {type(ks).__name__}", case.loc)
-            if not conds:
+        for conds, target in self._select_cases(tr, sc, em):
+            if conds is None:
                 if first:
-                    self._goto(case.next_state, here, index, stv, itv, noerr, em)
+                    self._goto(target, here, index, stv, itv, noerr, em)
                 else:
                     with em.block("else:"):
-                        self._goto(case.next_state, here, index, stv, itv, noerr, em)
-                has_default = True
-                break
-            kw = "if" if first else "elif"
+                        self._goto(target, here, index, stv, itv, noerr, em)
+                return
+            with em.block(f"{'if' if first else 'elif'} {conds}:"):
+                self._goto(target, here, index, stv, itv, noerr, em)
             first = False
-            with em.block(f"{kw} {' and '.join(conds)}:"):
-                self._goto(case.next_state, here, index, stv, itv, noerr, em)
-        if not has_default:
-            nomatch = self.err_code("NoMatch")
-            if first:
-                em.line(f"raise _ParserReject({nomatch})")
-            else:
-                with em.block("else:"):
-                    em.line(f"raise _ParserReject({nomatch})")
+        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        if first:
+            em.line(nomatch)
+        else:
+            with em.block("else:"):
+                em.line(nomatch)
 
     # ------------------------------------------------------------------ top level
 
@@ -599,6 +660,8 @@ class CodeGen(ExternMixin):
         sc = Scope(
             path=path, env=env, names=names, ret="return", sm=sm, local_actions=local_actions
         )
+        sc.obj_cache = {}
+        sc.obj_roots = set(args)
         fname = f"blk_{role}"
         em = Emitter(1)
         if isinstance(decl, ir.ParserDecl):
@@ -620,6 +683,9 @@ class CodeGen(ExternMixin):
             if pkt_out:
                 sc.out = "_out"
                 em.line("_out = bytearray()")
+            if role == "ingress":
+                sc.digest_sites = []
+                em.line("_dg = 0")
             for x in decl.locals:
                 if isinstance(x, ir.VarDecl):
                     self.stmt(x, sc, em)
@@ -630,9 +696,17 @@ class CodeGen(ExternMixin):
                     em.line("pass")
             else:
                 self.stmt(decl.body, sc, em)
+            if sc.digest_sites:  # BMv2 learns after ingress: the fields' final values
+                with em.block("if _dg:"):
+                    for k, (dname, vals) in enumerate(sc.digest_sites, 1):
+                        kw = "if" if k == 1 else "elif"
+                        with em.block(f"{kw} _dg == {k}:"):
+                            em.line(f"_ctx.digest = ({dname!r}, ({vals}))")
             if pkt_out:
+                em.line("_out += _ctx.payload")
                 em.line("return bytes(_out)")
-        src = [f"def {fname}(_ctx, {', '.join(args)}):"] + (em.lines or ["    pass"])
+        binds = [f"    {name} = {text}" for text, name in sc.obj_cache.items()]
+        src = [f"def {fname}(_ctx, {', '.join(args)}):"] + binds + (em.lines or ["    pass"])
         self.functions.append("\n".join(src))
         self.out.block_params[role] = list(decl.params)
 
@@ -736,6 +810,7 @@ class CodeGen(ExternMixin):
         exec(code, ns)  # noqa: S102 - executing our own generated module
         out = self.out
         out.source = src
+        out.code = "\n".join(self.functions)
         for role in out.block_params:
             out.blocks[role] = ns[f"blk_{role}"]
         out.field_lists = {i: ns[n] for i, n in out.field_lists.items()}  # type: ignore[misc]
@@ -743,6 +818,23 @@ class CodeGen(ExternMixin):
             del tname
             out.classes[cname] = ns[cname]
         return out
+
+
+def _tree_size(decl: ir.ParserDecl, name: str, depth: int) -> int:
+    """States emitted when ``name`` is inlined along every path (a large number for a
+    parser with a loop or too deep a nesting, which then stays a state machine)."""
+    if name in ("accept", "reject"):
+        return 0
+    if depth > 12 or name not in decl.states:
+        return PARSER_TREE_LIMIT + 1
+    tr = decl.states[name].transition
+    nexts = [tr.next_state or "reject"] if tr.select is None else [c.next_state for c in tr.cases]
+    total = 1
+    for n in nexts:
+        total += _tree_size(decl, n, depth + 1)
+        if total > PARSER_TREE_LIMIT:
+            break
+    return total
 
 
 def _log_msg(fmt: str, values: tuple[int, ...]) -> None:

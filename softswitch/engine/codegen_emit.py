@@ -56,6 +56,36 @@ class Scope:
     sm: str | None = None  # standard_metadata expression (for mark_to_drop())
     in_parser: bool = False
     local_actions: set[int] = field(default_factory=set)
+    # run-time stack indexes evaluated once for the statement being generated:
+    # id(ir.Index) -> Python temp; ``pins_checked`` once the bounds guard has passed
+    pins: dict[int, str] = field(default_factory=dict)
+    pins_checked: bool = False
+    # digest call sites of the ingress control, read at its end (BMv2 learns there);
+    # None where the values must be taken at call time
+    digest_sites: list[tuple[str, str]] | None = None
+    # composite sub-objects of the block's parameters bound to Python locals once per
+    # call (objects keep their identity, see codegen_types): "P1_hdr.ipv4" -> "_o1";
+    # None outside a top-level block function
+    obj_cache: dict[str, str] | None = None
+    obj_roots: set[str] = field(default_factory=set)
+
+    def cached_object(self, text: str) -> str:
+        """A local bound to the object at ``text`` when its base is a stable object."""
+        assert self.obj_cache is not None
+        name = self.obj_cache.get(text)
+        if name is not None:
+            return name
+        base = text.rsplit(".", 1)[0]
+        if base not in self.obj_roots:
+            return text
+        name = f"_o{len(self.obj_cache) + 1}"
+        self.obj_cache[text] = name
+        self.obj_roots.add(name)
+        return name
+
+    def is_stable_object(self, text: str) -> bool:
+        """True for a local that names the same object for the whole block call."""
+        return text in self.obj_roots
 
     def child(self, **changes: object) -> Scope:
         """A copy with its own env dict and the given fields replaced."""
@@ -71,6 +101,11 @@ class Scope:
             sm=self.sm,
             in_parser=self.in_parser,
             local_actions=self.local_actions,
+            pins=self.pins,
+            pins_checked=self.pins_checked,
+            digest_sites=self.digest_sites,
+            obj_cache=self.obj_cache,
+            obj_roots=self.obj_roots,
         )
         for k, v in changes.items():
             setattr(s, k, v)

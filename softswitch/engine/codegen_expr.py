@@ -3,9 +3,11 @@
 Values are Python ints masked to their width (signed ``int<W>`` as two's-complement
 patterns), bools, or objects of the generated composite classes. Everything is inlined
 except what needs statements first (table applies, calls with copy-out), which is
-*hoisted*: emitted before the statement that uses it, into a temporary. The one visible
-consequence: a table applied inside the right operand of ``&&``/``||``/``?:`` is applied
-even when short-circuit evaluation would skip it.
+*hoisted*: emitted before the statement that uses it, into a temporary. Hoisting keeps P4's
+left-to-right order and short-circuit evaluation: when the right operand of ``&&``/``||``
+(or a branch of ``?:``) needs statements, they are emitted under an ``if`` on the value
+of the left operand (the condition), so a table in a skipped operand is never applied;
+and a left operand whose value could change is captured in a temporary first.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ class ExprMixin:
             return self.expr(e, sc, em)
         if isinstance(e, ir.Index):
             return self.expr(e, sc, em)
+        text = getattr(e, "text", None)
+        if isinstance(text, str):  # a pinned lvalue (codegen_stmt._PyValue)
+            return text
         raise P4Error("expression cannot be assigned to", e.loc)
 
     # ------------------------------------------------------------------ leaves
@@ -177,7 +182,10 @@ class ExprMixin:
                 return f"_stack_at({base}, {base}.n - 1, {self.spare_for(bt.elem)})"
             raise P4Error(f"no member {e.name} of a header stack", e.loc)
         if isinstance(bt, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
-            return f"{self.expr(e.base, sc, em)}.{attr(e.name)}"
+            text = f"{self.expr(e.base, sc, em)}.{attr(e.name)}"
+            if sc.obj_cache is not None and is_composite(e.type):
+                return sc.cached_object(text)
+            return text
         raise UnsupportedError(f"member {e.name} of {type(bt).__name__}", e.loc)
 
     def _x_Index(self, e: ir.Index, sc: Scope, em: Emitter) -> str:
@@ -187,7 +195,14 @@ class ExprMixin:
         base = self.expr(e.base, sc, em)
         if isinstance(e.index, ir.Const) and 0 <= e.index.value < bt.size:
             return f"{base}.h[{e.index.value}]"
+        pinned = sc.pins.get(id(e))
+        if pinned is not None:  # index evaluated once and bounds-checked (codegen_stmt)
+            if sc.pins_checked:
+                return f"{base}.h[{pinned}]"
+            return f"_stack_at({base}, {pinned}, {self.spare_for(bt.elem)})"
         idx = self.expr(e.index, sc, em)
+        if sc.in_parser:
+            return f"_stack_at_parser({base}, {idx}, {self.err_code('StackOutOfBounds')})"
         return f"_stack_at({base}, {idx}, {self.spare_for(bt.elem)})"
 
     def _x_Slice(self, e: ir.Slice, sc: Scope, em: Emitter) -> str:
@@ -199,9 +214,34 @@ class ExprMixin:
 
     def _x_Mux(self, e: ir.Mux, sc: Scope, em: Emitter) -> str:
         c = self.expr(e.cond, sc, em)
-        a = self.expr(e.then, sc, em)
-        b = self.expr(e.else_, sc, em)
-        return f"({a} if {c} else {b})"
+        sub_a, sub_b = Emitter(em.indent + 1), Emitter(em.indent + 1)
+        a = self.expr(e.then, sc, sub_a)
+        b = self.expr(e.else_, sc, sub_b)
+        if not sub_a.lines and not sub_b.lines:
+            return f"({a} if {c} else {b})"
+        # a branch needs statements: only the chosen branch may run them
+        t = self.tmp("mx")
+        with em.block(f"if {c}:"):
+            em.lines += sub_a.lines
+            em.line(f"{t} = {a}")
+        with em.block("else:"):
+            em.lines += sub_b.lines
+            em.line(f"{t} = {b}")
+        return t
+
+    def _short_circuit(self, e: ir.Binary, sc: Scope, em: Emitter) -> str:
+        """``&&``/``||``: the right operand's statements run only when it is evaluated."""
+        left = self.expr(e.left, sc, em)
+        sub = Emitter(em.indent + 1)
+        right = self.expr(e.right, sc, sub)
+        if not sub.lines:
+            return f"({left} {'and' if e.op == '&&' else 'or'} {right})"
+        t = self.tmp("sc")
+        em.line(f"{t} = {left}")
+        with em.block(f"if {t}:" if e.op == "&&" else f"if not {t}:"):
+            em.lines += sub.lines
+            em.line(f"{t} = {right}")
+        return t
 
     # ------------------------------------------------------------------ operators
 
@@ -223,12 +263,17 @@ class ExprMixin:
 
     def _x_Binary(self, e: ir.Binary, sc: Scope, em: Emitter) -> str:
         op = e.op
+        if op in ("&&", "||"):
+            return self._short_circuit(e, sc, em)
         left = self.expr(e.left, sc, em)
-        right = self.expr(e.right, sc, em)
-        if op == "&&":
-            return f"({left} and {right})"
-        if op == "||":
-            return f"({left} or {right})"
+        sub = Emitter(em.indent)
+        right = self.expr(e.right, sc, sub)
+        if sub.lines:  # evaluate the left operand before the right one's side effects
+            if not _is_literal(left):
+                t = self.tmp("l")
+                em.line(f"{t} = {left}")
+                left = t
+            em.lines += sub.lines
         lt = strip(e.left.type)
         if op in ("==", "!="):
             if is_composite(lt):
@@ -268,18 +313,31 @@ class ExprMixin:
         if op == "<<":
             if rconst is not None:
                 return "0" if rconst >= w else f"(({left} << {rconst}) & {m:#x})"
-            return f"_shl({left}, {right}, {w})"
+            t = self.tmp("sh")
+            return f"((({left} << {t}) & {m:#x}) if ({t} := {right}) < {w} else 0)"
         if op == ">>":
             if signed:
                 return f"_sshr({left}, {right}, {w})"
             return f"({left} >> {right})"
         if op == "|+|":
             if signed:
-                return f"_ssat_add({left}, {right}, {w})"
+                sb = 1 << (w - 1)
+                t = self.tmp("sat")
+                total = f"(({left} ^ {sb:#x}) - {sb:#x}) + (({right} ^ {sb:#x}) - {sb:#x})"
+                return (
+                    f"(({t} if {-sb:#x} <= ({t} := {total}) <= {sb - 1:#x}"
+                    f" else ({sb - 1:#x} if {t} > 0 else {-sb:#x})) & {m:#x})"
+                )
             return f"min({left} + {right}, {m:#x})"
         if op == "|-|":
             if signed:
-                return f"_ssat_sub({left}, {right}, {w})"
+                sb = 1 << (w - 1)
+                t = self.tmp("sat")
+                total = f"(({left} ^ {sb:#x}) - {sb:#x}) - (({right} ^ {sb:#x}) - {sb:#x})"
+                return (
+                    f"(({t} if {-sb:#x} <= ({t} := {total}) <= {sb - 1:#x}"
+                    f" else ({sb - 1:#x} if {t} > 0 else {-sb:#x})) & {m:#x})"
+                )
             return f"max({left} - {right}, 0)"
         raise UnsupportedError(f"binary operator {op}", e.loc)
 
@@ -297,7 +355,8 @@ class ExprMixin:
                 return f"(1 if {x} else 0)"
             if isinstance(src, ir.BitType):
                 if src.signed and dst.width > src.width:
-                    return f"(_sext({x}, {src.width}) & {m:#x})"
+                    sb = 1 << (src.width - 1)
+                    return f"((({x} ^ {sb:#x}) - {sb:#x}) & {m:#x})"
                 if dst.width < src.width:
                     return f"({x} & {m:#x})"
                 return x
@@ -355,6 +414,8 @@ class ExprMixin:
             x = f"(1 if {x} else 0)"
         if isinstance(e, ir.Member) and isinstance(strip(e.base.type), ir.HeaderType):
             valid = f"{self.expr(e.base, sc, em)}._v"
+        if isinstance(t, ir.VarbitType):
+            return self._flat_obj(x, t, valid)
         width = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
         return [(x, width, valid)]
 
@@ -370,8 +431,8 @@ class ExprMixin:
             for f in t.fields:
                 out += self._flat_obj(f"{x}.{attr(f.name)}", f.type, valid)
             return out
-        if isinstance(t, ir.VarbitType):
-            raise UnsupportedError("a varbit field in a field list")
+        if isinstance(t, ir.VarbitType):  # its current bits: width known at run time
+            return [(f"{x}[1]", f"{x}[0]", valid)]  # type: ignore[list-item]
         if isinstance(t, ir.BoolType):
             return [(f"(1 if {x} else 0)", 1, valid)]
         return [(x, scalar_width(t), valid)]
@@ -381,16 +442,47 @@ class ExprMixin:
         invalid headers left out, last byte zero-padded on the right)."""
         fields = self.flat_fields(e, sc, em)
         conds = {v for _, _, v in fields}
+        if any(isinstance(w, str) for _, w, _ in fields):  # a varbit: widths at run time
+            return _runtime_pack(fields)
         if len(conds) == 1 and None not in conds:  # one header: all or nothing
             (cond,) = conds
             plain = [(x, w, None) for x, w, _ in fields]
             return f"({self._fast_pack(plain)} if {cond} else b'')"
         if all(v is None for _, _, v in fields):
             return self._fast_pack(fields)
-        parts = []
-        for x, w, v in fields:
-            parts.append(f"({x}, {w})" if v is None else f"(({x}, {w}) if {v} else (0, 0))")
-        return "_pack_fields((" + "".join(p + ", " for p in parts) + "))"
+        return _runtime_pack(fields)
+
+    def packed_int(
+        self, e: ir.Expr, sc: Scope, em: Emitter, known: str | None = None
+    ) -> tuple[str, str] | None:
+        """``(int expression, byte count expression)`` of the bytes :meth:`packed_bytes`
+        gives, as one big-endian integer; None when validity varies field by field.
+        ``known`` is a condition already known to hold (a header's validity)."""
+        fields = self.flat_fields(e, sc, em)
+        if any(isinstance(w, str) for _, w, _ in fields):
+            return None
+        conds = {v for _, _, v in fields}
+        total = sum(w for _, w, _ in fields)
+        nbytes = (total + 7) // 8
+        acc = self._pack_int([(x, w) for x, w, _ in fields])
+        if conds == {None} or conds == {known}:
+            return acc, str(nbytes)
+        if len(conds) == 1:
+            (cond,) = conds
+            return f"({acc} if {cond} else 0)", f"({nbytes} if {cond} else 0)"
+        return None
+
+    @staticmethod
+    def _pack_int(fields: list[tuple[str, int]]) -> str:
+        total = sum(w for _, w in fields)
+        if total == 0:
+            return "0"
+        acc = " | ".join(
+            f"({x} << {sh})" if sh else x
+            for x, sh in zip((f[0] for f in fields), _shifts([w for _, w in fields]), strict=False)
+        )
+        pad = -total % 8
+        return f"(({acc}) << {pad})" if pad else f"({acc})"
 
     @staticmethod
     def _fast_pack(fields: list[tuple[str, int, str | None]]) -> str:
@@ -408,6 +500,18 @@ class ExprMixin:
         if pad:
             acc = f"(({acc}) << {pad})"
         return f"({acc}).to_bytes({nbytes}, 'big')"
+
+
+def _runtime_pack(fields: list[tuple[str, int, str | None]]) -> str:
+    """``_pack_fields`` call over the fields (those of invalid headers left out)."""
+    parts = []
+    for x, w, v in fields:
+        parts.append(f"({x}, {w})" if v is None else f"(({x}, {w}) if {v} else (0, 0))")
+    return "_pack_fields((" + "".join(p + ", " for p in parts) + "))"
+
+
+def _is_literal(text: str) -> bool:
+    return text.isdigit() or text in ("True", "False")
 
 
 def _shifts(widths: list[int]) -> list[int]:

@@ -12,16 +12,28 @@ Facts from BMv2 relied on here (simple_switch primitives and bm_sim):
 * ``verify_checksum`` sets ``checksum_error``; ``update_checksum`` writes only when the
   condition holds.
 * clone/resubmit/recirculate only record a request; the architecture acts on it after
-  the control returns. ``digest`` keeps the last request of the packet.
+  the control returns. ``clone(type, session)``: p4c emits
+  ``clone_ingress_pkt_to_egress`` or ``clone_egress_pkt_to_egress`` by the *type* value,
+  but both BMv2 primitives store the same request (session id | 0x8000, field list);
+  what happens depends only on where it is acted upon: after ingress an ingress clone,
+  after egress an egress clone. The type must be a compile-time constant (as in p4c).
+* ``digest``: BMv2's ``generate_digest`` only records the field-list id; the learning
+  engine reads the fields' values after the ingress control has finished (last call
+  wins). The ingress control therefore notes which call ran and builds the message at
+  its end from the fields' final values (computed values are taken at call time, as the
+  temporaries p4c would create). Digests outside ingress are never delivered by BMv2.
 """
 
 from __future__ import annotations
+
+import re
 
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import mask, strip
 from softswitch.engine.codegen_stmt import StmtMixin
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
+from softswitch.engine.externs import Register
 from softswitch.errors import P4Error, UnsupportedError
 
 HASH_ALGOS = (
@@ -34,6 +46,22 @@ HASH_ALGOS = (
     "csum16",
     "xor16",
 )
+
+
+# hash algorithms whose function the generated code calls directly
+_DIRECT_HASH = {
+    "crc32": "_h_crc32",
+    "crc16": "_h_crc16",
+    "csum16": "_h_csum16",
+    "xor16": "_h_xor16",
+    "identity": "_h_identity",
+}
+
+_SIMPLE_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
+
+# field values that can be read again at the end of ingress: a path of attributes (or a
+# bool of one) or a literal
+_READ_LATE = re.compile(r"^(\(1 if [A-Za-z_][\w.]* else 0\)|[A-Za-z_][\w.]*|\d+)$")
 
 
 class ExternMixin(StmtMixin):
@@ -65,12 +93,48 @@ class ExternMixin(StmtMixin):
             raise P4Error("mark_to_drop() needs standard_metadata in scope", loc)
         return sc.sm
 
+    def _hash_of(
+        self,
+        algo: ir.Expr,
+        data: ir.Expr,
+        with_payload: bool,
+        sc: Scope,
+        em: Emitter,
+        known: str | None = None,
+    ) -> str:
+        """Python expression of the raw hash of field list ``data`` (plus the unparsed
+        payload). With a constant algorithm the call goes straight to its function, and
+        ``csum16`` is computed on the packed integer without building bytes."""
+        name = algo.member if isinstance(algo, ir.EnumMember) else None
+        if name == "csum16":
+            packed = self.packed_int(data, sc, em, known)
+            if packed is not None:
+                value, nbytes = packed
+                if with_payload:
+                    return f"_csum16_payload({value}, {nbytes}, _ctx.payload)"
+                if nbytes.isdigit():  # inline runtime.csum16_int
+                    if int(nbytes) & 1:
+                        value = f"({value} << 8)"
+                    v = self.tmp("cv")
+                    return f"(0xffff - (({v} := {value}) % 0xffff or (0xffff if {v} else 0)))"
+                return f"_csum16_int({value}, {nbytes})"
+        raw = self.packed_bytes(data, sc, em)
+        if with_payload:
+            raw = f"({raw} + _ctx.payload)"
+        if name in _DIRECT_HASH:
+            return f"{_DIRECT_HASH[name]}({raw})"
+        return f"_hash_value({self._algo(algo, sc, em)}, {raw}, rng=_rng)"
+
     # ------------------------------------------------------------------ functions
 
     def extern_call(self, e: ir.Call, sc: Scope, em: Emitter) -> None:
         name = e.callee.name
         a = e.args
         x = lambda i: self.expr(a[i], sc, em)  # noqa: E731
+        if name in ("clone", "clone3", "clone_preserving_field_list") and not isinstance(
+            a[0], (ir.EnumMember, ir.Const)
+        ):
+            raise P4Error(f"{name}: the clone type must be a constant on this target", e.loc)
         if name == "mark_to_drop":
             sm = x(0) if a else self._sm(sc, e.loc)
             em.line(f"{sm}.egress_spec = 511")
@@ -83,31 +147,33 @@ class ExternMixin(StmtMixin):
         elif name == "hash":
             out_t = strip(a[0].type) if a[0] is not None else ir.BitType(32)
             width = scalar_width(out_t)
-            data = self.packed_bytes(a[3], sc, em)  # type: ignore[arg-type]
-            val = (
-                f"_hash_reduce(_hash_value({self._algo(a[1], sc, em)}, {data}, rng=_rng), "
-                f"{x(2)}, {x(4)}, {width})"
-            )
+            h = self._hash_of(a[1], a[3], False, sc, em)  # type: ignore[arg-type]
+            base, max_ = x(2), x(4)
+            if max_.isdigit() and base.isdigit():  # the usual case: constants
+                if int(max_) > 0:
+                    b = f"{base} + " if int(base) else ""
+                    val = f"(({b}{h} % {max_}) & {mask(width):#x})"
+                else:
+                    val = str(int(base) & mask(width))
+            else:
+                val = f"_hash_reduce({h}, {base}, {max_}, {width})"
             self._out(a[0], val, sc, em)
         elif name == "random":
             lo, hi = x(1), x(2)
             self._out(a[0], f"_random_between({lo}, {hi})", sc, em)
         elif name in ("verify_checksum", "verify_checksum_with_payload"):
-            data = self.packed_bytes(a[1], sc, em)  # type: ignore[arg-type]
-            if name.endswith("payload"):
-                data = f"({data} + _ctx.payload)"
-            w = scalar_width(a[2].type)  # type: ignore[union-attr]
-            h = f"(_hash_value({self._algo(a[3], sc, em)}, {data}, rng=_rng) & {mask(w):#x})"
-            with em.block(f"if {x(0)} and {h} != {x(2)}:"):
-                em.line("_ctx.checksum_error = 1")
-        elif name in ("update_checksum", "update_checksum_with_payload"):
-            with em.block(f"if {x(0)}:"):
-                data = self.packed_bytes(a[1], sc, em)  # type: ignore[arg-type]
-                if name.endswith("payload"):
-                    data = f"({data} + _ctx.payload)"
+            cond = x(0)
+            with em.block(f"if {cond}:"):
+                h = self._hash_of(a[3], a[1], name.endswith("payload"), sc, em, cond)  # type: ignore[arg-type]
                 w = scalar_width(a[2].type)  # type: ignore[union-attr]
-                h = f"(_hash_value({self._algo(a[3], sc, em)}, {data}, rng=_rng) & {mask(w):#x})"
-                self._out(a[2], h, sc, em)
+                with em.block(f"if ({h} & {mask(w):#x}) != {x(2)}:"):
+                    em.line("_ctx.checksum_error = 1")
+        elif name in ("update_checksum", "update_checksum_with_payload"):
+            cond = x(0)
+            with em.block(f"if {cond}:"):
+                h = self._hash_of(a[3], a[1], name.endswith("payload"), sc, em, cond)  # type: ignore[arg-type]
+                w = scalar_width(a[2].type)  # type: ignore[union-attr]
+                self._out(a[2], f"({h} & {mask(w):#x})", sc, em)
         elif name in ("clone", "clone3"):
             em.line(f"_ctx.clone_session = {x(1)}")
             em.line("_ctx.clone_fl = None")
@@ -152,9 +218,21 @@ class ExternMixin(StmtMixin):
         if ann:
             name = str(ann[0]).strip('"')
             name = name[1:] if name.startswith(".") else name
+        data = _unwrap_struct_init(data)
         fields = self.flat_fields(data, sc, em)
-        vals = "".join(f"{v}, " for v, _, _ in fields)
-        em.line(f"_ctx.digest = ({name!r}, ({vals}))")
+        if sc.digest_sites is None:  # not in the ingress control itself: call-time values
+            vals = "".join(f"{v}, " for v, _, _ in fields)
+            em.line(f"_ctx.digest = ({name!r}, ({vals}))")
+            return
+        late = []
+        for v, _, _ in fields:
+            if not _READ_LATE.match(v):
+                t = self.tmp("dv")
+                em.line(f"{t} = {v}")
+                v = t
+            late.append(v)
+        sc.digest_sites.append((name, "".join(f"{v}, " for v in late)))
+        em.line(f"_dg = {len(sc.digest_sites)}")
 
     # ------------------------------------------------------------------ methods
 
@@ -170,7 +248,7 @@ class ExternMixin(StmtMixin):
             return
         if isinstance(tt, ir.HeaderType):
             h = self.expr(e.target, sc, em)
-            nbytes = tt.bit_width // 8
+            nbytes = (tt.bit_width + 7) // 8
             if m == "setValid":
                 with em.block(f"if not {h}._v:"):
                     em.line(f"{h}._reset()")
@@ -216,12 +294,9 @@ class ExternMixin(StmtMixin):
             return
         obj = self.expr(e.target, sc, em)
         if ext == "register":
-            if m == "read":
-                self._out(a[0], f"{obj}.read({self.expr(a[1], sc, em)})", sc, em)  # type: ignore[arg-type]
-            elif m == "write":
-                em.line(f"{obj}.write({self.expr(a[0], sc, em)}, {self.expr(a[1], sc, em)})")  # type: ignore[arg-type]
-            else:
+            if m not in ("read", "write"):
                 raise UnsupportedError(f"register.{m}", e.loc)
+            self._register_access(obj, e, sc, em)
         elif ext == "counter" and m == "count":
             em.line(f"{obj}.count({self.expr(a[0], sc, em)}, _ctx.ingress_length)")  # type: ignore[arg-type]
         elif ext == "direct_counter" and m == "count":
@@ -233,6 +308,44 @@ class ExternMixin(StmtMixin):
             self._out(a[0], "_ctx.meter_color", sc, em)
         else:
             raise UnsupportedError(f"extern method {ext}.{m}", e.loc)
+
+    def _register_access(self, obj: str, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        """``r.read(dst, i)`` / ``r.write(i, v)`` inlined on the register's value list.
+
+        As BMv2's ``register_read``/``register_write``: an index out of range leaves the
+        destination unchanged, or writes nothing."""
+        reg = self.ns.get(obj)
+        a = e.args
+        if not isinstance(reg, Register):  # not a known instance: the generic methods
+            if e.method == "read":
+                self._out(a[0], f"{obj}.read({self.expr(a[1], sc, em)})", sc, em)  # type: ignore[arg-type]
+            else:
+                em.line(f"{obj}.write({self.expr(a[0], sc, em)}, {self.expr(a[1], sc, em)})")  # type: ignore[arg-type]
+            return
+        idx = self.expr(a[1] if e.method == "read" else a[0], sc, em)  # type: ignore[arg-type]
+        if e.method == "write":
+            val = self.expr(a[1], sc, em)  # type: ignore[arg-type]
+            if not isinstance(strip(a[1].type), ir.BitType):  # type: ignore[union-attr]
+                val = f"(({val}) & {reg.mask:#x})"
+        if idx.isdigit():
+            if int(idx) >= reg.size:
+                return
+            guard = None
+        else:
+            if not _SIMPLE_NAME.match(idx):
+                t = self.tmp("ri")
+                em.line(f"{t} = {idx}")
+                idx = t
+            guard = f"if {idx} < {reg.size}:"
+        outer = em.indent
+        if guard is not None:
+            em.line(guard)
+            em.indent += 1
+        if e.method == "read":
+            self._out(a[0], f"{obj}.values[{idx}]", sc, em)
+        else:
+            em.line(f"{obj}.values[{idx}] = {val}")
+        em.indent = outer
 
     # ------------------------------------------------------------------ packets
 
@@ -257,9 +370,15 @@ class ExternMixin(StmtMixin):
                 h = f"_stack_next({stack_base}, {self.err_code('StackOutOfBounds')})"
             else:
                 h = self.expr(target, sc, em)
-            hv = self.tmp("h")
-            em.line(f"{hv} = {h}")
-            if len(a) > 1 and a[1] is not None:
+            hv = h if sc.is_stable_object(h) else self.tmp("h")
+            if hv != h:
+                em.line(f"{hv} = {h}")
+            ht = strip(target.type)
+            if (len(a) < 2 or a[1] is None) and self.types.fixed_size(ht) is not None:
+                assert isinstance(ht, ir.HeaderType)
+                for line in self.types.inline_extract(ht, hv, data, pos, pts, self.tmp("v")):
+                    em.line(line)
+            elif len(a) > 1 and a[1] is not None:
                 nbits = self.expr(a[1], sc, em)
                 em.line(
                     f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, "
@@ -301,7 +420,10 @@ class ExternMixin(StmtMixin):
         t = strip(t)
         if isinstance(t, ir.HeaderType):
             with em.block(f"if {x}._v:"):
-                em.line(f"{out} += {x}._pack()")
+                if self.types.fixed_size(t) is not None:
+                    em.line(f"{out} += {self.types.pack_expr(t, x)}")
+                else:
+                    em.line(f"{out} += {x}._pack()")
         elif isinstance(t, (ir.StructType, ir.HeaderUnionType)):
             for f in t.fields:
                 self.emit_value(f"{x}.{attr(f.name)}", f.type, out, em)
@@ -317,7 +439,21 @@ class ExternMixin(StmtMixin):
 
     def add_global(self, prefix: str, obj: object, init: str | None = None) -> str: ...  # type: ignore[empty-body]
 
+    ns: dict[str, object]
+
     def err_code(self, name: str) -> int: ...  # type: ignore[empty-body]
+
+
+def _unwrap_struct_init(e: ir.Expr) -> ir.Expr:
+    """``{a, b}`` typed as a struct: its component expressions (p4c builds the field list
+    from them, so the fields themselves are read, not a copy)."""
+    if isinstance(e, ir.StructInit):
+        t = strip(e.type)
+        order = [f.name for f in getattr(t, "fields", [])]
+        if set(order) == set(e.fields):
+            elems = [_unwrap_struct_init(e.fields[n]) for n in order]
+            return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
+    return e
 
 
 __all__ = ["ExternMixin", "is_composite"]

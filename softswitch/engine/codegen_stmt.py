@@ -8,6 +8,13 @@ are written back after the body (also when ``exit`` unwinds through it); composi
 ``in`` arguments are copied. ``return`` in an inlined body becomes ``break`` out of a
 ``while True`` wrapper; ``exit`` raises :class:`softswitch.engine.runtime.P4Exit`, caught
 by the control the architecture invoked.
+
+Run-time header-stack indexes in controls follow p4c's BMv2 back end (its
+``HSIndexSimplifier`` turns ``hs[i]`` into one branch per element): the index is evaluated
+once per statement, and when it is out of range an assignment *to* the element and a
+call statement do nothing, an assignment *from* it stores the default (zero / invalid)
+value, an ``if`` takes its else branch and a ``switch`` runs no case. Arguments written
+back by copy-out (``s[i]`` as an ``out`` argument) are located before the call, once.
 """
 
 from __future__ import annotations
@@ -107,6 +114,14 @@ class StmtMixin(ExprMixin):
             self.stmt(s, sc, em)
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
+        if not sc.in_parser and not isinstance(s, ir.Block):
+            dyn = _dynamic_indexes(_top_exprs(s))
+            if dyn:
+                self._guarded_stmt(s, dyn, sc, em)
+                return
+        self._stmt(s, sc, em)
+
+    def _stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
         if isinstance(s, ir.Block):
             self.stmts(s.stmts, sc, em)
         elif isinstance(s, ir.Assign):
@@ -132,6 +147,89 @@ class StmtMixin(ExprMixin):
             pass
         else:
             raise UnsupportedError(f"statement {type(s).__name__}", getattr(s, "loc", None))
+
+    def _guarded_stmt(self, s: ir.Stmt, dyn: list[ir.Index], sc: Scope, em: Emitter) -> None:
+        """``s`` with run-time stack indexes: evaluate each once, then run ``s`` only when
+        all are in range (see the module docstring for what happens otherwise)."""
+        saved = sc.pins_checked
+        sc.pins_checked = False
+        mine: list[int] = []
+        lhs_guard: list[str] = []
+        rhs_guard: list[str] = []
+        lhs_ids = set()
+        if isinstance(s, ir.Assign):
+            lhs_ids = {id(x) for x in _dynamic_indexes([s.lhs])}
+        try:
+            for ix in dyn:
+                t = self.tmp("ix")
+                em.line(f"{t} = {self.expr(ix.index, sc, em)}")
+                sc.pins[id(ix)] = t
+                mine.append(id(ix))
+                size = strip(ix.base.type).size  # type: ignore[union-attr]
+                (lhs_guard if id(ix) in lhs_ids else rhs_guard).append(f"{t} < {size}")
+            if isinstance(s, ir.If):
+                c = self.tmp("c")
+                with em.block(f"if {' and '.join(rhs_guard)}:"):
+                    sc.pins_checked = True
+                    em.line(f"{c} = {self.cond(s.cond, sc, em)}")
+                    sc.pins_checked = False
+                with em.block("else:"):
+                    em.line(f"{c} = False")
+                for k in mine:
+                    del sc.pins[k]
+                mine = []
+                sc.pins_checked = saved
+                self._stmt(ir.If(_PyValue(ir.BoolType(), c), s.then, s.else_, s.loc), sc, em)
+                return
+            if isinstance(s, (ir.Assign, ir.VarDecl)):
+                lhs = s.lhs if isinstance(s, ir.Assign) else _var_ref(s.var)
+                if isinstance(s, ir.VarDecl):
+                    self._stmt(ir.VarDecl(s.var, None, s.loc), sc, em)
+                rhs = s.rhs if isinstance(s, ir.Assign) else s.init
+                assert rhs is not None
+                outer = em.indent
+                if lhs_guard:
+                    em.line(f"if {' and '.join(lhs_guard)}:")
+                    em.indent += 1
+                sc.pins_checked = True
+                if rhs_guard:
+                    with em.block(f"if {' and '.join(rhs_guard)}:"):
+                        self.assign(lhs, rhs, sc, em)
+                    with em.block("else:"):
+                        self.assign_default(lhs, sc, em)
+                else:
+                    self.assign(lhs, rhs, sc, em)
+                em.indent = outer
+                return
+            with em.block(f"if {' and '.join(rhs_guard)}:"):
+                sc.pins_checked = True
+                self._stmt(s, sc, em)
+        finally:
+            for k in mine:
+                sc.pins.pop(k, None)
+            sc.pins_checked = saved
+
+    def assign_default(self, lhs: ir.Expr, sc: Scope, em: Emitter) -> None:
+        """``lhs`` = the undefined value p4c gives an out-of-range stack read (zero/invalid)."""
+        if is_composite(lhs.type):
+            em.line(f"{self.lvalue(lhs, sc, em)}._reset()")
+            return
+        self.assign(lhs, _PyValue(lhs.type, self.types.default(lhs.type)), sc, em)
+
+    def pin_lvalue(self, e: ir.Expr, sc: Scope, em: Emitter) -> ir.Expr:
+        """An equivalent lvalue whose run-time parts (stack indexes, ``next``/``last``) are
+        evaluated now, so that writing it later does not evaluate them again."""
+        if not _needs_pin(e):
+            return e
+        if isinstance(e, ir.Slice):
+            return ir.Slice(e.type, e.loc, self.pin_lvalue(e.base, sc, em), e.hi, e.lo)
+        if is_composite(e.type):
+            t = self.tmp("lv")
+            em.line(f"{t} = {self.expr(e, sc, em)}")
+            return _PyValue(e.type, t)
+        if isinstance(e, ir.Member):
+            return ir.Member(e.type, e.loc, self.pin_lvalue(e.base, sc, em), e.name)
+        return e
 
     def var_decl(self, s: ir.VarDecl, sc: Scope, em: Emitter) -> None:
         name = f"v{s.var.uid}_{_ident(s.var.name)}"
@@ -185,7 +283,11 @@ class StmtMixin(ExprMixin):
                 em.line(f"{target}._set({val})")
             self._union_fixup(lhs, sc, em)
             return
-        val = self.expr(rhs, sc, em)
+        sub = Emitter(em.indent)
+        val = self.expr(rhs, sc, sub)
+        if sub.lines:  # the left-hand side is located before the right-hand side runs
+            lhs = self.pin_lvalue(lhs, sc, em)
+            em.lines += sub.lines
         target = self.lvalue(lhs, sc, em)
         em.line(f"{target} = {val}")
 
@@ -287,10 +389,16 @@ class StmtMixin(ExprMixin):
                 else:
                     em.line(f"{name} = {self.value(a, sc, em)}")
             elif is_composite(t):
-                em.line(f"{name} = {self.expr(a, sc, em)}")
+                obj = self.expr(a, sc, em)
+                if sc.is_stable_object(obj):  # no alias needed
+                    inner.env[p] = obj
+                    name = obj
+                else:
+                    em.line(f"{name} = {obj}")
                 if p.direction == "out":
                     em.line(f"{name}._reset()")
             else:
+                a = self.pin_lvalue(a, sc, em)
                 if p.direction == "inout":
                     em.line(f"{name} = {self.expr(a, sc, em)}")
                 else:
@@ -372,13 +480,15 @@ class StmtMixin(ExprMixin):
             t = strip(p.type)
             if p.direction == "out" and not is_composite(t):
                 if a is not None and not isinstance(a, ir.DontCare):
-                    outs.append((a, len(outs) + 1))
+                    outs.append((self.pin_lvalue(a, sc, em), len(outs) + 1))
                 continue
             if a is None or isinstance(a, ir.DontCare):
                 args.append(self.types.default(p.type))
             elif p.direction in ("in", ""):
                 args.append(self.value(a, sc, em))
             else:
+                if p.direction == "inout" and not is_composite(t):
+                    a = self.pin_lvalue(a, sc, em)
                 args.append(self.expr(a, sc, em))
                 if p.direction == "inout" and not is_composite(t):
                     outs.append((a, len(outs) + 1))
@@ -434,6 +544,61 @@ class _PyValue(ir.Expr):
         self.type = type_
         self.loc = ir.NOLOC
         self.text = text
+
+
+def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
+    """The expressions a statement itself evaluates (not those of nested statements)."""
+    if isinstance(s, ir.Assign):
+        return [s.lhs, s.rhs]
+    if isinstance(s, ir.CallStmt):
+        return [s.call]
+    if isinstance(s, ir.If):
+        return [s.cond]
+    if isinstance(s, ir.Switch):
+        return [s.subject]
+    if isinstance(s, ir.VarDecl) and s.init is not None:
+        return [s.init]
+    return []
+
+
+def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
+    """``hs[i]`` nodes with a non-constant index in ``exprs``, innermost first."""
+    found: list[ir.Index] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, list):
+            for x in n:
+                visit(x)
+            return
+        if not isinstance(n, ir.Expr):
+            return
+        for f in dataclasses.fields(n):  # type: ignore[arg-type]
+            if f.name in ("type", "loc", "callee", "var", "instance"):
+                continue
+            visit(getattr(n, f.name))
+        if isinstance(n, ir.Index) and not isinstance(n.index, ir.Const):
+            if isinstance(strip(n.base.type), ir.StackType):
+                found.append(n)
+
+    visit(exprs)
+    return found
+
+
+def _needs_pin(e: ir.Expr) -> bool:
+    """True when evaluating lvalue ``e`` twice could reach a different location."""
+    if isinstance(e, ir.Index):
+        return not isinstance(e.index, ir.Const) or _needs_pin(e.base)
+    if isinstance(e, ir.Member):
+        if isinstance(strip(e.base.type), ir.StackType) and e.name in ("next", "last"):
+            return True
+        return _needs_pin(e.base)
+    if isinstance(e, ir.Slice):
+        return _needs_pin(e.base)
+    return False
+
+
+def _var_ref(var: ir.Variable) -> ir.Expr:
+    return ir.VarRef(var.type, var.loc, var)
 
 
 def _ident(name: str) -> str:

@@ -188,19 +188,22 @@ class TypeRegistry:
         if len(varbits) > 1:
             raise UnsupportedError("a header with more than one varbit field", t.loc)
         fixed_bits = sum(scalar_width(f.type) for f in fields if f not in varbits)
-        if fixed_bits % 8:
+        if fixed_bits % 8 and varbits:
             raise UnsupportedError(
-                f"header {t.name} whose size ({fixed_bits} bits) is not a multiple of 8", t.loc
+                f"header {t.name} with a varbit field and a size ({fixed_bits} bits) that is "
+                "not a multiple of 8",
+                t.loc,
             )
-        nbytes = fixed_bits // 8
-        out = self._common(name, fields, ["_v"], ["        self._v = False"])
+        layout = layout_fields(t)  # with p4c's padding field when not whole bytes
+        nbytes = (fixed_bits + 7) // 8
+        out = self._common(name, layout, ["_v"], ["        self._v = False"])
         out.append(f"    _nbytes = {nbytes}")
         out.append("    def _eq(self, o):")
         out.append("        if self._v != o._v:")
         out.append("            return False")
         out.append(f"        return (not self._v) or ({self._eq_terms(fields)})")
         if not varbits:
-            out += self._fixed_ext_pack(fields, nbytes)
+            out += self._fixed_ext_pack(layout, nbytes)
         else:
             out += self._varbit_ext_pack(fields, varbits[0], fixed_bits)
         self.lines += out + [""]
@@ -213,31 +216,40 @@ class TypeRegistry:
             "        if end > len(data):",
             "            raise _ParserReject(err)",
         ]
-        if nbytes:
-            out.append("        v = int.from_bytes(data[pos:end], 'big')")
-        shift = nbytes * 8
-        pack_terms = []
-        for f in fields:
-            w = scalar_width(f.type)
-            shift -= w
-            a = attr(f.name)
-            mask = (1 << w) - 1
-            if shift == 0 and w == nbytes * 8:
-                out.append(f"        self.{a} = v")
-            elif shift == 0:
-                out.append(f"        self.{a} = v & {mask:#x}")
-            elif shift + w == nbytes * 8:
-                out.append(f"        self.{a} = v >> {shift}")
-            else:
-                out.append(f"        self.{a} = (v >> {shift}) & {mask:#x}")
-            pack_terms.append(f"(self.{a} << {shift})" if shift else f"self.{a}")
+        out += [
+            "        " + x for x in _field_extraction(fields, nbytes, "self", "v", "data[pos:end]")
+        ]
         out += ["        self._v = True", "        return end"]
         out.append("    def _pack(self):")
-        if nbytes:
-            out.append(f"        return ({' | '.join(pack_terms)}).to_bytes({nbytes}, 'big')")
-        else:
-            out.append("        return b''")
+        out.append(f"        return {_pack_expression(fields, nbytes, 'self')}")
         return out
+
+    def fixed_size(self, t: ir.Type) -> int | None:
+        """Byte size of a header type without varbit fields (None otherwise)."""
+        t = ir.strip_newtype(t)
+        if not isinstance(t, ir.HeaderType):
+            return None
+        if any(isinstance(ir.strip_newtype(f.type), ir.VarbitType) for f in t.fields):
+            return None
+        return (sum(scalar_width(f.type) for f in t.fields) + 7) // 8
+
+    def inline_extract(
+        self, t: ir.HeaderType, h: str, data: str, pos: str, err: int, v: str
+    ) -> list[str]:
+        """Statements extracting header ``h`` (of type ``t``) at ``pos`` and advancing
+        ``pos`` (what ``_ext`` does, without the method call)."""
+        nbytes = self.fixed_size(t) or 0
+        out = [
+            f"if {pos} + {nbytes} > len({data}):",
+            f"    raise _ParserReject({err})",
+        ]
+        out += _field_extraction(layout_fields(t), nbytes, h, v, f"{data}[{pos}:{pos} + {nbytes}]")
+        out += [f"{h}._v = True", f"{pos} += {nbytes}"]
+        return out
+
+    def pack_expr(self, t: ir.HeaderType, h: str) -> str:
+        """Expression of the bytes of valid header ``h`` (what ``_pack`` returns)."""
+        return _pack_expression(layout_fields(t), self.fixed_size(t) or 0, h)
 
     @staticmethod
     def _varbit_ext_pack(
@@ -279,3 +291,57 @@ class TypeRegistry:
             out.append(f"        v = (v << {scalar_width(f.type)}) | self.{attr(f.name)}")
         out.append(f"        return v.to_bytes(({fixed_bits} + vw) // 8, 'big')")
         return out
+
+
+PAD_FIELD = "_padding"  # attr() makes it "f__padding", which no P4 field can be
+
+
+def layout_fields(t: ir.HeaderType) -> list[ir.StructField]:
+    """A header's fields as they are on the wire: as p4c's BMv2 back end does, a header
+    whose fixed fields are not whole bytes gets a trailing padding field (extracted and
+    emitted like any other, invisible to the program)."""
+    bits = sum(
+        scalar_width(f.type)
+        for f in t.fields
+        if not isinstance(ir.strip_newtype(f.type), ir.VarbitType)
+    )
+    pad = -bits % 8
+    if not pad:
+        return list(t.fields)
+    return [*t.fields, ir.StructField(PAD_FIELD, ir.BitType(pad))]
+
+
+def _field_extraction(
+    fields: list[ir.StructField], nbytes: int, h: str, v: str, chunk: str
+) -> list[str]:
+    """Statements setting the fields of ``h`` from the bytes ``chunk`` (``nbytes`` long)."""
+    if not nbytes:
+        return [f"{h}.{attr(f.name)} = 0" for f in fields]
+    out = [f"{v} = int.from_bytes({chunk}, 'big')"]
+    shift = nbytes * 8
+    for f in fields:
+        w = scalar_width(f.type)
+        shift -= w
+        a = attr(f.name)
+        mask = (1 << w) - 1
+        if shift == 0 and w == nbytes * 8:
+            out.append(f"{h}.{a} = {v}")
+        elif shift == 0:
+            out.append(f"{h}.{a} = {v} & {mask:#x}")
+        elif shift + w == nbytes * 8:
+            out.append(f"{h}.{a} = {v} >> {shift}")
+        else:
+            out.append(f"{h}.{a} = ({v} >> {shift}) & {mask:#x}")
+    return out
+
+
+def _pack_expression(fields: list[ir.StructField], nbytes: int, h: str) -> str:
+    if not nbytes:
+        return "b''"
+    shift = nbytes * 8
+    terms = []
+    for f in fields:
+        shift -= scalar_width(f.type)
+        a = attr(f.name)
+        terms.append(f"({h}.{a} << {shift})" if shift else f"{h}.{a}")
+    return f"({' | '.join(terms)}).to_bytes({nbytes}, 'big')"

@@ -8,6 +8,7 @@ errors, ``exit``, signed arithmetic corner cases) or too long to repeat at every
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,14 @@ def stack_at(stk: Stack, index: int, spare: Any) -> Any:
         return stk.h[index]
     spare._reset()
     return spare
+
+
+def stack_at_parser(stk: Stack, index: int, err: int) -> Any:
+    """``stk[i]`` with a run-time index in a parser: out of range is
+    error.StackOutOfBounds (the parser stops and the packet goes on to ingress)."""
+    if 0 <= index < len(stk.h):
+        return stk.h[index]
+    raise ParserReject(err)
 
 
 def sext(value: int, width: int) -> int:
@@ -209,6 +218,32 @@ class PacketCtx:
     def payload(self) -> bytes:
         """The bytes the parser did not consume."""
         return self.data[self.pos :]
+
+
+def crc32(data: bytes) -> int:
+    """BMv2 ``crc32`` (IEEE 802.3, as zlib)."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def csum16_int(value: int, nbytes: int) -> int:
+    """BMv2 ``csum16`` (RFC 1071) of the ``nbytes``-byte big-endian string ``value``.
+
+    The ones'-complement sum of 16-bit words equals the number modulo 0xFFFF (2^16 is 1
+    there), except that a non-zero input never sums to 0 but to 0xFFFF; an odd length is
+    padded with a zero byte on the right.
+    """
+    if nbytes & 1:
+        value <<= 8
+    r = value % 0xFFFF
+    if r == 0 and value:
+        r = 0xFFFF
+    return 0xFFFF - r
+
+
+def csum16_payload(value: int, nbytes: int, payload: bytes) -> int:
+    """``csum16`` of ``nbytes`` bytes given as an integer followed by ``payload``."""
+    n = len(payload)
+    return csum16_int((value << (8 * n)) | int.from_bytes(payload, "big"), nbytes + n)
 
 
 def lookahead_bits(data: bytes, pos: int, width: int, err: int) -> int:
