@@ -275,8 +275,7 @@ class Commands:
                     self.emit([{"counter": k, "packets": v} for k, v in data["drops"].items()],
                               f"{args.switch} drops")
             else:
-                jobs = [args.job] if args.job else [p.name for p in self.controller.state.jobs.values()]
-                rows = [r for j in jobs for r in self.controller.job_counters(j)]
+                rows = self.controller.job_counters(args.job)
                 self.emit(rows, "job counters", ["job", "switch", "contributions", "duplicates",
                                                  "completions", "results_sent", "partials_sent", "drops"])
             rounds += 1

@@ -28,6 +28,7 @@ from controller.jobs import (
     JobPlan,
     JobRequest,
     SwitchAlloc,
+    check_credits,
     commit_allocations,
     plan_job,
     retire,
@@ -253,14 +254,7 @@ class Controller:
 
         def change(state: ControllerState) -> JobPlan:
             plan = self._find_job(state, key)
-            if credits < 1:
-                raise JobError("credits", f"{credits} must be at least 1")
-            if credits > sizes.bind:
-                raise JobError("credits", f"credits too high: {credits} > {sizes.bind}")
-            if credits * plan.msg_pkts > plan.slots:
-                raise JobError("credits", f"credits too high: {credits} credits x {plan.msg_pkts} "
-                                          f"packets per message need {credits * plan.msg_pkts} slots, "
-                                          f"job {plan.name} has {plan.slots}")
+            check_credits(credits, plan.msg_pkts, plan.slots, sizes)
             plan.credits = credits
             return plan
 
@@ -333,16 +327,32 @@ class Controller:
 
     def read_counter(self, switch: str, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
         """{index: (packets, bytes)} of one indexed counter (all indices by default)."""
+        return self.read_counters(switch, [name], index)[name]
+
+    def read_counters(self, switch: str, names: Sequence[str],
+                      index: int | None = None) -> dict[str, dict[int, tuple[int, int]]]:
+        """Several indexed counters in one Read RPC: each a wildcard over all its indices
+        (or just ``index``). Returns {name as given: {index: (packets, bytes)}}."""
         sw = self.switch(switch)
         self.connect([switch])
-        info = sw.require_schema().counter(name)
-        req = p4runtime_pb2.Entity()
-        req.counter_entry.counter_id = info.preamble.id
-        if index is not None:
-            req.counter_entry.index.index = index
-        return {e.counter_entry.index.index: (e.counter_entry.data.packet_count,
-                                              e.counter_entry.data.byte_count)
-                for e in sw.read([req])}
+        schema = sw.require_schema()
+        ids: dict[int, str] = {}
+        requests = []
+        for name in names:
+            info = schema.counter(name)
+            ids[info.preamble.id] = name
+            req = p4runtime_pb2.Entity()
+            req.counter_entry.counter_id = info.preamble.id
+            if index is not None:
+                req.counter_entry.index.index = index
+            requests.append(req)
+        out: dict[str, dict[int, tuple[int, int]]] = {name: {} for name in names}
+        for e in sw.read(requests):
+            entry = e.counter_entry
+            name = ids.get(entry.counter_id)
+            if name is not None:
+                out[name][entry.index.index] = (entry.data.packet_count, entry.data.byte_count)
+        return out
 
     def read_register(self, switch: str, name: str, index: int | None = None) -> dict[int, int]:
         sw = self.switch(switch)
@@ -364,31 +374,41 @@ class Controller:
         return {e.register_entry.index.index: decode_int(e.register_entry.data.bitstring)
                 for e in found}
 
-    def job_counters(self, key: str) -> list[dict[str, Any]]:
-        """Per switch of a job: contributions, duplicates, completions, results and partials
-        sent, and aggregation drops by reason."""
-        plan = self._find_job(self.state, key)
+    def job_counters(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Per switch of a job (every job when ``key`` is None): contributions, duplicates,
+        completions, results and partials sent, and aggregation drops by reason. One
+        wildcard Read per switch serves every job on it."""
+        plans = ([self._find_job(self.state, key)] if key is not None
+                 else sorted(self.state.jobs.values(), key=lambda p: p.job_id))
+        names = nr.AggregationIngress.JOB_COUNTERS + nr.AggregationEgress.JOB_COUNTERS
+        cache: dict[str, dict[str, dict[int, tuple[int, int]]]] = {}
         rows = []
-        for name in plan.parts:
-            row: dict[str, Any] = {"job": plan.name, "switch": name}
-            for cname in nr.AggregationIngress.JOB_COUNTERS + nr.AggregationEgress.JOB_COUNTERS:
-                packets = self.read_counter(name, cname, plan.job_id).get(plan.job_id, (0, 0))[0]
-                row[cname.rsplit(".", 1)[1]] = packets
-            drops = {}
-            base = plan.job_id * nr.Limit.DROP_REASONS
-            for reason in nr.DropReason:
-                if reason == nr.DropReason.NONE:
-                    continue
-                n = self.read_counter(name, nr.AggregationIngress.JOB_DROPS, base + reason)
-                if n.get(base + reason, (0, 0))[0]:
-                    drops[reason.name.lower()] = n[base + reason][0]
-            row["drops"] = drops
-            rows.append(row)
+        for plan in plans:
+            for name in plan.parts:
+                if name not in cache:
+                    cache[name] = self.read_counters(
+                        name, names + (nr.AggregationIngress.JOB_DROPS,))
+                values = cache[name]
+                row: dict[str, Any] = {"job": plan.name, "switch": name}
+                for cname in names:
+                    row[cname.rsplit(".", 1)[1]] = values[cname].get(plan.job_id, (0, 0))[0]
+                drops = {}
+                base = plan.job_id * nr.Limit.DROP_REASONS
+                for reason in nr.DropReason:
+                    if reason == nr.DropReason.NONE:
+                        continue
+                    n = values[nr.AggregationIngress.JOB_DROPS].get(base + reason, (0, 0))[0]
+                    if n:
+                        drops[reason.name.lower()] = n
+                row["drops"] = drops
+                rows.append(row)
         return rows
 
     def switch_counters(self, switch: str) -> dict[str, Any]:
-        rx = self.read_counter(switch, nr.SwitchCounters.PORT_RX)
-        tx = self.read_counter(switch, nr.SwitchCounters.PORT_TX)
+        values = self.read_counters(switch, (nr.SwitchCounters.PORT_RX, nr.SwitchCounters.PORT_TX,
+                                             nr.SwitchCounters.INGRESS_DROPS,
+                                             nr.SwitchCounters.EGRESS_DROPS))
+        rx, tx = values[nr.SwitchCounters.PORT_RX], values[nr.SwitchCounters.PORT_TX]
         ports = {}
         for p in self.topology.switch(switch).ports:
             ports[p.port] = {"peer": p.peer, "rx_packets": rx.get(p.port, (0, 0))[0],
@@ -398,7 +418,7 @@ class Controller:
         drops = {}
         for cname, where in ((nr.SwitchCounters.INGRESS_DROPS, "ingress"),
                              (nr.SwitchCounters.EGRESS_DROPS, "egress")):
-            for idx, (packets, _bytes) in self.read_counter(switch, cname).items():
+            for idx, (packets, _bytes) in sorted(values[cname].items()):
                 if packets:
                     try:
                         reason = nr.DropReason(idx).name.lower()

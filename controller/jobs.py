@@ -6,12 +6,18 @@ naming the request field and value that cannot be satisfied. The plan records ev
 allocation (job id, spine, slot base and connection index per switch), so that the
 entities derived from it are the same after a controller restart.
 
-Connections follow docs/protocol.md: each worker has one RC connection to a peer; the
-controller pairs workers in a ring *inside each leaf* (position i writes to position
-i+1 mod n), so every connection's sender and receiver sit behind the same leaf and its
-results never cross the fabric as worker packets. QP numbers and UDP source ports are
-derived from (job, rank) (``controller.netreduce``); ``job show --json`` publishes them
-for the hosts.
+Connections follow docs/protocol.md: each worker has one RC connection to a peer, and the
+controller pairs workers in a ring *inside each leaf*, so every connection's sender and
+receiver sit behind the same leaf and results never cross the fabric as worker packets.
+The ring alternates hosts (:func:`leaf_ring`): a connection between two workers of the
+same host would be delivered by that host's kernel over ``lo`` and never reach the switch,
+so a leaf whose workers cannot be arranged that way is refused. QP numbers and UDP source
+ports are derived from (job, rank) (``controller.netreduce``); ``job show --json``
+publishes them for the hosts.
+
+Credits: the protocol (section 4.4) needs ``1 <= credits <= NR_BIND`` and ``credits x
+msg_pkts <= slots`` (:func:`check_credits`); docs/controller.md explains how that is the
+issue's "credits x workers <= slots" counted in packets and contribution cells.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import netreduce as nr
-from controller.topology import Topology, TopologyError
+from controller.topology import HostInfo, Topology, TopologyError
 
 
 class JobError(ValueError):
@@ -145,6 +151,30 @@ def slot_ranges(jobs: Iterable[JobPlan], switch: str) -> list[tuple[int, int]]:
             for j in jobs if switch in j.parts]
 
 
+def check_credits(credits: int, msg_pkts: int, slots: int, sizes: nr.Sizes,
+                  msg_pkts_given: bool = False) -> None:
+    """The protocol's credit rule (docs/protocol.md section 4.4): at most ``NR_BIND``
+    messages in flight per connection, and the ``credits`` messages in flight of one worker
+    (each up to ``msg_pkts`` packets, one slot per packet, shared by all workers) fit in
+    the job's slots. Raises :class:`JobError` naming the field and value."""
+    if credits < 1:
+        raise JobError("credits", f"{credits} must be at least 1")
+    if credits > sizes.bind:
+        raise JobError("credits", f"credits too high: {credits} > {sizes.bind} "
+                                  f"(the switch remembers {sizes.bind} messages per connection)")
+    if msg_pkts < 1:
+        if msg_pkts_given:
+            raise JobError("msg_pkts", f"{msg_pkts} must be at least 1")
+        raise JobError("credits", f"credits too high: {credits} credits need at least "
+                                  f"{credits} slots, the job has {slots}")
+    if msg_pkts_given and msg_pkts > slots:
+        raise JobError("msg_pkts", f"{msg_pkts} packets per message do not fit in the job's "
+                                   f"{slots} slots")
+    if credits * msg_pkts > slots:
+        raise JobError("credits", f"credits too high: {credits} credits x {msg_pkts} packets "
+                                  f"per message need {credits * msg_pkts} slots, the job has {slots}")
+
+
 def _check_request(req: JobRequest, sizes: nr.Sizes) -> int:
     if not req.name or not req.name.replace("-", "").replace("_", "").isalnum():
         raise JobError("name", f"{req.name!r} is not a valid job name (letters, digits, -, _)")
@@ -153,23 +183,64 @@ def _check_request(req: JobRequest, sizes: nr.Sizes) -> int:
     dup = sorted({h for h in req.hosts if req.hosts.count(h) > 1})
     if dup:
         raise JobError("hosts", f"host {dup[0]!r} given twice")
-    if req.credits < 1:
-        raise JobError("credits", f"{req.credits} must be at least 1")
-    if req.credits > sizes.bind:
-        raise JobError("credits", f"credits too high: {req.credits} > {sizes.bind} "
-                                  f"(the switch remembers {sizes.bind} messages per connection)")
     if not 1 <= req.slots <= sizes.slots:
         raise JobError("slots", f"{req.slots} outside 1..{sizes.slots}")
-    msg_pkts = req.msg_pkts if req.msg_pkts is not None else req.slots // req.credits
-    if msg_pkts < 1:
-        raise JobError("credits", f"credits too high: {req.credits} credits need at least "
-                                  f"{req.credits} slots, the job has {req.slots}")
-    if req.credits * msg_pkts > req.slots:
-        raise JobError("credits", f"credits too high: {req.credits} credits x {msg_pkts} packets "
-                                  f"per message need {req.credits * msg_pkts} slots, the job has {req.slots}")
+    given = req.msg_pkts is not None
+    msg_pkts = req.msg_pkts if req.msg_pkts is not None else req.slots // max(1, req.credits)
+    check_credits(req.credits, msg_pkts, req.slots, sizes, msg_pkts_given=given)
     if req.workers_per_host is not None and req.workers_per_host < 1:
         raise JobError("workers_per_host", f"{req.workers_per_host} must be at least 1")
     return msg_pkts
+
+
+def _alternates(order: Sequence[tuple[HostInfo, int]]) -> bool:
+    """True when no two neighbours of the cyclic ``order`` are on the same host."""
+    n = len(order)
+    return n >= 2 and all(order[i][0].name != order[(i + 1) % n][0].name for i in range(n))
+
+
+def leaf_ring(local: Sequence[tuple[HostInfo, int]], leaf: str) -> list[int]:
+    """The ring of a leaf's workers (indices into ``local``, a list of (host, gpu) in rank
+    order) in which every worker's successor is on another host.
+
+    Tried in order: round robin over the hosts by GPU index (``(gpu, host)`` order); else
+    hosts with the most workers first, dealt to every other ring position (possible exactly
+    when no host has more than half of the leaf's workers). Raises :class:`JobError` when
+    no such ring exists."""
+    n = len(local)
+    counts: dict[str, int] = {}
+    for host, _gpu in local:
+        counts[host.name] = counts.get(host.name, 0) + 1
+    if n == 1:
+        host = local[0][0]
+        raise JobError("hosts", f"only one worker behind switch {leaf} ({host.name}): its "
+                                "connection would go to itself over the host's loopback and never "
+                                f"reach the switch; put at least two hosts behind {leaf} in the job")
+    if len(counts) == 1:
+        raise JobError("hosts", f"all {n} workers behind switch {leaf} are on host "
+                                f"{local[0][0].name}: connections inside one host go over its "
+                                "loopback and never reach the switch; put at least two hosts "
+                                f"behind {leaf} in the job, with --workers-per-host 1 "
+                                "(hierarchical mode sums a host's GPUs locally)")
+    by_gpu = sorted(range(n), key=lambda i: (local[i][1], i))
+    if _alternates([local[i] for i in by_gpu]):
+        return by_gpu
+    busiest = max(counts.values())
+    if 2 * busiest > n:
+        name = next(h for h, c in counts.items() if c == busiest)
+        raise JobError("hosts", f"host {name} has {busiest} of the {n} workers behind switch "
+                                f"{leaf}: every connection must go to another host, so no host may "
+                                "have more than half of a switch's workers; use --workers-per-host 1 "
+                                "(hierarchical mode sums a host's GPUs locally) or add hosts")
+    first_seen = {h: k for k, h in enumerate(counts)}
+    deal = sorted(range(n), key=lambda i: (-counts[local[i][0].name],
+                                           first_seen[local[i][0].name], i))
+    ring = [0] * n
+    slots = list(range(0, n, 2)) + list(range(1, n, 2))
+    for pos, i in zip(slots, deal, strict=True):
+        ring[pos] = i
+    assert _alternates([local[i] for i in ring])
+    return ring
 
 
 def _job_id(jobs: Sequence[JobPlan], allocs: Mapping[str, SwitchAlloc], switches: Iterable[str],
@@ -200,7 +271,7 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
         except TopologyError:
             raise JobError("hosts", f"unknown host {h!r} (hosts: "
                                     f"{', '.join(x.name for x in topo.hosts)})") from None
-    by_leaf: dict[str, list[tuple[Any, int]]] = {}
+    by_leaf: dict[str, list[tuple[HostInfo, int]]] = {}
     for h in hosts:
         n = req.workers_per_host if req.workers_per_host is not None else max(1, h.gpus)
         for gpu in range(n):
@@ -210,6 +281,7 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
         if len(by_leaf[leaf]) > sizes.max_ranks:
             raise JobError("hosts", f"{len(by_leaf[leaf])} workers behind switch {leaf}; at most "
                                     f"{sizes.max_ranks} per switch")
+    rings = {leaf: leaf_ring(by_leaf[leaf], leaf) for leaf in leaves}
     spine: str | None = None
     if len(leaves) > 1:
         spines = topo.spines()
@@ -233,10 +305,11 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
     for leaf in leaves:
         local = by_leaf[leaf]
         start = len(workers)
-        n = len(local)
+        ring = rings[leaf]
+        successor = {ring[k]: ring[(k + 1) % len(ring)] for k in range(len(ring))}
         for pos, (h, gpu) in enumerate(local):
             rank = start + pos
-            peer = start + (pos + 1) % n
+            peer = start + successor[pos]
             workers.append(Worker(
                 rank=rank, host=h.name, gpu=gpu, ip=h.ip, mac=h.mac, switch=leaf,
                 switch_port=h.switch_port, position=pos, peer=peer,

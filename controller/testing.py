@@ -4,14 +4,27 @@
 semantics: it does not check match fields against the P4Info), arbitrates by election id like
 the specification says, and reports per-update errors in a ``google.rpc.Status`` trailer as
 real servers do. ``fail_next`` lets a test inject an error into the next RPC of a kind.
+
+:class:`SwitchProcess` runs the built-in target as a real process (``python -m softswitch
+run``) and :func:`compile_program` makes P4Info and device config with ``python -m
+softswitch compile``; both are subprocesses, so the controller still imports nothing from
+``softswitch``.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,6 +36,7 @@ from controller import entities as ents
 from controller.p4client import STATUS_DETAILS_KEY, from_uint128, uint128
 
 Update = p4runtime_pb2.Update
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(eq=False)
@@ -235,3 +249,95 @@ class FakeP4RuntimeServer:
     def entities(self) -> list[p4runtime_pb2.Entity]:
         with self.servicer.lock:
             return list(self.servicer.entities.values())
+
+
+# --------------------------------------------------------------- real switch processes
+class SwitchStartError(RuntimeError):
+    """A ``softswitch run`` process exited or did not report ready in time."""
+
+
+def free_tcp_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class SwitchProcess:
+    """One built-in switch process (``python -m softswitch run --no-p4``) for tests: the
+    controller pushes the program. ``interfaces`` maps port numbers to network interfaces;
+    the process's output goes to ``log_path`` (never to a pipe nobody reads)."""
+
+    name: str
+    device_id: int
+    port: int
+    interfaces: dict[int, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    start_timeout_s: float = 60.0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "softswitch", "run", "--no-p4", "--device-id",
+                str(self.device_id), "--grpc-server-addr", self.address]
+        for number, intf in sorted(self.interfaces.items()):
+            argv += ["-i", f"{number}@{intf}"]
+        return argv
+
+    def start(self) -> None:
+        """Start and wait for the ``softswitch ready`` line; raises SwitchStartError."""
+        if self.log_path is None:
+            handle, name = tempfile.mkstemp(prefix=f"softswitch-{self.name}-", suffix=".log")
+            os.close(handle)
+            self.log_path = Path(name)
+        with self.log_path.open("ab") as log_file:
+            offset = log_file.tell()
+            self.proc = subprocess.Popen(self.argv(), cwd=REPO_ROOT, stdout=log_file,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            if "softswitch ready" in text:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SwitchStartError(f"switch {self.name} did not start: {text.strip()[-2000:]}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL the process (a crash: no clean shutdown)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc = None
+
+
+def compile_program(program: Path, outdir: Path) -> tuple[Path, Path]:
+    """P4Info and device config of ``program``, written by ``python -m softswitch compile``
+    (a subprocess: the controller does not import the target)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    p4info = outdir / f"{program.stem}.p4info.txtpb"
+    config = outdir / f"{program.stem}.device.json"
+    proc = subprocess.run([sys.executable, "-m", "softswitch", "compile", "--p4info", str(p4info),
+                           "--device-config", str(config), str(program)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise SwitchStartError(f"cannot compile {program}: {proc.stderr.strip()}")
+    return p4info, config

@@ -79,7 +79,9 @@ class Topology:
         for h in self.hosts:
             if h.name == name or h.ip == name:
                 return h
-        raise TopologyError(f"unknown host {name!r} (hosts: {', '.join(h.name for h in self.hosts)})")
+        raise TopologyError(
+            f"unknown host {name!r} (hosts: {', '.join(h.name for h in self.hosts)})"
+        )
 
     def switch_names(self) -> list[str]:
         return [s.name for s in self.switches]
@@ -94,13 +96,22 @@ class Topology:
         return sorted((h for h in self.hosts if h.switch == switch), key=lambda h: h.switch_port)
 
     def subnet_of(self, switch: str) -> ipaddress.IPv4Network | None:
-        """The smallest network holding every host of a leaf (None when it has none)."""
+        """The smallest network holding every host of a leaf and no host of another switch
+        (None when there is none). The hosts' own prefix length says nothing here: hosts are
+        on one /16 so that all of them are on-link, while each leaf owns a smaller block."""
         hosts = self.hosts_of(switch)
         if not hosts:
             return None
-        plen = min(h.prefix_len for h in hosts)
-        nets = {ipaddress.IPv4Interface(f"{h.ip}/{plen}").network for h in hosts}
-        return next(iter(nets)) if len(nets) == 1 else None
+        addrs = [ipaddress.IPv4Address(h.ip) for h in hosts]
+        net = next(
+            n
+            for plen in range(32, -1, -1)
+            if all(
+                a in (n := ipaddress.IPv4Network(f"{addrs[0]}/{plen}", strict=False)) for a in addrs
+            )
+        )
+        others = (ipaddress.IPv4Address(h.ip) for h in self.hosts if h.switch != switch)
+        return None if any(a in net for a in others) else net
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
@@ -140,16 +151,25 @@ def load_topology(path: str | Path) -> Topology:
     for i, sw in enumerate(_get(data, "switches", list, where)):
         w = f"{where}: switches[{i}]"
         ports = tuple(
-            Port(_get(p, "port", int, f"{w}.ports[{j}]"), str(_get(p, "mac", str, f"{w}.ports[{j}]", "")),
-                 _get(p, "peer", str, f"{w}.ports[{j}]"), _get(p, "peer_port", int, f"{w}.ports[{j}]", 0))
+            Port(
+                _get(p, "port", int, f"{w}.ports[{j}]"),
+                str(_get(p, "mac", str, f"{w}.ports[{j}]", "")),
+                _get(p, "peer", str, f"{w}.ports[{j}]"),
+                _get(p, "peer_port", int, f"{w}.ports[{j}]", 0),
+            )
             for j, p in enumerate(_get(sw, "ports", list, w, []))
         )
-        switches.append(SwitchInfo(
-            name=_get(sw, "name", str, w), device_id=_get(sw, "device_id", int, w),
-            grpc_addr=_get(sw, "grpc_addr", str, w), role=_get(sw, "role", str, w, "leaf"),
-            index=_get(sw, "index", int, w, i + 1), cpu_port=_get(sw, "cpu_port", int, w, None),
-            ports=tuple(sorted(ports, key=lambda p: p.port)),
-        ))
+        switches.append(
+            SwitchInfo(
+                name=_get(sw, "name", str, w),
+                device_id=_get(sw, "device_id", int, w),
+                grpc_addr=_get(sw, "grpc_addr", str, w),
+                role=_get(sw, "role", str, w, "leaf"),
+                index=_get(sw, "index", int, w, i + 1),
+                cpu_port=_get(sw, "cpu_port", int, w, None),
+                ports=tuple(sorted(ports, key=lambda p: p.port)),
+            )
+        )
     hosts = []
     for i, h in enumerate(_get(data, "hosts", list, where)):
         w = f"{where}: hosts[{i}]"
@@ -159,16 +179,23 @@ def load_topology(path: str | Path) -> Topology:
             ipaddress.IPv4Address(ip)
         except ValueError:
             raise TopologyError(f"{w}.ip: {ip_text!r} is not an IPv4 address") from None
-        hosts.append(HostInfo(
-            name=_get(h, "name", str, w), ip=ip,
-            prefix_len=_get(h, "prefix_len", int, w, int(plen) if plen else 24),
-            mac=_get(h, "mac", str, w), switch=_get(h, "switch", str, w),
-            switch_port=_get(h, "switch_port", int, w), gpus=_get(h, "gpus", int, w, 1),
-        ))
+        hosts.append(
+            HostInfo(
+                name=_get(h, "name", str, w),
+                ip=ip,
+                prefix_len=_get(h, "prefix_len", int, w, int(plen) if plen else 24),
+                mac=_get(h, "mac", str, w),
+                switch=_get(h, "switch", str, w),
+                switch_port=_get(h, "switch_port", int, w),
+                gpus=_get(h, "gpus", int, w, 1),
+            )
+        )
     names = {s.name for s in switches}
     for h in hosts:
         if h.switch not in names:
-            raise TopologyError(f"{where}: host {h.name} is attached to unknown switch {h.switch!r}")
+            raise TopologyError(
+                f"{where}: host {h.name} is attached to unknown switch {h.switch!r}"
+            )
     base = src.parent
     return Topology(
         switches=tuple(sorted(switches, key=lambda s: s.device_id)),

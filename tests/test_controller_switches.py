@@ -9,15 +9,7 @@ left on the switches.
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,80 +17,19 @@ import pytest
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
+from controller.testing import SwitchProcess, compile_program
+from controller.testing import free_tcp_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "netreduce.p4"
-START_DEADLINE_S = 60.0
 
 pytestmark = pytest.mark.skipif(not PROGRAM.is_file(), reason="p4src/netreduce.p4 missing")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class SwitchProcess:
-    name: str
-    device_id: int
-    port: int
-    proc: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "softswitch", "run", "--no-p4", "--device-id",
-                str(self.device_id), "--grpc-server-addr", self.address]
-        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + START_DEADLINE_S
-        out = b""
-        assert self.proc.stdout is not None
-        while b"softswitch ready" not in out:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.stop()
-                pytest.fail(f"switch {self.name} did not start: {out.decode(errors='replace')}")
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 0.5))
-            if ready:
-                out += os.read(self.proc.stdout.fileno(), 4096)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
 
 
 @pytest.fixture(scope="module")
 def program_files(tmp_path_factory) -> tuple[Path, Path]:
     """P4Info and device config of netreduce.p4, compiled once."""
-    from softswitch.device_config import make_device_config
-    from softswitch.frontend import compile_file
-    from softswitch.p4info import build_p4info, p4info_to_text
-
-    out = tmp_path_factory.mktemp("program")
-    p4info = out / "netreduce.p4info.txtpb"
-    p4info.write_text(p4info_to_text(build_p4info(compile_file(str(PROGRAM)))), encoding="utf-8")
-    config = json.loads(make_device_config(PROGRAM))
-    # Work around a device-config bundling gap: nested includes of include/ files.
-    for inc in sorted((PROGRAM.parent / "include").glob("*.p4")):
-        config["files"].setdefault(f"include/{inc.name}", inc.read_text(encoding="utf-8"))
-    device_config = out / "netreduce.device.json"
-    device_config.write_text(json.dumps(config), encoding="utf-8")
-    return p4info, device_config
+    return compile_program(PROGRAM, tmp_path_factory.mktemp("program"))
 
 
 def _port(port: int, mac: str, peer: str, peer_port: int) -> dict:
@@ -107,7 +38,7 @@ def _port(port: int, mac: str, peer: str, peer_port: int) -> dict:
 
 
 def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config: Path) -> dict:
-    """l1 (h1 with 2 GPUs, h2), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the spines."""
+    """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the spines."""
     def mac(dev: int, port: int) -> str:
         return f"00:0b:00:{dev:02x}:00:{port:02x}"
 
@@ -125,7 +56,7 @@ def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config
                    "role": role, "index": index, "target": "softswitch", "cpu_port": None,
                    "ports": ports})
     hosts = []
-    for name, leaf, slot, gpus in (("h1", 1, 1, 2), ("h2", 1, 2, 1), ("h3", 2, 1, 1), ("h4", 2, 2, 1)):
+    for name, leaf, slot, gpus in (("h1", 1, 1, 2), ("h2", 1, 2, 2), ("h3", 2, 1, 1), ("h4", 2, 2, 1)):
         hosts.append({"name": name, "ip": f"10.0.{leaf}.{slot}", "prefix_len": 24,
                       "mac": f"00:00:0a:00:{leaf:02x}:{slot:02x}", "intf": f"{name}-eth0",
                       "switch": f"l{leaf}", "switch_port": slot, "leaf": leaf, "slot": slot,
@@ -203,29 +134,39 @@ def _read(ctl: Controller, switch: str, table: str) -> list[dict]:
 
 def test_job_create_and_delete_read_back(rundir, capsys) -> None:
     """A two-leaf job configures job/conn/rewrite tables and groups on its tree; delete removes them."""
-    code, out, err = cli(rundir, "job", "create", "j1", "--hosts", "h1,h3", "--credits", "2",
+    code, out, err = cli(rundir, "job", "create", "j1", "--hosts", "h1,h2,h3,h4", "--credits", "2",
                          "--slots", "16", capsys=capsys)
     assert code == 0, err
     plan = json.loads(out)
-    assert plan["spine"] == "sp1" and len(plan["workers"]) == 3
+    assert plan["spine"] == "sp1" and len(plan["workers"]) == 6
     with controller(rundir) as ctl:
         jobs = _read(ctl, "l1", "job_table")
         assert [(e["match"], e["params"]) for e in jobs] == [(
             {"meta.nr.job": "0"},
-            {"slot_base": 0, "slot_count": 16, "expected": 2, "members": 3, "credits": 2,
+            {"slot_base": 0, "slot_count": 16, "expected": 4, "members": 15, "credits": 2,
              "role": 1, "mcast_grp": 1, "upstream_port": 3})]
         spine_job = _read(ctl, "sp1", "job_table")[0]["params"]
         assert (spine_job["role"], spine_job["expected"], spine_job["members"]) == (0, 2, 3)
-        conns = {(e["match"]["hdr.ipv4.srcAddr"], e["match"]["hdr.ipv4.dstAddr"]): e["params"]
+        conns = {(e["match"]["hdr.ipv4.srcAddr"], e["match"]["hdr.ipv4.dstAddr"],
+                  int(e["match"]["hdr.bth.dqpn"])): e["params"]
                  for e in _read(ctl, "l1", "conn_table")}
-        # h1's two GPUs form a ring; the parent's downlink has rank 255
-        assert conns[("10.0.1.1", "10.0.1.1")]["rank"] in (0, 1)
-        assert conns[("10.255.0.3", "10.255.0.1")] == {"job": 0, "conn": 2, "rank": 255,
-                                                       "result_port": 3}
+        # every worker connection crosses from one host to the other; the parent's downlink
+        # has rank 255
+        assert sorted((src, dst) for src, dst, _q in conns if src.startswith("10.0.")) == [
+            ("10.0.1.1", "10.0.1.2"), ("10.0.1.1", "10.0.1.2"),
+            ("10.0.1.2", "10.0.1.1"), ("10.0.1.2", "10.0.1.1")]
+        parent = [v for (src, _d, _q), v in conns.items() if src == "10.255.0.3"]
+        assert parent == [{"job": 0, "conn": 4, "rank": 255, "result_port": 3}]
+        for w in plan["workers"][:4]:
+            peer = plan["workers"][w["peer"]]
+            got = conns[(w["ip"], peer["ip"], peer["recv_qpn"])]
+            assert got == {"job": 0, "conn": w["rank"], "rank": w["position"],
+                           "result_port": 1 if peer["host"] == "h1" else 2}
         rewrites = {int(e["match"]["meta.nr.target"]): e["action"].rsplit(".", 1)[1]
                     for e in _read(ctl, "l1", "result_rewrite")}
-        assert rewrites == {0: "to_worker", 1: "to_worker", 255: "to_switch"}
-        assert _read(ctl, "l2", "job_table")[0]["params"]["expected"] == 1
+        assert rewrites == {0: "to_worker", 1: "to_worker", 2: "to_worker", 3: "to_worker",
+                            255: "to_switch"}
+        assert _read(ctl, "l2", "job_table")[0]["params"]["expected"] == 2
         assert _read(ctl, "sp2", "job_table") == []
     code, out, err = cli(rundir, "job", "delete", "j1", capsys=capsys)
     assert code == 0, err
@@ -233,16 +174,20 @@ def test_job_create_and_delete_read_back(rundir, capsys) -> None:
         for sw in ("l1", "l2", "sp1"):
             for table in ("job_table", "conn_table", "result_rewrite"):
                 assert _read(ctl, sw, table) == [], (sw, table)
+        assert ctl.switch("l1").read([_mcast_request()]) == []
 
 
 def test_two_jobs_share_switches_without_overlap(rundir, capsys) -> None:
     """Two concurrent jobs get distinct ids, disjoint slot ranges and different spines."""
-    assert cli(rundir, "job", "create", "a", "--hosts", "h1,h3", "--slots", "100", capsys=capsys)[0] == 0
-    assert cli(rundir, "job", "create", "b", "--hosts", "h2,h4", "--slots", "50", capsys=capsys)[0] == 0
+    assert cli(rundir, "job", "create", "a", "--hosts", "h1,h2,h3,h4", "--slots", "100",
+               capsys=capsys)[0] == 0
+    assert cli(rundir, "job", "create", "b", "--hosts", "h1,h2,h3,h4", "--slots", "50",
+               "--workers-per-host", "1", capsys=capsys)[0] == 0
     code, out, _ = cli(rundir, "job", "list", capsys=capsys)
     jobs = {j["name"]: j for j in json.loads(out)}
     assert (jobs["a"]["id"], jobs["b"]["id"]) == (0, 1)
     assert (jobs["a"]["spine"], jobs["b"]["spine"]) == ("sp1", "sp2")
+    assert (jobs["a"]["workers"], jobs["b"]["workers"]) == (6, 4)
     with controller(rundir) as ctl:
         ranges = sorted((e["params"]["slot_base"], e["params"]["slot_count"])
                         for e in _read(ctl, "l1", "job_table"))
@@ -250,6 +195,13 @@ def test_two_jobs_share_switches_without_overlap(rundir, capsys) -> None:
         groups = ctl.switch("l1").read([_mcast_request()])
         assert sorted(g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
                       for g in groups) == [1, 2]
+    code, out, _ = cli(rundir, "slots", capsys=capsys)
+    assert code == 0
+    assert {r["switch"]: r["ranges"] for r in json.loads(out)} == {
+        "l1": [{"job": "a", "base": 0, "count": 100}, {"job": "b", "base": 100, "count": 50}],
+        "l2": [{"job": "a", "base": 0, "count": 100}, {"job": "b", "base": 100, "count": 50}],
+        "sp1": [{"job": "a", "base": 0, "count": 100}],
+        "sp2": [{"job": "b", "base": 0, "count": 50}]}
 
 
 def _mcast_request():
@@ -262,8 +214,9 @@ def _mcast_request():
 
 def test_slot_exhaustion_is_a_one_line_error(rundir, capsys) -> None:
     """A job that does not fit in the free slots is refused with exit 2 and one line."""
-    assert cli(rundir, "job", "create", "big", "--hosts", "h1", "--slots", "1000", capsys=capsys)[0] == 0
-    code, out, err = cli(rundir, "job", "create", "more", "--hosts", "h2", "--slots", "100",
+    assert cli(rundir, "job", "create", "big", "--hosts", "h1,h2", "--slots", "1000",
+               capsys=capsys)[0] == 0
+    code, out, err = cli(rundir, "job", "create", "more", "--hosts", "h2,h1", "--slots", "100",
                          capsys=capsys)
     assert code == 2
     assert err == ("error: slots: slots exhausted on switch l1: 100 requested, "
@@ -297,7 +250,7 @@ def test_lower_election_id_is_refused_writes(rundir, capsys) -> None:
 def test_controller_restart_adopts_running_state(rundir, capsys) -> None:
     """A new controller finds the job in the state file and changes nothing on the switches."""
     assert cli(rundir, "routes", capsys=capsys)[0] == 0
-    assert cli(rundir, "job", "create", "keep", "--hosts", "h1,h4", capsys=capsys)[0] == 0
+    assert cli(rundir, "job", "create", "keep", "--hosts", "h3,h4", capsys=capsys)[0] == 0
     code, out, _ = cli(rundir, "reconcile", capsys=capsys)
     assert code == 0
     reports = json.loads(out)
@@ -385,3 +338,46 @@ def test_restarted_switch_is_reconciled(tmp_path, program_files) -> None:
         thread.join(10)
         ctl.close()
         l1.stop()
+
+
+def test_credits_set_rewrites_the_job_table(rundir, capsys) -> None:
+    """credits set changes the job_table entry; a value the protocol forbids is refused."""
+    assert cli(rundir, "job", "create", "cr", "--hosts", "h3,h4", "--slots", "16",
+               capsys=capsys)[0] == 0  # credits 2, 8 packets per message
+    code, out, err = cli(rundir, "credits", "set", "cr", "1", capsys=capsys)
+    assert (code, json.loads(out)) == (0, {"job": "cr", "credits": 1}), err
+    with controller(rundir) as ctl:
+        assert [e["params"]["credits"] for e in _read(ctl, "l2", "job_table")] == [1]
+    code, _, err = cli(rundir, "credits", "set", "cr", "4", capsys=capsys)
+    assert (code, err) == (2, "error: credits: credits too high: 4 credits x 8 packets per "
+                              "message need 32 slots, the job has 16\n")
+    code, _, err = cli(rundir, "credits", "set", "nope", "1", capsys=capsys)
+    assert (code, err) == (2, "error: job: unknown job 'nope' (jobs: cr)\n")
+    code, out, _ = cli(rundir, "job", "show", "cr", capsys=capsys)
+    assert json.loads(out)["credits"] == 1
+
+
+def test_switch_counters_watch_and_table_occupancy(rundir, capsys) -> None:
+    """counters --switch lists every port; --watch --count N repeats N times; tables counts
+    entries per table."""
+    assert cli(rundir, "job", "create", "w", "--hosts", "h3,h4", capsys=capsys)[0] == 0
+    code, out, err = cli(rundir, "counters", "--switch", "l2", capsys=capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert {p: v["peer"] for p, v in data["ports"].items()} == {
+        "1": "h3", "2": "h4", "3": "sp1", "4": "sp2"}
+    assert all(v["rx_packets"] == v["tx_packets"] == 0 for v in data["ports"].values())
+    code, out, err = cli(rundir, "counters", "--job", "w", "--watch", "0", "--count", "2",
+                         capsys=capsys)
+    assert code == 0, err
+    decoder, rounds, pos = json.JSONDecoder(), [], 0
+    while out[pos:].strip():
+        doc, end = decoder.raw_decode(out[pos:].lstrip())
+        rounds.append(doc)
+        pos = len(out) - len(out[pos:].lstrip()) + end
+    assert [[r["switch"] for r in doc] for doc in rounds] == [["l2"], ["l2"]]
+    code, out, err = cli(rundir, "tables", "--switch", "l2", capsys=capsys)
+    assert code == 0, err
+    sizes = {r["table"]: r["entries"] for r in json.loads(out)}
+    assert (sizes["SwitchIngress.agg.job_table"], sizes["SwitchIngress.agg.conn_table"],
+            sizes["SwitchEgress.agg.result_rewrite"]) == (1, 2, 2)
