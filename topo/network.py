@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -153,6 +153,24 @@ def teardown(net: Mininet, switch_names: list[str]) -> None:
         log.info("removed leftover interfaces: %s", ", ".join(left))
 
 
+def bundle_device_config(build: ProgramBuild, builddir: Path) -> ProgramBuild:
+    """For the built-in target, whose device config is P4 source: a self-contained bundle of
+    the program and every file it includes (``build/<stem>.device_config.json``), so that a
+    controller can push a multi-file program such as netreduce.p4. Other builds unchanged."""
+    config = build.device_config
+    if config is None or config.suffix != ".p4":
+        return build
+    from softswitch.device_config import DeviceConfigError, make_device_config
+
+    try:
+        data = make_device_config(config)
+    except DeviceConfigError as exc:
+        raise NetworkError(f"{config}: cannot bundle the device config: {exc}") from None
+    out = builddir / f"{config.stem}.device_config.json"
+    out.write_bytes(data)
+    return replace(build, device_config=out.resolve())
+
+
 def preflight(topo: TestbedTopo) -> None:
     """Refuses to start over leftovers of an earlier run: switch interfaces that exist
     already, gRPC ports already taken."""
@@ -220,6 +238,7 @@ def start_network(
     if program is not None:
         with stages.stage(f"compiling {program} for {switch_cls.target}"):
             build = switch_cls.compile_program(Path(program), rundir.build)
+            build = bundle_device_config(build, rundir.build)
     switch_factory = functools.partial(
         switch_cls, rundir=rundir, build=build, preload=preload, pcap=pcap,
         log_level=log_level, start_timeout=start_timeout,

@@ -1,11 +1,17 @@
-"""``python -m topo.run``: start a topology, check it, show what is up, then the Mininet CLI.
+"""``python -m topo.run``: the end-to-end demo behind ``make run``.
 
     python -m topo.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 10
     python -m topo.run --topo rack --hosts 4 --no-cli
 
-Exit status: 0 when every switch came up (and the CLI, if any, was left), 1 on a testbed error
-(printed as ``error: ...``, never a traceback), 2 on bad options, 130 on Ctrl-C. The network is
-always taken down on the way out, including on SIGTERM.
+It starts the network, lets the controller program routing and one aggregation job over all
+hosts, runs an in-network and a ring all-reduce of the same tensor (``topo.experiment``),
+prints a summary (exact or not, time of each, link utilisation, switch CPU), then opens the
+Mininet CLI when a terminal is attached (and ``--no-cli`` is not given).
+
+Exit status: 0 when every switch came up and every all-reduce result was exact (without a
+program: when every switch came up), 1 on a testbed error or an inexact result (printed as
+``error: ...``, never a traceback), 2 on bad options, 130 on Ctrl-C. The network is always
+taken down on the way out, including on SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from topo.errors import TopoError
+from topo.experiment import ExperimentOptions, ExperimentResult
+from topo.experiment import run_experiment as run_allreduce_experiment
 from topo.model import Topology
-from topo.network import Network, start_network
+from topo.network import Network, Stages, start_network
 from topo.nodes import DEFAULT_START_TIMEOUT_S, LOG_LEVELS, port_accepts
 from topo.topologies import DEFAULT_HOST_BW_MBIT, RackTopo, SpineLeafTopo, TestbedTopo
 
@@ -49,10 +57,13 @@ class Summary:
     topology: Topology
     switches: tuple[SwitchStatus, ...]
     notes: tuple[str, ...] = ()
+    experiment: ExperimentResult | None = None
 
     @property
     def ok(self) -> bool:
-        return all(s.ready for s in self.switches)
+        """Every switch up and, when an experiment ran, every all-reduce exact."""
+        up = bool(self.switches) and all(s.ready for s in self.switches)
+        return up and (self.experiment is None or self.experiment.exact)
 
 
 def check_switches(network: Network) -> tuple[SwitchStatus, ...]:
@@ -67,17 +78,28 @@ def check_switches(network: Network) -> tuple[SwitchStatus, ...]:
     return tuple(out)
 
 
-def run_experiment(network: Network, topology: Topology) -> Summary:
-    """The experiment step of a run. For now it only checks switch readiness; the controller
-    (pipeline push, table entries) and the all-reduce workloads are added here later."""
-    return Summary(topology, check_switches(network), tuple(network.warnings))
+def run_experiment(network: Network, topology: Topology,
+                   options: ExperimentOptions | None = None, stages: Stages | None = None,
+                   experiment: bool = True) -> Summary:
+    """The experiment step of a run: switch readiness, then (when the switches got a program
+    and ``experiment``) controller programming and the all-reduces of ``topo.experiment``.
+    Raises :class:`~topo.experiment.ExperimentError` when the fabric cannot be programmed."""
+    switches = check_switches(network)
+    notes = tuple(network.warnings)
+    if not experiment or topology.p4info is None or not all(s.ready for s in switches):
+        return Summary(topology, switches, notes)
+    result = run_allreduce_experiment(network, options, stages)
+    return Summary(topology, switches, result.notes, result)
 
 
 def build_topology(args: argparse.Namespace) -> TestbedTopo:
     """The topology the options ask for."""
     common: dict[str, Any] = {
         "host_bw": args.bw, "gpus_per_host": args.gpus, "delay": args.delay, "loss": args.loss,
+        "name_prefix": args.name_prefix,
     }
+    if args.grpc_port is not None:
+        common["grpc_base_port"] = args.grpc_port
     if args.topo == "rack":
         return RackTopo(hosts=args.hosts if args.hosts is not None else 4, **common)
     return SpineLeafTopo(
@@ -112,11 +134,53 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
     bws = sorted({f"{ln.kind} {ln.bw_mbit:g} Mbit/s" if ln.bw_mbit else f"{ln.kind} unshaped"
                   for ln in topo.links})
     console.print(f"links: {', '.join(bws)}; netem: {'yes' if topo.netem else 'no'}")
+    if summary.experiment is not None:
+        print_experiment(summary.experiment, console)
     console.print(f"run directory: {network.rundir.path} (topology.json, logs/, pids.json)")
     if topo.p4info:
         console.print(f"P4Info: {topo.p4info}")
+    if summary.experiment is not None and summary.experiment.path:
+        console.print(f"results: {summary.experiment.path}")
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def print_experiment(result: ExperimentResult, console: Any) -> None:
+    """One row per all-reduce: exact, time, busiest link, busiest switch process; then the
+    fabric links' rates."""
+    from rich.table import Table
+
+    job = result.job
+    parts = ", ".join(f"{name} ({part['role']})" for name, part in job.get("parts", {}).items())
+    console.print(f"aggregation job {job.get('name')} (id {job.get('job_id')}): "
+                  f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
+                  f"float32 each; switches {parts}", highlight=False)
+    table = Table(title="all-reduce", title_justify="left")
+    for col in ("algorithm", "result", "time", "busiest link", "switch CPU"):
+        table.add_column(col)
+    for run in result.runs:
+        mark = "[green]exact[/green]" if run.exact else "[red]NOT exact[/red]"
+        busy = run.busiest
+        busiest = "-"
+        if busy is not None:
+            util = f" {busy.utilization:.0%}" if busy.utilization is not None else ""
+            busiest = f"{busy.switch}:{busy.port} {busy.mbit_per_s:.1f} Mbit/s{util}"
+        cpu = max(run.switch_cpu.items(), key=lambda kv: kv[1], default=None)
+        cpu_text = f"{cpu[0]} {cpu[1]:.0%}" if cpu else "-"
+        if run.saturated_switches:
+            cpu_text = f"[red]{cpu_text} (saturated)[/red]"
+        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text)
+    console.print(table)
+    if result.path_check is not None:
+        console.print(f"link check: {result.path_check.describe()}", highlight=False)
+    for run in result.runs:
+        fabric = [f"{u.switch}:{u.port} {u.mbit_per_s:.1f}" for u in run.links
+                  if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]
+        if any(u.kind == "fabric" for u in run.links):
+            console.print(f"{run.algorithm}: fabric links (Mbit/s, busier direction): "
+                          f"{', '.join(fabric) or 'unused'}", highlight=False)
+        for err in run.errors:
+            console.print(f"[red]{run.algorithm}:[/red] {err}", highlight=False)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,7 +215,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
+    p.add_argument("--elements", type=_positive, default=ExperimentOptions.elements,
+                   help="float32 values per worker in the all-reduces")
+    p.add_argument("--no-experiment", action="store_true",
+                   help="only start the network (no controller, no all-reduce)")
+    p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
+    p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
+                   "(default 50051)")
     return p.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def _program(args: argparse.Namespace) -> Path | None:
@@ -184,22 +265,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         with start_network(topo, args.target, args.rundir, program, pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network:
-            summary = run_experiment(network, network.topology)
+            summary = run_experiment(network, network.topology,
+                                     ExperimentOptions(elements=args.elements),
+                                     Stages(enabled=True), experiment=not args.no_experiment)
             print_summary(summary, network, console)
-            if not summary.ok:
+            if not all(s.ready for s in summary.switches):
                 console.print("[red]error:[/red] not every switch is up")
-                return 1
+            elif not summary.ok:
+                console.print("[red]error:[/red] an all-reduce result was not exact")
             if not args.no_cli and sys.stdin.isatty():
                 from mininet.cli import CLI
 
                 CLI(network.net)
-        return 0
+        return 0 if summary.ok else 1
     except TopoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: network stopped", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: the network is down already; say what, not how
+        log.debug("unexpected failure", exc_info=True)
+        print(f"error: unexpected {type(exc).__name__}: {exc} (the network was stopped)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

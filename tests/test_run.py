@@ -1,0 +1,127 @@
+"""``python -m topo.run`` end to end on the built-in target (needs root).
+
+The non-interactive ``make run`` path (``--no-cli``, no terminal) must exit 0 only with exact
+all-reduce results, and must leave nothing behind: after success, after a crash inside the
+experiment and after Ctrl-C. Every run uses node names with the prefix ``tr`` and gRPC ports
+found free at run time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import topo.run
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.nodes import port_in_use
+from topo.rundir import read_cmdline, read_pids
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("workloads.innetwork") is None,
+                       reason="workloads.innetwork (the in-network all-reduce) does not exist yet"),
+]
+
+PREFIX = "tr"
+SWITCHES = [f"{PREFIX}s1"]
+
+
+def _free_port() -> int:
+    for port in range(45000 + (os.getpid() % 400) * 8, 60000, 8):
+        if not port_in_use("127.0.0.1", port):
+            return port
+    raise RuntimeError("no free port")
+
+
+def _argv(rundir: Path, *extra: str) -> list[str]:
+    return ["--topo", "rack", "--hosts", "2", "--target", "softswitch", "--no-cli",
+            "--elements", "2048", "--name-prefix", PREFIX, "--grpc-port", str(_free_port()),
+            "--rundir", str(rundir), *extra]
+
+
+def _left_behind(rundir: Path) -> tuple[list[str], list[int]]:
+    """Interfaces of our switch still present, and recorded processes still running."""
+    _owner, records = read_pids(rundir / "pids.json")
+    alive = [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)]
+    return switch_interfaces(SWITCHES), alive
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_interfaces() -> Iterator[None]:
+    yield
+    remove_interfaces(switch_interfaces(SWITCHES))
+
+
+def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
+    """`python -m topo.run --no-cli` programs the rack, both all-reduces are exact, status 0."""
+    rundir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "topo.run", *_argv(rundir)], cwd=repo_root,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((rundir / "results" / "experiment.json").read_text())
+    assert data["exact"] is True
+    assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [("innetwork", True),
+                                                                    ("ring", True)]
+    assert "exact" in proc.stdout and "NOT exact" not in proc.stdout
+    for stage in ("controller: pushing the pipeline", "controller: programming IPv4 routes",
+                  "innetwork all-reduce", "ring all-reduce"):
+        assert stage in proc.stderr  # the progress display names every start-up stage
+    assert _left_behind(rundir) == ([], [])
+
+
+def test_crash_in_experiment_exits_one_and_cleans_up(tmp_path, monkeypatch, capsys):
+    """An unexpected exception during the experiment gives status 1, one error line, and
+    the network is still taken down completely."""
+    def boom(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(topo.run, "run_allreduce_experiment", boom)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        status = topo.run.main(_argv(tmp_path / "run"))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "error: unexpected RuntimeError: injected failure (the network was stopped)" in err
+    assert "Traceback" not in err
+    assert _left_behind(tmp_path / "run") == ([], [])
+
+
+def test_ctrl_c_during_experiment_exits_130_and_cleans_up(tmp_path, repo_root):
+    """SIGINT while the controller programs the switches stops everything; status 130."""
+    rundir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "topo.run", *_argv(rundir)], cwd=repo_root,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        seen = []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "starting 1 softswitch switches" in line:  # the stage has finished
+                break
+        assert any("starting 1 softswitch switches" in s for s in seen), "".join(seen)
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 130, "".join(seen) + rest
+        assert "interrupted: network stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _left_behind(rundir) == ([], [])

@@ -1,0 +1,194 @@
+"""The pieces of ``make run`` that need no root: options, summary, experiment bookkeeping,
+host commands on loopback, the device-config bundle."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from topo import hostcmd
+from topo.experiment import (
+    AllreduceRun,
+    ExperimentOptions,
+    ExperimentResult,
+    LinkUsage,
+    RankOutcome,
+    allreduce_argv,
+    collect,
+    collect_rows,
+    link_usage,
+)
+from topo.model import describe
+from topo.network import bundle_device_config
+from topo.nodes import ProgramBuild
+from topo.run import Summary, SwitchStatus, build_topology, parse_args, print_experiment
+from topo.topologies import SpineLeafTopo
+
+PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
+
+
+def _topology():
+    return describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, host_bw=10),
+                    target="softswitch")
+
+
+def _run(algo: str, exact: bool = True, error: str | None = None) -> AllreduceRun:
+    ranks = (RankOutcome(0, "h1", 0.5, 1000, exact, 0, error), RankOutcome(1, "h2", 0.25, 1000, True))
+    links = (LinkUsage("l1", 3, "sp1", "fabric", 625_000, 0, 10.0, 1.0),
+             LinkUsage("l1", 1, "h1", "host", 100_000, 250_000, 10.0, 1.0))
+    return AllreduceRun(algo, 1024, ranks, links, {"l1": 0.95, "sp1": 0.2}, 2.0)
+
+
+def test_defaults_and_test_options():
+    """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
+    args = parse_args([])
+    assert (args.topo, args.spines, args.leaves, args.no_cli, args.elements) == (
+        "spineleaf", 2, 2, False, ExperimentOptions.elements)
+    topo = build_topology(parse_args(["--topo", "rack", "--hosts", "3", "--name-prefix", "zz",
+                                      "--grpc-port", "41000"]))
+    assert sorted(topo.switches()) == ["zzs1"]
+    assert topo.nodeInfo("zzs1")["grpc_port"] == 41000
+
+
+@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"]])
+def test_bad_options_exit_2(option, capsys):
+    """A bad option is one usage error and status 2."""
+    with pytest.raises(SystemExit) as info:
+        parse_args(option)
+    assert info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_summary_ok_needs_exact_results():
+    """Status 0 needs every switch up and, after an experiment, every all-reduce exact."""
+    up = (SwitchStatus("l1", 0, "127.0.0.1:1", 1, True, "ready"),)
+    down = (SwitchStatus("l1", 0, "127.0.0.1:1", None, False, "process exited"),)
+    exact = ExperimentResult({}, (_run("innetwork"), _run("ring")))
+    wrong = ExperimentResult({}, (_run("innetwork"), _run("ring", exact=False)))
+    assert Summary(_topology(), up).ok
+    assert not Summary(_topology(), down).ok
+    assert Summary(_topology(), up, experiment=exact).ok
+    assert not Summary(_topology(), up, experiment=wrong).ok
+    assert not Summary(_topology(), up, experiment=ExperimentResult({}, ())).ok
+
+
+def test_run_exactness_and_derived_values():
+    """A run is exact only when every rank checked equal; busiest link and saturation."""
+    run = _run("innetwork")
+    assert run.exact and run.seconds == 0.5
+    assert run.busiest is not None and (run.busiest.switch, run.busiest.port) == ("l1", 3)
+    assert run.busiest.mbit_per_s == pytest.approx(5.0)
+    assert run.busiest.utilization == pytest.approx(0.5)
+    assert run.saturated_switches == ["l1"]
+    failed = _run("ring", exact=False, error="result differs from the exact sum")
+    assert not failed.exact
+    assert failed.errors == ["rank 0 (h1): result differs from the exact sum"]
+
+
+def test_result_json_spells_out_derived_values():
+    """to_dict has exact, per-run seconds, per-link utilisation and saturated switches."""
+    data = json.loads(json.dumps(ExperimentResult({"name": "j"}, (_run("ring"),)).to_dict()))
+    run = data["runs"][0]
+    assert data["exact"] is True and run["seconds"] == 0.5
+    assert run["links"][0]["utilization"] == pytest.approx(0.5)
+    assert run["saturated_switches"] == ["l1"]
+
+
+def test_link_usage_matches_ports_to_links():
+    """Counter deltas per switch port, labelled with the link's kind and shaped rate."""
+    topo = _topology()
+    before = {("l1", 3): (100, 200)}
+    after = {("l1", 3): (1100, 1200), ("l1", 1): (10, 20)}
+    usage = {(u.switch, u.port): u for u in link_usage(topo, before, after, 2.0)}
+    assert len(usage) == sum(len(s.ports) for s in topo.switches)
+    up = usage[("l1", 3)]
+    assert (up.peer, up.kind, up.bw_mbit, up.rx_bytes, up.tx_bytes) == ("sp1", "fabric", 10.0,
+                                                                        1000, 1000)
+    assert usage[("l1", 1)].kind == "host" and usage[("sp2", 2)].tx_bytes == 0
+
+
+def test_print_experiment_shows_result_time_link_and_cpu():
+    """The summary table says exact/NOT exact, the time, the busiest link and switch CPU."""
+    console = Console(record=True, width=160)
+    job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}],
+           "parts": {"l1": {"role": "root"}}}
+    print_experiment(ExperimentResult(job, (_run("innetwork"), _run("ring", exact=False))),
+                     console)
+    text = console.export_text()
+    assert "aggregation job allreduce (id 0): 2 workers" in text
+    assert "innetwork" in text and "exact" in text and "NOT exact" in text
+    assert "500.0 ms" in text and "l1:3 5.0 Mbit/s 50%" in text
+    assert "l1 95% (saturated)" in text
+    assert "fabric links (Mbit/s, busier direction): l1:3 5.0" in text
+
+
+def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
+    """Ring ranks get --rank/--peers, in-network agents --job/--host; both --check."""
+    opts = ExperimentOptions(elements=100, seed=3, timeout_s=9)
+    ring = allreduce_argv("ring", opts, rank=1, peers="10.0.1.1:5400,10.0.1.2:5401")
+    assert ring[:4] == [sys.executable, "-m", "workloads", "allreduce"]
+    assert ring[ring.index("--rank") + 1] == "1" and "--check" in ring
+    assert ring[ring.index("--size") + 1] == "100" and ring[ring.index("--seed") + 1] == "3"
+    inn = allreduce_argv("innetwork", opts, host="h2", plan_path=tmp_path / "job.json")
+    assert inn[inn.index("--job") + 1] == str(tmp_path / "job.json")
+    assert inn[inn.index("--host") + 1] == "h2" and "--peers" not in inn
+
+
+def test_collect_reads_json_lines_errors_and_timeouts():
+    """JSON lines come back per process; failures give their last stderr line; a process
+    past the deadline is killed and reported."""
+    import subprocess
+
+    def start(code: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    procs = {
+        "two": start("print('noise'); print('{\"rank\": 0}'); print('{\"rank\": 1}')"),
+        "fail": start("import sys; sys.stderr.write('first\\nerror: bad thing\\n'); sys.exit(2)"),
+        "slow": start("import time; time.sleep(30)"),
+    }
+    rows = collect_rows(procs, 3.0)
+    assert rows["two"] == [{"rank": 0}, {"rank": 1}]
+    assert rows["fail"] == "error: bad thing"
+    assert rows["slow"] == "no result within 3 s (killed)"
+    assert procs["slow"].returncode is not None
+    again = collect({"one": start("print('{\"a\": 1}')")}, 10.0)
+    assert again == {"one": {"a": 1}}
+
+
+def test_tcp_transfer_on_loopback():
+    """The host command's TCP receiver counts what the sender sent."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    got: dict[str, object] = {}
+    receiver = threading.Thread(target=lambda: got.update(hostcmd.tcp_receive(port, 10.0)))
+    receiver.start()
+    for _ in range(100):
+        try:
+            sent = hostcmd.tcp_send("127.0.0.1", port, 0.3)
+            break
+        except ConnectionRefusedError:
+            threading.Event().wait(0.05)
+    receiver.join(15)
+    assert got["bytes"] == sent["bytes"] > 0
+
+
+def test_device_config_bundle_carries_includes(tmp_path):
+    """For the built-in target the device config becomes a bundle with every include."""
+    build = ProgramBuild(PROGRAM, tmp_path / "x.p4info.txtpb", PROGRAM)
+    bundled = bundle_device_config(build, tmp_path)
+    assert bundled.device_config == (tmp_path / "netreduce.device_config.json").resolve()
+    doc = json.loads(bundled.device_config.read_bytes())
+    assert doc["main"] == "netreduce.p4"
+    assert {"include/nr_headers.p4", "include/nr_elems.p4"} <= set(doc["files"])
+    bmv2 = ProgramBuild(PROGRAM, None, tmp_path / "netreduce.json")
+    assert bundle_device_config(bmv2, tmp_path) == bmv2

@@ -1,0 +1,482 @@
+"""The experiment of ``make run``: program the fabric, run all-reduces on the hosts, measure.
+
+:func:`run_experiment` takes a running :class:`topo.network.Network` whose switches were
+started with a program (netreduce.p4) and
+
+1. programs them through the controller's Python API (:class:`controller.fabric.Controller`):
+   pipeline, IPv4 routes (ECMP over the spines) and one aggregation job over every host;
+2. runs the same tensor through an in-network all-reduce and a ring all-reduce, inside the
+   Mininet hosts (``host.popen([python, -m, workloads, allreduce, ..., --check])``: ring, one
+   process per rank; in-network, one agent per host); each prints one JSON line per rank
+   (time, bytes, retransmissions, whether its result equals the exact sum);
+3. reads the switches' ``port_rx``/``port_tx`` counters (P4Runtime) and the switch processes'
+   CPU time around each all-reduce (the utilisation of every link), and finally offers UDP
+   above the link rate from the first to the last host (:func:`topo.measure.measure_path`),
+   which says whether the links or a saturated switch process limit the testbed.
+
+Everything lands in ``<rundir>/results/experiment.json``. Smaller helpers
+(:func:`ping_all`, :func:`tcp_transfer`, :func:`udp_flows`, :func:`port_counters`) are used
+by the integration tests on the same network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topo.errors import TopoError
+from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_cpu_seconds
+from topo.model import Topology
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ALGORITHMS = ("innetwork", "ring")
+RESULTS_DIR = "results"
+RESULT_FILE = "experiment.json"
+PROC_GRACE_S = 5.0
+
+
+class ExperimentError(TopoError):
+    """The experiment could not be carried out (controller, hosts, timeouts)."""
+
+
+@dataclass(frozen=True)
+class ExperimentOptions:
+    """What to run; the defaults are a short demo that fits 10 Mbit/s links."""
+
+    elements: int = 8192  # float32 values per worker
+    algorithms: tuple[str, ...] = ALGORITHMS
+    seed: int = 1
+    job_name: str = "allreduce"
+    credits: int = 2
+    slots: int = 64
+    timeout_s: float = 120.0
+    ring_port: int = 5400  # rank r listens on ring_port + r
+    measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
+
+
+@dataclass(frozen=True)
+class LinkUsage:
+    """Traffic on one switch port (both directions) during one all-reduce."""
+
+    switch: str
+    port: int
+    peer: str
+    kind: str  # "host" | "fabric"
+    tx_bytes: int
+    rx_bytes: int
+    bw_mbit: float | None
+    seconds: float
+
+    @property
+    def mbit_per_s(self) -> float:
+        """The busier direction's mean rate (Mbit/s of frames)."""
+        if self.seconds <= 0:
+            return 0.0
+        return max(self.tx_bytes, self.rx_bytes) * 8 / self.seconds / 1e6
+
+    @property
+    def utilization(self) -> float | None:
+        """Mean rate / shaped rate of the busier direction."""
+        return self.mbit_per_s / self.bw_mbit if self.bw_mbit else None
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """One rank's report (``error`` set when the process failed or said nothing)."""
+
+    rank: int
+    host: str
+    seconds: float = 0.0
+    bytes_sent: int = 0
+    exact: bool = False  # the worker compared its result with the exact sum: equal
+    retransmissions: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class AllreduceRun:
+    """One all-reduce over all hosts."""
+
+    algorithm: str
+    elements: int
+    ranks: tuple[RankOutcome, ...]
+    links: tuple[LinkUsage, ...] = ()
+    switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over wall_seconds
+    wall_seconds: float = 0.0  # from starting the workers to their exit
+
+    @property
+    def exact(self) -> bool:
+        """Every rank finished and holds exactly the expected sum."""
+        return bool(self.ranks) and all(r.error is None and r.exact for r in self.ranks)
+
+    @property
+    def seconds(self) -> float:
+        """The collective's time: the slowest rank's."""
+        return max((r.seconds for r in self.ranks), default=0.0)
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"rank {r.rank} ({r.host}): {r.error}" for r in self.ranks if r.error]
+
+    @property
+    def busiest(self) -> LinkUsage | None:
+        """The link with the highest utilisation (or rate, when unshaped)."""
+        return max(self.links, key=lambda u: (u.utilization or 0.0, u.mbit_per_s), default=None)
+
+    @property
+    def saturated_switches(self) -> list[str]:
+        """Switch processes that used (nearly) a whole core during the run."""
+        return sorted(n for n, c in self.switch_cpu.items() if c >= CPU_SATURATED)
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """Everything :func:`run_experiment` did; ``exact`` decides ``make run``'s status."""
+
+    job: dict[str, Any]
+    runs: tuple[AllreduceRun, ...]
+    notes: tuple[str, ...] = ()
+    path: str | None = None
+    path_check: PathMeasurement | None = None  # is the link or a switch the bottleneck?
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.runs) and all(r.exact for r in self.runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the derived values (exact, seconds, utilisation) spelled out."""
+        runs = []
+        for run in self.runs:
+            d = asdict(run)
+            d.update(exact=run.exact, seconds=run.seconds, errors=run.errors,
+                     saturated_switches=run.saturated_switches)
+            for link, usage in zip(d["links"], run.links, strict=True):
+                link.update(mbit_per_s=usage.mbit_per_s, utilization=usage.utilization)
+            runs.append(d)
+        check = None
+        if self.path_check is not None:
+            check = asdict(self.path_check)
+            check.update(utilization=self.path_check.utilization,
+                         link_bound=self.path_check.link_bound,
+                         saturated_switches=self.path_check.saturated_switches)
+        return {"exact": self.exact, "job": self.job, "runs": runs, "notes": list(self.notes),
+                "path_check": check}
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _python() -> list[str]:
+    return [sys.executable, "-m"]
+
+
+def host_popen(network: Any, host: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Starts ``argv`` inside ``host``'s namespace, from the repository root."""
+    return network.node(host).popen(list(argv), cwd=str(REPO_ROOT))
+
+
+def collect_rows(procs: dict[str, subprocess.Popen[bytes]],
+                 timeout_s: float) -> dict[str, list[dict[str, Any]] | str]:
+    """Waits for every process against one deadline; returns {key: the JSON lines it
+    printed, or an error message when it printed none}. Processes still running at the
+    deadline are killed."""
+    deadline = time.monotonic() + timeout_s
+    out: dict[str, list[dict[str, Any]] | str] = {}
+    for key, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=PROC_GRACE_S)
+            out[key] = f"no result within {timeout_s:g} s (killed)"
+            continue
+        rows = []
+        for line in stdout.decode(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+        if rows:
+            out[key] = rows
+        else:
+            err = stderr.decode(errors="replace").strip().splitlines()
+            out[key] = err[-1] if err else f"exit status {proc.returncode}, no output"
+    return out
+
+
+def collect(procs: dict[str, subprocess.Popen[bytes]], timeout_s: float) -> dict[str, Any]:
+    """Like :func:`collect_rows`, one result per process: {key: its last JSON line, or
+    ``{"error": ...}``}."""
+    return {key: (rows[-1] if isinstance(rows, list) else {"error": rows})
+            for key, rows in collect_rows(procs, timeout_s).items()}
+
+
+def _kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def ping_all(network: Any, count: int = 2, timeout_s: float = 2.0) -> dict[tuple[str, str], int]:
+    """Every host pings every other (one process per source host); returns
+    {(src, dst): replies received}."""
+    topo: Topology = network.topology
+    procs = {}
+    for src in topo.hosts:
+        dsts = ",".join(h.ip for h in topo.hosts if h.name != src.name)
+        if dsts:
+            procs[src.name] = host_popen(network, src.name, _python() + [
+                "topo.hostcmd", "ping", "--dst", dsts, "--count", str(count),
+                "--timeout", str(timeout_s)])
+    by_ip = {h.ip: h.name for h in topo.hosts}
+    replies: dict[tuple[str, str], int] = {}
+    for src, res in collect(procs, 30.0 + count * timeout_s * len(topo.hosts)).items():
+        if "error" in res:
+            raise ExperimentError(f"ping from {src} failed: {res['error']}")
+        for item in res["results"]:
+            replies[(src, by_ip[item["dst"]])] = int(item["received"])
+    return replies
+
+
+def tcp_transfer(network: Any, src: str, dst: str, seconds: float = 4.0,
+                 port: int = 5301) -> dict[str, Any]:
+    """A bulk TCP transfer from ``src`` to ``dst``; the receiver's byte count and rate."""
+    topo: Topology = network.topology
+    receiver = host_popen(network, dst, _python() + [
+        "topo.hostcmd", "tcp-recv", "--port", str(port), "--seconds", str(seconds + 10.0)])
+    try:
+        assert receiver.stdout is not None
+        line = receiver.stdout.readline().decode().strip()
+        if line != "ready":
+            raise ExperimentError(f"TCP receiver on {dst} did not start: {line!r}")
+        sender = host_popen(network, src, _python() + [
+            "topo.hostcmd", "tcp-send", "--dst", topo.host(dst).ip, "--port", str(port),
+            "--seconds", str(seconds)])
+        res = collect({"send": sender, "recv": receiver}, seconds + 30.0)
+    finally:
+        _kill_all([receiver])
+    for key in ("send", "recv"):
+        if "error" in res[key]:
+            raise ExperimentError(f"TCP {key} failed: {res[key]['error']}")
+    return res["recv"]
+
+
+def udp_flows(network: Any, src: str, dst: str, sports: range, packets: int = 20) -> int:
+    """Sends ``packets`` datagrams on each flow (one per source port, fixed destination
+    port); returns the number sent."""
+    proc = host_popen(network, src, _python() + [
+        "topo.hostcmd", "udp-flows", "--dst", network.topology.host(dst).ip,
+        "--sports", f"{sports.start}-{sports.stop - 1}", "--packets", str(packets)])
+    res = collect({"udp": proc}, 60.0)["udp"]
+    if "error" in res:
+        raise ExperimentError(f"UDP flows from {src} failed: {res['error']}")
+    return int(res["packets"])
+
+
+def port_counters(controller: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(switch, port): (rx_bytes, tx_bytes)} from the program's port counters."""
+    out = {}
+    for name in controller.switches:
+        data = controller.switch_counters(name)
+        for port, row in data["ports"].items():
+            out[(name, int(port))] = (int(row["rx_bytes"]), int(row["tx_bytes"]))
+    return out
+
+
+def switch_cpu_seconds(network: Any) -> dict[str, float]:
+    """CPU seconds used so far by each switch process."""
+    out = {}
+    for sw in network.switches:
+        if sw.proc is not None:
+            cpu = process_cpu_seconds(sw.proc.pid)
+            if cpu is not None:
+                out[sw.name] = cpu
+    return out
+
+
+def link_usage(topology: Topology, before: dict[tuple[str, int], tuple[int, int]],
+               after: dict[tuple[str, int], tuple[int, int]], seconds: float) -> list[LinkUsage]:
+    """Per switch port: bytes each way between two counter reads, with the link's rate."""
+    rates = {}
+    for ln in topology.links:
+        rates[(ln.node1, ln.port1)] = rates[(ln.node2, ln.port2)] = (ln.kind, ln.bw_mbit)
+    out = []
+    for sw in topology.switches:
+        for p in sw.ports:
+            kind, bw = rates.get((sw.name, p.port), ("host", None))
+            rx0, tx0 = before.get((sw.name, p.port), (0, 0))
+            rx1, tx1 = after.get((sw.name, p.port), (0, 0))
+            out.append(LinkUsage(sw.name, p.port, p.peer, kind, tx1 - tx0, rx1 - rx0, bw,
+                                 seconds))
+    return out
+
+
+# ----------------------------------------------------------------------------- all-reduce
+
+
+def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = None,
+                   peers: str | None = None, host: str | None = None,
+                   plan_path: Path | None = None) -> list[str]:
+    """``python -m workloads allreduce ...`` for one ring rank (``rank``, ``peers``) or one
+    host's in-network agent (``host``, ``plan_path``); ``--check`` makes each worker compare
+    its result with the exact sum of every rank's deterministic input."""
+    argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
+                        "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check"]
+    if algo == "ring":
+        if rank is None or peers is None:
+            raise ExperimentError("a ring rank needs its rank and the peers")
+        return argv + ["--rank", str(rank), "--peers", peers]
+    if host is None or plan_path is None:
+        raise ExperimentError("an in-network agent needs its host and the job plan")
+    return argv + ["--job", str(plan_path), "--host", host]
+
+
+def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -> RankOutcome:
+    if row is None:
+        return RankOutcome(w["rank"], w["host"], error=error or "no result")
+    seconds = row.get("seconds", 0.0)
+    seconds = sum(seconds) if isinstance(seconds, list) else float(seconds)
+    check = row.get("check")
+    error = {True: None, False: "result differs from the exact sum"}.get(
+        check, "the worker did not check its result")
+    return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
+                       check is True, int(row.get("retransmissions", 0)), error)
+
+
+def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
+                  opts: ExperimentOptions, plan_path: Path) -> AllreduceRun:
+    """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: ring, one
+    process per rank; in-network, one agent per host serving that host's workers."""
+    workers = sorted(plan["workers"], key=lambda w: w["rank"])
+    before = port_counters(controller)
+    cpu0 = switch_cpu_seconds(network)
+    t0 = time.monotonic()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        if algo == "ring":
+            peers = ",".join(f"{w['ip']}:{opts.ring_port + w['rank']}" for w in workers)
+            for w in workers:
+                argv = allreduce_argv(algo, opts, rank=w["rank"], peers=peers)
+                procs[f"{w['host']}#{w['rank']}"] = host_popen(network, w["host"], argv)
+        else:
+            for host in dict.fromkeys(w["host"] for w in workers):
+                procs[host] = host_popen(network, host, allreduce_argv(
+                    algo, opts, host=host, plan_path=plan_path))
+        results = collect_rows(procs, opts.timeout_s + 30.0)
+    finally:
+        _kill_all(procs.values())
+    wall = time.monotonic() - t0
+    cpu1 = switch_cpu_seconds(network)
+    after = port_counters(controller)
+    rows: dict[int, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for key, got in results.items():
+        if isinstance(got, str):
+            errors[key.split("#")[0]] = got
+            continue
+        for row in got:
+            rows[int(row["rank"])] = row
+    outcomes = tuple(_outcome(w, rows.get(w["rank"]), errors.get(w["host"])) for w in workers)
+    seconds = max((o.seconds for o in outcomes), default=0.0) or wall
+    # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
+    # coarse for the collective's own (often sub-second) time.
+    cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in cpu1 if n in cpu0 and wall > 0}
+    return AllreduceRun(algo, opts.elements, outcomes,
+                        tuple(link_usage(network.topology, before, after, seconds)), cpu, wall)
+
+
+# ----------------------------------------------------------------------------- experiment
+
+
+def open_controller(network: Any) -> Any:
+    """A controller of the network's run directory (its P4Info and device config)."""
+    from controller.fabric import Controller, ControllerOptions
+
+    return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
+
+
+def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
+                   stages: Any) -> dict[str, Any]:
+    """Pipeline, routes and one job over every host (one worker per host); returns the
+    job plan as ``job show --json`` prints it."""
+    from controller.jobs import JobRequest
+
+    with stages.stage("controller: pushing the pipeline"):
+        controller.push_pipeline()
+    with stages.stage("controller: programming IPv4 routes"):
+        controller.program_routes()
+    hosts = tuple(h.name for h in topology.hosts)
+    with stages.stage(f"controller: aggregation job over {len(hosts)} hosts"):
+        plan = controller.create_job(JobRequest(opts.job_name, hosts, credits=opts.credits,
+                                                slots=opts.slots, workers_per_host=1))
+    return plan.to_dict()
+
+
+def run_experiment(network: Any, options: ExperimentOptions | None = None,
+                   stages: Any = None) -> ExperimentResult:
+    """Programs the fabric and runs the all-reduces (see the module docstring). Raises
+    :class:`ExperimentError` when the controller or the hosts cannot be used; an
+    all-reduce that finishes wrong (or a rank that fails) is reported in the result."""
+    from controller.fabric import ControllerError
+    from controller.jobs import JobError
+    from controller.p4client import P4RuntimeError
+    from topo.network import Stages
+
+    opts = options or ExperimentOptions()
+    stages = stages if stages is not None else Stages(enabled=False)
+    unknown = [a for a in opts.algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise ExperimentError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
+                              f"{', '.join(ALGORITHMS)}")
+    topology: Topology = network.topology
+    if topology.p4info is None:
+        raise ExperimentError("the switches were started without a program: nothing to program")
+    results = Path(network.rundir.path) / RESULTS_DIR
+    results.mkdir(parents=True, exist_ok=True)
+    notes = list(getattr(network, "warnings", []))
+    try:
+        with open_controller(network) as controller:
+            plan = program_fabric(controller, topology, opts, stages)
+            plan_path = results / f"job-{opts.job_name}.json"
+            plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+            runs = []
+            for algo in opts.algorithms:
+                with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
+                                  f"{len(plan['workers'])} hosts"):
+                    runs.append(run_allreduce(network, controller, plan, algo, opts, plan_path))
+    except (ControllerError, JobError, P4RuntimeError) as exc:
+        raise ExperimentError(f"controller: {exc}") from None
+    check = None
+    if opts.measure_seconds > 0 and len(topology.hosts) > 1:
+        src, dst = topology.hosts[0].name, topology.hosts[-1].name
+        with stages.stage(f"link check: UDP {src} -> {dst} above the link rate"):
+            try:
+                check = measure_path(network, src, dst, seconds=opts.measure_seconds)
+            except TopoError as exc:
+                notes.append(f"link check failed: {exc}")
+        if check is not None and not check.link_bound:
+            notes.append("the link check was NOT link-bound: a switch process or the host, not "
+                         "the emulated links, limited the rate; compare results with care")
+    for run in runs:
+        if run.saturated_switches:
+            notes.append(f"{run.algorithm}: switch process(es) {', '.join(run.saturated_switches)}"
+                         f" used >= {CPU_SATURATED:.0%} of a core: the switch, not the link, may "
+                         "have limited this run")
+    path = results / RESULT_FILE
+    result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check)
+    path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True, default=str) + "\n")
+    return result
