@@ -147,8 +147,9 @@ def expected_rejections(results: Sequence[Result]) -> list[Result]:
     return out
 
 
-def format_table(results: Sequence[Result], width: int = 110) -> str:
-    """One row per program, then the count of each outcome."""
+def format_table(results: Sequence[Result], width: int = 110, expect_errors: bool = False) -> str:
+    """One row per program, then the count of each outcome (``expect_errors``: the results
+    of :func:`expected_rejections`, where ``pass`` means rejected cleanly)."""
     if not results:
         return "no test programs found"
     name_w = min(max(len(r.program.name) for r in results), 48)
@@ -163,9 +164,12 @@ def format_table(results: Sequence[Result], width: int = 110) -> str:
     compiled = sum(1 for r in results if r.outcome in ("pass", "stf-fail", "stf-error"))
     stf_pass = sum(1 for r in results if r.stf is not None and r.outcome == "pass")
     rows.append("")
-    rows.append(
-        f"{len(results)} programs: {compiled} compiled; {with_stf} with STF tests, {stf_pass} passed"
-    )
+    if expect_errors:
+        rows.append(f"{len(results)} programs that p4c rejects: {counts['pass']} rejected cleanly")
+    else:
+        rows.append(
+            f"{len(results)} programs: {compiled} compiled; {with_stf} with STF tests, {stf_pass} passed"
+        )
     rows.append("  " + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]))
     return "\n".join(rows)
 
@@ -194,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.errors:
         results = expected_rejections(results)
-    print(format_table(results))
+    print(format_table(results, expect_errors=args.errors))
     return 0 if results and all(r.ok for r in results) else 1
 
 

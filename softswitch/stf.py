@@ -236,6 +236,15 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
 }
 
 
+def _packet_bytes(hexdata: str) -> bytes:
+    """Bytes of a ``packet`` line as p4c's STF driver builds them: pairs of digits, and a
+    lone last digit (an odd count, as in some p4c samples) is a byte of its own value."""
+    data = bytes.fromhex(hexdata[: len(hexdata) - len(hexdata) % 2])
+    if len(hexdata) % 2:
+        data += bytes([int(hexdata[-1], 16)])
+    return data
+
+
 def _parse_command(first: str, rest: str) -> Command | None:
     words = rest.split()
     if first == "packet":
@@ -243,9 +252,9 @@ def _parse_command(first: str, rest: str) -> Command | None:
             raise ValueError("usage: packet PORT HEX")
         port = _ints(words[:1], 1, "packet PORT HEX")[0]
         hexdata = "".join(words[1:])
-        if len(hexdata) % 2 or not re.fullmatch(r"[0-9a-fA-F]*", hexdata):
-            raise ValueError(f"packet data is not an even number of hex digits: '{hexdata}'")
-        return Packet(port, bytes.fromhex(hexdata))
+        if not re.fullmatch(r"[0-9a-fA-F]*", hexdata):
+            raise ValueError(f"packet data must be hex digits: '{hexdata}'")
+        return Packet(port, _packet_bytes(hexdata))
     if first == "expect":
         if not words:
             raise ValueError("usage: expect PORT [HEX]")

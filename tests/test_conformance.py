@@ -19,7 +19,7 @@ from softswitch.conformance import (
     format_table,
     run_program,
 )
-from softswitch.errors import P4Error
+from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import compile_file, compile_source
 from softswitch.pipeline import Pipeline
 from softswitch.stf import run_stf
@@ -168,6 +168,52 @@ def test_block_constructor_parameter_unsupported() -> None:
         compile_source(text, str(CONF / "x.p4"))
 
 
+def test_compound_assignments_run() -> None:
+    """`+=`, `|-|=`, `<<=`, `>>=` (logical and arithmetic), `^=` compute `a = a op b`."""
+    _stf("compound_assign.p4", "packet 0 10 03 81 81 0F 80\nexpect 1 13 00 04 40 F0 C0 $\n")
+
+
+def test_compound_assignment_checks_operands() -> None:
+    """A compound shift by a bool is rejected like the plain shift (p4c compound-shift-err)."""
+    text = (CONF / "compound_assign.p4").read_text().replace("hdr.h.c <<= 2;", "hdr.h.c <<= true;")
+    with pytest.raises(P4Error, match="the shift amount of '<<' must be an unsigned number"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_division_by_constant_zero_rejected() -> None:
+    """`x / 0` and `x % 8w0` on a run-time value are compile errors, as in p4c (div0)."""
+    for expr in ("hdr.h.a / 0", "hdr.h.a % 8w0"):
+        text = (CONF / "compound_assign.p4").read_text().replace("hdr.h.a += 3;", f"hdr.h.a = {expr};")
+        with pytest.raises(P4Error, match="division by zero"):
+            compile_source(text, str(CONF / "x.p4"))
+
+
+def test_default_action_repeats_bound_argument() -> None:
+    """A default_action repeating the actions-list binding compiles and runs."""
+    _stf("action_bind.p4", "packet 0 01 02\nexpect 1 01 07 $\n")
+
+
+def test_default_action_with_other_bound_argument_rejected() -> None:
+    """A default_action binding another directional argument is rejected (p4c action-bind)."""
+    text = (CONF / "action_bind.p4").read_text()
+    text = text.replace("default_action = set(hdr.h.b, 7);", "default_action = set(hdr.h.a, 7);")
+    with pytest.raises(P4Error, match="argument of 'target' differs from the one bound in the actions list"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_struct_in_header_is_unsupported() -> None:
+    """A struct of bit-vectors as a header field is a clean 'not supported' (p4c bvec_union-bmv2)."""
+    with pytest.raises(UnsupportedError, match="a struct-typed header field"):
+        compile_file(CONF / "struct_in_header.p4")
+
+
+def test_struct_with_varbit_in_header_is_an_error() -> None:
+    """A struct that P4_16 does not allow in a header stays an ordinary type error."""
+    text = (CONF / "struct_in_header.p4").read_text().replace("bit<4> lo;", "varbit<4> lo;")
+    with pytest.raises(P4Error, match="header field 'b' cannot have type pair_t"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
 # ----------------------------------------------------------------------- runner
 
 
@@ -217,6 +263,8 @@ def test_expected_rejections_and_table() -> None:
     table = format_table(out)
     assert "bad2.p4" in table and "accepted a program that p4c rejects" in table
     assert table.splitlines()[-1].strip() == "pass 1, rejected 1"
+    summary = format_table(out, expect_errors=True).splitlines()[-2]
+    assert summary == "2 programs that p4c rejects: 1 rejected cleanly"
 
 
 def test_implicit_default_action_is_defaultonly_noaction() -> None:

@@ -44,6 +44,12 @@ def test_parse_packet_with_spaces() -> None:
     assert _one("packet 3 00 01 0203") == Packet(3, bytes([0, 1, 2, 3]))
 
 
+def test_parse_packet_odd_digit_count() -> None:
+    """A lone last digit is a byte of its own value, as p4c's STF driver reads it."""
+    assert _one("packet 0 00 20 0") == Packet(0, bytes([0x00, 0x20, 0x00]))
+    assert _one("packet 0 abc") == Packet(0, bytes([0xAB, 0x0C]))
+
+
 def test_parse_expect_forms() -> None:
     """Expectations: wildcards, trailing $ for exact length, bare port for anything."""
     assert _one("expect 2 0a** 0B") == Expect(2, "0A**0B", False)
@@ -90,7 +96,7 @@ def test_parse_comments_blank_and_unknown(caplog: pytest.LogCaptureFixture) -> N
     "text,message",
     [
         ("packet x 00", "t.stf:1: error: 'x' is not a number"),
-        ("packet 1 0", "t.stf:1: error: packet data is not an even number of hex digits"),
+        ("packet 1 0g", "t.stf:1: error: packet data must be hex digits"),
         ("expect 1 zz", "t.stf:1: error: expected data must be hex digits"),
         ("add t k:1", "t.stf:1: error: 'add' needs an action"),
         ("mc_node_associate 1", "t.stf:1: error: usage: mc_node_associate"),

@@ -215,6 +215,9 @@ class Checker(StmtChecker):
                 raise P4Error(f"duplicate field '{fname}'", floc)
             names.add(fname)
             st = ir.strip_newtype(t)
+            if kind == "header" and isinstance(st, ir.StructType) and _fixed_width_struct(st):
+                # P4_16 allows it (p4c flattens the struct); the IR keeps flat headers
+                raise UnsupportedError(f"a struct-typed header field ('{fname}' of type {type_str(t)})", floc)
             if kind == "header" and not isinstance(st, (ir.BitType, ir.VarbitType, ir.BoolType, ir.EnumType)):
                 raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
             if kind == "header_union" and not isinstance(st, ir.HeaderType):
@@ -685,3 +688,19 @@ class Checker(StmtChecker):
         self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
         self.controls[name] = decl
+
+
+def _fixed_width_struct(t: ir.StructType) -> bool:
+    """A struct that P4_16 allows inside a header: only bit<W>, int<W>, bool, serializable
+    enums and such structs, recursively."""
+    for f in t.fields:
+        ft = ir.strip_newtype(f.type)
+        if isinstance(ft, ir.StructType):
+            if not _fixed_width_struct(ft):
+                return False
+        elif isinstance(ft, ir.EnumType):
+            if ft.underlying is None:
+                return False
+        elif not isinstance(ft, (ir.BitType, ir.BoolType)):
+            return False
+    return True

@@ -315,6 +315,8 @@ class ExprChecker:
             raise P4Error(f"'{op}' needs operands of a fixed width", loc)
         if op in ("/", "%") and isinstance(t, ir.BitType) and t.signed:
             raise P4Error(f"'{op}' is not defined on signed values of type {type_str(t)}", loc)
+        if op in ("/", "%") and isinstance(right, ir.Const) and right.value == 0:
+            raise P4Error("division by zero", loc)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return fold_binary(op, left, right, loc)
         return ir.Binary(left.type, loc, op, left, right)

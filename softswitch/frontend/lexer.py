@@ -20,6 +20,7 @@ from softswitch.frontend.preprocess import Preprocessed
 
 _PUNCT = sorted(
     [
+        "|+|=", "|-|=", "<<=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=",
         "&&&", "|+|", "|-|", "{#}", "<<", "<=", ">=", "==", "!=", "&&", "||", "++", "..",
         "(", ")", "{", "}", "[", "]", "<", ">", ";", ":", ",", ".", "=", "+", "-", "*", "/",
         "%", "&", "|", "^", "~", "!", "?", "@",
@@ -27,6 +28,9 @@ _PUNCT = sorted(
     key=len,
     reverse=True,
 )  # fmt: skip
+
+#: Compound assignment operators (P4_16 1.2.5), one terminal for all of them.
+_COMPOUND_ASSIGN = {"|+|=", "|-|=", "<<=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^="}
 
 _TOKEN_RE = re.compile(
     r"""
@@ -290,6 +294,8 @@ def to_lark_tokens(
             ttype = "STRING_LITERAL"
         elif t.kind == "annbody":
             ttype = "ANNOTATION_BODY"
+        elif t.text in _COMPOUND_ASSIGN:
+            ttype = "COMPOUND_ASSIGN"
         elif t.text == "<" and _is_call_type_args(toks, i, names, scoped):
             ttype = "TYPE_ARGS_LT"
         elif t.text == ">" and i + 1 < len(toks) and toks[i + 1].text == ">" and (

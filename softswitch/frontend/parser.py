@@ -59,6 +59,7 @@ _NICE = {
     "STRING_LITERAL": "string",
     "R_ANGLE_SHIFT": "'>'",
     "ANNOTATION_BODY": "annotation body",
+    "COMPOUND_ASSIGN": "compound assignment",
     "$END": "end of file",
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from lark import Token, Tree
 
@@ -26,6 +26,24 @@ class Ctx:
 
     kind: str  # "parser", "control", "action", "function"
     return_type: ir.Type | None = None
+
+
+def same_expr(a: object, b: object) -> bool:
+    """Structural equality of two IR expressions (source locations ignored), the test p4c
+    applies to arguments that must repeat an earlier binding."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, ir.Expr):
+        return all(
+            same_expr(getattr(a, f.name), getattr(b, f.name))
+            for f in fields(a)
+            if f.name not in ("loc", "type")
+        )
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+    if isinstance(a, (int, str, bool, float)) or a is None:
+        return a == b
+    return a is b
 
 
 def subtree(tree: Tree, data: str) -> Tree | None:
@@ -77,6 +95,24 @@ class StmtChecker(ExprChecker):
         stmts = [self.stmt(c, inner, ctx) for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
         return ir.Block([s for s in stmts if s is not None], self.loc(tree))
 
+    def compound_assign(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+        """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.5)."""
+        lhs_tree, rhs_tree = tree.children[0], tree.children[-1]
+        if tree.data == "shr_assign_stmt":
+            op = ">>"
+        else:
+            op = str(tree.children[1])[:-1]
+        lhs = self.expr(lhs_tree, scope)
+        if isinstance(lhs, ir.DontCare):
+            raise P4Error("cannot assign to '_'", loc)
+        self.check_lvalue(lhs, self.loc(lhs_tree))
+        calls = ("call_expr", "generic_call_expr")
+        if any(isinstance(t, Tree) and t.data in calls for t in lhs_tree.iter_subtrees()):
+            raise UnsupportedError(f"'{op}=' on a target that contains a call", loc)
+        value = self.binary(op, lhs_tree, rhs_tree, scope, loc)
+        value = self.convert(value, lhs.type, loc, f"'{op}='")
+        return ir.Assign(lhs, value, loc)
+
     def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
         loc = self.loc(tree)
@@ -89,6 +125,8 @@ class StmtChecker(ExprChecker):
             rhs = self.expr(tree.children[1], scope, lhs.type)
             rhs = self.convert(rhs, lhs.type, self.loc(tree.children[1]), "assignment")
             return ir.Assign(lhs, rhs, loc)
+        if kind in ("compound_assign_stmt", "shr_assign_stmt"):
+            return self.compound_assign(tree, scope, loc)
         if kind == "call_stmt":
             call = self.call(tree.children[0], [], tree.children[-1], scope, loc)
             return self.call_stmt(call, ctx, loc)
@@ -435,7 +473,16 @@ class StmtChecker(ExprChecker):
             bound = self.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
             return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
         bound = self.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
-        return ir.ActionRef(action, [a for a in bound if a is not None], {}, loc)
+        args = [a for a in bound if a is not None]
+        for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
+            # p4c: the directional arguments must be those bound in the actions list
+            if not same_expr(given, in_list):
+                raise P4Error(
+                    f"{what} '{action.name}': argument of '{param.name}' differs from the one "
+                    f"bound in the actions list of table '{table.name}'",
+                    loc,
+                )
+        return ir.ActionRef(action, args, {}, loc)
 
     def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
         """One entry of ``entries = { ... }``."""
