@@ -4,6 +4,12 @@ Runs ``softswitch.engine.bench.bench_pipeline`` on tests/p4/ipv4_forward.p4 (bas
 LPM on the IPv4 destination, TTL decrement, checksum update) with one route installed and a
 routed IPv4/UDP frame, so every packet takes the full hit path: parse, LPM hit, action,
 checksum update, deparse.
+
+Then p4src/netreduce.p4 (the testbed's aggregation program) with one configured job of P
+workers (bench/netreduce_job.py) fed a stream of contributions, message after message:
+every packet is parsed (Ethernet/IPv4/UDP/BTH/RETH/tag/32 elements), checked against the
+job and connection tables, summed into a slot copy; the last of each message completes
+it and is multicast back as P result packets.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ EGRESS_PORT = 2
 DST_IP = "10.0.2.2"
 NEXT_HOP_MAC = 0x000000000202
 PAYLOAD_BYTES = 64
+NR_WORKERS = (2, 4, 8)  # aggregation benchmark: workers per job
+NR_PACKETS_PER_S_GUESS = 10000  # sizes the message stream to about ``seconds``
 
 
 def _require(module: str, attr: str) -> Any:
@@ -125,6 +133,46 @@ def _frames_argument(bench_pipeline: Any, frame: bytes) -> list[Any]:
     return [(INGRESS_PORT, frame)]
 
 
+def netreduce_rows(workers: int, seconds: float) -> list[dict[str, Any]]:
+    """Packets/s of p4src/netreduce.p4 aggregating a stream of one-packet messages from
+    ``workers`` workers (every message completes and multicasts P results)."""
+    import time
+
+    from bench.netreduce_job import PROGRAM as NR_PROGRAM
+    from bench.netreduce_job import AggregationJob, completions, make_workers
+
+    pipeline_cls = _require("softswitch.pipeline", "Pipeline")
+    if not NR_PROGRAM.exists():
+        raise BenchSkipped(f"{NR_PROGRAM.name} does not exist")
+    pipeline = pipeline_cls.from_file(str(NR_PROGRAM))
+    job = AggregationJob(1, make_workers(workers))
+    job.configure(pipeline)
+    messages = max(100, int(seconds * NR_PACKETS_PER_S_GUESS) // workers)
+    frames = job.stream(messages)
+    process = pipeline.process
+    results = 0
+    start = time.perf_counter()
+    for port, frame in frames:
+        results += len(process(port, frame))
+    elapsed = time.perf_counter() - start
+    done = completions(pipeline, job.job)
+    if done != messages or results != messages * workers:
+        raise RuntimeError(
+            f"netreduce stream: {done}/{messages} messages completed, {results} results"
+        )
+    pps = len(frames) / elapsed
+    notes = (
+        f"{NR_PROGRAM.name}, {workers} workers x {messages} one-packet messages "
+        f"({len(frames[0][1])} B, {workers} results each)"
+    )
+    return [
+        {"name": f"netreduce P={workers}", "metric": "throughput", "value": pps,
+         "unit": "pkt/s", "notes": notes},
+        {"name": f"netreduce P={workers}", "metric": "messages aggregated",
+         "value": messages / elapsed, "unit": "msg/s", "notes": notes},
+    ]
+
+
 def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     """Measures pipeline throughput; skips while the engine or the program is missing."""
     bench_pipeline = _require("softswitch.engine.bench", "bench_pipeline")
@@ -135,7 +183,7 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
         raise RuntimeError(f"the routed frame was not forwarded to port {EGRESS_PORT}: {out!r}")
     pps = float(bench_pipeline(pipeline, _frames_argument(bench_pipeline, frame), seconds))
     notes = f"{PROGRAM.name}, LPM hit, {len(frame)} B IPv4/UDP, {seconds:g} s"
-    return [
+    rows = [
         {
             "name": "pipeline.process",
             "metric": "throughput",
@@ -151,3 +199,6 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
             "notes": notes,
         },
     ]
+    for workers in NR_WORKERS:
+        rows += netreduce_rows(workers, seconds)
+    return rows

@@ -1,8 +1,10 @@
 """Packets/s and latency through a running switch process between two network namespaces.
 
 ``python -m softswitch.bench_process [--seconds S] [--size BYTES]`` (root) builds
-``h1 --veth-- switch --veth-- h2``, starts ``python -m softswitch run`` with a small program
-that forwards port 1 <-> port 2, and measures two things with raw sockets in the namespaces:
+``h1 --veth-- switch --veth-- h2``, starts ``python -m softswitch run`` with the IPv4
+forwarding program tests/p4/ipv4_forward.p4 (LPM, MAC rewrite, TTL, checksum verify and
+update), installs the two /32 routes over P4Runtime, and measures two things with raw
+sockets in the namespaces (IPv4/UDP frames from h1 to h2):
 
 * throughput: h1 sends as fast as it can for S seconds; h2 counts what arrives
   (packets/s = received / (last arrival - first arrival));
@@ -33,41 +35,86 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-ETHERTYPE = 0x88B5
 READY = re.compile(r"softswitch ready: .*grpc=(\S+):(\d+)")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-FORWARD_P4 = """\
-#include <core.p4>
-#include <v1model.p4>
-header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
-struct headers_t { ethernet_t ethernet; }
-struct meta_t { }
-parser BParser(packet_in pkt, out headers_t hdr, inout meta_t meta,
-               inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.ethernet); transition accept; }
-}
-control BVerify(inout headers_t hdr, inout meta_t meta) { apply { } }
-control BIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    apply {
-        if (sm.ingress_port == 1) { sm.egress_spec = 2; } else { sm.egress_spec = 1; }
-    }
-}
-control BEgress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    apply { }
-}
-control BCompute(inout headers_t hdr, inout meta_t meta) { apply { } }
-control BDeparser(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.ethernet); } }
-V1Switch(BParser(), BVerify(), BIngress(), BEgress(), BCompute(), BDeparser()) main;
-"""
+PROGRAM = REPO_ROOT / "tests" / "p4" / "ipv4_forward.p4"  # the same one bench_engine runs
+H1_MAC, H2_MAC, SWITCH_MAC = "020000000001", "020000000002", "02aa00000001"
+H1_IP, H2_IP = "10.0.1.1", "10.0.2.2"
+UDP_PORT = 4791
 
-# Sender: argv = mode ("flood" | "paced"), seconds or count, frame size. Prints packets sent.
+
+def ipv4_udp_header(size: int) -> bytes:
+    """Ethernet/IPv4/UDP headers (42 bytes) of an h1 -> h2 frame of ``size`` bytes, with a
+    correct IPv4 checksum (the program verifies it) and UDP checksum 0."""
+    import ipaddress
+    import struct
+
+    total = size - 14
+    ip = bytearray(struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 17, 0,
+        ipaddress.IPv4Address(H1_IP).packed, ipaddress.IPv4Address(H2_IP).packed,
+    ))
+    acc = sum(struct.unpack("!10H", bytes(ip)))
+    while acc >> 16:
+        acc = (acc & 0xFFFF) + (acc >> 16)
+    ip[10:12] = struct.pack("!H", ~acc & 0xFFFF)
+    eth = bytes.fromhex(SWITCH_MAC + H1_MAC) + b"\x08\x00"
+    udp = struct.pack("!HHHH", UDP_PORT, UDP_PORT, total - 20, 0)
+    return eth + bytes(ip) + udp
+
+
+def install_routes(address: str, program: Path = PROGRAM) -> None:
+    """Become primary over P4Runtime and add the /32 routes h1 <-> h2 (ports 1 and 2)."""
+    import ipaddress
+    import queue
+
+    import grpc
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+    from softswitch.frontend import compile_file
+    from softswitch.p4info import build_p4info
+
+    info = build_p4info(compile_file(str(program)))
+    table = next(t for t in info.tables if t.preamble.name == "MyIngress.ipv4_lpm")
+    action = next(a for a in info.actions if a.preamble.name == "MyIngress.ipv4_forward")
+    with grpc.insecure_channel(address) as channel:
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
+        stream = stub.StreamChannel(iter(requests.get, None))
+        arb = p4runtime_pb2.StreamMessageRequest()
+        arb.arbitration.device_id = 0
+        arb.arbitration.election_id.low = 1
+        requests.put(arb)
+        reply = next(stream)
+        if reply.arbitration.status.code != 0:
+            raise RuntimeError(f"P4Runtime arbitration failed: {reply.arbitration.status}")
+        write = p4runtime_pb2.WriteRequest(device_id=0)
+        write.election_id.low = 1
+        for ip, mac, port in ((H2_IP, H2_MAC, 2), (H1_IP, H1_MAC, 1)):
+            u = write.updates.add(type=p4runtime_pb2.Update.INSERT)
+            te = u.entity.table_entry
+            te.table_id = table.preamble.id
+            m = te.match.add(field_id=1)
+            m.lpm.value = ipaddress.IPv4Address(ip).packed
+            m.lpm.prefix_len = 32
+            te.action.action.action_id = action.preamble.id
+            te.action.action.params.add(param_id=1, value=bytes.fromhex(mac))
+            te.action.action.params.add(param_id=2, value=port.to_bytes(2, "big"))
+        stub.Write(write, timeout=30)
+        requests.put(None)
+        stream.cancel()
+
+
+# Sender: argv = mode ("flood" | "paced"), seconds or count, frame size, headers (hex).
+# Prints packets sent.
 SENDER = r"""
 import socket, struct, sys, time
 mode, amount, size = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind(("eth0", 0))
-head = bytes.fromhex("020000000002020000000001") + struct.pack("!H", 0x88B5)
+head = bytes.fromhex(sys.argv[4])
 pad = bytes(max(0, size - len(head) - 12))
 pack, now, send = struct.Struct("!IQ").pack, time.monotonic_ns, s.send
 seq = 0
@@ -84,6 +131,9 @@ else:
     gap = 1_000_000
     nxt = now()
     for _ in range(int(amount)):
+        left = nxt - now()
+        if left > 200_000:  # sleep most of the gap: a spinning sender would steal a core
+            time.sleep((left - 150_000) / 1e9)
         while now() < nxt:
             pass
         send(head + pack(seq, now()) + pad)
@@ -96,7 +146,7 @@ print(seq, flush=True)
 RECEIVER = r"""
 import json, socket, struct, sys, time
 idle, limit = float(sys.argv[1]), float(sys.argv[2])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B5))
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
 s.bind(("eth0", 0))
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 unpack, now = struct.Struct("!IQ").unpack_from, time.monotonic_ns
@@ -109,10 +159,12 @@ while time.monotonic() < end:
         data, addr = s.recvfrom(65535)
     except socket.timeout:
         break
-    if addr[2] == socket.PACKET_OUTGOING or len(data) < 26:
+    if addr[2] == socket.PACKET_OUTGOING or len(data) < 54 or data[36:38] != b"\x12\xb7":
+        continue
+    if data[22] != 63:  # the switch routed it: TTL 64 - 1
         continue
     t = now()
-    seq, sent = unpack(data, 14)
+    seq, sent = unpack(data, 42)
     if count == 0:
         first = t
         s.settimeout(idle)
@@ -166,7 +218,9 @@ def _in_ns(ns: str, code: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _start_switch(program: Path, ifaces: list[str], workdir: Path) -> subprocess.Popen[str]:
+def _start_switch(
+    program: Path, ifaces: list[str], workdir: Path
+) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "softswitch", "run", str(program),
            "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(workdir / "switch.log"),
            "-L", "warn"]
@@ -175,19 +229,23 @@ def _start_switch(program: Path, ifaces: list[str], workdir: Path) -> subprocess
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=REPO_ROOT)
     ready = threading.Event()
+    address: list[str] = []
 
     def watch() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if READY.search(line):
+            m = READY.search(line)
+            if m:
+                address.append(f"{m.group(1)}:{m.group(2)}")
                 ready.set()
 
     threading.Thread(target=watch, daemon=True).start()
     if not ready.wait(120):
         proc.kill()
+        proc.wait()
         err = proc.stderr.read() if proc.stderr else ""
         raise RuntimeError(f"switch did not become ready: {err.strip()[-500:]}")
-    return proc
+    return proc, address[0]
 
 
 def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: float,
@@ -196,7 +254,7 @@ def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: flo
     assert rx.stdout is not None
     if rx.stdout.readline().strip() != "ready":
         raise RuntimeError(f"receiver failed: {rx.stderr.read() if rx.stderr else ''}")
-    tx = _in_ns(namespaces[0], SENDER, mode, str(amount), str(size))
+    tx = _in_ns(namespaces[0], SENDER, mode, str(amount), str(size), ipv4_udp_header(size).hex())
     out, err = tx.communicate(timeout=limit + 30)
     if tx.returncode != 0:
         raise RuntimeError(f"sender failed: {err.strip()}")
@@ -221,10 +279,11 @@ def run(seconds: float = 3.0, size: int = 128, probes: int = 500) -> dict[str, f
         _tag, namespaces, ifaces,
     ):
         workdir = Path(tmp)
-        program = workdir / "forward.p4"
-        program.write_text(FORWARD_P4)
-        switch = _start_switch(program, ifaces, workdir)
+        if not PROGRAM.exists():
+            raise RuntimeError(f"{PROGRAM} does not exist")
+        switch, address = _start_switch(PROGRAM, ifaces, workdir)
         try:
+            install_routes(address)
             # warm-up, then throughput
             _phase(namespaces, "paced", 20, size, idle=1.0, limit=10)
             sent, rx = _phase(namespaces, "flood", seconds, size, idle=2.0, limit=seconds + 30)

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "run", help="run the P4Runtime switch (see 'softswitch run --help')", add_help=False
     )
+    sub.add_parser(
+        "stats", help="print a running switch's port counters (its --stats-file)", add_help=False
+    )
     return parser
 
 
@@ -119,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: the P4Runtime switch is not available ({err})", file=sys.stderr)
             return 1
         return int(switch.main(argv[run_at + 1 :]) or 0)
+    if run_at is not None and argv[run_at] == "stats":
+        from softswitch import stats
+
+        return int(stats.main(argv[run_at + 1 :]) or 0)
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -41,6 +41,7 @@ class PortCounters:
     tx_drops: int = 0  # transmit failures (socket buffer full, interface down)
     rx_errors: int = 0  # packets whose processing raised inside the pipeline
     malformed: int = 0  # frames shorter than an Ethernet header
+    dropped: int = 0  # frames received here from which the pipeline transmitted nothing
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

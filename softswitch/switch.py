@@ -17,12 +17,16 @@ It stops cleanly (exit code 0) on SIGTERM/SIGINT.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import logging
+import os
 import selectors
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +34,14 @@ from typing import Any, NoReturn
 
 from softswitch.pcap import PcapWriter, pcap_paths
 from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
+from softswitch.stats import default_stats_path
 
 log = logging.getLogger("softswitch.switch")
 
 RX_BATCH = 64
 MIN_FRAME = 14  # an Ethernet header
 IDLE_FLUSH_S = 1.0
+STATS_INTERVAL_S = 1.0  # how often the stats file is rewritten
 MAX_PORT = 510  # 511 is v1model's drop port
 LOG_LEVELS = {
     "trace": logging.DEBUG,
@@ -69,8 +75,17 @@ class Switch:
         cpu_port: int | None = None,
         pcap_dir: str | Path | None = None,
         name: str = "softswitch",
+        stats_file: str | Path | None = None,
+        stats_interval: float = STATS_INTERVAL_S,
+        device_id: int = 0,
     ) -> None:
         self.name = name
+        self.device_id = device_id
+        self.stats_file = Path(stats_file) if stats_file is not None else None
+        self.stats_interval = stats_interval
+        self._stats_requested = threading.Event()
+        self._stats_reason = "request"
+        self._started = time.time()
         self.ports: dict[int, Port] = {p.number: p for p in ports}
         self.lock = threading.RLock()
         self.cpu_port = cpu_port
@@ -100,6 +115,8 @@ class Switch:
         with self.lock:
             if pipeline is not None and self.cpu_port is not None and hasattr(pipeline, "cpu_port"):
                 pipeline.cpu_port = self.cpu_port
+            if getattr(pipeline, "tracing", False):
+                pipeline.trace_sink = None  # the loop logs each trace in its own record
             self.pipeline = pipeline
 
     def port_counters(self) -> dict[int, PortCounters]:
@@ -108,10 +125,45 @@ class Switch:
     def stop(self) -> None:
         """Ask the loop to return (safe from signal handlers and other threads)."""
         self._stop.set()
+        self._wake()
+
+    def request_stats(self, reason: str = "request") -> None:
+        """Ask the loop to rewrite the stats file now (SIGUSR1; safe from handlers)."""
+        self._stats_reason = reason
+        self._stats_requested.set()
+        self._wake()
+
+    def _wake(self) -> None:
         try:
             self._wake_w.send(b"x")
         except OSError:
             pass
+
+    def stats_document(self, reason: str = "request") -> dict[str, Any]:
+        """Per-port and switch-wide counters as the stats file holds them."""
+        from softswitch.stats import build_document
+
+        ports = {n: (p.name, p.counters.as_dict()) for n, p in self.ports.items()}
+        return build_document(
+            ports,
+            dataclasses.asdict(self.stats),
+            name=self.name,
+            device_id=self.device_id,
+            now=time.time(),
+            started=self._started,
+            reason=reason,
+        )
+
+    def write_stats(self, reason: str = "request") -> None:
+        """Rewrite the stats file (no-op without one); a failure is logged, not raised."""
+        if self.stats_file is None:
+            return
+        from softswitch.stats import write_atomic
+
+        try:
+            write_atomic(self.stats_file, self.stats_document(reason))
+        except OSError as exc:
+            log.warning("cannot write stats file %s: %s", self.stats_file, exc)
 
     def close(self) -> None:
         """Close ports and flush/close pcap files."""
@@ -135,7 +187,10 @@ class Switch:
             outs = pipeline.process(port, frame)
             self._emit(pipeline, outs)
             if self._debug:
-                log.debug("inject port %d len %d -> %s", port, len(frame), [(p, len(d)) for p, d in outs])
+                log.debug(
+                    "inject port %d len %d -> %s%s",
+                    port, len(frame), [(p, len(d)) for p, d in outs], self._trace_text(pipeline, outs),
+                )
 
     def _emit(self, pipeline: Any, outs: list[tuple[int, bytes]]) -> None:
         """Transmit pipeline outputs (lock held)."""
@@ -183,27 +238,55 @@ class Switch:
                 outs = pipeline.process(port.number, frame)
             except Exception:  # one bad frame must never stop the loop
                 c.rx_errors += 1
+                c.dropped += 1
                 if self._debug:
                     log.debug("port %d: frame of %d bytes failed in the pipeline", port.number, len(frame), exc_info=True)
                 return
+            if not outs:
+                c.dropped += 1
             self._emit(pipeline, outs)
-        if self._debug:
-            log.debug(
-                "port %d in %d bytes %s -> %s",
-                port.number, len(frame), frame[:34].hex(), [(p, len(d)) for p, d in outs],
-            )
+            if self._debug:
+                log.debug(
+                    "port %d in %d bytes %s -> %s%s",
+                    port.number, len(frame), frame[:34].hex(), [(p, len(d)) for p, d in outs],
+                    self._trace_text(pipeline, outs),
+                )
+
+    def _trace_text(self, pipeline: Any, outs: list[tuple[int, bytes]]) -> str:
+        """The pipeline's trace of the last packet (when tracing) and what the switch did
+        with outputs that went nowhere, as the indented rest of one log record."""
+        lines = []
+        trace = getattr(pipeline, "last_trace", None)
+        if trace is not None:
+            lines += trace.lines
+        for eport, _data in outs:
+            if eport != self.cpu_port and eport not in self.ports:
+                lines.append(f"  switch: port {eport} does not exist: frame dropped")
+            elif eport == self.cpu_port:
+                lines.append(f"  switch: port {eport} is the CPU port: PacketIn")
+        return "".join("\n" + x for x in lines)
 
     def run(self) -> None:
         """The packet loop; returns after :meth:`stop`."""
-        self._debug = log.isEnabledFor(logging.DEBUG)
+        self._debug = self._debug or log.isEnabledFor(logging.DEBUG)
         sel = selectors.DefaultSelector()
         for p in self.ports.values():
             sel.register(p.fileno(), selectors.EVENT_READ, p)
         sel.register(self._wake_r.fileno(), selectors.EVENT_READ, None)
         receive = self._receive
+        stats_due = time.monotonic() + self.stats_interval if self.stats_file else float("inf")
+        self.write_stats("start")
         try:
             while not self._stop.is_set():
-                events = sel.select(IDLE_FLUSH_S)
+                if self.stats_file is not None:
+                    now = time.monotonic()
+                    if self._stats_requested.is_set():
+                        self._stats_requested.clear()
+                        self.write_stats(self._stats_reason)
+                    elif now >= stats_due:
+                        self.write_stats("periodic")
+                        stats_due = now + self.stats_interval
+                events = sel.select(min(IDLE_FLUSH_S, self.stats_interval))
                 if not events:
                     self._flush_pcaps()
                     continue
@@ -225,6 +308,7 @@ class Switch:
         finally:
             sel.close()
             self._flush_pcaps()
+            self.write_stats("stop")
 
     def _flush_pcaps(self) -> None:
         for w in self._pcap_in.values():
@@ -258,6 +342,8 @@ class SwitchOptions:
     log_console: bool = False
     log_level: str = "info"
     pcap_dir: str | None = None
+    stats_file: str | None = None
+    stats_interval: float = STATS_INTERVAL_S
     no_p4: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -300,6 +386,10 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     p.add_argument("--log-console", action="store_true")
     p.add_argument("-L", "--log-level", default="info")
     p.add_argument("--pcap", nargs="?", const=".", metavar="DIR")
+    p.add_argument("--stats-file", metavar="PATH",
+                   help="JSON per-port counters, rewritten periodically and on SIGUSR1 "
+                   "(default: <log-file>.stats.json beside --log-file)")
+    p.add_argument("--stats-interval", type=float, default=STATS_INTERVAL_S, metavar="S")
     p.add_argument("--no-p4", action="store_true")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
@@ -330,6 +420,8 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError("--no-p4 cannot be combined with a program")
     if program is not None and not Path(program).is_file():
         raise _UsageError(f"program {program!r}: no such file")
+    if not args.stats_interval > 0:
+        raise _UsageError(f"--stats-interval {args.stats_interval}: must be > 0")
     notes = ()
     if args.thrift_port is not None:
         notes = (f"--thrift-port {args.thrift_port} ignored: the built-in switch has no Thrift server",)
@@ -343,6 +435,8 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         log_console=args.log_console,
         log_level=level,
         pcap_dir=args.pcap,
+        stats_file=args.stats_file or default_stats_path(args.log_file),
+        stats_interval=args.stats_interval,
         no_p4=args.no_p4,
         notes=notes,
     )
@@ -366,8 +460,9 @@ def _configure_logging(opts: SwitchOptions) -> list[logging.Handler]:
     return handlers
 
 
-def load_program(path: str) -> tuple[Any, Any, bytes]:
-    """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file."""
+def load_program(path: str, trace: bool = False) -> tuple[Any, Any, bytes]:
+    """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file;
+    ``trace`` compiles the instrumented pipeline (per-packet traces at debug level)."""
     from softswitch.device_config import load_device_config, make_device_config
     from softswitch.p4info import build_p4info
     from softswitch.pipeline import Pipeline
@@ -380,7 +475,7 @@ def load_program(path: str) -> tuple[Any, Any, bytes]:
     else:
         data = Path(path).read_bytes()
         program = load_device_config(data)
-    return Pipeline.from_program(program), build_p4info(program), data
+    return Pipeline.from_program(program, trace=trace), build_p4info(program), data
 
 
 def _fail(message: str, code: int) -> int:
@@ -392,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
     failure, 2 bad flags)."""
     from softswitch.p4runtime.entities import PipelineState
-    from softswitch.p4runtime.server import P4RuntimeService, start_server
+    from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
 
     try:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
@@ -403,11 +498,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("%s", note)
         print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
 
+    trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
     initial = None
     pipeline = None
     if opts.program is not None:
         try:
-            pipeline, p4info, config = load_program(opts.program)
+            pipeline, p4info, config = load_program(opts.program, trace=trace)
         except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
             return _fail(f"{opts.program}: {exc}", 1)
         initial = PipelineState(pipeline, p4info, config, None)
@@ -421,8 +517,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.close()
         return _fail(f"-i: {exc}", 2)
 
-    switch = Switch(ports, pipeline, cpu_port=opts.cpu_port, pcap_dir=opts.pcap_dir)
-    service = P4RuntimeService(switch, opts.device_id, initial=initial)
+    switch = Switch(
+        ports,
+        pipeline,
+        cpu_port=opts.cpu_port,
+        pcap_dir=opts.pcap_dir,
+        stats_file=opts.stats_file,
+        stats_interval=opts.stats_interval,
+        device_id=opts.device_id,
+    )
+    loader = functools.partial(default_loader, trace=trace)
+    service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
     switch.on_cpu_frame = service.on_cpu_frame
     switch.on_digests = service.on_digests
     try:
@@ -435,8 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("signal %d: stopping", signum)
         switch.stop()
 
+    def on_usr1(_signum: int, _frame: Any) -> None:
+        switch.request_stats("SIGUSR1")
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGUSR1, on_usr1)
     host = opts.grpc_addr.rpartition(":")[0]
     port_list = ",".join(f"{n}@{i}" for n, i in opts.interfaces) or "none"
     ready = (
@@ -444,6 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"cpu_port={opts.cpu_port if opts.cpu_port is not None else 'none'}"
     )
     log.info("%s", ready)
+    if opts.stats_file:
+        log.info("port counters in %s (refresh: kill -USR1 %d)", opts.stats_file, os.getpid())
     print(ready, flush=True)
     try:
         switch.run()

@@ -53,6 +53,7 @@ from softswitch import ir
 from softswitch.engine.codegen import CompiledProgram
 from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.runtime import P4AssertionFailed, PacketCtx
+from softswitch.engine.trace import PacketTrace, PacketTracer
 from softswitch.errors import P4Error
 
 log = logging.getLogger(__name__)
@@ -368,3 +369,113 @@ def _copy_ctx(ctx: PacketCtx) -> PacketCtx:
     return PacketCtx(
         data=ctx.data, pos=ctx.pos, ingress_length=ctx.ingress_length, length_reg=ctx.length_reg
     )
+
+
+class TracingV1Switch(V1Switch):
+    """:class:`V1Switch` over the instrumented code (``compile_program(trace=True)``):
+    the same packet handling, plus one :class:`PacketTrace` per received frame with the
+    pass boundaries and the fate of every copy. Every pass takes the general path of
+    :meth:`V1Switch._run`, so each decision is seen (and reported) in one place."""
+
+    def __init__(
+        self,
+        compiled: CompiledProgram,
+        pre: PacketReplicationEngine,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        if compiled.tracer is None:
+            raise ValueError("TracingV1Switch needs a program compiled with trace=True")
+        super().__init__(compiled, pre, clock_ns)
+        self.tracer: PacketTracer = compiled.tracer
+        self.last_trace: PacketTrace | None = None
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        tr = self.tracer
+        tr.begin(port, len(frame))
+        try:
+            return super().process(port, frame)
+        finally:
+            self.last_trace = tr.end()
+
+    def _ingress_pass(self, job: _Job) -> bool:
+        hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
+        self.tracer.begin_pass("ingress", job.port, sm.instance_type)
+        sm.parser_error = self.parse(ctx, hdr, meta, sm)
+        self.verify(ctx, hdr, meta)
+        sm.checksum_error = ctx.checksum_error
+        if ctx.checksum_error:
+            self.tracer.decision("checksum_error = 1 (verify_checksum failed)")
+        self.ingress(ctx, hdr, meta, sm)
+        return True
+
+    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+        tr = self.tracer
+        sm, ctx = job.sm, job.ctx
+        if ctx.clone_session is not None:
+            sid = ctx.clone_session & MIRROR_SESSION_ID_MASK
+            session = self.pre.clone_session(sid)
+            if session is None:
+                tr.decision(f"clone to session {sid}: no such session, no copy")
+            else:
+                ports = ", ".join(str(p) for p, _ in session.replicas) or "none"
+                tr.decision(f"ingress clone to session {sid} -> port(s) {ports}")
+        if ctx.digest is not None:
+            tr.decision(f"digest {ctx.digest[0]} {ctx.digest[1]}")
+        if ctx.resubmit_fl is not None:
+            tr.decision("resubmit")
+        elif sm.mcast_grp:
+            replicas = self.pre.replicas(sm.mcast_grp)
+            if not replicas:
+                tr.drop(f"multicast group {sm.mcast_grp} unknown or empty")
+            else:
+                copies = ", ".join(f"port {p} rid {r}" for p, r in replicas)
+                tr.decision(f"multicast group {sm.mcast_grp}: {copies}")
+        elif sm.egress_spec == DROP_PORT:
+            tr.drop(self._drop_reason("ingress", sm))
+        else:
+            tr.decision(f"to egress port {sm.egress_spec}")
+        super()._after_ingress(job, ingress_q, egress_q)
+
+    def _drop_reason(self, where: str, sm: Any) -> str:
+        why = f"egress_spec == {DROP_PORT} at the end of {where}"
+        marks = [n for n in self.tracer.pass_notes if n.startswith("mark_to_drop")]
+        why += f" ({marks[-1]})" if marks else " (set by the program)"
+        if where == "ingress" and sm.parser_error:
+            why += f"; parser error {self.tracer.error_name(sm.parser_error)}"
+        return why
+
+    def _egress_pass(self, job: _Job) -> bool:
+        sm = job.sm
+        extra = f" rid={sm.egress_rid}" if sm.egress_rid else ""
+        self.tracer.begin_pass("egress", job.port, sm.instance_type, extra)
+        super()._egress_pass(job)
+        return True
+
+    def _after_egress(
+        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
+    ) -> None:
+        tr = self.tracer
+        sm, ctx = job.sm, job.ctx
+        if ctx.clone_session is not None:
+            sid = ctx.clone_session & MIRROR_SESSION_ID_MASK
+            session = self.pre.clone_session(sid)
+            if session is None:
+                tr.decision(f"clone to session {sid}: no such session, no copy")
+            else:
+                ports = ", ".join(str(p) for p, _ in session.replicas) or "none"
+                tr.decision(f"egress clone to session {sid} -> port(s) {ports}")
+        if sm.egress_spec == DROP_PORT:
+            tr.drop(self._drop_reason("egress", sm))
+            super()._after_egress(job, ingress_q, egress_q, out)
+            return
+        recirc = ctx.recirculate_fl is not None
+        before = len(out)
+        super()._after_egress(job, ingress_q, egress_q, out)
+        if recirc:
+            tr.decision("recirculate")
+        for port, frame in out[before:]:
+            tr.output(port, len(frame))
+
+    def _assertion_failed(self, exc: P4AssertionFailed) -> None:
+        self.tracer.drop(f"assert/assume failed at {exc}")
+        super()._assertion_failed(exc)

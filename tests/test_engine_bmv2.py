@@ -393,3 +393,33 @@ def test_varbit_field_in_checksum_field_list_uses_its_current_bytes() -> None:
     assert p.process(0, frame) == [
         (1, bytes.fromhex("03") + expected.to_bytes(2, "big") + frame[3:])
     ]
+
+
+# ------------------------------------------------------------------ registers
+
+REG = "register<bit<32>>(4) r;"
+
+
+def test_register_read_out_of_range_leaves_destination() -> None:
+    """r.read(x, i) with i >= size leaves x unchanged (BMv2's register_read)."""
+    body = "hdr.s[1].v = 9; r.read(hdr.s[1].v, hdr.s[0].v);"
+    assert run(body, data=words(7, 0, 0, 0), locals_=REG) == words(7, 9, 0, 0)
+
+
+def test_register_write_out_of_range_is_ignored() -> None:
+    """r.write(i, v) with i >= size changes no cell."""
+    p = pipeline("r.write(hdr.s[0].v, 5);", locals_=REG)
+    p.process(0, ETH + words(4, 0, 0, 0))
+    assert p.registers["I.r"].values == [0, 0, 0, 0]
+
+
+def test_register_read_by_control_plane_out_of_range_raises() -> None:
+    """Register.read (control plane) out of range is TableError OUT_OF_RANGE, not 0."""
+    from softswitch.errors import TableError
+
+    p = pipeline("r.write(0, 3);", locals_=REG)
+    p.process(0, ETH + words(0, 0, 0, 0))
+    assert p.registers["I.r"].read(0) == 3
+    with pytest.raises(TableError) as err:
+        p.registers["I.r"].read(4)
+    assert err.value.code == "OUT_OF_RANGE"

@@ -85,11 +85,13 @@ def test_register_masks_values() -> None:
 
 
 def test_register_out_of_range() -> None:
-    """Out-of-range reads give 0 and writes are ignored."""
+    """Out-of-range control-plane reads are OUT_OF_RANGE (as BMv2); writes are ignored."""
     r = Register("r", 2, 16)
     r.write(2, 7)
     r.write(-1, 7)
-    assert r.read(2) == 0
+    with pytest.raises(TableError) as err:
+        r.read(2)
+    assert err.value.code == "OUT_OF_RANGE"
     assert r.values == [0, 0]
 
 

@@ -428,6 +428,31 @@ def test_register_index_out_of_range(ready):
     assert code == code_pb2.OUT_OF_RANGE
 
 
+def test_register_read_index_out_of_range(ready):
+    """Reading a register cell beyond its size is OUT_OF_RANGE (as BMv2's register_read)."""
+    sw, c = ready
+    probe = p4runtime_pb2.Entity()
+    probe.register_entry.register_id = REG_ID
+    probe.register_entry.index.index = 8
+    with pytest.raises(grpc.RpcError) as err:
+        c.read(probe)
+    assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+
+
+def test_register_read_engine_smaller_than_p4info(ready):
+    """An engine register smaller than P4Info says still answers OUT_OF_RANGE, not 0."""
+    from softswitch.engine.externs import Register
+
+    sw, c = ready
+    sw.switch.pipeline.registers["MyIngress.reg"] = Register("MyIngress.reg", 4, 32)
+    probe = p4runtime_pb2.Entity()
+    probe.register_entry.register_id = REG_ID
+    probe.register_entry.index.index = 6
+    with pytest.raises(grpc.RpcError) as err:
+        c.read(probe)
+    assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+
+
 def test_counter_counts_packets(ready):
     """The indexed counter counts forwarded packets and bytes; a write resets it."""
     sw, c = ready

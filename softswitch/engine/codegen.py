@@ -44,6 +44,7 @@ from softswitch.engine.tables import (
     Table,
     TableEntry,
 )
+from softswitch.engine.trace import PacketTracer
 from softswitch.errors import P4Error, UnsupportedError
 
 log = logging.getLogger(__name__)
@@ -91,14 +92,20 @@ class CompiledProgram:
         return self.namespace[self._cls_names[id(strip(t))]]()
 
     _cls_names: dict[int, str] = field(default_factory=dict)
+    tracer: PacketTracer | None = None  # set when compiled with trace=True
 
 
 class CodeGen(ExternMixin):
     """Generates the module for one program (see :func:`compile_program`)."""
 
-    def __init__(self, program: ir.Program, log_enabled: bool = False) -> None:
+    def __init__(
+        self, program: ir.Program, log_enabled: bool = False, trace: bool = False
+    ) -> None:
         self.program = program
-        self.log_enabled = log_enabled
+        self.trace = trace
+        self.log_enabled = log_enabled or trace
+        # action name -> control-plane parameter (name, width)s (for traces)
+        self.action_param_names: dict[str, list[tuple[str, int]]] = {}
         self.types = TypeRegistry()
         self.ns: dict[str, Any] = {}
         self.global_inits: list[str] = []
@@ -240,6 +247,9 @@ class CodeGen(ExternMixin):
             fq = self.action_fq(aref.action, path)
             action_names.append(fq)
             params[fq] = [scalar_width(p.type) for p in aref.action.cp_params]
+            self.action_param_names[fq] = [
+                (p.name, scalar_width(p.type)) for p in aref.action.cp_params
+            ]
             if "tableonly" in aref.annotations:
                 tableonly.append(fq)
             if "defaultonly" in aref.annotations:
@@ -403,6 +413,8 @@ class CodeGen(ExternMixin):
             else:
                 em.line(f"{ac} = {ent}.action")
         em.line(f"{an} = {ac}.name")
+        if self.trace:
+            em.line(f"_tr.table({info.table.name!r}, {hit}, {ac})")
         arefs = list(decl.actions)
         if decl.default_action is not None and all(
             a.action is not decl.default_action.action for a in arefs
@@ -500,6 +512,8 @@ class CodeGen(ExternMixin):
             for i, s in enumerate(order):
                 with em.block(f"if {stv} == {i}:"):
                     state = decl.states[s]
+                    if self.trace:
+                        em.line(f"_tr.state({s!r})")
                     self.stmts(state.stmts, sc, em)
                     self._transition(state.transition, i, index, stv, itv, noerr, sc, em)
 
@@ -514,6 +528,8 @@ class CodeGen(ExternMixin):
             em.line(f"raise _ParserReject({noerr})")
             return
         state = decl.states[name]
+        if self.trace:
+            em.line(f"_tr.state({name!r})")
         self.stmts(state.stmts, sc, em)
         tr = state.transition
         if tr.select is None:
@@ -676,9 +692,10 @@ class CodeGen(ExternMixin):
                 self.gen_parser_body(decl, sc, em)
             with em.block("except _ParserReject as _err:"):
                 em.line("_ctx.pos = _pos")
-                em.line("return _err.code")
+                em.line("return _tr.parser_end(_err.code)" if self.trace else "return _err.code")
             em.line("_ctx.pos = _pos")
-            em.line(f"return {self.err_code('NoError')}")
+            noerr = self.err_code("NoError")
+            em.line(f"return _tr.parser_end({noerr})" if self.trace else f"return {noerr}")
         else:
             if pkt_out:
                 sc.out = "_out"
@@ -802,6 +819,11 @@ class CodeGen(ExternMixin):
         ns["_rng"] = random.Random()
         ns["_random_between"] = lambda lo, hi: ns["_rng"].randint(lo, hi) if lo <= hi else lo
         ns["_log_msg"] = _log_msg
+        if self.trace:
+            tracer = PacketTracer(self.program.errors, self.action_param_names)
+            ns["_tr"] = tracer
+            ns["_log_msg"] = tracer.log_msg
+            self.out.tracer = tracer
         dump = os.environ.get("SOFTSWITCH_DUMP_CODE")
         if dump:
             with open(dump, "w", encoding="utf-8") as fh:
@@ -879,8 +901,13 @@ V1MODEL_ROLES = ["parser", "verify_checksum", "ingress", "egress", "compute_chec
 
 
 def compile_program(
-    program: ir.Program, *, log_enabled: bool = False, roles: list[str] | None = None
+    program: ir.Program,
+    *,
+    log_enabled: bool = False,
+    roles: list[str] | None = None,
+    trace: bool = False,
 ) -> CompiledProgram:
-    """Generate, compile and load the Python module for ``program``."""
-    gen = CodeGen(program, log_enabled=log_enabled)
+    """Generate, compile and load the Python module for ``program``; ``trace`` selects the
+    instrumented variant that reports each packet's path to ``CompiledProgram.tracer``."""
+    gen = CodeGen(program, log_enabled=log_enabled, trace=trace)
     return gen.build(roles or V1MODEL_ROLES)

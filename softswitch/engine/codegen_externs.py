@@ -137,6 +137,8 @@ class ExternMixin(StmtMixin):
             raise P4Error(f"{name}: the clone type must be a constant on this target", e.loc)
         if name == "mark_to_drop":
             sm = x(0) if a else self._sm(sc, e.loc)
+            if self.trace:
+                em.line(f"_tr.note({f'mark_to_drop() at {e.loc}'!r})")
             em.line(f"{sm}.egress_spec = 511")
             em.line(f"{sm}.mcast_grp = 0")
         elif name == "verify":
@@ -316,9 +318,12 @@ class ExternMixin(StmtMixin):
         destination unchanged, or writes nothing."""
         reg = self.ns.get(obj)
         a = e.args
-        if not isinstance(reg, Register):  # not a known instance: the generic methods
+        if not isinstance(reg, Register):  # not a known instance: bounds checked at run time
             if e.method == "read":
-                self._out(a[0], f"{obj}.read({self.expr(a[1], sc, em)})", sc, em)  # type: ignore[arg-type]
+                t = self.tmp("ri")
+                em.line(f"{t} = {self.expr(a[1], sc, em)}")  # type: ignore[arg-type]
+                with em.block(f"if 0 <= {t} < {obj}.size:"):
+                    self._out(a[0], f"{obj}.values[{t}]", sc, em)
             else:
                 em.line(f"{obj}.write({self.expr(a[0], sc, em)}, {self.expr(a[1], sc, em)})")  # type: ignore[arg-type]
             return
@@ -388,6 +393,8 @@ class ExternMixin(StmtMixin):
                 em.line(f"{pos} = {hv}._ext({data}, {pos}, {pts})")
             if stack_base is not None:
                 em.line(f"{stack_base}.n += 1")
+            if self.trace:
+                em.line(f"_tr.extract({expr_text(target)!r})")
             self._union_fixup(target, sc, em)
         elif m == "advance":
             em.line(f"{pos} = _advance({data}, {pos}, {self.expr(a[0], sc, em)}, {pts})")  # type: ignore[arg-type]
@@ -442,6 +449,18 @@ class ExternMixin(StmtMixin):
     ns: dict[str, object]
 
     def err_code(self, name: str) -> int: ...  # type: ignore[empty-body]
+
+
+def expr_text(e: ir.Expr) -> str:
+    """P4-like text of an lvalue (``hdr.ipv4``, ``hdr.stack.next``) for traces."""
+    if isinstance(e, ir.Member):
+        return f"{expr_text(e.base)}.{e.name}"
+    if isinstance(e, ir.Index):
+        idx = str(e.index.value) if isinstance(e.index, ir.Const) else "i"
+        return f"{expr_text(e.base)}[{idx}]"
+    if isinstance(e, ir.VarRef):
+        return e.var.name
+    return type(e).__name__
 
 
 def _unwrap_struct_init(e: ir.Expr) -> ir.Expr:

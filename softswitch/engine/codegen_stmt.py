@@ -60,6 +60,8 @@ class StmtMixin(ExprMixin):
     """Statement part of :class:`softswitch.engine.codegen.CodeGen`."""
 
     _exit_memo: dict[int, bool]
+    trace: bool  # emit the per-packet trace calls (see softswitch.engine.trace)
+    action_param_names: dict[str, list[tuple[str, int]]]
 
     # provided by CodeGen
     def table_info(self, decl: ir.TableDecl, sc: Scope) -> Any: ...
@@ -140,6 +142,8 @@ class StmtMixin(ExprMixin):
         elif isinstance(s, ir.Switch):
             self.switch(s, sc, em)
         elif isinstance(s, ir.Exit):
+            if self.trace:
+                em.line(f"_tr.note({f'exit at {s.loc}'!r})")
             em.line("raise _P4Exit()")
         elif isinstance(s, ir.Return):
             self.ret(s, sc, em)
@@ -352,6 +356,12 @@ class StmtMixin(ExprMixin):
                     for p, a in zip(e.callee.params, e.args, strict=False)
                     if not p.direction
                 ]
+                if self.trace:
+                    fq = self.action_name(e.callee, sc)
+                    self.action_param_names[fq] = [
+                        (p.name, scalar_width(p.type)) for p in e.callee.cp_params
+                    ]
+                    em.line(f"_tr.action({fq!r}, ({''.join(c + ', ' for c in cp)}))")
                 self.inline_action(e.callee, dir_args, cp, sc, em)
             elif isinstance(e.callee, ir.FunctionDecl):
                 em.line(self.call_function(e, sc, em))

@@ -6,8 +6,10 @@ P4Runtime server (configuration and reads). They do no I/O and no logging.
 
 Semantics follow BMv2 (``bm_sim``) so that programs behave as on ``simple_switch``:
 
-* a register index out of range reads 0 and ignores writes; counters and meters ignore an
-  out-of-range index (the meter then answers green);
+* in the data plane a register index out of range leaves the destination unchanged and
+  ignores writes (the generated code checks the bounds itself); a control-plane
+  ``Register.read`` out of range is an OUT_OF_RANGE error, as BMv2's ``register_read``;
+  counters and meters ignore an out-of-range index (the meter then answers green);
 * meters are two-rate three-colour markers (RFC 2698, colour-blind): buckets start full,
   tokens accrue per whole microsecond against a fixed origin, and the peak bucket is
   checked first (red), then the committed one (yellow);
@@ -50,10 +52,14 @@ class Register:
         self.values: list[int] = [0] * size
 
     def read(self, index: int) -> int:
-        """Value at ``index``; 0 when the index is out of range (as BMv2)."""
+        """Value at ``index`` for control-plane callers; an index out of range raises
+        TableError(OUT_OF_RANGE), as BMv2's ``register_read`` rejects it. (The generated
+        data-plane code reads ``values`` itself and leaves the destination unchanged.)"""
         if 0 <= index < self.size:
             return self.values[index]
-        return 0
+        raise TableError(
+            "OUT_OF_RANGE", f"register {self.name}: index {index} not in [0, {self.size})"
+        )
 
     def write(self, index: int, value: int) -> None:
         """Store ``value`` masked to the width; an out-of-range index is ignored."""
