@@ -18,7 +18,8 @@ bw ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 SIM_ARGS ?= all
-TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 --workers 4
+TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
+	--plot docs/img/train_accuracy_vs_time.png
 
 RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spines)) \
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
@@ -30,7 +31,7 @@ help:
 	@echo "make run topo=spineleaf   start a topology (options: spines leaves hosts target bw)"
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
-	@echo "make train                train the digits MLP with each collective (TRAIN_ARGS=...)"
+	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
 	@echo "make lint                 ruff check"
@@ -53,7 +54,7 @@ bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
 train: setup
-	$(PY) -m train compare $(TRAIN_ARGS)
+	$(PY) -m train compare --topo spineleaf $(TRAIN_ARGS)
 
 sim: setup
 	$(PY) -m sim sweep $(SIM_ARGS)

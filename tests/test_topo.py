@@ -325,3 +325,31 @@ def test_probe_send_and_receive_on_loopback():
     got = result["r"]
     assert sent.packets > 0 and sent.bytes == sent.packets * 500
     assert 0 < got.packets <= sent.packets and got.bytes == got.packets * 500
+
+
+def test_spineleaf_data_server_host_is_optional_and_extra():
+    """data_server=True adds host `data` (gpus 0) on the last leaf after its spines; every
+    other name, port, address and the default topology stay as they were."""
+    plain = describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2), target="softswitch")
+    with_data = describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, data_server=True),
+                         target="softswitch")
+    assert SpineLeafTopo().data_host is None
+    assert [h.name for h in plain.hosts] == ["h1", "h2", "h3", "h4"]
+    assert with_data.hosts[:4] == plain.hosts
+    data = with_data.host("data")
+    assert (data.ip, data.mac, data.switch, data.switch_port, data.leaf, data.slot, data.gpus) == (
+        "10.0.2.3", "00:00:0a:00:02:03", "l2", 5, 2, 3, 0)
+    l2 = with_data.switch("l2")
+    assert [(p.port, p.peer) for p in l2.ports] == [
+        (1, "h3"), (2, "h4"), (3, "sp1"), (4, "sp2"), (5, "data")]
+    assert with_data.switch("l1").ports == plain.switch("l1").ports
+    assert with_data.total_gpus() == plain.total_gpus() == 4
+
+
+def test_spineleaf_data_server_with_prefix_and_bad_value():
+    """The data host takes the name prefix; a non-boolean data_server is refused."""
+    topo = SpineLeafTopo(leaves=3, hosts_per_leaf=1, data_server=True, name_prefix="x")
+    assert topo.data_host == "xdata"
+    assert topo.host_options("xdata")["ip"] == "10.0.3.2/16"
+    with pytest.raises(TopologyError, match="data_server"):
+        SpineLeafTopo(data_server="yes")

@@ -169,3 +169,51 @@ def test_compare_in_network_namespaces(tmp_path: Path) -> None:
     assert doc["transport"] == "mininet" and doc["models_identical_on_all_ranks"]
     assert doc["config"]["workers"] == 4
     assert doc["config"]["exchange"]["ranks_per_host"] == 2
+
+
+def test_mininet_plan_skips_hosts_without_workers(tmp_path: Path) -> None:
+    """A host with gpus = 0 (the topology's data host) runs no rank and gets the data server."""
+    run = tmp_path / "run"
+    _fake_rundir(run)
+    doc = json.loads((run / "topology.json").read_text())
+    doc["hosts"][0]["gpus"] = 0
+    (run / "topology.json").write_text(json.dumps(doc))
+    plan = plan_from_rundir(run, tmp_path / "c.json", tmp_path / "w", 32)
+    assert plan.addresses == (("10.0.1.2", 47000), ("10.0.1.2", 47001))
+    assert plan.data_address == ("10.0.1.1", 46999) and plan.server.netns_pid == 1001
+    assert plan.ranks_per_host == 2
+
+
+def test_interference_plan_reuses_hosts_and_data_server(tmp_path: Path) -> None:
+    """The interference plan runs `train interference` in the same namespaces and addresses."""
+    from train.launch import interference_plan
+
+    _fake_rundir(tmp_path / "run")
+    base = plan_from_rundir(tmp_path / "run", tmp_path / "c.json", tmp_path / "w", 32)
+    plan = interference_plan(base, tmp_path / "w", 4810, 3, 32, 30.0)
+    assert plan.server == base.server and plan.addresses == base.addresses
+    cmd = plan.workers[3].command()
+    assert cmd[:2] == ["nsenter", "--net=/proc/1002/ns/net"]
+    assert cmd[cmd.index("-m") + 1:cmd.index("-m") + 3] == ["train", "interference"]
+    assert cmd[cmd.index("--elements") + 1] == "4810"
+    assert cmd[cmd.index("--data-server") + 1] == "10.0.1.2:46999"
+    assert plan.rank_files[3] == tmp_path / "w" / "interference-rank3.json"
+
+
+def test_compare_writes_extra_plot(tmp_path: Path) -> None:
+    """--plot copies the accuracy-vs-time comparison plot to the given path."""
+    code = main(["compare", "--collectives", "fp32-ring", "--epochs", "1", "--workers", "2",
+                 "--outdir", str(tmp_path / "out"), "--plot", str(tmp_path / "img" / "a.png")])
+    assert code == 0
+    assert (tmp_path / "img" / "a.png").read_bytes() == (tmp_path / "out" / "compare.png").read_bytes()
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    rows = doc["runs"][0]["cache_per_epoch"]
+    assert rows[0]["epoch"] == 1 and rows[0]["hit_rate"]["remote"] == 1.0
+
+
+def test_topo_and_rundir_together_is_an_error(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--topo starts its own network, so --rundir with it is refused with a one-line reason."""
+    code = main(["compare", "--topo", "spineleaf", "--rundir", str(tmp_path)])
+    assert code == 2
+    assert "--topo" in capsys.readouterr().err

@@ -126,6 +126,27 @@ def test_hybrid_switches_to_dense_torus() -> None:
     assert default_ranks_per_host(4) == 2 and default_ranks_per_host(7) == 1
 
 
+def test_hybrid_sparse_phase_can_group_ranks_apart_from_the_torus() -> None:
+    """With sparse_ranks_per_host=1 the hybrid's sparse phase is exactly MSTopK between all
+    ranks (no dense intra-host step), while its dense phase is still the 2 x 2 torus."""
+    grads = _grads(6)
+
+    def work(comm: Communicator) -> tuple[np.ndarray, np.ndarray, int, int]:
+        opts = ExchangeOptions(density=0.05, sparse_epochs=1, ranks_per_host=2,
+                               sparse_ranks_per_host=1)
+        ex = make_exchange("hybrid", comm, N, opts)
+        ref = make_exchange("mstopk", comm, N, ExchangeOptions(density=0.05))
+        sparse, s1 = ex(comm, grads[comm.rank], 0)
+        expected, s_ref = ref(comm, grads[comm.rank], 0)
+        dense, _ = ex(comm, grads[comm.rank], 1)
+        np.testing.assert_allclose(sparse + dense, 2 * sum(grads), atol=1e-5)
+        return sparse, expected, s1.payload_sent, s_ref.payload_sent
+
+    for sparse, expected, payload, ref_payload in run_ranks(P, work, timeout=10):
+        np.testing.assert_array_equal(sparse, expected)
+        assert payload == ref_payload
+
+
 def test_unknown_collective() -> None:
     """An unknown collective name is a ValueError that lists the choices."""
 
@@ -183,3 +204,17 @@ def test_inswitch_uses_the_given_aggregator() -> None:
     name, out = run_ranks(1, work, timeout=5)[0]
     assert name == "inswitch"
     np.testing.assert_array_equal(out, [3.0])
+
+
+def test_inswitch_counts_the_bytes_it_sends_to_the_switch() -> None:
+    """RoCE traffic bypasses the communicator, so the exchange counts the message bytes
+    (values plus clamp word) handed to the switch as its payload."""
+
+    def work(comm: Communicator) -> int:
+        fake = _FakeChannel(np.zeros(4, dtype=np.int32), overflow=False)
+        ex = make_exchange("inswitch", comm, 3, ExchangeOptions(frac_bits=20),
+                           aggregator=channel_aggregator(fake))
+        _, stats = ex(comm, np.ones(3, dtype=np.float32), 0)
+        return stats.payload_sent
+
+    assert run_ranks(1, work, timeout=5) == [4 * 4]

@@ -13,6 +13,10 @@ always give the same network (and the controller can compute the same numbers):
   host is on-link for every other (no gateway, static ARP with the real MACs), while switches
   can route on the leaf /24s with LPM. Switch port ``P`` of device ``D`` has MAC
   ``00:0b:DD:DD:PP:PP``.
+* data server (optional, ``SpineLeafTopo(data_server=True)``): one more host, ``data``, on
+  the last leaf after its hosts and spines (leaf port ``H+S+1``, slot ``H+1``, address
+  ``10.0.L.(H+1)``) with ``gpus = 0``: it runs no workers, it serves the training data over
+  the same links the gradients use. Every other name, port and address is unchanged.
 * device ids: rack ``s1`` is 0; leaves are ``0..L-1``, spines ``L..L+S-1``. The gRPC server of
   device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 50051); BMv2's
   Thrift port is ``9090 + D``.
@@ -44,6 +48,7 @@ MAX_LEAVES = 254
 MAX_HOSTS_PER_LEAF = 253  # .1-.253; .0, .254 (reserved) and .255 are never hosts
 MAX_PORT = 510  # 511 is v1model's drop port
 MAX_BW_MBIT = 1000.0  # TCIntf refuses more
+DATA_HOST = "data"  # the optional data-server host (before the name prefix)
 
 
 def host_ip(leaf: int, slot: int) -> str:
@@ -181,15 +186,16 @@ class TestbedTopo(Topo):
             dpid=f"{device_id + 1:016x}",
         )
 
-    def _add_host(self, number: int, leaf: int, slot: int) -> str:
-        name = self._name(f"h{number}")
+    def _add_host(self, number: int, leaf: int, slot: int, *, base: str | None = None,
+                  gpus: int | None = None) -> str:
+        name = self._name(base if base is not None else f"h{number}")
         if len(f"{name}-eth0") > MAX_IFNAME:
             raise TopologyError(f"host name {name!r} is too long for its interface name")
         return self.addHost(
             name,
             ip=f"{host_ip(leaf, slot)}/{HOST_PREFIX_LEN}",
             mac=host_mac(leaf, slot),
-            gpus=self.gpus_per_host,
+            gpus=self.gpus_per_host if gpus is None else gpus,
             leaf=leaf,
             slot=slot,
         )
@@ -250,6 +256,7 @@ class SpineLeafTopo(TestbedTopo):
         leaves: int = 2,
         hosts_per_leaf: int = 2,
         fabric_bw: float | None = None,
+        data_server: bool = False,
         **kwargs: Any,
     ) -> None:
         _check_count("spines", spines, 1, 64)
@@ -260,6 +267,12 @@ class SpineLeafTopo(TestbedTopo):
         self.nleaves = leaves
         self.hosts_per_leaf = hosts_per_leaf
         self._fabric_bw = fabric_bw
+        if not isinstance(data_server, bool):
+            raise TopologyError(f"data_server must be True or False, got {data_server!r}")
+        if data_server and hosts_per_leaf + 1 > MAX_HOSTS_PER_LEAF:
+            raise TopologyError(f"no room for the data server on a leaf with {hosts_per_leaf} "
+                                "hosts")
+        self.data_server = data_server
         super().__init__(**kwargs)
 
     @property
@@ -278,10 +291,12 @@ class SpineLeafTopo(TestbedTopo):
 
     def build(self, *args: Any, **params: Any) -> None:
         """Adds leaves, spines, hosts, host links and the full leaf-spine mesh."""
-        hpl, ns = self.hosts_per_leaf, self.nspines
+        hpl, ns, nl = self.hosts_per_leaf, self.nspines, self.nleaves
+        extra = {nl: 1} if self.data_server else {}  # the data server's port on the last leaf
         leaves = [
-            self._add_switch(f"l{leaf}", self.leaf_id(leaf), "leaf", leaf, hpl + ns)
-            for leaf in range(1, self.nleaves + 1)
+            self._add_switch(f"l{leaf}", self.leaf_id(leaf), "leaf", leaf,
+                             hpl + ns + extra.get(leaf, 0))
+            for leaf in range(1, nl + 1)
         ]
         spines = [
             self._add_switch(f"sp{spine}", self.spine_id(spine), "spine", spine, self.nleaves)
@@ -301,6 +316,14 @@ class SpineLeafTopo(TestbedTopo):
                     addr2=switch_port_mac(self.spine_id(spine), sport),
                     **fabric,
                 )
+        if self.data_server:
+            host = self._add_host(0, nl, hpl + 1, base=DATA_HOST, gpus=0)
+            self._link_host(host, leaves[-1], self.leaf_id(nl), hpl + ns + 1, nl, hpl + 1)
+
+    @property
+    def data_host(self) -> str | None:
+        """The data server's host name, or None when the topology has none."""
+        return self._name(DATA_HOST) if self.data_server else None
 
     def requested_shapes(self) -> list[LinkShape]:
         """Host-link and fabric-link shapes."""

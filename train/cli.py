@@ -4,8 +4,10 @@ Subcommands:
 
 * ``compare``      - train once per collective and write ``<collective>.json/.png`` plus
   ``compare.json/.png`` to ``--outdir`` (default ``results/train``); on loopback threads by
-  default, as loopback processes with ``--processes``, or on a running Mininet network with
-  ``--rundir DIR`` (needs root);
+  default, as loopback processes with ``--processes``, on a spine-leaf it starts itself with
+  ``--topo spineleaf`` (programmed by the controller, in-network jobs through the switches,
+  a data-server host, plus the data-traffic interference measurement; needs root), or on a
+  running Mininet network with ``--rundir DIR`` (needs root);
 * ``worker``       - one rank of a job (started by the launcher);
 * ``dataserver``   - the shard server (runs until SIGTERM/SIGINT);
 * ``interference`` - one rank of the data-traffic vs all-reduce measurement.
@@ -106,6 +108,26 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--job-plan", type=Path, default=None,
                       help="with --rundir: run `inswitch` through the switch with this job "
                            "plan (python -m controller job show --json); one rank per host")
+    net = cmp_.add_argument_group("own network (--topo spineleaf; root)")
+    net.add_argument("--topo", choices=["spineleaf"], default=None,
+                     help="start a spine-leaf with a data-server host, program it, train on it")
+    net.add_argument("--spines", type=int, default=2)
+    net.add_argument("--leaves", type=int, default=2)
+    net.add_argument("--hosts", type=int, default=2, help="worker hosts per leaf")
+    net.add_argument("--bw", type=float, default=10.0, help="link rate, Mbit/s")
+    net.add_argument("--target", default="softswitch", help="softswitch | bmv2 | auto")
+    net.add_argument("--net-rundir", type=Path, default=None,
+                     help="run directory of the network (default run/<time>)")
+    net.add_argument("--name-prefix", default="",
+                     help="put before every node name (to run beside another network)")
+    net.add_argument("--grpc-base-port", type=int, default=None,
+                     help="P4Runtime port of device 0 (default 50051)")
+    net.add_argument("--interference-repeats", type=int, default=10,
+                     help="all-reduces per phase of the interference measurement (0: skip)")
+    net.add_argument("--interference-elements", type=int, default=None,
+                     help="float32 per all-reduce there (default: the model's gradient)")
+    cmp_.add_argument("--plot", type=Path, default=None,
+                      help="also write the accuracy-vs-time comparison plot to this path")
 
     wrk = sub.add_parser("worker", help="one rank of a training job")
     wrk.add_argument("--rank", type=int, required=True)
@@ -138,7 +160,72 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report_run(exp: Experiment, outdir: Path) -> None:
+    json_path, png_path = write_experiment(exp, outdir)
+    print(f"{exp.config.collective:20s} {exp.implementation:20s} acc "
+          f"{100 * exp.final_accuracy:6.2f} %  train {exp.history[-1].wall_s:7.2f} s  "
+          f"identical models: {exp.consistent}  -> {json_path}, {png_path}", flush=True)
+
+
+def _finish(args: argparse.Namespace, experiments: list[Experiment],
+            extra: dict[str, object] | None = None, title: str | None = None) -> int:
+    json_path, png_path = write_comparison(experiments, args.outdir, extra, title)
+    print(f"comparison -> {json_path}, {png_path}")
+    if args.plot is not None:
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(png_path, args.plot)
+        print(f"plot -> {args.plot}")
+    return 0
+
+
+def _compare_testbed(args: argparse.Namespace) -> int:
+    from train.model import MLP, MLPShape
+    from train.testbed import TestbedOptions, TrainingTestbed
+
+    if not args.verbose:  # the controller's and Mininet's step-by-step logs
+        for name in ("controller", "topo"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    opts = TestbedOptions(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts,
+                          bw_mbit=args.bw, target=args.target, rundir=args.net_rundir,
+                          name_prefix=args.name_prefix, grpc_base_port=args.grpc_base_port,
+                          timeout_s=args.timeout)
+    experiments: list[Experiment] = []
+    extra: dict[str, object] = {}
+    with TrainingTestbed(opts) as testbed:
+        workers = len(testbed.worker_hosts)
+        print(f"spine-leaf {args.spines}x{args.leaves}x{args.hosts} at {args.bw:g} Mbit/s on "
+              f"{testbed.topology.target}: workers {', '.join(testbed.worker_hosts)}, data "
+              f"server {testbed.data_host}, run directory {testbed.rundir}", flush=True)
+        for name in args.collectives:
+            exp = testbed.run(_config(args, name, workers), args.outdir / "runs" / name)
+            _report_run(exp, args.outdir)
+            experiments.append(exp)
+        if args.interference_repeats > 0:
+            elements = args.interference_elements or MLP(
+                MLPShape(64, TrainConfig().hidden, 10), 0).params.size
+            result = testbed.interference(args.outdir / "runs" / "interference", elements,
+                                          args.interference_repeats, args.shards, args.timeout)
+            write_json(args.outdir / "interference.json", result)
+            extra["interference"] = {k: v for k, v in result.items() if k != "ranks"}
+            print(f"interference: {elements}-element ring all-reduce "
+                  f"{1e3 * result['quiet_allreduce_s']:.1f} ms quiet, "
+                  f"{1e3 * result['loaded_allreduce_s']:.1f} ms while shards stream from "
+                  f"{testbed.data_host} (x{result['slowdown']:.2f})", flush=True)
+        extra["network"] = {"topology": "spineleaf", "spines": args.spines,
+                            "leaves": args.leaves, "hosts_per_leaf": args.hosts,
+                            "link_bw_mbit": args.bw, "target": testbed.topology.target,
+                            "worker_hosts": testbed.worker_hosts,
+                            "data_host": testbed.data_host, "rundir": str(testbed.rundir)}
+        title = (f"digits MLP, {workers} workers on a {args.spines}x{args.leaves} spine-leaf "
+                 f"({args.bw:g} Mbit/s links, {testbed.topology.target})")
+    return _finish(args, experiments, extra, title)
+
+
 def _compare(args: argparse.Namespace) -> int:
+    if args.topo is not None:
+        if args.rundir is not None:
+            raise ValueError("--topo starts its own network; --rundir uses a running one")
+        return _compare_testbed(args)
     experiments: list[Experiment] = []
     for name in args.collectives:
         if args.rundir is not None:
@@ -149,14 +236,9 @@ def _compare(args: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory(prefix="train-cache-") as tmp:
                 exp = run_loopback(_config(args, name, args.workers), tmp,
                                    args.server_latency, timeout=args.timeout)
-        json_path, png_path = write_experiment(exp, args.outdir)
+        _report_run(exp, args.outdir)
         experiments.append(exp)
-        print(f"{name:20s} {exp.implementation:20s} acc {100 * exp.final_accuracy:6.2f} %  "
-              f"train {exp.history[-1].wall_s:7.2f} s  identical models: {exp.consistent}  "
-              f"-> {json_path}, {png_path}")
-    json_path, png_path = write_comparison(experiments, args.outdir)
-    print(f"comparison -> {json_path}, {png_path}")
-    return 0
+    return _finish(args, experiments)
 
 
 def _run_processes(args: argparse.Namespace, name: str, mininet: bool) -> Experiment:

@@ -20,6 +20,7 @@ residual) and called as ``exchange(comm, grad, epoch) -> (sum over ranks, Exchan
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -132,18 +133,35 @@ class IntChannel(Protocol):
     def allreduce_int32(self, words: np.ndarray) -> tuple[np.ndarray, bool]: ...
 
 
-def channel_aggregator(channel: IntChannel) -> IntAggregator:
+class ChannelAggregator:
     """An :data:`IntAggregator` through the real switch: the channel's int32 all-reduce, with
-    the switch's overflow flag turned into a non-zero clamp word (all workers retry)."""
+    the switch's overflow flag turned into a non-zero clamp word (all workers retry).
 
-    def aggregate(message: np.ndarray) -> np.ndarray:
-        total, overflow = channel.allreduce_int32(message)
+    It also counts what it sent, since RoCE traffic bypasses the communicator's counters:
+    ``payload_sent`` (int32 bytes handed to the switch) and :meth:`wire_bytes` (the RoCE
+    requester's UDP payload bytes, retransmissions included, when the channel exposes them)."""
+
+    def __init__(self, channel: IntChannel) -> None:
+        self.channel = channel
+        self.payload_sent = 0
+
+    def __call__(self, message: np.ndarray) -> np.ndarray:
+        total, overflow = self.channel.allreduce_int32(message)
+        self.payload_sent += 4 * int(np.asarray(message).size)
         total = np.array(total, dtype=np.int32, copy=True)
         if overflow and total.size and total[-1] == 0:
             total[-1] = 1
         return total
 
-    return aggregate
+    def wire_bytes(self) -> int:
+        """RoCE bytes this worker's requester has sent (0 when the channel does not say)."""
+        stats = getattr(getattr(self.channel, "req", None), "stats", None)
+        return int(getattr(stats, "bytes_sent", 0))
+
+
+def channel_aggregator(channel: IntChannel) -> ChannelAggregator:
+    """The switch's int32 all-reduce on ``channel`` as the trainer's integer aggregator."""
+    return ChannelAggregator(channel)
 
 
 class InSwitchExchange:
@@ -169,7 +187,15 @@ class InSwitchExchange:
             self.retries += report.attempts - 1
             return result, {"frac_bits": report.frac_bits, "attempts": report.attempts}
 
-        return _measured(comm, self.name, run)
+        agg = self._aggregate
+        if not isinstance(agg, ChannelAggregator):
+            return _measured(comm, self.name, run)
+        # Through the switch the bytes go over RoCE, not the communicator: count them there.
+        payload0, wire0 = agg.payload_sent, agg.wire_bytes()
+        result, stats = _measured(comm, self.name, run)
+        return result, dataclasses.replace(
+            stats, payload_sent=stats.payload_sent + agg.payload_sent - payload0,
+            bytes_sent=stats.bytes_sent + agg.wire_bytes() - wire0)
 
 
 class SparseExchange:
@@ -196,13 +222,26 @@ class SparseExchange:
 
 
 class HybridExchange:
-    """The hybrid schedule: sparse MSTopK early, dense 2D-torus all-reduce later."""
+    """The hybrid schedule: sparse MSTopK early, dense 2D-torus all-reduce later.
+
+    ``sparse_hosts`` (optional) groups the ranks differently for the sparse phase's
+    HiTopKComm than the torus grid does: on the emulated network every host is a machine of
+    its own (one rank each), so HiTopKComm's dense intra-host step would cross a slow link,
+    while the torus' rows are the racks."""
 
     name = "hybrid"
 
-    def __init__(self, size: int, schedule: HybridSchedule) -> None:
+    def __init__(self, size: int, schedule: HybridSchedule,
+                 sparse_hosts: Sequence[int] | None = None) -> None:
         self.schedule = schedule
+        self.sparse_hosts = tuple(sparse_hosts) if sparse_hosts is not None else None
         self.residual = np.zeros(size, dtype=np.float32)
+
+    def _allreduce(self, comm: Communicator, grad: np.ndarray, epoch: int) -> np.ndarray:
+        if self.sparse_hosts is not None and self.schedule.mode(epoch) == "sparse":
+            return hitopk_allreduce(comm, grad, self.sparse_hosts, self.schedule.density,
+                                    residual=self.residual)[0]
+        return self.schedule.allreduce(comm, grad, epoch, residual=self.residual)[0]
 
     def __call__(
         self, comm: Communicator, grad: np.ndarray, epoch: int
@@ -211,10 +250,7 @@ class HybridExchange:
         return _measured(
             comm,
             f"{self.name}:{mode}",
-            lambda: (
-                self.schedule.allreduce(comm, grad, epoch, residual=self.residual)[0],
-                {"mode": mode},
-            ),
+            lambda: (self._allreduce(comm, grad, epoch), {"mode": mode}),
         )
 
 
@@ -237,6 +273,7 @@ class ExchangeOptions:
     ranks_per_host: int | None = None
     frac_bits: int = 20
     retry_step: int = 4
+    sparse_ranks_per_host: int | None = None  # hybrid's sparse phase; None: the torus grid
 
 
 def make_exchange(
@@ -266,5 +303,7 @@ def make_exchange(
         schedule = HybridSchedule(
             options.sparse_epochs, options.density, block_hosts(workers, per_host)
         )
-        return HybridExchange(size, schedule)
+        sparse = (block_hosts(workers, options.sparse_ranks_per_host)
+                  if options.sparse_ranks_per_host is not None else None)
+        return HybridExchange(size, schedule, sparse)
     raise ValueError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")

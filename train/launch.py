@@ -137,7 +137,9 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
                      data_host: str | None = None, base_port: int = DEFAULT_BASE_PORT,
                      timeout: float = 120.0, job_plan: Path | None = None) -> LaunchPlan:
     """A plan for the running network in ``rundir``: ``gpus`` ranks on every host (host by
-    host, in topology order), the data server on ``data_host`` (default: the last host).
+    host, in topology order; hosts with ``gpus = 0``, such as the topology's data-server
+    host, run none), the data server on ``data_host`` (default: the first host with no
+    workers, else the last host).
 
     With ``job_plan`` (the controller's NetReduce job) the ranks aggregate through the
     switch; each host's RoCE endpoint owns UDP port 4791, so that needs one rank per host.
@@ -158,11 +160,15 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
     for host in topology.hosts:
         if host.name not in shells:
             raise LaunchError(f"{rundir}: no shell recorded for host {host.name} in {PIDS_FILE}")
-        for slot in range(max(1, host.gpus)):
+        for slot in range(host.gpus):
             addresses.append((host.ip, base_port + slot))
             netns.append(shells[host.name])
+    if not addresses:
+        raise LaunchError(f"{rundir}: no host of the topology runs workers (all have gpus = 0)")
+    idle = [h for h in topology.hosts if h.gpus == 0]
     try:
-        server_host = topology.host(data_host) if data_host else topology.hosts[-1]
+        server_host = (topology.host(data_host) if data_host
+                       else idle[0] if idle else topology.hosts[-1])
     except KeyError as exc:
         raise LaunchError(f"{rundir}: {exc.args[0]}") from None
     if job_plan is not None and len({ip for ip, _ in addresses}) != len(addresses):
@@ -171,7 +177,7 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
     plan = _plan(config, workdir, tuple(addresses), netns,
                  (server_host.ip, DEFAULT_DATA_PORT), shells[server_host.name], num_shards,
                  timeout, 0.0, job_plan)
-    gpus = {max(1, h.gpus) for h in topology.hosts}
+    gpus = {h.gpus for h in topology.hosts if h.gpus > 0}
     return dataclasses.replace(plan, ranks_per_host=gpus.pop() if len(gpus) == 1 else None)
 
 
@@ -201,6 +207,14 @@ def _stop(popen: subprocess.Popen[bytes], grace: float = 5.0) -> None:
 
 def execute(plan: LaunchPlan, timeout: float, logdir: Path) -> list[RankResult]:
     """Start the data server, then every rank; wait for all ranks; return their results."""
+    try:
+        return [RankResult.from_dict(d) for d in execute_raw(plan, timeout, logdir)]
+    except ValueError as exc:
+        raise LaunchError(f"cannot read a rank's result: {exc}") from exc
+
+
+def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path) -> list[dict[str, object]]:
+    """Like :func:`execute` for any per-rank role: the JSON document each rank wrote."""
     for path in (plan.server_ready, *plan.rank_files):
         path.unlink(missing_ok=True)
     server = _start(plan.server, logdir / "dataserver.log")
@@ -227,6 +241,25 @@ def execute(plan: LaunchPlan, timeout: float, logdir: Path) -> list[RankResult]:
             _stop(popen)
         _stop(server)
     try:
-        return [RankResult.from_dict(json.loads(p.read_text())) for p in plan.rank_files]
+        return [json.loads(p.read_text()) for p in plan.rank_files]
     except (OSError, ValueError) as exc:
         raise LaunchError(f"cannot read a rank's result: {exc}") from exc
+
+
+def interference_plan(plan: LaunchPlan, workdir: Path, elements: int, repeats: int,
+                      num_shards: int, timeout: float) -> LaunchPlan:
+    """The same hosts, addresses and data server as ``plan``, every rank running the
+    data-traffic vs all-reduce measurement (``python -m train interference``) instead of
+    training; results go to ``workdir/interference-rank<R>.json``."""
+    files = tuple(workdir / f"interference-rank{r}.json" for r in range(len(plan.addresses)))
+    peers = ",".join(f"{h}:{p}" for h, p in plan.addresses)
+    data = f"{plan.data_address[0]}:{plan.data_address[1]}"
+    workers = tuple(
+        Proc(f"interference{r}", (*_python(), "interference", "--rank", str(r),
+                                  "--addresses", peers, "--data-server", data,
+                                  "--elements", str(elements), "--repeats", str(repeats),
+                                  "--num-shards", str(num_shards), "--out", str(files[r]),
+                                  "--timeout", str(timeout)), w.netns_pid)
+        for r, w in enumerate(plan.workers)
+    )
+    return dataclasses.replace(plan, workers=workers, rank_files=files)

@@ -64,17 +64,28 @@ def plot_experiment(exp: Experiment, path: Path) -> Path:
     return path
 
 
-def plot_comparison(exps: Sequence[Experiment], path: Path) -> Path:
+def plot_comparison(exps: Sequence[Experiment], path: Path, title: str | None = None) -> Path:
     """Test accuracy against wall time (left) and epoch (right) for every experiment."""
     plt = _pyplot()
     fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for exp in exps:
+    if title:
+        fig.suptitle(title)
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":")]
+    trained = []  # accuracies after epoch 1: the interesting range of the y axis
+    for i, exp in enumerate(exps):
         acc = [100.0 * r.test_accuracy for r in exp.history]
-        ax_t.plot([r.wall_s for r in exp.history], acc, "o-", label=exp.implementation)
-        ax_e.plot([r.epoch for r in exp.history], acc, "o-", label=exp.implementation)
+        trained += acc[1:]
+        marker, line = styles[i % len(styles)]
+        # Distinct markers and line styles keep identical curves (fixed point = fp32) visible.
+        for ax, xs in ((ax_t, [r.wall_s for r in exp.history]),
+                       (ax_e, [r.epoch for r in exp.history])):
+            ax.plot(xs, acc, marker=marker, linestyle=line, label=exp.implementation,
+                    markersize=7 - i, alpha=0.85)
     ax_t.set_xlabel("training wall time (s)")
     ax_e.set_xlabel("epoch")
     for ax in (ax_t, ax_e):
+        if trained:  # epoch 0 (untrained, ~10 %) lies below; the lines come up from it
+            ax.set_ylim(max(0.0, min(trained) - 3.0), min(100.0, max(trained) + 1.5))
         ax.set_ylabel("test accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend()
@@ -93,6 +104,17 @@ def accuracy_gap_pp(exps: Sequence[Experiment], a: str, b: str) -> float | None:
     return 100.0 * (by_name[a].final_accuracy - by_name[b].final_accuracy)
 
 
+LINK_KEYS = ("host_links_bytes", "fabric_links_bytes", "data_link_bytes")
+
+
+def _cache_row(epoch: int, stats: Any) -> dict[str, Any]:
+    """One epoch of the multi-level cache, all ranks together."""
+    d = stats.as_dict()
+    return {"epoch": epoch, "hit_rate": d["hit_rate"], "local_hit_rate": d["local_hit_rate"],
+            "io_s": d["io_seconds"], "network_bytes": d["network_bytes"],
+            "bytes_saved": d["bytes_saved"]}
+
+
 def comparison_document(exps: Sequence[Experiment]) -> dict[str, Any]:
     """The summary of a comparison: one row per run and the fixed-point accuracy gap."""
     fixed = next((e.config.collective for e in exps
@@ -108,6 +130,11 @@ def comparison_document(exps: Sequence[Experiment]) -> dict[str, Any]:
                 "io_s": sum(r.io_s for r in e.history),
                 "payload_sent_per_rank": list(e.payload_sent_per_rank),
                 "models_identical_on_all_ranks": e.consistent,
+                "cache_per_epoch": [_cache_row(i, c) for i, c in
+                                    enumerate(e.cache_per_epoch, start=1)],
+                **({"link_bytes": {k: e.network[k] for k in LINK_KEYS if k in e.network},
+                    "switch_cpu_s": e.network.get("switch_cpu_s", {})}
+                   if e.network else {}),
             }
             for e in exps
         ],
@@ -123,7 +150,10 @@ def write_experiment(exp: Experiment, outdir: Path) -> tuple[Path, Path]:
             plot_experiment(exp, outdir / f"{stem}.png"))
 
 
-def write_comparison(exps: Sequence[Experiment], outdir: Path) -> tuple[Path, Path]:
-    """``compare.json`` and ``compare.png`` in ``outdir``."""
-    return (write_json(outdir / "compare.json", comparison_document(exps)),
-            plot_comparison(exps, outdir / "compare.png"))
+def write_comparison(exps: Sequence[Experiment], outdir: Path,
+                     extra: dict[str, Any] | None = None,
+                     title: str | None = None) -> tuple[Path, Path]:
+    """``compare.json`` (with ``extra`` merged in, e.g. the network and the interference
+    measurement) and ``compare.png`` in ``outdir``."""
+    return (write_json(outdir / "compare.json", {**comparison_document(exps), **(extra or {})}),
+            plot_comparison(exps, outdir / "compare.png", title))

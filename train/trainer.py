@@ -237,6 +237,7 @@ class Experiment:
     retries: int
     transport: str = "loopback"
     payload_sent_per_rank: tuple[int, ...] = ()
+    network: dict[str, Any] = field(default_factory=dict)  # Mininet: topology, link bytes
 
     @property
     def final_accuracy(self) -> float:
@@ -258,6 +259,7 @@ class Experiment:
             "payload_sent_per_rank": list(self.payload_sent_per_rank),
             "history": [asdict(r) for r in self.history],
             "cache_all_ranks_per_epoch": [c.as_dict() for c in self.cache_per_epoch],
+            **({"network": self.network} if self.network else {}),
         }
 
 

@@ -1,0 +1,285 @@
+"""Training on the emulated spine-leaf network: start it, program it, run jobs, take it down.
+
+:class:`TrainingTestbed` is what ``python -m train compare --topo spineleaf`` (and
+``make train``) uses, and what the Mininet tests share as one module-scoped network:
+
+1. :func:`topo.network.start_network` brings up a spine-leaf of P4 switches running
+   ``p4src/netreduce.p4`` (built-in target by default) with the optional data-server host
+   (``SpineLeafTopo(data_server=True)``: host ``data`` on the last leaf, ``gpus = 0``);
+2. the controller (:class:`controller.fabric.Controller`) pushes the pipeline and the IPv4
+   routes (ECMP over the spines);
+3. every training run starts the data server on the data host and one rank per worker host
+   inside the hosts' namespaces (:mod:`train.launch`), so gradients and shards cross the
+   emulated links; an ``inswitch`` run first gets a fresh NetReduce job over the worker
+   hosts from the controller (a job's message numbers cannot be reused by a new process),
+   and its plan goes to the ranks as JSON;
+4. around every run the switches' port counters and their processes' CPU time are read,
+   giving the bytes each link carried (the data host's link alone is the shard traffic)
+   and how busy each switch was;
+5. :meth:`TrainingTestbed.interference` times a gradient-sized ring all-reduce on the worker
+   hosts with and without shards streaming from the data host over the same links.
+
+Leaving the ``with`` block stops every process and switch and removes the interfaces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from train.launch import (
+    LaunchError,
+    LaunchPlan,
+    execute,
+    execute_raw,
+    interference_plan,
+    plan_from_rundir,
+)
+from train.report import write_json
+from train.trainer import Experiment, TrainConfig, combine
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = REPO_ROOT / "p4src" / "netreduce.p4"
+JOB_PREFIX = "train"
+
+
+class TestbedError(RuntimeError):
+    """The emulated network could not be started or programmed."""
+
+
+@dataclass(frozen=True)
+class TestbedOptions:
+    """The spine-leaf to train on; the defaults are ``make train``'s network."""
+
+    __test__ = False  # not a pytest test class
+
+    spines: int = 2
+    leaves: int = 2
+    hosts_per_leaf: int = 2
+    bw_mbit: float = 10.0
+    target: str = "softswitch"
+    program: Path = PROGRAM
+    rundir: Path | None = None
+    name_prefix: str = ""
+    grpc_base_port: int | None = None  # None: topo's default (50051)
+    credits: int = 2
+    slots: int = 64
+    timeout_s: float = 600.0  # per training run
+
+
+def _sum_links(usage: list[Any]) -> dict[str, int]:
+    out = {"host": 0, "fabric": 0}
+    for u in usage:
+        out[u.kind] = out.get(u.kind, 0) + u.tx_bytes + u.rx_bytes
+    return out
+
+
+class TrainingTestbed:
+    """A running, programmed spine-leaf with a data-server host (a context manager)."""
+
+    __test__ = False
+
+    def __init__(self, options: TestbedOptions | None = None) -> None:
+        self.options = options or TestbedOptions()
+        self.network: Any = None
+        self.controller: Any = None
+        self._jobs = 0
+        self._job_key: str | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def __enter__(self) -> TrainingTestbed:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start and program the network (needs root); raises :class:`TestbedError`."""
+        from controller.fabric import Controller, ControllerError, ControllerOptions
+        from controller.p4client import P4RuntimeError
+        from topo.errors import TopoError
+        from topo.network import start_network
+        from topo.topologies import SpineLeafTopo
+
+        o = self.options
+        extra = {"grpc_base_port": o.grpc_base_port} if o.grpc_base_port is not None else {}
+        try:
+            topo = SpineLeafTopo(spines=o.spines, leaves=o.leaves, hosts_per_leaf=o.hosts_per_leaf,
+                                 host_bw=o.bw_mbit, data_server=True, name_prefix=o.name_prefix,
+                                 **extra)
+            self._switch_names = [n for n in topo.switches()]
+            self.network = start_network(topo, o.target, o.rundir, o.program, progress=False)
+        except TopoError as exc:
+            raise TestbedError(f"cannot start the network: {exc}") from exc
+        self.data_host = topo.data_host
+        try:
+            self.controller = Controller(ControllerOptions(rundir=Path(self.network.rundir.path)))
+            self.controller.push_pipeline()
+            self.controller.program_routes()
+        except (ControllerError, P4RuntimeError) as exc:
+            self.stop()
+            raise TestbedError(f"cannot program the network: {exc}") from exc
+        except BaseException:
+            self.stop()
+            raise
+        log.info("spine-leaf up in %s: workers %s, data server on %s", self.rundir,
+                 ", ".join(self.worker_hosts), self.data_host)
+
+    def stop(self) -> None:
+        """Close the controller, stop the network and remove its interfaces (idempotent)."""
+        from topo.cleanup import remove_interfaces, switch_interfaces
+
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        if self.network is not None:
+            try:
+                self.network.stop()
+            finally:
+                remove_interfaces(switch_interfaces(self._switch_names))
+                self.network = None
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def rundir(self) -> Path:
+        return Path(self.network.rundir.path)
+
+    @property
+    def topology(self) -> Any:
+        return self.network.topology
+
+    @property
+    def worker_hosts(self) -> list[str]:
+        """Hosts that run ranks (every host but the data server)."""
+        return [h.name for h in self.topology.hosts if h.gpus > 0]
+
+    def port_counters(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(switch, port): (rx_bytes, tx_bytes)} of every switch port."""
+        from topo.experiment import port_counters
+
+        return port_counters(self.controller)
+
+    def link_bytes(self, before: dict[tuple[str, int], tuple[int, int]],
+                   after: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
+        """What the links carried between two counter reads: bytes (both directions) on host
+        links, on fabric links, and on the data host's link alone (the shard traffic)."""
+        from topo.experiment import link_usage
+
+        usage = link_usage(self.topology, before, after, 1.0)
+        data = next(h for h in self.topology.hosts if h.name == self.data_host)
+        data_link = sum(u.tx_bytes + u.rx_bytes for u in usage
+                        if (u.switch, u.port) == (data.switch, data.switch_port))
+        sums = _sum_links(usage)
+        return {"host_links_bytes": sums["host"], "fabric_links_bytes": sums["fabric"],
+                "data_link_bytes": data_link,
+                "per_port": {f"{u.switch}:{u.port}({u.peer})": u.tx_bytes + u.rx_bytes
+                             for u in usage}}
+
+    # ------------------------------------------------------------------ jobs
+    def new_job(self, path: Path) -> Path:
+        """A fresh NetReduce job over the worker hosts (the previous training job is deleted
+        first); its plan (``job show --json``) is written to ``path``."""
+        from controller.fabric import ControllerError
+        from controller.jobs import JobError, JobRequest
+        from controller.p4client import P4RuntimeError
+
+        try:
+            if self._job_key is not None:
+                self.controller.delete_job(self._job_key)
+                self._job_key = None
+            self._jobs += 1
+            name = f"{JOB_PREFIX}{self._jobs}"
+            plan = self.controller.create_job(JobRequest(
+                name, tuple(self.worker_hosts), credits=self.options.credits,
+                slots=self.options.slots, workers_per_host=1))
+        except (ControllerError, JobError, P4RuntimeError) as exc:
+            raise TestbedError(f"controller: cannot create the training job: {exc}") from exc
+        self._job_key = name
+        write_json(path, plan.to_dict())
+        return path
+
+    def _plan(self, workdir: Path, config_path: Path, num_shards: int, timeout: float,
+              job_plan: Path | None) -> LaunchPlan:
+        return plan_from_rundir(self.rundir, config_path, workdir, num_shards, self.data_host,
+                                timeout=timeout, job_plan=job_plan)
+
+    def run(self, config: TrainConfig, workdir: Path, timeout: float | None = None
+            ) -> Experiment:
+        """Train ``config`` (its ``workers`` is set to the number of worker hosts) with cold
+        caches; ``inswitch`` goes through the switches with a fresh job. Unless the config
+        says otherwise, every host is one machine with one rank (MSTopK and the hybrid's
+        sparse phase exchange top-k between all hosts) and the hybrid's 2D torus has one row
+        per rack (leaf). The experiment's ``network`` records what the links carried."""
+        timeout = timeout if timeout is not None else self.options.timeout_s
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        for old in workdir.glob("cache-rank*"):
+            shutil.rmtree(old)
+        config = dataclasses.replace(config, workers=len(self.worker_hosts))
+        ex = config.exchange
+        if ex.ranks_per_host is None:
+            # Every emulated host is a machine with one rank: MSTopK exchanges sparse
+            # between all of them; the hybrid's dense 2D torus has one row per rack (leaf).
+            per_host = self.options.hosts_per_leaf if config.collective == "hybrid" else 1
+            ex = dataclasses.replace(ex, ranks_per_host=per_host)
+            if config.collective == "hybrid" and ex.sparse_ranks_per_host is None:
+                ex = dataclasses.replace(ex, sparse_ranks_per_host=1)
+            config = dataclasses.replace(config, exchange=ex)
+        job_plan = None
+        if config.collective == "inswitch":
+            job_plan = self.new_job(workdir / "job.json")
+        config_path = write_json(workdir / "config.json", config.as_dict())
+        plan = self._plan(workdir, config_path, config.num_shards, timeout, job_plan)
+        from topo.experiment import switch_cpu_seconds
+
+        before, cpu0 = self.port_counters(), switch_cpu_seconds(self.network)
+        results = execute(plan, timeout, workdir / "logs")
+        after, cpu1 = self.port_counters(), switch_cpu_seconds(self.network)
+        exp = combine(config, results, "mininet")
+        return dataclasses.replace(exp, network={
+            "topology": "spineleaf", "rundir": str(self.rundir),
+            "worker_hosts": self.worker_hosts, "data_host": self.data_host,
+            "link_bw_mbit": self.options.bw_mbit, "target": self.topology.target,
+            "job": json.loads(job_plan.read_text())["name"] if job_plan else None,
+            "switch_cpu_s": {n: round(cpu1[n] - cpu0[n], 2) for n in cpu1 if n in cpu0},
+            **self.link_bytes(before, after)})
+
+    def interference(self, workdir: Path, elements: int, repeats: int = 5,
+                     num_shards: int = 32, timeout: float = 300.0) -> dict[str, Any]:
+        """Ring all-reduce of ``elements`` float32 on the worker hosts, quiet and while every
+        rank streams shards from the data host without caches; per-rank results, the medians
+        over ranks, the slowdown and what the data host's link carried."""
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        base = self._plan(workdir, workdir / "unused-config.json", num_shards, timeout, None)
+        plan = interference_plan(base, workdir, elements, repeats, num_shards, timeout)
+        before = self.port_counters()
+        ranks = execute_raw(plan, timeout, workdir / "logs")
+        after = self.port_counters()
+        quiet = statistics.median(float(r["quiet_s"]) for r in ranks)
+        loaded = statistics.median(float(r["loaded_s"]) for r in ranks)
+        links = self.link_bytes(before, after)
+        links.pop("per_port")
+        return {
+            "collective": "fp32-ring", "elements": elements, "repeats": repeats,
+            "worker_hosts": self.worker_hosts, "data_host": self.data_host,
+            "link_bw_mbit": self.options.bw_mbit,
+            "quiet_allreduce_s": quiet, "loaded_allreduce_s": loaded,
+            "slowdown": loaded / quiet if quiet > 0 else None,
+            "data_bytes_streamed": sum(int(r["data_bytes"]) for r in ranks),
+            **links, "ranks": ranks,
+        }
+
+
+__all__ = ["LaunchError", "TestbedError", "TestbedOptions", "TrainingTestbed"]
