@@ -119,10 +119,9 @@ class HeaderType(Type):
 
     @property
     def bit_width(self) -> int:
-        """Width in bits of the fixed-size fields (a varbit counts as 0)."""
-        return sum(f.type.width for f in self.fields if isinstance(f.type, BitType)) + sum(
-            1 for f in self.fields if isinstance(f.type, BoolType)
-        )
+        """Width in bits of the fixed-size fields (a varbit counts as 0; a struct field,
+        which P4_16 allows in headers, counts with all its fields)."""
+        return sum(fixed_width(f.type) for f in self.fields)
 
 
 @dataclass(eq=False)
@@ -207,11 +206,38 @@ class BlockType(Type):
     decl: "ParserDecl | ControlDecl"
 
 
+@dataclass(eq=False)
+class BlockProtoType(Type):
+    """A parser/control type declaration (``control my_t(inout bit<16> x);``): the type of
+    a constructor parameter that receives a parser/control instance. Inside the block,
+    ``p.apply(args)`` is a MethodCall on a VarRef to that parameter; ``params`` are the
+    prototype's apply parameters."""
+
+    kind: str  # "parser" or "control"
+    name: str
+    params: list[Param]
+    loc: Loc = NOLOC
+
+
 def strip_newtype(t: Type) -> Type:
     """The type that values of ``t`` actually have at run time."""
     while isinstance(t, NewType):
         t = t.underlying
     return t
+
+
+def fixed_width(t: Type) -> int:
+    """Bits a header field of type ``t`` occupies on the wire (varbit: 0)."""
+    t = strip_newtype(t)
+    if isinstance(t, BitType):
+        return t.width
+    if isinstance(t, BoolType):
+        return 1
+    if isinstance(t, EnumType) and t.underlying is not None:
+        return t.underlying.width
+    if isinstance(t, StructType):
+        return sum(fixed_width(f.type) for f in t.fields)
+    return 0
 
 
 # --------------------------------------------------------------------------- expressions
@@ -510,6 +536,52 @@ class Return(Stmt):
 
 @dataclass(eq=False)
 class Empty(Stmt):
+    loc: Loc = NOLOC
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """``for (init; cond; updates) body`` (P4_16 1.2.4): ``init`` are VarDecl/Assign/CallStmt
+    run once, ``cond`` (None = true) is tested before each iteration, ``updates`` run after
+    each iteration, also after ``continue``. Variables declared in ``init`` are local to
+    the loop."""
+
+    init: list[Stmt]
+    cond: Expr | None
+    updates: list[Stmt]
+    body: Stmt
+    loc: Loc = NOLOC
+
+
+@dataclass(eq=False)
+class ForIn(Stmt):
+    """``for (T var in low .. high) body`` or ``for (T var in collection) body``.
+
+    A range includes both ends; its bounds (of ``var``'s type) are evaluated once, before
+    the first iteration, and an empty range (``low > high``) runs no iteration. A
+    collection is a list expression (its elements are evaluated once, in order) or a
+    header stack (each element is copied into ``var``)."""
+
+    var: Variable
+    body: Stmt
+    low: Expr | None = None
+    high: Expr | None = None
+    collection: Expr | None = None
+    loc: Loc = NOLOC
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    """``break``: leaves the innermost enclosing loop."""
+
+    loc: Loc = NOLOC
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    """``continue``: the innermost loop goes on with its next iteration (a ``For`` runs
+    its updates first)."""
+
     loc: Loc = NOLOC
 
 

@@ -21,6 +21,7 @@ from softswitch.conformance import (
 )
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import compile_file, compile_source
+from softswitch.p4info import build_p4info
 from softswitch.pipeline import Pipeline
 from softswitch.stf import run_stf
 
@@ -137,13 +138,69 @@ def test_static_assert_false() -> None:
     assert str(err.value).endswith("static_assert_false.p4:16:9: error: LIMIT is too small")
 
 
-def test_for_loop_is_a_clean_unsupported_error() -> None:
-    """`for` parses and is reported as unsupported (the IR has no loops), not as a syntax error."""
-    with pytest.raises(P4Error) as err:
-        compile_file(CONF / "for_loop.p4")
-    assert str(err.value).endswith(
-        "for_loop.p4:13:9: error: the 'for' statement is not supported by the built-in target"
-    )
+def _stf_file(program: str, trace: bool = False) -> None:
+    """Run the STF file beside a conformance program (optionally with tracing on)."""
+    pipe = Pipeline(compile_file(CONF / program), trace=(lambda _t: None) if trace else False)
+    stf = CONF / program.replace(".p4", ".stf")
+    result = run_stf(pipe, stf.read_text(), stf.name)
+    assert result.passed, result.first_mismatch
+
+
+def test_for_loops_run() -> None:
+    """`for` loops (C-style with break/continue, ranges, lists, stacks, return/exit inside) run as BMv2 runs them."""
+    _stf_file("for_loop.p4")
+
+
+def test_for_loops_run_traced() -> None:
+    """The instrumented (tracing) copy of the generated code runs the loops the same way."""
+    _stf_file("for_loop.p4", trace=True)
+
+
+def test_for_loop_ir_nodes() -> None:
+    """The front end lowers loops to ir.For / ir.ForIn with Break and Continue inside."""
+    prog = compile_file(CONF / "for_loop.p4")
+    ingress = prog.controls["ingress"]
+    sum_even = next(a for a in ingress.locals if isinstance(a, ir.ActionDecl) and a.name == "sum_even")
+    loop = sum_even.body.stmts[1]
+    assert isinstance(loop, ir.For) and len(loop.init) == 1 and len(loop.updates) == 1
+    kinds = {type(n).__name__ for n in _stmts(loop.body)}
+    assert {"Break", "Continue"} <= kinds
+    find = next(a for a in ingress.locals if isinstance(a, ir.ActionDecl) and a.name == "find")
+    rng = find.body.stmts[0]
+    assert isinstance(rng, ir.ForIn) and rng.collection is None and isinstance(rng.high, ir.VarRef)
+
+
+def _stmts(s: ir.Stmt) -> list[ir.Stmt]:
+    out = [s]
+    if isinstance(s, ir.Block):
+        for x in s.stmts:
+            out += _stmts(x)
+    elif isinstance(s, ir.If):
+        out += _stmts(s.then) + (_stmts(s.else_) if s.else_ is not None else [])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("break;", "", None),  # sanity: still compiles without the break
+        ("hdr.h.a = 0;\n        for", "hdr.h.a = 0;\n        break;\n        for", "'break' outside a loop"),
+        ("for (bit<8> x in {hdr.h.n, 8w2, 8w3})", "for (bit<8> x in hdr.h)", "cannot iterate over an expression of type hdr_t"),
+        ("for (item_t e in hdr.it)", "for (hdr_t e in hdr.it)", "loop variable of type hdr_t cannot iterate over item_t\\[3\\]"),
+        ("for (int<8> i in -3 .. 2)", "for (bool i in true .. false)", "a range loop variable must be bit<W> or int<W>"),
+        ("pkt.extract(hdr.h);", "pkt.extract(hdr.h);\n        for (bit<8> i = 0; i < 2; i = i + 1) { }", "'for' statements are not allowed in a parser"),
+    ],
+)
+def test_for_loop_checks(old: str, new: str, message: str | None) -> None:
+    """Misplaced break/continue, bad collections and loops in parsers are clean compile errors."""
+    text = (CONF / "for_loop.p4").read_text()
+    assert old in text
+    text = text.replace(old, new, 1)
+    if message is None:
+        compile_source(text, str(CONF / "x.p4"))
+        return
+    with pytest.raises(P4Error, match=message):
+        compile_source(text, str(CONF / "x.p4"))
 
 
 def test_direct_apply_creates_instance() -> None:
@@ -158,13 +215,34 @@ def test_direct_apply_runs() -> None:
     _stf("direct_apply.p4", "packet 0 0800\nexpect 1 0801 $\n")
 
 
-def test_block_constructor_parameter_unsupported() -> None:
-    """A control taking another control as constructor parameter is a clean unsupported error."""
-    text = (CONF / "direct_apply.p4").read_text().replace(
-        "control inc(inout bit<16> x) {",
-        "control inc_t(inout bit<16> x);\ncontrol inc(inout bit<16> x)(inc_t other) {",
-    )
-    with pytest.raises(P4Error, match="a parser or control as a constructor parameter is not supported"):
+def test_block_constructor_arguments_run() -> None:
+    """Controls/parsers passed as constructor arguments are applied per instance (p4c issue1566)."""
+    _stf_file("block_ctor_arg.p4")
+
+
+def test_block_constructor_argument_shares_instance() -> None:
+    """Both users of the passed instance count into its one counter, named where it is declared."""
+    pipe = Pipeline.from_file(str(CONF / "block_ctor_arg.p4"))
+    pipe.process(0, bytes.fromhex("00017F"))
+    assert list(pipe.counters) == ["ingress.inc.hits"]
+    assert pipe.counters["ingress.inc.hits"].packets[0] == 4
+    info = build_p4info(compile_file(CONF / "block_ctor_arg.p4"))
+    assert [c.preamble.name for c in info.counters] == ["ingress.inc.hits"]
+
+
+def test_block_constructor_argument_must_match_prototype() -> None:
+    """A control whose apply parameters differ from the constructor parameter's type is rejected."""
+    text = (CONF / "block_ctor_arg.p4").read_text().replace(
+        "control Inc(inout bit<16> x) {", "control Inc(inout bit<8> x) {"
+    ).replace("x = x + 1;", "x = x + 8w1;")
+    with pytest.raises(P4Error, match="argument of type Inc does not match parameter 's' of type step_t"):
+        compile_source(text, str(CONF / "x.p4"))
+
+
+def test_block_constructed_in_argument_list_unsupported() -> None:
+    """`Twice(Inc()) tw;` (an anonymous instance as argument) is a clean 'not supported'."""
+    text = (CONF / "block_ctor_arg.p4").read_text().replace("Twice(inc) tw;", "Twice(Inc()) tw;")
+    with pytest.raises(UnsupportedError, match="constructed inside a constructor argument list"):
         compile_source(text, str(CONF / "x.p4"))
 
 
@@ -201,16 +279,22 @@ def test_default_action_with_other_bound_argument_rejected() -> None:
         compile_source(text, str(CONF / "x.p4"))
 
 
-def test_struct_in_header_is_unsupported() -> None:
-    """A struct of bit-vectors as a header field is a clean 'not supported' (p4c bvec_union-bmv2)."""
-    with pytest.raises(UnsupportedError, match="a struct-typed header field"):
-        compile_file(CONF / "struct_in_header.p4")
+def test_struct_in_header_runs() -> None:
+    """A struct of bit-vectors in a header: extract, member access, table key, checksum, emit (p4c bvec_union-bmv2)."""
+    _stf_file("struct_in_header.p4")
+
+
+def test_struct_in_header_width() -> None:
+    """The header's width counts the struct's fields (minSizeInBits as p4c)."""
+    prog = compile_file(CONF / "struct_in_header.p4")
+    h = prog.types["hdr_t"]
+    assert isinstance(h, ir.HeaderType) and h.bit_width == 48
 
 
 def test_struct_with_varbit_in_header_is_an_error() -> None:
     """A struct that P4_16 does not allow in a header stays an ordinary type error."""
-    text = (CONF / "struct_in_header.p4").read_text().replace("bit<4> lo;", "varbit<4> lo;")
-    with pytest.raises(P4Error, match="header field 'b' cannot have type pair_t"):
+    text = (CONF / "struct_in_header.p4").read_text().replace("bit<7> port;", "varbit<7> port;")
+    with pytest.raises(P4Error, match="header field 'row' cannot have type row_t"):
         compile_source(text, str(CONF / "x.p4"))
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from softswitch import ir
 from softswitch.engine import externs as ext
 from softswitch.engine import runtime as rt
-from softswitch.engine.codegen_emit import Emitter, Scope
+from softswitch.engine.codegen_emit import BlockArg, Emitter, Scope
 from softswitch.engine.codegen_expr import strip
 from softswitch.engine.codegen_externs import ExternMixin
 from softswitch.engine.codegen_types import TypeRegistry, attr, is_composite, scalar_width
@@ -360,16 +360,41 @@ class CodeGen(ExternMixin):
         self._block_cache[key] = mine
         return names, local_actions
 
-    def block_scope(self, inst: ir.Instance, sc: Scope) -> Scope:
+    def block_scope(self, inst: ir.Instance, sc: Scope, where: BlockArg | None = None) -> Scope:
+        """The scope of sub-block ``inst`` declared in the block at ``sc.path`` (or, for an
+        instance passed as a constructor argument, where ``where`` says it was declared)."""
         assert isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
-        path = ir.qualify(sc.path, inst.cp_name)
+        decl_path, decl_args = (sc.path, sc.block_args) if where is None else where[1:]
+        path = ir.qualify(decl_path, inst.cp_name)
         names, local_actions = self.register_locals(decl, path)
-        env: dict[ir.Variable, str] = {}
-        for p, a in zip(decl.ctor_params, inst.args, strict=False):
-            env[p] = repr(self.const_value(a))
-        inner = sc.child(path=path, env=env, names=names, local_actions=local_actions, ret="return")
+        env, block_args = self.ctor_bindings(decl, inst, decl_path, decl_args)
+        inner = sc.child(
+            path=path, env=env, names=names, local_actions=local_actions, ret="return",
+            block_args=block_args, loop_updates=None, loop_ret_flag=None,
+        )  # fmt: skip
         return inner
+
+    def ctor_bindings(
+        self,
+        decl: ir.ParserDecl | ir.ControlDecl,
+        inst: ir.Instance,
+        decl_path: str,
+        decl_args: dict[ir.Variable, BlockArg],
+    ) -> tuple[dict[ir.Variable, str], dict[ir.Variable, BlockArg]]:
+        """Constructor arguments of ``inst``: constants into the env; parser/control
+        instances (declared beside ``inst`` at ``decl_path``, or passed on from the
+        declaring block's own constructor parameters) into the block bindings."""
+        env: dict[ir.Variable, str] = {}
+        block_args: dict[ir.Variable, BlockArg] = {}
+        for p, a in zip(decl.ctor_params, inst.args, strict=False):
+            if isinstance(a, ir.InstanceRef) and isinstance(a.instance, ir.Instance):
+                block_args[p] = (a.instance, decl_path, decl_args)
+            elif isinstance(a, ir.VarRef) and a.var in decl_args:
+                block_args[p] = decl_args[a.var]
+            else:
+                env[p] = repr(self.const_value(a))
+        return env, block_args
 
     # ------------------------------------------------------------------ tables
 
@@ -656,9 +681,7 @@ class CodeGen(ExternMixin):
         decl = inst.type.decl
         path = decl.name
         names, local_actions = self.register_locals(decl, path)
-        env: dict[ir.Variable, str] = {}
-        for p, a in zip(decl.ctor_params, inst.args, strict=False):
-            env[p] = repr(self.const_value(a))
+        env, block_args = self.ctor_bindings(decl, inst, "", {})
         args = []
         sm = None
         pkt_in = pkt_out = False
@@ -674,8 +697,9 @@ class CodeGen(ExternMixin):
             if isinstance(t, ir.StructType) and t.name == "standard_metadata_t":
                 sm = n
         sc = Scope(
-            path=path, env=env, names=names, ret="return", sm=sm, local_actions=local_actions
-        )
+            path=path, env=env, names=names, ret="return", sm=sm, local_actions=local_actions,
+            block_args=block_args,
+        )  # fmt: skip
         sc.obj_cache = {}
         sc.obj_roots = set(args)
         fname = f"blk_{role}"

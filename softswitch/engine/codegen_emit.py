@@ -34,6 +34,11 @@ class Emitter:
             self.indent -= 1
 
 
+# A constructor parameter bound to a parser/control instance: the instance, the path of
+# the block that declared it, and that block's own such bindings (to resolve its arguments).
+BlockArg = tuple[ir.Instance, str, "dict[ir.Variable, BlockArg]"]
+
+
 @dataclass
 class Scope:
     """Name resolution for the body being generated.
@@ -68,6 +73,14 @@ class Scope:
     # None outside a top-level block function
     obj_cache: dict[str, str] | None = None
     obj_roots: set[str] = field(default_factory=set)
+    # innermost P4 loop: the updates a ``continue`` runs first (a C-style ``for``), and
+    # the flag a ``return`` sets before ``break`` when ``ret`` is "break" (the return
+    # must leave the inlined body, not only the loop)
+    loop_updates: list[ir.Stmt] | None = None
+    loop_ret_flag: str | None = None
+    # constructor parameters bound to parser/control instances: the instance and the
+    # control-plane path where it was declared
+    block_args: dict[ir.Variable, BlockArg] = field(default_factory=dict)
 
     def cached_object(self, text: str) -> str:
         """A local bound to the object at ``text`` when its base is a stable object."""
@@ -106,6 +119,9 @@ class Scope:
             digest_sites=self.digest_sites,
             obj_cache=self.obj_cache,
             obj_roots=self.obj_roots,
+            loop_updates=self.loop_updates,
+            loop_ret_flag=self.loop_ret_flag,
+            block_args=self.block_args,
         )
         for k, v in changes.items():
             setattr(s, k, v)

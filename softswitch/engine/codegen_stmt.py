@@ -65,7 +65,7 @@ class StmtMixin(ExprMixin):
 
     # provided by CodeGen
     def table_info(self, decl: ir.TableDecl, sc: Scope) -> Any: ...
-    def block_scope(self, inst: ir.Instance, sc: Scope) -> Scope: ...  # type: ignore[empty-body]
+    def block_scope(self, inst: ir.Instance, sc: Scope, where: Any = None) -> Scope: ...  # type: ignore[empty-body]
     def extern_call(self, e: ir.Call, sc: Scope, em: Emitter) -> None: ...
     def method_call(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None: ...
     def gen_parser_body(self, decl: ir.ParserDecl, sc: Scope, em: Emitter) -> None: ...
@@ -100,6 +100,14 @@ class StmtMixin(ExprMixin):
                     d = inst.type.decl
                     if self._decl_exits(d, d.body):
                         return True
+            if (
+                isinstance(n, ir.MethodCall)
+                and n.method == "apply"
+                and isinstance(n.target, ir.VarRef)
+                and isinstance(strip(n.target.type), ir.BlockProtoType)
+                and strip(n.target.type).kind == "control"  # type: ignore[attr-defined]
+            ):
+                return True  # bound per instance: assume it may exit
         return False
 
     def _decl_exits(self, decl: object, body: object) -> bool:
@@ -149,6 +157,16 @@ class StmtMixin(ExprMixin):
             self.ret(s, sc, em)
         elif isinstance(s, ir.Empty):
             pass
+        elif isinstance(s, ir.For):
+            self.for_loop(s, sc, em)
+        elif isinstance(s, ir.ForIn):
+            self.for_in_loop(s, sc, em)
+        elif isinstance(s, ir.Break):
+            em.line("break")
+        elif isinstance(s, ir.Continue):
+            for u in sc.loop_updates or ():
+                self.stmt(u, sc, em)
+            em.line("continue")
         else:
             raise UnsupportedError(f"statement {type(s).__name__}", getattr(s, "loc", None))
 
@@ -244,7 +262,91 @@ class StmtMixin(ExprMixin):
         sc.env[s.var] = name
         em.line(f"{name} = {val}")
 
+    # ------------------------------------------------------------------ loops
+
+    def _loop_scope(self, body: ir.Stmt, sc: Scope, updates: list[ir.Stmt]) -> Scope:
+        """The scope of a loop body; a ``return`` inside an inlined body (compiled as
+        ``break``) gets a flag so that it leaves the body, not only the loop."""
+        flag = None
+        if sc.ret == "break" and has_return(body):
+            flag = self.tmp("ret")
+        return sc.child(loop_updates=updates, loop_ret_flag=flag)
+
+    def _after_loop(self, inner: Scope, sc: Scope, em: Emitter) -> None:
+        if inner.loop_ret_flag is not None:
+            with em.block(f"if {inner.loop_ret_flag}:"):
+                self.ret(ir.Return(None), sc, em)
+
+    def for_loop(self, s: ir.For, sc: Scope, em: Emitter) -> None:
+        """``for (init; cond; updates)``: a Python ``while``; ``continue`` runs the updates
+        itself before continuing."""
+        outer = sc.child()
+        for x in s.init:
+            self.stmt(x, outer, em)
+        inner = self._loop_scope(s.body, outer, s.updates)
+        if inner.loop_ret_flag is not None:
+            em.line(f"{inner.loop_ret_flag} = False")
+        cond = "True"
+        pre = Emitter(em.indent + 1)
+        if s.cond is not None:
+            cond = self.cond(s.cond, outer, pre)
+        if pre.lines:
+            with em.block("while True:"):
+                em.lines += pre.lines
+                em.line(f"if not ({cond}):")
+                em.line("    break")
+                self.stmt(s.body, inner, em)
+                for u in s.updates:
+                    self.stmt(u, inner, em)
+        else:
+            with em.block(f"while {cond}:"):
+                self.stmt(s.body, inner, em)
+                for u in s.updates:
+                    self.stmt(u, inner, em)
+        self._after_loop(inner, sc, em)
+
+    def for_in_loop(self, s: ir.ForIn, sc: Scope, em: Emitter) -> None:
+        """``for (T x in a .. b)`` over a Python ``range``; a list or a stack over a tuple
+        of values evaluated before the first iteration."""
+        inner = self._loop_scope(s.body, sc, [])
+        name = f"v{s.var.uid}_{_ident(s.var.name)}"
+        inner.env[s.var] = name
+        if inner.loop_ret_flag is not None:
+            em.line(f"{inner.loop_ret_flag} = False")
+        t = strip(s.var.type)
+        if s.collection is None:
+            assert s.low is not None and s.high is not None and isinstance(t, ir.BitType)
+            lo, hi = self.tmp("lo"), self.tmp("hi")
+            em.line(f"{lo} = {self.expr(s.low, sc, em)}")
+            em.line(f"{hi} = {self.expr(s.high, sc, em)}")
+            if t.signed:
+                k = self.tmp("k")
+                header = f"for {k} in range(_sext({lo}, {t.width}), _sext({hi}, {t.width}) + 1):"
+                with em.block(header):
+                    em.line(f"{name} = {k} & {(1 << t.width) - 1:#x}")
+                    self.stmt(s.body, inner, em)
+            else:
+                with em.block(f"for {name} in range({lo}, {hi} + 1):"):
+                    self.stmt(s.body, inner, em)
+        else:
+            coll = s.collection
+            ct = strip(coll.type)
+            items = self.tmp("it")
+            if isinstance(coll, ir.ListExpr):
+                vals = [self.value(x, sc, em) for x in coll.elems]
+                em.line(f"{items} = ({''.join(v + ', ' for v in vals)})")
+            else:
+                assert isinstance(ct, ir.StackType)
+                em.line(f"{items} = [_e._copy() for _e in {self.expr(coll, sc, em)}.h]")
+            with em.block(f"for {name} in {items}:"):
+                self.stmt(s.body, inner, em)
+        self._after_loop(inner, sc, em)
+
     def ret(self, s: ir.Return, sc: Scope, em: Emitter) -> None:
+        if sc.ret == "break" and sc.loop_ret_flag is not None:
+            em.line(f"{sc.loop_ret_flag} = True")
+            em.line("break")
+            return
         if sc.ret == "break":
             em.line("break")
             return
@@ -437,6 +539,8 @@ class StmtMixin(ExprMixin):
         ret = has_return(body)
         inner.ret = "break" if ret else inner.ret
         inner.ret_var = None
+        inner.loop_updates = None  # break/continue/return of the body are its own
+        inner.loop_ret_flag = None
 
         def emit_body() -> None:
             for s in prologue:
@@ -523,12 +627,20 @@ class StmtMixin(ExprMixin):
     # ------------------------------------------------------------------ sub-blocks
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
-        """``c.apply(args)`` of a sub-control or sub-parser instance."""
-        assert isinstance(e.target, ir.InstanceRef)
-        inst = e.target.instance
+        """``c.apply(args)`` of a sub-control or sub-parser instance, or of a constructor
+        parameter bound to one."""
+        where = None
+        if isinstance(e.target, ir.VarRef):
+            where = sc.block_args.get(e.target.var)
+            if where is None:
+                raise P4Error(f"internal: '{e.target.var.name}' is not bound to a block", e.loc)
+            inst = where[0]
+        else:
+            assert isinstance(e.target, ir.InstanceRef)
+            inst = e.target.instance
         assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
-        inner = self.block_scope(inst, sc)
+        inner = self.block_scope(inst, sc, where)
         outs = self.bind_params(decl.params, e.args, sc, inner, em)
         if isinstance(decl, ir.ControlDecl):
             prologue = [x for x in decl.locals if isinstance(x, ir.VarDecl)]

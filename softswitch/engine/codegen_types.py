@@ -187,7 +187,7 @@ class TypeRegistry:
         varbits = [f for f in fields if isinstance(ir.strip_newtype(f.type), ir.VarbitType)]
         if len(varbits) > 1:
             raise UnsupportedError("a header with more than one varbit field", t.loc)
-        fixed_bits = sum(scalar_width(f.type) for f in fields if f not in varbits)
+        fixed_bits = t.bit_width
         if fixed_bits % 8 and varbits:
             raise UnsupportedError(
                 f"header {t.name} with a varbit field and a size ({fixed_bits} bits) that is "
@@ -195,6 +195,7 @@ class TypeRegistry:
                 t.loc,
             )
         layout = layout_fields(t)  # with p4c's padding field when not whole bytes
+        wire = wire_fields(t)  # the same with struct-typed fields flattened
         nbytes = (fixed_bits + 7) // 8
         out = self._common(name, layout, ["_v"], ["        self._v = False"])
         out.append(f"    _nbytes = {nbytes}")
@@ -203,9 +204,9 @@ class TypeRegistry:
         out.append("            return False")
         out.append(f"        return (not self._v) or ({self._eq_terms(fields)})")
         if not varbits:
-            out += self._fixed_ext_pack(layout, nbytes)
+            out += self._fixed_ext_pack(wire, nbytes)
         else:
-            out += self._varbit_ext_pack(fields, varbits[0], fixed_bits)
+            out += self._varbit_ext_pack(wire, varbits[0], fixed_bits)
         self.lines += out + [""]
 
     @staticmethod
@@ -231,7 +232,7 @@ class TypeRegistry:
             return None
         if any(isinstance(ir.strip_newtype(f.type), ir.VarbitType) for f in t.fields):
             return None
-        return (sum(scalar_width(f.type) for f in t.fields) + 7) // 8
+        return (t.bit_width + 7) // 8
 
     def inline_extract(
         self, t: ir.HeaderType, h: str, data: str, pos: str, err: int, v: str
@@ -243,20 +244,20 @@ class TypeRegistry:
             f"if {pos} + {nbytes} > len({data}):",
             f"    raise _ParserReject({err})",
         ]
-        out += _field_extraction(layout_fields(t), nbytes, h, v, f"{data}[{pos}:{pos} + {nbytes}]")
+        out += _field_extraction(wire_fields(t), nbytes, h, v, f"{data}[{pos}:{pos} + {nbytes}]")
         out += [f"{h}._v = True", f"{pos} += {nbytes}"]
         return out
 
     def pack_expr(self, t: ir.HeaderType, h: str) -> str:
         """Expression of the bytes of valid header ``h`` (what ``_pack`` returns)."""
-        return _pack_expression(layout_fields(t), self.fixed_size(t) or 0, h)
+        return _pack_expression(wire_fields(t), self.fixed_size(t) or 0, h)
 
     @staticmethod
     def _varbit_ext_pack(
         fields: list[ir.StructField], vb: ir.StructField, fixed_bits: int
     ) -> list[str]:
         max_w = ir.strip_newtype(vb.type).max_width  # type: ignore[union-attr]
-        idx = fields.index(vb)
+        idx = next(i for i, f in enumerate(fields) if f.type is vb.type)
         before, after = fields[:idx], fields[idx + 1 :]
         out = [
             "    def _extv(self, data, pos, nbits, err_short, err_long, err_arg):",
@@ -273,22 +274,22 @@ class TypeRegistry:
         for f in before:
             w = scalar_width(f.type)
             out.append(f"        shift -= {w}")
-            out.append(f"        self.{attr(f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
+            out.append(f"        {path('self', f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
         out.append("        shift -= nbits")
         out.append(f"        self.{attr(vb.name)} = (nbits, (v >> shift) & ((1 << nbits) - 1))")
         for f in after:
             w = scalar_width(f.type)
             out.append(f"        shift -= {w}")
-            out.append(f"        self.{attr(f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
+            out.append(f"        {path('self', f.name)} = (v >> shift) & {(1 << w) - 1:#x}")
         out += ["        self._v = True", "        return end"]
         out.append("    def _pack(self):")
         out.append("        v = 0")
         for f in before:
-            out.append(f"        v = (v << {scalar_width(f.type)}) | self.{attr(f.name)}")
+            out.append(f"        v = (v << {scalar_width(f.type)}) | {path('self', f.name)}")
         out.append(f"        vw, vv = self.{attr(vb.name)}")
         out.append("        v = (v << vw) | vv")
         for f in after:
-            out.append(f"        v = (v << {scalar_width(f.type)}) | self.{attr(f.name)}")
+            out.append(f"        v = (v << {scalar_width(f.type)}) | {path('self', f.name)}")
         out.append(f"        return v.to_bytes(({fixed_bits} + vw) // 8, 'big')")
         return out
 
@@ -300,15 +301,35 @@ def layout_fields(t: ir.HeaderType) -> list[ir.StructField]:
     """A header's fields as they are on the wire: as p4c's BMv2 back end does, a header
     whose fixed fields are not whole bytes gets a trailing padding field (extracted and
     emitted like any other, invisible to the program)."""
-    bits = sum(
-        scalar_width(f.type)
-        for f in t.fields
-        if not isinstance(ir.strip_newtype(f.type), ir.VarbitType)
-    )
-    pad = -bits % 8
+    pad = -t.bit_width % 8
     if not pad:
         return list(t.fields)
     return [*t.fields, ir.StructField(PAD_FIELD, ir.BitType(pad))]
+
+
+def wire_fields(t: ir.HeaderType) -> list[ir.StructField]:
+    """:func:`layout_fields` with struct-typed fields replaced by their scalar leaves, in
+    order, named by their dotted path (``row.alt0.valid``; see :func:`path`)."""
+    out: list[ir.StructField] = []
+
+    def visit(f: ir.StructField, prefix: str) -> None:
+        ft = ir.strip_newtype(f.type)
+        if isinstance(ft, ir.StructType):
+            for g in ft.fields:
+                visit(g, f"{prefix}{f.name}.")
+        else:
+            out.append(
+                f if not prefix else ir.StructField(prefix + f.name, f.type, f.annotations, f.loc)
+            )
+
+    for f in layout_fields(t):
+        visit(f, "")
+    return out
+
+
+def path(obj: str, dotted: str) -> str:
+    """Python expression of the field at ``dotted`` (a :func:`wire_fields` name) of ``obj``."""
+    return obj + "".join("." + attr(part) for part in dotted.split("."))
 
 
 def _field_extraction(
@@ -316,22 +337,22 @@ def _field_extraction(
 ) -> list[str]:
     """Statements setting the fields of ``h`` from the bytes ``chunk`` (``nbytes`` long)."""
     if not nbytes:
-        return [f"{h}.{attr(f.name)} = 0" for f in fields]
+        return [f"{path(h, f.name)} = 0" for f in fields]
     out = [f"{v} = int.from_bytes({chunk}, 'big')"]
     shift = nbytes * 8
     for f in fields:
         w = scalar_width(f.type)
         shift -= w
-        a = attr(f.name)
+        a = path(h, f.name)
         mask = (1 << w) - 1
         if shift == 0 and w == nbytes * 8:
-            out.append(f"{h}.{a} = {v}")
+            out.append(f"{a} = {v}")
         elif shift == 0:
-            out.append(f"{h}.{a} = {v} & {mask:#x}")
+            out.append(f"{a} = {v} & {mask:#x}")
         elif shift + w == nbytes * 8:
-            out.append(f"{h}.{a} = {v} >> {shift}")
+            out.append(f"{a} = {v} >> {shift}")
         else:
-            out.append(f"{h}.{a} = ({v} >> {shift}) & {mask:#x}")
+            out.append(f"{a} = ({v} >> {shift}) & {mask:#x}")
     return out
 
 
@@ -342,6 +363,6 @@ def _pack_expression(fields: list[ir.StructField], nbytes: int, h: str) -> str:
     terms = []
     for f in fields:
         shift -= scalar_width(f.type)
-        a = attr(f.name)
-        terms.append(f"({h}.{a} << {shift})" if shift else f"{h}.{a}")
+        a = path(h, f.name)
+        terms.append(f"({a} << {shift})" if shift else a)
     return f"({' | '.join(terms)}).to_bytes({nbytes}, 'big')"

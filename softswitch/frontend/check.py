@@ -215,10 +215,9 @@ class Checker(StmtChecker):
                 raise P4Error(f"duplicate field '{fname}'", floc)
             names.add(fname)
             st = ir.strip_newtype(t)
-            if kind == "header" and isinstance(st, ir.StructType) and _fixed_width_struct(st):
-                # P4_16 allows it (p4c flattens the struct); the IR keeps flat headers
-                raise UnsupportedError(f"a struct-typed header field ('{fname}' of type {type_str(t)})", floc)
-            if kind == "header" and not isinstance(st, (ir.BitType, ir.VarbitType, ir.BoolType, ir.EnumType)):
+            # P4_16 allows a struct of fixed-width fields in a header (laid out in place)
+            struct_ok = isinstance(st, ir.StructType) and _fixed_width_struct(st)
+            if kind == "header" and not struct_ok and not isinstance(st, (ir.BitType, ir.VarbitType, ir.BoolType, ir.EnumType)):
                 raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
             if kind == "header_union" and not isinstance(st, ir.HeaderType):
                 raise P4Error(f"header_union field '{fname}' must be a header, not {type_str(t)}", floc)
@@ -365,7 +364,7 @@ class Checker(StmtChecker):
         tok = self._name_tok(tree)
         tparams, inner = self.type_param_scope(tree, scope)
         params = self.params(subtree(tree, "params"), inner)
-        scope.declare_type(str(tok), BlockProto(kind, str(tok), tparams, params, self.loc(tok)), self.loc(tok))
+        scope.declare_type(str(tok), BlockProto(kind, str(tok), params, self.loc(tok), tparams), self.loc(tok))
 
     def _d_package_decl(self, tree: Tree, scope: Scope) -> None:
         tok = self._name_tok(tree)
@@ -472,9 +471,24 @@ class Checker(StmtChecker):
                 raise P4Error(f"cannot infer the type arguments of '{t.name}'", loc)
             return ir.Instance(name, self.cp_name(annos, name), ir.ExternType(t.name, targs), [a for a in args if a is not None], annos, loc)
         if isinstance(t, ir.BlockType):
-            args = self.bind_args(t.decl.ctor_params, arg_trees, scope, loc, f"constructor of '{t.decl.name}'", {})
+            what = f"constructor of '{t.decl.name}'"
+            args = self.bind_args(t.decl.ctor_params, arg_trees, scope, loc, what, {})
+            for p, a in zip(t.decl.ctor_params, args, strict=True):
+                if isinstance(ir.strip_newtype(p.type), (ir.BlockType, ir.BlockProtoType)):
+                    self.check_block_arg_ref(a, p, what, loc)
             return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
         raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
+
+    def check_block_arg_ref(self, a: ir.Expr | None, p: ir.Param, what: str, loc: ir.Loc) -> None:
+        """A parser/control passed to a constructor is a named instance of the enclosing
+        block or a constructor parameter of it (p4c names the instance in P4Info)."""
+        if isinstance(a, ir.InstanceRef) and isinstance(a.instance, ir.Instance):
+            return
+        if isinstance(a, ir.VarRef) and isinstance(a.var, ir.Param) and a.var.direction == "":
+            return
+        if isinstance(a, ir.InstanceRef):
+            raise UnsupportedError(f"{what}: a parser or control constructed inside the argument list", loc)
+        raise P4Error(f"{what}: parameter '{p.name}' needs a parser or control instance", loc)
 
     def package_instance(
         self,
@@ -604,10 +618,12 @@ class Checker(StmtChecker):
         self.parsers[name] = decl
 
     def check_ctor_params(self, ctor: list[ir.Param]) -> None:
-        """Constructor parameters must be values; blocks passed to blocks are not implemented."""
+        """Constructor parameters are values or (non-generic) parser/control instances."""
         for p in ctor:
-            if isinstance(p.type, (BlockProto, ir.BlockType, SpecializedType, PackageType)):
-                raise UnsupportedError("a parser or control as a constructor parameter", p.loc)
+            if isinstance(p.type, BlockProto) and p.type.type_params:
+                raise UnsupportedError("a generic parser or control type as a constructor parameter", p.loc)
+            if isinstance(p.type, (SpecializedType, PackageType)):
+                raise UnsupportedError(f"a constructor parameter of type {type_str(p.type)}", p.loc)
 
     def parser_state(self, tree: Tree, scope: Scope, states: dict[str, Tree]) -> ir.ParserState:
         """One state: statements and its transition."""

@@ -15,7 +15,7 @@ from lark import Token, Tree
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
-from softswitch.frontend.ir_ext import BlockProto, TypeVar
+from softswitch.frontend.ir_ext import TypeVar
 from softswitch.frontend.literals import parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
@@ -402,7 +402,24 @@ class ExprChecker:
             return ir.InvalidHeader(dst, e.loc)
         if isinstance(e, ir.DontCare):
             return e
+        if isinstance(dst, ir.BlockProtoType) and isinstance(src, ir.BlockType):
+            self.check_block_fits(src.decl, dst, loc, what)
+            return e
         raise P4Error(f"{what}: cannot convert an expression of type {type_str(e.type)} to {type_str(t)}", loc)
+
+    def check_block_fits(
+        self, decl: ir.ParserDecl | ir.ControlDecl, proto: ir.BlockProtoType, loc: ir.Loc, what: str
+    ) -> None:
+        """A parser/control instance passed for a constructor parameter of type ``proto``
+        must have the prototype's kind and apply parameters."""
+        kind = "parser" if isinstance(decl, ir.ParserDecl) else "control"
+        ok = kind == proto.kind and len(decl.params) == len(proto.params)
+        if ok:
+            for want, have in zip(proto.params, decl.params, strict=True):
+                if want.direction != have.direction or not same_type(want.type, have.type):
+                    ok = False
+        if not ok:
+            raise P4Error(f"{what}: {kind} '{decl.name}' does not match the type '{proto.name}'", loc)
 
     # ------------------------------------------------------------------ members / indexing
 
@@ -506,6 +523,8 @@ class ExprChecker:
         return self.call(callee, type_args, tree.children[-1], scope, loc)
 
     def _e_ctor_call(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        if isinstance(expected, (ir.BlockType, ir.BlockProtoType)):
+            raise UnsupportedError("a parser or control constructed inside a constructor argument list", loc)
         raise P4Error("a constructor call is only allowed in an instantiation", loc)
 
     def call(
@@ -642,8 +661,12 @@ class ExprChecker:
             self.check_lvalue(base, loc)
             count = self.const_int(arg_trees[0], scope, f"the argument of '{method}'")
             return ir.MethodCall(ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)])
-        if isinstance(t, BlockProto):
-            raise UnsupportedError("a parser or control passed as a constructor argument", loc)
+        if isinstance(t, ir.BlockProtoType):
+            # a constructor parameter bound to a parser/control instance
+            if method != "apply":
+                raise P4Error(f"'{t.name}' has no method '{method}'", loc)
+            call_args = self.bind_args(t.params, arg_trees, scope, loc, f"'{t.name}.apply'", {})
+            return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
         raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
 
     def no_args(self, arg_trees: list[Tree], method: str, loc: ir.Loc) -> None:

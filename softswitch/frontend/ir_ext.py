@@ -21,14 +21,11 @@ class TypeVar(ir.Type):
 
 
 @dataclass(eq=False)
-class BlockProto(ir.Type):
-    """A parser or control type declaration (``parser Parser<H, M>(...);``)."""
+class BlockProto(ir.BlockProtoType):
+    """A parser or control type declaration (``parser Parser<H, M>(...);``) with its type
+    parameters (the engine only ever sees non-generic ones, as :class:`ir.BlockProtoType`)."""
 
-    kind: str  # "parser" or "control"
-    name: str
-    type_params: list[str]
-    params: list[ir.Param]
-    loc: ir.Loc = ir.NOLOC
+    type_params: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)

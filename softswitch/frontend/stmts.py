@@ -26,6 +26,7 @@ class Ctx:
 
     kind: str  # "parser", "control", "action", "function"
     return_type: ir.Type | None = None
+    in_loop: bool = False  # inside the body of a ``for`` (break/continue allowed)
 
 
 def same_expr(a: object, b: object) -> bool:
@@ -158,15 +159,92 @@ class StmtChecker(ExprChecker):
         if kind == "const_decl":
             self.const_decl(tree, scope)
             return None
-        if kind in ("for_stmt", "for_in_stmt"):
-            raise UnsupportedError("the 'for' statement", loc)
+        if kind in ("for_stmt", "for_in_stmt", "for_range_stmt"):
+            if ctx.kind == "parser":
+                raise P4Error("'for' statements are not allowed in a parser", loc)
+            loop_ctx = Ctx(ctx.kind, ctx.return_type, True)
+            if kind == "for_stmt":
+                return self.for_stmt(tree, scope.child(), loop_ctx, loc)
+            return self.for_in_stmt(tree, scope.child(), loop_ctx, loc)
         if kind in ("break_stmt", "continue_stmt"):
-            raise UnsupportedError(f"the '{str(kind)[:-5]}' statement", loc)
+            word = str(kind)[:-5]
+            if not ctx.in_loop:
+                raise P4Error(f"'{word}' outside a loop", loc)
+            return ir.Break(loc) if word == "break" else ir.Continue(loc)
         if kind == "direct_apply":
             return self.direct_apply(tree, scope, loc)
         if kind == "instantiation":
             raise P4Error("instantiations are not allowed inside a block", loc)
         raise P4Error(f"unexpected statement '{self.source_text(tree)}'", loc)
+
+    # --------------------------------------------------------------- loops
+
+    def for_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+        """``for (init; cond; updates) body`` in its own scope (``scope``)."""
+        init_tree, cond_tree, update_tree, body_tree = tree.children
+        init = [self.for_part(p, scope, ctx, declare=True) for p in init_tree.children]
+        cond: ir.Expr | None = None
+        if cond_tree.children:
+            c = cond_tree.children[0]
+            cond = self.expect_bool(self.expr(c, scope), self.loc(c), "for condition")
+        updates = [self.for_part(p, scope, ctx, declare=False) for p in update_tree.children]
+        body = self.sub_stmt(body_tree, scope, ctx)
+        return ir.For(init, cond, updates, body, loc)
+
+    def for_part(self, tree: Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
+        """One initialiser or update of a ``for``: a declaration (init only), an
+        assignment or a call, lowered as the equivalent statement."""
+        loc = self.loc(tree)
+        kind = str(tree.data)
+        as_stmt = {
+            "for_assign": "assign_stmt",
+            "for_compound": "compound_assign_stmt",
+            "for_shr": "shr_assign_stmt",
+            "for_call": "call_stmt",
+        }
+        if kind == "for_var":
+            if not declare:
+                raise P4Error("a 'for' update cannot declare a variable", loc)
+            return self.variable_decl(Tree("variable_decl", tree.children, tree.meta), scope)
+        s = self.stmt(Tree(as_stmt[kind], tree.children, tree.meta), scope, ctx)
+        assert s is not None
+        return s
+
+    def for_in_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+        """``for (T x in low .. high)`` / ``for (T x in collection)``; ``x`` is local."""
+        type_tree, name_tree = tree.children[0], tree.children[1]
+        body_tree = tree.children[-1]
+        t = self.resolve_type(type_tree, scope)
+        st = ir.strip_newtype(t)
+        name = name_of(name_tree)
+        var = ir.Variable(name, t, self.new_uid(), self.loc(name_tree))
+        if tree.data == "for_range_stmt":
+            if not isinstance(st, ir.BitType):
+                raise P4Error(f"a range loop variable must be bit<W> or int<W>, not {type_str(t)}", loc)
+            bounds = []
+            for b in tree.children[2:4]:
+                e = self.expr(b, scope, t)
+                bounds.append(self.convert(e, t, self.loc(b), "range bound"))
+            scope.declare(name, var, self.loc(name_tree))
+            body = self.sub_stmt(body_tree, scope, ctx)
+            return ir.ForIn(var, body, bounds[0], bounds[1], None, loc)
+        coll_tree = tree.children[2]
+        coll = self.expr(coll_tree, scope)
+        ct = ir.strip_newtype(coll.type)
+        cloc = self.loc(coll_tree)
+        if isinstance(coll, ir.ListExpr):
+            elems = [self.convert(x, t, x.loc, "list element") for x in coll.elems]
+            coll = ir.ListExpr(ir.TupleType(tuple(t for _ in elems)), coll.loc, elems)
+        elif isinstance(ct, ir.StackType):
+            if not same_type(ct.elem, t):
+                raise P4Error(
+                    f"loop variable of type {type_str(t)} cannot iterate over {type_str(coll.type)}", loc
+                )
+        else:
+            raise P4Error(f"cannot iterate over an expression of type {type_str(coll.type)}", cloc)
+        scope.declare(name, var, self.loc(name_tree))
+        body = self.sub_stmt(body_tree, scope, ctx)
+        return ir.ForIn(var, body, None, None, coll, loc)
 
     def direct_apply(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``C.apply(args);`` applies a fresh instance of C, as p4c does: the instance is
