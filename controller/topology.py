@@ -35,6 +35,7 @@ class SwitchInfo:
     index: int
     cpu_port: int | None
     ports: tuple[Port, ...]
+    subnet: ipaddress.IPv4Network | None = None  # a leaf's block, when topology.json names it
 
     def port_to(self, peer: str) -> Port:
         for p in self.ports:
@@ -96,9 +97,13 @@ class Topology:
         return sorted((h for h in self.hosts if h.switch == switch), key=lambda h: h.switch_port)
 
     def subnet_of(self, switch: str) -> ipaddress.IPv4Network | None:
-        """The smallest network holding every host of a leaf and no host of another switch
-        (None when there is none). The hosts' own prefix length says nothing here: hosts are
-        on one /16 so that all of them are on-link, while each leaf owns a smaller block."""
+        """The leaf's block of host addresses: as topology.json names it, else the smallest
+        network holding every host of the leaf and no host of another switch (None when there
+        is none). The hosts' own prefix length says nothing here: hosts are on one /16 so that
+        all of them are on-link, while each leaf owns a smaller block."""
+        named = self.switch(switch).subnet
+        if named is not None:
+            return named
         hosts = self.hosts_of(switch)
         if not hosts:
             return None
@@ -112,6 +117,15 @@ class Topology:
         )
         others = (ipaddress.IPv4Address(h.ip) for h in self.hosts if h.switch != switch)
         return None if any(a in net for a in others) else net
+
+
+def _subnet(text: str | None, where: str) -> ipaddress.IPv4Network | None:
+    if text is None:
+        return None
+    try:
+        return ipaddress.IPv4Network(text)
+    except ValueError:
+        raise TopologyError(f"{where}: {text!r} is not an IPv4 network") from None
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
@@ -168,6 +182,7 @@ def load_topology(path: str | Path) -> Topology:
                 index=_get(sw, "index", int, w, i + 1),
                 cpu_port=_get(sw, "cpu_port", int, w, None),
                 ports=tuple(sorted(ports, key=lambda p: p.port)),
+                subnet=_subnet(_get(sw, "subnet", str, w, None), f"{w}.subnet"),
             )
         )
     hosts = []

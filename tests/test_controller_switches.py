@@ -54,7 +54,7 @@ def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config
         proc = switches[name]
         sw.append({"name": name, "device_id": proc.device_id, "grpc_addr": proc.address,
                    "role": role, "index": index, "target": "softswitch", "cpu_port": None,
-                   "ports": ports})
+                   "ports": ports, "subnet": f"10.0.{index}.0/24" if role == "leaf" else None})
     hosts = []
     for name, leaf, slot, gpus in (("h1", 1, 1, 2), ("h2", 1, 2, 2), ("h3", 2, 1, 1), ("h4", 2, 2, 1)):
         hosts.append({"name": name, "ip": f"10.0.{leaf}.{slot}", "prefix_len": 24,

@@ -43,6 +43,7 @@ class SwitchRecord:
     cpu_port: int | None
     ports: tuple[PortRecord, ...] = ()
     log: str | None = None
+    subnet: str | None = None  # a leaf's block of host addresses, e.g. "10.0.1.0/24"
 
     def port_to(self, peer: str) -> PortRecord:
         """The (first) port whose link goes to node ``peer``."""
@@ -185,6 +186,7 @@ def describe(
                 cpu_port=opts.get("cpu_port"),
                 ports=tuple(sorted(ports.get(name, []), key=lambda r: r.port)),
                 log=f"{log_dir}/{name}.log" if log_dir else None,
+                subnet=opts.get("subnet"),
             )
         )
     hosts = []
@@ -262,6 +264,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             index=_get(sw, "index", int, where), target=_get(sw, "target", str, where),
             cpu_port=_get(sw, "cpu_port", int, where, optional=True), ports=tuple(ports),
             log=_get(sw, "log", str, where, optional=True),
+            subnet=_get(sw, "subnet", str, where, optional=True),
         ))
     hosts = []
     for i, h in enumerate(_get(data, "hosts", list, top)):

@@ -183,6 +183,7 @@ class TestbedTopo(Topo):
             cpu_port=self.cpu_port,
             role=role,
             index=index,
+            subnet=leaf_subnet(index) if role == "leaf" else None,
             dpid=f"{device_id + 1:016x}",
         )
 
