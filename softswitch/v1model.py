@@ -290,10 +290,17 @@ class V1Switch:
         mgid = sm.mcast_grp
         if mgid:
             sm.instance_type = PKT_INSTANCE_TYPE_REPLICATION
-            for eport, rid in self.pre.replicas(mgid):
+            replicas = self.pre.replicas(mgid)
+            last = len(replicas) - 1
+            for i, (eport, rid) in enumerate(replicas):
                 sm.egress_rid = rid
-                c = _Job(hdr._copy(), meta._copy(), sm._copy(), _copy_ctx(ctx), eport)
-                egress_q.append(c)
+                if i == last:
+                    # the original is discarded after replication, so the last replica
+                    # takes its PHV objects instead of a copy (nothing reads them again)
+                    egress_q.append(_Job(hdr, meta, sm, _copy_ctx(ctx), eport))
+                else:
+                    c = _Job(hdr._copy(), meta._copy(), sm._copy(), _copy_ctx(ctx), eport)
+                    egress_q.append(c)
             return
 
         if sm.egress_spec == DROP_PORT:

@@ -20,6 +20,7 @@ import functools
 import logging
 import os
 import random
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,6 +152,7 @@ class CodeGen(ExternMixin):
     def _runtime_globals(self) -> dict[str, Any]:
         return {
             "_ParserReject": rt.ParserReject,
+            "_Struct": struct.Struct,
             "_P4Exit": rt.P4Exit,
             "_P4AssertionFailed": rt.P4AssertionFailed,
             "_Stack": rt.Stack,
@@ -831,6 +833,7 @@ class CodeGen(ExternMixin):
         ]
         src = "\n".join(
             head
+            + self.types.struct_lines()
             + self.types.lines
             + [""]
             + self.global_inits

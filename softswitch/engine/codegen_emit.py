@@ -81,6 +81,10 @@ class Scope:
     # constructor parameters bound to parser/control instances: the instance and the
     # control-plane path where it was declared
     block_args: dict[ir.Variable, BlockArg] = field(default_factory=dict)
+    # inside a run of register accesses at ``base + constant`` whose bounds were checked
+    # once (see StmtMixin.stmts): the base variable and, per register global, the local
+    # bound to its value list
+    reg_run: tuple[ir.Variable, dict[str, str]] | None = None
 
     def cached_object(self, text: str) -> str:
         """A local bound to the object at ``text`` when its base is a stable object."""
@@ -122,6 +126,7 @@ class Scope:
             loop_updates=self.loop_updates,
             loop_ret_flag=self.loop_ret_flag,
             block_args=self.block_args,
+            reg_run=self.reg_run,
         )
         for k, v in changes.items():
             setattr(s, k, v)

@@ -320,25 +320,25 @@ class ExprMixin:
                 return f"_sshr({left}, {right}, {w})"
             return f"({left} >> {right})"
         if op == "|+|":
+            t = self.tmp("sat")
             if signed:
+                # offset binary: (x ^ sb) is x + sb, so the sum of both is the true sum
+                # plus 2**w, in range exactly when it lies in [sb, 3 * sb)
                 sb = 1 << (w - 1)
-                t = self.tmp("sat")
-                total = f"(({left} ^ {sb:#x}) - {sb:#x}) + (({right} ^ {sb:#x}) - {sb:#x})"
                 return (
-                    f"(({t} if {-sb:#x} <= ({t} := {total}) <= {sb - 1:#x}"
-                    f" else ({sb - 1:#x} if {t} > 0 else {-sb:#x})) & {m:#x})"
+                    f"(({t} & {m:#x}) if {sb:#x} <= ({t} := ({left} ^ {sb:#x}) + ({right} ^ {sb:#x}))"
+                    f" <= {3 * sb - 1:#x} else ({sb - 1:#x} if {t} > {sb:#x} else {sb:#x}))"
                 )
-            return f"min({left} + {right}, {m:#x})"
+            return f"({t} if ({t} := {left} + {right}) <= {m:#x} else {m:#x})"
         if op == "|-|":
+            t = self.tmp("sat")
             if signed:
                 sb = 1 << (w - 1)
-                t = self.tmp("sat")
-                total = f"(({left} ^ {sb:#x}) - {sb:#x}) - (({right} ^ {sb:#x}) - {sb:#x})"
                 return (
-                    f"(({t} if {-sb:#x} <= ({t} := {total}) <= {sb - 1:#x}"
-                    f" else ({sb - 1:#x} if {t} > 0 else {-sb:#x})) & {m:#x})"
+                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := ({left} ^ {sb:#x}) - ({right} ^ {sb:#x}))"
+                    f" <= {sb - 1:#x} else ({sb - 1:#x} if {t} > 0 else {sb:#x}))"
                 )
-            return f"max({left} - {right}, 0)"
+            return f"({t} if ({t} := {left} - {right}) > 0 else 0)"
         raise UnsupportedError(f"binary operator {op}", e.loc)
 
     def _x_Cast(self, e: ir.Cast, sc: Scope, em: Emitter) -> str:

@@ -31,7 +31,7 @@ import re
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import mask, strip
-from softswitch.engine.codegen_stmt import StmtMixin
+from softswitch.engine.codegen_stmt import StmtMixin, register_index_base
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
 from softswitch.engine.externs import Register
 from softswitch.errors import P4Error, UnsupportedError
@@ -327,6 +327,22 @@ class ExternMixin(StmtMixin):
             else:
                 em.line(f"{obj}.write({self.expr(a[0], sc, em)}, {self.expr(a[1], sc, em)})")  # type: ignore[arg-type]
             return
+        run = sc.reg_run
+        if run is not None and obj in run[1]:
+            base = register_index_base(a[1] if e.method == "read" else a[0])  # type: ignore[arg-type]
+            if base is not None and base[0] is run[0]:
+                # in a register run: the run's single check covers this index
+                var, c = base
+                vals = run[1][obj]
+                at = f"{vals}[{sc.env[var]} + {c}]" if c else f"{vals}[{sc.env[var]}]"
+                if e.method == "read":
+                    self._out(a[0], at, sc, em)
+                else:
+                    val = self.expr(a[1], sc, em)  # type: ignore[arg-type]
+                    if not isinstance(strip(a[1].type), ir.BitType):  # type: ignore[union-attr]
+                        val = f"(({val}) & {reg.mask:#x})"
+                    em.line(f"{at} = {val}")
+                return
         idx = self.expr(a[1] if e.method == "read" else a[0], sc, em)  # type: ignore[arg-type]
         if e.method == "write":
             val = self.expr(a[1], sc, em)  # type: ignore[arg-type]

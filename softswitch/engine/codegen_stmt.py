@@ -27,6 +27,7 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import ExprMixin, strip
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
+from softswitch.engine.externs import Register
 from softswitch.errors import P4Error, UnsupportedError
 
 
@@ -120,8 +121,89 @@ class StmtMixin(ExprMixin):
     # ------------------------------------------------------------------ statements
 
     def stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
-        for s in stmts:
-            self.stmt(s, sc, em)
+        if sc.in_parser or sc.reg_run is not None or len(stmts) < _MIN_RUN_ACCESSES:
+            for s in stmts:
+                self.stmt(s, sc, em)
+            return
+        i = 0
+        while i < len(stmts):
+            run = self._register_run(stmts, i, sc)
+            if run is None:
+                self.stmt(stmts[i], sc, em)
+                i += 1
+                continue
+            end, var, limit, regs = run
+            self._emit_register_run(stmts[i:end], var, limit, regs, sc, em)
+            i = end
+
+    # ------------------------------------------------------------------ register runs
+
+    def _register_run(
+        self, stmts: list[ir.Stmt], start: int, sc: Scope
+    ) -> tuple[int, ir.Variable, int, list[str]] | None:
+        """A run of statements from ``start`` that access registers at ``v + constant``
+        for one local ``v`` the run never changes (unrolled per-element code such as
+        ``r.read(x, base + 3)``): ``(end, v, limit, registers)`` where ``v < limit``
+        puts every such index in range, or None when there is no worthwhile run.
+
+        Only plain statements qualify (assignments, ifs, blocks, register accesses,
+        isValid); anything that could change ``v`` behind the code's back (a call of an
+        action, function, extern or table, a declaration) ends the run."""
+        first = _stmt_register_accesses(stmts[start], sc, self.ns)
+        if not first or first[0] is None:
+            return None
+        bases = [b for b in first[1] if b[1] is not None]
+        if not bases:
+            return None
+        var = bases[0][1]
+        assert var is not None
+        py = sc.env.get(var)
+        t = strip(var.type)
+        if py is None or not py.isidentifier() or not isinstance(t, ir.BitType):
+            return None
+        limits: dict[str, int] = {}
+        count = 0
+        end = start
+        while end < len(stmts):
+            info = _stmt_register_accesses(stmts[end], sc, self.ns)
+            if info is None or info[0] is None or var in info[0]:
+                break
+            for obj, v, c in info[1]:
+                if v is var:
+                    reg = self.ns[obj]
+                    bound = min(reg.size, 1 << t.width) - c
+                    limits[obj] = min(limits.get(obj, bound), bound)
+                    count += 1
+            end += 1
+        if count < _MIN_RUN_ACCESSES or not limits:
+            return None
+        limit = min(limits.values())
+        if limit <= 0:
+            return None
+        return end, var, limit, sorted(limits)
+
+    def _emit_register_run(
+        self,
+        stmts: list[ir.Stmt],
+        var: ir.Variable,
+        limit: int,
+        regs: list[str],
+        sc: Scope,
+        em: Emitter,
+    ) -> None:
+        """The run twice: with one bounds check for all its indexes and the value lists
+        in locals, else as usual (some index out of range: BMv2's per-access rules)."""
+        with em.block(f"if {sc.env[var]} < {limit}:"):
+            lists: dict[str, str] = {}
+            for obj in regs:
+                lists[obj] = self.tmp("rv")
+                em.line(f"{lists[obj]} = {obj}.values")
+            fast = sc.child(reg_run=(var, lists))
+            for s in stmts:
+                self.stmt(s, fast, em)
+        with em.block("else:"):
+            for s in stmts:
+                self.stmt(s, sc, em)
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
         if not sc.in_parser and not isinstance(s, ir.Block):
@@ -666,6 +748,72 @@ class _PyValue(ir.Expr):
         self.type = type_
         self.loc = ir.NOLOC
         self.text = text
+
+
+_MIN_RUN_ACCESSES = 8  # register accesses at base + constant that pay for the extra check
+_REGISTER_METHODS = ("read", "write")
+
+
+def register_index_base(e: ir.Expr) -> tuple[ir.Variable, int] | None:
+    """``(v, c)`` when the index expression ``e`` is ``v``, ``v + c`` or ``c + v``."""
+    if isinstance(e, ir.VarRef):
+        return e.var, 0
+    if isinstance(e, ir.Binary) and e.op == "+":
+        if isinstance(e.left, ir.VarRef) and isinstance(e.right, ir.Const):
+            return e.left.var, e.right.value
+        if isinstance(e.right, ir.VarRef) and isinstance(e.left, ir.Const):
+            return e.right.var, e.left.value
+    return None
+
+
+def _root_var(e: ir.Expr | None) -> ir.Variable | None:
+    while isinstance(e, (ir.Member, ir.Index, ir.Slice)):
+        e = e.base
+    return e.var if isinstance(e, ir.VarRef) else None
+
+
+def _stmt_register_accesses(
+    s: ir.Stmt, sc: Scope, ns: dict[str, Any]
+) -> tuple[set[ir.Variable] | None, list[tuple[str, ir.Variable | None, int]]] | None:
+    """For a statement that may sit in a register run: the variables it writes and its
+    register accesses ``(global, base variable or None, constant)``; ``(None, [])`` or
+    None when it ends a run."""
+    writes: set[ir.Variable] = set()
+    accesses: list[tuple[str, ir.Variable | None, int]] = []
+    for n in walk(s):
+        if isinstance(n, (ir.Call, ir.VarDecl, ir.Exit, ir.Return, ir.Switch)):
+            return None
+        if isinstance(n, (ir.For, ir.ForIn, ir.Break, ir.Continue)):
+            return None
+        if isinstance(n, ir.Assign):
+            v = _root_var(n.lhs)
+            if v is not None:
+                writes.add(v)
+        elif isinstance(n, ir.MethodCall):
+            if n.method == "isValid" and not n.args:
+                continue
+            tt = strip(n.target.type)
+            if not (isinstance(tt, ir.ExternType) and tt.name == "register"):
+                return None
+            if n.method not in _REGISTER_METHODS:
+                return None
+            obj = (
+                sc.names.get(id(n.target.instance))
+                if isinstance(n.target, ir.InstanceRef)
+                else None
+            )
+            if not isinstance(obj, str) or not isinstance(ns.get(obj), Register):
+                return None
+            if n.method == "read":
+                v = _root_var(n.args[0])
+                if v is not None:
+                    writes.add(v)
+                idx = n.args[1]
+            else:
+                idx = n.args[0]
+            base = register_index_base(idx) if idx is not None else None
+            accesses.append((obj, *base) if base is not None else (obj, None, 0))
+    return writes, accesses
 
 
 def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:

@@ -53,6 +53,8 @@ class TypeRegistry:
         self._keep: list[ir.Type] = []  # keeps ids stable
         self.lines: list[str] = []
         self._count = 0
+        # module-level ``struct.Struct`` objects for byte-aligned headers: format -> name
+        self.structs: dict[str, str] = {}
 
     # ----------------------------------------------------------------- public helpers
 
@@ -112,12 +114,19 @@ class TypeRegistry:
         body += extra_init
         out += body or ["        pass"]
         out.append("    def _reset(self):")
-        resets = [
-            f"        self.{attr(f.name)}._reset()"
-            if is_composite(f.type)
-            else f"        self.{attr(f.name)} = {self._field_default(f)}"
-            for f in fields
-        ] + extra_init
+        # scalar fields with the same default in one chained assignment (one constant
+        # load for all): this runs for every header of every packet
+        resets = [f"        self.{attr(f.name)}._reset()" for f in fields if is_composite(f.type)]
+        by_default: dict[str, list[str]] = {}
+        for f in fields:
+            if not is_composite(f.type):
+                by_default.setdefault(self._field_default(f), []).append(f"self.{attr(f.name)}")
+        for default, targets in by_default.items():
+            if default in ("0", "False", "(0, 0)"):  # immutable: one object for all
+                resets.append(f"        {' = '.join(targets)} = {default}")
+            else:
+                resets += [f"        {t} = {default}" for t in targets]
+        resets += extra_init
         out += resets or ["        pass"]
         out.append("    def _copy(self):")
         out.append(f"        c = {name}.__new__({name})")
@@ -204,25 +213,53 @@ class TypeRegistry:
         out.append("            return False")
         out.append(f"        return (not self._v) or ({self._eq_terms(fields)})")
         if not varbits:
-            out += self._fixed_ext_pack(wire, nbytes)
+            out += self._fixed_ext_pack(wire, nbytes, self.struct_name(wire))
         else:
             out += self._varbit_ext_pack(wire, varbits[0], fixed_bits)
         self.lines += out + [""]
 
+    def struct_name(self, fields: list[ir.StructField]) -> str | None:
+        """Name of a module-level ``struct.Struct`` that (un)packs ``fields`` in one call,
+        when every field is a whole 8/16/32/64-bit word (None otherwise). One C call
+        instead of a shift and a mask per field on a wide integer: several times faster
+        for headers such as a 32-element payload."""
+        fmt = _struct_format(fields)
+        if fmt is None:
+            return None
+        name = self.structs.get(fmt)
+        if name is None:
+            name = f"_S_{fmt[1:]}"
+            self.structs[fmt] = name
+        return name
+
+    def struct_lines(self) -> list[str]:
+        """Module-level definitions of the ``struct.Struct`` objects used (``_Struct`` is
+        ``struct.Struct`` in the generated module's namespace)."""
+        return [f"{name} = _Struct({fmt!r})" for fmt, name in self.structs.items()]
+
     @staticmethod
-    def _fixed_ext_pack(fields: list[ir.StructField], nbytes: int) -> list[str]:
+    def _fixed_ext_pack(
+        fields: list[ir.StructField], nbytes: int, struct: str | None
+    ) -> list[str]:
         out = [
             "    def _ext(self, data, pos, err):",
             f"        end = pos + {nbytes}",
             "        if end > len(data):",
             "            raise _ParserReject(err)",
         ]
-        out += [
-            "        " + x for x in _field_extraction(fields, nbytes, "self", "v", "data[pos:end]")
-        ]
+        if struct is not None:
+            out.append("        " + _struct_extraction(fields, "self", struct, "data", "pos"))
+        else:
+            out += [
+                "        " + x
+                for x in _field_extraction(fields, nbytes, "self", "v", "data[pos:end]")
+            ]
         out += ["        self._v = True", "        return end"]
         out.append("    def _pack(self):")
-        out.append(f"        return {_pack_expression(fields, nbytes, 'self')}")
+        if struct is not None:
+            out.append(f"        return {_struct_pack(fields, 'self', struct)}")
+        else:
+            out.append(f"        return {_pack_expression(fields, nbytes, 'self')}")
         return out
 
     def fixed_size(self, t: ir.Type) -> int | None:
@@ -244,13 +281,22 @@ class TypeRegistry:
             f"if {pos} + {nbytes} > len({data}):",
             f"    raise _ParserReject({err})",
         ]
-        out += _field_extraction(wire_fields(t), nbytes, h, v, f"{data}[{pos}:{pos} + {nbytes}]")
+        fields = wire_fields(t)
+        struct = self.struct_name(fields)
+        if struct is not None:
+            out.append(_struct_extraction(fields, h, struct, data, pos))
+        else:
+            out += _field_extraction(fields, nbytes, h, v, f"{data}[{pos}:{pos} + {nbytes}]")
         out += [f"{h}._v = True", f"{pos} += {nbytes}"]
         return out
 
     def pack_expr(self, t: ir.HeaderType, h: str) -> str:
         """Expression of the bytes of valid header ``h`` (what ``_pack`` returns)."""
-        return _pack_expression(wire_fields(t), self.fixed_size(t) or 0, h)
+        fields = wire_fields(t)
+        struct = self.struct_name(fields)
+        if struct is not None:
+            return _struct_pack(fields, h, struct)
+        return _pack_expression(fields, self.fixed_size(t) or 0, h)
 
     @staticmethod
     def _varbit_ext_pack(
@@ -354,6 +400,43 @@ def _field_extraction(
         else:
             out.append(f"{a} = ({v} >> {shift}) & {mask:#x}")
     return out
+
+
+_STRUCT_CODES = {8: "B", 16: "H", 32: "I", 64: "Q"}
+
+
+def _struct_format(fields: list[ir.StructField]) -> str | None:
+    """Big-endian ``struct`` format of ``fields`` when each is one whole word (the run
+    of codes compressed, ``>32I``), else None."""
+    codes = []
+    for f in fields:
+        t = ir.strip_newtype(f.type)
+        if not isinstance(t, ir.BitType) or t.width not in _STRUCT_CODES:
+            return None
+        codes.append(_STRUCT_CODES[t.width])
+    if not codes:
+        return None
+    out = []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j < len(codes) and codes[j] == codes[i]:
+            j += 1
+        out.append(f"{j - i}{codes[i]}" if j - i > 1 else codes[i])
+        i = j
+    return ">" + "".join(out)
+
+
+def _struct_extraction(fields: list[ir.StructField], h: str, struct: str, data: str, pos: str) -> str:
+    """One statement setting every field of ``h`` from ``data`` at ``pos`` (bounds
+    already checked)."""
+    targets = "".join(path(h, f.name) + ", " for f in fields)
+    return f"{targets}= {struct}.unpack_from({data}, {pos})"
+
+
+def _struct_pack(fields: list[ir.StructField], h: str, struct: str) -> str:
+    """Expression of the bytes of the fields of ``h`` (all already within their widths)."""
+    return f"{struct}.pack({', '.join(path(h, f.name) for f in fields)})"
 
 
 def _pack_expression(fields: list[ir.StructField], nbytes: int, h: str) -> str:
