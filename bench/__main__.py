@@ -1,15 +1,29 @@
-"""``python -m bench``: run the registered benchmarks and rewrite docs/benchmarks.md."""
+"""``python -m bench``: run the registered benchmarks and rewrite docs/benchmarks.md.
+
+A full run replaces every row; ``--only NAME`` re-measures those modules and keeps the other
+modules' rows from earlier runs (kept in docs/benchmarks.json beside the report).
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import shlex
 import sys
 from pathlib import Path
 
-from bench.harness import BenchResult, discover, machine_info, render_markdown, run_module
+from bench.harness import (
+    BenchResult,
+    discover,
+    load_store,
+    machine_info,
+    render_markdown,
+    run_module,
+    stored_results,
+    update_store,
+)
 
 log = logging.getLogger("bench")
 
@@ -74,12 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         results.append(result)
     command = shlex.join(["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])])
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    report = render_markdown(results, machine_info(), command, date)
+    store_path = args.output.with_suffix(".json")
+    store = load_store(store_path) if args.only else {}
+    update_store(store, results, command, date)
+    runs = {name: f"{e['date']}, `{e['command']}`" for name, e in store.items()}
+    report = render_markdown(stored_results(store), machine_info(), command, date, runs)
     if args.no_write:
         print(report, end="")
     else:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(report)
+        store_path.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
         print(report, end="")
         log.info("wrote %s", args.output)
     return 1 if any(r.error is not None for r in results) else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import logging
 import os
 import pkgutil
@@ -117,10 +118,47 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def load_store(path: Path) -> dict[str, dict[str, Any]]:
+    """Results of earlier runs by module (``docs/benchmarks.json``), so that a run of a few
+    modules (``--only``) updates their rows and keeps the others'."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def update_store(
+    store: dict[str, dict[str, Any]], results: Sequence[BenchResult], command: str, date: str
+) -> None:
+    """Record ``results`` (each module replaces its earlier entry) with when and how they ran."""
+    for r in results:
+        store[r.module] = {
+            "rows": r.rows,
+            "skipped": r.skipped,
+            "error": r.error,
+            "date": date,
+            "command": command,
+        }
+
+
+def stored_results(store: dict[str, dict[str, Any]]) -> list[BenchResult]:
+    """The store's entries as results, in module order."""
+    return [
+        BenchResult(name, list(e.get("rows") or []), e.get("skipped"), e.get("error"))
+        for name, e in sorted(store.items())
+    ]
+
+
 def render_markdown(
-    results: Sequence[BenchResult], machine: dict[str, str], command: str, date: str
+    results: Sequence[BenchResult],
+    machine: dict[str, str],
+    command: str,
+    date: str,
+    runs: dict[str, str] | None = None,
 ) -> str:
-    """The text of docs/benchmarks.md."""
+    """The text of docs/benchmarks.md; ``runs`` (module -> "date, command") is listed when
+    the table mixes modules measured by different runs."""
     lines = [
         "# Benchmarks",
         "",
@@ -154,4 +192,7 @@ def render_markdown(
                 lines.append(f"- {r.module}: skipped: {_cell(r.skipped)}")
             else:
                 lines.append(f"- {r.module}: error: {_cell(r.error)}")
+    if runs and len(set(runs.values())) > 1:
+        lines += ["", "## When each module ran", ""]
+        lines += [f"- {module}: {_cell(when)}" for module, when in sorted(runs.items())]
     return "\n".join(lines) + "\n"
