@@ -4,6 +4,7 @@
 #   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=10]
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
+#   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
 
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -17,6 +18,7 @@ target ?=
 bw ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+EXP_ARGS ?=
 SIM_ARGS ?= all
 TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
 	--plot docs/img/train_accuracy_vs_time.png
@@ -25,12 +27,13 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)))
 
-.PHONY: help setup test run bench train sim lint clean distclean
+.PHONY: help setup test run bench experiments train sim lint clean distclean
 
 help:
 	@echo "make run topo=spineleaf   start a topology (options: spines leaves hosts target bw)"
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
+	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
@@ -52,6 +55,9 @@ run: setup
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
+
+experiments: setup
+	$(PY) -m workloads matrix $(EXP_ARGS)
 
 train: setup
 	$(PY) -m train compare --topo spineleaf $(TRAIN_ARGS)

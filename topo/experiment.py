@@ -58,6 +58,9 @@ class ExperimentOptions:
     job_name: str = "allreduce"
     credits: int = 2
     slots: int = 64
+    msg_pkts: int | None = None  # packets per message (default: slots // credits)
+    elems: int = 32  # NR_ELEMS of the program the switches run
+    iters: int = 1  # timed all-reduces per run (each rank reports their mean)
     timeout_s: float = 120.0
     ring_port: int = 5400  # rank r listens on ring_port + r
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
@@ -335,21 +338,25 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = Non
     host's in-network agent (``host``, ``plan_path``); ``--check`` makes each worker compare
     its result with the exact sum of every rank's deterministic input."""
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
-                        "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check"]
+                        "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
+                        "--iters", str(opts.iters)]
     if algo == "ring":
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
         return argv + ["--rank", str(rank), "--peers", peers]
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
-    return argv + ["--job", str(plan_path), "--host", host]
+    return argv + ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems),
+                   "--barrier"]
 
 
 def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -> RankOutcome:
     if row is None:
         return RankOutcome(w["rank"], w["host"], error=error or "no result")
     seconds = row.get("seconds", 0.0)
-    seconds = sum(seconds) if isinstance(seconds, list) else float(seconds)
+    if isinstance(seconds, list):  # one per timed call: their mean
+        seconds = sum(seconds) / len(seconds) if seconds else 0.0
+    seconds = float(seconds)
     check = row.get("check")
     error = {True: None, False: "result differs from the exact sum"}.get(
         check, "the worker did not check its result")
@@ -396,7 +403,8 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     # coarse for the collective's own (often sub-second) time.
     cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in cpu1 if n in cpu0 and wall > 0}
     return AllreduceRun(algo, opts.elements, outcomes,
-                        tuple(link_usage(network.topology, before, after, seconds)), cpu, wall)
+                        tuple(link_usage(network.topology, before, after,
+                                         seconds * max(1, opts.iters))), cpu, wall)
 
 
 # ----------------------------------------------------------------------------- experiment
@@ -422,7 +430,8 @@ def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
     hosts = tuple(h.name for h in topology.hosts)
     with stages.stage(f"controller: aggregation job over {len(hosts)} hosts"):
         plan = controller.create_job(JobRequest(opts.job_name, hosts, credits=opts.credits,
-                                                slots=opts.slots, workers_per_host=1))
+                                                slots=opts.slots, msg_pkts=opts.msg_pkts,
+                                                workers_per_host=1))
     return plan.to_dict()
 
 

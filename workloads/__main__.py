@@ -21,6 +21,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -124,11 +125,12 @@ def _agent(args: argparse.Namespace) -> HostAgent:
     ranks = local_ranks(job, args.host, args.rank)
     bind = (args.bind, args.port) if args.bind else None
     return HostAgent(job, ranks, bind=bind, rto=args.rto, dead_after=args.dead_after,
-                     timeout=args.timeout)
+                     timeout=args.timeout, window=args.window)
 
 
 def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | None,
-             cpu: float) -> dict[str, Any]:
+             load: CpuLoad) -> dict[str, Any]:
+    cpu = load.utilization
     return {
         "algorithm": algo, "rank": rank, "workers": workers,
         "elements": stats[0].elements if stats else 0,
@@ -136,14 +138,18 @@ def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | No
         "bytes_sent": sum(s.bytes_sent for s in stats),
         "payload_sent": sum(s.payload_sent for s in stats),
         "retransmissions": sum(getattr(s, "retransmissions", 0) for s in stats),
+        "timeouts": sum(getattr(s, "timeouts", 0) for s in stats),
+        "naks": sum(getattr(s, "naks", 0) for s in stats),
         "check": ok, "cpu_utilization": round(cpu, 3),
-        "cpu_saturated": cpu_saturated(CpuLoad(cpu, 1.0)),
+        "cpu_seconds": round(load.cpu_seconds, 3),
+        "cpu_saturated": cpu_saturated(load),
     }
 
 
 def cmd_allreduce(args: argparse.Namespace) -> int:
+    """Every rank (or agent) lines up at a barrier, then the timed calls run; CPU use is
+    measured over the timed calls only (not imports, connection set-up or the check)."""
     rows: list[dict[str, Any]] = []
-    meter = CpuMeter()
     if args.algo in TCP_ALGOS:
         with _tcp_comm(args) as comm:
             reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
@@ -151,21 +157,28 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
             x = make_input(comm.rank, args.size, args.dtype, args.seed)
             stats, result = [], x
             comm.barrier()
+            meter = CpuMeter()
             for i in range(args.iters):
                 result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
                 stats.append(st)
+            load = meter.stop()
             ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
                 if args.check else None
             comm.barrier()
-            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok,
-                                 meter.stop().utilization))
+            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok, load))
     else:
         with _agent(args) as agent:
             workers = agent.job.size * (args.gpus if args.hierarchical else 1)
             intra = IntraHost(args.intra_bw, args.intra_latency)
 
-            def work(rank: int, ch: AggregationChannel) -> tuple[np.ndarray, list[Any]]:
+            def work(rank: int, ch: AggregationChannel
+                     ) -> tuple[np.ndarray | None, list[Any], CpuLoad]:
                 stats, result = [], None
+                if args.barrier:
+                    # Like the TCP barrier: a one-element all-reduce lines every worker up,
+                    # so the timed calls do not include the other agents' start-up.
+                    innetwork_allreduce(ch, np.zeros(1, np.int32))
+                meter = CpuMeter()  # the whole process (all local workers)
                 for _ in range(args.iters):
                     if args.hierarchical:
                         local = [make_input(rank * args.gpus + g, args.size, args.dtype,
@@ -175,14 +188,14 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
                         x = make_input(rank, args.size, args.dtype, args.seed)
                         result, st = innetwork_allreduce(ch, x)
                     stats.append(st)
-                return result, stats
+                return result, stats, meter.stop()
 
             out = agent.run(work, timeout=args.timeout * max(1, args.iters))
             expected = expected_result(args, workers) if args.check else None
-            for rank, (result, stats) in sorted(out.items()):
+            for rank, (result, stats, load) in sorted(out.items()):
                 ok = bool(np.array_equal(result, expected)) if expected is not None else None
                 rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
-                                     rank, workers, stats, ok, meter.stop().utilization))
+                                     rank, workers, stats, ok, load))
     for row in rows:
         print(json.dumps(row, sort_keys=True))
     if args.json:
@@ -237,6 +250,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """Starts a network (root), runs the experiment matrix, writes JSON and plots."""
+    from workloads.matrix import MatrixError, run_matrix, spec_from_args
+
+    try:
+        spec = spec_from_args(args)
+        path, cells = run_matrix(spec, args.out, args.rundir, show_progress=not args.quiet)
+    except MatrixError as err:
+        raise UsageError(str(err)) from None
+    for c in cells:
+        what = c.size if c.kind == "allreduce" else c.model
+        util = f" busiest link {c.busiest_util:.0%}" if c.busiest_util is not None else ""
+        status = "ok" if c.ok else "FAILED: " + "; ".join(c.errors)
+        print(f"{c.kind:9} {c.algo:14} {what!s:>9}: {c.seconds * 1000:9.1f} ms{util} "
+              f"machine CPU {c.machine_busy:.0%} {status}")
+    print(f"results: {path}")
+    return 0 if all(c.ok for c in cells) else 1
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     records = read_json(args.files)
     out = plot(records, args.out, args.title)
@@ -263,6 +295,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--elems", type=int, default=32, help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
     p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
+    p.add_argument("--window", type=int, default=None,
+                   help="in-network: packets in flight per connection (default: the job's "
+                        "credits x packets per message)")
     p.add_argument("--dead-after", type=float, default=30.0)
     p.add_argument("--hierarchical", action="store_true",
                    help="in-network: reduce --gpus modelled GPUs inside the host first")
@@ -286,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--iters", type=int, default=1)
     a.add_argument("--epoch", type=int, default=0, help="hybrid: the epoch to run")
     a.add_argument("--check", action="store_true", help="compare with the exact result")
+    a.add_argument("--barrier", action="store_true",
+                   help="in-network: a one-element all-reduce before the clock starts (TCP "
+                        "ranks always meet at a barrier); off by default so that the switch "
+                        "counters count exactly the tensor's packets")
     a.add_argument("--json", help="write the per-rank summary here")
     a.set_defaults(func=cmd_allreduce)
     r = sub.add_parser("replay", help="replay a model's gradient traffic")
@@ -302,6 +341,30 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results JSON")
     r.add_argument("--plot", help="plot PNG")
     r.set_defaults(func=cmd_replay)
+    m = sub.add_parser("matrix", help="start a network and run algorithms x sizes x models "
+                       "(root; what `make experiments` runs)")
+    m.add_argument("--topo", choices=("spineleaf",), default="spineleaf")
+    m.add_argument("--spines", type=int, default=2)
+    m.add_argument("--leaves", type=int, default=2)
+    m.add_argument("--hosts", type=int, default=2, help="hosts per leaf")
+    m.add_argument("--gpus", type=int, default=2, help="GPUs (workers) per host")
+    m.add_argument("--bw", type=float, default=3.0, help="link rate, Mbit/s")
+    m.add_argument("--algos", default="ring,torus,topk,hybrid,innetwork,innetwork-hier")
+    m.add_argument("--sizes", default="65536,262144", help="float32 per worker, comma-separated")
+    m.add_argument("--models", default="resnet50,bert-base", help="replayed models ('' for none)")
+    m.add_argument("--scale", type=float, default=1000.0, help="replay: shrink models this much")
+    m.add_argument("--iters", type=int, default=1, help="timed all-reduces per cell")
+    m.add_argument("--replay-iters", type=int, default=3)
+    m.add_argument("--elems", type=int, default=64, choices=(16, 32, 64),
+                   help="NR_ELEMS the program is built with")
+    m.add_argument("--credits", type=int, default=4)
+    m.add_argument("--slots", type=int, default=256)
+    m.add_argument("--msg-pkts", type=int, default=64)
+    m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--out", type=Path, default=Path("results"), help="results directory")
+    m.add_argument("--rundir", type=Path, default=None, help="network run directory")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.set_defaults(func=cmd_matrix)
     p = sub.add_parser("plot", help="plot results JSON files")
     p.add_argument("files", nargs="+")
     p.add_argument("--out", required=True)

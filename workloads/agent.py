@@ -70,7 +70,7 @@ class HostAgent:
 
     def __init__(self, job: JobConfig, ranks: Sequence[int], *,
                  bind: Address | None = None,
-                 resolve: Callable[[str], Address] | None = None, window: int = 64,
+                 resolve: Callable[[str], Address] | None = None, window: int | None = None,
                  rto: float = 0.05, dead_after: float = 30.0, timeout: float = 300.0) -> None:
         self.job = job
         self.ranks = list(ranks)

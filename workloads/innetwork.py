@@ -51,6 +51,7 @@ FLAG_VERSION, FLAG_OVERFLOW, FLAG_RESULT, FLAG_SWITCH = 0x01, 0x02, 0x04, 0x08
 DEFAULT_ELEMS = 32
 MAX_BIND = 4  # NR_BIND: messages the switch remembers per connection
 ACK_BYTES = 20  # BTH + AETH + ICRC
+ACK_EVERY = 16  # a receiver ACKs at least every this many packets (and at message ends)
 
 
 # ------------------------------------------------------------------- job description
@@ -194,8 +195,9 @@ class AggregationChannel:
     fresh job. One thread drives a channel.
     """
 
-    def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *, window: int = 64,
-                 rto: float = 0.05, max_rto: float = 1.0, dead_after: float = 30.0,
+    def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
+                 window: int | None = None, rto: float = 0.05, max_rto: float = 4.0,
+                 dead_after: float = 30.0,
                  timeout: float = 300.0) -> None:
         self.ep = endpoint
         self.job = job
@@ -204,11 +206,18 @@ class AggregationChannel:
         peer = job.worker(self.me.peer)
         pred = job.predecessor(rank)
         self.timeout = timeout
+        if window is None:
+            # The credits already bound what is in flight (credits x msg_pkts packets); a
+            # smaller transport window would only add a second, tighter limit.
+            window = job.credits * job.msg_pkts
+        ack_every = max(1, min(ACK_EVERY, window // 2))
+        # Congestion control keeps queues (host links, switch processes) short, so the round
+        # trip, and with it the timeout, stays small; two ACK intervals keep ACKs flowing.
         self.req = endpoint.requester(self.me.send_qpn, peer.recv_qpn, peer.ip, job.first_psn,
                                       window=window, rto=rto, max_rto=max_rto,
-                                      dead_after=dead_after)
+                                      dead_after=dead_after, min_cwnd=2 * ack_every)
         self.resp = endpoint.responder(self.me.recv_qpn, pred.send_qpn, pred.ip, job.first_psn,
-                                       ack_every=max(1, min(16, window // 2)))
+                                       ack_every=ack_every)
         self._next_msg = 0  # global index of the next message to post
         self._results = 0  # results taken so far
         self._words_per_msg = job.msg_pkts * job.elems

@@ -11,9 +11,10 @@ them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checke
 * :class:`RoceEndpoint` is one host's NIC: one UDP socket, one I/O thread, queue pairs
   demultiplexed by destination QP number. All protocol state is touched by that thread only
   (under the endpoint's lock); application threads post messages and wait on a condition.
-* :class:`Requester` is the sending end of a connection: a packet queue, a window, a
-  retransmission timer with exponential back-off, and a clear :class:`TransportError` when the
-  connection makes no progress for ``dead_after`` seconds.
+* :class:`Requester` is the sending end of a connection: a packet queue, a window (and,
+  optionally, an AIMD congestion window inside it), a retransmission timer that adapts to the
+  measured round trip (RFC 6298) with exponential back-off, and a clear
+  :class:`TransportError` when the connection makes no progress for ``dead_after`` seconds.
 * :class:`Responder` is the receiving end: accepts packets in PSN order, reassembles WRITE
   messages, ACKs (coalesced per receive batch), NAKs a gap once, re-ACKs duplicates.
 * :class:`LoopbackFabric` relays the datagrams of several endpoints on 127.0.0.1 through any
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 ROCE_V2_PORT = 4791
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
+INITIAL_RTO_FACTOR = 4.0  # timeout before the first RTT sample: this many times ``rto``
 
 OP_WRITE_FIRST = 0x06
 OP_WRITE_MIDDLE = 0x07
@@ -166,6 +168,8 @@ class QpStats:
     messages_sent: int = 0
     messages_acked: int = 0
     messages_received: int = 0
+    rtt_samples: int = 0
+    cwnd_cuts: int = 0  # loss events that shrank the congestion window
 
     def copy(self) -> QpStats:
         return QpStats(**vars(self))
@@ -192,13 +196,20 @@ class Requester:
 
     def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
                  first_psn: int, window: int, rto: float, max_rto: float,
-                 dead_after: float) -> None:
+                 dead_after: float, min_cwnd: int | None = None) -> None:
         self.ep = ep
         self.local_qpn = local_qpn
         self.remote_qpn = remote_qpn
         self.peer_ip = peer_ip
         self.first_psn = first_psn % PSN_MOD
         self.window = window
+        # Congestion window (packets): slow start from min_cwnd, then +1 per round trip;
+        # halved on a NAK (once per loss event), back to min_cwnd on a timeout. With
+        # min_cwnd == window it never limits (plain go-back-N with a fixed window).
+        self.min_cwnd = max(1, min(window, min_cwnd if min_cwnd is not None else window))
+        self.cwnd = float(self.min_cwnd)
+        self.ssthresh = float(window)
+        self._recover = 0  # sequence numbers below this belong to the last loss event
         self.rto = rto
         self.max_rto = max_rto
         self.dead_after = dead_after
@@ -209,6 +220,9 @@ class Requester:
         self._high = 0  # one past the highest sequence number ever transmitted
         self._ends: collections.deque[int] = collections.deque()  # last seq of each message
         self._backoff = rto
+        self._srtt: float | None = None  # smoothed RTT and its variation (RFC 6298)
+        self._rttvar = 0.0
+        self._sent_at: dict[int, float] = {}  # seq -> first-send time (never retransmitted)
         self._deadline = 0.0  # when the oldest unacked packet times out
         self._progress = time.monotonic()
         self._retries = 0
@@ -262,7 +276,8 @@ class Requester:
             self.stats.naks_received += 1
             if not 0 <= d <= in_flight:
                 return False  # stale NAK
-            progressed = self._advance(d)
+            progressed = self._advance(d, grow=False)
+            self._on_loss(timeout=False)
             if self._next > self._una:
                 self._go_back("NAK")
             return progressed
@@ -273,26 +288,76 @@ class Requester:
             return False  # duplicate or stale ACK
         return self._advance(d + 1)
 
-    def _advance(self, count: int) -> bool:
+    @property
+    def current_rto(self) -> float:
+        """The retransmission timeout now: ``srtt + 4·rttvar`` (RFC 6298) from the measured
+        round trips, at least the configured ``rto`` and at most ``max_rto``."""
+        if self._srtt is None:
+            return min(self.max_rto, INITIAL_RTO_FACTOR * self.rto)
+        return min(self.max_rto, max(self.rto, self._srtt + 4.0 * self._rttvar))
+
+    def _on_loss(self, timeout: bool) -> None:
+        """Multiplicative decrease, once per loss event (one window's worth of packets) for
+        NAKs; a timeout always drops the window to ``min_cwnd``."""
+        if not timeout and self._una < self._recover:
+            return
+        self._recover = self._high
+        self.ssthresh = max(float(self.min_cwnd), self.cwnd / 2.0)
+        self.cwnd = float(self.min_cwnd) if timeout else self.ssthresh
+        self.stats.cwnd_cuts += 1
+
+    def _grow(self, count: int) -> None:
+        if self.cwnd >= self.window:
+            return
+        if self.cwnd < self.ssthresh:
+            self.cwnd += count  # slow start: doubles per round trip
+        else:
+            self.cwnd += count / self.cwnd  # one packet per round trip
+        self.cwnd = min(self.cwnd, float(self.window))
+
+    def _sample_rtt(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2.0
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self.stats.rtt_samples += 1
+
+    def _advance(self, count: int, grow: bool = True) -> bool:
         if count <= 0:
             return False
+        now = time.monotonic()
+        # The round trip includes waiting at the switch for the slowest worker's packet:
+        # a fixed timeout below it retransmits whole windows for nothing (go-back-N), which
+        # is why the timeout adapts. Karn's rule: only never-retransmitted packets count.
+        sent = self._sent_at.get(self._una + count - 1)
+        if sent is not None:
+            self._sample_rtt(now - sent)
+        if grow:
+            self._grow(count)
         for _ in range(count):
             self._queue.popleft()
         self._una += count
+        times = self._sent_at
+        while times:
+            seq = next(iter(times))
+            if seq >= self._una:
+                break
+            del times[seq]
         self._next = max(self._next, self._una)
         while self._ends and self._ends[0] < self._una:
             self._ends.popleft()
             self.stats.messages_acked += 1
-        now = time.monotonic()
         self._progress = now
         self._retries = 0
-        self._backoff = self.rto
+        self._backoff = self.current_rto
         self._deadline = now + self._backoff
         return True
 
     def _go_back(self, why: str) -> None:
         log.debug("qp %#x: go back %d packets (%s)", self.local_qpn, self._next - self._una, why)
         self._next = self._una
+        self._sent_at.clear()  # Karn: what is sent again gives no RTT sample
 
     def poll_timer(self, now: float) -> None:
         """Retransmit on timeout; fail the connection after ``dead_after`` without progress."""
@@ -308,6 +373,7 @@ class Requester:
             log.error("%s", self.error)
             return
         self.stats.timeouts += 1
+        self._on_loss(timeout=True)
         self._retries += 1
         self._backoff = min(self._backoff * 2, self.max_rto)
         self._go_back("timeout")
@@ -322,7 +388,7 @@ class Requester:
         """Send what the window allows."""
         if self.error is not None:
             return
-        limit = min(self._una + len(self._queue), self._una + self.window)
+        limit = min(self._una + len(self._queue), self._una + min(self.window, int(self.cwnd)))
         while self._next < limit:
             pkt = self._queue[self._next - self._una]
             if not self.ep.send_raw(self.peer_ip, pkt):
@@ -331,6 +397,7 @@ class Requester:
                 self.stats.retransmitted += 1
             else:
                 self._high = self._next + 1
+                self._sent_at[self._next] = now
             if self._next == self._una:
                 self._deadline = now + self._backoff
             self.stats.packets_sent += 1
@@ -489,15 +556,16 @@ class RoceEndpoint:
 
     def requester(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
                   window: int = 64, rto: float = 0.05, max_rto: float = 1.0,
-                  dead_after: float = 30.0) -> Requester:
-        """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``."""
+                  dead_after: float = 30.0, min_cwnd: int | None = None) -> Requester:
+        """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``; ``min_cwnd``
+        turns on congestion control (see :class:`Requester`)."""
         if window < 1 or rto <= 0 or dead_after <= 0:
             raise ValueError("window must be >= 1 and timeouts > 0")
         with self.cv:
             if local_qpn in self._requesters or local_qpn in self._responders:
                 raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
             qp = Requester(self, local_qpn, remote_qpn, peer_ip, first_psn, window, rto,
-                           max(rto, max_rto), dead_after)
+                           max(rto, max_rto), dead_after, min_cwnd)
             self._requesters[local_qpn] = qp
         return qp
 

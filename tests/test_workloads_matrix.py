@@ -1,0 +1,147 @@
+"""Pieces of the in-network performance work that need no network: the transport's adaptive
+timeout and congestion window (workloads/roce.py) and the matrix driver's plan
+(workloads/matrix.py)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import pytest
+
+from softswitch.frontend import compile_file
+from workloads.matrix import (
+    MatrixError,
+    MatrixSpec,
+    cells_of,
+    ideal_ratio,
+    program_for,
+    spec_from_args,
+)
+from workloads.roce import (
+    AETH,
+    BTH_LEN,
+    Requester,
+    ack_packet,
+    parse_bth,
+    write_packets,
+)
+
+
+class _FakeEndpoint:
+    """What a Requester needs of its endpoint: the lock, a wake-up and a send."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.closed = False
+        self.sent: list[bytes] = []
+
+    def wake(self) -> None:
+        pass
+
+    def send_raw(self, ip: str, datagram: bytes) -> bool:
+        self.sent.append(datagram)
+        return True
+
+
+def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
+    return Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
+                     min_cwnd)
+
+
+def _post(req: Requester, npkts: int) -> None:
+    req.post(lambda psn: write_packets(0x201, psn, [bytes(16)] * npkts, 0, 1))
+
+
+def _ack(req: Requester, psn: int, nak: bool = False) -> None:
+    pkt = ack_packet(0x100, psn, 0, nak=nak)
+    (aeth,) = AETH.unpack_from(pkt, BTH_LEN)
+    req.on_ack(parse_bth(pkt), aeth >> 24)
+
+
+def test_timeout_adapts_to_measured_round_trips():
+    """A 200 ms round trip raises the timeout above it (srtt + 4 rttvar), not 10 ms."""
+    req = _requester()
+    assert req.current_rto == pytest.approx(0.04)  # 4 x rto before any sample
+    _post(req, 1)
+    req.transmit(time.monotonic() - 0.2)
+    _ack(req, 0)
+    assert req.stats.rtt_samples == 1
+    assert 0.55 < req.current_rto < 0.7
+
+
+def test_congestion_window_slow_starts_from_min_cwnd():
+    """Only min_cwnd packets go out first; each ACKed packet lets one more go (slow start)."""
+    req = _requester(min_cwnd=4)
+    _post(req, 64)
+    req.transmit(time.monotonic())
+    assert req.stats.packets_sent == 4
+    _ack(req, 3)
+    req.transmit(time.monotonic())
+    assert req.cwnd == 8 and req.stats.packets_sent == 12
+
+
+def test_nak_halves_and_timeout_resets_the_window():
+    """A NAK halves the window once per loss event; a timeout drops it to min_cwnd."""
+    req = _requester(min_cwnd=4)
+    _post(req, 64)
+    req.transmit(time.monotonic())
+    for psn in (3, 11, 27):  # slow start to 32
+        _ack(req, psn)
+        req.transmit(time.monotonic())
+    assert req.cwnd == 32
+    _ack(req, 30, nak=True)
+    _ack(req, 30, nak=True)  # the same loss event: no second cut
+    assert req.cwnd == 16 and req.stats.cwnd_cuts == 1
+    req.transmit(time.monotonic())
+    req.poll_timer(time.monotonic() + 10.0)
+    assert req.cwnd == 4 and req.stats.timeouts == 1
+
+
+def test_without_min_cwnd_the_window_is_fixed():
+    """Plain go-back-N (no min_cwnd): the whole window goes out at once."""
+    req = _requester(window=16)
+    _post(req, 64)
+    req.transmit(time.monotonic())
+    assert req.stats.packets_sent == 16
+
+
+def test_program_for_64_elements_compiles(tmp_path):
+    """The NR_ELEMS = 64 wrapper compiles to a program whose aggregation header has 64
+    elements; 32 is netreduce.p4 itself."""
+    assert program_for(32, tmp_path).name == "netreduce.p4"
+    program = compile_file(str(program_for(64, tmp_path)))
+    assert len(program.types["nr_data_t"].fields) == 64
+
+
+def test_cells_run_sizes_then_models():
+    """All-reduce cells (size by size, every algorithm) come before the replays."""
+    spec = MatrixSpec(algos=("ring", "innetwork"), sizes=(10, 20), models=("resnet50",))
+    assert cells_of(spec) == [("allreduce", "ring", 10), ("allreduce", "innetwork", 10),
+                              ("allreduce", "ring", 20), ("allreduce", "innetwork", 20),
+                              ("replay", "ring", "resnet50"), ("replay", "innetwork", "resnet50")]
+    assert spec.workers == 8 and ideal_ratio(8) == pytest.approx(1.75)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"algos": ("ring", "allgather")}, "unknown algorithm"),
+    ({"elems": 48}, "elems must be"),
+    ({"models": ("bert",)}, "unknown model"),
+])
+def test_bad_spec_is_refused(changes, message):
+    """An unknown algorithm, model or element count is a MatrixError naming it."""
+    with pytest.raises(MatrixError, match=message):
+        MatrixSpec(**changes)
+
+
+def test_spec_from_command_line():
+    """The CLI's comma lists become the spec's tuples; an empty model list means none."""
+    from workloads.__main__ import build_parser
+
+    args = build_parser().parse_args(["matrix", "--algos", "ring,innetwork-hier", "--sizes",
+                                      "1000,2000", "--models", "", "--bw", "2"])
+    spec = spec_from_args(args)
+    assert spec.algos == ("ring", "innetwork-hier") and spec.sizes == (1000, 2000)
+    assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 64
+    assert isinstance(args, argparse.Namespace)

@@ -1,0 +1,487 @@
+"""Experiment matrix on an emulated network: algorithms x tensor sizes x model replays.
+
+This is the one module of ``workloads`` that runs on the *controller* side (the root
+namespace): it starts a Mininet network of built-in switches (:mod:`topo.network`),
+programs it through the controller's Python API and launches ``python -m workloads`` inside
+the hosts. It therefore imports ``topo`` and ``controller``, lazily, so that the rest of the
+package keeps its numpy-only dependency rule (the hosts never import this module).
+
+* :class:`MatrixSpec` - what to run (topology, algorithms, sizes, models, job sizing).
+* :class:`Launcher` - on a running, programmed network: one all-reduce or one replay of
+  one algorithm over every worker, measured (per-rank time, exactness, per-link bytes from
+  the P4 port counters, switch and machine CPU). In-network runs get a fresh job each.
+* :func:`run_matrix` - starts the network, runs every cell with a progress bar, writes
+  ``<out>/matrix-<time>.json`` and two plots; used by ``python -m workloads matrix``
+  (``make experiments``) and by ``bench/bench_workloads.py``.
+
+Workers are numbered host by host; a host with ``g`` GPUs runs ``g`` TCP ranks (ring, torus,
+top-k, hybrid), or serves ``g`` in-network workers from one agent (``innetwork``: each GPU
+sends its whole tensor through the host's NIC), or one network worker for the host's sum
+(``innetwork-hier``: NetReduce's hierarchical mode, intra-host links modelled).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
+INNETWORK_ALGOS = ("innetwork", "innetwork-hier")
+ALGOS = TCP_ALGOS + INNETWORK_ALGOS
+DEFAULT_MODELS = ("resnet50", "bert-base")
+RING_PORT_BASE = 5600
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class MatrixError(RuntimeError):
+    """The matrix could not be run (bad spec, network or controller failure)."""
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """What to run. Defaults: the 8-worker spine-leaf of docs/workloads.md (2 spines, 2
+    leaves, 2 hosts per leaf, 2 GPUs per host) on 3 Mbit/s links, NR_ELEMS = 64."""
+
+    spines: int = 2
+    leaves: int = 2
+    hosts_per_leaf: int = 2
+    gpus: int = 2
+    bw_mbit: float = 3.0
+    algos: tuple[str, ...] = ("ring", "innetwork-hier")
+    sizes: tuple[int, ...] = (262144,)  # float32 elements per worker (all-reduce cells)
+    models: tuple[str, ...] = ()  # replay cells
+    scale: float = 1000.0  # replay: models shrunk this much
+    iters: int = 1  # timed all-reduces per cell
+    replay_iters: int = 3
+    elems: int = 64  # NR_ELEMS: the program is built with it
+    credits: int = 4
+    slots: int = 256
+    msg_pkts: int = 64
+    density: float = 0.01
+    dtype: str = "float32"  # all-reduce cells: float32 (fixed point in-network) or int32
+    seed: int = 1
+    timeout_s: float = 300.0
+    name_prefix: str = ""
+    grpc_base_port: int | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.algos if a not in ALGOS]
+        if unknown:
+            raise MatrixError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
+                              f"{', '.join(ALGOS)}")
+        if self.elems not in (16, 32, 64):
+            raise MatrixError(f"elems must be 16, 32 or 64 (NR_ELEMS), not {self.elems}")
+        if any(s < 1 for s in self.sizes):
+            raise MatrixError("sizes must be >= 1")
+        from workloads.profiles import PROFILES
+
+        bad = [m for m in self.models if m not in PROFILES]
+        if bad:
+            raise MatrixError(f"unknown model(s) {', '.join(bad)}; choose from "
+                              f"{', '.join(sorted(PROFILES))}")
+
+    @property
+    def workers(self) -> int:
+        return self.leaves * self.hosts_per_leaf * self.gpus
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured run: an all-reduce of ``size`` elements or a replay of ``model``."""
+
+    kind: str  # "allreduce" | "replay"
+    algo: str
+    workers: int
+    size: int = 0
+    model: str = ""
+    seconds: float = 0.0  # all-reduce: slowest rank's mean time; replay: mean iteration
+    comm_seconds: float = 0.0  # replay: mean time inside all-reduce calls
+    exact: bool | None = None  # all-reduce: every rank holds the exact result
+    busiest_util: float | None = None  # busiest link's rate / shaped rate
+    busiest_link: str = ""
+    host_link_util: float | None = None  # mean over host links (busier direction)
+    switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over the run
+    agent_cpu: float = 0.0  # mean CPU cores of the host processes over the timed part
+    machine_busy: float = 0.0  # fraction of all cores busy during the run
+    retransmissions: int = 0
+    bytes_sent: int = 0  # per rank, mean
+    errors: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and self.exact is not False
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def program_for(elems: int, dest: Path) -> Path:
+    """The netreduce program built with ``NR_ELEMS = elems``: p4src/netreduce.p4 itself for
+    32, else a two-line wrapper in ``dest`` that defines the size and includes it."""
+    source = REPO_ROOT / "p4src" / "netreduce.p4"
+    if elems == 32:
+        return source
+    dest.mkdir(parents=True, exist_ok=True)
+    wrapper = dest / f"netreduce_e{elems}.p4"
+    wrapper.write_text(f"/* netreduce.p4 with {elems} elements per packet (generated) */\n"
+                       f"#define NR_ELEMS {elems}\n#include \"{source}\"\n")
+    return wrapper
+
+
+def free_grpc_base(count: int, start: int = 46000) -> int:
+    """A first P4Runtime port with ``count`` free ports after it (so a matrix or a test
+    network never collides with ``make run``'s default ports)."""
+    import os
+
+    from topo.nodes import port_in_use
+
+    for base in range(start + (os.getpid() % 200) * 8, 60000, 16):
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
+            return base
+    raise MatrixError("no free range of P4Runtime ports")
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(idle, total) jiffies of the whole machine."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return values[3] + values[4], sum(values)
+
+
+def machine_busy_since(start: tuple[int, int]) -> float:
+    """Fraction of all cores busy since ``start`` (from :func:`_cpu_ticks`)."""
+    idle0, total0 = start
+    idle1, total1 = _cpu_ticks()
+    return 1.0 - (idle1 - idle0) / (total1 - total0) if total1 > total0 else 0.0
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# ----------------------------------------------------------------------------- launcher
+
+
+class Launcher:
+    """Runs single cells on a running network whose routes are programmed."""
+
+    def __init__(self, network: Any, controller: Any, spec: MatrixSpec, workdir: Path) -> None:
+        self.network = network
+        self.controller = controller
+        self.spec = spec
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        topo = network.topology
+        self.hosts = [h.name for h in topo.hosts]
+        self.gpus = {h.name: h.gpus for h in topo.hosts}
+        self.ips = {h.name: h.ip for h in topo.hosts}
+        self._runs = 0
+
+    @property
+    def ranks(self) -> list[str]:
+        """The host of every TCP rank, host by host."""
+        return [h for h in self.hosts for _ in range(self.gpus[h])]
+
+    # -- argv ---------------------------------------------------------------------------
+
+    def _common(self, algo: str) -> list[str]:
+        g = self.gpus[self.hosts[0]]
+        argv = ["--seed", str(self.spec.seed), "--timeout", str(self.spec.timeout_s),
+                "--density", str(self.spec.density)]
+        if algo in TCP_ALGOS:
+            return ["--algo", algo, "--gpus-per-host", str(g)] + argv
+        argv = ["--algo", "innetwork", "--elems", str(self.spec.elems)] + argv
+        if algo == "innetwork-hier":
+            argv += ["--hierarchical", "--gpus", str(g)]
+        return argv
+
+    def _processes(self, algo: str, verb: list[str], tag: str
+                   ) -> tuple[dict[str, tuple[str, list[str]]], str | None]:
+        """{key: (host, argv)} for one run, and the job created for it (in-network)."""
+        import sys
+
+        py = [sys.executable, "-m", "workloads"]
+        self._runs += 1
+        out: dict[str, tuple[str, list[str]]] = {}
+        if algo in TCP_ALGOS:
+            base = RING_PORT_BASE + (self._runs % 64) * 32
+            ranks = self.ranks
+            peers = ",".join(f"{self.ips[h]}:{base + r}" for r, h in enumerate(ranks))
+            for r, h in enumerate(ranks):
+                out[f"{h}#{r}"] = (h, py + verb + self._common(algo) + [
+                    "--rank", str(r), "--peers", peers] + self._extra(verb, tag, f"r{r}"))
+            return out, None
+        from controller.jobs import JobRequest
+
+        name = f"m{self._runs}"
+        per_host = 1 if algo == "innetwork-hier" else None
+        plan = self.controller.create_job(JobRequest(
+            name, tuple(self.hosts), credits=self.spec.credits, slots=self.spec.slots,
+            msg_pkts=self.spec.msg_pkts, workers_per_host=per_host)).to_dict()
+        path = self.workdir / f"job-{name}.json"
+        path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+        for h in self.hosts:
+            out[h] = (h, py + verb + self._common(algo) + ["--job", str(path), "--host", h]
+                      + self._extra(verb, tag, h))
+        return out, name
+
+    def _extra(self, verb: list[str], tag: str, who: str) -> list[str]:
+        if verb[0] == "replay":
+            return ["--out", str(self.workdir / f"{tag}-{who}.json")]
+        return []
+
+    # -- one run ------------------------------------------------------------------------
+
+    def _run(self, algo: str, verb: list[str], tag: str
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Starts every process of one run, waits, measures; returns ({key: rows or error},
+        measurements)."""
+        from topo.experiment import collect_rows, host_popen, port_counters, switch_cpu_seconds
+
+        procs_argv, job = self._processes(algo, verb, tag)
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        before = port_counters(self.controller)
+        cpu0 = switch_cpu_seconds(self.network)
+        ticks = _cpu_ticks()
+        t0 = time.monotonic()
+        try:
+            for key, (host, argv) in procs_argv.items():
+                procs[key] = host_popen(self.network, host, argv)
+            results = collect_rows(procs, self.spec.timeout_s + 60.0)
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            wall = time.monotonic() - t0
+            busy = machine_busy_since(ticks)
+            cpu1 = switch_cpu_seconds(self.network)
+            after = port_counters(self.controller)
+            if job is not None:
+                try:
+                    self.controller.delete_job(job)
+                except Exception as exc:  # report, keep going with the next cell
+                    log.warning("could not delete job %s: %s", job, exc)
+        cpu = {n: round((cpu1[n] - cpu0[n]) / wall, 3) for n in cpu1 if n in cpu0 and wall > 0}
+        return results, {"before": before, "after": after, "cpu": cpu, "busy": busy,
+                         "wall": wall}
+
+    def _links(self, meas: dict[str, Any], seconds: float
+               ) -> tuple[float | None, str, float | None]:
+        from topo.experiment import link_usage
+
+        usage = link_usage(self.network.topology, meas["before"], meas["after"], seconds)
+        shaped = [u for u in usage if u.utilization is not None]
+        if not shaped:
+            return None, "", None
+        top = max(shaped, key=lambda u: u.utilization or 0.0)
+        hosts = [u.utilization or 0.0 for u in shaped if u.kind == "host"]
+        return (round(top.utilization or 0.0, 3), f"{top.switch}:{top.port}",
+                round(_mean(hosts), 3) if hosts else None)
+
+    @staticmethod
+    def _split(results: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+        rows, errors = [], []
+        for key, got in results.items():
+            if isinstance(got, str):
+                errors.append(f"{key}: {got}")
+            else:
+                rows.extend(got)
+        return rows, errors
+
+    def allreduce(self, algo: str, size: int) -> Cell:
+        """One all-reduce cell: ``iters`` timed calls of ``size`` float32 per worker, each
+        worker checking its result against the exact one."""
+        verb = ["allreduce", "--size", str(size), "--iters", str(self.spec.iters), "--check",
+                "--dtype", self.spec.dtype]
+        if algo in INNETWORK_ALGOS:
+            verb.append("--barrier")
+        results, meas = self._run(algo, verb, f"ar-{algo}-{size}")
+        rows, errors = self._split(results)
+        if not rows and not errors:
+            errors.append("no worker reported")
+        times = [_mean(r["seconds"]) for r in rows]
+        seconds = max(times, default=0.0)
+        if any(r.get("check") is False for r in rows):
+            errors.append("a worker's result differs from the exact sum")
+        busiest, link, host_util = self._links(meas, seconds * self.spec.iters) \
+            if seconds > 0 else (None, "", None)
+        return Cell("allreduce", algo, self.spec.workers, size=size, seconds=round(seconds, 6),
+                    exact=bool(rows) and all(r.get("check") is True for r in rows) and not errors,
+                    busiest_util=busiest, busiest_link=link, host_link_util=host_util,
+                    switch_cpu=meas["cpu"],
+                    agent_cpu=round(_mean([r.get("cpu_utilization", 0.0) for r in rows]), 3),
+                    machine_busy=round(meas["busy"], 3),
+                    retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
+                    bytes_sent=int(_mean([r.get("bytes_sent", 0) for r in rows])),
+                    errors=tuple(errors))
+
+    def replay(self, algo: str, model: str) -> Cell:
+        """One replay cell: ``replay_iters`` iterations of ``model`` shrunk ``scale`` times."""
+        verb = ["replay", "--model", model, "--scale", f"{self.spec.scale:g}",
+                "--iters", str(self.spec.replay_iters), "--warmup", "1",
+                "--sparse-epochs", "1", "--iters-per-epoch", "2"]
+        results, meas = self._run(algo, verb, f"rp-{algo}-{model}")
+        rows, errors = self._split(results)
+        if not rows and not errors:
+            errors.append("no worker reported")
+        it = max((float(r["iteration_s"]) for r in rows), default=0.0)
+        comm = max((float(r["comm_s"]) for r in rows), default=0.0)
+        return Cell("replay", algo, self.spec.workers, model=model, seconds=round(it, 6),
+                    comm_seconds=round(comm, 6), switch_cpu=meas["cpu"],
+                    machine_busy=round(meas["busy"], 3), errors=tuple(errors))
+
+
+# ----------------------------------------------------------------------------- network
+
+
+def build_topology(spec: MatrixSpec) -> Any:
+    """The spine-leaf the spec describes."""
+    from topo.topologies import SpineLeafTopo
+
+    kwargs: dict[str, Any] = {"spines": spec.spines, "leaves": spec.leaves,
+                              "hosts_per_leaf": spec.hosts_per_leaf, "host_bw": spec.bw_mbit,
+                              "gpus_per_host": spec.gpus, "name_prefix": spec.name_prefix}
+    kwargs["grpc_base_port"] = (spec.grpc_base_port if spec.grpc_base_port is not None
+                                else free_grpc_base(spec.spines + spec.leaves))
+    return SpineLeafTopo(**kwargs)
+
+
+@contextmanager
+def running_network(spec: MatrixSpec, rundir: Path | None = None,
+                    progress: bool = False) -> Iterator[Launcher]:
+    """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
+    pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
+    from topo.experiment import open_controller
+    from topo.network import start_network
+
+    topo = build_topology(spec)
+    build = Path(rundir) / "program" if rundir else REPO_ROOT / "build" / "matrix"
+    program = program_for(spec.elems, build)
+    with start_network(topo, "softswitch", rundir, program, progress=progress) as network:
+        with open_controller(network) as controller:
+            controller.push_pipeline()
+            controller.program_routes()
+            yield Launcher(network, controller, spec,
+                           Path(network.rundir.path) / "results" / "matrix")
+
+
+def cells_of(spec: MatrixSpec) -> list[tuple[str, str, int | str]]:
+    """The cells in run order: (kind, algorithm, size or model)."""
+    out: list[tuple[str, str, int | str]] = []
+    out += [("allreduce", a, s) for s in spec.sizes for a in spec.algos]
+    out += [("replay", a, m) for m in spec.models for a in spec.algos]
+    return out
+
+
+def run_cells(launcher: Launcher, spec: MatrixSpec,
+              on_cell: Callable[[str, str, int | str], None] | None = None) -> list[Cell]:
+    """Every cell of the spec on ``launcher``'s network; ``on_cell(kind, algo, what)`` is
+    called before each (progress)."""
+    cells = []
+    for kind, algo, what in cells_of(spec):
+        if on_cell is not None:
+            on_cell(kind, algo, what)
+        cells.append(launcher.allreduce(algo, int(what)) if kind == "allreduce"
+                     else launcher.replay(algo, str(what)))
+    return cells
+
+
+def run_matrix(spec: MatrixSpec, out_dir: Path, rundir: Path | None = None,
+               show_progress: bool = True) -> tuple[Path, list[Cell]]:
+    """Starts the network, runs every cell with a progress bar, writes
+    ``out_dir/matrix-<time>.json`` and its plots; returns the JSON path and the cells."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    todo = cells_of(spec)
+    if not todo:
+        raise MatrixError("nothing to run: give sizes and/or models")
+    started = time.strftime("%Y%m%d-%H%M%S")
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TimeElapsedColumn(), disable=not show_progress) as bar:
+        task = bar.add_task("starting the network", total=len(todo))
+        done = [0]
+
+        def on_cell(kind: str, algo: str, what: int | str) -> None:
+            bar.update(task, completed=done[0], description=f"{kind} {algo} {what}")
+            done[0] += 1
+
+        with running_network(spec, rundir) as launcher:
+            cells = run_cells(launcher, spec, on_cell)
+        bar.update(task, completed=len(todo), description="done")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"matrix-{started}.json"
+    doc = {"spec": asdict(spec), "ideal_ratio": ideal_ratio(spec.workers),
+           "cells": [asdict(c) | {"ok": c.ok} for c in cells]}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    plot_matrix(cells, path.with_suffix(""), spec)
+    return path, cells
+
+
+def ideal_ratio(workers: int) -> float:
+    """Ring time / in-network time when links are the bottleneck and headers are free:
+    ring sends ``2(P-1)/P`` of the tensor per worker, in-network sends it once."""
+    return 2 * (workers - 1) / workers
+
+
+def plot_matrix(cells: Sequence[Cell], stem: Path, spec: MatrixSpec) -> list[Path]:
+    """``<stem>-allreduce.png`` (time per size and algorithm) and ``<stem>-replay.png``
+    (iteration time per model and algorithm); only those with cells."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for kind, key, label in (("allreduce", "size", "float32 per worker"),
+                             ("replay", "model", "model")):
+        mine = [c for c in cells if c.kind == kind]
+        if not mine:
+            continue
+        groups = list(dict.fromkeys(getattr(c, key) for c in mine))
+        algos = list(dict.fromkeys(c.algo for c in mine))
+        fig, ax = plt.subplots(figsize=(1.5 + 1.2 * len(groups) * max(1, len(algos)) / 2, 4))
+        width = 0.8 / max(1, len(algos))
+        for i, algo in enumerate(algos):
+            xs, ys = [], []
+            for j, g in enumerate(groups):
+                hit = [c for c in mine if c.algo == algo and getattr(c, key) == g]
+                if hit:
+                    xs.append(j + i * width)
+                    ys.append(hit[0].seconds if hit[0].ok else 0.0)
+            ax.bar(xs, ys, width, label=algo)
+        ax.set_xticks([j + width * (len(algos) - 1) / 2 for j in range(len(groups))])
+        ax.set_xticklabels([str(g) for g in groups])
+        ax.set_xlabel(label)
+        ax.set_ylabel("seconds" if kind == "allreduce" else "seconds per iteration")
+        ax.set_title(f"{kind}: {spec.workers} workers, {spec.bw_mbit:g} Mbit/s links")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        out = Path(f"{stem}-{kind}.png")
+        fig.savefig(out, dpi=100)
+        plt.close(fig)
+        written.append(out)
+    return written
+
+
+def spec_from_args(args: Any) -> MatrixSpec:
+    """A :class:`MatrixSpec` from ``python -m workloads matrix`` options."""
+    if args.topo != "spineleaf":
+        raise MatrixError("only --topo spineleaf is supported by the matrix")
+    spec = MatrixSpec()
+    return replace(
+        spec, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts, gpus=args.gpus,
+        bw_mbit=args.bw, algos=tuple(args.algos.split(",")),
+        sizes=tuple(int(s) for s in args.sizes.split(",") if s),
+        models=tuple(m for m in args.models.split(",") if m), scale=args.scale,
+        iters=args.iters, replay_iters=args.replay_iters, elems=args.elems,
+        credits=args.credits, slots=args.slots, msg_pkts=args.msg_pkts, seed=args.seed)
