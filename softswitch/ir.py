@@ -25,7 +25,6 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -189,21 +188,21 @@ class ExternType(Type):
 class TableApplyResultType(Type):
     """Result of ``t.apply()``: members ``hit``, ``miss`` (bool) and ``action_run``."""
 
-    table: "TableDecl"
+    table: TableDecl
 
 
 @dataclass(frozen=True)
 class ActionRunType(Type):
     """Type of ``t.apply().action_run``; switch labels are actions of ``table``."""
 
-    table: "TableDecl"
+    table: TableDecl
 
 
 @dataclass(frozen=True)
 class BlockType(Type):
     """Type of a parser/control instance (sub-parser, sub-control)."""
 
-    decl: "ParserDecl | ControlDecl"
+    decl: ParserDecl | ControlDecl
 
 
 @dataclass(eq=False)
@@ -270,14 +269,14 @@ class StringConst(Expr):
 class VarRef(Expr):
     """Reference to a variable or parameter (see :class:`Variable`)."""
 
-    var: "Variable"
+    var: Variable
 
 
 @dataclass(eq=False)
 class InstanceRef(Expr):
     """Reference to an extern, table, or sub-block instance declared in a block."""
 
-    instance: "Instance | TableDecl"
+    instance: Instance | TableDecl
 
 
 @dataclass(eq=False)
@@ -396,7 +395,7 @@ class Call(Expr):
     ``callee.params``; ``None`` means "don't care" for an out parameter.
     """
 
-    callee: "FunctionDecl | ActionDecl | ExternFunctionDecl"
+    callee: FunctionDecl | ActionDecl | ExternFunctionDecl
     args: list[Expr | None]
     type_args: tuple[Type, ...] = ()
 
@@ -457,7 +456,7 @@ class KeysetRange:
     loc: Loc = NOLOC
 
 
-Keyset = Union[KeysetDefault, KeysetValue, KeysetMask, KeysetRange]
+Keyset = KeysetDefault | KeysetValue | KeysetMask | KeysetRange
 
 
 # -------------------------------------------------------------------------- statements
@@ -518,7 +517,7 @@ class Switch(Stmt):
 class VarDecl(Stmt):
     """A local variable declaration (also used for control/parser-level locals)."""
 
-    var: "Variable"
+    var: Variable
     init: Expr | None = None
     loc: Loc = NOLOC
 
@@ -729,7 +728,7 @@ class Transition:
 
     next_state: str | None = None
     select: list[Expr] | None = None
-    cases: list["SelectCase"] = field(default_factory=list)
+    cases: list[SelectCase] = field(default_factory=list)
     loc: Loc = NOLOC
 
 

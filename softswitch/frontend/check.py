@@ -461,7 +461,7 @@ class Checker(StmtChecker):
             if not decl.constructors:
                 raise P4Error(f"extern '{t.name}' cannot be instantiated", loc)
             params = self.pick_overload([(c, c) for c in decl.constructors], arg_trees, loc, f"constructor of '{t.name}'")
-            binding = dict(zip(decl.type_params, t.type_args))
+            binding = dict(zip(decl.type_params, t.type_args, strict=False))
             args = self.bind_args(params, arg_trees, scope, loc, f"constructor of '{t.name}'", binding)
             for a in args:
                 if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit)):
@@ -505,7 +505,7 @@ class Checker(StmtChecker):
             raise P4Error(f"package '{pkg.name}' expects {len(pkg.params)} arguments, got {len(arg_trees)}", loc)
         binding: dict[str, ir.Type] = dict(zip(pkg.type_params, type_args, strict=False))
         instances: list[ir.Instance] = []
-        for p, a in zip(pkg.params, arg_trees):
+        for p, a in zip(pkg.params, arg_trees, strict=False):
             aloc = self.loc(a)
             if isinstance(a, Tree) and a.data == "named_arg":
                 raise UnsupportedError("named package arguments", aloc)
@@ -542,10 +542,10 @@ class Checker(StmtChecker):
             )
         local: dict[str, ir.Type] = {}
         if isinstance(pt, SpecializedType):
-            for tp, arg in zip(proto.type_params, pt.args):
+            for tp, arg in zip(proto.type_params, pt.args, strict=False):
                 if isinstance(arg, TypeVar) and arg.name in binding:
                     local[tp] = binding[arg.name]
-        for want, have in zip(proto.params, decl.params):
+        for want, have in zip(proto.params, decl.params, strict=False):
             # p4c accepts an 'in' block parameter where the prototype says 'inout' (the
             # block then only reads it), e.g. ``control vrfy(in H hdr, inout M meta)``.
             if want.direction != have.direction and not (want.direction == "inout" and have.direction == "in"):
@@ -557,7 +557,7 @@ class Checker(StmtChecker):
             if isinstance(w, TypeVar):
                 local[w.name] = have.type
                 if isinstance(pt, SpecializedType):
-                    for tp, arg in zip(proto.type_params, pt.args):
+                    for tp, arg in zip(proto.type_params, pt.args, strict=False):
                         if tp == w.name and isinstance(arg, TypeVar):
                             binding.setdefault(arg.name, have.type)
                             if binding[arg.name] is not have.type and type_str(binding[arg.name]) != type_str(have.type):
@@ -641,7 +641,7 @@ class Checker(StmtChecker):
                 transition = ir.Transition(target, None, [], self.loc(c))
             elif c.data == "transition_select":
                 exprs = [self.expr(e, inner) for e in c.children[0].children]
-                for e, et in zip(exprs, c.children[0].children):
+                for e, et in zip(exprs, c.children[0].children, strict=False):
                     if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
                         raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", self.loc(et))
                 cases: list[ir.SelectCase] = []

@@ -177,13 +177,13 @@ class ExprChecker:
                 )
             fields = {
                 f.name: self.convert(self.expr(e, scope, f.type), f.type, self.loc(e), "initializer")
-                for f, e in zip(exp.fields, elem_trees)
+                for f, e in zip(exp.fields, elem_trees, strict=False)
             }
             return ir.StructInit(exp, loc, fields)
         hints: Sequence[ir.Type | None] = (
             exp.elems if isinstance(exp, ir.TupleType) and len(exp.elems) == len(elem_trees) else [None] * len(elem_trees)
         )
-        elems = [self.expr(e, scope, h) for e, h in zip(elem_trees, hints)]
+        elems = [self.expr(e, scope, h) for e, h in zip(elem_trees, hints, strict=False)]
         return ir.ListExpr(ir.TupleType(tuple(e.type for e in elems)), loc, elems)
 
     def _e_struct_init(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
@@ -392,11 +392,11 @@ class ExprChecker:
         if isinstance(e, ir.ListExpr):
             if isinstance(dst, (ir.StructType, ir.HeaderType)) and len(e.elems) == len(dst.fields):
                 fields = {
-                    f.name: self.convert(x, f.type, x.loc, what) for f, x in zip(dst.fields, e.elems)
+                    f.name: self.convert(x, f.type, x.loc, what) for f, x in zip(dst.fields, e.elems, strict=False)
                 }
                 return ir.StructInit(dst, e.loc, fields)
             if isinstance(dst, ir.TupleType) and len(e.elems) == len(dst.elems):
-                elems = [self.convert(x, y, x.loc, what) for x, y in zip(e.elems, dst.elems)]
+                elems = [self.convert(x, y, x.loc, what) for x, y in zip(e.elems, dst.elems, strict=False)]
                 return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
         if isinstance(e, ir.InvalidHeader) and isinstance(dst, (ir.HeaderType, ir.HeaderUnionType)):
             return ir.InvalidHeader(dst, e.loc)
@@ -547,7 +547,7 @@ class ExprChecker:
                 decl = self.pick_overload(
                     [(d.params, d) for d in target.decls], arg_trees, loc, f"function '{name}'"
                 )
-                binding = dict(zip(decl.type_params, type_args))
+                binding = dict(zip(decl.type_params, type_args, strict=False))
                 if type_args and len(type_args) != len(decl.type_params):
                     raise P4Error(
                         f"function '{name}' expects {len(decl.type_params)} type arguments, "
@@ -628,14 +628,14 @@ class ExprChecker:
                 raise P4Error(f"extern '{t.name}' has no method '{method}'", loc)
             options = [(ps, ps) for ps in overloads]
             params: list[ir.Param] = self.pick_overload(options, arg_trees, loc, f"method '{method}'")
-            binding = dict(zip(decl.type_params, t.type_args))
+            binding = dict(zip(decl.type_params, t.type_args, strict=False))
             mtparams = self.method_type_params(decl, method, params)
             if type_args:
                 if len(type_args) != len(mtparams):
                     raise P4Error(
                         f"method '{method}' expects {len(mtparams)} type arguments, got {len(type_args)}", loc
                     )
-                binding.update(zip(mtparams, type_args))
+                binding.update(zip(mtparams, type_args, strict=False))
             call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
@@ -726,7 +726,7 @@ class ExprChecker:
                 raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
         # first pass: evaluate and learn type variables from arguments with a known type
         values: list[ir.Expr] = []
-        for p, s in zip(params, slots):
+        for p, s in zip(params, slots, strict=False):
             if isinstance(s, ir.Expr):
                 values.append(s)
                 continue
@@ -736,11 +736,11 @@ class ExprChecker:
             values.append(e)
             if not isinstance(e.type, (ir.IntLitType, ir.DontCareType)) and not isinstance(e, ir.InvalidHeader):
                 bind(p.type, e.type, binding)
-        for p, e in zip(params, values):
+        for p, e in zip(params, values, strict=False):
             if isinstance(p.type, TypeVar) and p.type.name not in binding and isinstance(e.type, ir.IntLitType):
                 binding[p.type.name] = e.type
         out: list[ir.Expr | None] = []
-        for p, s, e in zip(params, slots, values):
+        for p, s, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)
             aloc = self.loc(s) if isinstance(s, Tree) else loc
             if p.direction in ("out", "inout"):

@@ -399,7 +399,7 @@ class StmtChecker(ExprChecker):
                 return [ir.KeysetDefault(loc) for _ in types]
             if len(elems) != len(types):
                 raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
-            return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types)]
+            return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
         if tree.data in ("keyset_default", "dontcare_expr"):
             return [ir.KeysetDefault(loc) for _ in types]
         if len(types) != 1:

@@ -57,13 +57,13 @@ def same_type(a: ir.Type, b: ir.Type) -> bool:
         return True
     if isinstance(a, ir.TupleType) and isinstance(b, ir.TupleType):
         return len(a.elems) == len(b.elems) and all(
-            same_type(x, y) for x, y in zip(a.elems, b.elems)
+            same_type(x, y) for x, y in zip(a.elems, b.elems, strict=False)
         )
     if isinstance(a, ir.StackType) and isinstance(b, ir.StackType):
         return a.size == b.size and same_type(a.elem, b.elem)
     if isinstance(a, ir.ExternType) and isinstance(b, ir.ExternType):
         return a.name == b.name and len(a.type_args) == len(b.type_args) and all(
-            same_type(x, y) for x, y in zip(a.type_args, b.type_args)
+            same_type(x, y) for x, y in zip(a.type_args, b.type_args, strict=False)
         )
     if isinstance(a, (ir.TableApplyResultType, ir.ActionRunType)):
         return type(a) is type(b) and a.table is b.table  # type: ignore[attr-defined]
@@ -108,12 +108,12 @@ def bind(pattern: ir.Type, actual: ir.Type, binding: dict[str, ir.Type]) -> None
             binding[pattern.name] = actual
         return
     if isinstance(pattern, ir.TupleType) and isinstance(actual, ir.TupleType):
-        for p, a in zip(pattern.elems, actual.elems):
+        for p, a in zip(pattern.elems, actual.elems, strict=False):
             bind(p, a, binding)
     elif isinstance(pattern, ir.StackType) and isinstance(actual, ir.StackType):
         bind(pattern.elem, actual.elem, binding)
     elif isinstance(pattern, ir.ExternType) and isinstance(actual, ir.ExternType):
-        for p, a in zip(pattern.type_args, actual.type_args):
+        for p, a in zip(pattern.type_args, actual.type_args, strict=False):
             bind(p, a, binding)
 
 
