@@ -73,6 +73,13 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
     assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [("innetwork", True),
                                                                     ("ring", True)]
     assert "exact" in proc.stdout and "NOT exact" not in proc.stdout
+    # the summary says what limited each run and puts the measured ratio beside the ideal
+    # (whether a 2048-element run is link-bound depends on timing: not asserted)
+    text = " ".join(proc.stdout.split())  # rich wraps lines at 80 columns without a terminal
+    assert "bottleneck" in text and "link-bound" in text
+    assert "ideal 2(P-1)/P = 1.00 for P = 2 (0.85 counting frame sizes at E = 64)" in text
+    assert "links: host 3 Mbit/s" in text
+    assert (rundir / "build" / "netreduce_e64.p4info.txtpb").is_file()
     for stage in ("controller: pushing the pipeline", "controller: programming IPv4 routes",
                   "innetwork all-reduce", "ring all-reduce"):
         assert stage in proc.stderr  # the progress display names every start-up stage

@@ -26,8 +26,21 @@ from topo.experiment import (
 from topo.model import describe
 from topo.network import bundle_device_config
 from topo.nodes import ProgramBuild
-from topo.run import Summary, SwitchStatus, build_topology, parse_args, print_experiment
-from topo.topologies import SpineLeafTopo
+from topo.run import (
+    DEFAULT_ELEMENTS,
+    DEFAULT_ELEMS,
+    Summary,
+    SwitchStatus,
+    _program,
+    bottleneck,
+    build_topology,
+    experiment_options,
+    ideal_ratio,
+    parse_args,
+    print_experiment,
+    ratio_line,
+)
+from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
 
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
@@ -37,25 +50,52 @@ def _topology():
                     target="softswitch")
 
 
-def _run(algo: str, exact: bool = True, error: str | None = None) -> AllreduceRun:
-    ranks = (RankOutcome(0, "h1", 0.5, 1000, exact, 0, error), RankOutcome(1, "h2", 0.25, 1000, True))
-    links = (LinkUsage("l1", 3, "sp1", "fabric", 625_000, 0, 10.0, 1.0),
+def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float = 0.5,
+         busiest_bytes: int = 625_000, cpu: float = 0.95) -> AllreduceRun:
+    ranks = (RankOutcome(0, "h1", seconds, 1000, exact, 0, error),
+             RankOutcome(1, "h2", 0.25, 1000, True))
+    links = (LinkUsage("l1", 3, "sp1", "fabric", busiest_bytes, 0, 10.0, 1.0),
              LinkUsage("l1", 1, "h1", "host", 100_000, 250_000, 10.0, 1.0))
-    return AllreduceRun(algo, 1024, ranks, links, {"l1": 0.95, "sp1": 0.2}, 2.0)
+    return AllreduceRun(algo, 1024, ranks, links, {"l1": cpu, "sp1": 0.2}, 2.0)
 
 
 def test_defaults_and_test_options():
     """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
     args = parse_args([])
     assert (args.topo, args.spines, args.leaves, args.no_cli, args.elements) == (
-        "spineleaf", 2, 2, False, ExperimentOptions.elements)
+        "spineleaf", 2, 2, False, DEFAULT_ELEMENTS)
     topo = build_topology(parse_args(["--topo", "rack", "--hosts", "3", "--name-prefix", "zz",
                                       "--grpc-port", "41000"]))
     assert sorted(topo.switches()) == ["zzs1"]
     assert topo.nodeInfo("zzs1")["grpc_port"] == 41000
 
 
-@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"]])
+def test_link_bound_defaults():
+    """make run's defaults: 3 Mbit/s links, E = 64 (wrapper program), 65536 float32, 2x32."""
+    args = parse_args([])
+    assert (args.bw, args.elems, args.elements, args.credits, args.slots) == (
+        3.0, 64, 65536, 2, 64)
+    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 64
+    opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
+                                          "--credits", "4", "--slots", "256"]))
+    assert (opts.elements, opts.elems, opts.credits, opts.slots) == (100, 16, 4, 256)
+    topo = describe(build_topology(args), target="softswitch")
+    assert {ln.bw_mbit for ln in topo.links} == {3.0}
+
+
+def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
+    """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
+    monkeypatch.chdir(PROGRAM.parent.parent)
+    assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
+    wrapper = _program(parse_args([]))
+    assert wrapper is not None and wrapper.name == "netreduce_e64.p4"
+    assert "#define NR_ELEMS 64" in wrapper.read_text()
+    assert _program(parse_args(["--no-program"])) is None
+    assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
+
+
+@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"],
+                                    ["--elems", "48"], ["--credits", "0"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:
@@ -124,7 +164,43 @@ def test_print_experiment_shows_result_time_link_and_cpu():
     assert "innetwork" in text and "exact" in text and "NOT exact" in text
     assert "500.0 ms" in text and "l1:3 5.0 Mbit/s 50%" in text
     assert "l1 95% (saturated)" in text
+    assert "CPU-bound (l1)" in text
+    assert "flag: innetwork was CPU-bound (l1)" in text
     assert "fabric links (Mbit/s, busier direction): l1:3 5.0" in text
+
+
+def test_bottleneck_verdicts():
+    """Link-bound needs >= 70 % on the busiest link and no saturated switch process."""
+    assert bottleneck(_run("ring", busiest_bytes=1_000_000, cpu=0.3)) == (True, "link-bound")
+    assert bottleneck(_run("ring", busiest_bytes=1_000_000, cpu=0.95)) == (
+        False, "CPU-bound (l1)")
+    assert bottleneck(_run("ring", busiest_bytes=500_000, cpu=0.3)) == (
+        False, "not link-bound (busiest link 40%)")
+
+
+def test_ideal_ratio_and_frame_correction():
+    """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share."""
+    assert ideal_ratio(4) == (1.5, None)
+    ideal, framed = ideal_ratio(4, 64)
+    assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / 314) / (1448 / 1514))
+    assert ideal_ratio(8)[0] == pytest.approx(1.75)
+
+
+def test_summary_states_ratio_and_link_bound_runs():
+    """Both runs link-bound: no flag; the measured ratio is printed beside the ideal."""
+    result = ExperimentResult({"name": "j", "job_id": 1, "workers": [{}, {}]},
+                              (_run("innetwork", seconds=0.8, busiest_bytes=1_000_000, cpu=0.3),
+                               _run("ring", seconds=1.0, busiest_bytes=1_100_000, cpu=0.1)))
+    console = Console(record=True, width=200)
+    print_experiment(result, console, elems=64)
+    text = console.export_text()
+    assert text.count("link-bound") == 2 and "flag:" not in text and "NOT" not in text
+    assert ("ring / in-network time: 1.25 measured, ideal 2(P-1)/P = 1.00 for P = 2 "
+            "(0.85 counting frame sizes at E = 64)") in text
+    assert ratio_line(result) == ("ring / in-network time: 1.25 measured, ideal "
+                                  "2(P-1)/P = 1.00 for P = 2")
+    inexact = ExperimentResult({}, (_run("innetwork"), _run("ring", exact=False)))
+    assert ratio_line(inexact) is None
 
 
 def test_allreduce_argv_for_ring_and_innetwork(tmp_path):

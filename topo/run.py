@@ -1,12 +1,18 @@
 """``python -m topo.run``: the end-to-end demo behind ``make run``.
 
-    python -m topo.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 10
+    python -m topo.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3
     python -m topo.run --topo rack --hosts 4 --no-cli
 
 It starts the network, lets the controller program routing and one aggregation job over all
 hosts, runs an in-network and a ring all-reduce of the same tensor (``topo.experiment``),
-prints a summary (exact or not, time of each, link utilisation, switch CPU), then opens the
-Mininet CLI when a terminal is attached (and ``--no-cli`` is not given).
+prints a summary (exact or not, time of each, link utilisation, switch CPU, whether each
+all-reduce was limited by the emulated links or by a switch process's CPU, and the measured
+ring / in-network time ratio beside the ideal ``2(P-1)/P``), then opens the Mininet CLI when
+a terminal is attached (and ``--no-cli`` is not given).
+
+The defaults (3 Mbit/s links, 64 elements per aggregation packet, 65536 float32 per worker,
+2 credits of 32 packets) keep both all-reduces link-bound on a small machine: see "Link
+rates" in docs/topology.md for the arithmetic and the measurement.
 
 Exit status: 0 when every switch came up and every all-reduce result was exact (without a
 program: when every switch came up), 1 on a testbed error or an inexact result (printed as
@@ -26,7 +32,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from topo.errors import TopoError
-from topo.experiment import ExperimentOptions, ExperimentResult
+from topo.experiment import AllreduceRun, ExperimentOptions, ExperimentResult
 from topo.experiment import run_experiment as run_allreduce_experiment
 from topo.model import Topology
 from topo.network import Network, Stages, start_network
@@ -36,6 +42,18 @@ from topo.topologies import DEFAULT_HOST_BW_MBIT, RackTopo, SpineLeafTopo, Testb
 log = logging.getLogger(__name__)
 
 DEFAULT_PROGRAM = Path("p4src/netreduce.p4")
+PROGRAM_ELEMS = 32  # NR_ELEMS of DEFAULT_PROGRAM as written; others get a wrapper
+DEFAULT_ELEMS = 64  # elements per aggregation packet: 256-byte payloads, 82 % of the frame
+DEFAULT_ELEMENTS = 65536  # float32 per worker: ~1 s per all-reduce at 3 Mbit/s
+DEFAULT_CREDITS = 2
+DEFAULT_SLOTS = 64  # msg_pkts = slots // credits = 32: a 64-packet window (~54 ms at 3 Mbit/s)
+# A run is link-bound when its busiest link carried at least this share of its shaped rate
+# and no switch process was saturated (topo.measure.CPU_SATURATED).
+LINK_BOUND_RUN_UTILIZATION = 0.7
+# Payload share of a full TCP frame (1448 of 1514 bytes, timestamps on) and the bytes an
+# aggregation packet adds to its 4*E payload bytes (Ethernet, IPv4, UDP, BTH, NetReduce, ICRC).
+TCP_FRAME_EFFICIENCY = 1448 / 1514
+AGG_FRAME_OVERHEAD = 58
 
 
 @dataclass(frozen=True)
@@ -58,6 +76,7 @@ class Summary:
     switches: tuple[SwitchStatus, ...]
     notes: tuple[str, ...] = ()
     experiment: ExperimentResult | None = None
+    options: ExperimentOptions | None = None
 
     @property
     def ok(self) -> bool:
@@ -89,7 +108,7 @@ def run_experiment(network: Network, topology: Topology,
     if not experiment or topology.p4info is None or not all(s.ready for s in switches):
         return Summary(topology, switches, notes)
     result = run_allreduce_experiment(network, options, stages)
-    return Summary(topology, switches, result.notes, result)
+    return Summary(topology, switches, result.notes, result, options)
 
 
 def build_topology(args: argparse.Namespace) -> TestbedTopo:
@@ -135,7 +154,8 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
                   for ln in topo.links})
     console.print(f"links: {', '.join(bws)}; netem: {'yes' if topo.netem else 'no'}")
     if summary.experiment is not None:
-        print_experiment(summary.experiment, console)
+        elems = summary.options.elems if summary.options is not None else None
+        print_experiment(summary.experiment, console, elems)
     console.print(f"run directory: {network.rundir.path} (topology.json, logs/, pids.json)")
     if topo.p4info:
         console.print(f"P4Info: {topo.p4info}")
@@ -145,9 +165,55 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-def print_experiment(result: ExperimentResult, console: Any) -> None:
-    """One row per all-reduce: exact, time, busiest link, busiest switch process; then the
-    fabric links' rates."""
+def bottleneck(run: AllreduceRun) -> tuple[bool, str]:
+    """(link-bound?, verdict) for one all-reduce: "link-bound" when its busiest link ran at
+    >= LINK_BOUND_RUN_UTILIZATION of the shaped rate and no switch process was saturated;
+    else "CPU-bound" (naming the saturated switches) or "not link-bound" (latency, host CPU
+    or the transport's window limited it)."""
+    if run.saturated_switches:
+        return False, f"CPU-bound ({', '.join(run.saturated_switches)})"
+    busy = run.busiest
+    util = busy.utilization if busy is not None else None
+    if util is None:
+        return False, "not link-bound (links unshaped)"
+    if util >= LINK_BOUND_RUN_UTILIZATION:
+        return True, "link-bound"
+    return False, f"not link-bound (busiest link {util:.0%})"
+
+
+def ideal_ratio(workers: int, elems: int | None = None) -> tuple[float, float | None]:
+    """The ideal ring / in-network time ratio ``2(P-1)/P`` for ``workers`` = P (ring sends
+    2(P-1)/P of the tensor per worker, in-network all of it once), and, with ``elems`` (E),
+    the same corrected for frame sizes: TCP's full frames against ``4E + 58``-byte
+    aggregation frames."""
+    ideal = 2 * (workers - 1) / workers if workers > 0 else 0.0
+    if elems is None:
+        return ideal, None
+    agg = 4 * elems / (4 * elems + AGG_FRAME_OVERHEAD)
+    return ideal, ideal * agg / TCP_FRAME_EFFICIENCY
+
+
+def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None:
+    """"ring / in-network: measured X (ideal 2(P-1)/P = Y, Z with frame sizes)" when both
+    ran and were exact; None otherwise."""
+    by_algo = {run.algorithm: run for run in result.runs}
+    ring, inn = by_algo.get("ring"), by_algo.get("innetwork")
+    if ring is None or inn is None or not (ring.exact and inn.exact) or inn.seconds <= 0:
+        return None
+    workers = len(inn.ranks)
+    ideal, framed = ideal_ratio(workers, elems)
+    text = (f"ring / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
+            f"2(P-1)/P = {ideal:.2f} for P = {workers}")
+    if framed is not None:
+        text += f" ({framed:.2f} counting frame sizes at E = {elems})"
+    return text
+
+
+def print_experiment(result: ExperimentResult, console: Any, elems: int | None = None) -> None:
+    """One row per all-reduce: exact, time, busiest link, busiest switch process, and what
+    limited it; then the measured ring / in-network ratio beside the ideal, the link check
+    and the fabric links' rates. ``elems`` (E of the program) adds the frame-size-corrected
+    ideal."""
     from rich.table import Table
 
     job = result.job
@@ -156,8 +222,9 @@ def print_experiment(result: ExperimentResult, console: Any) -> None:
                   f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
-    for col in ("algorithm", "result", "time", "busiest link", "switch CPU"):
+    for col in ("algorithm", "result", "time", "busiest link", "switch CPU", "bottleneck"):
         table.add_column(col)
+    flagged = []
     for run in result.runs:
         mark = "[green]exact[/green]" if run.exact else "[red]NOT exact[/red]"
         busy = run.busiest
@@ -169,8 +236,19 @@ def print_experiment(result: ExperimentResult, console: Any) -> None:
         cpu_text = f"{cpu[0]} {cpu[1]:.0%}" if cpu else "-"
         if run.saturated_switches:
             cpu_text = f"[red]{cpu_text} (saturated)[/red]"
-        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text)
+        link_bound, verdict = bottleneck(run)
+        if not link_bound:
+            flagged.append(f"{run.algorithm} was {verdict}")
+        verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
+        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text,
+                      verdict)
     console.print(table)
+    ratio = ratio_line(result, elems)
+    if ratio is not None:
+        console.print(ratio, highlight=False)
+    for flag in flagged:
+        console.print(f"[yellow]flag:[/yellow] {flag}: the emulated links did not limit it, so "
+                      "its time says little about the algorithm", highlight=False)
     if result.path_check is not None:
         console.print(f"link check: {result.path_check.describe()}", highlight=False)
     for run in result.runs:
@@ -215,8 +293,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
-    p.add_argument("--elements", type=_positive, default=ExperimentOptions.elements,
-                   help="float32 values per worker in the all-reduces")
+    p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
+                   help=f"float32 values per worker in the all-reduces (default {DEFAULT_ELEMENTS})")
+    p.add_argument("--elems", type=int, choices=(16, 32, 64), default=DEFAULT_ELEMS,
+                   help=f"elements per aggregation packet, NR_ELEMS (default {DEFAULT_ELEMS}); "
+                   "the default program is built with it, a --program must match it")
+    p.add_argument("--credits", type=_positive, default=DEFAULT_CREDITS,
+                   help=f"the aggregation job's credits (default {DEFAULT_CREDITS})")
+    p.add_argument("--slots", type=_positive, default=DEFAULT_SLOTS,
+                   help=f"the aggregation job's slots (default {DEFAULT_SLOTS}); packets per "
+                   "message = slots // credits")
     p.add_argument("--no-experiment", action="store_true",
                    help="only start the network (no controller, no all-reduce)")
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
@@ -236,13 +322,30 @@ def _positive(text: str) -> int:
 
 
 def _program(args: argparse.Namespace) -> Path | None:
+    """The program the switches run: ``--program`` as given, else netreduce.p4 built with
+    ``NR_ELEMS = --elems`` (a two-line wrapper in build/ when that is not the source's own)."""
     if args.no_program:
         return None
     if args.program is not None:
         if not args.program.is_file():
             raise TopoError(f"program {args.program}: no such file")
         return args.program
-    return DEFAULT_PROGRAM if DEFAULT_PROGRAM.is_file() else None
+    if not DEFAULT_PROGRAM.is_file():
+        return None
+    if args.elems == PROGRAM_ELEMS:
+        return DEFAULT_PROGRAM
+    from workloads.matrix import program_for
+
+    try:
+        return program_for(args.elems, Path("build"))
+    except OSError as exc:
+        raise TopoError(f"cannot write the NR_ELEMS={args.elems} program wrapper: {exc}") from None
+
+
+def experiment_options(args: argparse.Namespace) -> ExperimentOptions:
+    """The all-reduce experiment the options ask for."""
+    return ExperimentOptions(elements=args.elements, elems=args.elems, credits=args.credits,
+                             slots=args.slots)
 
 
 def _raise_interrupt(_signum: int, _frame: Any) -> None:
@@ -266,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network:
             summary = run_experiment(network, network.topology,
-                                     ExperimentOptions(elements=args.elements),
+                                     experiment_options(args),
                                      Stages(enabled=True), experiment=not args.no_experiment)
             print_summary(summary, network, console)
             if not all(s.ready for s in summary.switches):
