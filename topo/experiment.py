@@ -50,7 +50,8 @@ class ExperimentError(TopoError):
 
 @dataclass(frozen=True)
 class ExperimentOptions:
-    """What to run; the defaults are a short demo that fits 10 Mbit/s links."""
+    """What to run. The defaults match p4src/netreduce.p4 as it is (E = 32); `topo.run` passes
+    its own, link-bound defaults (65536 float32, E = 64, see docs/topology.md)."""
 
     elements: int = 8192  # float32 values per worker
     algorithms: tuple[str, ...] = ALGORITHMS
