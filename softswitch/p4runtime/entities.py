@@ -9,7 +9,7 @@ the switch lock held, which is what makes each update atomic relative to packets
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -373,18 +373,20 @@ class PipelineState:
                 te = tt.entry_to_proto(self.schema, info, entry, meta, with_counters)
                 yield p4runtime_pb2.Entity(table_entry=te)
 
+    def _indices(self, req: Any, size: int, name: str) -> Sequence[int]:
+        """The one index a read names (checked against ``size``), or all of them."""
+        if req.HasField("index"):
+            self._check_index(req.index.index, size, name)
+            return [req.index.index]
+        return range(size)
+
     def _read_register_entry(self, req: p4runtime_pb2.RegisterEntry) -> Iterator[p4runtime_pb2.Entity]:
         infos = [self.schema.register(req.register_id)] if req.register_id else list(self.schema.registers.values())
         for info in infos:
             name = info.preamble.name
             reg = self._extern(self.pipeline.registers, name, "register")
             size = info.size or getattr(reg, "size", 0)
-            if req.HasField("index"):
-                self._check_index(req.index.index, size, name)
-                indices: Any = [req.index.index]
-            else:
-                indices = range(size)
-            for i in indices:
+            for i in self._indices(req, size, name):
                 out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
                 out.index.index = i
                 out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
@@ -396,13 +398,8 @@ class PipelineState:
             name = info.preamble.name
             ctr = self._extern(self.pipeline.counters, name, "counter")
             size = info.size or len(ctr.packets)
-            if req.HasField("index"):
-                self._check_index(req.index.index, size, name)
-                indices: Any = [req.index.index]
-            else:
-                indices = range(size)
             unit = info.spec.unit
-            for i in indices:
+            for i in self._indices(req, size, name):
                 out = p4runtime_pb2.CounterEntry(counter_id=info.preamble.id)
                 out.index.index = i
                 if unit in (p4info_pb2.CounterSpec.PACKETS, p4info_pb2.CounterSpec.BOTH):
@@ -436,12 +433,7 @@ class PipelineState:
             name = info.preamble.name
             meter = self._extern(self.pipeline.meters, name, "meter")
             size = info.size or getattr(meter, "size", 0)
-            if req.HasField("index"):
-                self._check_index(req.index.index, size, name)
-                indices: Any = [req.index.index]
-            else:
-                indices = range(size)
-            for i in indices:
+            for i in self._indices(req, size, name):
                 out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
                 out.index.index = i
                 cfg = meter.get_config(i)
