@@ -66,6 +66,8 @@ struct Params
     int64_t segment = 1024;   // payload bytes per packet
     int32_t header = 0;       // header bytes added to every packet on the wire
     int32_t window = 64;      // in-network credits (packets in flight) per worker
+    int32_t inaSpines = 0;    // spines one in-network job's slots use (0: all, sprayed)
+    int32_t switchHeader = 0; // extra header bytes on leaf <-> spine aggregation packets
 };
 
 class Engine
@@ -301,10 +303,12 @@ class Engine
     void Transmit(int32_t me, Meta m)
     {
         using namespace ns3;
-        Ptr<Packet> p = Create<Packet>((uint32_t)(m.bytes + m_p.header));
+        const bool interSwitch = m.kind == PK_INA_PART || m.kind == PK_INA_DOWN;
+        const int64_t header = m_p.header + (interSwitch ? m_p.switchHeader : 0);
+        Ptr<Packet> p = Create<Packet>((uint32_t)(m.bytes + header));
         m_meta[p->GetUid()] = m;
         ++m_packets;
-        m_wireBytes += m.bytes + m_p.header;
+        m_wireBytes += m.bytes + header;
         m_ports[me][Route(me, m)]->Send(p, Mac48Address::GetBroadcast(), 0x0800);
     }
 
@@ -398,8 +402,19 @@ class Engine
         }
         Meta up = m;
         up.kind = PK_INA_PART;
-        up.dst = m_spineBase + (int32_t)(m.seq % m_p.spines);
+        up.dst = m_spineBase + InaSpine(m.job, m.seq);
         SwitchSend(me, up);
+    }
+
+    // The spine aggregating slot ``seq`` of ``job``: spread over inaSpines spines starting
+    // at the job's own (the emulation's controller gives each job one spine).
+    int32_t InaSpine(int32_t job, int64_t seq) const
+    {
+        if (m_p.inaSpines <= 0 || m_p.inaSpines >= m_p.spines)
+        {
+            return (int32_t)(seq % m_p.spines);
+        }
+        return (int32_t)((job + seq % m_p.inaSpines) % m_p.spines);
     }
 
     void SpineAggregate(int32_t me, const Meta& m)

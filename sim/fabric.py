@@ -24,6 +24,10 @@ class Fabric:
 
     ``window`` is the in-network credit window (packets in flight per worker); 0 picks one
     that covers twice the bandwidth-delay product, so credits never limit throughput.
+    ``ina_spines`` is how many spines one in-network job aggregates on (0: slots sprayed
+    over all; the emulation's controller gives each job one spine) and
+    ``switch_header_bytes`` what leaf-spine aggregation packets carry on top of
+    ``header_bytes`` (the emulation repeats RETH and tag, 32 bytes, on every one).
     """
 
     spines: int = 2
@@ -39,6 +43,8 @@ class Fabric:
     segment_bytes: int = 1024
     header_bytes: int = ROCE_HEADER_BYTES
     window: int = 0
+    ina_spines: int = 0
+    switch_header_bytes: int = 0
 
     def __post_init__(self) -> None:
         for name in ("spines", "leaves", "hosts_per_leaf", "gpus_per_host"):
@@ -55,6 +61,8 @@ class Fabric:
                 raise ValueError(f"{name} must be >= 0 s, got {getattr(self, name)!r}")
         if self.segment_bytes < 1 or self.header_bytes < 0 or self.window < 0:
             raise ValueError("segment_bytes must be >= 1, header_bytes and window >= 0")
+        if self.ina_spines < 0 or self.switch_header_bytes < 0:
+            raise ValueError("ina_spines and switch_header_bytes must be >= 0")
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -136,8 +144,30 @@ class Fabric:
 
     def ina_round_trip(self, payload: float | None = None) -> float:
         """Latency of one aggregation slot beyond the bandwidth term: up to the top switch
-        and back down (the round trip equals a cross-leaf path when there are spines)."""
-        return self.path_latency(self.leaves > 1, payload)
+        and back down (the round trip equals a cross-leaf path when there are spines, plus
+        the inter-switch packets' extra header on the two fabric hops)."""
+        extra = 0.0
+        if self.leaves > 1:
+            extra = 2 * self.switch_header_bytes * 8.0 / self.fabric_rate
+        return self.path_latency(self.leaves > 1, payload) + extra
+
+    def ina_spine_spread(self) -> int:
+        """Spines one in-network job's slots are spread over."""
+        if self.ina_spines == 0:
+            return self.spines
+        return min(self.ina_spines, self.spines)
+
+    def ina_beta(self) -> float:
+        """Seconds per payload byte of an in-network all-reduce: the slower of a host link
+        (one packet per slot each way) and a leaf-spine link (one packet per slot, with the
+        inter-switch header, shared out over the job's spines)."""
+        seg = self.segment_bytes
+        host = (seg + self.header_bytes) * 8.0 / (self.host_bps * seg)
+        if self.leaves == 1:
+            return host
+        wire = seg + self.header_bytes + self.switch_header_bytes
+        fabric = wire * 8.0 / (self.fabric_rate * self.ina_spine_spread() * seg)
+        return max(host, fabric)
 
     def credit_window(self) -> int:
         """The credit window used: ``window`` or twice the bandwidth-delay product in packets."""

@@ -10,10 +10,14 @@ same network:
   chunk size: a ring's critical path crosses every hop equally often, so the mean is right
   where the worst hop would charge every step a spine crossing;
 * in-network all-reduce: ``2·L·α`` is the round trip up to the top switch and back
-  (:meth:`Fabric.ina_round_trip`), so ``α`` = round trip / ``2L``.
+  (:meth:`Fabric.ina_round_trip`), so ``α`` = round trip / ``2L``; ``β`` is that of the
+  slower of a host link and a leaf-spine link (:meth:`Fabric.ina_beta`: inter-switch
+  packets may carry a bigger header and one job may use fewer than all spines).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from sim.fabric import Fabric
 from sim.schedules import ALGORITHMS, sparse_block_bytes, torus_grid
@@ -65,9 +69,10 @@ def predict(algorithm: str, f: Fabric, nbytes: float, density: float = 0.01) -> 
         levels = f.ina_levels()
         shard = nbytes if algorithm == "ina" else nbytes / g
         alpha = f.ina_round_trip(shard) / (2 * levels)
+        ina_beta = f.ina_beta()
         if g == 1:
-            return cm.innetwork_allreduce(nbytes, p, alpha, beta, levels)
-        c = _cluster(f, alpha)
+            return cm.innetwork_allreduce(nbytes, p, alpha, ina_beta, levels)
+        c = dataclasses.replace(_cluster(f, alpha), bw_inter=1.0 / ina_beta)
         if algorithm == "ina":
             return cm.flat_innetwork(nbytes, c, levels)
         return cm.hierarchical_innetwork(nbytes, c, levels)

@@ -87,6 +87,8 @@ def _params(f: Fabric) -> Any:
     p.segment = int(f.segment_bytes)
     p.header = int(f.header_bytes)
     p.window = int(f.credit_window())
+    p.inaSpines = int(f.ina_spines)
+    p.switchHeader = int(f.switch_header_bytes)
     return p
 
 

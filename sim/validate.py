@@ -107,7 +107,8 @@ def ns3_simulate(algorithm: str, fabric: Fabric, nbytes: int, density: float) ->
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows from a JSON file (a list) or JSON-lines file."""
+    """Rows from a JSON file (a list), a JSON-lines file or a ``python -m workloads matrix``
+    result (its all-reduce cells, on the fabric :mod:`sim.emulation` derives)."""
     text = path.read_text()
     try:
         data = json.loads(text)
@@ -116,6 +117,10 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as exc:
             raise ValidationInputError(f"{path}: not JSON or JSON lines ({exc})") from None
+    if isinstance(data, dict) and "spec" in data and "cells" in data:
+        from sim.emulation import rows_from_matrix  # a workloads.matrix result
+
+        return rows_from_matrix(data)
     if isinstance(data, dict):
         data = data.get("rows", [data])
     if not isinstance(data, list):

@@ -1,0 +1,141 @@
+"""What the emulated testbed really is, as simulator/model parameters, and its measured rows.
+
+The validation (docs/scale.md) compares the simulator and the cost model with all-reduces
+measured on the Mininet spine-leaf (``workloads.matrix``). For that the :class:`Fabric` must
+describe the emulation's transports, not an idealised RoCE network. Every number below is
+fixed once, from packet formats and independent measurements, never fitted to a row:
+
+* **Link rate.** Mininet's ``TCLink`` shapes each veth end with htb at ``bw`` Mbit/s. htb
+  charges a packet its length as the kernel sees it: the Ethernet frame without preamble,
+  FCS or inter-frame gap, so ``host_bps = bw·10⁶`` of frame bytes.
+* **In-network packets** (``docs/protocol.md`` §2): host links carry RoCE v2 WRITEs of
+  ``4·E`` payload bytes in Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 = 58 header
+  bytes; a message's first packet adds RETH + tag (32 bytes over ``msg_pkts`` packets) and
+  the receiver returns a 62-byte RoCE ACK per ``min(16, window/2)`` packets on the same host
+  links. Leaf-spine packets carry RETH and tag on *every* packet (+32 bytes) and no ACKs
+  (the receiver of each connection sits behind the sender's leaf).
+* **One spine per job.** The controller (``controller/jobs.py``) places a job on one spine,
+  so all of a job's slots cross one leaf-spine link per leaf (the simulator's default
+  sprays slots over every spine).
+* **Credits.** A worker keeps ``credits × msg_pkts`` packets in flight (the transport's
+  congestion window adapts inside it).
+* **Ring over TCP.** Linux TCP on 1500-byte MTU veths with timestamps: 1448 payload bytes
+  in a 1514-byte frame, and a 66-byte ACK per two segments (delayed ACK) travelling the
+  other way on the same links. A ring has every directed link carry one data flow and
+  one ACK flow, so the ACK share is counted as header: 66 + 33 = 99 bytes per segment.
+* **Switch processing.** The Python switch spends ~90 µs per packet and hop under load
+  (``python -m bench`` in-process cost plus AF_PACKET I/O; docs/workloads.md, "Performance
+  of the in-network path", item 5); it enters as latency per switch crossing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sim.fabric import Fabric
+
+#: Ethernet + IPv4 + UDP + BTH + ICRC: every in-network packet on a host link.
+ROCE_HEADER = 14 + 20 + 8 + 12 + 4
+#: RETH + aggregation tag: a message's first packet, and every leaf-spine packet.
+RETH_TAG = 16 + 16
+#: A RoCE ACK: Ethernet + IPv4 + UDP + BTH + AETH + ICRC.
+ROCE_ACK = 14 + 20 + 8 + 12 + 4 + 4
+#: The receiver ACKs at least every this many packets (workloads/innetwork.py ACK_EVERY).
+ACK_EVERY = 16
+#: TCP payload per segment on a 1500-byte MTU with the timestamp option.
+TCP_MSS = 1500 - 20 - 32
+#: Ethernet + IPv4 + TCP with timestamps.
+TCP_HEADER = 14 + 20 + 32
+#: Segments per TCP ACK (delayed ACK).
+TCP_SEGMENTS_PER_ACK = 2
+#: Per-packet processing of the built-in Python switch under load, seconds.
+SWITCH_DELAY_S = 90e-6
+
+#: workloads.matrix algorithm names -> sim.schedules names.
+ALGORITHM_OF = {"ring": "ring", "torus": "torus2d", "innetwork": "ina",
+                "innetwork-hier": "ina-hier", "topk": "hitopk"}
+
+
+def ina_header_bytes(msg_pkts: int, window: int) -> int:
+    """Bytes per in-network packet on a host link beyond its payload, ACK share included."""
+    ack_every = max(1, min(ACK_EVERY, window // 2, msg_pkts))
+    return round(ROCE_HEADER + RETH_TAG / msg_pkts + ROCE_ACK / ack_every)
+
+
+def tcp_header_bytes() -> int:
+    """Bytes per TCP segment beyond its payload, the share of the reverse ACKs included."""
+    return round(TCP_HEADER + TCP_HEADER / TCP_SEGMENTS_PER_ACK)
+
+
+def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
+    """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
+    network of ``spec`` (a ``workloads.matrix.MatrixSpec`` as a dict)."""
+    if algorithm not in ALGORITHM_OF:
+        raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
+                         f"known: {', '.join(ALGORITHM_OF)}")
+    base = Fabric(spines=int(spec["spines"]), leaves=int(spec["leaves"]),
+                  hosts_per_leaf=int(spec["hosts_per_leaf"]), gpus_per_host=int(spec["gpus"]),
+                  host_bps=float(spec["bw_mbit"]) * 1e6, switch_delay_s=SWITCH_DELAY_S)
+    if algorithm.startswith("innetwork"):
+        msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])
+        header = ina_header_bytes(msg_pkts, window)
+        # leaf-spine packets: RoCE header + RETH + tag (90 bytes), no ACK or tag share
+        return base.replace(segment_bytes=4 * int(spec["elems"]), header_bytes=header,
+                            switch_header_bytes=max(0, ROCE_HEADER + RETH_TAG - header),
+                            ina_spines=1, window=window)
+    return base.replace(segment_bytes=TCP_MSS, header_bytes=tcp_header_bytes())
+
+
+def rows_from_matrix(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Validation rows (:mod:`sim.validate`) from a matrix result (``spec`` and ``cells``):
+    every successful all-reduce cell of an algorithm the simulator models."""
+    spec = doc["spec"]
+    rows = []
+    for cell in doc["cells"]:
+        if cell.get("kind") != "allreduce" or cell.get("algo") not in ALGORITHM_OF:
+            continue
+        if cell.get("errors") or cell.get("exact") is False or not cell.get("seconds"):
+            continue
+        fabric = fabric_for(cell["algo"], spec)
+        rows.append({
+            "algorithm": ALGORITHM_OF[cell["algo"]],
+            "workers": int(cell["workers"]),
+            "bytes": 4 * int(cell["size"]),
+            "seconds": float(cell["seconds"]),
+            "density": float(spec.get("density", 0.01)),
+            "topology": fabric.to_dict(),
+            "emulation": {"algo": cell["algo"], "busiest_util": cell.get("busiest_util"),
+                          "machine_busy": cell.get("machine_busy"),
+                          "switch_cpu": cell.get("switch_cpu"),
+                          "retransmissions": cell.get("retransmissions")},
+        })
+    return rows
+
+
+def load_matrix_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Validation rows from one or more matrix JSON files."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not a readable matrix result ({exc})") from None
+        if not isinstance(doc, dict) or "spec" not in doc or "cells" not in doc:
+            raise ValueError(f"{path}: not a matrix result (needs 'spec' and 'cells')")
+        rows.extend(rows_from_matrix(doc))
+    return rows
+
+
+def run_emulation(spec: Any, rundir: Path | None = None) -> dict[str, Any]:
+    """Runs ``spec`` (a ``MatrixSpec``) on a fresh Mininet network (root) and returns the
+    matrix document (``spec`` and ``cells``) that :func:`rows_from_matrix` reads."""
+    from dataclasses import asdict
+
+    from workloads.matrix import run_cells, running_network
+
+    with running_network(spec, rundir) as launcher:
+        cells = run_cells(launcher, spec)
+    return {"spec": asdict(spec), "cells": [asdict(c) for c in cells]}

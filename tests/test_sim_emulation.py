@@ -1,0 +1,116 @@
+"""Validation against the emulation (issue 9): the emulated fabric's parameters, matrix rows,
+and (root) a small 2x2x2 emulation that the simulator and the cost model must match."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sim.emulation import (
+    RETH_TAG,
+    TCP_MSS,
+    fabric_for,
+    ina_header_bytes,
+    load_matrix_rows,
+    rows_from_matrix,
+    tcp_header_bytes,
+)
+from sim.fabric import emulated
+from sim.model import predict
+from sim.validate import THRESHOLD, load_rows, report, validate
+
+SPEC = {"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "gpus": 1, "bw_mbit": 3.0,
+        "elems": 64, "credits": 4, "msg_pkts": 16, "density": 0.01}
+
+
+def _cell(algo: str, size: int, seconds: float, **extra) -> dict:
+    return {"kind": "allreduce", "algo": algo, "workers": 4, "size": size,
+            "seconds": seconds, "exact": True, "errors": [], **extra}
+
+
+def test_frame_overheads():
+    """In-network packets carry 58 header bytes + tag share + ACK share; TCP 66 + half an ACK."""
+    assert ina_header_bytes(16, 64) == round(58 + 32 / 16 + 62 / 16)
+    assert tcp_header_bytes() == 99
+    assert TCP_MSS == 1448
+
+
+def test_innetwork_fabric_is_one_spine_with_tag():
+    """An emulated in-network job aggregates on one spine with +32-byte leaf-spine packets."""
+    f = fabric_for("innetwork", SPEC)
+    assert (f.segment_bytes, f.ina_spines) == (256, 1)
+    assert f.header_bytes + f.switch_header_bytes == 58 + RETH_TAG
+    assert f.window == 64
+    # the leaf-spine link, not the host link, bounds it: 346 frame bytes per 256 payload
+    assert f.ina_beta() == pytest.approx(346 * 8 / (3e6 * 256))
+
+
+def test_ring_fabric_is_tcp():
+    """An emulated ring moves 1448-byte TCP segments."""
+    f = fabric_for("ring", SPEC)
+    assert (f.segment_bytes, f.header_bytes) == (1448, 99)
+
+
+def test_default_fabric_model_unchanged():
+    """Spraying over both spines with no extra header keeps in-network host-link bound."""
+    f = emulated(10.0)
+    assert f.ina_beta() == pytest.approx(8 * f.wire_factor / f.host_bps)
+
+
+def test_rows_from_matrix_skip_failed_and_unknown():
+    """Only successful all-reduce cells of modelled algorithms become rows."""
+    doc = {"spec": SPEC, "cells": [
+        _cell("ring", 65536, 1.2), _cell("innetwork", 65536, 1.0),
+        _cell("hybrid", 65536, 1.0), _cell("ring", 262144, 5.0, errors=["rank 1: died"]),
+        {"kind": "replay", "algo": "ring", "workers": 4, "model": "resnet50", "seconds": 1.0}]}
+    rows = rows_from_matrix(doc)
+    assert [(r["algorithm"], r["bytes"]) for r in rows] == [("ring", 262144), ("ina", 262144)]
+    assert rows[1]["topology"]["ina_spines"] == 1
+
+
+def test_matrix_file_is_loaded_by_validate(tmp_path):
+    """``python -m sim validate`` reads a matrix result directly (model only here)."""
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps({"spec": SPEC, "cells": [_cell("innetwork", 262144, 4.0)]}))
+    rows = load_rows(path)
+    assert rows == load_matrix_rows([path])
+    (r,) = validate(rows)
+    assert r.algorithm == "ina" and abs(r.model_error) < THRESHOLD
+
+
+def test_matrix_file_errors_are_clear(tmp_path):
+    """A file that is not a matrix result is named in the error."""
+    path = tmp_path / "x.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="x.json"):
+        load_matrix_rows([path])
+
+
+def test_model_ina_link_bound_at_3mbit():
+    """1 MiB in-network on the emulated fabric: 4096 packets of 346 bytes at 3 Mbit/s."""
+    f = fabric_for("innetwork", SPEC)
+    seconds = predict("ina", f, 1 << 20)
+    assert seconds == pytest.approx(4096 * 346 * 8 / 3e6, rel=0.02)
+
+
+@pytest.mark.root
+def test_small_emulation_matches_sim_and_model():
+    """2x2x2 at 3 Mbit/s, ring and in-network of 256 KiB: ns-3 and the model within 15 %."""
+    ns3sim = pytest.importorskip("sim.ns3sim")
+    if not ns3sim.available():
+        pytest.skip("ns-3 (pip package ns3) is not installed")
+    from workloads.matrix import MatrixSpec
+
+    from sim.emulation import run_emulation
+    from sim.validate import ns3_simulate
+
+    spec = MatrixSpec(gpus=1, bw_mbit=3.0, algos=("ring", "innetwork"), sizes=(65536,),
+                      credits=4, msg_pkts=16, elems=64, timeout_s=60.0,
+                      name_prefix=f"t{os.getpid() % 100}")
+    doc = run_emulation(spec)
+    rows = rows_from_matrix(doc)
+    assert len(rows) == 2, doc["cells"]
+    results = validate(rows, ns3_simulate)
+    assert not any(r.flagged for r in results), report(results)
