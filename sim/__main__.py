@@ -71,9 +71,8 @@ def _emulate(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from workloads.matrix import MatrixSpec
-
     from sim.emulation import rows_from_matrix, run_emulation
+    from workloads.matrix import MatrixSpec
 
     if os.geteuid() != 0:
         raise RuntimeError("emulation needs root (Mininet)")

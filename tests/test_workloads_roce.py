@@ -239,3 +239,25 @@ def test_bind_failure_is_a_transport_error() -> None:
     with RoceEndpoint(("127.0.0.1", 0)) as ep:
         with pytest.raises(TransportError, match="cannot bind"):
             RoceEndpoint(ep.address)
+
+
+def test_delayed_acks_cost_one_probe_not_the_window() -> None:
+    """A timeout while the window is only queued resends one AckReq probe, and an ACK
+    beyond the probe undoes it: the rest of the window is not sent again."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname()) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=8, rto=0.02, max_rto=0.2)
+        req.post(lambda psn: write_packets(0x202, psn, message(0, 8), 0x1000, 7))
+        first = [parse_bth(sink.recv(2048)) for _ in range(8)]
+        assert [h.psn for h in first] == list(range(8))
+        probe = parse_bth(sink.recv(2048))  # nothing is acknowledged: the timer fires
+        assert (probe.psn, probe.ackreq) == (0, True)
+        sink.sendto(ack_packet(0x101, 5, 0), ep.address)  # the originals' delayed ACK
+        sink.sendto(ack_packet(0x101, 7, 1), ep.address)
+        ep.wait(lambda: req.idle, time.monotonic() + 10.0, "ack")
+        assert req.stats.spurious_timeouts == 1
+        assert req.stats.retransmitted == req.stats.timeouts  # probes only
+        assert req.cwnd == req.window
+    sink.close()

@@ -172,6 +172,7 @@ class InNetworkStats:
     packets_sent: int = 0
     retransmissions: int = 0
     timeouts: int = 0
+    spurious_timeouts: int = 0  # timeouts whose probe showed the window was only delayed
     naks: int = 0
     attempts: int = 1  # fixed-point rounds (rescale and retry)
     frac_bits: int | None = None
@@ -355,6 +356,7 @@ def _stats(channel: AggregationChannel, algorithm: str, elements: int, before: _
         packets_sent=rq.packets_sent - bq.packets_sent,
         retransmissions=rq.retransmitted - bq.retransmitted,
         timeouts=rq.timeouts - bq.timeouts,
+        spurious_timeouts=rq.spurious_timeouts - bq.spurious_timeouts,
         naks=rq.naks_received - bq.naks_received,
         attempts=report.attempts if report else 1,
         frac_bits=report.frac_bits if report else None,

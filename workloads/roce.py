@@ -13,8 +13,11 @@ them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checke
   (under the endpoint's lock); application threads post messages and wait on a condition.
 * :class:`Requester` is the sending end of a connection: a packet queue, a window (and,
   optionally, an AIMD congestion window inside it), a retransmission timer that adapts to the
-  measured round trip (RFC 6298) with exponential back-off, and a clear
-  :class:`TransportError` when the connection makes no progress for ``dead_after`` seconds.
+  measured round trip (RFC 6298: 1 s before the first sample, exponential back-off kept until
+  a fresh sample, Karn's rule), a timeout recovery that probes with one packet before going
+  back N (so ACKs that are only queued behind the window cost one packet, not a window), and
+  a clear :class:`TransportError` when the connection makes no progress for ``dead_after``
+  seconds.
 * :class:`Responder` is the receiving end: accepts packets in PSN order, reassembles WRITE
   messages, ACKs (coalesced per receive batch), NAKs a gap once, re-ACKs duplicates.
 * :class:`LoopbackFabric` relays the datagrams of several endpoints on 127.0.0.1 through any
@@ -45,7 +48,7 @@ log = logging.getLogger(__name__)
 ROCE_V2_PORT = 4791
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
-INITIAL_RTO_FACTOR = 4.0  # timeout before the first RTT sample: this many times ``rto``
+INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), capped at max_rto
 
 OP_WRITE_FIRST = 0x06
 OP_WRITE_MIDDLE = 0x07
@@ -169,6 +172,7 @@ class QpStats:
     messages_acked: int = 0
     messages_received: int = 0
     rtt_samples: int = 0
+    spurious_timeouts: int = 0  # timeouts undone: ACKs showed the originals had arrived
     cwnd_cuts: int = 0  # loss events that shrank the congestion window
 
     def copy(self) -> QpStats:
@@ -226,6 +230,12 @@ class Requester:
         self._deadline = 0.0  # when the oldest unacked packet times out
         self._progress = time.monotonic()
         self._retries = 0
+        # After a timeout: only the oldest packet is resent (a probe) until an ACK arrives;
+        # _hold keeps the backed-off timeout until a fresh RTT sample (Karn's algorithm).
+        self._probing = False
+        self._probe_base = 0
+        self._undo = (self.cwnd, self.ssthresh)
+        self._hold = False
         self.error: str | None = None
 
     @property
@@ -276,6 +286,7 @@ class Requester:
             self.stats.naks_received += 1
             if not 0 <= d <= in_flight:
                 return False  # stale NAK
+            self._probing = False
             progressed = self._advance(d, grow=False)
             self._on_loss(timeout=False)
             if self._next > self._una:
@@ -286,19 +297,30 @@ class Requester:
             return False
         if not 0 <= d < in_flight:
             return False  # duplicate or stale ACK
-        return self._advance(d + 1)
+        spurious = False
+        if self._probing:
+            self._probing = False
+            # The receiver holds more than the probe: the originals were only delayed
+            # (queued behind the window), so nothing else is resent and the cut is undone.
+            spurious = self._una + d + 1 > self._probe_base + 1
+        progressed = self._advance(d + 1)
+        if spurious:
+            self.stats.spurious_timeouts += 1
+            self.cwnd, self.ssthresh = self._undo
+            self._next = max(self._next, self._high)
+        return progressed
 
     @property
     def current_rto(self) -> float:
         """The retransmission timeout now: ``srtt + 4·rttvar`` (RFC 6298) from the measured
         round trips, at least the configured ``rto`` and at most ``max_rto``."""
         if self._srtt is None:
-            return min(self.max_rto, INITIAL_RTO_FACTOR * self.rto)
+            return min(self.max_rto, max(self.rto, INITIAL_RTO))
         return min(self.max_rto, max(self.rto, self._srtt + 4.0 * self._rttvar))
 
     def _on_loss(self, timeout: bool) -> None:
         """Multiplicative decrease, once per loss event (one window's worth of packets) for
-        NAKs; a timeout always drops the window to ``min_cwnd``."""
+        NAKs; a timeout drops the window to ``min_cwnd`` (undone if it proves spurious)."""
         if not timeout and self._una < self._recover:
             return
         self._recover = self._high
@@ -333,6 +355,7 @@ class Requester:
         sent = self._sent_at.get(self._una + count - 1)
         if sent is not None:
             self._sample_rtt(now - sent)
+            self._hold = False
         if grow:
             self._grow(count)
         for _ in range(count):
@@ -350,7 +373,8 @@ class Requester:
             self.stats.messages_acked += 1
         self._progress = now
         self._retries = 0
-        self._backoff = self.current_rto
+        if not self._hold:
+            self._backoff = self.current_rto
         self._deadline = now + self._backoff
         return True
 
@@ -360,7 +384,17 @@ class Requester:
         self._sent_at.clear()  # Karn: what is sent again gives no RTT sample
 
     def poll_timer(self, now: float) -> None:
-        """Retransmit on timeout; fail the connection after ``dead_after`` without progress."""
+        """On a timeout resend the oldest packet only, with AckReq (a probe); fail the
+        connection after ``dead_after`` without progress.
+
+        At slow links the round trip is dominated by the window queued behind the host link
+        (W packets x frame bytes x 8 / rate, twice: data out, ACKs back behind results), so
+        a timeout may fire while every packet is still on its way. Going back N there
+        resent whole windows that queued behind the originals and fired the next timeout:
+        the 1 Mbit/s collapse of docs/scale.md. The probe's answer decides instead: an ACK
+        beyond it means the originals arrived (spurious: nothing else is resent, the window
+        cut is undone); an ACK of just the probe means they were lost (go back N).
+        """
         if self._high <= self._una or now < self._deadline:
             return
         if now - self._progress > self.dead_after:
@@ -373,9 +407,14 @@ class Requester:
             log.error("%s", self.error)
             return
         self.stats.timeouts += 1
+        if not self._probing:
+            self._undo = (self.cwnd, self.ssthresh)
         self._on_loss(timeout=True)
         self._retries += 1
         self._backoff = min(self._backoff * 2, self.max_rto)
+        self._hold = True
+        self._probing = True
+        self._probe_base = self._una
         self._go_back("timeout")
         self._deadline = now + self._backoff
 
@@ -389,8 +428,12 @@ class Requester:
         if self.error is not None:
             return
         limit = min(self._una + len(self._queue), self._una + min(self.window, int(self.cwnd)))
+        if self._probing:
+            limit = min(limit, self._una + 1)
         while self._next < limit:
             pkt = self._queue[self._next - self._una]
+            if self._probing and len(pkt) > 8:
+                pkt = pkt[:8] + bytes([pkt[8] | 0x80]) + pkt[9:]  # AckReq: answer the probe
             if not self.ep.send_raw(self.peer_ip, pkt):
                 return  # socket buffer full: try again on the next loop
             if self._next < self._high:
