@@ -287,6 +287,7 @@ class Requester:
             if not 0 <= d <= in_flight:
                 return False  # stale NAK
             self._probing = False
+            self._hold = False  # a real loss: the timeout was right, no reason to keep backoff
             progressed = self._advance(d, grow=False)
             self._on_loss(timeout=False)
             if self._next > self._una:
@@ -303,6 +304,11 @@ class Requester:
             # The receiver holds more than the probe: the originals were only delayed
             # (queued behind the window), so nothing else is resent and the cut is undone.
             spurious = self._una + d + 1 > self._probe_base + 1
+            # Only the probe arrived: the originals were lost, the timeout was right, so the
+            # backed-off timeout is dropped (as TCP does on new data acknowledged); keeping it
+            # until a fresh sample made every later loss wait for max_rto under steady loss.
+            # A spurious timeout keeps the backoff: the timeout was too short.
+            self._hold = spurious
         progressed = self._advance(d + 1)
         if spurious:
             self.stats.spurious_timeouts += 1
