@@ -22,6 +22,7 @@ from workloads.matrix import (
 from workloads.roce import (
     AETH,
     BTH_LEN,
+    INITIAL_RTO,
     Requester,
     ack_packet,
     parse_bth,
@@ -63,7 +64,7 @@ def _ack(req: Requester, psn: int, nak: bool = False) -> None:
 def test_timeout_adapts_to_measured_round_trips():
     """A 200 ms round trip raises the timeout above it (srtt + 4 rttvar), not 10 ms."""
     req = _requester()
-    assert req.current_rto == pytest.approx(0.04)  # 4 x rto before any sample
+    assert req.current_rto == pytest.approx(INITIAL_RTO)  # RFC 6298: 1 s before any sample
     _post(req, 1)
     req.transmit(time.monotonic() - 0.2)
     _ack(req, 0)
