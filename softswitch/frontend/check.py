@@ -575,6 +575,21 @@ class Checker(StmtChecker):
 
     # ------------------------------------------------------------------ parsers
 
+    def block_local(self, c: Tree, inner: Scope, locals_: list) -> bool:
+        """Declare a variable, constant or instantiation local to a parser or control;
+        False when ``c`` is none of these (the caller handles the block-specific kinds)."""
+        if c.data == "variable_decl":
+            locals_.append(self.variable_decl(c, inner))
+        elif c.data == "const_decl":
+            self.const_decl(c, inner)
+        elif c.data == "instantiation":
+            inst = self.instantiation(c, inner)
+            if inst is not None:
+                locals_.append(inst)
+        else:
+            return False
+        return True
+
     def _d_parser_decl(self, tree: Tree, scope: Scope) -> None:
         tok = self._name_tok(tree)
         name = str(tok)
@@ -590,17 +605,9 @@ class Checker(StmtChecker):
         outer_direct, self.direct_instances = self.direct_instances, []
         state_trees = [c for c in tree.children if isinstance(c, Tree) and c.data == "parser_state"]
         for c in tree.children:
-            if not isinstance(c, Tree):
+            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
                 continue
-            if c.data == "variable_decl":
-                decl.locals.append(self.variable_decl(c, inner))
-            elif c.data == "const_decl":
-                self.const_decl(c, inner)
-            elif c.data == "instantiation":
-                inst = self.instantiation(c, inner)
-                if inst is not None:
-                    decl.locals.append(inst)
-            elif c.data == "value_set_decl":
+            if c.data == "value_set_decl":
                 raise UnsupportedError("value_set", self.loc(c))
         names: dict[str, Tree] = {}
         for st in state_trees:
@@ -679,17 +686,9 @@ class Checker(StmtChecker):
         outer_direct, self.direct_instances = self.direct_instances, []
         body_tree: Tree | None = None
         for c in tree.children:
-            if not isinstance(c, Tree):
+            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
                 continue
-            if c.data == "variable_decl":
-                decl.locals.append(self.variable_decl(c, inner))
-            elif c.data == "const_decl":
-                self.const_decl(c, inner)
-            elif c.data == "instantiation":
-                inst = self.instantiation(c, inner)
-                if inst is not None:
-                    decl.locals.append(inst)
-            elif c.data == "action_decl":
+            if c.data == "action_decl":
                 decl.locals.append(self.action_decl(c, inner))
             elif c.data == "table_decl":
                 table = self.table_decl(c, inner)
