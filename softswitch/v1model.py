@@ -418,14 +418,7 @@ class TracingV1Switch(V1Switch):
     def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
         tr = self.tracer
         sm, ctx = job.sm, job.ctx
-        if ctx.clone_session is not None:
-            sid = ctx.clone_session & MIRROR_SESSION_ID_MASK
-            session = self.pre.clone_session(sid)
-            if session is None:
-                tr.decision(f"clone to session {sid}: no such session, no copy")
-            else:
-                ports = ", ".join(str(p) for p, _ in session.replicas) or "none"
-                tr.decision(f"ingress clone to session {sid} -> port(s) {ports}")
+        self._trace_clone("ingress", ctx)
         if ctx.digest is not None:
             tr.decision(f"digest {ctx.digest[0]} {ctx.digest[1]}")
         if ctx.resubmit_fl is not None:
@@ -442,6 +435,18 @@ class TracingV1Switch(V1Switch):
         else:
             tr.decision(f"to egress port {sm.egress_spec}")
         super()._after_ingress(job, ingress_q, egress_q)
+
+    def _trace_clone(self, where: str, ctx: Any) -> None:
+        """Record a pending clone request and where its copies will go."""
+        if ctx.clone_session is None:
+            return
+        sid = ctx.clone_session & MIRROR_SESSION_ID_MASK
+        session = self.pre.clone_session(sid)
+        if session is None:
+            self.tracer.decision(f"clone to session {sid}: no such session, no copy")
+        else:
+            ports = ", ".join(str(p) for p, _ in session.replicas) or "none"
+            self.tracer.decision(f"{where} clone to session {sid} -> port(s) {ports}")
 
     def _drop_reason(self, where: str, sm: Any) -> str:
         why = f"egress_spec == {DROP_PORT} at the end of {where}"
@@ -463,14 +468,7 @@ class TracingV1Switch(V1Switch):
     ) -> None:
         tr = self.tracer
         sm, ctx = job.sm, job.ctx
-        if ctx.clone_session is not None:
-            sid = ctx.clone_session & MIRROR_SESSION_ID_MASK
-            session = self.pre.clone_session(sid)
-            if session is None:
-                tr.decision(f"clone to session {sid}: no such session, no copy")
-            else:
-                ports = ", ".join(str(p) for p, _ in session.replicas) or "none"
-                tr.decision(f"egress clone to session {sid} -> port(s) {ports}")
+        self._trace_clone("egress", ctx)
         if sm.egress_spec == DROP_PORT:
             tr.drop(self._drop_reason("egress", sm))
             super()._after_egress(job, ingress_q, egress_q, out)

@@ -217,3 +217,15 @@ def test_traced_pipeline_passes_sample_stf(name: str) -> None:
     result = run_stf_file(pipeline, P4 / f"{name}.stf")
     assert result.passed, result.first_mismatch
     assert traces and all(t.lines[-1].startswith("  result: ") for t in traces)
+
+
+def test_trace_names_ingress_and_egress_clones() -> None:
+    """The multicast/clone sample's traces say which pass requested a clone and where to."""
+    from softswitch.stf import run_stf_file
+
+    traces: list[PacketTrace] = []
+    pipeline = Pipeline.from_file(str(P4 / "multicast_clone.p4"), trace=traces.append)
+    assert run_stf_file(pipeline, P4 / "multicast_clone.stf").passed
+    text = "\n".join("\n".join(t.lines) for t in traces)
+    assert "ingress clone to session " in text and "egress clone to session " in text
+    assert "-> port(s) " in text

@@ -556,6 +556,22 @@ def test_clone_session_roundtrip(ready):
     assert ent.packet_replication_engine_entry.clone_session_entry.replicas[0].egress_port == 3
 
 
+def test_clone_session_presence_rules(ready):
+    """A clone session: MODIFY before INSERT is NOT_FOUND, a second INSERT ALREADY_EXISTS."""
+    _sw, c = ready
+    u = p4runtime_pb2.Update(type=MODIFY)
+    cs = u.entity.packet_replication_engine_entry.clone_session_entry
+    cs.session_id = 9
+    cs.replicas.add(egress_port=2, instance=0)
+    assert single_error(c, u)[0] == code_pb2.NOT_FOUND
+    u.type = INSERT
+    c.write(u)
+    assert single_error(c, u)[0] == code_pb2.ALREADY_EXISTS
+    u.type = DELETE
+    c.write(u)
+    assert single_error(c, u)[0] == code_pb2.NOT_FOUND
+
+
 # ------------------------------------------------------------------ arbitration
 
 

@@ -216,11 +216,7 @@ class PipelineState:
             gid = g.multicast_group_id
             if gid == 0:
                 raise invalid("multicast group id 0 is reserved")
-            exists = gid in self.mcast_groups
-            if utype == Update.INSERT and exists:
-                raise P4RuntimeError(ALREADY_EXISTS, f"multicast group {gid} already exists")
-            if utype in (Update.MODIFY, Update.DELETE) and not exists:
-                raise not_found(f"multicast group {gid} does not exist")
+            _check_presence(utype, gid in self.mcast_groups, f"multicast group {gid}")
             if utype == Update.DELETE:
                 pre.delete_group(gid)
                 del self.mcast_groups[gid]
@@ -236,11 +232,7 @@ class PipelineState:
             sid = c.session_id
             if sid == 0:
                 raise invalid("clone session id 0 is reserved")
-            exists = sid in self.clone_sessions
-            if utype == Update.INSERT and exists:
-                raise P4RuntimeError(ALREADY_EXISTS, f"clone session {sid} already exists")
-            if utype in (Update.MODIFY, Update.DELETE) and not exists:
-                raise not_found(f"clone session {sid} does not exist")
+            _check_presence(utype, sid in self.clone_sessions, f"clone session {sid}")
             if utype == Update.DELETE:
                 pre.delete_clone_session(sid)
                 del self.clone_sessions[sid]
@@ -540,3 +532,11 @@ class PipelineState:
             for v in values:
                 data.struct.members.add(bitstring=encode(v))
         return list(by_id.values())
+
+
+def _check_presence(utype: int, exists: bool, what: str) -> None:
+    """INSERT needs ``what`` absent, MODIFY and DELETE need it present (P4Runtime codes)."""
+    if utype == Update.INSERT and exists:
+        raise P4RuntimeError(ALREADY_EXISTS, f"{what} already exists")
+    if utype in (Update.MODIFY, Update.DELETE) and not exists:
+        raise not_found(f"{what} does not exist")
