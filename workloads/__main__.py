@@ -30,6 +30,7 @@ from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
 from workloads.innetwork import (
+    AGG_MAX_RTO,
     AggregationChannel,
     IntraHost,
     hierarchical_allreduce,
@@ -124,7 +125,8 @@ def _agent(args: argparse.Namespace) -> HostAgent:
     job = load_job(args.job, elems=args.elems, first_psn=args.first_psn)
     ranks = local_ranks(job, args.host, args.rank)
     bind = (args.bind, args.port) if args.bind else None
-    return HostAgent(job, ranks, bind=bind, rto=args.rto, dead_after=args.dead_after,
+    return HostAgent(job, ranks, bind=bind, rto=args.rto, max_rto=args.max_rto,
+                     dead_after=args.dead_after,
                      timeout=args.timeout, window=args.window)
 
 
@@ -294,7 +296,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=ROCE_V2_PORT)
     p.add_argument("--elems", type=int, default=32, help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
-    p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
+    p.add_argument("--rto", type=float, default=0.05,
+                   help="in-network: lowest retransmission timeout (s)")
+    p.add_argument("--max-rto", type=float, default=AGG_MAX_RTO,
+                   help="in-network: highest retransmission timeout and backoff (s)")
     p.add_argument("--window", type=int, default=None,
                    help="in-network: packets in flight per connection (default: the job's "
                         "credits x packets per message)")

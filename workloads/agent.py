@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from workloads.innetwork import AggregationChannel, JobConfig
+from workloads.innetwork import AGG_MAX_RTO, AggregationChannel, JobConfig
 from workloads.roce import ROCE_V2_PORT, Address, RoceEndpoint, TransportError
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ class HostAgent:
     def __init__(self, job: JobConfig, ranks: Sequence[int], *,
                  bind: Address | None = None,
                  resolve: Callable[[str], Address] | None = None, window: int | None = None,
-                 rto: float = 0.05, dead_after: float = 30.0, timeout: float = 300.0) -> None:
+                 rto: float = 0.05, max_rto: float = AGG_MAX_RTO, dead_after: float = 30.0,
+                 timeout: float = 300.0) -> None:
         self.job = job
         self.ranks = list(ranks)
         if not self.ranks:
@@ -91,7 +92,8 @@ class HostAgent:
             raise AgentError(str(err)) from None
         try:
             self.channels = {r: AggregationChannel(self.endpoint, job, r, window=window, rto=rto,
-                                                   dead_after=dead_after, timeout=timeout)
+                                                   max_rto=max_rto, dead_after=dead_after,
+                                                   timeout=timeout)
                              for r in self.ranks}
         except BaseException:
             self.endpoint.close()

@@ -52,6 +52,14 @@ DEFAULT_ELEMS = 32
 MAX_BIND = 4  # NR_BIND: messages the switch remembers per connection
 ACK_BYTES = 20  # BTH + AETH + ICRC
 ACK_EVERY = 16  # a receiver ACKs at least every this many packets (and at message ends)
+#: Upper bound of an aggregation connection's retransmission timeout (and of its backoff).
+#: A worker's round trip includes waiting at the switch for the slowest worker, whose own
+#: loss recovery is in it, so under loss the RFC 6298 estimate feeds on the other workers'
+#: timeouts and climbs to any bound it is given; every stall then costs the whole job that
+#: bound (5 % port loss on 8 workers: 5-60 s and hung jobs with 4 s, 3-8 s with 0.25 s,
+#: docs/protocol.md section 7). A timeout only sends one probe packet, so a short bound is
+#: cheap even where it fires spuriously, like RoCE NICs' fixed local ACK timeout.
+AGG_MAX_RTO = 0.25
 
 
 # ------------------------------------------------------------------- job description
@@ -197,7 +205,7 @@ class AggregationChannel:
     """
 
     def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
-                 window: int | None = None, rto: float = 0.05, max_rto: float = 4.0,
+                 window: int | None = None, rto: float = 0.05, max_rto: float = AGG_MAX_RTO,
                  dead_after: float = 30.0,
                  timeout: float = 300.0) -> None:
         self.ep = endpoint
