@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
 #: A shaped link queues up to this many full-size frames (tbf's limit, given to Mininet as
-#: the latency they take to drain): the veth's default txqueuelen, as htb's pfifo had.
+#: the latency they take to drain): 48 KB, two hosts' in-network credit windows. htb's
+#: pfifo held 1000, and the opposite TCP flow's ACKs waited behind them (docs/scale.md).
 QUEUE_FRAMES = 32
 FRAME_BYTES = 1514
 #: tbf's bucket: two full-size frames. Mininet's 15000 bytes let a link send 10 frames at
@@ -99,8 +100,10 @@ class ShapedLink(TCLink):
     Shaping is tbf, not Mininet's default htb: with htb (rate = ceil, burst 15k) the links
     of a TCP ring all-reduce idled 15-30 % of the time in bursts of 20-80 ms (the switches
     read every frame within 4.4 ms of its arrival, TCP had data in flight 98 % of the time,
-    no loss), and the ring ran 13-31 % slower than ns-3 and the cost model; with tbf it is
-    within 2 % (docs/scale.md, "Validation"). The queue is as long as htb's pfifo was."""
+    no loss), and the ring ran 13-31 % slower than ns-3 and the cost model; with this tbf
+    it ran 7 % slower at 3 Mbit/s, still 19-24 % at 1 Mbit/s (docs/scale.md, "Validation").
+    The queue length trades the opposite flow's ACK delay (long queues) against TCP losses
+    (short ones); 32 frames hold two hosts' in-network credit windows."""
 
     def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
         params.pop("kind", None)  # the topology's own link label
