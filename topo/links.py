@@ -23,10 +23,11 @@ from topo.topologies import LinkShape
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
-#: A shaped link queues up to this many full-size frames (tbf's limit, given to Mininet as
-#: the latency they take to drain): 48 KB, two hosts' in-network credit windows. htb's
-#: pfifo held 1000, and the opposite TCP flow's ACKs waited behind them (docs/scale.md).
-QUEUE_FRAMES = 32
+#: A shaped link queues what it sends in this many milliseconds (tbf's latency). The length
+#: trades the opposite TCP flow's ACKs waiting behind a long queue against TCP losses (and
+#: 200 ms retransmission timeouts) at a short one; 150 ms held at 1 and 3 Mbit/s where
+#: fixed frame counts did not (docs/scale.md). htb's pfifo held 1000 frames (4 s at 3 Mbit/s).
+QUEUE_MS = 150.0
 FRAME_BYTES = 1514
 #: tbf's bucket: two full-size frames. Mininet's 15000 bytes let a link send 10 frames at
 #: once after every idle moment, faster than its rate (a ring step's first frames).
@@ -73,13 +74,8 @@ def shaping_warning(shapes: Iterable[LinkShape], netem: bool) -> str | None:
     )
 
 
-def tbf_latency_ms(bw_mbit: float, frames: int = QUEUE_FRAMES) -> float:
-    """The tbf latency whose queue holds ``frames`` full-size frames at ``bw_mbit``."""
-    return frames * FRAME_BYTES * 8 / (bw_mbit * 1e6) * 1e3
-
-
 class ShapedIntf(TCIntf):
-    """Mininet's TCIntf with tbf shaping of ``BURST_BYTES`` and a ``QUEUE_FRAMES`` queue
+    """Mininet's TCIntf with tbf shaping of ``BURST_BYTES`` and a ``QUEUE_MS`` queue
     (Mininet's own tbf has a 15000-byte bucket and a 15000-byte queue)."""
 
     def bwCmds(self, bw: float | None = None, speedup: float = 0, use_hfsc: bool = False,  # noqa: N802
@@ -88,7 +84,7 @@ class ShapedIntf(TCIntf):
         if not bw or not use_tbf or enable_ecn or enable_red or not 0 < bw <= self.bwParamMax:
             return super().bwCmds(bw, speedup, use_hfsc, use_tbf, latency_ms, enable_ecn,
                                   enable_red)
-        latency = latency_ms if latency_ms is not None else tbf_latency_ms(bw)
+        latency = latency_ms if latency_ms is not None else QUEUE_MS
         return ([f"%s qdisc add dev %s root handle 5: tbf rate {bw:f}Mbit "
                  f"burst {BURST_BYTES} latency {latency:f}ms"], " parent 5:1 ")
 
@@ -101,9 +97,8 @@ class ShapedLink(TCLink):
     of a TCP ring all-reduce idled 15-30 % of the time in bursts of 20-80 ms (the switches
     read every frame within 4.4 ms of its arrival, TCP had data in flight 98 % of the time,
     no loss), and the ring ran 13-31 % slower than ns-3 and the cost model; with this tbf
-    it ran 7 % slower at 3 Mbit/s, still 19-24 % at 1 Mbit/s (docs/scale.md, "Validation").
-    The queue length trades the opposite flow's ACK delay (long queues) against TCP losses
-    (short ones); 32 frames hold two hosts' in-network credit windows."""
+    it measured within 2 % at 1 Mbit/s (run alone) and 4-7 % for 1 MiB at 3 Mbit/s, though
+    not in every cell (docs/scale.md, "Validation")."""
 
     def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
         params.pop("kind", None)  # the topology's own link label
