@@ -5,9 +5,9 @@ measured on the Mininet spine-leaf (``workloads.matrix``). For that the :class:`
 describe the emulation's transports, not an idealised RoCE network. Every number below is
 fixed once, from packet formats and independent measurements, never fitted to a row:
 
-* **Link rate.** ``topo.links.ShapedLink`` shapes each veth end with tbf at ``bw`` Mbit/s.
-  tbf charges a packet its length as the kernel sees it: the Ethernet frame without
-  preamble, FCS or inter-frame gap, so ``host_bps = bw·10⁶`` of frame bytes.
+* **Link rate.** Mininet's ``TCLink`` shapes each veth end with htb at ``bw`` Mbit/s. htb
+  charges a packet its length as the kernel sees it: the Ethernet frame without preamble,
+  FCS or inter-frame gap, so ``host_bps = bw·10⁶`` of frame bytes.
 * **In-network packets** (``docs/protocol.md`` §2): host links carry RoCE v2 WRITEs of
   ``4·E`` payload bytes in Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 = 58 header
   bytes; a message's first packet adds RETH + tag (32 bytes over ``msg_pkts`` packets) and

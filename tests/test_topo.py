@@ -14,7 +14,7 @@ import pytest
 
 from topo.cleanup import is_same_process, stop_recorded
 from topo.errors import TargetError, TopologyError, TopologyFileError
-from topo.links import BURST_BYTES, QUEUE_MS, ShapedIntf, netem_available, shaping_warning
+from topo.links import netem_available, shaping_warning
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.nodes import BMv2Switch, SoftSwitch, SwitchLaunch, choose_target, failure_reason, log_tail
 from topo.probe import receive, send
@@ -354,15 +354,3 @@ def test_spineleaf_data_server_with_prefix_and_bad_value():
     with pytest.raises(TopologyError, match="data_server"):
         SpineLeafTopo(data_server="yes")
 
-
-def test_links_are_tbf_with_a_short_bucket_and_queue():
-    """A rate-limited link end is one tbf: a 2-frame bucket, a 150 ms queue; without a rate,
-    Mininet's own commands (none) are kept."""
-    intf = object.__new__(ShapedIntf)  # bwCmds reads only class attributes
-    cmds, parent = intf.bwCmds(bw=3.0, use_tbf=True)
-    assert parent == " parent 5:1 "
-    (cmd,) = cmds
-    assert "root handle 5: tbf rate 3.000000Mbit" in cmd
-    assert f"burst {BURST_BYTES} " in cmd and BURST_BYTES == 2 * 1514
-    assert QUEUE_MS == 150.0 and f"latency {QUEUE_MS:f}ms" in cmd
-    assert intf.bwCmds(bw=None, use_tbf=True) == ([], " root ")

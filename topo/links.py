@@ -1,4 +1,4 @@
-"""Emulated links: tbf rate limits through Mininet's TCLink, and netem only where it exists.
+"""Emulated links: htb rate limits through Mininet's TCLink, and netem only where it exists.
 
 Many kernels (this project's CI included) ship without ``sch_netem``: ``tc qdisc add ... netem``
 fails there, and Mininet would print a tc error per interface and leave the link half
@@ -16,22 +16,13 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
-from mininet.link import TCIntf, TCLink
+from mininet.link import TCLink
 
 from topo.topologies import LinkShape
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
-#: A shaped link queues what it sends in this many milliseconds (tbf's latency). The length
-#: trades the opposite TCP flow's ACKs waiting behind a long queue against TCP losses (and
-#: 200 ms retransmission timeouts) at a short one; 150 ms held at 1 and 3 Mbit/s where
-#: fixed frame counts did not (docs/scale.md). htb's pfifo held 1000 frames (4 s at 3 Mbit/s).
-QUEUE_MS = 150.0
-FRAME_BYTES = 1514
-#: tbf's bucket: two full-size frames. Mininet's 15000 bytes let a link send 10 frames at
-#: once after every idle moment, faster than its rate (a ring step's first frames).
-BURST_BYTES = 2 * FRAME_BYTES
 
 
 @functools.cache
@@ -74,41 +65,15 @@ def shaping_warning(shapes: Iterable[LinkShape], netem: bool) -> str | None:
     )
 
 
-class ShapedIntf(TCIntf):
-    """Mininet's TCIntf with tbf shaping of ``BURST_BYTES`` and a ``QUEUE_MS`` queue
-    (Mininet's own tbf has a 15000-byte bucket and a 15000-byte queue)."""
-
-    def bwCmds(self, bw: float | None = None, speedup: float = 0, use_hfsc: bool = False,  # noqa: N802
-               use_tbf: bool = False, latency_ms: float | None = None,
-               enable_ecn: bool = False, enable_red: bool = False) -> tuple[list[str], str]:
-        if not bw or not use_tbf or enable_ecn or enable_red or not 0 < bw <= self.bwParamMax:
-            return super().bwCmds(bw, speedup, use_hfsc, use_tbf, latency_ms, enable_ecn,
-                                  enable_red)
-        latency = latency_ms if latency_ms is not None else QUEUE_MS
-        return ([f"%s qdisc add dev %s root handle 5: tbf rate {bw:f}Mbit "
-                 f"burst {BURST_BYTES} latency {latency:f}ms"], " parent 5:1 ")
-
-
 class ShapedLink(TCLink):
-    """A TCLink (veth pair, tbf rate limit on both ends, checksum offloads off) that leaves
-    out netem's delay/loss when ``netem`` is False instead of failing half-way.
-
-    Shaping is tbf, not Mininet's default htb: with htb (rate = ceil, burst 15k) the links
-    of a TCP ring all-reduce idled 15-30 % of the time in bursts of 20-80 ms (the switches
-    read every frame within 4.4 ms of its arrival, TCP had data in flight 98 % of the time,
-    no loss), and the ring ran 13-31 % slower than ns-3 and the cost model; with this tbf
-    it measured within 2 % at 1 Mbit/s (run alone) and 4-7 % for 1 MiB at 3 Mbit/s, though
-    not in every cell (docs/scale.md, "Validation")."""
+    """A TCLink (veth pair, htb rate limit on both ends, checksum offloads off) that leaves
+    out netem's delay/loss when ``netem`` is False instead of failing half-way."""
 
     def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
         params.pop("kind", None)  # the topology's own link label
         if not netem:
             for key in ("delay", "jitter", "loss", "max_queue_size"):
                 params.pop(key, None)
-        if params.get("bw") and not params.get("use_hfsc"):
-            params.setdefault("use_tbf", True)
-        params.setdefault("cls1", ShapedIntf)
-        params.setdefault("cls2", ShapedIntf)
         # Checksum offloads off on both ends: the switch sees and forwards final checksums.
         params.setdefault("txo", False)
         params.setdefault("rxo", False)
