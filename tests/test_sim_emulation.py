@@ -107,8 +107,8 @@ def test_small_emulation_matches_sim_and_model():
     from workloads.matrix import MatrixSpec
 
     # At 1 Mbit/s the ~3-second transfers dwarf start-up costs. The ring over TCP runs 13-31 %
-    # slow on the htb-shaped links (their queue delays the opposite flow's ACKs; docs/scale.md),
-    # so only its lower bound is asserted.
+    # slow on the htb-shaped links (most likely their deep queue delays the opposite flow's
+    # ACKs; docs/scale.md), so only its lower bound is asserted.
     spec = MatrixSpec(gpus=1, bw_mbit=1.0, algos=("ring", "innetwork"), sizes=(65536,),
                       credits=4, msg_pkts=16, elems=64, timeout_s=60.0,
                       name_prefix=f"t{os.getpid() % 100}")

@@ -353,4 +353,3 @@ def test_spineleaf_data_server_with_prefix_and_bad_value():
     assert topo.host_options("xdata")["ip"] == "10.0.3.2/16"
     with pytest.raises(TopologyError, match="data_server"):
         SpineLeafTopo(data_server="yes")
-
