@@ -35,11 +35,11 @@ class Worker:
     sport: int
 
 
-def make_workers(n: int) -> list[Worker]:
-    """Workers on ports 1..n (10.0.0.k, 02:00:00:00:00:kk)."""
+def make_workers(n: int, first: int = 1) -> list[Worker]:
+    """Workers on ports first..first+n-1 (10.0.0.k, 02:00:00:00:00:kk, source port 49152+k)."""
     return [
         Worker(port=k, mac=f"02:00:00:00:00:{k:02x}", ip=f"10.0.0.{k}", sport=49152 + k)
-        for k in range(1, n + 1)
+        for k in range(first, first + n)
     ]
 
 

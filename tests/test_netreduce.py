@@ -10,13 +10,13 @@ import ipaddress
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
+from bench.netreduce_job import Worker, make_workers
 from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
@@ -83,21 +83,6 @@ def saturate(v: int) -> int:
 
 def sums(*vectors: Sequence[int]) -> list[int]:
     return [saturate(sum(col)) for col in zip(*vectors, strict=True)]
-
-
-@dataclass(frozen=True)
-class Worker:
-    """A worker host: its port on the switch, addresses and UDP source port."""
-
-    port: int
-    mac: str
-    ip: str
-    sport: int
-
-
-def make_workers(n: int, first: int = 1) -> list[Worker]:
-    return [Worker(port=first + i, mac=f"02:00:00:00:00:{first + i:02x}",
-                   ip=f"10.0.0.{first + i}", sport=49152 + first + i) for i in range(n)]
 
 
 class Job:
