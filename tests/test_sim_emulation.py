@@ -97,8 +97,8 @@ def test_model_ina_link_bound_at_3mbit():
 
 @pytest.mark.root
 def test_small_emulation_matches_sim_and_model():
-    """2x2x2 at 1 Mbit/s, 256 KiB: in-network within 15 % of ns-3 and the model both ways,
-    the ring never faster than them (they are its lower bound)."""
+    """2x2x2 at 1 Mbit/s, 256 KiB: ring and in-network within 15 % of ns-3 and of the model,
+    both ways."""
     ns3sim = pytest.importorskip("sim.ns3sim")
     if not ns3sim.available():
         pytest.skip("ns-3 (pip package ns3) is not installed")
@@ -106,9 +106,9 @@ def test_small_emulation_matches_sim_and_model():
     from sim.validate import ns3_simulate
     from workloads.matrix import MatrixSpec
 
-    # At 1 Mbit/s the ~3-second transfers dwarf start-up costs. The ring over TCP runs 13-31 %
-    # slow on the htb-shaped links (most likely their deep queue delays the opposite flow's
-    # ACKs; docs/scale.md), so only its lower bound is asserted.
+    # At 1 Mbit/s the ~3-second transfers dwarf start-up costs. The ring's TCP needs the links
+    # to serve ACKs first (topo.links.ack_first_htb_cmds): in one FIFO they waited behind the
+    # opposite flow's data and the ring ran 13-31 % slow (docs/scale.md).
     spec = MatrixSpec(gpus=1, bw_mbit=1.0, algos=("ring", "innetwork"), sizes=(65536,),
                       credits=4, msg_pkts=16, elems=64, timeout_s=60.0,
                       name_prefix=f"t{os.getpid() % 100}")
@@ -117,6 +117,5 @@ def test_small_emulation_matches_sim_and_model():
     assert len(rows) == 2, doc["cells"]
     ring, ina = validate(rows, ns3_simulate)
     assert (ring.algorithm, ina.algorithm) == ("ring", "ina")
-    assert not ina.flagged, report([ring, ina])
-    assert ring.sim_error is not None and ring.sim_error < THRESHOLD, report([ring, ina])
-    assert ring.model_error < THRESHOLD, report([ring, ina])
+    assert ring.sim_error is not None and ina.sim_error is not None, report([ring, ina])
+    assert not ring.flagged and not ina.flagged, report([ring, ina])

@@ -14,7 +14,14 @@ import pytest
 
 from topo.cleanup import is_same_process, stop_recorded
 from topo.errors import TargetError, TopologyError, TopologyFileError
-from topo.links import netem_available, shaping_warning
+from topo.links import (
+    ACK_CLASS,
+    DATA_CLASS,
+    AckFirstIntf,
+    ack_first_htb_cmds,
+    netem_available,
+    shaping_warning,
+)
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.nodes import BMv2Switch, SoftSwitch, SwitchLaunch, choose_target, failure_reason, log_tail
 from topo.probe import receive, send
@@ -291,6 +298,35 @@ def test_shaping_warning_without_netem():
     assert text is not None and "delay=2ms loss=1%" in text and "loss knob" in text
     assert shaping_warning(shapes, netem=True) is None
     assert shaping_warning([LinkShape(10.0)], netem=False) is None
+
+
+def test_ack_first_htb_splits_the_rate_and_filters_acks():
+    """The rate class keeps the link's rate; ACKs get a prio-0 class that may borrow all of
+    it, everything unmatched (the htb default) goes to the data class."""
+    cmds = ack_first_htb_cmds(3.0)
+    assert cmds[0].endswith("root handle 5:0 htb default " + DATA_CLASS.split(":")[1])
+    assert "classid 5:1 htb rate 3.000000Mbit burst 15k" in cmds[1]
+    ack, data = cmds[2], cmds[3]
+    assert f"classid {ACK_CLASS} htb rate 0.300000Mbit ceil 3.000000Mbit" in ack
+    assert ack.endswith("prio 0")
+    assert f"classid {DATA_CLASS} htb rate 2.700000Mbit ceil 3.000000Mbit" in data
+    assert data.endswith("prio 1")
+    filters = cmds[4:]
+    assert len(filters) == 2 and all(f.endswith(f"flowid {ACK_CLASS}") for f in filters)
+    assert "protocol 6" in filters[0] and "0x10 0xff at 33" in filters[0]
+    assert "dport 4791" in filters[1] and "0x11 0xff at 28" in filters[1]
+    assert all(cmd.count("%s") == 2 for cmd in cmds)
+
+
+def test_ack_first_netem_goes_under_both_classes():
+    """Where netem exists, delay and loss apply to ACKs and data alike."""
+    intf = object.__new__(AckFirstIntf)  # delayCmds needs no node
+    cmds, parent = intf.delayCmds(f" parent {DATA_CLASS} ", delay="2ms", loss=1.0)
+    assert len(cmds) == 2 and parent == " parent 10:1 "
+    assert f"parent {DATA_CLASS}" in cmds[0] and "handle 10: netem" in cmds[0]
+    assert f"parent {ACK_CLASS}" in cmds[1] and "handle 11: netem" in cmds[1]
+    assert all("delay 2ms" in c and "loss 1.00000" in c for c in cmds)
+    assert intf.delayCmds(f" parent {DATA_CLASS} ") == ([], f" parent {DATA_CLASS} ")
 
 
 def test_netem_probe_without_tc(monkeypatch, tmp_path):

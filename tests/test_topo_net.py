@@ -16,7 +16,7 @@ import pytest
 
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import NetworkError, SwitchStartError
-from topo.links import netem_available
+from topo.links import ACK_CLASS, DATA_CLASS, netem_available
 from topo.network import Network, start_network
 from topo.nodes import SoftSwitch, SwitchLaunch, port_in_use
 from topo.run import run_experiment
@@ -92,6 +92,49 @@ def test_hosts_have_static_arp_and_offloads_off(rack, tmp_path):
         features = h1.cmd("ethtool -k tqh1-eth0")
         assert "tx-checksumming: off" in features and "rx-checksumming: off" in features
         assert "10.0.1.1/16" in h1.cmd("ip -br addr show dev tqh1-eth0")
+
+
+ACK_PROBE = """
+import sys
+from scapy.all import IP, TCP, UDP, Raw, send
+dst = sys.argv[1]
+stamps = [("NOP", None), ("NOP", None), ("Timestamp", (1, 2))]
+for pkt in (IP(dst=dst) / TCP(dport=5001, flags="A", options=stamps),   # pure ACK, 52 bytes
+            IP(dst=dst) / TCP(dport=5001, flags="PA") / Raw(bytes(100)),  # data
+            IP(dst=dst) / UDP(dport=4791) / Raw(bytes([0x11]) + bytes(15)),  # RoCE ACK
+            IP(dst=dst) / UDP(dport=4791) / Raw(bytes([0x0A]) + bytes(300))):  # RoCE WRITE
+    send(pkt, verbose=False)
+"""
+
+
+def _class_packets(node, dev: str) -> dict[str, int]:
+    """{htb class id: packets sent} on one interface."""
+    counts, current = {}, None
+    for line in node.cmd(f"tc -s class show dev {dev}").splitlines():
+        words = line.split()
+        if words[:2] == ["class", "htb"]:
+            current = words[2]
+        elif words[:1] == ["Sent"] and current is not None:
+            counts[current] = int(words[3])
+    return counts
+
+
+def test_links_serve_acks_from_their_own_class(rack, tmp_path):
+    """On a host link, TCP pure ACKs and RoCE ACKs go to the ACK class, data to the other."""
+    import sys
+
+    with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
+        h1 = network.node("tqh1")
+        before = _class_packets(h1, "tqh1-eth0")
+        script = tmp_path / "ack_probe.py"
+        script.write_text(ACK_PROBE)
+        out = h1.cmd(f"{sys.executable} {script} 10.0.1.2; echo rc=$?")
+        assert "rc=0" in out, out
+        after = _class_packets(h1, "tqh1-eth0")
+    sent = {cls: after[cls] - before.get(cls, 0) for cls in after}
+    assert sent[ACK_CLASS] == 2, sent
+    assert sent[DATA_CLASS] >= 2, sent
+    assert sent["5:1"] == sent[ACK_CLASS] + sent[DATA_CLASS]
 
 
 class _BrokenSwitch(SoftSwitch):

@@ -1,5 +1,8 @@
 """Emulated links: htb rate limits through Mininet's TCLink, and netem only where it exists.
 
+Each rate limit serves acknowledgements (TCP pure ACKs, RoCE ACK/NAKs) before data
+(:func:`ack_first_htb_cmds`), so one flow's queue does not stall the opposite flow.
+
 Many kernels (this project's CI included) ship without ``sch_netem``: ``tc qdisc add ... netem``
 fails there, and Mininet would print a tc error per interface and leave the link half
 configured. :func:`netem_available` probes once per process in a throwaway network namespace;
@@ -16,7 +19,7 @@ import subprocess
 from collections.abc import Iterable
 from typing import Any
 
-from mininet.link import TCLink
+from mininet.link import TCIntf, TCLink
 
 from topo.topologies import LinkShape
 
@@ -65,9 +68,68 @@ def shaping_warning(shapes: Iterable[LinkShape], netem: bool) -> str | None:
     )
 
 
+#: htb classes under a link's rate class 5:1: acknowledgements first, then everything else.
+ACK_CLASS, DATA_CLASS = "5:10", "5:11"
+#: The acknowledgement class's guaranteed share of the rate (it may borrow all of it).
+ACK_SHARE = 0.1
+#: u32 matches (offsets from the IPv4 header) that put a packet in the acknowledgement class.
+ACK_MATCHES = (
+    # TCP pure ACK: 20-byte IP header, total length < 64 (52 with timestamps), flags = ACK
+    "match ip protocol 6 0xff match u8 0x05 0x0f at 0 match u16 0x0000 0xffc0 at 2 "
+    "match u8 0x10 0xff at 33",
+    # RoCE v2 ACK/NAK: UDP to 4791, BTH opcode 0x11 (Acknowledge)
+    "match ip protocol 17 0xff match u8 0x05 0x0f at 0 match ip dport 4791 0xffff "
+    "match u8 0x11 0xff at 28",
+)
+
+
+def ack_first_htb_cmds(bw_mbit: float) -> list[str]:
+    """tc commands (Mininet's ``TCIntf.tc`` format: tc binary, then device) for an htb rate
+    limit of ``bw_mbit`` whose two leaf classes serve acknowledgements before data.
+
+    Why: on a ring every link carries one flow's data and the opposite flow's ACKs. In one
+    FIFO those ACKs wait behind the standing data queue and the opposite flow idles
+    (docs/scale.md measured the ring 13-31 % slower than the link allows); served first, the
+    ACKs cost only their bytes. The data class keeps htb's default 1000-packet queue, which
+    in-network jobs with large credit windows need."""
+    ack = bw_mbit * ACK_SHARE
+    cmds = [
+        "%s qdisc add dev %s root handle 5:0 htb default " + DATA_CLASS.split(":")[1],
+        "%s class add dev %s parent 5:0 classid 5:1 htb " + f"rate {bw_mbit:f}Mbit burst 15k",
+        "%s class add dev %s parent 5:1 classid " + ACK_CLASS
+        + f" htb rate {ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 0",
+        "%s class add dev %s parent 5:1 classid " + DATA_CLASS
+        + f" htb rate {bw_mbit - ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 1",
+    ]
+    cmds += ["%s filter add dev %s parent 5:0 protocol ip "
+             + f"prio {prio} u32 {match} flowid {ACK_CLASS}"
+             for prio, match in enumerate(ACK_MATCHES, start=1)]
+    return cmds
+
+
+class AckFirstIntf(TCIntf):
+    """Mininet's TCIntf with :func:`ack_first_htb_cmds` in place of its single htb class;
+    netem (where the kernel has it) goes under both leaf classes. Other shapers (hfsc, tbf,
+    RED/ECN) are Mininet's own."""
+
+    def bwCmds(self, bw: float | None = None, **params: Any) -> tuple[list[str], str]:  # noqa: N802
+        others = ("use_hfsc", "use_tbf", "enable_ecn", "enable_red", "speedup")
+        if bw is None or not 0 < bw <= self.bwParamMax or any(params.get(k) for k in others):
+            return super().bwCmds(bw=bw, **params)
+        return ack_first_htb_cmds(bw), f" parent {DATA_CLASS} "
+
+    def delayCmds(self, parent: str, **params: Any) -> tuple[list[str], str]:  # noqa: N802
+        cmds, leaf = TCIntf.delayCmds(parent, **params)
+        if cmds and parent.strip() == f"parent {DATA_CLASS}":
+            acks, _ = TCIntf.delayCmds(f" parent {ACK_CLASS} ", **params)
+            cmds += [cmd.replace(" handle 10: ", " handle 11: ") for cmd in acks]
+        return cmds, leaf
+
+
 class ShapedLink(TCLink):
-    """A TCLink (veth pair, htb rate limit on both ends, checksum offloads off) that leaves
-    out netem's delay/loss when ``netem`` is False instead of failing half-way."""
+    """A TCLink (veth pair, htb rate limit on both ends with acknowledgements served first,
+    checksum offloads off) that leaves out netem's delay/loss when ``netem`` is False instead
+    of failing half-way."""
 
     def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
         params.pop("kind", None)  # the topology's own link label
@@ -77,4 +139,4 @@ class ShapedLink(TCLink):
         # Checksum offloads off on both ends: the switch sees and forwards final checksums.
         params.setdefault("txo", False)
         params.setdefault("rxo", False)
-        super().__init__(node1, node2, **params)
+        super().__init__(node1, node2, cls1=AckFirstIntf, cls2=AckFirstIntf, **params)
