@@ -12,7 +12,8 @@ Rows:
 
 * ring vs hierarchical in-network all-reduce of 1 MiB (262,144 float32) per worker: time of
   each, their ratio beside ``2(P-1)/P`` and beside the ratio the frame sizes allow (TCP's
-  1514-byte frames vs 314-byte aggregation packets);
+  1514-byte frames plus half an ACK vs the aggregation packets on the busiest link: the
+  leaf-spine link, whose packets carry RETH + tag on every packet, 346 bytes);
 * link utilisation of the in-network run (busiest link and mean over host links), switch
   and machine CPU (a run is only link-bound while the CPUs are not saturated);
 * MSTopK vs exact top-k (``np.argpartition``) on 25M elements at 1 % density: time, recall;
@@ -36,16 +37,28 @@ SIZE = 262144
 TOPK_ELEMENTS = 25_000_000
 TOPK_DENSITY = 0.01
 MODELS = ("resnet50", "bert-base")
-TCP_FRAME, TCP_PAYLOAD = 1514, 1448  # Ethernet frame and TCP payload of a full segment
 
 
-def _innetwork_frame_bytes(size: int, elems: int, msg_pkts: int) -> float:
-    """Wire bytes (Ethernet frames) of one worker's in-network message stream."""
+def _innetwork_frame_bytes(size: int, elems: int, msg_pkts: int, window: int,
+                           leaf_spine: bool) -> float:
+    """Wire bytes (Ethernet frames) of one worker's in-network message stream on its busiest
+    link: the host link (RETH + tag per message, the results' ACKs) or, when the job has
+    leaves and a spine, the leaf-spine link (RETH + tag on every packet, no ACKs), which is
+    then the larger one (sim/emulation.py has the same formulas)."""
+    from sim.emulation import RETH_TAG, ROCE_HEADER, ina_header_bytes
+
     words = size + 1  # + the clamp-count word of fixed point
     packets = -(-words // elems)
-    per_packet = 14 + 20 + 8 + 12 + 4 + 4 * elems  # Eth, IPv4, UDP, BTH, ICRC, elements
-    tags = -(-packets // msg_pkts) * (16 + 16)  # RETH + tag on each message's first packet
-    return packets * per_packet + tags
+    header = ROCE_HEADER + RETH_TAG if leaf_spine else ina_header_bytes(msg_pkts, window)
+    return packets * (4 * elems + header)
+
+
+def _ring_frame_bytes(size: int, workers: int) -> float:
+    """Wire bytes of one ring rank's sends: 2(P-1)/P of the tensor in 1448-byte TCP
+    segments, each with its header and half of the opposite flow's ACK."""
+    from sim.emulation import TCP_MSS, tcp_header_bytes
+
+    return (2 * (workers - 1) / workers) * size * 4 * (TCP_MSS + tcp_header_bytes()) / TCP_MSS
 
 
 def _row(name: str, metric: str, value: float, unit: str = "", notes: str = "") -> dict[str, Any]:
@@ -94,8 +107,9 @@ def _network_rows(spec: Any) -> list[dict[str, Any]]:
                              cell.seconds * 1e3, "ms",
                              f"{topo_note}; exact; busiest switch {cpu:.0%} of a core, "
                              f"machine CPU {cell.machine_busy:.0%}"))
-        wire_ring = (2 * (p - 1) / p) * SIZE * 4 * TCP_FRAME / TCP_PAYLOAD
-        wire_inc = _innetwork_frame_bytes(SIZE, spec.elems, spec.msg_pkts)
+        wire_ring = _ring_frame_bytes(SIZE, p)
+        wire_inc = _innetwork_frame_bytes(SIZE, spec.elems, spec.msg_pkts,
+                                          spec.credits * spec.msg_pkts, spec.leaves > 1)
         rows += [
             _row("ring / in-network (hierarchical)", "time ratio", ring.seconds / hier.seconds,
                  "x", f"ideal 2(P-1)/P = {ideal_ratio(p):.2f}; with frame sizes "
@@ -107,7 +121,7 @@ def _network_rows(spec: Any) -> list[dict[str, Any]]:
                  f"ring: {(ring.host_link_util or 0.0) * 100:.0f} %"),
             _row("in-network (hierarchical)", "time vs link-bound ideal",
                  wire_inc * 8 / (spec.bw_mbit * 1e6) / hier.seconds * 100, "%",
-                 "wire bytes of the aggregation packets / link rate"),
+                 "wire bytes of the aggregation packets on the busiest link / link rate"),
         ]
         for model in MODELS:
             for algo in ALGOS:

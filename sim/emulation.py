@@ -23,6 +23,9 @@ fixed once, from packet formats and independent measurements, never fitted to a 
   in a 1514-byte frame, and a 66-byte ACK per two segments (delayed ACK) travelling the
   other way on the same links. A ring has every directed link carry one data flow and
   one ACK flow, so the ACK share is counted as header: 66 + 33 = 99 bytes per segment.
+  The links serve those ACKs before data (``topo.links.ack_first_htb_cmds``), so they cost
+  their bytes but never wait behind the standing data queue, which the simulator's FIFO
+  links do not model either.
 * **Switch processing.** The Python switch spends ~90 µs per packet and hop under load
   (``python -m bench`` in-process cost plus AF_PACKET I/O; docs/workloads.md, "Performance
   of the in-network path", item 5); it enters as latency per switch crossing.

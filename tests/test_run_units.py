@@ -179,10 +179,13 @@ def test_bottleneck_verdicts():
 
 
 def test_ideal_ratio_and_frame_correction():
-    """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share."""
+    """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
+    an ACK per TCP segment; a RoCE ACK per 16 packets, or RETH + tag on leaf-spine packets)."""
     assert ideal_ratio(4) == (1.5, None)
     ideal, framed = ideal_ratio(4, 64)
-    assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / 314) / (1448 / 1514))
+    tcp = 1448 / (1514 + 33)
+    assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / (314 + 62 / 16)) / tcp)
+    assert ideal_ratio(4, 64, spine=True)[1] == pytest.approx(1.5 * (256 / 346) / tcp)
     assert ideal_ratio(8)[0] == pytest.approx(1.75)
 
 
@@ -196,11 +199,15 @@ def test_summary_states_ratio_and_link_bound_runs():
     text = console.export_text()
     assert text.count("link-bound") == 2 and "flag:" not in text and "NOT" not in text
     assert ("ring / in-network time: 1.25 measured, ideal 2(P-1)/P = 1.00 for P = 2 "
-            "(0.85 counting frame sizes at E = 64)") in text
+            "(0.86 counting frame sizes at E = 64, host-link packets)") in text
     assert ratio_line(result) == ("ring / in-network time: 1.25 measured, ideal "
                                   "2(P-1)/P = 1.00 for P = 2")
     inexact = ExperimentResult({}, (_run("innetwork"), _run("ring", exact=False)))
     assert ratio_line(inexact) is None
+    two_level = ExperimentResult({"parts": {"l1": {"role": "leaf"}, "sp1": {"role": "root"}}},
+                                 result.runs)
+    assert ratio_line(two_level, 64).endswith("(0.79 counting frame sizes at E = 64, "
+                                              "leaf-spine packets)")
 
 
 def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
