@@ -64,11 +64,20 @@ def plot_crossover(result: dict[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
+#: The papers' reported training speedups over ring all-reduce (docs/scale.md).
+PAPER_SPEEDUPS = {"resnet50": 1.7, "transformer-base": 1.5}
+
+
 def plot_speedup(result: dict[str, Any], path: Path) -> Path:
-    """Iteration-time speedup over ring per model and algorithm."""
+    """Left: iteration-time speedup over ring per model and algorithm at 100 GbE. Right
+    (when the result has ``by_rate``): hierarchical in-network's iteration and
+    communication speedups against the inter-machine rate, beside the papers' numbers."""
+    by_rate = result.get("by_rate") or []
+    fig, axes = plt.subplots(1, 2 if by_rate else 1, figsize=(10 if by_rate else 5.5, 3.6),
+                             squeeze=False)
+    ax = axes[0][0]
     models = list(dict.fromkeys(r["model"] for r in result["rows"]))
     algorithms = list(dict.fromkeys(r["algorithm"] for r in result["rows"]))
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
     width = 0.8 / len(algorithms)
     for i, algorithm in enumerate(algorithms):
         values = [next(r["sim_speedup"] for r in result["rows"]
@@ -79,6 +88,26 @@ def plot_speedup(result: dict[str, Any], path: Path) -> Path:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel("iteration speedup over ring (ns-3)")
     ax.legend(fontsize=7)
+    if by_rate:
+        ax = axes[0][1]
+        for j, model in enumerate(dict.fromkeys(r["model"] for r in by_rate)):
+            rows = [r for r in by_rate if r["model"] == model]
+            color = f"C{j}"
+            gbit = [r["gbit"] for r in rows]
+            ax.plot(gbit, [r["sim_speedup"] for r in rows], "o-", color=color,
+                    label=f"{model}: iteration")
+            ax.plot(gbit, [r["sim_comm_speedup"] for r in rows], "s:", color=color,
+                    label=f"{model}: communication")
+            if model in PAPER_SPEEDUPS:
+                ax.axhline(PAPER_SPEEDUPS[model], color=color, linestyle="--", linewidth=0.8,
+                           label=f"{model}: paper {PAPER_SPEEDUPS[model]}x")
+        ax.set_xscale("log")
+        ax.set_xticks(sorted({r["gbit"] for r in by_rate}),
+                      [f"{g:g}" for g in sorted({r["gbit"] for r in by_rate})])
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xlabel("inter-machine link rate (Gbit/s)")
+        ax.set_ylabel("hierarchical in-network speedup over ring")
+        ax.legend(fontsize=6)
     return _save(fig, path)
 
 

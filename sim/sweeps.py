@@ -29,6 +29,10 @@ Simulate = Callable[[str, Fabric, int, float], float]
 Tick = Callable[[], None]
 
 SWEEPS = ("emulated", "scaling", "crossover", "speedup")
+#: Inter-machine link rates (Gbit/s) of the speedup sweep's second part: where the papers'
+#: iteration speedups need communication-bound iterations, slower networks make them so.
+SPEEDUP_RATES_GBIT = (10.0, 25.0, 40.0, 100.0)
+SPEEDUP_RATES_GBIT_SMALL = (10.0, 100.0)
 
 
 def _noop() -> None:
@@ -41,7 +45,8 @@ def plan_size(name: str, small: bool) -> int:
         "emulated": (5 * 2 * 2, 5 * 1 * 1),
         "scaling": (3 * 8, 3 * 3),
         "crossover": (2 * 9, 2 * 5),
-        "speedup": (4 * 2, 4 * 1),
+        "speedup": (4 * 2 + 2 * 2 * len(SPEEDUP_RATES_GBIT),
+                    4 * 1 + 2 * 1 * len(SPEEDUP_RATES_GBIT_SMALL)),
     }
     full, reduced = sizes[name]
     return reduced if small else full
@@ -150,13 +155,17 @@ def crossover(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> di
 
 
 def speedup(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict[str, Any]:
-    """Iteration time and speedup over ring for ResNet-50 and Transformer (16 x 8 GPUs)."""
+    """Iteration time and speedup over ring for ResNet-50 and Transformer (16 x 8 GPUs):
+    every algorithm at 100 GbE (``rows``), then ring against hierarchical in-network at each
+    of :data:`SPEEDUP_RATES_GBIT` (``by_rate``), with the communication-only speedup beside
+    the iteration speedup (compute overlaps communication, so the first bounds the second)."""
     if small:
         f = datacenter(16, gpus_per_host=8, hosts_per_leaf=1, spines=2)
-        models, scale = ("resnet50",), 10.0
+        models, scale, rates = ("resnet50",), 10.0, SPEEDUP_RATES_GBIT_SMALL
     else:
         f = datacenter(128, gpus_per_host=8, hosts_per_leaf=8, spines=2)
         models, scale = ("resnet50", "transformer-base"), 1.0
+        rates = SPEEDUP_RATES_GBIT
     algorithms = ("ring", "torus2d", "ina", "ina-hier")
     rows = []
     for name in models:
@@ -174,7 +183,30 @@ def speedup(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict
         base = next(r for r in rows if r["model"] == row["model"] and r["algorithm"] == "ring")
         row["sim_speedup"] = base["sim_iteration_s"] / row["sim_iteration_s"]
         row["model_speedup"] = base["model_iteration_s"] / row["model_iteration_s"]
-    return {"sweep": "speedup", "fabric": f.to_dict(), "profile_scale": scale, "rows": rows}
+        row["sim_comm_speedup"] = base["sim_comm_s"] / row["sim_comm_s"]
+    by_rate = []
+    for name in models:
+        profile = get_profile(name, scale)
+        for gbit in rates:
+            g = f.replace(host_bps=gbit * 1e9)
+            its = {}
+            for algorithm in ("ring", "ina-hier"):
+                its[algorithm] = (
+                    iteration_time(profile, lambda n, a=algorithm, g=g: simulate(a, g, n, 0.01)),
+                    iteration_time(profile, lambda n, a=algorithm, g=g: predict(a, g, n)))
+                tick()
+            (ring_sim, ring_model), (ina_sim, ina_model) = its["ring"], its["ina-hier"]
+            by_rate.append({
+                "model": name, "gbit": gbit, "compute_s": ring_sim.compute_s,
+                "ring_comm_s": ring_sim.comm_s, "ina_hier_comm_s": ina_sim.comm_s,
+                "ring_iteration_s": ring_sim.iteration_s,
+                "ina_hier_iteration_s": ina_sim.iteration_s,
+                "sim_speedup": ring_sim.iteration_s / ina_sim.iteration_s,
+                "model_speedup": ring_model.iteration_s / ina_model.iteration_s,
+                "sim_comm_speedup": ring_sim.comm_s / ina_sim.comm_s,
+            })
+    return {"sweep": "speedup", "fabric": f.to_dict(), "profile_scale": scale, "rows": rows,
+            "by_rate": by_rate}
 
 
 def run(name: str, simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict[str, Any]:

@@ -108,6 +108,20 @@ def test_small_sweeps_run(simulate, tmp_path):
         assert png.stat().st_size > 1000
 
 
+def test_speedup_grows_as_the_network_slows(simulate):
+    """Hierarchical in-network's iteration speedup over ring rises as the inter-machine
+    rate falls, and never exceeds its communication-only speedup (compute overlaps)."""
+    result = sweeps.speedup(simulate, small=True)
+    rows = sorted(result["by_rate"], key=lambda r: r["gbit"])
+    assert [r["gbit"] for r in rows] == sorted(sweeps.SPEEDUP_RATES_GBIT_SMALL)
+    assert rows[0]["sim_speedup"] > rows[-1]["sim_speedup"] >= 1.0
+    for r in rows:
+        assert r["sim_speedup"] <= r["sim_comm_speedup"] + 1e-9
+        assert r["model_speedup"] == pytest.approx(r["sim_speedup"], rel=0.15)
+    hundred = next(r for r in result["rows"] if r["algorithm"] == "ina-hier")
+    assert rows[-1]["sim_speedup"] == pytest.approx(hundred["sim_speedup"], rel=1e-6)
+
+
 def test_validation_flags_and_passes(simulate):
     """Synthetic measured rows: one near the simulation passes, one 50 % off is flagged."""
     f = emulated(10.0)
