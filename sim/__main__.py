@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--no-plots", action="store_true")
     va = sub.add_parser("validate", help="compare measured rows with simulator and model")
     va.add_argument("rows", nargs="+",
-                    help="JSON list or JSON-lines file of measured rows, or a matrix result")
+                    help="JSON list or JSON-lines file of measured rows, a matrix result, "
+                         "or a make run directory (e.g. run/latest)")
     va.add_argument("--no-sim", action="store_true", help="cost model only")
     va.add_argument("--out", default="")
     em = sub.add_parser("emulate", help="run a small 2x2x2 emulation (root) and validate it")

@@ -79,9 +79,12 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     if algorithm not in ALGORITHM_OF:
         raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHM_OF)}")
+    fabric_mbit = spec.get("fabric_bw_mbit")
     base = Fabric(spines=int(spec["spines"]), leaves=int(spec["leaves"]),
                   hosts_per_leaf=int(spec["hosts_per_leaf"]), gpus_per_host=int(spec["gpus"]),
-                  host_bps=float(spec["bw_mbit"]) * 1e6, switch_delay_s=SWITCH_DELAY_S)
+                  host_bps=float(spec["bw_mbit"]) * 1e6,
+                  fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
+                  switch_delay_s=SWITCH_DELAY_S)
     if algorithm.startswith("innetwork"):
         msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])
         header = ina_header_bytes(msg_pkts, window)
@@ -115,6 +118,45 @@ def rows_from_matrix(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                           "switch_cpu": cell.get("switch_cpu"),
                           "retransmissions": cell.get("retransmissions")},
         })
+    return rows
+
+
+def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
+    """Validation rows from a ``make run`` / ``python -m topo.run`` run directory: its
+    ``topology.json`` (switch roles, hosts, link rates) and ``results/experiment.json`` (the
+    all-reduces, the job's credits and packets per message, the program's E)."""
+    rundir = Path(rundir)
+    try:
+        topology = json.loads((rundir / "topology.json").read_text())
+        result = json.loads((rundir / "results" / "experiment.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{rundir}: not a readable run directory ({exc})") from None
+    if not result.get("elems"):
+        raise ValueError(f"{rundir}/results/experiment.json does not record the program's E "
+                         "(elems); it comes from an older run: run it again")
+    roles = [sw.get("role") for sw in topology.get("switches", [])]
+    leaves = roles.count("leaf")
+    workers = [h for h in topology.get("hosts", []) if int(h.get("gpus", 1)) > 0]
+    rates = {link.get("kind"): link.get("bw_mbit") for link in topology.get("links", [])}
+    if not leaves or not workers or not rates.get("host"):
+        raise ValueError(f"{rundir}/topology.json: needs leaf switches, worker hosts and "
+                         "rate-limited host links")
+    job = result.get("job", {})
+    spec = {"spines": max(1, roles.count("spine")), "leaves": leaves,
+            "hosts_per_leaf": len(workers) // leaves, "gpus": int(workers[0].get("gpus", 1)),
+            "bw_mbit": float(rates["host"]), "fabric_bw_mbit": rates.get("fabric"),
+            "elems": int(result["elems"]), "credits": int(job.get("credits", 1)),
+            "msg_pkts": int(job.get("msg_pkts", 1))}
+    rows = []
+    for run in result.get("runs", []):
+        if run.get("algorithm") not in ALGORITHM_OF or not run.get("exact"):
+            continue
+        fabric = fabric_for(run["algorithm"], spec)
+        rows.append({"algorithm": ALGORITHM_OF[run["algorithm"]],
+                     "workers": len(run.get("ranks") or workers),
+                     "bytes": 4 * int(run["elements"]), "seconds": float(run["seconds"]),
+                     "topology": fabric.to_dict(),
+                     "emulation": {"kind": topology.get("kind"), "rundir": str(rundir)}})
     return rows
 
 

@@ -107,8 +107,16 @@ def ns3_simulate(algorithm: str, fabric: Fabric, nbytes: int, density: float) ->
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows from a JSON file (a list), a JSON-lines file or a ``python -m workloads matrix``
-    result (its all-reduce cells, on the fabric :mod:`sim.emulation` derives)."""
+    """Rows from a JSON file (a list), a JSON-lines file, a ``python -m workloads matrix``
+    result (its all-reduce cells) or a ``make run`` run directory (its all-reduces), the
+    last two on the fabric :mod:`sim.emulation` derives."""
+    if path.is_dir():
+        from sim.emulation import rows_from_run
+
+        try:
+            return rows_from_run(path)
+        except ValueError as exc:
+            raise ValidationInputError(str(exc)) from None
     text = path.read_text()
     try:
         data = json.loads(text)

@@ -132,9 +132,10 @@ def test_run_exactness_and_derived_values():
 
 def test_result_json_spells_out_derived_values():
     """to_dict has exact, per-run seconds, per-link utilisation and saturated switches."""
-    data = json.loads(json.dumps(ExperimentResult({"name": "j"}, (_run("ring"),)).to_dict()))
+    data = json.loads(json.dumps(ExperimentResult({"name": "j"}, (_run("ring"),),
+                                                  elems=64).to_dict()))
     run = data["runs"][0]
-    assert data["exact"] is True and run["seconds"] == 0.5
+    assert data["exact"] is True and run["seconds"] == 0.5 and data["elems"] == 64
     assert run["links"][0]["utilization"] == pytest.approx(0.5)
     assert run["saturated_switches"] == ["l1"]
 

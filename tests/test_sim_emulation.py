@@ -19,7 +19,7 @@ from sim.emulation import (
 )
 from sim.fabric import emulated
 from sim.model import predict
-from sim.validate import THRESHOLD, load_rows, report, validate
+from sim.validate import THRESHOLD, ValidationInputError, load_rows, report, validate
 
 SPEC = {"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "gpus": 1, "bw_mbit": 3.0,
         "elems": 64, "credits": 4, "msg_pkts": 16, "density": 0.01}
@@ -86,6 +86,48 @@ def test_matrix_file_errors_are_clear(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match="x.json"):
         load_matrix_rows([path])
+
+
+def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64):
+    """A run directory as ``python -m topo.run`` leaves it (the parts rows_from_run reads)."""
+    rundir = tmp_path / kind
+    (rundir / "results").mkdir(parents=True)
+    switches = ([{"name": f"l{i}", "role": "leaf"} for i in range(leaves)]
+                + [{"name": f"sp{i}", "role": "spine"} for i in range(spines)])
+    links = [{"kind": "host", "bw_mbit": 3.0}] + ([{"kind": "fabric", "bw_mbit": 3.0}]
+                                                  if spines else [])
+    (rundir / "topology.json").write_text(json.dumps(
+        {"kind": kind, "switches": switches, "hosts": [{"name": f"h{i}", "gpus": 1}
+                                                       for i in range(4)], "links": links}))
+    runs = [{"algorithm": algo, "exact": True, "elements": 65536, "seconds": t,
+             "ranks": [{}] * 4} for algo, t in seconds.items()]
+    (rundir / "results" / "experiment.json").write_text(json.dumps(
+        {"elems": elems, "job": {"credits": 2, "msg_pkts": 32}, "runs": runs}))
+    return rundir
+
+
+def test_make_run_directory_is_validated(tmp_path):
+    """``python -m sim validate run/latest``: a rack and a spine-leaf run directory become
+    rows on their own fabrics; this session's measured times pass the model."""
+    rack = load_rows(_run_dir(tmp_path, "rack", 1, 0, {"innetwork": 0.876, "ring": 1.124}))
+    assert [r["algorithm"] for r in rack] == ["ina", "ring"]
+    assert (rack[0]["topology"]["leaves"], rack[0]["topology"]["hosts_per_leaf"]) == (1, 4)
+    sl = load_rows(_run_dir(tmp_path, "spineleaf", 2, 2, {"innetwork": 0.955, "ring": 1.124}))
+    assert sl[0]["topology"]["leaves"] == 2 and sl[0]["topology"]["ina_spines"] == 1
+    assert sl[0]["topology"]["segment_bytes"] == 256 and sl[1]["topology"]["segment_bytes"] == 1448
+    for row in validate(rack + sl):
+        assert not row.flagged, report(validate(rack + sl))
+
+
+def test_make_run_directory_errors_are_clear(tmp_path):
+    """An older run without E, or a directory that is no run, is named in the error."""
+    old = _run_dir(tmp_path, "rack", 1, 0, {"ring": 1.1}, elems=None)
+    with pytest.raises(ValidationInputError, match="elems"):
+        load_rows(old)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValidationInputError, match="not a readable run directory"):
+        load_rows(empty)
 
 
 def test_model_ina_link_bound_at_3mbit():

@@ -151,6 +151,7 @@ class ExperimentResult:
     notes: tuple[str, ...] = ()
     path: str | None = None
     path_check: PathMeasurement | None = None  # is the link or a switch the bottleneck?
+    elems: int | None = None  # NR_ELEMS of the program (sim.emulation derives frame sizes)
 
     @property
     def exact(self) -> bool:
@@ -173,7 +174,7 @@ class ExperimentResult:
                          link_bound=self.path_check.link_bound,
                          saturated_switches=self.path_check.saturated_switches)
         return {"exact": self.exact, "job": self.job, "runs": runs, "notes": list(self.notes),
-                "path_check": check}
+                "path_check": check, "elems": self.elems}
 
 
 # ----------------------------------------------------------------------------- processes
@@ -487,6 +488,6 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
                          f" used >= {CPU_SATURATED:.0%} of a core: the switch, not the link, may "
                          "have limited this run")
     path = results / RESULT_FILE
-    result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check)
+    result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check, opts.elems)
     path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True, default=str) + "\n")
     return result
