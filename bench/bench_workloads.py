@@ -42,23 +42,18 @@ MODELS = ("resnet50", "bert-base")
 def _innetwork_frame_bytes(size: int, elems: int, msg_pkts: int, window: int,
                            leaf_spine: bool) -> float:
     """Wire bytes (Ethernet frames) of one worker's in-network message stream on its busiest
-    link: the host link (RETH + tag per message, the results' ACKs) or, when the job has
-    leaves and a spine, the leaf-spine link (RETH + tag on every packet, no ACKs), which is
-    then the larger one (sim/emulation.py has the same formulas)."""
-    from sim.emulation import RETH_TAG, ROCE_HEADER, ina_header_bytes
+    link (``sim.emulation.ina_payload_share``)."""
+    from sim.emulation import ina_payload_share
 
-    words = size + 1  # + the clamp-count word of fixed point
-    packets = -(-words // elems)
-    header = ROCE_HEADER + RETH_TAG if leaf_spine else ina_header_bytes(msg_pkts, window)
-    return packets * (4 * elems + header)
+    packets = -(-(size + 1) // elems)  # + the clamp-count word of fixed point
+    return packets * 4 * elems / ina_payload_share(elems, msg_pkts, window, leaf_spine)
 
 
 def _ring_frame_bytes(size: int, workers: int) -> float:
-    """Wire bytes of one ring rank's sends: 2(P-1)/P of the tensor in 1448-byte TCP
-    segments, each with its header and half of the opposite flow's ACK."""
-    from sim.emulation import TCP_MSS, tcp_header_bytes
+    """Wire bytes of one ring rank's sends: 2(P-1)/P of the tensor as TCP segments."""
+    from sim.emulation import tcp_payload_share
 
-    return (2 * (workers - 1) / workers) * size * 4 * (TCP_MSS + tcp_header_bytes()) / TCP_MSS
+    return (2 * (workers - 1) / workers) * size * 4 / tcp_payload_share()
 
 
 def _row(name: str, metric: str, value: float, unit: str = "", notes: str = "") -> dict[str, Any]:

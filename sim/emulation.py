@@ -73,6 +73,19 @@ def tcp_header_bytes() -> int:
     return round(TCP_HEADER + TCP_HEADER / TCP_SEGMENTS_PER_ACK)
 
 
+def ina_payload_share(elems: int, msg_pkts: int, window: int, leaf_spine: bool) -> float:
+    """Payload bytes per wire byte of in-network packets on their busiest link: a host link
+    (header, tag and ACK shares) or, for a job with a spine, a leaf-spine link (RETH + tag
+    on every packet), whose packets are then the larger ones."""
+    header = ROCE_HEADER + RETH_TAG if leaf_spine else ina_header_bytes(msg_pkts, window)
+    return 4 * elems / (4 * elems + header)
+
+
+def tcp_payload_share() -> float:
+    """Payload bytes per wire byte of a TCP stream (full segments, half an ACK each)."""
+    return TCP_MSS / (TCP_MSS + tcp_header_bytes())
+
+
 def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
     network of ``spec`` (a ``workloads.matrix.MatrixSpec`` as a dict)."""
@@ -137,7 +150,13 @@ def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
     roles = [sw.get("role") for sw in topology.get("switches", [])]
     leaves = roles.count("leaf")
     workers = [h for h in topology.get("hosts", []) if int(h.get("gpus", 1)) > 0]
-    rates = {link.get("kind"): link.get("bw_mbit") for link in topology.get("links", [])}
+    kinds: dict[str, set] = {}
+    for link in topology.get("links", []):
+        kinds.setdefault(link.get("kind"), set()).add(link.get("bw_mbit"))
+    if any(len(values) > 1 for values in kinds.values()):
+        raise ValueError(f"{rundir}/topology.json: links of one kind have different rates "
+                         f"({kinds}); the fabric model has one host and one fabric rate")
+    rates = {kind: next(iter(values)) for kind, values in kinds.items()}
     if not leaves or not workers or not rates.get("host"):
         raise ValueError(f"{rundir}/topology.json: needs leaf switches, worker hosts and "
                          "rate-limited host links")

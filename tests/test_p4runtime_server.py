@@ -519,26 +519,39 @@ def test_meter_pir_below_cir_invalid(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
+def _presence_rules(client, update, on_insert=None) -> None:
+    """The P4Runtime presence rules for one PRE entry: MODIFY before INSERT and a second
+    DELETE are NOT_FOUND, a second INSERT is ALREADY_EXISTS. ``on_insert`` checks the
+    switch in between."""
+    update.type = MODIFY
+    assert single_error(client, update)[0] == code_pb2.NOT_FOUND
+    update.type = INSERT
+    client.write(update)
+    if on_insert is not None:
+        on_insert()
+    assert single_error(client, update)[0] == code_pb2.ALREADY_EXISTS
+    update.type = DELETE
+    client.write(update)
+    assert single_error(client, update)[0] == code_pb2.NOT_FOUND
+
+
 def test_multicast_group_lifecycle(ready):
-    """Multicast groups: insert, duplicate insert, read back, delete, delete again."""
+    """Multicast groups: presence rules, and an inserted group is replicated and read back."""
     sw, c = ready
-    u = p4runtime_pb2.Update(type=INSERT)
+    u = p4runtime_pb2.Update()
     g = u.entity.packet_replication_engine_entry.multicast_group_entry
     g.multicast_group_id = 7
     g.replicas.add(egress_port=1, instance=1)
     g.replicas.add(egress_port=2, instance=1)
-    c.write(u)
-    assert sw.switch.pipeline.pre.replicas(7) == ((1, 1), (2, 1))
-    code, _ = single_error(c, u)
-    assert code == code_pb2.ALREADY_EXISTS
-    probe = p4runtime_pb2.Entity()
-    probe.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-    (ent,) = c.read(probe)
-    assert len(ent.packet_replication_engine_entry.multicast_group_entry.replicas) == 2
-    u.type = DELETE
-    c.write(u)
-    code, _ = single_error(c, u)
-    assert code == code_pb2.NOT_FOUND
+
+    def inserted() -> None:
+        assert sw.switch.pipeline.pre.replicas(7) == ((1, 1), (2, 1))
+        probe = p4runtime_pb2.Entity()
+        probe.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+        (ent,) = c.read(probe)
+        assert len(ent.packet_replication_engine_entry.multicast_group_entry.replicas) == 2
+
+    _presence_rules(c, u, inserted)
 
 
 def test_clone_session_roundtrip(ready):
@@ -557,19 +570,13 @@ def test_clone_session_roundtrip(ready):
 
 
 def test_clone_session_presence_rules(ready):
-    """A clone session: MODIFY before INSERT is NOT_FOUND, a second INSERT ALREADY_EXISTS."""
+    """A clone session follows the same presence rules as a multicast group."""
     _sw, c = ready
-    u = p4runtime_pb2.Update(type=MODIFY)
+    u = p4runtime_pb2.Update()
     cs = u.entity.packet_replication_engine_entry.clone_session_entry
     cs.session_id = 9
     cs.replicas.add(egress_port=2, instance=0)
-    assert single_error(c, u)[0] == code_pb2.NOT_FOUND
-    u.type = INSERT
-    c.write(u)
-    assert single_error(c, u)[0] == code_pb2.ALREADY_EXISTS
-    u.type = DELETE
-    c.write(u)
-    assert single_error(c, u)[0] == code_pb2.NOT_FOUND
+    _presence_rules(c, u)
 
 
 # ------------------------------------------------------------------ arbitration

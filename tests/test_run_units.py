@@ -181,11 +181,12 @@ def test_bottleneck_verdicts():
 
 def test_ideal_ratio_and_frame_correction():
     """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
-    an ACK per TCP segment; a RoCE ACK per 16 packets, or RETH + tag on leaf-spine packets)."""
+    an ACK per TCP segment; on a host link the tag share of a 32-packet message and a RoCE
+    ACK per 16 packets, on a leaf-spine link RETH + tag on every packet)."""
     assert ideal_ratio(4) == (1.5, None)
     ideal, framed = ideal_ratio(4, 64)
     tcp = 1448 / (1514 + 33)
-    assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / (314 + 62 / 16)) / tcp)
+    assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / (314 + 1 + 4)) / tcp)
     assert ideal_ratio(4, 64, spine=True)[1] == pytest.approx(1.5 * (256 / 346) / tcp)
     assert ideal_ratio(8)[0] == pytest.approx(1.75)
 

@@ -118,8 +118,7 @@ def test_speedup_grows_as_the_network_slows(simulate):
     for r in rows:
         assert r["sim_speedup"] <= r["sim_comm_speedup"] + 1e-9
         assert r["model_speedup"] == pytest.approx(r["sim_speedup"], rel=0.15)
-    hundred = next(r for r in result["rows"] if r["algorithm"] == "ina-hier")
-    assert rows[-1]["sim_speedup"] == pytest.approx(hundred["sim_speedup"], rel=1e-6)
+        assert r["sim_comm_speedup"] > 1.5  # as a communication step it always wins
 
 
 def test_validation_flags_and_passes(simulate):

@@ -120,10 +120,17 @@ def test_make_run_directory_is_validated(tmp_path):
 
 
 def test_make_run_directory_errors_are_clear(tmp_path):
-    """An older run without E, or a directory that is no run, is named in the error."""
+    """An older run without E, links of one kind at different rates, or a directory that is
+    no run: each is named in the error."""
     old = _run_dir(tmp_path, "rack", 1, 0, {"ring": 1.1}, elems=None)
     with pytest.raises(ValidationInputError, match="elems"):
         load_rows(old)
+    mixed = _run_dir(tmp_path, "spineleaf", 2, 2, {"ring": 1.1})
+    topo = json.loads((mixed / "topology.json").read_text())
+    topo["links"].append({"kind": "host", "bw_mbit": 10.0})
+    (mixed / "topology.json").write_text(json.dumps(topo))
+    with pytest.raises(ValidationInputError, match="different rates"):
+        load_rows(mixed)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValidationInputError, match="not a readable run directory"):

@@ -50,14 +50,6 @@ DEFAULT_SLOTS = 64  # msg_pkts = slots // credits = 32: a 64-packet window (~54 
 # A run is link-bound when its busiest link carried at least this share of its shaped rate
 # and no switch process was saturated (topo.measure.CPU_SATURATED).
 LINK_BOUND_RUN_UTILIZATION = 0.7
-# Payload share of a full TCP segment on the wire: 1448 of 1514 bytes (timestamps on) plus
-# half of a 66-byte ACK of the flow going the other way on the same link.
-TCP_FRAME_EFFICIENCY = 1448 / (1514 + 66 / 2)
-# Bytes an aggregation packet adds to its 4*E payload bytes on a host link: Ethernet, IPv4,
-# UDP, BTH, ICRC (58) plus a 62-byte RoCE ACK per 16 packets; and on a leaf-spine link, where
-# every packet carries RETH + tag and no ACKs travel: 58 + 32 (docs/protocol.md §2).
-AGG_FRAME_OVERHEAD = 58 + 62 / 16
-AGG_SPINE_FRAME_OVERHEAD = 58 + 32
 
 
 @dataclass(frozen=True)
@@ -185,19 +177,21 @@ def bottleneck(run: AllreduceRun) -> tuple[bool, str]:
     return False, f"not link-bound (busiest link {util:.0%})"
 
 
-def ideal_ratio(workers: int, elems: int | None = None,
-                spine: bool = False) -> tuple[float, float | None]:
+def ideal_ratio(workers: int, elems: int | None = None, spine: bool = False,
+                msg_pkts: int = DEFAULT_SLOTS // DEFAULT_CREDITS,
+                window: int = DEFAULT_SLOTS) -> tuple[float, float | None]:
     """The ideal ring / in-network time ratio ``2(P-1)/P`` for ``workers`` = P (ring sends
     2(P-1)/P of the tensor per worker, in-network all of it once), and, with ``elems`` (E),
-    the same corrected for frame sizes: TCP's full segments against the aggregation packets
-    on in-network's busiest link, the leaf-spine link when the job has a ``spine`` level
-    (its packets are 32 bytes larger), else the host link."""
+    the same corrected for frame sizes (``sim.emulation``'s packet formats): TCP segments
+    against the aggregation packets on in-network's busiest link, the leaf-spine link when
+    the job has a ``spine`` level, else the host link."""
+    from sim.emulation import ina_payload_share, tcp_payload_share
+
     ideal = 2 * (workers - 1) / workers if workers > 0 else 0.0
     if elems is None:
         return ideal, None
-    overhead = AGG_SPINE_FRAME_OVERHEAD if spine else AGG_FRAME_OVERHEAD
-    agg = 4 * elems / (4 * elems + overhead)
-    return ideal, ideal * agg / TCP_FRAME_EFFICIENCY
+    agg = ina_payload_share(elems, msg_pkts, window, spine)
+    return ideal, ideal * agg / tcp_payload_share()
 
 
 def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None:
@@ -208,8 +202,11 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     if ring is None or inn is None or not (ring.exact and inn.exact) or inn.seconds <= 0:
         return None
     workers = len(inn.ranks)
-    spine = any(part.get("role") == "leaf" for part in result.job.get("parts", {}).values())
-    ideal, framed = ideal_ratio(workers, elems, spine)
+    job = result.job
+    spine = any(part.get("role") == "leaf" for part in job.get("parts", {}).values())
+    msg_pkts = int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
+    window = int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
+    ideal, framed = ideal_ratio(workers, elems, spine, msg_pkts, window)
     text = (f"ring / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
             f"2(P-1)/P = {ideal:.2f} for P = {workers}")
     if framed is not None:
