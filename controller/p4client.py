@@ -186,6 +186,11 @@ class P4Client:
         stream = self._stream
         return stream is not None and not stream.closed.is_set()
 
+    @property
+    def has_channel(self) -> bool:
+        """A channel is open (with or without a stream)."""
+        return self._stub is not None
+
     # ---------------------------------------------------------------- connect
     def connect(self, timeout_s: float | None = None) -> Arbitration:
         """Open the channel and the stream and arbitrate; returns the answer (primary or
@@ -193,6 +198,25 @@ class P4Client:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         self.close()
         self._closing = False
+        self.open_channel(timeout)
+        with self._cond:
+            self._arbitration = None
+            self._stream_error = None
+        stream = _Stream()
+        self._stream = stream
+        stream.call = self._require_stub("StreamChannel").StreamChannel(stream.requests())
+        stream.thread = threading.Thread(
+            target=self._receive, args=(stream,), daemon=True,
+            name=f"p4client-{self.address}-{self.device_id}",
+        )
+        stream.thread.start()
+        return self.arbitrate(timeout)
+
+    def open_channel(self, timeout_s: float | None = None) -> None:
+        """Open only the channel: enough for Read and Capabilities, which need no stream or
+        arbitration, so a read-only observer never competes with the controllers for primary.
+        Raises P4RuntimeError (UNAVAILABLE when the switch cannot be reached)."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
         channel = grpc.insecure_channel(
             self.address,
             options=[
@@ -211,18 +235,6 @@ class P4Client:
             ) from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-        with self._cond:
-            self._arbitration = None
-            self._stream_error = None
-        stream = _Stream()
-        self._stream = stream
-        stream.call = self._stub.StreamChannel(stream.requests())
-        stream.thread = threading.Thread(
-            target=self._receive, args=(stream,), daemon=True,
-            name=f"p4client-{self.address}-{self.device_id}",
-        )
-        stream.thread.start()
-        return self.arbitrate(timeout)
 
     def arbitrate(self, timeout_s: float | None = None) -> Arbitration:
         """Send a MasterArbitrationUpdate with our election id and wait for the answer."""

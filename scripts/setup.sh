@@ -19,8 +19,8 @@ PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
 # mininet: the emulator (brings mnexec; its recommended openvswitch-switch comes along);
 # iproute2: ip netns / veth / tc; ethtool: turning off veth checksum offload so software
-# switches see final checksums.
-APT_PACKAGES=(mininet iproute2 ethtool)
+# switches see final checksums; chromium + chromium-driver: the live view's browser test (selenium).
+APT_PACKAGES=(mininet iproute2 ethtool chromium chromium-driver)
 DEBIAN_MININET=/usr/lib/python3/dist-packages/mininet
 REQ_STAMP="$VENV/.requirements.sha256"
 PROJECT_STAMP="$VENV/.project.sha256"

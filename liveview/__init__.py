@@ -1,0 +1,68 @@
+"""A live view of a running network in the browser (``make run`` prints its URL).
+
+:class:`~liveview.server.LiveServer` serves a page that draws the run directory's
+``topology.json`` (cytoscape.js, vendored in ``static/``) and updates every link's rate and
+utilisation, each switch's counters and each aggregation job's progress once a second over
+server-sent events. Data sources are read-only: see :mod:`liveview.sources`.
+
+:func:`live_view` is the hook the runners (``topo.run``, ``workloads matrix``, ``train``) use
+around their network; ``python -m liveview --rundir run/latest`` serves a network started
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from liveview.server import LiveServer, LiveViewError
+
+__all__ = ["LiveServer", "LiveViewError", "live_view", "port_from_env"]
+
+log = logging.getLogger(__name__)
+
+ENV_PORT = "INA_LIVE_PORT"  # a port, 0 for a free one (default), or "off"
+
+
+def port_from_env(default: int | None = 0) -> int | None:
+    """The live view's port from ``$INA_LIVE_PORT``: a number (0 = any free port), or None
+    for ``off``; ``default`` when unset. Raises ValueError naming the variable and value
+    when it is neither."""
+    text = os.environ.get(ENV_PORT)
+    if text is None or not text.strip():
+        return default
+    text = text.strip().lower()
+    if text in ("off", "no", "none", "false"):
+        return None
+    try:
+        port = int(text)
+    except ValueError:
+        raise ValueError(f"{ENV_PORT}={text!r}: expected a port number, 0 or off") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{ENV_PORT}={port}: a port is 0..65535")
+    return port
+
+
+@contextlib.contextmanager
+def live_view(rundir: str | Path, port: int | None = 0,
+              announce: Callable[[str], None] | None = None) -> Iterator[LiveServer | None]:
+    """Serves the live view of ``rundir`` while the block runs (``port`` None: not at all).
+    A live view that cannot start is announced as a warning and the run goes on without it."""
+    if port is None:
+        yield None
+        return
+    say = announce or (lambda text: log.warning("%s", text))
+    try:
+        server = LiveServer(rundir, port).start()
+    except LiveViewError as exc:
+        say(f"live view not started: {exc}")
+        yield None
+        return
+    say(f"live view: {server.url}")
+    try:
+        yield server
+    finally:
+        server.stop()
