@@ -18,6 +18,8 @@ target ?=
 bw ?=
 elements ?=
 elems ?=
+# The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
+live ?= 0
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 EXP_ARGS ?=
@@ -54,16 +56,16 @@ run: setup
 	@if [ ! -f topo/run.py ]; then \
 		echo "make run: not implemented yet (topo/run.py does not exist)" >&2; exit 1; \
 	fi
-	$(PY) -m topo.run $(RUN_ARGS)
+	INA_LIVE_PORT=$(live) $(PY) -m topo.run $(RUN_ARGS)
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
 experiments: setup
-	$(PY) -m workloads matrix $(EXP_ARGS)
+	INA_LIVE_PORT=$(live) $(PY) -m workloads matrix $(EXP_ARGS)
 
 train: setup
-	$(PY) -m train compare --topo spineleaf $(TRAIN_ARGS)
+	INA_LIVE_PORT=$(live) $(PY) -m train compare --topo spineleaf $(TRAIN_ARGS)
 
 sim: setup
 	$(PY) -m sim sweep $(SIM_ARGS)

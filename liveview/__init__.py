@@ -20,7 +20,8 @@ from pathlib import Path
 
 from liveview.server import LiveServer, LiveViewError
 
-__all__ = ["LiveServer", "LiveViewError", "live_view", "port_from_env"]
+__all__ = ["LiveServer", "LiveViewError", "live_view", "port_from_env", "port_or_announce",
+           "start_live_view"]
 
 log = logging.getLogger(__name__)
 
@@ -46,23 +47,39 @@ def port_from_env(default: int | None = 0) -> int | None:
     return port
 
 
-@contextlib.contextmanager
-def live_view(rundir: str | Path, port: int | None = 0,
-              announce: Callable[[str], None] | None = None) -> Iterator[LiveServer | None]:
-    """Serves the live view of ``rundir`` while the block runs (``port`` None: not at all).
-    A live view that cannot start is announced as a warning and the run goes on without it."""
+def start_live_view(rundir: str | Path, port: int | None = 0,
+                    announce: Callable[[str], None] | None = None) -> LiveServer | None:
+    """Starts the live view of ``rundir`` (``port`` None: does nothing) and announces its URL;
+    one that cannot start is announced as a warning and None returned: the run goes on."""
     if port is None:
-        yield None
-        return
+        return None
     say = announce or (lambda text: log.warning("%s", text))
     try:
         server = LiveServer(rundir, port).start()
     except LiveViewError as exc:
         say(f"live view not started: {exc}")
-        yield None
-        return
+        return None
     say(f"live view: {server.url}")
+    return server
+
+
+def port_or_announce(default: int | None, announce: Callable[[str], None] | None = None
+                     ) -> int | None:
+    """:func:`port_from_env`, announcing a bad value (and no live view) instead of raising."""
+    try:
+        return port_from_env(default)
+    except ValueError as exc:
+        (announce or (lambda text: log.warning("%s", text)))(f"live view not started: {exc}")
+        return None
+
+
+@contextlib.contextmanager
+def live_view(rundir: str | Path, port: int | None = 0,
+              announce: Callable[[str], None] | None = None) -> Iterator[LiveServer | None]:
+    """:func:`start_live_view` for the duration of the block."""
+    server = start_live_view(rundir, port, announce)
     try:
         yield server
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()

@@ -92,6 +92,7 @@ class TrainingTestbed:
         self.options = options or TestbedOptions()
         self.network: Any = None
         self.controller: Any = None
+        self.live: Any = None  # the live view (liveview.LiveServer) when $INA_LIVE_PORT is set
         self._jobs = 0
         self._job_key: str | None = None
 
@@ -122,6 +123,9 @@ class TrainingTestbed:
             self.network = start_network(topo, o.target, o.rundir, o.program, progress=False)
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
+        from liveview import port_or_announce, start_live_view
+
+        self.live = start_live_view(self.network.rundir.path, port_or_announce(default=None))
         self.data_host = topo.data_host
         try:
             self.controller = Controller(ControllerOptions(rundir=Path(self.network.rundir.path)))
@@ -143,6 +147,9 @@ class TrainingTestbed:
         if self.controller is not None:
             self.controller.close()
             self.controller = None
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
         if self.network is not None:
             try:
                 self.network.stop()

@@ -361,13 +361,15 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
                     progress: bool = False) -> Iterator[Launcher]:
     """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
     pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
+    from liveview import live_view, port_or_announce
     from topo.experiment import open_controller
     from topo.network import start_network
 
     topo = build_topology(spec)
     build = Path(rundir) / "program" if rundir else REPO_ROOT / "build" / "matrix"
     program = program_for(spec.elems, build)
-    with start_network(topo, "softswitch", rundir, program, progress=progress) as network:
+    with start_network(topo, "softswitch", rundir, program, progress=progress) as network, \
+            live_view(network.rundir.path, port_or_announce(default=None)):
         with open_controller(network) as controller:
             controller.push_pipeline()
             controller.program_routes()

@@ -46,6 +46,9 @@ function draw(graph) {
               padding: 12 },
     userZoomingEnabled: false,
   });
+  // the tables beside the drawing change its size as they fill: keep every node in view
+  new ResizeObserver(() => { live.cy.resize(); live.cy.fit(undefined, 12); })
+    .observe(document.getElementById("graph"));
 }
 
 function applyLinks(links) {

@@ -1,0 +1,119 @@
+"""The live view of a real network in headless Chromium (needs root).
+
+A 1-spine, 2-leaf spine-leaf of built-in switches (prefix ``lv``, gRPC ports found free) runs
+``topo.experiment``'s in-network and ring all-reduces while the page is open: it must draw
+every node and link, and its numbers (the job's completed slots, the links' byte counts) must
+change while the job runs. With ``LIVEVIEW_SCREENSHOT=PATH`` the test also writes the
+screenshot the README shows (``LIVEVIEW_SCREENSHOT=docs/img/liveview.png``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import headless_chromium, wait_for
+
+from liveview.server import LiveServer
+from liveview.sources import link_id
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.experiment import ExperimentOptions, run_experiment
+from topo.network import start_network
+from topo.nodes import port_in_use
+from topo.run import PROGRAM_ELEMS
+from topo.topologies import SpineLeafTopo
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("softswitch.switch") is None,
+                       reason="softswitch.switch (the built-in switch process) does not exist yet"),
+]
+
+PREFIX = "lv"
+PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
+
+# JavaScript reading what the page shows (the DOM, not only the page's data)
+COMPLETIONS = ("return [...document.querySelectorAll('#jobs .completions')]"
+               ".reduce((n, td) => n + Number(td.textContent), 0)")
+TX_BYTES = ("return [...document.querySelectorAll('#links .tx-bytes')]"
+            ".reduce((n, td) => n + (Number(td.textContent) || 0), 0)")
+BUSIEST = ("return Math.max(0, ...(window.live.last ? window.live.last.links : [])"
+           ".map(l => l.utilization || 0))")
+
+
+def _free_port_base(count: int) -> int:
+    for base in range(47000 + (os.getpid() % 500) * 8, 60000, 16):
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+@pytest.fixture
+def topo() -> Iterator[SpineLeafTopo]:
+    topo = SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=2, host_bw=3, name_prefix=PREFIX,
+                         grpc_base_port=_free_port_base(3))
+    yield topo
+    remove_interfaces(switch_interfaces(topo.switches()))
+
+
+def test_live_view_of_a_running_job(topo, tmp_path):
+    """Every node and link is drawn; the completed slots and link byte counts shown change
+    while the all-reduces run; the page names the job and its switches."""
+    with start_network(topo, "softswitch", tmp_path / "run", PROGRAM, progress=False,
+                       start_timeout=60) as network, \
+            LiveServer(network.rundir.path, 0, interval_s=0.5) as server, \
+            headless_chromium(1400, 900) as driver:
+        driver.get(server.url)
+        wait_for(driver, "return window.live && window.live.received >= 1")
+        t = network.topology
+        nodes = driver.execute_script("return window.live.cy.nodes().map(n => n.id())")
+        edges = driver.execute_script("return window.live.cy.edges().map(e => e.id())")
+        assert sorted(nodes) == sorted([s.name for s in t.switches] + [h.name for h in t.hosts])
+        assert sorted(edges) == sorted(link_id(ln.node1, ln.port1, ln.node2, ln.port2)
+                                       for ln in t.links)
+
+        outcome: dict[str, Any] = {}
+
+        def job() -> None:
+            try:
+                outcome["result"] = run_experiment(network, ExperimentOptions(
+                    elements=131072, elems=PROGRAM_ELEMS, measure_seconds=0.0))
+            except Exception as exc:  # reported by the assertion below
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=job, daemon=True)
+        thread.start()
+        seen_completions: set[int] = set()
+        seen_tx: set[int] = set()
+        best = -1.0
+        screenshot = tmp_path / "liveview.png"
+        while thread.is_alive():
+            seen_completions.add(int(driver.execute_script(COMPLETIONS)))
+            seen_tx.add(int(driver.execute_script(TX_BYTES)))
+            busiest = float(driver.execute_script(BUSIEST))
+            completions = max(seen_completions)
+            if completions > 0 and busiest > best:  # the busiest moment of the job, drawn
+                best = busiest
+                driver.save_screenshot(str(screenshot))
+            time.sleep(0.25)
+        thread.join()
+        assert "error" not in outcome, outcome.get("error")
+        assert outcome["result"].exact, outcome["result"].to_dict()
+        # the numbers moved while the job ran: several distinct non-zero values each
+        assert len(seen_completions - {0}) >= 2, sorted(seen_completions)
+        assert len(seen_tx - {0}) >= 3, sorted(seen_tx)
+        job_text = driver.find_element("css selector", "#jobs").text
+        assert "allreduce (id" in job_text and "4 workers" in job_text
+        for sw in t.switches:
+            assert sw.name in job_text
+        assert best >= 0 and screenshot.stat().st_size > 10_000
+        target = os.environ.get("LIVEVIEW_SCREENSHOT")
+        if target:
+            Path(target).write_bytes(screenshot.read_bytes())
