@@ -5,6 +5,8 @@
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
 #   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
+#   make scenario [SCENARIO=scenarios/examples/rack-loss.yaml JUNIT=results/junit.xml]
+#   make run live=8080 (live view port; 0: a free one, the default; off: none)
 
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -20,6 +22,10 @@ elements ?=
 elems ?=
 # The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
 live ?= 0
+# make scenario: the scenario files and where the JUnit XML goes
+SCENARIO ?= scenarios/examples/rack-exact.yaml scenarios/examples/rack-loss.yaml \
+	scenarios/examples/rack-restart.yaml
+JUNIT ?= results/scenarios/junit.xml
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 EXP_ARGS ?=
@@ -32,7 +38,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)))
 
-.PHONY: help setup test run bench experiments train sim lint clean distclean
+.PHONY: help setup test run bench experiments train sim scenario lint clean distclean
 
 help:
 	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems)"
@@ -40,6 +46,7 @@ help:
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
+	@echo "make scenario             run scenario files for CI, JUnit XML (root; SCENARIO=FILES JUNIT=PATH)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
 	@echo "make lint                 ruff check"
@@ -69,6 +76,9 @@ train: setup
 
 sim: setup
 	$(PY) -m sim sweep $(SIM_ARGS)
+
+scenario: setup
+	$(PY) -m scenarios run $(SCENARIO) --junit $(JUNIT)
 
 lint: setup
 	$(PY) -m ruff check .

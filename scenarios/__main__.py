@@ -47,8 +47,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     run = sub.add_parser("run", help="run scenario files and judge them (root)")
     run.add_argument("files", nargs="+", type=Path, metavar="FILE")
     run.add_argument("--junit", type=Path, help="write JUnit XML here")
-    run.add_argument("--rundir", type=Path, help="run directories under this one "
-                     "(one per scenario; default run/<timestamp>)")
+    run.add_argument("--rundir", type=Path, help="run directories under this one: "
+                     "DIR/<scenario>/<timestamp> (default run/<timestamp>)")
     run.add_argument("--live-port", type=_port, help="serve the live view on this port "
                       "(0: a free one; default: no live view)")
     run.add_argument("--name-prefix", default="", help="put before every node name (tests)")
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except MatrixError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
-            opts = RunOptions(rundir=args.rundir / sc.name if args.rundir else None,
+            opts = RunOptions(runs_root=args.rundir,
                               name_prefix=args.name_prefix, grpc_base_port=grpc,
                               live_port=args.live_port,
                               announce=lambda text: print(text, flush=True))

@@ -39,10 +39,10 @@ def _suite(report: ScenarioReport) -> ET.Element:
             "time": f"{case.seconds:.3f}", "file": str(sc.path)})
         if case.failure is not None:
             f = ET.SubElement(el, "failure", {"message": case.failure, "type": "AssertionError"})
-            f.text = case.failure
+            f.text = f"{case.failure}\n({sc.path}: {case.name})"
         if case.error is not None:
             e = ET.SubElement(el, "error", {"message": case.error, "type": "ScenarioError"})
-            e.text = case.error
+            e.text = f"{case.error}\n({sc.path}: {case.name})"
         if case.output:
             ET.SubElement(el, "system-out").text = case.output
     return suite

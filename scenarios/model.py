@@ -378,9 +378,11 @@ def _faults(doc: _Doc, items: list[Any], names: _Names) -> tuple[FaultSpec, ...]
                        f"a switch ({', '.join(names.ports)})", required)
         port = None
         if action != "restart":
-            port = b.get("port", lambda v: v if switch and v in names.ports[switch] else None,
+            ports = names.ports.get(switch or "", ())
+            port = b.get("port", lambda v, ports=ports: v if not isinstance(v, bool) and v in ports
+                         else None,
                           f"a port of switch {switch} (ports: "
-                          f"{', '.join(map(str, names.ports.get(switch or '', ())))})",
+                          f"{', '.join(map(str, ports))})",
                           required if action == "loss" else None)
         rate = b.get("rate", _num(0, 1, open_lo=True), "a fraction of packets, 0 < rate <= 1",
                      required if action == "loss" else 0.0) if action == "loss" else 0.0

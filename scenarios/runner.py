@@ -64,7 +64,7 @@ class ScenarioReport:
 class RunOptions:
     """How to run (not what): run directory, names and ports that must not collide."""
 
-    rundir: Path | None = None
+    runs_root: Path | None = None  # run directories under ROOT/<scenario>/ (default run/)
     name_prefix: str = ""
     grpc_base_port: int | None = None
     live_port: int | None = None  # None: no live view
@@ -246,9 +246,13 @@ def _run_case(job: JobSpec, algo: str, run: Any) -> Case:
 def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> ScenarioReport:
     """Starts the network, runs the jobs while the faults happen, evaluates the assertions;
     always takes the network down. Failures are in the report, never raised."""
+    from controller.fabric import ControllerError
+    from controller.jobs import JobError
+    from controller.p4client import P4RuntimeError
     from liveview import live_view
     from topo.errors import TopoError
     from topo.network import start_network
+    from topo.rundir import RunDir
 
     opts = opts or RunOptions()
     report = ScenarioReport(scenario)
@@ -257,13 +261,18 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
     report.cases.append(setup)
     try:
         topo = build_topo(scenario.topology, opts.name_prefix, opts.grpc_base_port)
-        with start_network(topo, scenario.target, opts.rundir, _program(scenario, opts.rundir),
+        # a new directory each run: controller state from an earlier run must not leak in
+        rundir = RunDir.create(root=opts.runs_root / scenario.name) if opts.runs_root else None
+        program = _program(scenario, rundir.path if rundir else None)
+        with start_network(topo, scenario.target, rundir, program,
                            progress=opts.progress) as network, \
                 live_view(network.rundir.path, opts.live_port, opts.announce):
             report.rundir = str(network.rundir.path)
             _run_on(network, scenario, opts, report, setup, t_start)
     except TopoError as exc:
         setup.error = str(exc)
+    except (ControllerError, JobError, P4RuntimeError) as exc:
+        setup.error = f"controller: {exc}"
     except Exception as exc:  # a bug or an unexpected failure: reported, the network is down
         log.debug("scenario failed", exc_info=True)
         setup.error = f"unexpected {type(exc).__name__}: {exc}"
@@ -400,7 +409,7 @@ def _bounded(case: Case, value: float, spec: AssertionSpec, shown: str) -> Case:
                 else ("within " if lo is not None and hi is not None else "")
                 + (f"[{lo:g}, {hi:g}]" if lo is not None and hi is not None
                    else f">= {lo:g}" if lo is not None else f"<= {hi:g}"))
-        case.failure = f"expected {want}, got {value:g}: {shown}"
+        case.failure = f"expected {want}, got {value:.4g}: {shown}"
     else:
         case.output = shown
     return case

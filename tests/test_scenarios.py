@@ -1,0 +1,236 @@
+"""Scenario files: checking (errors name file, line, field and value), assertions, JUnit XML,
+and (root) the shipped examples run end to end: the three examples pass, the deliberately
+broken one fails with a readable JUnit report. Networks use the name prefix ``sn``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from scenarios.__main__ import main
+from scenarios.junit import junit_xml
+from scenarios.model import ScenarioError, load_scenario
+from scenarios.runner import Case, ScenarioReport, evaluate
+from topo.experiment import AllreduceRun, RankOutcome
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "scenarios" / "examples"
+PASSING = ("rack-exact", "rack-loss", "rack-restart")
+
+GOOD = """\
+name: t
+topology: {kind: rack, hosts: 3}
+jobs:
+  - name: j1
+    hosts: [h1, h2]
+faults:
+  - at: 2
+    loss: {switch: s1, port: 1, rate: 0.05}
+  - at: 5
+    restart: {switch: s1}
+assertions:
+  - exact: all
+  - time_ratio: {numerator: j1.ring, denominator: j1.innetwork, min: 1, max: 3}
+  - no_drops: {reason: malformed}
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_examples_are_valid():
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        sc = load_scenario(path)
+        assert sc.name == path.stem and sc.jobs and sc.assertions
+    names = {p.stem for p in EXAMPLES.glob("*.yaml")}
+    assert names == {*PASSING, "broken"}
+
+
+def test_a_good_file_reads_back():
+    sc = load_scenario(EXAMPLES / "rack-restart.yaml")
+    assert [j.name for j in sc.jobs] == ["j1", "j2"] and sc.jobs[1].start == 6
+    assert [(f.at, f.action, f.switch) for f in sc.faults] == [(5.0, "restart", "s1")]
+    assert sc.assertions[0].jobs == ("j1", "j2")
+
+
+def test_json_works_too(tmp_path):
+    path = _write(tmp_path, """\
+        {"name": "j", "topology": {"kind": "spineleaf", "spines": 1, "hosts": 2},
+         "jobs": [{"name": "a", "algorithms": ["ring"]}],
+         "assertions": [{"exact": "a"}]}
+        """, "s.json")
+    sc = load_scenario(path)
+    assert sc.topology.kind == "spineleaf" and sc.jobs[0].algorithms == ("ring",)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("jobs:", "jobz: 1\njobs:"), r"s.yaml:3: jobz: 1: unknown field \(known: assertions, "),
+    (("hosts: [h1, h2]", "hosts: [h1, h9]"),
+     r"s.yaml:5: jobs\[0\].hosts\[1\]: 'h9': no such host \(hosts: h1, h2, h3\)"),
+    (("port: 1,", "port: 9,"),
+     r"s.yaml:8: faults\[0\].loss.port: 9: a port of switch s1 \(ports: 1, 2, 3\)"),
+    (("rate: 0.05", "rate: 5"),
+     r"s.yaml:8: faults\[0\].loss.rate: 5: a fraction of packets, 0 < rate <= 1"),
+    (("restart: {switch: s1}", "restart: {switch: s7}"),
+     r"s.yaml:10: faults\[1\].restart.switch: 's7': a switch \(s1\)"),
+    (("at: 5", "at: -1"), r"s.yaml:9: faults\[1\].at: -1: seconds after the scenario's start"),
+    (("numerator: j1.ring", "numerator: j2.ring"),
+     r"s.yaml:13: assertions\[1\].time_ratio.numerator: 'j2.ring': JOB.ALGORITHM of a run"),
+    (("min: 1, max: 3", "min: 4, max: 3"),
+     r"s.yaml:13: assertions\[1\].time_ratio.min: 4.0: above max \(3\)"),
+    (("reason: malformed", "reason: gremlins"),
+     r"s.yaml:14: assertions\[2\].no_drops.reason: 'gremlins': a drop reason: unknown_job, "),
+    (("kind: rack", "kind: torus"),
+     r"s.yaml:2: topology.kind: 'torus': one of rack, spineleaf"),
+    (("  - exact: all\n", "  - exactly: all\n"),
+     r"s.yaml:12: assertions\[0\].exactly: 'all': unknown assertion"),
+    (("    loss: {switch: s1, port: 1, rate: 0.05}\n", ""),
+     r"s.yaml:7: faults\[0\]: \{'at': 2\}: needs exactly one of loss, clear, restart"),
+    (("  - name: j1\n", "  - name: 1j\n"), r"s.yaml:4: jobs\[0\].name: '1j': a name of letters"),
+    (("name: t\n", "name: t\ntimeout: [1]\n"), r"s.yaml:2: timeout: \[1\]: seconds, above 0"),
+])
+def test_errors_name_file_line_field_and_value(tmp_path, change, message):
+    old, new = change
+    assert old in GOOD
+    path = _write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(path)
+
+
+def test_missing_and_unparsable(tmp_path):
+    with pytest.raises(ScenarioError, match=r"s.yaml:1: jobs: \(missing\): required"):
+        load_scenario(_write(tmp_path, "topology: {kind: rack}\nassertions: [{exact: all}]\n"))
+    with pytest.raises(ScenarioError, match=r"s.yaml:3:2: not valid YAML/JSON: expected ',' or ']', but got ':'"):
+        load_scenario(_write(tmp_path, "name: x\njobs: [a\nb: ]: c\n"))
+    with pytest.raises(ScenarioError, match=r"nope.yaml: no such file"):
+        load_scenario(tmp_path / "nope.yaml")
+    with pytest.raises(ScenarioError, match=r"s.yaml:1: \(top level\): \[1, 2\]: expected a "
+                       "mapping"):
+        load_scenario(_write(tmp_path, "[1, 2]\n"))
+
+
+def test_check_cli(tmp_path, capsys):
+    assert main(["check", *map(str, sorted(EXAMPLES.glob("*.yaml")))]) == 0
+    assert capsys.readouterr().out.count(": ok (") == 4
+    bad = _write(tmp_path, GOOD.replace("port: 1,", "port: 9,"))
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and f"{bad}:8: faults[0].loss.port: 9:" in err
+    assert len(err.splitlines()) == 1
+
+
+def _run(algo: str, seconds: float, exact: bool = True) -> AllreduceRun:
+    ranks = tuple(RankOutcome(r, f"h{r + 1}", seconds, 100, exact, 0,
+                              None if exact else "result differs from the exact sum")
+                  for r in range(2))
+    return AllreduceRun(algo, 16, ranks)
+
+
+def test_assertions_evaluate():
+    sc = load_scenario(EXAMPLES / "broken.yaml")
+    exact, ratio, no_fault = sc.assertions
+    runs = {"j1.innetwork": _run("innetwork", 0.5), "j1.ring": _run("ring", 1.0)}
+    assert evaluate(exact, runs, {}, {}).ok
+    case = evaluate(ratio, runs, {}, {})
+    assert case.failure == ("expected >= 50, got 2: j1.ring took 1.000 s, j1.innetwork "
+                            "0.500 s: ratio 2.000")
+    drops = {("sns1", "fault"): 7, ("sns1", "malformed"): 1}
+    case = evaluate(no_fault, runs, drops, {}, prefix="sn")
+    assert case.failure == "expected none, got 7: 7 fault drops (sns1 7)"
+    assert evaluate(no_fault, runs, {("sns1", "malformed"): 1}, {}, prefix="sn").ok
+    bad = dict(runs, **{"j1.ring": _run("ring", 1.0, exact=False)})
+    assert "j1.ring: rank 0 (h1): result differs" in evaluate(exact, bad, {}, {}).failure
+    assert evaluate(ratio, bad, {}, {}).failure == "cannot measure: j1.ring was not exact"
+
+
+def test_junit_xml_is_readable():
+    sc = load_scenario(EXAMPLES / "broken.yaml")
+    report = ScenarioReport(sc, [
+        Case("setup", "start the network and program the fabric", 3.0, output="rundir x"),
+        Case("jobs", "j1 ring all-reduce", 1.5, error="rank 1 (h2): no result within 5 s"),
+        Case("assertions", "assertions[1]: time", failure="expected >= 50, got 2: ..."),
+    ], seconds=4.5, rundir="/tmp/x")
+    root = ET.fromstring(junit_xml([report]))
+    assert root.tag == "testsuites" and root.get("failures") == "1" and root.get("errors") == "1"
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "broken" and suite.get("tests") == "3"
+    cases = suite.findall("testcase")
+    assert [c.get("classname") for c in cases] == ["scenario.broken.setup",
+                                                   "scenario.broken.jobs",
+                                                   "scenario.broken.assertions"]
+    assert cases[0].findtext("system-out") == "rundir x" and cases[0].find("failure") is None
+    assert cases[1].find("error").get("message") == "rank 1 (h2): no result within 5 s"
+    assert cases[2].find("failure").get("message") == "expected >= 50, got 2: ..."
+
+
+# ------------------------------------------------------------------------- end to end (root)
+
+
+def _cli(tmp_path: Path, repo_root: Path, *files: str) -> tuple[subprocess.CompletedProcess[str],
+                                                                 ET.Element]:
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scenarios", "run", *files, "--junit", str(junit),
+         "--rundir", str(tmp_path / "run"), "--name-prefix", "sn"],
+        cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    assert junit.exists(), proc.stdout + proc.stderr
+    return proc, ET.parse(junit).getroot()
+
+
+@pytest.fixture
+def _no_leftovers():
+    from topo.cleanup import remove_interfaces, switch_interfaces
+
+    yield
+    remove_interfaces(switch_interfaces(["sns1"]))
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("_no_leftovers")
+def test_examples_pass(tmp_path, repo_root):
+    """The three examples in one run: exit 0, a JUnit suite each, no failure or error."""
+    files = [str(EXAMPLES / f"{name}.yaml") for name in PASSING]
+    proc, root = _cli(tmp_path, repo_root, *files)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [s.get("name") for s in root.findall("testsuite")] == list(PASSING)
+    assert root.get("failures") == "0" and root.get("errors") == "0"
+    by_suite = {s.get("name"): s for s in root.findall("testsuite")}
+    loss = by_suite["rack-loss"]
+    fault_case = [c for c in loss.findall("testcase") if c.get("name").startswith("t=1s loss")]
+    assert fault_case and "sns1 port 1 drops 0.05 (in)" in fault_case[0].findtext("system-out")
+    drops = [c for c in loss.findall("testcase") if "fault drops" in c.get("name")]
+    assert drops and drops[0].findtext("system-out").split()[0] != "0"
+    restart = [c for c in by_suite["rack-restart"].findall("testcase")
+               if c.get("name") == "t=5s restart s1"]
+    assert restart and "sns1: recovered" in restart[0].findtext("system-out")
+    assert "PASS" in proc.stdout and "FAIL" not in proc.stdout
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.usefixtures("_no_leftovers")
+def test_broken_example_fails_with_a_readable_report(tmp_path, repo_root):
+    proc, root = _cli(tmp_path, repo_root, str(EXAMPLES / "broken.yaml"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "broken"
+    assert suite.get("failures") == "2" and suite.get("errors") == "0"
+    failures = {c.get("name"): c.find("failure") for c in suite.findall("testcase")
+                if c.find("failure") is not None}
+    ratio = failures["assertions[1]: time j1.ring / j1.innetwork >= 50"]
+    assert ratio.get("message").startswith("expected >= 50, got ")
+    assert "j1.ring took " in ratio.get("message") and ratio.get("type") == "AssertionError"
+    drops = failures["assertions[2]: no fault drops"]
+    assert drops.get("message").startswith("expected none, got ")
+    assert "fault drops (sns1 " in drops.get("message")
+    passed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is None]
+    assert "assertions[0]: exact results of j1" in passed
+    assert "FAIL  assertions: assertions[1]" in proc.stdout
