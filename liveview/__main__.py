@@ -4,6 +4,7 @@ that another process started (``make run`` serves one itself)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"live view of {args.rundir}: {server.url} (Ctrl-C stops)", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -186,3 +186,52 @@ def test_page_in_headless_chromium_draws_everything_and_updates(net):
         assert int(driver.execute_script(f"return {cell}")) > 0
         assert label.endswith("%)") and float(label.split()[0]) > 0
         assert int(packets) > 0
+
+
+def test_make_run_options(monkeypatch, capsys):
+    """``python -m topo.run``: --live-port and --no-live, else $INA_LIVE_PORT, else a free
+    port; a bad value is a one-line error."""
+    from topo.errors import TopoError
+    from topo.run import _live_port, parse_args
+
+    monkeypatch.delenv("INA_LIVE_PORT", raising=False)
+    assert _live_port(parse_args([])) == 0
+    assert _live_port(parse_args(["--live-port", "8080"])) == 8080
+    assert _live_port(parse_args(["--no-live"])) is None
+    monkeypatch.setenv("INA_LIVE_PORT", "off")
+    assert _live_port(parse_args([])) is None
+    assert _live_port(parse_args(["--live-port", "9000"])) == 9000
+    monkeypatch.setenv("INA_LIVE_PORT", "x")
+    with pytest.raises(TopoError, match="INA_LIVE_PORT='x': expected a port number"):
+        _live_port(parse_args([]))
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--live-port", "70000"])
+    assert exc.value.code == 2
+    assert "--live-port: 70000 is not a port (0..65535; 0 = a free one)" in capsys.readouterr().err
+
+
+def test_liveview_cli_serves_a_run_directory(net, repo_root):
+    """``python -m liveview --rundir DIR`` prints its URL and serves the graph until stopped;
+    a directory without topology.json is a one-line error."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "liveview", "--rundir", str(net.rundir.path)],
+                            cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"live view of {net.rundir.path}: http://127.0.0.1:"), line
+        url = line.split(": ", 1)[1].split()[0]
+        graph = json.loads(_get(url + "api/graph")[2])
+        assert len(graph["elements"]) == (len(net.topology.switches) + len(net.topology.hosts)
+                                          + len(net.topology.links))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    bad = subprocess.run([sys.executable, "-m", "liveview", "--rundir", str(repo_root / "nope")],
+                         cwd=repo_root, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().startswith("error: ") and "no such file" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
