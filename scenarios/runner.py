@@ -1,7 +1,7 @@
 """Runs a :class:`~scenarios.model.Scenario` on an emulated network and judges it.
 
 Built on ``topo.experiment``: the network comes from :func:`topo.network.start_network`, the
-fabric is programmed through the controller (:func:`topo.experiment.open_controller`), each
+fabric is programmed through the controller (:class:`controller.fabric.Controller`), each
 job's all-reduces run with :func:`topo.experiment.run_allreduce` (hosts' processes, results
 checked against the exact sum, link counters, switch CPU). What this module adds:
 
@@ -28,6 +28,7 @@ from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_t
 log = logging.getLogger(__name__)
 
 RECOVERY_TIMEOUT_S = 60.0
+RPC_TIMEOUT_S = 60.0
 READ_RETRIES = 5
 
 
@@ -289,14 +290,16 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
             setup: Case, t_start: float) -> None:
     from controller.fabric import Controller, ControllerOptions
     from controller.jobs import JobRequest
-    from topo.experiment import open_controller, run_allreduce
+    from topo.experiment import run_allreduce
 
     prefix = opts.name_prefix
     rundir = Path(network.rundir.path)
     results = rundir / "results"
     results.mkdir(parents=True, exist_ok=True)
     hosts = [h.name for h in network.topology.hosts]
-    with open_controller(network) as controller:
+    # generous RPC timeouts: pushing a pipeline makes the built-in switch compile the
+    # program, which takes long on a loaded CI machine
+    with Controller(ControllerOptions(rundir=rundir, rpc_timeout_s=RPC_TIMEOUT_S)) as controller:
         controller.push_pipeline()
         controller.program_routes()
         plans: dict[str, tuple[dict[str, Any], Path]] = {}
@@ -309,7 +312,8 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
             plans[job.name] = (plan.to_dict(), path)
         events: list[str] = []
         stop = threading.Event()
-        server = Controller(ControllerOptions(rundir=rundir, reconnect=True))
+        server = Controller(ControllerOptions(rundir=rundir, reconnect=True,
+                                              rpc_timeout_s=RPC_TIMEOUT_S))
         serve = threading.Thread(target=server.serve, args=(stop, 0.2, events.append),
                                  name="scenario-serve", daemon=True)
         gate = threading.Lock()

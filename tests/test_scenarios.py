@@ -201,7 +201,7 @@ def test_examples_pass(tmp_path, repo_root):
     proc, root = _cli(tmp_path, repo_root, *files)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [s.get("name") for s in root.findall("testsuite")] == list(PASSING)
-    assert root.get("failures") == "0" and root.get("errors") == "0"
+    assert (root.get("failures"), root.get("errors")) == ("0", "0"), proc.stdout + proc.stderr
     by_suite = {s.get("name"): s for s in root.findall("testsuite")}
     loss = by_suite["rack-loss"]
     fault_case = [c for c in loss.findall("testcase") if c.get("name").startswith("t=1s loss")]
@@ -222,7 +222,7 @@ def test_broken_example_fails_with_a_readable_report(tmp_path, repo_root):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     suite = root.find("testsuite")
     assert suite is not None and suite.get("name") == "broken"
-    assert suite.get("failures") == "2" and suite.get("errors") == "0"
+    assert (suite.get("failures"), suite.get("errors")) == ("2", "0"), proc.stdout + proc.stderr
     failures = {c.get("name"): c.find("failure") for c in suite.findall("testcase")
                 if c.find("failure") is not None}
     ratio = failures["assertions[1]: time j1.ring / j1.innetwork >= 50"]

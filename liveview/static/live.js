@@ -116,9 +116,13 @@ function applyJobs(jobs) {
     div.appendChild(h);
     const table = document.createElement("table");
     const head = document.createElement("tr");
-    for (const c of ["switch", "slots", "contributions", "completed", "retransmitted",
-                     "results sent", "partials sent", "drops by reason"]) {
-      const th = document.createElement("th"); th.textContent = c; head.appendChild(th);
+    for (const [c, title] of [["switch", ""], ["slots", "slots of the job on this switch"],
+        ["contrib.", "contributions received"], ["completed", "slots completed"],
+        ["retrans.", "retransmitted contributions seen (duplicates)"],
+        ["results", "results sent"], ["partials", "partial aggregates sent up the tree"],
+        ["drops", "drops by reason"]]) {
+      const th = document.createElement("th"); th.textContent = c; th.title = title;
+      head.appendChild(th);
     }
     table.appendChild(head);
     for (const r of j.switches) {
