@@ -143,7 +143,7 @@ class Collector:
     sample so that each snapshot carries rates over the last interval."""
 
     def __init__(self, rundir: str | Path, sysfs: Path = SYSFS_NET, p4runtime: bool = True,
-                 timeout_s: float = 2.0) -> None:
+                 timeout_s: float = 5.0) -> None:
         from topo.rundir import load_topology
 
         self.rundir = Path(rundir).resolve()
@@ -153,6 +153,7 @@ class Collector:
         self._reader: ReadOnlyController | None = None
         self._p4runtime = p4runtime and self.topology.p4info is not None
         self._last: Sample | None = None
+        self._job_rows: dict[str, list[dict[str, Any]]] = {}  # last rows read, per job
         self.sequence = 0
 
     def close(self) -> None:
@@ -249,9 +250,12 @@ class Collector:
                 "slots": plan.slots, "switches": [], "totals": {}, "drops": {}}
             try:
                 rows = ctl.job_counters(plan.name)
+                self._job_rows[plan.name] = rows
             except (ControllerError, P4RuntimeError, SchemaError) as exc:
+                # a read that timed out on a busy switch: show the last rows, marked stale
                 errors.append(f"job {plan.name}: counters unavailable: {exc}")
-                rows = []
+                rows = self._job_rows.get(plan.name, [])
+                job["stale"] = True
             for row in rows:
                 part = plan.parts.get(row["switch"])
                 row = dict(row, role=part.role if part else None,
@@ -268,6 +272,7 @@ class Collector:
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> dict[str, Any]:
         """Everything the page shows, as one JSON-ready document."""
+        t0 = time.perf_counter()
         now = self.sample_ports()
         before, self._last = self._last, now
         errors: list[str] = []
@@ -277,7 +282,7 @@ class Collector:
         return {"seq": self.sequence, "time": time.time(),
                 "interval_s": round(now.time - before.time, 3) if before else None,
                 "links": self.links(now, before), "switches": switches, "jobs": jobs,
-                "errors": errors}
+                "errors": errors, "took_ms": round((time.perf_counter() - t0) * 1000, 1)}
 
     def graph(self) -> dict[str, Any]:
         """The drawing's elements and layout roots, from ``topology.json``."""

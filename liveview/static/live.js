@@ -112,7 +112,7 @@ function applyJobs(jobs) {
     const t = j.totals;
     h.textContent = `${j.name} (id ${j.job_id}): ${j.workers} workers on ${j.hosts.join(", ")}` +
       ` · slots completed ${t.completions || 0}, retransmissions seen ${t.duplicates || 0},` +
-      ` drops ${dropsText(j.drops)}`;
+      ` drops ${dropsText(j.drops)}` + (j.stale ? " (stale: the last read failed)" : "");
     div.appendChild(h);
     const table = document.createElement("table");
     const head = document.createElement("tr");
@@ -146,6 +146,8 @@ function apply(snap) {
   live.received += 1;
   live.last = snap;
   document.getElementById("seq").textContent = String(snap.seq);
+  document.getElementById("took").textContent =
+    snap.took_ms === undefined ? "" : `(read in ${fmt(snap.took_ms, 0)} ms)`;
   applyLinks(snap.links || []);
   applySwitches(snap.switches || {});
   applyJobs(snap.jobs || []);
