@@ -2,7 +2,8 @@
 
 One sampler thread takes a snapshot (:class:`liveview.sources.Collector`) every interval and
 hands it to every open ``/events`` stream, so the number of browsers never multiplies the
-reads. Routes::
+reads; a second thread reads P4Runtime at the same pace, so that a switch slow to answer
+delays only the job and drop numbers, never the link rates. Routes::
 
     /              the page (static/index.html: cytoscape.js drawing, tables)
     /static/NAME   the page's script, style and the vendored cytoscape.js
@@ -170,8 +171,13 @@ class LiveServer:
                 self._cond.notify_all()
             self.stopping.wait(self.interval_s)
 
+    def _p4runtime_loop(self) -> None:
+        self.collector.p4runtime_loop(self.stopping, self.interval_s)
+
     def start(self) -> LiveServer:
-        for target, name in ((self._sample_loop, "liveview-sampler"),
+        self.collector.background = True  # before the first snapshot: never read inline
+        for target, name in ((self._p4runtime_loop, "liveview-p4runtime"),
+                             (self._sample_loop, "liveview-sampler"),
                              (self.httpd.serve_forever, "liveview-http")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +155,9 @@ class Collector:
         self._p4runtime = p4runtime and self.topology.p4info is not None
         self._last: Sample | None = None
         self._job_rows: dict[str, list[dict[str, Any]]] = {}  # last rows read, per job
+        self._lock = threading.Lock()
+        self._p4_latest: dict[str, Any] | None = None
+        self.background = False  # P4Runtime read by p4runtime_loop, not in snapshot()
         self.sequence = 0
 
     def close(self) -> None:
@@ -221,28 +225,32 @@ class Collector:
             self._reader = ReadOnlyController(self.rundir, self.timeout_s)
         return self._reader
 
-    def p4runtime(self, switches: dict[str, dict[str, Any]], errors: list[str]
-                  ) -> list[dict[str, Any]]:
-        """Jobs with their per-switch counters; fills each switch's P4Runtime drops."""
+    def read_p4runtime(self) -> dict[str, Any]:
+        """One P4Runtime reading: {"jobs": jobs with their per-switch counters, "drops":
+        {switch: drops by reason}, "errors": [...], "time", "took_ms"}."""
         from controller.fabric import ControllerError
         from controller.p4client import P4RuntimeError
         from controller.schema import SchemaError
 
+        t0 = time.perf_counter()
+        out: dict[str, Any] = {"jobs": [], "drops": {}, "errors": [], "time": time.time(),
+                               "took_ms": 0.0}
+        errors: list[str] = out["errors"]
         if not self._p4runtime:
-            return []
+            return out
         try:
             reader = self._controller()
         except (ControllerError, SchemaError, OSError) as exc:
             errors.append(f"P4Runtime: {exc}")
-            return []
+            return out
         reader.refresh_state()
         ctl = reader.controller
-        for name in switches:
+        for sw in self.topology.switches:
             try:
-                switches[name]["drops"] = ctl.switch_counters(name)["drops"]
+                out["drops"][sw.name] = ctl.switch_counters(sw.name)["drops"]
             except (ControllerError, P4RuntimeError, SchemaError) as exc:
-                errors.append(f"{name}: P4Runtime counters unavailable: {exc}")
-        jobs = []
+                errors.append(f"{sw.name}: P4Runtime counters unavailable: {exc}")
+        jobs = out["jobs"]
         for plan in sorted(ctl.state.jobs.values(), key=lambda p: p.job_id):
             job: dict[str, Any] = {
                 "name": plan.name, "job_id": plan.job_id, "workers": len(plan.workers),
@@ -267,7 +275,24 @@ class Collector:
                 for reason, n in row["drops"].items():
                     job["drops"][reason] = job["drops"].get(reason, 0) + n
             jobs.append(job)
-        return jobs
+        out["took_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        return out
+
+    def p4runtime_loop(self, stop: threading.Event, interval_s: float) -> None:
+        """Reads P4Runtime every ``interval_s`` until ``stop``, keeping the latest reading
+        for :meth:`snapshot`: a switch slow to answer (busy forwarding) then delays only
+        the job and drop numbers, never the link rates."""
+        self.background = True
+        while not stop.is_set():
+            try:
+                reading = self.read_p4runtime()
+            except Exception as exc:  # keep the view alive; the page lists the error
+                log.debug("P4Runtime reading failed", exc_info=True)
+                reading = {"jobs": [], "drops": {}, "errors": [f"P4Runtime: {exc}"],
+                           "time": time.time(), "took_ms": None}
+            with self._lock:
+                self._p4_latest = reading
+            stop.wait(interval_s)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> dict[str, Any]:
@@ -275,14 +300,28 @@ class Collector:
         t0 = time.perf_counter()
         now = self.sample_ports()
         before, self._last = self._last, now
-        errors: list[str] = []
         switches = self.switches(now)
-        jobs = self.p4runtime(switches, errors)
+        if self.background:
+            with self._lock:
+                p4 = self._p4_latest
+        else:
+            p4 = self.read_p4runtime()
+        errors: list[str] = []
+        jobs: list[dict[str, Any]] = []
+        age = None
+        if p4 is not None:
+            for name, drops in p4["drops"].items():
+                if name in switches:
+                    switches[name]["drops"] = drops
+            jobs, errors = p4["jobs"], list(p4["errors"])
+            age = round(max(0.0, time.time() - p4["time"]), 1)
         self.sequence += 1
         return {"seq": self.sequence, "time": time.time(),
                 "interval_s": round(now.time - before.time, 3) if before else None,
                 "links": self.links(now, before), "switches": switches, "jobs": jobs,
-                "errors": errors, "took_ms": round((time.perf_counter() - t0) * 1000, 1)}
+                "errors": errors, "took_ms": round((time.perf_counter() - t0) * 1000, 1),
+                "p4runtime_ms": p4["took_ms"] if p4 is not None else None,
+                "p4runtime_age_s": age}
 
     def graph(self) -> dict[str, Any]:
         """The drawing's elements and layout roots, from ``topology.json``."""

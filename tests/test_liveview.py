@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -235,3 +236,29 @@ def test_liveview_cli_serves_a_run_directory(net, repo_root):
     assert bad.returncode == 1
     assert bad.stderr.strip().startswith("error: ") and "no such file" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_slow_p4runtime_reads_do_not_delay_link_rates(net):
+    """P4Runtime is read in its own thread: while a (fake) read takes 1.5 s, snapshots keep
+    coming every interval with fresh link counters, and carry the last reading's jobs."""
+
+    class SlowReads(Collector):
+        def read_p4runtime(self) -> dict:
+            time.sleep(1.5)
+            return {"jobs": [{"name": "j"}], "drops": {"l1": {"ingress:fault": 3}},
+                    "errors": [], "time": time.time(), "took_ms": 1500.0}
+
+    col = SlowReads(net.rundir.path, sysfs=net.sysfs, p4runtime=False)
+    with LiveServer(net.rundir.path, 0, 0.1, collector=col) as server:
+        t0 = time.monotonic()
+        first = server.wait_newer(-1, timeout_s=5)
+        assert first is not None and time.monotonic() - t0 < 1.0
+        assert first["jobs"] == [] and first["p4runtime_ms"] is None  # no reading yet
+        net.add(net.topology.switch("l1").port_to("h1").intf, tx_bytes=5000)
+        snap = server.wait_newer(first["seq"], timeout_s=5)
+        assert snap is not None and snap["links"][0]["tx_bytes"] == 5000
+        deadline = time.monotonic() + 10
+        while snap["p4runtime_ms"] is None and time.monotonic() < deadline:
+            snap = server.wait_newer(snap["seq"], timeout_s=5)
+        assert snap["jobs"] == [{"name": "j"}] and snap["p4runtime_ms"] == 1500.0
+        assert snap["switches"]["l1"]["drops"] == {"ingress:fault": 3}

@@ -147,7 +147,8 @@ function apply(snap) {
   live.last = snap;
   document.getElementById("seq").textContent = String(snap.seq);
   document.getElementById("took").textContent =
-    snap.took_ms === undefined ? "" : `(read in ${fmt(snap.took_ms, 0)} ms)`;
+    snap.p4runtime_ms === null || snap.p4runtime_ms === undefined ? "" :
+    `(P4Runtime read in ${fmt(snap.p4runtime_ms, 0)} ms, ${fmt(snap.p4runtime_age_s, 1)} s ago)`;
   applyLinks(snap.links || []);
   applySwitches(snap.switches || {});
   applyJobs(snap.jobs || []);
