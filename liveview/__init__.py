@@ -17,11 +17,12 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from liveview.server import LiveServer, LiveViewError
 
-__all__ = ["LiveServer", "LiveViewError", "live_view", "port_from_env", "port_or_announce",
-           "start_live_view"]
+__all__ = ["LiveServer", "LiveViewError", "add_live_options", "live_view", "port_from_env",
+           "port_option", "port_or_announce", "start_live_view"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,35 @@ def port_or_announce(default: int | None, announce: Callable[[str], None] | None
     except ValueError as exc:
         (announce or (lambda text: log.warning("%s", text)))(f"live view not started: {exc}")
         return None
+
+
+def port_option(text: str) -> int | None:
+    """argparse type of ``--live-port``: a port (0 = any free one) or ``off`` (None)."""
+    import argparse
+
+    text = text.strip().lower()
+    if text in ("off", "no", "none", "false"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0..65535, 0 = a free "
+                                         f"one), or off; the default comes from "
+                                         f"${ENV_PORT}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0..65535, 0 = a free one)")
+    return value
+
+
+def add_live_options(parser: Any) -> None:
+    """``--live-port PORT|off`` (default ``$INA_LIVE_PORT``, else 0: a free port) and
+    ``--no-live``; the port ends up in ``args.live_port`` (None: no live view)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--live-port", type=port_option, default=os.environ.get(ENV_PORT) or "0",
+                       metavar="PORT", help=f"the live view's port on 127.0.0.1, or off "
+                       f"(default ${ENV_PORT}, else 0: a free one)")
+    group.add_argument("--no-live", dest="live_port", action="store_const", const=None,
+                       help="no live view in the browser")
 
 
 @contextlib.contextmanager

@@ -190,25 +190,27 @@ def test_page_in_headless_chromium_draws_everything_and_updates(net):
 
 
 def test_make_run_options(monkeypatch, capsys):
-    """``python -m topo.run``: --live-port and --no-live, else $INA_LIVE_PORT, else a free
-    port; a bad value is a one-line error."""
-    from topo.errors import TopoError
-    from topo.run import _live_port, parse_args
+    """``python -m topo.run``: --live-port PORT|off and --no-live, else $INA_LIVE_PORT, else
+    a free port; a bad value is a usage error naming the option."""
+    from topo.run import parse_args
 
     monkeypatch.delenv("INA_LIVE_PORT", raising=False)
-    assert _live_port(parse_args([])) == 0
-    assert _live_port(parse_args(["--live-port", "8080"])) == 8080
-    assert _live_port(parse_args(["--no-live"])) is None
+    assert parse_args([]).live_port == 0
+    assert parse_args(["--live-port", "8080"]).live_port == 8080
+    assert parse_args(["--live-port", "off"]).live_port is None
+    assert parse_args(["--no-live"]).live_port is None
     monkeypatch.setenv("INA_LIVE_PORT", "off")
-    assert _live_port(parse_args([])) is None
-    assert _live_port(parse_args(["--live-port", "9000"])) == 9000
-    monkeypatch.setenv("INA_LIVE_PORT", "x")
-    with pytest.raises(TopoError, match="INA_LIVE_PORT='x': expected a port number"):
-        _live_port(parse_args([]))
-    with pytest.raises(SystemExit) as exc:
-        parse_args(["--live-port", "70000"])
-    assert exc.value.code == 2
-    assert "--live-port: 70000 is not a port (0..65535; 0 = a free one)" in capsys.readouterr().err
+    assert parse_args([]).live_port is None
+    assert parse_args(["--live-port", "9000"]).live_port == 9000
+    for argv, env, message in (
+            (["--live-port", "70000"], "0", "--live-port: 70000 is not a port (0..65535"),
+            ([], "web", "--live-port: 'web' is not a port number (0..65535, 0 = a free one), "
+             "or off; the default comes from $INA_LIVE_PORT")):
+        monkeypatch.setenv("INA_LIVE_PORT", env)
+        with pytest.raises(SystemExit) as exc:
+            parse_args(argv)
+        assert exc.value.code == 2
+        assert message in capsys.readouterr().err
 
 
 def test_liveview_cli_serves_a_run_directory(net, repo_root):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from liveview import live_view
+from liveview import add_live_options, live_view
 from topo.errors import TopoError
 from topo.experiment import AllreduceRun, ExperimentOptions, ExperimentResult
 from topo.experiment import run_experiment as run_allreduce_experiment
@@ -315,10 +315,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
     p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
                    "(default 50051)")
-    live = p.add_mutually_exclusive_group()
-    live.add_argument("--live-port", type=_port, help="the live view's port on 127.0.0.1 "
-                      "(default $INA_LIVE_PORT, else a free one)")
-    live.add_argument("--no-live", action="store_true", help="no live view in the browser")
+    add_live_options(p)
     return p.parse_args(argv)
 
 
@@ -329,16 +326,6 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (0..65535; 0 = a free one)")
     return value
 
 
@@ -369,20 +356,6 @@ def experiment_options(args: argparse.Namespace) -> ExperimentOptions:
                              slots=args.slots)
 
 
-def _live_port(args: argparse.Namespace) -> int | None:
-    """The live view's port (0: a free one), or None without a live view."""
-    from liveview import port_from_env
-
-    if args.no_live:
-        return None
-    if args.live_port is not None:
-        return args.live_port
-    try:
-        return port_from_env()
-    except ValueError as exc:
-        raise TopoError(str(exc)) from None
-
-
 def _raise_interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -403,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with start_network(topo, args.target, args.rundir, program, pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network, \
-                live_view(network.rundir.path, _live_port(args), console.print):
+                live_view(network.rundir.path, args.live_port, console.print):
             summary = run_experiment(network, network.topology,
                                      experiment_options(args),
                                      Stages(enabled=True), experiment=not args.no_experiment)
