@@ -36,6 +36,7 @@ def test_snapshot_rates_and_utilisation_follow_the_counters(net):
     assert all(row["mbit_out"] is None for row in first["links"])  # no interval yet
     l1 = net.topology.switch("l1")
     net.add(l1.port_to("h1").intf, tx_bytes=1_250_000, tx_packets=1000, rx_bytes=125_000)
+    time.sleep(0.2)  # interval_s is rounded to ms: keep the interval well above that
     second = col.snapshot()
     seconds = second["interval_s"]
     rows = {row["id"]: row for row in second["links"]}
