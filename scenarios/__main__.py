@@ -94,9 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = []
     try:
         for sc in scenarios:
-            switches = 1 if sc.topology.kind == "rack" else sc.topology.spines + sc.topology.leaves
             try:
-                grpc = args.grpc_port if args.grpc_port is not None else free_grpc_base(switches)
+                grpc = (args.grpc_port if args.grpc_port is not None
+                        else free_grpc_base(len(sc.switches)))
             except MatrixError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1

@@ -37,7 +37,8 @@ class TopologySpec:
     fabric_bw: float | None = None
     delay: str | None = None
     loss: float | None = None
-    file: str | None = None  # a topology file, when the testbed can load one
+    file: str | None = None  # a topology file or shipped name (needs topo.topofile)
+    params: dict[str, Any] = field(default_factory=dict)  # the file's parameters
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Scenario:
     target: str = "softswitch"
     elems: int = 32
     timeout_s: float = DEFAULT_TIMEOUT_S
-    extra: dict[str, Any] = field(default_factory=dict)
+    switches: tuple[str, ...] = ()  # the topology's switch names (unprefixed)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -264,16 +265,30 @@ def load_scenario(path: str | Path) -> Scenario:
         "a non-empty list of assertions"), jobs, names)
     top.done()
     return Scenario(name, path, topology, jobs, faults, assertions, description, target, elems,
-                    timeout_s)
+                    timeout_s, tuple(names.ports))
 
 
 def _topology(doc: _Doc, data: Any, path: str) -> TopologySpec:
     f = _Fields(doc, data, path)
-    file = f.get("file", _str, "a topology file path", None)
-    kind = f.get("kind", _choice(KINDS), f"one of {', '.join(KINDS)}",
-                 None if file else "rack")
+    file = f.get("file", _str, "a topology file or a shipped topology's name", None)
+    if file is not None:
+        params = f.get("params", lambda v: dict(v) if isinstance(v, Mapping) and all(
+            isinstance(k, str) for k in v) else None, "a mapping of parameter names to values",
+            {})
+        other = sorted(set(map(str, f.data)) - {"file", "params"})
+        if other:
+            raise doc.error(f"{path}.{other[0]}", f.data[other[0]],
+                            "with a topology file, set this in the file (or its params)")
+        try:
+            from topo import topofile  # noqa: F401 (present once files are supported)
+        except ImportError:
+            raise doc.error(f"{path}.file", file, "topology files are not supported by this "
+                            "testbed version: use kind: rack|spineleaf") from None
+        beside = doc.path.parent / file
+        return TopologySpec(kind="file", file=str(beside) if beside.is_file() else file,
+                            params=params)
     spec = TopologySpec(
-        kind=kind or "file",
+        kind=f.get("kind", _choice(KINDS), f"one of {', '.join(KINDS)} (or give file)", "rack"),
         hosts=f.get("hosts", _int(1, 64), "an integer 1..64", None),
         spines=f.get("spines", _int(1, 16), "an integer 1..16", 2),
         leaves=f.get("leaves", _int(1, 16), "an integer 1..16", 2),
@@ -282,22 +297,21 @@ def _topology(doc: _Doc, data: Any, path: str) -> TopologySpec:
         fabric_bw=f.get("fabric_bw", _num(0, 10000, open_lo=True), "Mbit/s, above 0", None),
         delay=f.get("delay", _str, "a tc delay such as 1ms", None),
         loss=f.get("loss", _num(0, 100), "percent 0..100", None),
-        file=file,
     )
     f.done()
-    if file is not None:
-        if kind is not None:
-            raise doc.error(f"{path}.kind", kind, "give either kind or file, not both")
-        if not (doc.path.parent / file).is_file() and not Path(file).is_file():
-            raise doc.error(f"{path}.file", file, "no such file")
-        raise doc.error(f"{path}.file", file, "topology files are not supported by this "
-                        "testbed yet: use kind: rack|spineleaf")
     return spec
 
 
 def build_topo(spec: TopologySpec, name_prefix: str = "", grpc_base_port: int | None = None
                ) -> Any:
     """The :class:`~topo.topologies.TestbedTopo` of a topology spec (starts nothing)."""
+    if spec.file is not None:
+        from topo import topofile  # type: ignore[attr-defined]  # (the topology-file loader)
+        from topo.topologies import FileTopo  # type: ignore[attr-defined]
+
+        extra = {"grpc_base_port": grpc_base_port} if grpc_base_port is not None else {}
+        return FileTopo(topofile.load_spec(topofile.resolve(spec.file), spec.params),
+                        name_prefix=name_prefix, **extra)
     from topo.topologies import RackTopo, SpineLeafTopo
 
     common: dict[str, Any] = {"host_bw": spec.bw, "gpus_per_host": spec.gpus,
@@ -323,7 +337,8 @@ def _names(doc: _Doc, spec: TopologySpec) -> _Names:
     try:
         topo = describe(build_topo(spec), target="softswitch")
     except (TopoError, ValueError) as exc:
-        raise doc.error("topology", spec.kind, f"cannot be built: {exc}") from None
+        raise doc.error("topology.file" if spec.file else "topology", spec.file or spec.kind,
+                        f"cannot be built: {exc}") from None
     return _Names(tuple(h.name for h in topo.hosts),
                   {s.name: tuple(p.port for p in s.ports) for s in topo.switches})
 

@@ -104,6 +104,21 @@ def test_errors_name_file_line_field_and_value(tmp_path, change, message):
         load_scenario(path)
 
 
+def test_topology_file_fields(tmp_path):
+    """A topology file excludes the built-in fields; without topo.topofile it is refused."""
+    import importlib.util
+
+    text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml, hosts: 3}")
+    with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.hosts: 3: with a topology "
+                       r"file, set this in the file"):
+        load_scenario(_write(tmp_path, text))
+    if importlib.util.find_spec("topo.topofile") is None:
+        text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml}")
+        with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.file: 'x.yaml': topology "
+                           r"files are not supported by this testbed version"):
+            load_scenario(_write(tmp_path, text))
+
+
 def test_missing_and_unparsable(tmp_path):
     with pytest.raises(ScenarioError, match=r"s.yaml:1: jobs: \(missing\): required"):
         load_scenario(_write(tmp_path, "topology: {kind: rack}\nassertions: [{exact: all}]\n"))
