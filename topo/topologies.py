@@ -25,7 +25,7 @@ always give the same network (and the controller can compute the same numbers):
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import EllipsisType
 from typing import Any
@@ -238,6 +238,10 @@ class TestbedTopo(Topo):
         """Every distinct link shape this topology asks for."""
         return [self.host_shape]
 
+    def describe_extra(self) -> dict[str, Any]:
+        """What ``topology.json`` records under ``extra`` (the file and its parameters)."""
+        return {}
+
 
 class FileTopo(TestbedTopo):
     """A topology described by a file (``topo.topofile``): any switches, hosts and links.
@@ -342,6 +346,11 @@ class FileTopo(TestbedTopo):
     def requested_shapes(self) -> list[LinkShape]:
         """Every distinct link shape of the file."""
         return [_shape(s) for s in self.spec.shapes()]
+
+    def describe_extra(self) -> dict[str, Any]:
+        """The file, its parameters and its jobs (``topology.json``'s ``extra``)."""
+        return {"topology_file": self.spec.source, "params": dict(self.spec.params),
+                "jobs": [asdict(j) for j in self.spec.jobs]}
 
 
 def _shape(spec: LinkShapeSpec) -> LinkShape:
