@@ -358,8 +358,8 @@ def _range(spec: Any, env: Mapping[str, Any]) -> list[Any]:
     return list(range(a, b + 1))
 
 
-def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any],
-                    where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any], where: str,
+                    source: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yields (place, concrete entry) for each list entry, repeated over its ``foreach``
     (the first variable outermost) and kept only where its ``when`` holds."""
     for i, raw in enumerate(entries):
@@ -376,7 +376,7 @@ def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any],
             try:
                 values = _range(loops[name], scope)
             except ValueError as exc:
-                raise TopologySpecError(f"{place}.foreach.{name}: {exc}") from None
+                raise TopologySpecError(f"{source}: {place}.foreach.{name}: {exc}") from None
             for v in values:
                 yield from combos(names[1:], {**scope, name: v})
 
@@ -390,7 +390,7 @@ def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any],
                     continue
                 yield label, expand_value(body, scope)
             except ValueError as exc:
-                raise TopologySpecError(f"{label}: {exc}") from None
+                raise TopologySpecError(f"{source}: {label}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- loading
@@ -458,13 +458,26 @@ def _path_text(path: Sequence[Any]) -> str:
 
 def _schema_error(source: str, error: jsonschema.ValidationError, node: yaml.Node | None,
                   prefix: str = "") -> TopologySpecError:
-    best = jsonschema.exceptions.best_match([error]) if error.context else error
+    best = _unwrap(error)
     path = list(best.absolute_path)
     line = _line(node, path) if not prefix else None
-    place = prefix + ("." if prefix and path else "") + _path_text(path) if path or prefix else \
-        _path_text(path)
+    if prefix:
+        place = prefix + ("." + _path_text(path) if path else "")
+    else:
+        place = _path_text(path)
     where = f"{source}:{line}" if line else source
     return TopologySpecError(f"{where}: {place}: {_describe(best)}")
+
+
+def _unwrap(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The error of the value's own schema where a field may also be a ``{template}``
+    (``anyOf: [schema, template]``): "not one of ..." rather than "not a template"."""
+    while error.validator == "anyOf" and error.context:
+        own = [e for e in error.context if e.schema_path and e.schema_path[0] == 0]
+        if not own:
+            break
+        error = jsonschema.exceptions.best_match(own)
+    return error
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -572,7 +585,7 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
     expanded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for key, schema in _ENTRY_SCHEMAS.items():
         items = []
-        for place, entry in _expand_entries(data.get(key, []), env, key):
+        for place, entry in _expand_entries(data.get(key, []), env, key, source):
             _check(source, schema, entry, None, place)
             items.append((place, entry))
         expanded[key] = items
