@@ -168,3 +168,29 @@ def test_make_run_flags_set_file_params():
         build_topology(parse_args(["--topo", "fattree", "--spines", "2"]))
     with pytest.raises(TopoError, match=r"params\.k: 40 is outside 2\.\.16"):
         build_topology(parse_args(["--topo", "fattree", "--param", "k=40"]))
+
+
+def test_file_job_drives_make_run_experiment(tmp_path):
+    """make run's job is the file's first job (hosts with the name prefix, root, credits,
+    slots); the options win where given."""
+    from topo.run import build_topology, experiment_options, parse_args
+
+    path = _write(tmp_path, GOOD + "jobs:\n  - {name: two, hosts: [h1, h2], root: sp1, credits: 3,"
+                  " slots: 96}\n")
+    args = parse_args(["--topo", str(path), "--name-prefix", "zq"])
+    opts = experiment_options(args, build_topology(args))
+    assert (opts.job_name, opts.hosts, opts.root, opts.credits, opts.slots) == (
+        "two", ("zqh1", "zqh2"), "zqsp1", 3, 96)
+    args = parse_args(["--topo", str(path), "--credits", "1", "--root", "l1"])
+    opts = experiment_options(args, build_topology(args))
+    assert (opts.credits, opts.root, opts.slots) == (1, "l1", 96)
+
+
+def test_queue_limit_without_netem_is_a_pfifo():
+    """A link's queue becomes netem's limit where netem exists, else a pfifo of that many
+    packets under the rate limit's data class."""
+    from topo.links import DATA_CLASS, AckFirstIntf
+
+    cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ", max_queue_size=50)
+    assert cmds == [f"%s qdisc add dev %s  parent {DATA_CLASS}  handle 10: pfifo limit 50"]
+    assert parent == " parent 10:1 "
