@@ -324,7 +324,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--hosts", type=int, help="hosts per leaf (spineleaf, default 2) or in the rack "
                    "(default 4)")
     p.add_argument("--gpus", type=int, help="GPUs (workers) per host (default 1)")
-    p.add_argument("--target", choices=("auto", "softswitch", "bmv2"), default="auto")
+    p.add_argument("--target", choices=("auto", "softswitch", "bmv2"),
+                   help="switch target (default: the topology file's, else auto)")
     p.add_argument("--bw", type=float, help=f"host link Mbit/s (default {DEFAULT_HOST_BW_MBIT:g})")
     p.add_argument("--fabric-bw", type=float, help="leaf-spine link Mbit/s (default: --bw)")
     p.add_argument("--delay", help="link delay, e.g. 1ms (needs netem)")
@@ -424,10 +425,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         topo = build_topology(args)
+        spec = topo.spec
+        if args.program is None and not args.no_program and spec.program is not None:
+            # the file's program; a relative path is relative to the file
+            args.program = (Path(spec.source).parent / spec.program).resolve()
         program = _program(args)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
-        with start_network(topo, args.target, args.rundir, program, pcap=args.pcap,
+        with start_network(topo, args.target or spec.target or "auto", args.rundir, program,
+                           pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network:
             summary = run_experiment(network, network.topology,

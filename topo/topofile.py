@@ -66,7 +66,6 @@ _SWITCH_OPTIONS = {
         "device_id": {"type": "integer", "minimum": 0, "maximum": 4095},
         "cpu_port": {"type": ["integer", "null"], "minimum": 1, "maximum": 510},
         "grpc_port": {"type": "integer", "minimum": 1024, "maximum": 65535},
-        "log_level": {"enum": ["trace", "debug", "info", "warn", "error", "off"]},
     },
 }
 
@@ -189,7 +188,6 @@ class SwitchSpec:
     device_id: int | None = None
     cpu_port: int | None = None
     grpc_port: int | None = None
-    log_level: str | None = None
     own_cpu_port: bool = False  # cpu_port came from the switch's options, not the defaults
     where: str = ""
 
@@ -596,8 +594,7 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
         switches.append(SwitchSpec(
             name=sw["name"], role=sw["role"], target=sw.get("target"), program=sw.get("program"),
             device_id=opts.get("device_id"), cpu_port=opts.get("cpu_port", cpu_port),
-            grpc_port=opts.get("grpc_port"), log_level=opts.get("log_level"),
-            own_cpu_port="cpu_port" in opts, where=place))
+            grpc_port=opts.get("grpc_port"), own_cpu_port="cpu_port" in opts, where=place))
     hosts = [
         HostSpec(name=h["name"], switch=h["switch"], gpus=h.get("gpus", gpus_default),
                  role=h.get("role", "worker"), port=h.get("port"),
