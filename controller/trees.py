@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.topology import Topology, TopologyError
+from controller.topology import Topology
 
 #: Tiers, bottom to top; a higher tier wins a tie for the root.
 TIERS = {"leaf": 0, "aggregation": 1, "spine": 2, "core": 3}
@@ -146,12 +146,3 @@ def describe_tree(tree: Tree, label: Callable[[str], str] | None = None) -> list
 
     walk(tree.root, 0)
     return lines
-
-
-def check_topology(topo: Topology) -> None:
-    """Every switch can reach every leaf (else routes and trees would be partial)."""
-    g = switch_graph(topo)
-    if g.number_of_nodes() and not nx.is_connected(g):
-        parts = sorted((sorted(c) for c in nx.connected_components(g)), key=len)
-        raise TopologyError(f"{topo.source}: switches {', '.join(parts[0])} are not connected "
-                            "to the rest of the fabric")

@@ -1,5 +1,10 @@
 """Topology descriptions: Mininet ``Topo`` subclasses that only describe, never start.
 
+:class:`FileTopo` builds any topology file (``topo.topofile``, docs/topology.md);
+:class:`RackTopo` and :class:`SpineLeafTopo` are the shipped ``rack.yaml`` and
+``spineleaf.yaml`` behind their old keyword arguments. The plan below is theirs; a file's
+follows the same rules (docs/topology.md, "Topology files").
+
 Everything a later stage needs is decided here, deterministically, so that the same arguments
 always give the same network (and the controller can compute the same numbers):
 
@@ -53,7 +58,6 @@ MAX_LEAVES = 254
 MAX_HOSTS_PER_LEAF = 253  # .1-.253; .0, .254 (reserved) and .255 are never hosts
 MAX_PORT = 510  # 511 is v1model's drop port
 MAX_BW_MBIT = 1000.0  # TCIntf refuses more
-DATA_HOST = "data"  # the optional data-server host (before the name prefix)
 
 
 def host_ip(leaf: int, slot: int) -> str:
@@ -211,14 +215,6 @@ class TestbedTopo(Topo):
             leaf=leaf,
             slot=slot,
             role=role,
-        )
-
-    def _link_host(self, host: str, switch: str, device_id: int, port: int, leaf: int,
-                   slot: int) -> None:
-        self.addLink(
-            host, switch, port1=0, port2=port, kind="host",
-            addr1=host_mac(leaf, slot), addr2=switch_port_mac(device_id, port),
-            **self.host_shape.link_opts(),
         )
 
     # ------------------------------------------------------------------ queries
