@@ -109,7 +109,7 @@ def test_params_and_templates(tmp_path):
      r"t\.yaml:6: switches\[2\]\.role: 'spline' is not one of 'leaf', 'aggregation'"),
     (("bw: 5", "bw: -5"), r"t\.yaml:10: links\[0\]\.bw: -5 is less than or equal to the "
                           r"minimum of 0"),
-    (("bw: 5", 'bw: "{l - 3}"'), r"t\.yaml: links\[0\] \(l=1\)\.bw: -2 is less than or equal "
+    (("bw: 5", 'bw: "{l - 3}"'), r"t\.yaml:10: links\[0\] \(l=1\)\.bw: -2 is less than or equal "
                                  r"to the minimum of 0"),
     (("kind: pair", "kind: pair\ncolour: blue"), r"t\.yaml:1: \(top level\): Additional properties"
                                                  r" are not allowed \('colour' was unexpected\)"),
@@ -120,7 +120,8 @@ def test_params_and_templates(tmp_path):
     (("{name: l2, role: leaf}", "{name: l1, role: leaf}"),
      r"switches\[1\]\.name: 'l1' is already used by switches\[0\]"),
     (("schema: 1", "schema: 2"), r"t\.yaml:1: schema: 1 was expected"),
-    (('"h{(l - 1) * 2 + j}"', '"h{(l - 1) * 2 + q}"'), r"hosts\[0\] \(l=1, j=1\): unknown name 'q'"),
+    (('"h{(l - 1) * 2 + j}"', '"h{(l - 1) * 2 + q}"'),
+     r"t\.yaml:8: hosts\[0\] \(l=1, j=1\): unknown name 'q'"),
     (("- {foreach: {l: \"1..2\"}, a:", "- {foreach: {l: \"1..2\"}, a_port: 0, a:"),
      r"t\.yaml:10: links\[0\]\.a_port: 0 is less than the minimum of 1"),
     (("links:\n  - {foreach", "links:\n  - {a: l1, b: l2}\n  - {foreach"), None),

@@ -357,16 +357,19 @@ def _range(spec: Any, env: Mapping[str, Any]) -> list[Any]:
 
 
 def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any], where: str,
-                    source: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yields (place, concrete entry) for each list entry, repeated over its ``foreach``
-    (the first variable outermost) and kept only where its ``when`` holds."""
+                    source: str, node: yaml.Node | None
+                    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Yields (file:line, place, concrete entry) for each list entry, repeated over its
+    ``foreach`` (the first variable outermost) and kept only where its ``when`` holds."""
     for i, raw in enumerate(entries):
         place = f"{where}[{i}]"
+        line = _line(node, [where, i])
+        at = f"{source}:{line}" if line else source
         loops = raw.get("foreach", {})
         body = {k: v for k, v in raw.items() if k not in ("foreach", "when")}
 
         def combos(names: list[str], scope: dict[str, Any], place: str = place,
-                   loops: Mapping[str, Any] = loops) -> Iterator[dict[str, Any]]:
+                   loops: Mapping[str, Any] = loops, at: str = at) -> Iterator[dict[str, Any]]:
             if not names:
                 yield scope
                 return
@@ -374,7 +377,7 @@ def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any], where: str,
             try:
                 values = _range(loops[name], scope)
             except ValueError as exc:
-                raise TopologySpecError(f"{source}: {place}.foreach.{name}: {exc}") from None
+                raise TopologySpecError(f"{at}: {place}.foreach.{name}: {exc}") from None
             for v in values:
                 yield from combos(names[1:], {**scope, name: v})
 
@@ -386,9 +389,9 @@ def _expand_entries(entries: Sequence[Any], env: Mapping[str, Any], where: str,
                 if "when" in raw and not (raw["when"] if isinstance(raw["when"], bool)
                                           else evaluate(str(raw["when"]).strip("{}"), scope)):
                     continue
-                yield label, expand_value(body, scope)
+                yield at, label, expand_value(body, scope)
             except ValueError as exc:
-                raise TopologySpecError(f"{source}: {label}: {exc}") from None
+                raise TopologySpecError(f"{at}: {label}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- loading
@@ -583,8 +586,8 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
     expanded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for key, schema in _ENTRY_SCHEMAS.items():
         items = []
-        for place, entry in _expand_entries(data.get(key, []), env, key, source):
-            _check(source, schema, entry, None, place)
+        for at, place, entry in _expand_entries(data.get(key, []), env, key, source, node):
+            _check(at, schema, entry, None, place)
             items.append((place, entry))
         expanded[key] = items
 
