@@ -190,6 +190,7 @@ class SwitchSpec:
     grpc_port: int | None = None
     own_cpu_port: bool = False  # cpu_port came from the switch's options, not the defaults
     where: str = ""
+    at: str = ""  # "file:line" of the entry
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ class HostSpec:
     port: int | None = None
     link: LinkShapeSpec = LinkShapeSpec()
     where: str = ""
+    at: str = ""
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,7 @@ class LinkSpec:
     b_port: int | None = None
     shape: LinkShapeSpec = LinkShapeSpec()
     where: str = ""
+    at: str = ""
 
 
 @dataclass(frozen=True)
@@ -583,37 +586,38 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
     _check(source, {"type": ["integer", "null"], "minimum": 1, "maximum": 510}, cpu_port, None,
            "defaults.cpu_port")
 
-    expanded: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    expanded: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for key, schema in _ENTRY_SCHEMAS.items():
         items = []
         for at, place, entry in _expand_entries(data.get(key, []), env, key, source, node):
             _check(at, schema, entry, None, place)
-            items.append((place, entry))
+            items.append((at, place, entry))
         expanded[key] = items
 
     switches = []
-    for place, sw in expanded["switches"]:
+    for at, place, sw in expanded["switches"]:
         opts = sw.get("options", {})
         switches.append(SwitchSpec(
             name=sw["name"], role=sw["role"], target=sw.get("target"), program=sw.get("program"),
             device_id=opts.get("device_id"), cpu_port=opts.get("cpu_port", cpu_port),
-            grpc_port=opts.get("grpc_port"), own_cpu_port="cpu_port" in opts, where=place))
+            grpc_port=opts.get("grpc_port"), own_cpu_port="cpu_port" in opts, where=place,
+            at=at))
     hosts = [
         HostSpec(name=h["name"], switch=h["switch"], gpus=h.get("gpus", gpus_default),
                  role=h.get("role", "worker"), port=h.get("port"),
-                 link=_shape(h.get("link", {}), host_default), where=place)
-        for place, h in expanded["hosts"]
+                 link=_shape(h.get("link", {}), host_default), where=place, at=at)
+        for at, place, h in expanded["hosts"]
     ]
     links = [
         LinkSpec(a=ln["a"], b=ln["b"], a_port=ln.get("a_port"), b_port=ln.get("b_port"),
-                 shape=_shape(ln, fabric_default), where=place)
-        for place, ln in expanded["links"]
+                 shape=_shape(ln, fabric_default), where=place, at=at)
+        for at, place, ln in expanded["links"]
     ]
     jobs = [
         JobSpec(name=j["name"], hosts=None if j.get("hosts", "all") == "all" else tuple(j["hosts"]),
                 root=j.get("root"), credits=j.get("credits"), slots=j.get("slots"),
                 msg_pkts=j.get("msg_pkts"))
-        for _place, j in expanded["jobs"]
+        for _at, _place, j in expanded["jobs"]
     ]
     spec = TopologySpec(
         source=source, kind=data.get("kind", src.stem), switches=tuple(switches),
@@ -634,7 +638,7 @@ def check_graph(spec: TopologySpec) -> None:
     seen: dict[str, str] = {}
     for entry in [*spec.switches, *spec.hosts]:
         if entry.name in seen:
-            raise TopologySpecError(f"{src}: {entry.where}.name: {entry.name!r} is already used "
+            raise TopologySpecError(f"{entry.at or src}: {entry.where}.name: {entry.name!r} is already used "
                                     f"by {seen[entry.name]}")
         seen[entry.name] = entry.where
     if not spec.switches:
@@ -644,53 +648,53 @@ def check_graph(spec: TopologySpec) -> None:
     for s in spec.switches:
         if s.device_id is not None:
             if s.device_id in ids:
-                raise TopologySpecError(f"{src}: {s.where}.options.device_id: {s.device_id} is "
+                raise TopologySpecError(f"{s.at or src}: {s.where}.options.device_id: {s.device_id} is "
                                         f"already used by {ids[s.device_id]}")
             ids[s.device_id] = s.where
     targets = {s.target for s in spec.switches if s.target is not None}
     if len(targets) > 1:
         odd = next(s for s in spec.switches if s.target is not None and s.target != sorted(targets)[0])
-        raise TopologySpecError(f"{src}: {odd.where}.target: {odd.target!r}: every switch of a run "
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.target: {odd.target!r}: every switch of a run "
                                 "uses one target (mixed targets are not supported)")
     programs = {s.program for s in spec.switches if s.program is not None}
     if len(programs) > 1:
         odd = next(s for s in spec.switches if s.program is not None and s.program != sorted(programs)[0])
-        raise TopologySpecError(f"{src}: {odd.where}.program: {odd.program!r}: every switch of a "
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.program: {odd.program!r}: every switch of a "
                                 "run runs one program (per-switch programs are not supported)")
     used: dict[tuple[str, int], str] = {}
 
-    def take(node: str, port: int | None, where: str) -> None:
+    def take(node: str, port: int | None, where: str, at: str) -> None:
         if port is None:
             return
         if (node, port) in used:
-            raise TopologySpecError(f"{src}: {where}: port {port} of {node} is already used by "
-                                    f"{used[(node, port)]}")
+            raise TopologySpecError(f"{at or src}: {where}: port {port} of {node} is already "
+                                    f"used by {used[(node, port)]}")
         used[(node, port)] = where
 
     workers = 0
     for h in spec.hosts:
         if h.switch not in roles:
-            raise TopologySpecError(f"{src}: {h.where}.switch: unknown switch {h.switch!r}")
+            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: unknown switch {h.switch!r}")
         if roles[h.switch] != "leaf":
-            raise TopologySpecError(f"{src}: {h.where}.switch: hosts attach to leaf switches; "
+            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: hosts attach to leaf switches; "
                                     f"{h.switch!r} is a {roles[h.switch]}")
         if h.role == "data" and h.gpus:
-            raise TopologySpecError(f"{src}: {h.where}.gpus: a data server runs no workers, "
+            raise TopologySpecError(f"{h.at or src}: {h.where}.gpus: a data server runs no workers, "
                                     f"got {h.gpus}")
         workers += h.role == "worker"
-        take(h.switch, h.port, f"{h.where}.port")
+        take(h.switch, h.port, f"{h.where}.port", h.at)
     graph = nx.MultiGraph()
     graph.add_nodes_from(roles)
     for ln in spec.links:
         for end, port_key in ((ln.a, "a"), (ln.b, "b")):
             if end not in roles:
                 what = "a host" if end in seen else "unknown"
-                raise TopologySpecError(f"{src}: {ln.where}.{port_key}: {what} switch {end!r} "
+                raise TopologySpecError(f"{ln.at or src}: {ln.where}.{port_key}: {what} switch {end!r} "
                                         "(links join switches; a host's link is in its entry)")
         if ln.a == ln.b:
-            raise TopologySpecError(f"{src}: {ln.where}: a link from {ln.a!r} to itself")
-        take(ln.a, ln.a_port, f"{ln.where}.a_port")
-        take(ln.b, ln.b_port, f"{ln.where}.b_port")
+            raise TopologySpecError(f"{ln.at or src}: {ln.where}: a link from {ln.a!r} to itself")
+        take(ln.a, ln.a_port, f"{ln.where}.a_port", ln.at)
+        take(ln.b, ln.b_port, f"{ln.where}.b_port", ln.at)
         graph.add_edge(ln.a, ln.b)
     if not nx.is_connected(graph):
         parts = sorted((sorted(c) for c in nx.connected_components(graph)), key=len)
