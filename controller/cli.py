@@ -227,7 +227,7 @@ class Commands:
 
     def cmd_job_list(self, args: argparse.Namespace) -> int:
         rows = [_job_row(p) for p in sorted(self._state().jobs.values(), key=lambda p: p.job_id)]
-        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "spine", "credits",
+        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "root", "credits",
                                  "slots", "msg_pkts"])
         return 0
 
