@@ -95,6 +95,10 @@ class PipelineState:
     def _write_table_entry(self, utype: int, msg: p4runtime_pb2.TableEntry) -> None:
         info = self.schema.table(msg.table_id)
         table = tt.engine_table(self.pipeline, info)
+        if msg.is_const:
+            raise invalid("is_const must be false in a write (const entries come from the program)")
+        if msg.HasField("time_since_last_hit"):
+            raise invalid("time_since_last_hit is read-only: it must not be set in a write")
         if msg.is_default_action:
             self._write_default(utype, info, table, msg)
             return
@@ -105,6 +109,8 @@ class PipelineState:
             table.delete(entry)
             self.entry_metadata.pop((info.name, entry.matches, msg.priority), None)
             return
+        if utype == Update.INSERT and not info.proto.match_fields:
+            raise invalid(f"table {info.name!r} has no match key: only its default entry can be set")
         entry = tt.build_entry(self.schema, info, msg)
         if utype == Update.INSERT:
             table.insert(entry)
@@ -319,7 +325,10 @@ class PipelineState:
 
     @staticmethod
     def _check_index(index: int, size: int, name: str) -> None:
-        if index < 0 or index >= size:
+        """A negative index is INVALID_ARGUMENT, one past the end OUT_OF_RANGE (specification)."""
+        if index < 0:
+            raise invalid(f"index {index} of {name!r} is negative")
+        if index >= size:
             raise P4RuntimeError(OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})")
 
     def _direct_targets(self, te: p4runtime_pb2.TableEntry, kind: str) -> list[tuple[Any, Any]]:
@@ -540,3 +549,56 @@ def _check_presence(utype: int, exists: bool, what: str) -> None:
         raise P4RuntimeError(ALREADY_EXISTS, f"{what} already exists")
     if utype in (Update.MODIFY, Update.DELETE) and not exists:
         raise not_found(f"{what} does not exist")
+
+
+def carry_state(old: PipelineState, new: PipelineState) -> None:
+    """Replay the forwarding state of ``old`` into ``new`` (not yet installed), for
+    RECONCILE_AND_COMMIT: action profile members and groups, table entries (with their
+    direct counters and meters), changed default entries, PRE entries, digest configs and
+    meter configs through the same checks as a Write; counter and register values copied
+    by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
+    updates: list[tuple[int, p4runtime_pb2.Entity]] = []
+    for kind in ("action_profile_member", "action_profile_group", "table_entry"):
+        for ent in old.read(p4runtime_pb2.Entity(**{kind: {}})):
+            if kind == "table_entry" and ent.table_entry.is_const:
+                continue
+            updates.append((Update.INSERT, ent))
+    for tid in old.schema.tables:
+        probe = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True))
+        (cur,) = old.read(probe)
+        try:
+            fresh = new.read(probe)
+        except P4RuntimeError:
+            fresh = []
+        if not fresh or fresh[0].table_entry.action != cur.table_entry.action:
+            updates.append((Update.MODIFY, cur))
+    for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry={})):
+        updates.append((Update.INSERT, ent))
+    for did, cfg in old.digest_configs.items():
+        updates.append((Update.INSERT, p4runtime_pb2.Entity(
+            digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))))
+    for ent in old.read(p4runtime_pb2.Entity(meter_entry={})):
+        if ent.meter_entry.HasField("config"):
+            updates.append((Update.MODIFY, ent))
+    for utype, ent in updates:
+        try:
+            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
+        except P4RuntimeError as err:
+            raise invalid(
+                f"the forwarding state cannot be kept with the new config: "
+                f"{ent.WhichOneof('entity')}: {err.message}"
+            ) from None
+    for kind in ("counters", "registers"):
+        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
+        for name, obj in olds.items():
+            target = news.get(name)
+            if target is None:
+                continue  # gone from the program: nothing can refer to it any more
+            if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
+                raise invalid(f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape")
+            # In place: the generated data-plane code may hold these very lists.
+            if kind == "counters":
+                target.packets[:] = obj.packets
+                target.bytes[:] = obj.bytes
+            else:
+                target.values[:] = obj.values
