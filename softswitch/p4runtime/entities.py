@@ -84,9 +84,11 @@ class PipelineState:
         if update.type == Update.UNSPECIFIED:
             raise invalid("update type is UNSPECIFIED")
         kind = update.entity.WhichOneof("entity")
-        handler = getattr(self, f"_write_{kind}", None) if kind else None
+        if kind is None:
+            raise invalid("the update's entity is empty")
+        handler = getattr(self, f"_write_{kind}", None)
         if handler is None:
-            raise unimplemented(f"writing {kind or 'an empty entity'} is not supported")
+            raise unimplemented(f"writing {kind} is not supported")
         try:
             handler(update.type, getattr(update.entity, kind))
         except TableError as exc:
@@ -347,9 +349,11 @@ class PipelineState:
     def read(self, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
         """Every stored entity matching ``entity`` (zero ids and unset fields are wildcards)."""
         kind = entity.WhichOneof("entity")
-        handler = getattr(self, f"_read_{kind}", None) if kind else None
+        if kind is None:
+            raise invalid("the read request has an empty entity")
+        handler = getattr(self, f"_read_{kind}", None)
         if handler is None:
-            raise unimplemented(f"reading {kind or 'an empty entity'} is not supported")
+            raise unimplemented(f"reading {kind} is not supported")
         try:
             return list(handler(getattr(entity, kind)))
         except TableError as exc:

@@ -123,8 +123,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     @staticmethod
     def _check_role(role: str) -> None:
-        if role:
-            raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+        if role:  # the specification's code for a role the device does not have
+            raise not_found(f"role {role!r} does not exist: this switch has only the default role")
 
     def _check_primary(self, request: Any) -> None:
         if not request.HasField("election_id") or not self.arbitration.is_primary_election(
