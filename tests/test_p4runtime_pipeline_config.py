@@ -279,3 +279,48 @@ def test_default_client_sees_details_of_large_failing_batch(ready):
     status.details[0].Unpack(e)
     assert e.canonical_code == code_pb2.INVALID_ARGUMENT and "0x200f000" in e.message.lower() or \
         str(0x0200F000) in e.message
+
+
+def test_reconcile_carries_every_kind_of_state(ready):
+    """RECONCILE_AND_COMMIT to another device config (a fresh pipeline) carries entries,
+    the register and counter values, meter configs, multicast groups and digest configs."""
+    from tests.p4runtime_fakes import CTR_ID, DIGEST_ID, METER_ID, REG_ID, FakePipeline, fake_p4info
+
+    sw, c = ready
+    sw.service.loader = lambda dc: (FakePipeline(), fake_p4info()) if dc in (b"fake", b"fake2") else 1 / 0
+    MODIFY = p4runtime_pb2.Update.MODIFY
+    reg = p4runtime_pb2.Update(type=MODIFY)
+    reg.entity.register_entry.register_id = REG_ID
+    reg.entity.register_entry.index.index = 3
+    reg.entity.register_entry.data.bitstring = b"\x2a"
+    ctr = p4runtime_pb2.Update(type=MODIFY)
+    ctr.entity.counter_entry.counter_id = CTR_ID
+    ctr.entity.counter_entry.index.index = 2
+    ctr.entity.counter_entry.data.packet_count = 7
+    ctr.entity.counter_entry.data.byte_count = 700
+    mtr = p4runtime_pb2.Update(type=MODIFY)
+    mtr.entity.meter_entry.meter_id = METER_ID
+    mtr.entity.meter_entry.index.index = 1
+    mtr.entity.meter_entry.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=5, pir=20, pburst=5))
+    grp = p4runtime_pb2.Update(type=INSERT)
+    grp.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 4
+    grp.entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(egress_port=2, instance=1)
+    dig = p4runtime_pb2.Update(type=INSERT)
+    dig.entity.digest_entry.digest_id = DIGEST_ID
+    dig.entity.digest_entry.config.max_list_size = 3
+    c.write(reg, ctr, mtr, grp, dig)
+    everything = [
+        FWD_ENTITY,
+        p4runtime_pb2.Entity(register_entry=p4runtime_pb2.RegisterEntry(register_id=REG_ID)),
+        p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=CTR_ID)),
+        p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry(meter_id=METER_ID)),
+        p4runtime_pb2.Entity(packet_replication_engine_entry={}),
+        p4runtime_pb2.Entity(digest_entry={}),
+    ]
+    before = c.read(*everything)
+    running = sw.switch.pipeline
+    assert code_of(c, request(c, FwdReq.RECONCILE_AND_COMMIT, with_config=True,
+                              device_config=b"fake2")) == grpc.StatusCode.OK
+    assert sw.switch.pipeline is not running
+    assert c.read(*everything) == before
+    assert sw.switch.pipeline.registers["MyIngress.reg"].values[3] == 42
