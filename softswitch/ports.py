@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import socket
 import struct
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +28,7 @@ ETH_P_8021Q = 0x8100
 # struct tpacket_auxdata: status, len, snaplen (u32); mac, net, vlan_tci, vlan_tpid (u16)
 AUXDATA = struct.Struct("=IIIHHHH")
 AUXDATA_SPACE = socket.CMSG_SPACE(AUXDATA.size)
+STATUS_LOW_BYTE = 0 if sys.byteorder == "little" else 3  # the byte of tp_status with bit 4
 ETH_OVERHEAD = 14 + 4 + 4  # Ethernet header, one VLAN tag, slack for the FCS-less maximum
 DEFAULT_MTU = 1500
 MAX_FRAME = 65535
@@ -168,7 +170,12 @@ class AfPacketPort:
                 raise
             if addr[2] == PACKET_OUTGOING:
                 continue
-            out.append(restore_vlan_tag(data, ancillary) if ancillary else data)
+            if ancillary:
+                aux = ancillary[0][2]
+                # Fast path: no VLAN_VALID bit in tp_status and a zero TCI.
+                if aux[STATUS_LOW_BYTE] & TP_STATUS_VLAN_VALID or aux[16:18] != b"\x00\x00":
+                    data = restore_vlan_tag(data, ancillary)
+            out.append(data)
         return out
 
     def send(self, frame: bytes) -> bool:
