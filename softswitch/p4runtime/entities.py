@@ -253,7 +253,7 @@ class PipelineState:
             raise invalid("packet replication engine entry has no multicast group or clone session")
 
     def _write_digest_entry(self, utype: int, msg: p4runtime_pb2.DigestEntry) -> None:
-        self.schema.digest(msg.digest_id)
+        self._digest_known(msg.digest_id)
         exists = msg.digest_id in self.digest_configs
         if utype == Update.INSERT and exists:
             raise P4RuntimeError(ALREADY_EXISTS, f"digest {msg.digest_id} is already configured")
@@ -316,6 +316,12 @@ class PipelineState:
         op(msg.group_id, members)
 
     # ---------------------------------------------------------------- helpers
+    def _digest_known(self, digest_id: int) -> None:
+        """A DigestEntry for an id the P4Info lacks is NOT_FOUND, as BMv2 answers (the
+        specification leaves this code open; a DigestListAck's is INVALID_ARGUMENT)."""
+        if digest_id not in self.schema.digests:
+            raise not_found(f"no digest with id {digest_id} in the P4Info")
+
     @staticmethod
     def _extern(objects: dict[str, Any], name: str, kind: str) -> Any:
         obj = objects.get(name)
@@ -496,7 +502,7 @@ class PipelineState:
         ids = [req.digest_id] if req.digest_id else sorted(self.digest_configs)
         for did in ids:
             if req.digest_id:
-                self.schema.digest(did)
+                self._digest_known(did)
             cfg = self.digest_configs.get(did)
             if cfg is not None:
                 yield p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))
