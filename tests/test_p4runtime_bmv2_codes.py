@@ -1,4 +1,4 @@
-"""The same ~70 illegal P4Runtime requests sent to this switch and to BMv2's
+"""The same 77 illegal P4Runtime requests sent to this switch and to BMv2's
 ``simple_switch_grpc``, each compared with the table in tests/p4runtime_illegal.py (which
 docs/conformance.md reproduces). The BMv2 half runs wherever ``simple_switch_grpc`` is on
 PATH (and then needs p4c to compile the program for it)."""
