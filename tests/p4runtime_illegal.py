@@ -369,8 +369,8 @@ CASES: list[Case] = [
     Case("clone session: id 0", "write", lambda ids: clone(0), IA, IA, IA),
     Case("digest: unknown digest id", "write", lambda ids: digest(0x1800FFFF), "-", NF, NF),
     Case("digest: configured twice", "write", lambda ids: digest(ids["learn_t"]), AE, AE, AE),
-    Case("write: empty entity", "write", lambda ids: Update(type=Update.INSERT), "-", IA, UK,
-         "malformed: the specification's usual INVALID_ARGUMENT; BMv2 says UNKNOWN"),
+    Case("write: empty entity", "write", lambda ids: Update(type=Update.INSERT), IA, IA, UK,
+         "a malformed entity is INVALID_ARGUMENT (Write section); BMv2 says UNKNOWN"),
     # ---- Read
     Case("read: unknown device id", "read", _read({"table_entry": {}}, device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
