@@ -202,15 +202,34 @@ def _fwd_insert(real: RealSwitch, in_port: int, out_port: int) -> None:
     real.client.write(u)
 
 
+def _fwd_default(real: RealSwitch, out_port: int) -> p4runtime_pb2.Update:
+    """Set fwd's default action to set_port(out_port); returns the update."""
+    info = real.service.state.p4info
+    table = next(t for t in info.tables if t.preamble.name.endswith("fwd"))
+    action = next(a for a in info.actions if a.preamble.name.endswith("set_port"))
+    u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    te = u.entity.table_entry
+    te.table_id = table.preamble.id
+    te.is_default_action = True
+    te.action.action.action_id = action.preamble.id
+    te.action.action.params.add(param_id=1, value=bytes([out_port]))
+    real.client.write(u)
+    return u
+
+
 def test_reconcile_keeps_entries_across_programs(real):
     """RECONCILE_AND_COMMIT to a program with one more table keeps the fwd entries (they
-    forward packets right after), where VERIFY_AND_COMMIT would start empty."""
+    forward packets right after) and the default action set by the client, where
+    VERIFY_AND_COMMIT would start empty."""
     assert real.push(PORT_FORWARD, FwdReq.RECONCILE_AND_COMMIT) == grpc.StatusCode.OK  # first: a commit
     _fwd_insert(real, 1, 2)
+    default = _fwd_default(real, 3)
     before = real.switch.pipeline
     assert real.push(EXTRA_TABLE, FwdReq.RECONCILE_AND_COMMIT) == grpc.StatusCode.OK
     assert real.switch.pipeline is not before
     assert len(real.fwd_entries()) == 1
+    got = real.client.read(p4runtime_pb2.Entity(table_entry=default.entity.table_entry))
+    assert [e.table_entry.action for e in got] == [default.entity.table_entry.action]
     frame = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(46)
     real.switch.ports[1].inject(frame)
     assert real.switch.ports[2].receive(5.0) == frame

@@ -77,6 +77,7 @@ class PipelineState:
         self.mcast_groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = {}
         self.clone_sessions: dict[int, p4runtime_pb2.CloneSessionEntry] = {}
         self.digest_configs: dict[int, p4runtime_pb2.DigestEntry.Config] = {}
+        self.defaults_written: set[int] = set()  # tables whose default entry a client set
 
     # ===================================================================== writes
     def write(self, update: p4runtime_pb2.Update) -> None:
@@ -135,6 +136,7 @@ class PipelineState:
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"the default action of table {info.name!r} is const",
             )
+        self.defaults_written.add(msg.table_id)
         which = msg.action.WhichOneof("type")
         if which is None:
             table.reset_default()
@@ -564,7 +566,7 @@ def _check_presence(utype: int, exists: bool, what: str) -> None:
 def carry_state(old: PipelineState, new: PipelineState) -> None:
     """Replay the forwarding state of ``old`` into ``new`` (not yet installed), for
     RECONCILE_AND_COMMIT: action profile members and groups, table entries (with their
-    direct counters and meters), changed default entries, PRE entries, digest configs and
+    direct counters and meters), default entries a client set, PRE entries, digest configs and
     meter configs through the same checks as a Write; counter and register values copied
     by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
     updates: list[tuple[int, p4runtime_pb2.Entity]] = []
@@ -573,15 +575,9 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
             if kind == "table_entry" and ent.table_entry.is_const:
                 continue
             updates.append((Update.INSERT, ent))
-    for tid in old.schema.tables:
-        probe = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True))
-        (cur,) = old.read(probe)
-        try:
-            fresh = new.read(probe)
-        except P4RuntimeError:
-            fresh = []
-        if not fresh or fresh[0].table_entry.action != cur.table_entry.action:
-            updates.append((Update.MODIFY, cur))
+    for tid in sorted(old.defaults_written):
+        probe = p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True)
+        updates.extend((Update.MODIFY, e) for e in old.read(p4runtime_pb2.Entity(table_entry=probe)))
     for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry={})):
         updates.append((Update.INSERT, ent))
     for did, cfg in old.digest_configs.items():
