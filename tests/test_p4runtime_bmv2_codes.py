@@ -102,7 +102,7 @@ def _p4c() -> list[str]:
 
 
 @pytest.fixture
-def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes]]:
+def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]:
     """simple_switch_grpc without interfaces, gRPC and thrift on free loopback ports, the
     program compiled by p4c; stopped by pid."""
     out = tmp_path / "p4rt_codes.json"
@@ -123,7 +123,7 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes]]:
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
-        yield f"127.0.0.1:{grpc_port}", p4info, out.read_bytes()
+        yield f"127.0.0.1:{grpc_port}", p4info, out.read_bytes(), tmp_path / "bmv2.log"
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
@@ -139,8 +139,11 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes]]:
 def test_bmv2_status_codes(bmv2):
     """BMv2 answers every illegal request with the code in the table (so the table's
     differences are real and up to date)."""
-    address, p4info, device_config = bmv2
-    target = Target(address, p4info, device_config)
+    address, p4info, device_config, log = bmv2
+    try:
+        target = Target(address, p4info, device_config)
+    except Exception as exc:  # not ready: show what BMv2 said
+        pytest.fail(f"simple_switch_grpc did not serve P4Runtime ({exc}): {log.read_text()[-2000:]}")
     try:
         wrong = run_cases(target, "bmv2")
     finally:
