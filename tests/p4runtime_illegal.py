@@ -496,10 +496,7 @@ def update_code(err: grpc.RpcError) -> str:
                 e = p4runtime_pb2.Error()
                 detail.Unpack(e)
                 if e.canonical_code:
-                    return grpc.StatusCode(
-                        next(c for c in grpc.StatusCode if c.value[0] == e.canonical_code)
-                    ).name
-            return status.message and "OK"
+                    return next(c.name for c in grpc.StatusCode if c.value[0] == e.canonical_code)
     return err.code().name
 
 
