@@ -1,7 +1,8 @@
 """The same 77 illegal P4Runtime requests sent to this switch and to BMv2's
 ``simple_switch_grpc``, each compared with the table in tests/p4runtime_illegal.py (which
 docs/conformance.md reproduces). The BMv2 half runs wherever ``simple_switch_grpc`` is on
-PATH (and then needs p4c to compile the program for it)."""
+PATH: with p4c's P4Info and JSON where p4c is installed, else with our P4Info and a JSON
+holding the same control-plane objects (tests/bmv2_json.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from p4.config.v1 import p4info_pb2
 from softswitch.device_config import make_device_config
 from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
 from softswitch.switch import Switch
+from tests.bmv2_json import bmv2_json
 from tests.p4runtime_illegal import CASES, Target, setup_updates
 
 PROGRAM = Path(__file__).resolve().parent / "p4" / "p4rt_codes.p4"
@@ -92,27 +94,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _p4c() -> list[str]:
-    for name in ("p4c-bm2-ss",):
-        if shutil.which(name):
-            return [name]
+def _p4c() -> list[str] | None:
+    if shutil.which("p4c-bm2-ss"):
+        return ["p4c-bm2-ss"]
     if shutil.which("p4c"):
         return ["p4c", "--target", "bmv2", "--arch", "v1model"]
-    pytest.fail("simple_switch_grpc is installed but p4c is not: cannot compile the program for it")
+    return None
 
 
-@pytest.fixture
-def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]:
-    """simple_switch_grpc without interfaces, gRPC and thrift on free loopback ports, the
-    program compiled by p4c; stopped by pid."""
+def compile_for_bmv2(tmp_path: Path) -> tuple[p4info_pb2.P4Info, bytes]:
+    """P4Info and BMv2 JSON of the program: from p4c where installed, else our P4Info with
+    a JSON that has its control-plane objects (tests/bmv2_json.py)."""
+    p4c = _p4c()
+    if p4c is None:
+        _pipeline, p4info = default_loader(make_device_config(PROGRAM))
+        return p4info, bmv2_json(p4info, PROGRAM.name)
     out = tmp_path / "p4rt_codes.json"
     info_txt = tmp_path / "p4info.txt"
-    cc = subprocess.run([*_p4c(), "--p4runtime-files", str(info_txt), "-o", str(out), str(PROGRAM)],
+    cc = subprocess.run([*p4c, "--p4runtime-files", str(info_txt), "-o", str(out), str(PROGRAM)],
                         capture_output=True, text=True, timeout=300)
     assert cc.returncode == 0, cc.stderr
     if out.is_dir():  # the p4c driver writes a directory
         out = next(out.glob("*.json"))
-    p4info = text_format.Parse(info_txt.read_text(), p4info_pb2.P4Info())
+    return text_format.Parse(info_txt.read_text(), p4info_pb2.P4Info()), out.read_bytes()
+
+
+@pytest.fixture
+def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]:
+    """simple_switch_grpc without interfaces, gRPC and thrift on free loopback ports, with
+    the program's P4Info and BMv2 JSON; stopped by pid."""
+    p4info, device_config = compile_for_bmv2(tmp_path)
     grpc_port, thrift_port = _free_port(), _free_port()
     ipc = f"ipc://{tmp_path}/notify-{uuid.uuid4().hex[:8]}.ipc"
     log = open(tmp_path / "bmv2.log", "w")  # noqa: SIM115 - closed below
@@ -123,7 +134,7 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     try:
-        yield f"127.0.0.1:{grpc_port}", p4info, out.read_bytes(), tmp_path / "bmv2.log"
+        yield f"127.0.0.1:{grpc_port}", p4info, device_config, tmp_path / "bmv2.log"
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGTERM)
