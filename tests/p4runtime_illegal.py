@@ -327,8 +327,8 @@ CASES: list[Case] = [
     Case("table: change a const default action", "write",
          lambda ids: default_entry(ids, "t_const_default", "drop"), PD, PD, PD),
     Case("table: INSERT into a keyless table", "write",
-         lambda ids: _keyless_insert(ids), IA, IA, OK,
-         "BMv2 does not check for a match key and adds the entry"),
+         lambda ids: _keyless_insert(ids), IA, IA, UK,
+         "BMv2 does not check for a match key; its target then fails (UNKNOWN)"),
     Case("table: time_since_last_hit in a write", "write",
          lambda ids: edit(exact_entry(ids, b"\x08\x0b"), lambda te: te.time_since_last_hit.SetInParent()),
          "-", IA, IA),
@@ -394,10 +394,10 @@ CASES: list[Case] = [
     Case("set config: action UNSPECIFIED", "set", lambda ids: _set(ids, FwdReq.UNSPECIFIED), "-", IA, IA),
     Case("set config: VERIFY without a config", "set", lambda ids: _set(ids, FwdReq.VERIFY, config=False),
          IA, IA, OK, "BMv2 verifies the empty P4Info and accepts it"),
-    Case("set config: COMMIT with a config", "set", lambda ids: _set(ids, FwdReq.COMMIT), IA, IA, OK,
-         "BMv2 ignores the config and commits whatever it has"),
+    Case("set config: COMMIT with a config", "set", lambda ids: _set(ids, FwdReq.COMMIT), IA, IA, UK,
+         "BMv2 ignores the config, ends a device update never started and fails (UNKNOWN)"),
     Case("set config: COMMIT with nothing saved", "set", lambda ids: _set(ids, FwdReq.COMMIT, config=False),
-         NF, NF, OK, "BMv2 ends a device update that was never started and answers OK"),
+         NF, NF, UK, "BMv2 ends a device update that was never started and fails (UNKNOWN)"),
 ]
 
 
