@@ -11,11 +11,13 @@ Targets:
 
 * :class:`BuiltinTarget`: a :class:`~softswitch.pipeline.Pipeline` configured through the
   P4Runtime server's own write path (``PipelineState.write``), frames in process;
-* :class:`Bmv2Target`: ``simple_switch_grpc`` running the p4c-compiled JSON inside a
+* :class:`ProcessTarget`: ``simple_switch_grpc`` running the p4c-compiled JSON inside a
   network namespace the harness creates (veth pairs ``sN``/``hN``, port N), configured over
   P4Runtime (gRPC on a unix socket, so nothing listens outside the namespace), frames sent
   and captured on the ``hN`` ends by a helper process in the namespace; registers read and
-  written with ``simple_switch_CLI`` (BMv2's Thrift API: PI has no register access).
+  written with ``simple_switch_CLI`` (BMv2's Thrift API: PI has no register access). The
+  same class runs the built-in switch process (``kind="softswitch"``), which must match
+  the in-process pipeline exactly: that checks the harness wherever the tests run as root.
 
 :func:`compare` reports every difference: per port the frames in order (BMv2 reorders
 only across ports), then counters and registers.
@@ -49,7 +51,8 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 Update = p4runtime_pb2.Update
-MAX_READ_INDICES = 4096  # registers/counters larger than this are read in their first part
+MAX_READ_INDICES = 1024  # registers/counters larger than this are compared in their first part
+MIN_FRAME = 14  # AF_PACKET (and so a switch on a veth) never sees a shorter frame
 
 
 # ============================================================================ cases
@@ -181,6 +184,10 @@ def case_from_stf(program: Path, stf: Path) -> Case:
     for line in stf_mod.parse_stf(stf.read_text(), str(stf)):
         cmd = line.command
         if isinstance(cmd, stf_mod.Packet):
+            if len(cmd.data) < MIN_FRAME:
+                log.info("%s:%d: %d-byte frame left out (no veth carries it)", stf, line.line,
+                         len(cmd.data))
+                continue
             steps.append(Step("packet", port=cmd.port, frame=cmd.data))
         elif isinstance(cmd, stf_mod.RegisterWrite):
             steps.append(Step("register", register=(cmd.register, cmd.index, cmd.value)))
@@ -294,10 +301,16 @@ class BuiltinTarget:
                 for port, data in self.pipeline.process(step.port, step.frame):
                     outputs.setdefault(port, []).append(data)
         out = Outcome(outputs)
+        units = {c.preamble.name: c.spec.unit for c in self.p4info.counters}
         for name in case.counters:
             c = self.pipeline.counters[name]
             n = min(len(c.packets), MAX_READ_INDICES)
-            out.counters[name] = [(c.packets[i], c.bytes[i]) for i in range(n)]
+            # what P4Runtime reports for the counter's unit (the other number reads as 0)
+            keep_p = units[name] != p4info_pb2.CounterSpec.BYTES
+            keep_b = units[name] != p4info_pb2.CounterSpec.PACKETS
+            out.counters[name] = [
+                (c.packets[i] if keep_p else 0, c.bytes[i] if keep_b else 0) for i in range(n)
+            ]
         for name in case.registers:
             r = self.pipeline.registers[name]
             out.registers[name] = [r.read(i) for i in range(min(r.size, MAX_READ_INDICES))]
@@ -329,6 +342,7 @@ for p in cfg["ports"]:
     s.setblocking(False)
     socks[p] = s
 got = {p: [] for p in socks}
+errors = []
 by_fd = {s.fileno(): p for p, s in socks.items()}
 
 def drain(timeout):
@@ -355,10 +369,13 @@ for line in sys.stdin:
     if line == "end":
         break
     port, data = line.split()
-    socks[int(port)].send(bytes.fromhex(data))
+    try:
+        socks[int(port)].send(bytes.fromhex(data))
+    except OSError as exc:
+        errors.append(f"port {port}: {len(data) // 2}-byte frame not sent: {exc}")
     drain(gap)
 drain(idle)
-print(json.dumps(got), flush=True)
+print(json.dumps({"frames": got, "errors": errors}), flush=True)
 """
 
 
@@ -369,12 +386,18 @@ def _run(cmd: list[str], timeout: float = 120, check: bool = True) -> subprocess
     return proc
 
 
-class Bmv2Target:
-    """simple_switch_grpc in a private network namespace (removed on exit, even on error)."""
+class ProcessTarget:
+    """A switch process in a private network namespace (removed on exit, even on error):
+    ``bmv2`` (simple_switch_grpc running p4c's JSON) or ``softswitch`` (the built-in
+    switch process, which checks the harness itself: it must match the in-process
+    pipeline exactly)."""
 
-    name = "BMv2"
-
-    def __init__(self, program: Path, ports: Iterable[int], gap_s: float = 0.002) -> None:
+    def __init__(self, program: Path, ports: Iterable[int], kind: str = "bmv2",
+                 gap_s: float = 0.002) -> None:
+        if kind not in ("bmv2", "softswitch"):
+            raise ValueError(f"kind {kind!r}: choose bmv2 or softswitch")
+        self.kind = kind
+        self.name = "BMv2" if kind == "bmv2" else "built-in process"
         self.program = program
         self.ports = sorted(set(ports))
         self.gap_s = gap_s
@@ -386,7 +409,7 @@ class Bmv2Target:
         self.thrift_port = 9090
 
     # ---------------------------------------------------------------- lifecycle
-    def __enter__(self) -> Bmv2Target:
+    def __enter__(self) -> ProcessTarget:
         try:
             self._start()
         except BaseException:
@@ -397,16 +420,34 @@ class Bmv2Target:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self) -> None:
+    def _artifacts(self) -> tuple[p4info_pb2.P4Info, bytes]:
         from google.protobuf import text_format
 
-        from controller.p4client import P4Client
+        if self.kind == "softswitch":
+            from softswitch.device_config import make_device_config
+            from softswitch.frontend import compile_file
+            from softswitch.p4info import build_p4info
 
+            return build_p4info(compile_file(self.program)), make_device_config(self.program)
         out = self.tmp / "p4c"
         _run(["p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(out),
               "--p4runtime-files", str(out / "p4info.txtpb"), str(self.program)], timeout=600)
-        self.p4info = text_format.Parse((out / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
-        config = (out / f"{self.program.stem}.json").read_bytes()
+        info = text_format.Parse((out / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+        return info, (out / f"{self.program.stem}.json").read_bytes()
+
+    def _argv(self, sock: Path) -> list[str]:
+        ifaces = [a for p in self.ports for a in ("-i", f"{p}@s{p}")]
+        if self.kind == "softswitch":
+            return [sys.executable, "-m", "softswitch", "run", "--no-p4", *ifaces,
+                    "--grpc-server-addr", f"unix:{sock}", "--log-file", str(self.tmp / "sw.log")]
+        return ["simple_switch_grpc", "--no-p4", "--device-id", "0", *ifaces,
+                "--thrift-port", str(self.thrift_port), "--log-file", str(self.tmp / "bmv2"),
+                "--", "--grpc-server-addr", f"unix:{sock}"]
+
+    def _start(self) -> None:
+        from controller.p4client import P4Client
+
+        self.p4info, config = self._artifacts()
         _run(["ip", "netns", "add", self.ns])
         ns = ["ip", "netns", "exec", self.ns]
         _run([*ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
@@ -417,21 +458,17 @@ class Bmv2Target:
             for end in (f"s{p}", f"h{p}"):
                 _run(["ip", "-n", self.ns, "link", "set", end, "up"])
         sock = self.tmp / "grpc.sock"
-        cmd = [*ns, "simple_switch_grpc", "--no-p4", "--device-id", "0",
-               "--thrift-port", str(self.thrift_port), "--log-file", str(self.tmp / "bmv2")]
-        for p in self.ports:
-            cmd += ["-i", f"{p}@s{p}"]
-        cmd += ["--", "--grpc-server-addr", f"unix:{sock}"]
+        cmd = [*ns, *self._argv(sock)]
         log.info("starting %s", " ".join(cmd))
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, cwd=REPO)
         deadline = time.monotonic() + 60
         while not sock.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 err = self.proc.stderr.read() if self.proc.stderr else ""
-                raise RuntimeError(f"simple_switch_grpc did not start: {err.strip()[-400:]}")
+                raise RuntimeError(f"{self.name} did not start: {err.strip()[-400:]}")
             time.sleep(0.05)
-        self.client = P4Client(f"unix:{sock}", 0, 1, timeout_s=30)
+        self.client = P4Client(f"unix:{sock}", 0, 1, timeout_s=120)
         self.client.connect_with_retry(30)
         self.client.set_pipeline(self.p4info, config)
 
@@ -506,13 +543,18 @@ class Bmv2Target:
                     self.client.write(self._translate(step.updates, ours))
                 elif step.kind == "register":
                     assert step.register is not None
-                    name, index, value = step.register
-                    self._cli([f"register_write {name} {index} {value}"])
+                    self._register_write(*step.register)
                 else:
                     pump.stdin.write(f"{step.port} {step.frame.hex()}\n")
             pump.stdin.write("end\n")
             pump.stdin.flush()
-            got = json.loads(pump.stdout.readline())
+            reply = pump.stdout.readline()
+            if not reply:
+                raise RuntimeError(f"frame pump failed: {pump.stderr.read() if pump.stderr else ''}")
+            result = json.loads(reply)
+            if result["errors"]:
+                raise RuntimeError("; ".join(result["errors"]))
+            got = result["frames"]
         finally:
             pump.kill()
             pump.wait()
@@ -536,9 +578,37 @@ class Bmv2Target:
         size = next(c.size for c in self.p4info.counters if c.preamble.name == name)
         return [values.get(i, (0, 0)) for i in range(min(size, MAX_READ_INDICES))]
 
+    def _register_write(self, name: str, index: int, value: int) -> None:
+        if self.kind == "bmv2":
+            self._cli([f"register_write {name} {index} {value}"])
+            return
+        from softswitch.p4runtime.codec import encode
+
+        assert self.p4info is not None
+        rid = next(r.preamble.id for r in self.p4info.registers if r.preamble.name == name)
+        u = Update(type=Update.MODIFY)
+        u.entity.register_entry.register_id = rid
+        u.entity.register_entry.index.index = index
+        u.entity.register_entry.data.bitstring = encode(value)
+        self.client.write([u])
+
     def _read_register(self, name: str) -> list[int]:
         assert self.p4info is not None
         size = next(r.size for r in self.p4info.registers if r.preamble.name == name)
+        if self.kind == "softswitch":
+            ent = p4runtime_pb2.Entity()
+            ent.register_entry.register_id = next(
+                r.preamble.id for r in self.p4info.registers if r.preamble.name == name
+            )
+            reqs = []
+            for i in range(min(size, MAX_READ_INDICES)):
+                r = p4runtime_pb2.Entity()
+                r.CopyFrom(ent)
+                r.register_entry.index.index = i
+                reqs.append(r)
+            values = {e.register_entry.index.index: int.from_bytes(
+                e.register_entry.data.bitstring, "big") for e in self.client.read(reqs)}
+            return [values.get(i, 0) for i in range(min(size, MAX_READ_INDICES))]
         text = self._cli([f"register_read {name}"])
         for line in text.splitlines():
             if "=" in line and name in line:
@@ -579,14 +649,15 @@ def compare(a: Outcome, b: Outcome, names: tuple[str, str] = ("built-in", "BMv2"
     return diffs
 
 
-def differential(case: Case) -> list[str]:
-    """Run ``case`` on both targets and return the differences."""
+def differential(case: Case, kind: str = "bmv2") -> list[str]:
+    """Run ``case`` on the in-process built-in target and on a switch process (``kind``)
+    and return the differences."""
     with BuiltinTarget(case.program) as ours:
         a = ours.run(case)
         p4info = ours.p4info
-    with Bmv2Target(case.program, case.ports) as bmv2:
-        b = bmv2.run(case, p4info)
-    return compare(a, b)
+    with ProcessTarget(case.program, case.ports, kind) as other:
+        b = other.run(case, p4info)
+    return compare(a, b, ("built-in", other.name))
 
 
 def main(argv: list[str] | None = None) -> int:

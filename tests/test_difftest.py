@@ -9,6 +9,7 @@ are listed in docs/conformance.md ("Differential testing against BMv2") and in K
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,29 @@ def test_compare_reports_each_kind_of_difference() -> None:
     assert any(d.startswith("port 2 frame 0: built-in 7a vs BMv2 (none)") for d in diffs)
     assert "counter c differs first at index 0: (1, 10) vs (2, 20)" in diffs
     assert "register r differs first at index 1: 5 vs 6" in diffs
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root (network namespaces)"
+)
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.parametrize("name", STF_PROGRAMS)
+def test_harness_finds_no_difference_with_the_builtin_switch_process(name: str) -> None:
+    """The switch process is the in-process pipeline behind P4Runtime and veths: any
+    difference would be the harness's own (set-up, capture, id mapping, read-back)."""
+    case = dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf")
+    assert dt.differential(case, "softswitch") == []
+
+
+@needs_root
+@pytest.mark.root
+def test_harness_on_netreduce_and_random_frames_with_the_builtin_switch_process() -> None:
+    assert dt.differential(dt.netreduce_case(1), "softswitch") == []
+    prog, stf = P4 / "counters_registers.p4", P4 / "counters_registers.stf"
+    assert dt.differential(dt.random_case(prog, 2, 40, stf), "softswitch") == []
 
 
 def _check(case: dt.Case) -> None:
