@@ -29,6 +29,7 @@ p4c and simple_switch_grpc) prints the differences.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -386,6 +387,16 @@ def _run(cmd: list[str], timeout: float = 120, check: bool = True) -> subprocess
     return proc
 
 
+@functools.lru_cache(maxsize=32)
+def p4c_compile(program: Path) -> tuple[str, bytes]:
+    """(P4Info text, BMv2 JSON) from p4c, once per program and session (p4c is slow)."""
+    with tempfile.TemporaryDirectory(prefix="difftest-p4c-") as tmp:
+        out = Path(tmp)
+        _run(["p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(out),
+              "--p4runtime-files", str(out / "p4info.txtpb"), str(program)], timeout=600)
+        return (out / "p4info.txtpb").read_text(), (out / f"{program.stem}.json").read_bytes()
+
+
 class ProcessTarget:
     """A switch process in a private network namespace (removed on exit, even on error):
     ``bmv2`` (simple_switch_grpc running p4c's JSON) or ``softswitch`` (the built-in
@@ -429,11 +440,8 @@ class ProcessTarget:
             from softswitch.p4info import build_p4info
 
             return build_p4info(compile_file(self.program)), make_device_config(self.program)
-        out = self.tmp / "p4c"
-        _run(["p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(out),
-              "--p4runtime-files", str(out / "p4info.txtpb"), str(self.program)], timeout=600)
-        info = text_format.Parse((out / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
-        return info, (out / f"{self.program.stem}.json").read_bytes()
+        text, config = p4c_compile(self.program)
+        return text_format.Parse(text, p4info_pb2.P4Info()), config
 
     def _argv(self, sock: Path) -> list[str]:
         ifaces = [a for p in self.ports for a in ("-i", f"{p}@s{p}")]

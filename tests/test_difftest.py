@@ -77,7 +77,7 @@ needs_root = pytest.mark.skipif(
 
 @needs_root
 @pytest.mark.root
-@pytest.mark.parametrize("name", STF_PROGRAMS)
+@pytest.mark.parametrize("name", ["counters_registers", "multicast_clone", "parser_errors"])
 def test_harness_finds_no_difference_with_the_builtin_switch_process(name: str) -> None:
     """The switch process is the in-process pipeline behind P4Runtime and veths: any
     difference would be the harness's own (set-up, capture, id mapping, read-back)."""
