@@ -173,9 +173,10 @@ def _readable(p4info: p4info_pb2.P4Info) -> tuple[list[str], list[str]]:
     return counters, registers
 
 
-def case_from_stf(program: Path, stf: Path) -> Case:
+def case_from_stf(program: Path, stf: Path, min_frame: int = MIN_FRAME) -> Case:
     """The STF file's commands and packets as steps (its expectations are not used: the
-    two targets are compared with each other)."""
+    two targets are compared with each other); frames shorter than ``min_frame`` are left
+    out (a switch on a veth never receives them)."""
     from softswitch import stf as stf_mod
 
     pipeline, p4info, state = _reference(program)
@@ -185,7 +186,7 @@ def case_from_stf(program: Path, stf: Path) -> Case:
     for line in stf_mod.parse_stf(stf.read_text(), str(stf)):
         cmd = line.command
         if isinstance(cmd, stf_mod.Packet):
-            if len(cmd.data) < MIN_FRAME:
+            if len(cmd.data) < min_frame:
                 log.info("%s:%d: %d-byte frame left out (no veth carries it)", stf, line.line,
                          len(cmd.data))
                 continue

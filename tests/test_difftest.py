@@ -38,7 +38,7 @@ def _expectations(stf: Path) -> dict[int, list[tuple[str, bool]]]:
 def test_case_from_stf_reproduces_the_stf_expectations(name: str) -> None:
     """The steps derived from an STF file (control-plane commands as P4Runtime updates
     through the server's write path) make the built-in target emit what the file expects."""
-    case = dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf")
+    case = dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf", min_frame=0)
     assert any(s.kind == "packet" for s in case.steps)
     outcome = dt.BuiltinTarget(case.program).run(case)
     for port, expected in _expectations(P4 / f"{name}.stf").items():
