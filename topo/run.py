@@ -115,6 +115,8 @@ def build_topology(args: argparse.Namespace) -> TestbedTopo:
     }
     if args.grpc_port is not None:
         common["grpc_base_port"] = args.grpc_port
+    if args.thrift_port is not None:
+        common["thrift_base_port"] = args.thrift_port
     if args.topo == "rack":
         return RackTopo(hosts=args.hosts if args.hosts is not None else 4, **common)
     return SpineLeafTopo(
@@ -314,6 +316,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
     p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
                    "(default 50051)")
+    p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
+                   "port (default 9090)")
     return p.parse_args(argv)
 
 

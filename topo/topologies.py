@@ -19,7 +19,7 @@ always give the same network (and the controller can compute the same numbers):
   the same links the gradients use. Every other name, port and address is unchanged.
 * device ids: rack ``s1`` is 0; leaves are ``0..L-1``, spines ``L..L+S-1``. The gRPC server of
   device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 50051); BMv2's
-  Thrift port is ``9090 + D``.
+  Thrift runtime port is ``thrift_base_port + D`` (default base 9090).
 """
 
 from __future__ import annotations
@@ -141,6 +141,7 @@ class TestbedTopo(Topo):
         loss: float | None = None,
         cpu_port: int | None = DEFAULT_CPU_PORT,
         grpc_base_port: int = GRPC_BASE_PORT,
+        thrift_base_port: int = THRIFT_BASE_PORT,
         name_prefix: str = "",
     ) -> None:
         _check_bw("host_bw", host_bw)
@@ -149,12 +150,14 @@ class TestbedTopo(Topo):
         if cpu_port is not None:
             _check_count("cpu_port", cpu_port, 1, MAX_PORT)
         _check_count("grpc_base_port", grpc_base_port, 1024, 65000)
+        _check_count("thrift_base_port", thrift_base_port, 1024, 65000)
         if name_prefix and not name_prefix.isalnum():
             raise TopologyError(f"name_prefix must be letters/digits, got {name_prefix!r}")
         self.host_shape = LinkShape(host_bw, delay, loss)
         self.gpus_per_host = gpus_per_host
         self.cpu_port = cpu_port
         self.grpc_base_port = grpc_base_port
+        self.thrift_base_port = thrift_base_port
         self.name_prefix = name_prefix
         super().__init__()
 
@@ -181,7 +184,7 @@ class TestbedTopo(Topo):
             device_id=device_id,
             grpc_host=GRPC_HOST,
             grpc_port=grpc_port(device_id, self.grpc_base_port),
-            thrift_port=THRIFT_BASE_PORT + device_id,
+            thrift_port=self.thrift_base_port + device_id,
             cpu_port=self.cpu_port,
             role=role,
             index=index,
