@@ -230,7 +230,7 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
                   f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
-    for col in ("algorithm", "result", "time", "busiest link", "switch CPU", "bottleneck"):
+    for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck"):
         table.add_column(col)
     flagged = []
     for run in result.runs:
@@ -248,7 +248,9 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
         verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text,
+        retx = sum(r.retransmissions for r in run.ranks)
+        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms",
+                      str(retx) if run.algorithm == "innetwork" else "-", busiest, cpu_text,
                       verdict)
     console.print(table)
     ratio = ratio_line(result, elems)
