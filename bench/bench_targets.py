@@ -3,8 +3,9 @@
 Each run is ``python -m topo.run --topo T --target X --no-cli`` with make run's defaults
 (65,536 float32 per worker, NR_ELEMS 64, 2 credits x 32 packets, 3 Mbit/s links, no loss):
 the same job, in-network then ring. Rows per topology and target: in-network and ring time,
-the ring / in-network ratio, in-network retransmissions (with no loss configured there should
-be none), whether every result was exact, and the busiest switch process's CPU. The targets
+the ring / in-network ratio, in-network retransmissions and the losses behind them (NAKs and
+timeouts that were not spurious: with no loss configured there should be none), whether every
+result was exact, and the busiest switch process's CPU. The targets
 alternate (rack softswitch, rack bmv2, spine-leaf softswitch, spine-leaf bmv2, then again),
 so machine noise hits both alike; the rows are the mean of ``REPEATS`` runs and the notes give
 each run's value.
@@ -87,6 +88,9 @@ def summarize(data: dict[str, Any]) -> dict[str, float]:
         "ring_ms": ring_s * 1e3,
         "ratio": ring_s / inn_s if inn_s > 0 else float("nan"),
         "retx": float(sum(r["retransmissions"] for r in inn["ranks"])),
+        "lost": float(sum(r.get("naks", 0) + max(0, r.get("timeouts", 0)
+                                                  - r.get("spurious_timeouts", 0))
+                          for r in inn["ranks"])),
         "exact": 1.0 if data["exact"] else 0.0,
         "cpu": cpu * 100,
     }
@@ -97,6 +101,7 @@ METRICS = (  # key, metric, unit, format of one run in the notes
     ("ring_ms", "ring time", "ms", "{:.0f}"),
     ("ratio", "ring / in-network", "x", "{:.2f}"),
     ("retx", "in-network retransmissions", "pkt", "{:.0f}"),
+    ("lost", "in-network losses seen", "NAKs + real timeouts", "{:.0f}"),
     ("exact", "runs exact", "share", "{:.0f}"),
     ("cpu", "busiest switch CPU", "% of a core", "{:.0f}"),
 )

@@ -10,7 +10,8 @@ from bench.bench_targets import rows, summarize
 def _experiment(inn_s: tuple[float, ...], ring_s: tuple[float, ...], retx: tuple[int, ...],
                 exact: bool = True) -> dict:
     def ranks(times, retx=None):
-        return [{"rank": i, "seconds": t, "retransmissions": (retx or [0] * len(times))[i]}
+        return [{"rank": i, "seconds": t, "retransmissions": (retx or [0] * len(times))[i],
+                 "timeouts": 3, "spurious_timeouts": 1, "naks": 1}
                 for i, t in enumerate(times)]
     return {"exact": exact, "runs": [
         {"algorithm": "innetwork", "ranks": ranks(inn_s, retx), "switch_cpu": {"l1": 0.45}},
@@ -22,6 +23,7 @@ def test_summary_takes_the_slowest_rank_and_sums_retransmissions() -> None:
     assert s["innetwork_ms"] == pytest.approx(2082) and s["ring_ms"] == pytest.approx(1222)
     assert s["ratio"] == pytest.approx(1.222 / 2.082)
     assert (s["retx"], s["exact"], s["cpu"]) == (536, 1.0, pytest.approx(45))
+    assert s["lost"] == 2 * (1 + 3 - 1)  # per rank: one NAK, two timeouts that were real
 
 
 def test_rows_are_means_with_each_run_in_the_notes() -> None:

@@ -39,6 +39,7 @@ from topo.run import (
     parse_args,
     print_experiment,
     ratio_line,
+    retransmissions_cell,
 )
 from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
 
@@ -86,13 +87,18 @@ def test_summary_counts_innetwork_retransmissions():
     job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
     inn = _run("innetwork")
     inn = AllreduceRun(inn.algorithm, inn.elements,
-                       tuple(RankOutcome(r.rank, r.host, r.seconds, r.bytes_sent, True, 268)
+                       tuple(RankOutcome(r.rank, r.host, r.seconds, r.bytes_sent, True, 268,
+                                         None, 5, 1, 2)
                              for r in inn.ranks), inn.links, inn.switch_cpu, inn.wall_seconds)
     print_experiment(ExperimentResult(job, (inn, _run("ring"))), console)
     cells = [[c.strip() for c in line.split("│")[1:-1]]
              for line in console.export_text().splitlines() if line.startswith("│")]
     retx = {row[0]: row[3] for row in cells}
-    assert retx == {"innetwork": "536", "ring": "-"}
+    assert retx == {"innetwork": "536 (12 losses)", "ring": "-"}
+    # timeouts that ACKs showed to be spurious are no loss (a loaded machine's late timer)
+    late = AllreduceRun("innetwork", 1, (RankOutcome(0, "h1", 1.0, 1, True, 64, None, 1, 1),))
+    assert retransmissions_cell(late) == "64 (spurious)"
+    assert late.ranks[0].loss_seen == 0
 
 
 def test_link_bound_defaults():

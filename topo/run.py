@@ -217,6 +217,18 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     return text
 
 
+def retransmissions_cell(run: AllreduceRun) -> str:
+    """In-network retransmissions, and how many losses the transport saw behind them (NAKs
+    and timeouts that were not spurious); "-" for the ring (TCP's are not counted)."""
+    if run.algorithm != "innetwork":
+        return "-"
+    retx = sum(r.retransmissions for r in run.ranks)
+    lost = sum(r.loss_seen for r in run.ranks)
+    if not retx:
+        return "0"
+    return f"{retx} ({lost} losses)" if lost else f"{retx} (spurious)"
+
+
 def print_experiment(result: ExperimentResult, console: Any, elems: int | None = None) -> None:
     """One row per all-reduce: exact, time, busiest link, busiest switch process, and what
     limited it; then the measured ring / in-network ratio beside the ideal, the link check
@@ -248,10 +260,8 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
         verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        retx = sum(r.retransmissions for r in run.ranks)
         table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms",
-                      str(retx) if run.algorithm == "innetwork" else "-", busiest, cpu_text,
-                      verdict)
+                      retransmissions_cell(run), busiest, cpu_text, verdict)
     console.print(table)
     ratio = ratio_line(result, elems)
     if ratio is not None:
