@@ -6,6 +6,9 @@ recorded per switch in ``topology.json``), the interface its ``simple_switch_CLI
 controller does not import BMv2's Thrift bindings (they live in the system Python BMv2 was
 built for, not in the project's venv); it runs ``simple_switch_CLI --thrift-port N`` as a
 subprocess with a list argv, writes one command per line on its stdin and parses the replies.
+The CLI is a ``#!/usr/bin/env python3`` script that needs the ``thrift`` module; when the
+``python3`` first on PATH is a pyenv or venv without it, the system Python that has it runs
+the script instead (:func:`cli_interpreter`).
 
 The CLI prints its prompt ``RuntimeCmd: `` before reading each command, so the output split at
 the prompts gives one chunk per command (chunk 0 is the banner). Register names are the
@@ -14,6 +17,7 @@ P4Info's fully qualified names, which p4c also writes into the BMv2 JSON.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import shutil
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 CLI_PROGRAM = "simple_switch_CLI"
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 PROMPT = "RuntimeCmd: "
 DEFAULT_TIMEOUT_S = 30.0
 # Lines the CLI prints instead of a result (runtime_CLI's handle_bad_input and friends).
@@ -56,7 +61,8 @@ class Bmv2Runtime:
             raise Bmv2RuntimeError(
                 f"{self.where}: {self.program} not found on PATH (it is installed with BMv2; "
                 "without it the controller cannot reach registers on BMv2)")
-        return [path, "--thrift-ip", self.host, "--thrift-port", str(self.port)]
+        return [*cli_interpreter(path), path, "--thrift-ip", self.host,
+                "--thrift-port", str(self.port)]
 
     def run(self, commands: Sequence[str]) -> list[str]:
         """Runs ``commands`` in one CLI session; returns each command's output (stripped)."""
@@ -74,6 +80,10 @@ class Bmv2Runtime:
             raise Bmv2RuntimeError(f"{self.where}: cannot run {argv[0]}: {exc.strerror}") from None
         if proc.returncode != 0 or PROMPT not in proc.stdout:
             text = " ".join((proc.stdout + " " + proc.stderr).split())
+            if "No module named 'thrift'" in text:
+                raise Bmv2RuntimeError(
+                    f"{self.where}: {self.program} cannot import Python's thrift module (BMv2's "
+                    "CLI runs on the system Python: install python3-thrift)")
             if "Could not connect" in text:
                 raise Bmv2RuntimeError(f"{self.where}: unreachable (is the switch running with "
                                        f"--thrift-port {self.port}?)")
@@ -120,6 +130,33 @@ class Bmv2Runtime:
             _raise_on_error(self.where, command, out)
             if out:
                 raise Bmv2RuntimeError(f"{self.where}: unexpected answer to {command!r}: {out!r}")
+
+
+def cli_interpreter(path: str) -> list[str]:
+    """How to start BMv2's CLI script: ``[]`` (run it directly) unless it starts with
+    ``#!/usr/bin/env python3`` and the ``python3`` first on PATH (a pyenv or a venv) lacks the
+    ``thrift`` module while a system Python has it; then ``[that python]``."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return []
+    if not (first.startswith(b"#!") and b"env" in first and b"python" in first):
+        return []
+    candidates = [p for p in dict.fromkeys((shutil.which("python3"), *SYSTEM_PYTHONS)) if p]
+    for python in candidates:
+        if _imports_thrift(python):
+            return [] if python == candidates[0] else [python]
+    return []
+
+
+@functools.cache
+def _imports_thrift(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "import thrift"], capture_output=True,
+                              timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def _check_name(name: str) -> None:

@@ -162,3 +162,27 @@ def test_runtime_splits_answers_per_command_and_reports_cli_errors(fake_cli) -> 
         rt.write_registers("MyIngress.conn_psn", {5: 1})
     with pytest.raises(Bmv2RuntimeError, match="is not a P4 name"):
         rt.read_register("x; rm -rf /")
+
+
+def test_cli_runs_on_a_python_that_has_thrift(tmp_path, monkeypatch) -> None:
+    """BMv2's CLI is '#!/usr/bin/env python3'; when that python3 (a pyenv or venv first on
+    PATH) lacks the thrift module, the system Python that has it runs the script."""
+    from controller import bmv2_runtime
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("python3", "simple_switch_CLI"):
+        (bindir / name).write_text("#!/usr/bin/env python3\n")
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    system = str(tmp_path / "system-python3")
+    monkeypatch.setattr(bmv2_runtime, "SYSTEM_PYTHONS", (system,))
+    has_thrift = {str(bindir / "python3"): False, system: True}
+    monkeypatch.setattr(bmv2_runtime, "_imports_thrift", lambda python: has_thrift[python])
+    cli = str(bindir / "simple_switch_CLI")
+    assert bmv2_runtime.cli_interpreter(cli) == [system]
+    assert Bmv2Runtime("s1", "127.0.0.1", 9090).argv()[:2] == [system, cli]
+    has_thrift[str(bindir / "python3")] = True
+    assert bmv2_runtime.cli_interpreter(cli) == []  # the one on PATH will do
+    (bindir / "simple_switch_CLI").write_text("#!/opt/python/bin/python3\n")
+    assert bmv2_runtime.cli_interpreter(cli) == []  # a fixed interpreter is left alone
