@@ -157,21 +157,10 @@ def build_topology(args: argparse.Namespace) -> FileTopo:
     """The topology the options ask for."""
     options: dict[str, Any] = {"name_prefix": args.name_prefix}
     if args.grpc_port is not None:
-<<<<<<< HEAD
-        common["grpc_base_port"] = args.grpc_port
-    if args.thrift_port is not None:
-        common["thrift_base_port"] = args.thrift_port
-    if args.topo == "rack":
-        return RackTopo(hosts=args.hosts if args.hosts is not None else 4, **common)
-    return SpineLeafTopo(
-        spines=args.spines, leaves=args.leaves,
-        hosts_per_leaf=args.hosts if args.hosts is not None else 2,
-        fabric_bw=args.fabric_bw, **common,
-    )
-=======
         options["grpc_base_port"] = args.grpc_port
+    if args.thrift_port is not None:
+        options["thrift_base_port"] = args.thrift_port
     return FileTopo(load_topology_spec(args), **options)
->>>>>>> main
 
 
 def print_summary(summary: Summary, network: Network, console: Any) -> None:

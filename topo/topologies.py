@@ -196,15 +196,9 @@ class TestbedTopo(Topo):
             name,
             device_id=device_id,
             grpc_host=GRPC_HOST,
-<<<<<<< HEAD
-            grpc_port=grpc_port(device_id, self.grpc_base_port),
-            thrift_port=self.thrift_base_port + device_id,
-            cpu_port=self.cpu_port,
-=======
             grpc_port=grpc_port_number or grpc_port(device_id, self.grpc_base_port),
-            thrift_port=THRIFT_BASE_PORT + device_id,
+            thrift_port=self.thrift_base_port + device_id,
             cpu_port=cpu,
->>>>>>> main
             role=role,
             index=index,
             subnet=leaf_subnet(index) if role == "leaf" else None,
@@ -260,7 +254,8 @@ class FileTopo(TestbedTopo):
     kind = "file"
 
     def __init__(self, spec: TopologySpec, *, cpu_port: int | None | EllipsisType = ...,
-                 grpc_base_port: int = GRPC_BASE_PORT, name_prefix: str = "") -> None:
+                 grpc_base_port: int = GRPC_BASE_PORT, thrift_base_port: int = THRIFT_BASE_PORT,
+                 name_prefix: str = "") -> None:
         self.spec = spec
         self.kind = spec.kind
         first_worker = next((h for h in spec.hosts if h.role == "worker"), None)
@@ -268,7 +263,8 @@ class FileTopo(TestbedTopo):
         super().__init__(
             host_bw=host_bw, delay=None, loss=None,
             cpu_port=spec.cpu_port if cpu_port is ... else cpu_port,
-            grpc_base_port=grpc_base_port, name_prefix=name_prefix,
+            grpc_base_port=grpc_base_port, thrift_base_port=thrift_base_port,
+            name_prefix=name_prefix,
         )
 
     def _plan_ports(self) -> tuple[dict[str, int], list[int], list[tuple[int, int]]]:

@@ -1,10 +1,10 @@
-"""bench_targets' arithmetic on make run's experiment.json (the runs themselves need BMv2)."""
+"""bench_makerun's arithmetic on make run's experiment.json (the runs themselves need BMv2)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.bench_targets import rows, summarize
+from bench.bench_makerun import rows, summarize
 
 
 def _experiment(inn_s: tuple[float, ...], ring_s: tuple[float, ...], retx: tuple[int, ...],
