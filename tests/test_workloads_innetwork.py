@@ -116,11 +116,11 @@ class SwitchBench:
             peer = job.worker(w.peer)
             self._insert("SwitchIngress.agg.conn_table",
                          [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], "SwitchIngress.agg.set_conn",
-                         [job.job_id, w.rank, w.position, port[peer.ip]])
+                         [job.job_id, w.rank, w.position, port[peer.ip], port[w.ip], 0])
             self._insert("SwitchEgress.agg.result_rewrite", [job.job_id, w.position],
                          "SwitchEgress.agg.to_worker",
                          [_mac(SW_MAC), _mac(mac[peer.ip]), _ip(w.ip), _ip(peer.ip), w.sport,
-                          peer.recv_qpn])
+                          peer.recv_qpn, w.rank])
             replicas.append((port[peer.ip], w.position))
         self.pipe.pre.set_group(1, replicas)
 
