@@ -156,12 +156,14 @@ def test_job_create_and_delete_read_back(rundir, capsys) -> None:
             ("10.0.1.1", "10.0.1.2"), ("10.0.1.1", "10.0.1.2"),
             ("10.0.1.2", "10.0.1.1"), ("10.0.1.2", "10.0.1.1")]
         parent = [v for (src, _d, _q), v in conns.items() if src == "10.255.0.3"]
-        assert parent == [{"job": 0, "conn": 4, "rank": 255, "result_port": 3}]
+        assert parent == [{"job": 0, "conn": 4, "rank": 255, "result_port": 3, "in_port": 3,
+                           "fabric": 1}]
         for w in plan["workers"][:4]:
             peer = plan["workers"][w["peer"]]
             got = conns[(w["ip"], peer["ip"], peer["recv_qpn"])]
             assert got == {"job": 0, "conn": w["rank"], "rank": w["position"],
-                           "result_port": 1 if peer["host"] == "h1" else 2}
+                           "result_port": 1 if peer["host"] == "h1" else 2,
+                           "in_port": 1 if w["host"] == "h1" else 2, "fabric": 0}
         rewrites = {int(e["match"]["meta.nr.target"]): e["action"].rsplit(".", 1)[1]
                     for e in _read(ctl, "l1", "result_rewrite")}
         assert rewrites == {0: "to_worker", 1: "to_worker", 2: "to_worker", 3: "to_worker",
