@@ -50,15 +50,18 @@ class Device(Protocol):
         results (takes ``lock`` itself)."""
 
 
-def default_loader(device_config: bytes, trace: bool = False) -> tuple[Any, p4info_pb2.P4Info]:
+def default_loader(
+    device_config: bytes, trace: bool = False, **tm: Any
+) -> tuple[Any, p4info_pb2.P4Info]:
     """Compile a device config (or plain P4 source) into a pipeline and its P4Info
-    (``trace``: the instrumented pipeline that traces every packet)."""
+    (``trace``: the instrumented pipeline that traces every packet; ``tm``: the
+    traffic-manager options of ``Pipeline``)."""
     from softswitch.device_config import load_device_config
     from softswitch.p4info import build_p4info
     from softswitch.pipeline import Pipeline
 
     program = load_device_config(device_config)
-    return Pipeline.from_program(program, trace=trace), build_p4info(program)
+    return Pipeline.from_program(program, trace=trace, **tm), build_p4info(program)
 
 
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
