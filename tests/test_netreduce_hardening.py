@@ -17,7 +17,6 @@ from bench.netreduce_job import make_workers
 from softswitch import ir
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
-from tests.egress_order import DeferredEgress
 from tests.test_netreduce import (
     CREDIT,
     LEAF_UP_PORT,
@@ -60,25 +59,52 @@ def register(pipe: Pipeline, name: str, index: int) -> int:
 # ------------------------------------------------------------------ 1. stale PSN / RETH
 
 
-def test_result_psn_independent_of_egress_order(pipe: Pipeline) -> None:
-    """Finding 1: the completing packet's replicas leave before the egress of an absorbed
-    packet of another port runs (multi-threaded egress); every replica must still carry
-    the PSN and RETH of this message, not those of the copy's previous use (m - 2C)."""
+def test_result_psn_when_recording_packet_tail_dropped(program: ir.Program) -> None:
+    """Finding 1: rank 0's absorbed packet finds its port's egress queue full (BMv2 tail
+    drop); the result replica for rank 0's connection must still carry the PSN and RETH
+    of this message, not those of the copy's previous use (message m - 2C)."""
+    pipe = Pipeline.from_program(program, egress_order="fifo")
     ws = make_workers(3)
     job = Job(pipe, 1, ws, credits=1, slot_count=4)
-    sw = DeferredEgress(pipe)
+    add_route(pipe, ws[0])
     # messages 0 and 1 use copies 0 and 1 of slot 0; message 2 reuses copy 0
     for m in range(2):
         for k in range(3):
-            sw.run(ws[k].port, job.message(k, values(k, E), msg=m, version=m % 2)[0])
+            pipe.process(ws[k].port, job.message(k, values(k, E), msg=m, version=m % 2)[0])
     psns = list(job.next_psn)
     frames = [job.message(k, values(k, E), msg=2)[0] for k in range(3)]
-    held = sw.ingress(ws[0].port, frames[0])       # absorbed; its egress waits
-    sw.run(ws[1].port, frames[1])
-    out = sw.run(ws[2].port, frames[2])            # completes: replicas leave now
-    out += sw.egress(held)
+    blocker = bytes(Ether(src=ws[1].mac, dst=SW_MAC) / IP(src=ws[1].ip, dst=ws[0].ip)
+                    / UDP(sport=1, dport=2) / (b"z" * 30))
+    pipe.set_queue_depth(1, port=ws[0].port)
+    pipe.receive(ws[1].port, blocker)              # fills rank 0's port queue
+    pipe.receive(ws[0].port, frames[0])            # absorbed: tail-dropped if queued
+    assert [port for port, _f in pipe.transmit()] == [ws[0].port]
+    pipe.set_queue_depth(64)
+    out = []
+    for k in (1, 2):
+        pipe.receive(ws[k].port, frames[k])
+        out += pipe.transmit()
     total = sums(*(values(k, E) for k in range(3)))
     assert sorted(out) == all_results(job, 0, 1, total, psns, msg=2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_results_exact_under_random_egress_order(program: ir.Program, seed: int) -> None:
+    """Finding 1: with BMv2-like random egress order (replicas of different ports in any
+    order, egress after later packets' ingress), every result of six messages carries its
+    own message's PSN and RETH."""
+    pipe = Pipeline.from_program(program, egress_order="random", egress_seed=seed)
+    ws = make_workers(3)
+    job = Job(pipe, 1, ws, credits=1, slot_count=4)
+    total = sums(*(values(k, E) for k in range(3)))
+    for m in range(6):
+        psns = list(job.next_psn)
+        out = []
+        for k in (m % 3, (m + 1) % 3, (m + 2) % 3):
+            out += pipe.process(ws[k].port, job.message(k, values(k, E), msg=m,
+                                                         version=m % 2)[0])
+        out += pipe.transmit()
+        assert sorted(out) == all_results(job, 0, 1, total, psns, msg=m, version=m % 2)
 
 
 # -------------------------------------------------------- 2. delayed older first packet
