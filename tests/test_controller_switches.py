@@ -277,6 +277,23 @@ def test_fault_set_and_clear(rundir, capsys) -> None:
         assert _read(ctl, "l2", "SwitchIngress.loss.port_loss") == []
 
 
+def test_fault_set_reorder(rundir, capsys) -> None:
+    """fault set --reorder writes port_reorder entries (no loss entry for loss 0); a
+    probability outside 0..1 is refused naming the field."""
+    assert cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "0.05", "--max-hold", "4",
+               "--direction", "out", capsys=capsys)[0] == 0
+    with controller(rundir) as ctl:
+        assert [(e["match"], e["params"]) for e in _read(ctl, "l2", "SwitchEgress.reorder.port_reorder")] \
+            == [({"port": "3"}, {"threshold": 3277, "max_hold": 4})]
+        assert _read(ctl, "l2", "SwitchIngress.reorder.port_reorder") == []
+        assert _read(ctl, "l2", "SwitchEgress.loss.port_loss") == []
+    code, _, err = cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "1.5", capsys=capsys)
+    assert (code, err) == (2, "error: reorder: reorder probability 1.5 outside 0..1\n")
+    assert cli(rundir, "fault", "clear", "l2", "3", capsys=capsys)[0] == 0
+    with controller(rundir) as ctl:
+        assert _read(ctl, "l2", "SwitchEgress.reorder.port_reorder") == []
+
+
 def test_counters_and_registers_are_read(rundir, capsys) -> None:
     """Job counters read zero before traffic; a register is readable on the built-in target."""
     assert cli(rundir, "job", "create", "c", "--hosts", "h3,h4", capsys=capsys)[0] == 0
