@@ -76,13 +76,14 @@ class SpineLeaf:
     """Two leaves (two single-worker hosts each) under one spine, in one process."""
 
     def __init__(self, *, loss: float, reorder: float, egress_order: str = "random",
-                 seed: int = 1, credits: int = 2, msg_pkts: int = 4) -> None:
+                 seed: int = 1, credits: int = 2, msg_pkts: int = 4,
+                 program_path: str | None = None) -> None:
         from softswitch.frontend import compile_file
         from softswitch.pipeline import Pipeline
         from workloads.innetwork import JobConfig, WorkerInfo, worker_qpn
         from workloads.roce import FabricHost
 
-        program = compile_file(str(PROGRAM))
+        program = compile_file(program_path or str(PROGRAM))
         order = {"egress_order": egress_order}
         if egress_order == "random":
             order["egress_seed"] = seed
@@ -112,6 +113,8 @@ class SpineLeaf:
                 args: Sequence[int], prefix: int | None = None) -> None:
         from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 
+        # arguments an older build's action does not take are left off
+        args = tuple(args)[: len(pipe.tables[table].action_params.get(action, args))]
         pipe.tables[table].insert(TableEntry(
             matches=tuple(FieldMatch(value=k, prefix_len=prefix) for k in keys),
             action=ActionCall(action, tuple(args))))

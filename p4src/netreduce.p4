@@ -12,7 +12,11 @@
  *     contribution releases the result: multicast to every member connection (root), or
  *     one partial aggregate to the parent switch (leaf), which answers with the total;
  *   - the egress rewrites every result replica into a valid packet of the receiving
- *     worker's own connection (addresses, QP, PSN, RETH).
+ *     worker's own connection (addresses, QP, and the PSN and RETH of that connection's
+ *     binding of the message, which the ingress wrote: the same whatever order egress
+ *     runs packets in);
+ *   - a connection's packets count only on its own port, switch packets only on links
+ *     between switches, and every register index is checked (docs/protocol.md sec. 9).
  * Configuration is only tables, multicast groups and (unused here) clone sessions:
  * registers hold data-plane state and are never written by the controller. */
 
@@ -233,15 +237,19 @@ control PortReorder(in bit<9> port,
     }
 
     apply {
-        if (hdr.nr_data.isValid() && port_reorder.apply().hit) {
+        bool picked = false;
+        if (hdr.nr_data.isValid()) {
+            picked = port_reorder.apply().hit;
+        }
+        if (picked) {
             bit<32> pi = (bit<32>)port;
-            bit<8> state;
+            bit<8> occupied;
             bit<8> age;
             bit<17> r;
-            held_state.read(state, pi);
+            held_state.read(occupied, pi);
             held_age.read(age, pi);
             random(r, 17w0, 17w0xFFFF);
-            if (r < reorder_threshold || (state != 0 && age >= reorder_max_hold)) {
+            if (r < reorder_threshold || (occupied != 0 && age >= reorder_max_hold)) {
                 /* Swap the packet with the held one, field by field. */
                 bit<8> mine = 1;
                 if (hdr.reth.isValid()) { mine = mine | 2; }
@@ -286,7 +294,7 @@ control PortReorder(in bit<9> port,
                 held_state.write(pi, mine);
                 held_age.write(pi, 0);
                 reordered.count(pi);
-                if (state == 0) {
+                if (occupied == 0) {
                     /* Nothing was held: this packet waits, nothing leaves now. */
                     meta.held = 1;
                     mark_to_drop(standard_metadata);
@@ -322,7 +330,7 @@ control PortReorder(in bit<9> port,
                     hdr.bth.ackreq = h_bth[31:31];
                     hdr.bth.resv7 = h_bth[30:24];
                     hdr.bth.psn = h_bth[23:0];
-                    if ((state & 2) != 0) {
+                    if ((occupied & 2) != 0) {
                         hdr.reth.setValid();
                         hdr.reth.va = h_reth[127:64];
                         hdr.reth.rkey = h_reth[63:32];
@@ -330,7 +338,7 @@ control PortReorder(in bit<9> port,
                     } else {
                         hdr.reth.setInvalid();
                     }
-                    if ((state & 4) != 0) {
+                    if ((occupied & 4) != 0) {
                         hdr.nr_tag.setValid();
                         hdr.nr_tag.magic = h_tag[127:112];
                         hdr.nr_tag.job = h_tag[111:96];
@@ -346,7 +354,7 @@ control PortReorder(in bit<9> port,
                     }
                     hdr.icrc.icrc = h_icrc;
                 }
-            } else if (state != 0 && age != 255) {
+            } else if (occupied != 0 && age != 255) {
                 held_age.write(pi, age + 1);
             }
         }
