@@ -893,6 +893,7 @@ control AggregationEgress(inout headers_t hdr,
     counter(NR_JOBS, CounterType.packets) partials_sent;
 
     bit<16> target_conn = 0;
+    bit<8> tag_flags = 0;   /* VERSION and OVERFLOW of the packet's slot copy */
 
     /* A worker connection: the receiver's view of the connection of rank `target`
      * (conn: that connection's index, whose bindings give the result's PSN and RETH). */
@@ -927,13 +928,7 @@ control AggregationEgress(inout headers_t hdr,
         hdr.nr_tag.npkts = meta.nr.npkts;
         hdr.nr_tag.pktIdx = pkt_idx;
         hdr.nr_tag.rank = meta.nr.target;
-        hdr.nr_tag.flags = flags;
-        if (meta.nr.ver == 1) {
-            hdr.nr_tag.flags = hdr.nr_tag.flags | NR_FLAG_VERSION;
-        }
-        if (meta.nr.out_overflow == 1) {
-            hdr.nr_tag.flags = hdr.nr_tag.flags | NR_FLAG_OVERFLOW;
-        }
+        hdr.nr_tag.flags = flags | tag_flags;
         hdr.nr_tag.window = meta.nr.credits;   /* workers learn the job's credits */
     }
 
@@ -959,6 +954,12 @@ control AggregationEgress(inout headers_t hdr,
 
     apply {
         if (meta.nr.emit != NR_EMIT_NONE) {
+            if (meta.nr.ver == 1) {
+                tag_flags = NR_FLAG_VERSION;
+            }
+            if (meta.nr.out_overflow == 1) {
+                tag_flags = tag_flags | NR_FLAG_OVERFLOW;
+            }
             if (meta.nr.to_group == 1) {
                 meta.nr.target = (bit<8>)standard_metadata.egress_rid;
             }
