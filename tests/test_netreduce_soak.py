@@ -3,7 +3,9 @@ with loss and reordering on every link and random egress order stays exact and l
 
 from __future__ import annotations
 
-from bench.bench_soak import _rows
+import pytest
+
+from bench.bench_soak import _rows, counts
 from bench.netreduce_soak import soak
 
 
@@ -16,3 +18,15 @@ def test_soak_with_loss_and_reordering_on_every_link() -> None:
     assert r.stale_results == 0
     rows = {row["metric"]: row["value"] for row in _rows("t", r)}
     assert rows["wrong sums"] == 0 and rows["all-reduces completed"] == 5
+
+
+def test_soak_counts_from_environment() -> None:
+    """NR_SOAK_COUNT: one number, or per cell; bad input names the cell and value."""
+    assert counts("") == {"loss1": 1000, "loss5": 1000, "loss10": 1000, "reorder5": 1000}
+    assert counts("20")["loss10"] == 20
+    assert counts("loss1=5,loss10=2") == {"loss1": 5, "loss5": 1000, "loss10": 2,
+                                          "reorder5": 1000}
+    with pytest.raises(ValueError, match="unknown cell 'loss2'"):
+        counts("loss2=5")
+    with pytest.raises(ValueError, match="NR_SOAK_COUNT loss1: 'x' is not a whole number"):
+        counts("loss1=x")
