@@ -107,6 +107,24 @@ def test_results_exact_under_random_egress_order(program: ir.Program, seed: int)
         assert sorted(out) == all_results(job, 0, 1, total, psns, msg=m, version=m % 2)
 
 
+def test_result_never_sent_with_another_messages_binding(pipe: Pipeline) -> None:
+    """A host that breaks the credit rule (rank 1 opens message 4 on binding 0 while
+    message 0 is still open) loses only its own result of message 0: that replica is
+    dropped as STALE_RESULT instead of leaving with message 4's PSN; rank 0's result is
+    correct."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=4, slot_count=8)
+    psns = list(job.next_psn)
+    m0 = [job.message(k, values(k, E), msg=0, slot=0)[0] for k in range(2)]
+    assert job.send([(1, m0[1])]) == []
+    m4 = job.message(1, values(1, E), msg=4, slot=0, version=1)[0]
+    assert job.send([(1, m4)]) == []
+    out = job.send([(0, m0[0])])
+    total = sums(values(0, E), values(1, E))
+    assert out == [job.result(0, 0, 1, total, psn=psns[0])]
+    assert counter(pipe, "SwitchEgress.drops", 17) == 1
+
+
 # -------------------------------------------------------- 2. delayed older first packet
 
 
