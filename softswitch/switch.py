@@ -387,6 +387,10 @@ def _parse_interface(text: str) -> tuple[int, str]:
 
 
 def _parse_grpc_addr(text: str) -> str:
+    if text.startswith("unix:"):  # a unix socket (gRPC's syntax), e.g. unix:/tmp/sw.sock
+        if len(text) == len("unix:"):
+            raise _UsageError(f"--grpc-server-addr {text}: expected unix:PATH")
+        return text
     host, sep, port = text.rpartition(":")
     if not sep or not host:
         raise _UsageError(f"--grpc-server-addr {text}: expected HOST:PORT")
@@ -603,9 +607,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGUSR1, on_usr1)
     host = opts.grpc_addr.rpartition(":")[0]
+    where = opts.grpc_addr if opts.grpc_addr.startswith("unix:") else f"{host}:{bound}"
     port_list = ",".join(f"{n}@{i}" for n, i in opts.interfaces) or "none"
     ready = (
-        f"softswitch ready: device_id={opts.device_id} grpc={host}:{bound} ports={port_list} "
+        f"softswitch ready: device_id={opts.device_id} grpc={where} ports={port_list} "
         f"cpu_port={opts.cpu_port if opts.cpu_port is not None else 'none'}"
     )
     log.info("%s", ready)

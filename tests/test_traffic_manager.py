@@ -295,3 +295,23 @@ def _receive_n(port: MemoryPort, n: int) -> list[bytes]:
         assert f is not None, f"port {port.number}: only {len(out)} of {n} frames"
         out.append(f)
     return out
+
+
+def test_pipelines_installed_over_p4runtime_keep_the_egress_order() -> None:
+    """SetForwardingPipelineConfig builds its pipeline with the switch's --egress-order."""
+    import functools
+
+    from softswitch.p4runtime.server import default_loader
+
+    loader = functools.partial(default_loader, egress_order="random", egress_seed=5)
+    pipeline, p4info = loader(SOURCE.encode())
+    assert pipeline.queued and pipeline.egress_order == "random"
+    assert p4info.registers[0].preamble.name == "E.last"
+
+
+def test_grpc_address_may_be_a_unix_socket() -> None:
+    assert parse_args(["--no-p4", "--grpc-server-addr", "unix:/tmp/x.sock"]).grpc_addr == (
+        "unix:/tmp/x.sock"
+    )
+    with pytest.raises(_UsageError, match="expected unix:PATH"):
+        parse_args(["--no-p4", "--grpc-server-addr", "unix:"])
