@@ -92,13 +92,13 @@ class AggregationJob:
                 "SwitchIngress.agg.conn_table",
                 [_ip(w.ip), _ip(r.ip), self.qp(k)],
                 "SwitchIngress.agg.set_conn",
-                [self.job, k, k, r.port],
+                [self.job, k, k, r.port, w.port, 0],
             )
             insert(
                 "SwitchEgress.agg.result_rewrite",
                 [self.job, k],
                 "SwitchEgress.agg.to_worker",
-                [_mac(SWITCH_MAC), _mac(r.mac), _ip(w.ip), _ip(r.ip), w.sport, self.qp(k)],
+                [_mac(SWITCH_MAC), _mac(r.mac), _ip(w.ip), _ip(r.ip), w.sport, self.qp(k), k],
             )
             replicas.append((r.port, k))
         pipeline.pre.set_group(self.mcast_grp, replicas)

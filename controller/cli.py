@@ -119,13 +119,17 @@ def add_verbs(sub: Any) -> None:
     regs.add_argument("--set", type=int, dest="value", metavar="VALUE",
                       help="write VALUE into cell --index, then read it back")
 
-    fault = sub.add_parser("fault", help="fault set|clear: data-plane loss per port").add_subparsers(
+    fault = sub.add_parser("fault", help="fault set|clear: data-plane loss/reordering per port").add_subparsers(
         dest="action", required=True)
     fset = fault.add_parser("set", help="drop packets on a switch port with a probability")
     fset.add_argument("switch")
     fset.add_argument("port", type=int)
     fset.add_argument("loss", type=float, help="probability 0..1")
     fset.add_argument("--direction", choices=("in", "out", "both"), default="both")
+    fset.add_argument("--reorder", type=float, default=0.0,
+                      help="also hold back this fraction (0..1) of aggregation packets")
+    fset.add_argument("--max-hold", type=int, default=8,
+                      help="a held packet leaves after at most this many later ones")
     fclear = fault.add_parser("clear", help="remove injected loss")
     fclear.add_argument("switch", nargs="?")
     fclear.add_argument("port", type=int, nargs="?")
@@ -317,9 +321,12 @@ class Commands:
         return 0
 
     def cmd_fault_set(self, args: argparse.Namespace) -> int:
-        self.controller.set_fault(args.switch, args.port, args.loss, args.direction)
-        self.message(f"{args.switch} port {args.port}: loss {args.loss:g} ({args.direction})",
-                     {"switch": args.switch, "port": args.port, "loss": args.loss})
+        self.controller.set_fault(args.switch, args.port, args.loss, args.direction,
+                                  reorder=args.reorder, max_hold=args.max_hold)
+        self.message(f"{args.switch} port {args.port}: loss {args.loss:g}, reorder "
+                     f"{args.reorder:g} ({args.direction})",
+                     {"switch": args.switch, "port": args.port, "loss": args.loss,
+                      "reorder": args.reorder})
         return 0
 
     def cmd_fault_clear(self, args: argparse.Namespace) -> int:
@@ -435,7 +442,7 @@ class Shell(cmd.Cmd):
         self._run("registers", line)
 
     def do_fault(self, line: str) -> None:
-        """fault set SWITCH PORT LOSS [--direction in|out|both] | fault clear [SWITCH [PORT]]"""
+        """fault set SWITCH PORT LOSS [--reorder F --max-hold N] [--direction in|out|both] | fault clear [SWITCH [PORT]]"""
         self._run("fault", line)
 
     def do_pipeline(self, line: str) -> None:

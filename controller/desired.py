@@ -84,9 +84,11 @@ def job_entities(plan: JobPlan, topo: Topology, switch: SwitchInfo,
         peer = plan.worker(w.peer)
         port = switch.port(peer.switch_port)
         out.append(ents.entity(ing.conn(w.ip, peer.ip, peer.recv_qpn, job,
-                                        part.conns[f"w{w.rank}"], w.position, port.port)))
+                                        part.conns[f"w{w.rank}"], w.position, port.port,
+                                        switch.port(w.switch_port).port, False)))
         out.append(ents.entity(eg.rewrite(job, w.position, False, port.mac, peer.mac, w.ip,
-                                          peer.ip, w.sport, peer.recv_qpn)))
+                                          peer.ip, w.sport, peer.recv_qpn,
+                                          part.conns[f"w{w.rank}"])))
         replicas.append((port.port, w.position))
     for i, child in enumerate(part.children):  # child switches: one rank each
         pos = part.child_base + i
@@ -94,7 +96,8 @@ def job_entities(plan: JobPlan, topo: Topology, switch: SwitchInfo,
         down = switch.port_to(child)
         child_ip = nr.switch_ip(below.device_id)
         out.append(ents.entity(ing.conn(child_ip, me, nr.link_qpn(job, pos, down=False), job,
-                                        part.conns[f"child{pos}"], pos, down.port)))
+                                        part.conns[f"child{pos}"], pos, down.port,
+                                        down.port, True)))
         out.append(ents.entity(eg.rewrite(job, pos, True, down.mac, below.port_to(switch.name).mac,
                                           me, child_ip, nr.link_sport(job),
                                           nr.link_qpn(job, pos, down=True))))
@@ -105,7 +108,8 @@ def job_entities(plan: JobPlan, topo: Topology, switch: SwitchInfo,
         up = switch.port_to(parent.name)
         parent_ip = nr.switch_ip(parent.device_id)
         out.append(ents.entity(ing.conn(parent_ip, me, nr.link_qpn(job, pos, down=True), job,
-                                        part.conns["parent"], nr.Limit.RANK_PARENT, up.port)))
+                                        part.conns["parent"], nr.Limit.RANK_PARENT, up.port,
+                                        up.port, True)))
         out.append(ents.entity(eg.rewrite(job, nr.Limit.RANK_PARENT, True, up.mac,
                                           parent.port_to(switch.name).mac, me, parent_ip,
                                           nr.link_sport(job), nr.link_qpn(job, pos, down=False))))
@@ -122,11 +126,17 @@ def parent_position(plan: JobPlan, child: str) -> int:
 def fault_entities(faults: Iterable[dict], switch: SwitchInfo,
                    schema: P4Schema) -> list[p4runtime_pb2.Entity]:
     loss = nr.PortLoss(schema)
+    reorder = nr.PortReorder(schema)
     out = []
     for f in faults:
         if f["switch"] != switch.name:
             continue
         for direction in ("in", "out"):
             if f["direction"] in (direction, "both"):
-                out.append(ents.entity(loss.lossy(direction, f["port"], f["threshold"])))
+                if f.get("threshold"):
+                    out.append(ents.entity(loss.lossy(direction, f["port"], f["threshold"])))
+                if f.get("reorder_threshold"):
+                    out.append(ents.entity(reorder.reorder(
+                        direction, f["port"], f["reorder_threshold"],
+                        f.get("max_hold", nr.Limit.REORDER_MAX_HOLD))))
     return out

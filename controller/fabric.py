@@ -269,7 +269,11 @@ class Controller:
             raise JobError("job", str(err.args[0])) from None
 
     # --------------------------------------------------------------- faults
-    def set_fault(self, switch: str, port: int, loss: float, direction: str = "both") -> None:
+    def set_fault(self, switch: str, port: int, loss: float, direction: str = "both",
+                  reorder: float = 0.0, max_hold: int = nr.Limit.REORDER_MAX_HOLD) -> None:
+        """Loss and/or reordering on a switch port (docs/protocol.md section 5): ``loss``
+        drops, ``reorder`` holds that fraction of aggregation packets back until at most
+        ``max_hold`` later ones have passed."""
         info = self.topology.switch(self.switch(switch).name)
         if port not in {p.port for p in info.ports}:
             raise ControllerError(f"port: switch {switch} has no port {port} "
@@ -280,12 +284,20 @@ class Controller:
             threshold = nr.loss_threshold(loss)
         except ValueError as err:
             raise ControllerError(f"loss: {err}") from None
+        try:
+            reorder_threshold = nr.loss_threshold(reorder, "reorder")
+        except ValueError as err:
+            raise ControllerError(f"reorder: {err}") from None
+        if not 0 <= max_hold <= 255:
+            raise ControllerError(f"max_hold: {max_hold} outside 0..255")
 
         def change(state: ControllerState) -> None:
             state.faults = [f for f in state.faults if not (f["switch"] == switch and f["port"] == port)]
-            if threshold:
+            if threshold or reorder_threshold:
                 state.faults.append({"switch": switch, "port": port, "direction": direction,
-                                     "threshold": threshold, "loss": loss})
+                                     "threshold": threshold, "loss": loss,
+                                     "reorder_threshold": reorder_threshold, "reorder": reorder,
+                                     "max_hold": max_hold})
 
         self._update(change, [switch])
 

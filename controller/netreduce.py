@@ -41,6 +41,11 @@ class DropReason(enum.IntEnum):
     TTL = 12
     NO_ROUTE = 13
     BAD_CHECKSUM = 14
+    WRONG_PORT = 15
+    FORGED_SWITCH = 16
+    STALE_RESULT = 17
+    REPEAT_RESULT = 18
+    BAD_INDEX = 19
 
 
 class Limit(enum.IntEnum):
@@ -52,8 +57,9 @@ class Limit(enum.IntEnum):
     BIND = 4  # message bindings per connection: credits may not exceed it
     MAX_RANKS = 32
     RANK_PARENT = 255
-    DROP_REASONS = 16
+    DROP_REASONS = 32
     LOSS_ALWAYS = 65536  # PortLoss threshold meaning "drop everything"
+    REORDER_MAX_HOLD = 8  # PortReorder default: a held packet is overtaken by at most 8
 
 
 ROCE_V2_PORT = 4791
@@ -145,12 +151,15 @@ class AggregationIngress:
         )
 
     def conn(self, src_ip: str, dst_ip: str, dqpn: int, job: int, conn: int, rank: int,
-             result_port: int) -> p4runtime_pb2.TableEntry:
+             result_port: int, in_port: int, fabric: bool) -> p4runtime_pb2.TableEntry:
+        """A connection: ``in_port`` is the only port its packets may arrive on and
+        ``fabric`` marks a link between switches (docs/protocol.md section 4.1)."""
         return self.schema.table_entry(
             self.CONN_TABLE,
             {"hdr.ipv4.srcAddr": src_ip, "hdr.ipv4.dstAddr": dst_ip, "hdr.bth.dqpn": dqpn},
             "SwitchIngress.agg.set_conn",
-            {"job": job, "conn": conn, "rank": rank, "result_port": result_port},
+            {"job": job, "conn": conn, "rank": rank, "result_port": result_port,
+             "in_port": in_port, "fabric": int(fabric)},
         )
 
 
@@ -166,12 +175,17 @@ class AggregationEgress:
         self.schema = schema
 
     def rewrite(self, job: int, target: int, to_switch: bool, smac: str, dmac: str,
-                sip: str, dip: str, sport: int, dqpn: int) -> p4runtime_pb2.TableEntry:
+                sip: str, dip: str, sport: int, dqpn: int,
+                conn: int = 0) -> p4runtime_pb2.TableEntry:
+        """The rewrite of results for ``target``; a worker's also names its connection
+        index ``conn``, whose bindings give the results' PSN and RETH."""
         action = "SwitchEgress.agg.to_switch" if to_switch else "SwitchEgress.agg.to_worker"
+        params = {"smac": smac, "dmac": dmac, "sip": sip, "dip": dip, "sport": sport,
+                  "dqpn": dqpn}
+        if not to_switch:
+            params["conn"] = conn
         return self.schema.table_entry(
-            self.RESULT_REWRITE, {"meta.nr.job": job, "meta.nr.target": target}, action,
-            {"smac": smac, "dmac": dmac, "sip": sip, "dip": dip, "sport": sport, "dqpn": dqpn},
-        )
+            self.RESULT_REWRITE, {"meta.nr.job": job, "meta.nr.target": target}, action, params)
 
 
 class Ipv4Forwarding:
@@ -218,6 +232,23 @@ class PortLoss:
         return self.schema.table_entry(table, {"port": port}, action, {"threshold": threshold})
 
 
+class PortReorder:
+    """``SwitchIngress.reorder`` and ``SwitchEgress.reorder``: injected reordering."""
+
+    INGRESS = "SwitchIngress.reorder.port_reorder"
+    EGRESS = "SwitchEgress.reorder.port_reorder"
+
+    def __init__(self, schema: P4Schema) -> None:
+        self.schema = schema
+
+    def reorder(self, direction: str, port: int, threshold: int,
+                max_hold: int = Limit.REORDER_MAX_HOLD) -> p4runtime_pb2.TableEntry:
+        table = self.INGRESS if direction == "in" else self.EGRESS
+        action = table.rsplit(".", 1)[0] + ".reorder"
+        return self.schema.table_entry(table, {"port": port}, action,
+                                       {"threshold": threshold, "max_hold": max_hold})
+
+
 class SwitchCounters:
     """Counters of ``SwitchIngress``/``SwitchEgress`` themselves."""
 
@@ -227,8 +258,8 @@ class SwitchCounters:
     EGRESS_DROPS = "SwitchEgress.drops"
 
 
-def loss_threshold(probability: float) -> int:
-    """PortLoss threshold (out of 65536) for a drop probability in [0, 1]."""
+def loss_threshold(probability: float, what: str = "loss") -> int:
+    """PortLoss/PortReorder threshold (out of 65536) for a probability in [0, 1]."""
     if not 0.0 <= probability <= 1.0:
-        raise ValueError(f"loss probability {probability} outside 0..1")
+        raise ValueError(f"{what} probability {probability} outside 0..1")
     return round(probability * Limit.LOSS_ALWAYS)

@@ -12,7 +12,11 @@
  *     contribution releases the result: multicast to every member connection (root), or
  *     one partial aggregate to the parent switch (leaf), which answers with the total;
  *   - the egress rewrites every result replica into a valid packet of the receiving
- *     worker's own connection (addresses, QP, PSN, RETH).
+ *     worker's own connection (addresses, QP, and the PSN and RETH of that connection's
+ *     binding of the message, which the ingress wrote: the same whatever order egress
+ *     runs packets in);
+ *   - a connection's packets count only on its own port, switch packets only on links
+ *     between switches, and every register index is checked (docs/protocol.md sec. 9).
  * Configuration is only tables, multicast groups and (unused here) clone sessions:
  * registers hold data-plane state and are never written by the controller. */
 
@@ -43,12 +47,39 @@ parser SwitchParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* Only unfragmented packets without options carry a transport header we read. */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
-            (5, 0, IPPROTO_TCP): parse_tcp;
-            (5, 0, IPPROTO_UDP): parse_udp;
+        transition select(hdr.ipv4.ihl) {
+            0: accept;
+            1: accept;
+            2: accept;
+            3: accept;
+            4: accept;
+            5: parse_l4;
+            default: parse_ipv4_options;
+        }
+    }
+
+    /* Options are kept as they are (the checksum covers them); only unfragmented packets
+     * without options can be aggregation packets. */
+    state parse_ipv4_options {
+        packet.extract(hdr.ipv4_options, (bit<32>)(((bit<16>)hdr.ipv4.ihl - 5) * 32));
+        transition select(hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (0, IPPROTO_TCP): parse_tcp;
+            (0, IPPROTO_UDP): parse_udp_only;
             default: accept;
         }
+    }
+
+    state parse_l4 {
+        transition select(hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (0, IPPROTO_TCP): parse_tcp;
+            (0, IPPROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp_only {
+        packet.extract(hdr.udp);
+        transition accept;
     }
 
     state parse_tcp {
@@ -99,22 +130,30 @@ parser SwitchParser(packet_in packet,
 
 /* ======================================================================= checksums */
 
+/* The IPv4 header checksum covers the options too: one list without, one with them. */
+#define NR_IPV4_BASE_FIELDS                                                       \
+    hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,         \
+    hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,   \
+    hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr
+
 control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        verify_checksum(hdr.ipv4.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
-              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
-              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+        verify_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+            { NR_IPV4_BASE_FIELDS },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+        verify_checksum(hdr.ipv4.isValid() && hdr.ipv4_options.isValid(),
+            { NR_IPV4_BASE_FIELDS, hdr.ipv4_options.options },
             hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
     }
 }
 
 control SwitchComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
-              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
-              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+        update_checksum(hdr.ipv4.isValid() && !hdr.ipv4_options.isValid(),
+            { NR_IPV4_BASE_FIELDS },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+        update_checksum(hdr.ipv4.isValid() && hdr.ipv4_options.isValid(),
+            { NR_IPV4_BASE_FIELDS, hdr.ipv4_options.options },
             hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
     }
 }
@@ -146,6 +185,177 @@ control PortLoss(in bit<9> port,
             if (r < loss_threshold) {
                 meta.drop_reason = DROP_FAULT;
                 mark_to_drop(standard_metadata);
+            }
+        }
+    }
+}
+
+/* Reorders aggregation packets on a port: a packet picked with probability
+ * threshold / 65536 is swapped with the one the port's buffer holds (the held packet
+ * continues in its place, the picked one waits; an empty buffer just takes it).  A
+ * packet held for max_hold later aggregation packets is swapped out by the next one, so
+ * a held packet is overtaken by at most max_hold others, or waits until more traffic
+ * comes.  Only aggregation-format packets (fully parsed, fixed size) are held: a swap
+ * then exchanges whole packets.  Used once on the ingress port and once on the egress
+ * port, each with its own buffers. */
+#define NR_HOLD_ELEM(i)                                                           \
+    held_data.read(h_word, data_base + i);                                        \
+    held_data.write(data_base + i, (bit<32>)hdr.nr_data.e##i);                    \
+    hdr.nr_data.e##i = (int<32>)h_word;
+
+control PortReorder(in bit<9> port,
+                    inout headers_t hdr,
+                    inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    counter(NR_PORTS, CounterType.packets) reordered;   /* packets put into the buffer */
+
+    /* The held packet of each port: header fields packed into words, then its elements. */
+    register<bit<8>>(NR_PORTS) held_state;    /* 0 empty; else 1 + (RETH valid) * 2 + (tag) * 4 */
+    register<bit<8>>(NR_PORTS) held_age;      /* aggregation packets that passed it */
+    register<bit<96>>(NR_PORTS) held_eth;
+    register<bit<160>>(NR_PORTS) held_ipv4;
+    register<bit<64>>(NR_PORTS) held_udp;
+    register<bit<96>>(NR_PORTS) held_bth;
+    register<bit<128>>(NR_PORTS) held_reth;
+    register<bit<128>>(NR_PORTS) held_tag;
+    register<bit<32>>(NR_PORTS) held_icrc;
+    register<bit<32>>(NR_PORTS * NR_ELEMS) held_data;
+
+    bit<17> reorder_threshold = 0;
+    bit<8> reorder_max_hold = 0;
+
+    action reorder(bit<17> threshold, bit<8> max_hold) {
+        reorder_threshold = threshold;
+        reorder_max_hold = max_hold;
+    }
+
+    table port_reorder {
+        key = { port: exact; }
+        actions = { reorder; NoAction; }
+        default_action = NoAction();
+        size = NR_PORTS;
+    }
+
+    apply {
+        bool picked = false;
+        if (hdr.nr_data.isValid()) {
+            picked = port_reorder.apply().hit;
+        }
+        if (picked) {
+            bit<32> pi = (bit<32>)port;
+            bit<8> occupied;
+            bit<8> age;
+            bit<17> r;
+            held_state.read(occupied, pi);
+            held_age.read(age, pi);
+            random(r, 17w0, 17w0xFFFF);
+            if (r < reorder_threshold || (occupied != 0 && age >= reorder_max_hold)) {
+                /* Swap the packet with the held one, field by field. */
+                bit<8> mine = 1;
+                if (hdr.reth.isValid()) { mine = mine | 2; }
+                if (hdr.nr_tag.isValid()) { mine = mine | 4; }
+                bit<96> h_eth;
+                bit<160> h_ipv4;
+                bit<64> h_udp;
+                bit<96> h_bth;
+                bit<128> h_reth;
+                bit<128> h_tag;
+                bit<32> h_icrc;
+                bit<32> h_word;
+                held_eth.read(h_eth, pi);
+                held_ipv4.read(h_ipv4, pi);
+                held_udp.read(h_udp, pi);
+                held_bth.read(h_bth, pi);
+                held_reth.read(h_reth, pi);
+                held_tag.read(h_tag, pi);
+                held_icrc.read(h_icrc, pi);
+                held_eth.write(pi, hdr.ethernet.dstAddr ++ hdr.ethernet.srcAddr);
+                held_ipv4.write(pi, hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.diffserv
+                    ++ hdr.ipv4.totalLen ++ hdr.ipv4.identification ++ hdr.ipv4.flags
+                    ++ hdr.ipv4.fragOffset ++ hdr.ipv4.ttl ++ hdr.ipv4.protocol
+                    ++ hdr.ipv4.hdrChecksum ++ hdr.ipv4.srcAddr ++ hdr.ipv4.dstAddr);
+                held_udp.write(pi, hdr.udp.srcPort ++ hdr.udp.dstPort ++ hdr.udp.length
+                    ++ hdr.udp.checksum);
+                held_bth.write(pi, hdr.bth.opcode ++ hdr.bth.se ++ hdr.bth.migreq
+                    ++ hdr.bth.padcnt ++ hdr.bth.tver ++ hdr.bth.pkey ++ hdr.bth.fecn
+                    ++ hdr.bth.becn ++ hdr.bth.resv6 ++ hdr.bth.dqpn ++ hdr.bth.ackreq
+                    ++ hdr.bth.resv7 ++ hdr.bth.psn);
+                if (hdr.reth.isValid()) {
+                    held_reth.write(pi, hdr.reth.va ++ hdr.reth.rkey ++ hdr.reth.dmaLen);
+                }
+                if (hdr.nr_tag.isValid()) {
+                    held_tag.write(pi, hdr.nr_tag.magic ++ hdr.nr_tag.job ++ hdr.nr_tag.msg
+                        ++ hdr.nr_tag.slot ++ hdr.nr_tag.npkts ++ hdr.nr_tag.pktIdx
+                        ++ hdr.nr_tag.rank ++ hdr.nr_tag.flags ++ hdr.nr_tag.window);
+                }
+                held_icrc.write(pi, hdr.icrc.icrc);
+                bit<32> data_base = pi * NR_ELEMS;
+                NR_FOR_EACH_ELEM(NR_HOLD_ELEM)
+                held_state.write(pi, mine);
+                held_age.write(pi, 0);
+                reordered.count(pi);
+                if (occupied == 0) {
+                    /* Nothing was held: this packet waits, nothing leaves now. */
+                    meta.held = 1;
+                    mark_to_drop(standard_metadata);
+                } else {
+                    hdr.ethernet.dstAddr = h_eth[95:48];
+                    hdr.ethernet.srcAddr = h_eth[47:0];
+                    hdr.ipv4.version = h_ipv4[159:156];
+                    hdr.ipv4.ihl = h_ipv4[155:152];
+                    hdr.ipv4.diffserv = h_ipv4[151:144];
+                    hdr.ipv4.totalLen = h_ipv4[143:128];
+                    hdr.ipv4.identification = h_ipv4[127:112];
+                    hdr.ipv4.flags = h_ipv4[111:109];
+                    hdr.ipv4.fragOffset = h_ipv4[108:96];
+                    hdr.ipv4.ttl = h_ipv4[95:88];
+                    hdr.ipv4.protocol = h_ipv4[87:80];
+                    hdr.ipv4.hdrChecksum = h_ipv4[79:64];
+                    hdr.ipv4.srcAddr = h_ipv4[63:32];
+                    hdr.ipv4.dstAddr = h_ipv4[31:0];
+                    hdr.udp.srcPort = h_udp[63:48];
+                    hdr.udp.dstPort = h_udp[47:32];
+                    hdr.udp.length = h_udp[31:16];
+                    hdr.udp.checksum = h_udp[15:0];
+                    hdr.bth.opcode = h_bth[95:88];
+                    hdr.bth.se = h_bth[87:87];
+                    hdr.bth.migreq = h_bth[86:86];
+                    hdr.bth.padcnt = h_bth[85:84];
+                    hdr.bth.tver = h_bth[83:80];
+                    hdr.bth.pkey = h_bth[79:64];
+                    hdr.bth.fecn = h_bth[63:63];
+                    hdr.bth.becn = h_bth[62:62];
+                    hdr.bth.resv6 = h_bth[61:56];
+                    hdr.bth.dqpn = h_bth[55:32];
+                    hdr.bth.ackreq = h_bth[31:31];
+                    hdr.bth.resv7 = h_bth[30:24];
+                    hdr.bth.psn = h_bth[23:0];
+                    if ((occupied & 2) != 0) {
+                        hdr.reth.setValid();
+                        hdr.reth.va = h_reth[127:64];
+                        hdr.reth.rkey = h_reth[63:32];
+                        hdr.reth.dmaLen = h_reth[31:0];
+                    } else {
+                        hdr.reth.setInvalid();
+                    }
+                    if ((occupied & 4) != 0) {
+                        hdr.nr_tag.setValid();
+                        hdr.nr_tag.magic = h_tag[127:112];
+                        hdr.nr_tag.job = h_tag[111:96];
+                        hdr.nr_tag.msg = h_tag[95:80];
+                        hdr.nr_tag.slot = h_tag[79:64];
+                        hdr.nr_tag.npkts = h_tag[63:48];
+                        hdr.nr_tag.pktIdx = h_tag[47:32];
+                        hdr.nr_tag.rank = h_tag[31:24];
+                        hdr.nr_tag.flags = h_tag[23:16];
+                        hdr.nr_tag.window = h_tag[15:0];
+                    } else {
+                        hdr.nr_tag.setInvalid();
+                    }
+                    hdr.icrc.icrc = h_icrc;
+                }
+            } else if (occupied != 0 && age != 255) {
+                held_age.write(pi, age + 1);
             }
         }
     }
@@ -219,6 +429,21 @@ control Ipv4Forwarding(inout headers_t hdr,
 
 /* ============================================================ aggregation: ingress */
 
+/* Message bindings, per connection: index conn * NR_BIND + msg % NR_BIND.  Written by the
+ * ingress when a worker's first packet opens a message; read by the ingress (to place the
+ * message's later packets) and by the egress (every result for that connection takes its
+ * PSN and RETH from here).  They are declared at the top level so that both controls use
+ * the same arrays: a result replica then reads what the ingress wrote before the slot
+ * could complete, whatever order the egress runs replicas and other packets in. */
+register<bit<24>>(NR_BINDINGS) bind_psn;     /* PSN of the first packet */
+register<bit<16>>(NR_BINDINGS) bind_npkts;   /* 0 = unused */
+register<bit<16>>(NR_BINDINGS) bind_slot;
+register<bit<16>>(NR_BINDINGS) bind_msg;
+register<bit<1>>(NR_BINDINGS) bind_ver;
+register<bit<64>>(NR_BINDINGS) bind_va;      /* the first packet's RETH */
+register<bit<32>>(NR_BINDINGS) bind_rkey;
+register<bit<32>>(NR_BINDINGS) bind_dma_len;
+
 /* Per-element work, expanded for every element by NR_FOR_EACH_ELEM (nr_elems.p4). */
 
 /* Add the packet's element into the slot with saturation, note an overflow, and leave
@@ -272,20 +497,15 @@ control AggregationIngress(inout headers_t hdr,
     register<bit<16>>(NR_SLOT_COPIES) slot_job;       /* job that last used the copy */
     register<bit<16>>(NR_SLOT_COPIES) slot_msg;       /* message it holds */
     register<bit<32>>(NR_SLOT_COPIES) slot_bitmap;    /* ranks that contributed */
-    register<bit<8>>(NR_SLOT_COPIES) slot_count;      /* how many contributed */
+    register<bit<8>>(NR_SLOT_COPIES) slot_filled;     /* how many contributed */
     register<bit<8>>(NR_SLOT_COPIES) slot_flags;      /* NR_SLOT_* */
+    register<bit<48>>(NR_SLOT_COPIES) slot_sent_at;   /* leaf: when the partial last went up */
     register<bit<32>>(NR_SLOT_COPIES * NR_ELEMS) slot_sums;  /* g * NR_ELEMS + element */
     /* Final slots of a message, at the copy of its first slot: job ++ msg ++ count. */
     register<bit<48>>(NR_SLOT_COPIES) msg_progress;
 
-    /* Per connection: messages started, and NR_BIND message bindings
-     * (index conn * NR_BIND + msg % NR_BIND). */
+    /* Per connection: messages started. */
     register<bit<16>>(NR_CONNS) conn_started;
-    register<bit<24>>(NR_CONNS * NR_BIND) bind_psn;    /* PSN of the first packet */
-    register<bit<16>>(NR_CONNS * NR_BIND) bind_npkts;  /* 0 = unused */
-    register<bit<16>>(NR_CONNS * NR_BIND) bind_slot;
-    register<bit<16>>(NR_CONNS * NR_BIND) bind_msg;
-    register<bit<1>>(NR_CONNS * NR_BIND) bind_ver;
 
     /* Per job: messages whose every slot holds its final result at this switch. */
     register<bit<16>>(NR_JOBS) job_done;
@@ -297,12 +517,17 @@ control AggregationIngress(inout headers_t hdr,
 
     /* An aggregation connection: a worker's QP (rank = its bitmap position), a child
      * switch's uplink (rank = its bitmap position) or the parent's downlink
-     * (rank = NR_RANK_PARENT).  result_port: where results for this connection leave. */
-    action set_conn(bit<16> job, bit<16> conn, bit<8> rank, bit<9> result_port) {
+     * (rank = NR_RANK_PARENT).  result_port: where results for this connection leave;
+     * in_port: the only port its packets may arrive on; fabric: 1 for the links between
+     * switches (their packets, and only theirs, carry the SWITCH flag). */
+    action set_conn(bit<16> job, bit<16> conn, bit<8> rank, bit<9> result_port,
+                    bit<9> in_port, bit<1> fabric) {
         meta.nr.job = job;
         meta.nr.conn = conn;
         meta.nr.rank = rank;
         meta.nr.result_port = result_port;
+        meta.nr.in_port = in_port;
+        meta.nr.fabric = fabric;
     }
 
     table conn_table {
@@ -368,15 +593,23 @@ control AggregationIngress(inout headers_t hdr,
             /* Otherwise ordinary RoCE traffic: the caller routes it. */
         } else {
             meta.nr.handled = 1;
-            meta.nr.psn = hdr.bth.psn;
 
-            /* ---- 1. the job, and whether this connection belongs to it */
-            if (meta.nr.job >= NR_JOBS) {
-                drop_packet(DROP_UNKNOWN_JOB);
+            /* ---- 1. the job, and whether this packet may speak for this connection */
+            if (meta.nr.job >= NR_JOBS || meta.nr.conn >= NR_CONNS) {
+                drop_packet(DROP_BAD_INDEX);
+            } else if (standard_metadata.ingress_port != meta.nr.in_port) {
+                /* Someone else's addresses and QP: a connection lives on one port. */
+                drop_packet(DROP_WRONG_PORT);
             } else if (!job_table.apply().hit) {
                 drop_packet(DROP_UNKNOWN_JOB);
             } else if (hdr.nr_tag.isValid() && hdr.nr_tag.job != meta.nr.job) {
                 drop_packet(DROP_MALFORMED);
+            } else if (hdr.nr_tag.isValid()
+                       && ((hdr.nr_tag.flags & NR_FLAG_SWITCH) != 0) != (meta.nr.fabric == 1)) {
+                /* Only links between switches carry switch packets, and only those. */
+                drop_packet(DROP_FORGED_SWITCH);
+            } else if (!hdr.nr_tag.isValid() && meta.nr.fabric == 1) {
+                drop_packet(DROP_FORGED_SWITCH);
             } else if (meta.nr.rank == NR_RANK_PARENT) {
                 if (meta.nr.role != NR_ROLE_LEAF) {
                     drop_packet(DROP_NON_MEMBER);
@@ -393,15 +626,19 @@ control AggregationIngress(inout headers_t hdr,
                     meta.nr.slot_first = hdr.nr_tag.slot;
                     meta.nr.npkts = hdr.nr_tag.npkts;
                     meta.nr.pkt_idx = hdr.nr_tag.pktIdx;
-                    meta.nr.ver = hdr.nr_tag.flags[0:0];
-                    meta.nr.tag_overflow = hdr.nr_tag.flags[1:1];
-                    meta.nr.from_switch = hdr.nr_tag.flags[3:3];
-                    bit<1> is_result = hdr.nr_tag.flags[2:2];
+                    if ((hdr.nr_tag.flags & NR_FLAG_VERSION) != 0) {
+                        meta.nr.ver = 1;
+                    }
+                    if ((hdr.nr_tag.flags & NR_FLAG_OVERFLOW) != 0) {
+                        meta.nr.tag_overflow = 1;
+                    }
+                    meta.nr.from_switch = meta.nr.fabric;
+                    bool is_result = (hdr.nr_tag.flags & NR_FLAG_RESULT) != 0;
                     bool from_parent = meta.nr.rank == NR_RANK_PARENT;
                     if (meta.nr.npkts == 0 || meta.nr.pkt_idx >= meta.nr.npkts
                             || (meta.nr.from_switch == 0 && meta.nr.pkt_idx != 0)
-                            || (from_parent && (meta.nr.from_switch == 0 || is_result == 0))
-                            || (!from_parent && is_result == 1)) {
+                            || (from_parent && (!is_result || meta.nr.fabric == 0))
+                            || (!from_parent && is_result)) {
                         drop_packet(DROP_MALFORMED);
                     } else if ((bit<32>)meta.nr.slot_first + (bit<32>)meta.nr.npkts
                                > (bit<32>)meta.nr.slot_count) {
@@ -416,14 +653,36 @@ control AggregationIngress(inout headers_t hdr,
                         bind_npkts.read(known_npkts, bi);
                         bind_msg.read(known_msg, bi);
                         bind_psn.read(known_psn, bi);
-                        if (known_npkts == 0 || known_msg != meta.nr.msg
-                                || known_psn != hdr.bth.psn) {
-                            /* A new message: it needs one of the job's credits. */
+                        bool bound = known_npkts != 0;
+                        if (bound && known_msg == meta.nr.msg && known_psn == hdr.bth.psn) {
+                            /* A retransmission of the bound message: no new credit. */
+                        } else if (bound && ((meta.nr.msg - known_msg) & 0x8000) != 0) {
+                            /* Older than the message bound here (serial-number order):
+                             * a late copy, which must neither take a credit nor
+                             * overwrite the newer binding. */
+                            drop_packet(DROP_STALE);
+                        } else if (bound && known_msg == meta.nr.msg) {
+                            /* The same message with another PSN: not from this sender. */
+                            drop_packet(DROP_MALFORMED);
+                        } else {
+                            /* A new message: it needs one of the job's credits.  The limit
+                             * is the job's credits, or the window the worker says it uses
+                             * if that is larger (up to NR_BIND): after `credits set` lowers
+                             * the limit, messages a worker sent before it learnt the new
+                             * value (from a result) still pass. */
+                            bit<16> limit = meta.nr.credits;
+                            bit<16> echo = hdr.nr_tag.window;
+                            if (echo > NR_BIND) {
+                                echo = NR_BIND;
+                            }
+                            if (echo > limit) {
+                                limit = echo;
+                            }
                             bit<16> started;
                             bit<16> done;
                             conn_started.read(started, (bit<32>)meta.nr.conn);
                             job_done.read(done, (bit<32>)meta.nr.job);
-                            if (started - done >= meta.nr.credits) {
+                            if (started - done >= limit) {
                                 drop_packet(DROP_CREDIT);
                             } else {
                                 conn_started.write((bit<32>)meta.nr.conn, started + 1);
@@ -432,11 +691,12 @@ control AggregationIngress(inout headers_t hdr,
                                 bind_slot.write(bi, meta.nr.slot_first);
                                 bind_msg.write(bi, meta.nr.msg);
                                 bind_ver.write(bi, meta.nr.ver);
+                                bind_va.write(bi, hdr.reth.va);
+                                bind_rkey.write(bi, hdr.reth.rkey);
+                                bind_dma_len.write(bi, hdr.reth.dmaLen);
                             }
                         }
                     }
-                } else if (meta.nr.rank == NR_RANK_PARENT) {
-                    drop_packet(DROP_MALFORMED);
                 } else {
                     /* A later packet: find its message from the PSN. */
                     bit<32> bind_base = (bit<32>)meta.nr.conn * NR_BIND;
@@ -454,8 +714,15 @@ control AggregationIngress(inout headers_t hdr,
             }
 
             /* ---- 3. the slot: add, detect duplicates, complete */
+            bit<32> first_slot = meta.nr.slot_base + (bit<32>)meta.nr.slot_first;
+            if (meta.drop_reason == DROP_NONE
+                    && (meta.nr.slot_base >= NR_SLOTS
+                        || first_slot + (bit<32>)meta.nr.npkts > NR_SLOTS)) {
+                /* The job's range runs past the switch's slots: never index outside the
+                 * arrays (release builds of BMv2 do not check). */
+                drop_packet(DROP_BAD_INDEX);
+            }
             if (meta.drop_reason == DROP_NONE) {
-                bit<32> first_slot = meta.nr.slot_base + (bit<32>)meta.nr.slot_first;
                 bit<32> g_first = first_slot * 2 + (bit<32>)meta.nr.ver;
                 meta.nr.g = (first_slot + (bit<32>)meta.nr.pkt_idx) * 2 + (bit<32>)meta.nr.ver;
                 bit<32> elem_base = meta.nr.g * NR_ELEMS;
@@ -470,26 +737,30 @@ control AggregationIngress(inout headers_t hdr,
                 slot_job.read(s_job, meta.nr.g);
                 slot_msg.read(s_msg, meta.nr.g);
                 slot_bitmap.read(s_bitmap, meta.nr.g);
-                slot_count.read(s_count, meta.nr.g);
+                slot_filled.read(s_count, meta.nr.g);
                 slot_flags.read(s_flags, meta.nr.g);
                 slot_job.read(o_job, meta.nr.g ^ 1);
-                slot_count.read(o_count, meta.nr.g ^ 1);
+                slot_filled.read(o_count, meta.nr.g ^ 1);
 
                 bit<32> old_sum;
                 int<32> new_sum;
                 bit<1> overflow = 0;
                 bool final_now = false;
+                bit<48> now = standard_metadata.ingress_global_timestamp;
 
                 if (meta.nr.rank == NR_RANK_PARENT) {
                     /* The parent's total for a slot whose partial we sent up. */
                     if (s_job != meta.nr.job || s_msg != meta.nr.msg
                             || s_count != meta.nr.expected) {
                         drop_packet(DROP_STALE);
+                    } else if ((s_flags & NR_SLOT_FINAL) != 0) {
+                        /* Already final and multicast: a repeated answer (we sent the
+                         * partial again).  Workers missing the result fetch it with a
+                         * retransmission; multicasting again would only amplify. */
+                        drop_packet(DROP_REPEAT_RESULT);
                     } else {
                         NR_FOR_EACH_ELEM(NR_STORE)
-                        if ((s_flags & NR_SLOT_FINAL) == 0) {
-                            final_now = true;
-                        }
+                        final_now = true;
                         s_flags = NR_SLOT_FINAL;
                         if (meta.nr.tag_overflow == 1) {
                             s_flags = s_flags | NR_SLOT_OVERFLOW;
@@ -513,16 +784,28 @@ control AggregationIngress(inout headers_t hdr,
                         duplicates.count((bit<32>)meta.nr.job);
                         if (s_count != meta.nr.expected) {
                             mark_to_drop(standard_metadata);  /* others still missing */
-                        } else {
+                        } else if (meta.nr.role == NR_ROLE_ROOT
+                                   || (s_flags & NR_SLOT_FINAL) != 0) {
                             NR_FOR_EACH_ELEM(NR_LOAD)
                             if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                                 meta.nr.out_overflow = 1;
                             }
-                            if (meta.nr.role == NR_ROLE_ROOT
-                                    || (s_flags & NR_SLOT_FINAL) != 0) {
-                                emit_to_conn();
+                            emit_to_conn();
+                        } else {
+                            /* Complete here, waiting for the parent: our partial may have
+                             * been lost.  Send it again, but at most once per
+                             * NR_RESEND_US however many workers retransmit. */
+                            bit<48> sent_at;
+                            slot_sent_at.read(sent_at, meta.nr.g);
+                            if (now - sent_at >= NR_RESEND_US) {
+                                slot_sent_at.write(meta.nr.g, now);
+                                NR_FOR_EACH_ELEM(NR_LOAD)
+                                if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
+                                    meta.nr.out_overflow = 1;
+                                }
+                                emit_up();
                             } else {
-                                emit_up();   /* our partial may have been lost */
+                                mark_to_drop(standard_metadata);
                             }
                         }
                     } else {
@@ -542,7 +825,6 @@ control AggregationIngress(inout headers_t hdr,
                         if (overflow == 1 || meta.nr.tag_overflow == 1) {
                             s_flags = s_flags | NR_SLOT_OVERFLOW;
                         }
-                        meta.nr.record = 1;
                         if (s_count == meta.nr.expected) {
                             completions.count((bit<32>)meta.nr.job);
                             if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
@@ -553,17 +835,17 @@ control AggregationIngress(inout headers_t hdr,
                                 final_now = true;
                                 emit_to_group();
                             } else {
+                                slot_sent_at.write(meta.nr.g, now);
                                 emit_up();
                             }
                         } else {
-                            /* Absorbed: the egress records its PSN, then drops it. */
-                            meta.nr.absorb = 1;
-                            standard_metadata.egress_spec = standard_metadata.ingress_port;
+                            /* Absorbed: results read PSN and RETH from the bindings. */
+                            mark_to_drop(standard_metadata);
                         }
                         slot_job.write(meta.nr.g, meta.nr.job);
                         slot_msg.write(meta.nr.g, meta.nr.msg);
                         slot_bitmap.write(meta.nr.g, s_bitmap);
-                        slot_count.write(meta.nr.g, s_count);
+                        slot_filled.write(meta.nr.g, s_count);
                         slot_flags.write(meta.nr.g, s_flags);
                     }
                 }
@@ -610,18 +892,15 @@ control AggregationEgress(inout headers_t hdr,
     counter(NR_JOBS, CounterType.packets) results_sent;
     counter(NR_JOBS, CounterType.packets) partials_sent;
 
-    /* What each contribution arrived with, per slot copy and rank
-     * (index g * NR_MAX_RANKS + rank): the PSN, and the RETH of first packets.  The
-     * egress keeps them because only the egress sees each result replica. */
-    register<bit<24>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_psn;
-    register<bit<64>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_va;
-    register<bit<32>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_rkey;
-    register<bit<32>>(NR_SLOT_COPIES * NR_MAX_RANKS) rank_dma_len;
+    bit<16> target_conn = 0;
+    bit<8> tag_flags = 0;   /* VERSION and OVERFLOW of the packet's slot copy */
 
-    /* A worker connection: the receiver's view of the connection of rank `target`. */
+    /* A worker connection: the receiver's view of the connection of rank `target`
+     * (conn: that connection's index, whose bindings give the result's PSN and RETH). */
     action to_worker(bit<48> smac, bit<48> dmac, bit<32> sip, bit<32> dip,
-                     bit<16> sport, bit<24> dqpn) {
+                     bit<16> sport, bit<24> dqpn, bit<16> conn) {
         NR_SET_ADDRESSES
+        target_conn = conn;
     }
 
     /* A link to a parent or child switch. */
@@ -649,8 +928,8 @@ control AggregationEgress(inout headers_t hdr,
         hdr.nr_tag.npkts = meta.nr.npkts;
         hdr.nr_tag.pktIdx = pkt_idx;
         hdr.nr_tag.rank = meta.nr.target;
-        hdr.nr_tag.flags = flags | (7w0 ++ meta.nr.ver) | ((7w0 ++ meta.nr.out_overflow) << 1);
-        hdr.nr_tag.reserved = 0;
+        hdr.nr_tag.flags = flags | tag_flags;
+        hdr.nr_tag.window = meta.nr.credits;   /* workers learn the job's credits */
     }
 
     /* Header fields every emitted aggregation packet shares. */
@@ -674,59 +953,73 @@ control AggregationEgress(inout headers_t hdr,
     }
 
     apply {
-        if (meta.nr.record == 1) {
-            bit<32> ri = meta.nr.g * NR_MAX_RANKS + (bit<32>)meta.nr.rank;
-            rank_psn.write(ri, meta.nr.psn);
-            if (hdr.reth.isValid() && meta.nr.from_switch == 0) {
-                rank_va.write(ri, hdr.reth.va);
-                rank_rkey.write(ri, hdr.reth.rkey);
-                rank_dma_len.write(ri, hdr.reth.dmaLen);
+        if (meta.nr.emit != NR_EMIT_NONE) {
+            if (meta.nr.ver == 1) {
+                tag_flags = NR_FLAG_VERSION;
             }
-        }
-
-        if (meta.nr.absorb == 1) {
-            mark_to_drop(standard_metadata);
-        } else if (meta.nr.emit != NR_EMIT_NONE) {
+            if (meta.nr.out_overflow == 1) {
+                tag_flags = tag_flags | NR_FLAG_OVERFLOW;
+            }
             if (meta.nr.to_group == 1) {
                 meta.nr.target = (bit<8>)standard_metadata.egress_rid;
             }
             switch (result_rewrite.apply().action_run) {
                 to_worker: {
-                    /* Packet pkt_idx of the message, as the receiver expects it. */
-                    bit<32> ri = meta.nr.g * NR_MAX_RANKS + (bit<32>)meta.nr.target;
-                    bool first = meta.nr.pkt_idx == 0;
-                    bool last = meta.nr.pkt_idx + 1 == meta.nr.npkts;
-                    common_fields();
-                    rank_psn.read(hdr.bth.psn, ri);
-                    if (first && last) {
-                        hdr.bth.opcode = RC_WRITE_ONLY;
-                    } else if (first) {
-                        hdr.bth.opcode = RC_WRITE_FIRST;
-                    } else if (last) {
-                        hdr.bth.opcode = RC_WRITE_LAST;
-                    } else {
-                        hdr.bth.opcode = RC_WRITE_MIDDLE;
+                    /* Packet pkt_idx of the message, as the receiver expects it: the PSN
+                     * and RETH come from the target connection's binding of this message,
+                     * which the ingress wrote before the slot could complete. */
+                    bit<32> bi = (bit<32>)target_conn * NR_BIND
+                                 + (bit<32>)(meta.nr.msg & (NR_BIND - 1));
+                    bit<16> b_msg = 0;
+                    bit<16> b_npkts = 0;
+                    bit<24> b_psn = 0;
+                    if (target_conn < NR_CONNS) {
+                        bind_msg.read(b_msg, bi);
+                        bind_npkts.read(b_npkts, bi);
+                        bind_psn.read(b_psn, bi);
                     }
-                    if (last) {
-                        hdr.bth.ackreq = 1;
+                    if (target_conn >= NR_CONNS || b_msg != meta.nr.msg
+                            || b_npkts != meta.nr.npkts) {
+                        /* The receiver's connection no longer holds this message (only a
+                         * host breaking the credit rule can get here): never send a
+                         * result with another message's PSN. */
+                        meta.drop_reason = DROP_STALE_RESULT;
+                        mark_to_drop(standard_metadata);
                     } else {
-                        hdr.bth.ackreq = 0;
+                        bool first = meta.nr.pkt_idx == 0;
+                        bool last = meta.nr.pkt_idx + 1 == meta.nr.npkts;
+                        common_fields();
+                        hdr.bth.psn = b_psn + (bit<24>)meta.nr.pkt_idx;
+                        if (first && last) {
+                            hdr.bth.opcode = RC_WRITE_ONLY;
+                        } else if (first) {
+                            hdr.bth.opcode = RC_WRITE_FIRST;
+                        } else if (last) {
+                            hdr.bth.opcode = RC_WRITE_LAST;
+                        } else {
+                            hdr.bth.opcode = RC_WRITE_MIDDLE;
+                        }
+                        if (last) {
+                            hdr.bth.ackreq = 1;
+                        } else {
+                            hdr.bth.ackreq = 0;
+                        }
+                        if (first) {
+                            hdr.reth.setValid();
+                            bind_va.read(hdr.reth.va, bi);
+                            bind_rkey.read(hdr.reth.rkey, bi);
+                            bind_dma_len.read(hdr.reth.dmaLen, bi);
+                            fill_tag(0, NR_FLAG_RESULT);
+                            hdr.ipv4.totalLen = NR_IP_LEN_TAGGED;
+                            hdr.udp.length = NR_UDP_LEN_TAGGED;
+                        } else {
+                            hdr.reth.setInvalid();
+                            hdr.nr_tag.setInvalid();
+                            hdr.ipv4.totalLen = NR_IP_LEN_PLAIN;
+                            hdr.udp.length = NR_UDP_LEN_PLAIN;
+                        }
+                        results_sent.count((bit<32>)meta.nr.job);
                     }
-                    if (first) {
-                        hdr.reth.setValid();
-                        rank_va.read(hdr.reth.va, ri);
-                        rank_rkey.read(hdr.reth.rkey, ri);
-                        rank_dma_len.read(hdr.reth.dmaLen, ri);
-                        fill_tag(0, NR_FLAG_RESULT);
-                        hdr.ipv4.totalLen = NR_IP_LEN_TAGGED;
-                        hdr.udp.length = NR_UDP_LEN_TAGGED;
-                    } else {
-                        hdr.reth.setInvalid();
-                        hdr.nr_tag.setInvalid();
-                        hdr.ipv4.totalLen = NR_IP_LEN_PLAIN;
-                        hdr.udp.length = NR_UDP_LEN_PLAIN;
-                    }
-                    results_sent.count((bit<32>)meta.nr.job);
                 }
                 to_switch: {
                     /* Inter-switch packets are WRITE Only with the tag on every packet. */
@@ -762,17 +1055,21 @@ control AggregationEgress(inout headers_t hdr,
 control SwitchIngress(inout headers_t hdr,
                       inout metadata_t meta,
                       inout standard_metadata_t standard_metadata) {
-    counter(512, CounterType.packets_and_bytes) port_rx;
+    counter(NR_PORTS, CounterType.packets_and_bytes) port_rx;
     counter(NR_DROP_REASONS, CounterType.packets) drops;
 
     PortLoss() loss;
+    PortReorder() reorder;
     AggregationIngress() agg;
     Ipv4Forwarding() fwd;
 
     apply {
         port_rx.count((bit<32>)standard_metadata.ingress_port);
         loss.apply(standard_metadata.ingress_port, meta, standard_metadata);
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DROP_NONE && standard_metadata.checksum_error == 0) {
+            reorder.apply(standard_metadata.ingress_port, hdr, meta, standard_metadata);
+        }
+        if (meta.drop_reason == DROP_NONE && meta.held == 0) {
             if (hdr.arp.isValid()) {
                 /* Hosts use static ARP entries (docs/protocol.md). */
                 meta.drop_reason = DROP_ARP;
@@ -801,23 +1098,25 @@ control SwitchIngress(inout headers_t hdr,
 control SwitchEgress(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
-    counter(512, CounterType.packets_and_bytes) port_tx;
+    counter(NR_PORTS, CounterType.packets_and_bytes) port_tx;
     counter(NR_DROP_REASONS, CounterType.packets) drops;
 
     AggregationEgress() agg;
     PortLoss() loss;
+    PortReorder() reorder;
 
     apply {
         agg.apply(hdr, meta, standard_metadata);
-        if (meta.nr.absorb == 0) {
-            if (meta.drop_reason == DROP_NONE) {
-                loss.apply(standard_metadata.egress_port, meta, standard_metadata);
-            }
-            if (meta.drop_reason != DROP_NONE) {
-                drops.count((bit<32>)meta.drop_reason);
-            } else {
-                port_tx.count((bit<32>)standard_metadata.egress_port);
-            }
+        if (meta.drop_reason == DROP_NONE) {
+            loss.apply(standard_metadata.egress_port, meta, standard_metadata);
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            reorder.apply(standard_metadata.egress_port, hdr, meta, standard_metadata);
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            drops.count((bit<32>)meta.drop_reason);
+        } else if (meta.held == 0) {
+            port_tx.count((bit<32>)standard_metadata.egress_port);
         }
     }
 }
@@ -827,6 +1126,7 @@ control SwitchDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
         packet.emit(hdr.bth);

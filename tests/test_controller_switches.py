@@ -156,12 +156,14 @@ def test_job_create_and_delete_read_back(rundir, capsys) -> None:
             ("10.0.1.1", "10.0.1.2"), ("10.0.1.1", "10.0.1.2"),
             ("10.0.1.2", "10.0.1.1"), ("10.0.1.2", "10.0.1.1")]
         parent = [v for (src, _d, _q), v in conns.items() if src == "10.255.0.3"]
-        assert parent == [{"job": 0, "conn": 4, "rank": 255, "result_port": 3}]
+        assert parent == [{"job": 0, "conn": 4, "rank": 255, "result_port": 3, "in_port": 3,
+                           "fabric": 1}]
         for w in plan["workers"][:4]:
             peer = plan["workers"][w["peer"]]
             got = conns[(w["ip"], peer["ip"], peer["recv_qpn"])]
             assert got == {"job": 0, "conn": w["rank"], "rank": w["position"],
-                           "result_port": 1 if peer["host"] == "h1" else 2}
+                           "result_port": 1 if peer["host"] == "h1" else 2,
+                           "in_port": 1 if w["host"] == "h1" else 2, "fabric": 0}
         rewrites = {int(e["match"]["meta.nr.target"]): e["action"].rsplit(".", 1)[1]
                     for e in _read(ctl, "l1", "result_rewrite")}
         assert rewrites == {0: "to_worker", 1: "to_worker", 2: "to_worker", 3: "to_worker",
@@ -273,6 +275,23 @@ def test_fault_set_and_clear(rundir, capsys) -> None:
     assert cli(rundir, "fault", "clear", "l2", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
         assert _read(ctl, "l2", "SwitchIngress.loss.port_loss") == []
+
+
+def test_fault_set_reorder(rundir, capsys) -> None:
+    """fault set --reorder writes port_reorder entries (no loss entry for loss 0); a
+    probability outside 0..1 is refused naming the field."""
+    assert cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "0.05", "--max-hold", "4",
+               "--direction", "out", capsys=capsys)[0] == 0
+    with controller(rundir) as ctl:
+        assert [(e["match"], e["params"]) for e in _read(ctl, "l2", "SwitchEgress.reorder.port_reorder")] \
+            == [({"port": "3"}, {"threshold": 3277, "max_hold": 4})]
+        assert _read(ctl, "l2", "SwitchIngress.reorder.port_reorder") == []
+        assert _read(ctl, "l2", "SwitchEgress.loss.port_loss") == []
+    code, _, err = cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "1.5", capsys=capsys)
+    assert (code, err) == (2, "error: reorder: reorder probability 1.5 outside 0..1\n")
+    assert cli(rundir, "fault", "clear", "l2", "3", capsys=capsys)[0] == 0
+    with controller(rundir) as ctl:
+        assert _read(ctl, "l2", "SwitchEgress.reorder.port_reorder") == []
 
 
 def test_counters_and_registers_are_read(rundir, capsys) -> None:

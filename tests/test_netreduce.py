@@ -7,6 +7,7 @@ compared byte for byte with frames built independently from docs/protocol.md.
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -30,7 +31,10 @@ from workloads.netreduce_headers import (
     worker_packet,
 )
 
-P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
+# NETREDUCE_P4 points the packet tests at another build of the program (e.g. an older
+# revision, to show that a regression test fails there).
+P4 = Path(os.environ.get("NETREDUCE_P4")
+          or Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4")
 E = 32
 SW_MAC = "02:aa:00:00:00:01"
 ROOT, LEAF = 0, 1
@@ -62,11 +66,24 @@ def mac_int(mac: str) -> int:
 
 
 def insert(pipe: Pipeline, table: str, keys: Sequence[int], action: str,
-           args: Sequence[int]) -> None:
-    """Add an exact-match entry."""
-    pipe.tables[table].insert(TableEntry(
-        matches=tuple(FieldMatch(value=k) for k in keys),
-        action=ActionCall(action, tuple(args))))
+           args: Sequence[int], *, modify: bool = False) -> None:
+    """Add an exact-match entry (arguments beyond what the action takes are left off, so
+    the same tests configure older builds of the program)."""
+    t = pipe.tables[table]
+    args = tuple(args)[: len(t.action_params.get(action, args))]
+    entry = TableEntry(matches=tuple(FieldMatch(value=k) for k in keys),
+                       action=ActionCall(action, tuple(args)))
+    if modify:
+        t.modify(entry)
+    else:
+        t.insert(entry)
+
+
+def worker_window(frame: bytes, window: int) -> bytes:
+    """A worker's first packet with the tag's window field (credits it sends under)."""
+    pkt = Ether(frame)
+    pkt["NRTag"].window = window
+    return bytes(pkt)
 
 
 def counter(pipe: Pipeline, name: str, index: int) -> int:
@@ -74,7 +91,9 @@ def counter(pipe: Pipeline, name: str, index: int) -> int:
 
 
 def job_drops(pipe: Pipeline, job: int, reason: int) -> int:
-    return counter(pipe, "SwitchIngress.agg.job_drops", job * 16 + reason)
+    per_job = (pipe.counters["SwitchIngress.agg.job_drops"].size
+               // pipe.counters["SwitchIngress.agg.contributions"].size)
+    return counter(pipe, "SwitchIngress.agg.job_drops", job * per_job + reason)
 
 
 def saturate(v: int) -> int:
@@ -97,6 +116,11 @@ class Job:
                  conn_base: int = 0, mcast_grp: int = 1, role: int = ROOT,
                  upstream_port: int = 0, elems: int = E) -> None:
         self.pipe, self.job, self.workers = pipe, job, list(workers)
+        self.credits = credits
+        # results advertise the job's credits (older builds of the program send 0)
+        hardened = len(pipe.tables["SwitchIngress.agg.conn_table"].action_params[
+            "SwitchIngress.agg.set_conn"]) > 4
+        self.advertised = credits if hardened else 0
         self.elems = elems
         n = len(self.workers)
         # Worker 2 starts just below the 24-bit PSN wrap.
@@ -108,11 +132,12 @@ class Job:
         for k, w in enumerate(self.workers):
             r = self.peer(k)
             insert(pipe, "SwitchIngress.agg.conn_table", [ip_int(w.ip), ip_int(r.ip),
-                   self.qp(k)], "SwitchIngress.agg.set_conn", [job, conn_base + k, k, r.port])
+                   self.qp(k)], "SwitchIngress.agg.set_conn",
+                   [job, conn_base + k, k, r.port, w.port, 0])
             insert(pipe, "SwitchEgress.agg.result_rewrite", [job, k],
                    "SwitchEgress.agg.to_worker",
                    [mac_int(SW_MAC), mac_int(r.mac), ip_int(w.ip), ip_int(r.ip), w.sport,
-                    self.qp(k)])
+                    self.qp(k), conn_base + k])
             replicas.append((r.port, k))
         pipe.pre.set_group(mcast_grp, replicas)
 
@@ -155,7 +180,7 @@ class Job:
             npkts=npkts, elems=elems, job=self.job, msg=msg, slot=slot, version=version,
             va=self.va(k, msg), rkey=self.rkey(k), rank=k,
             flags=FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0),
-            resv7=int(overflow)))
+            resv7=int(overflow), window=self.advertised))
 
     def send(self, port_frames: Sequence[tuple[int, bytes]]) -> Frames:
         out: Frames = []
@@ -416,7 +441,7 @@ def test_rank_outside_member_bitmap_dropped(pipe: Pipeline) -> None:
     pipe.tables["SwitchIngress.agg.conn_table"].modify(TableEntry(
         matches=tuple(FieldMatch(value=v) for v in
                       (ip_int(ws[2].ip), ip_int(ws[0].ip), job.qp(2))),
-        action=ActionCall("SwitchIngress.agg.set_conn", (5, 2, 2, ws[0].port))))
+        action=ActionCall("SwitchIngress.agg.set_conn", (5, 2, 2, ws[0].port, ws[2].port, 0))))
     frame = bytes(worker_packet(src_mac=ws[2].mac, dst_mac=SW_MAC, src_ip=ws[2].ip,
                                 dst_ip=ws[0].ip, sport=1, dqpn=job.qp(2), psn=1, pkt_idx=0,
                                 npkts=1, elems=[1] * E, job=5))
@@ -428,7 +453,7 @@ def test_unknown_job_dropped_and_counted(pipe: Pipeline) -> None:
     """A connection bound to a job without a job_table entry is UNKNOWN_JOB."""
     ws = make_workers(2)
     insert(pipe, "SwitchIngress.agg.conn_table", [ip_int(ws[0].ip), ip_int(ws[1].ip), 9],
-           "SwitchIngress.agg.set_conn", [7, 0, 0, ws[1].port])
+           "SwitchIngress.agg.set_conn", [7, 0, 0, ws[1].port, ws[0].port, 0])
     frame = bytes(worker_packet(src_mac=ws[0].mac, dst_mac=SW_MAC, src_ip=ws[0].ip,
                                 dst_ip=ws[1].ip, sport=1, dqpn=9, psn=1, pkt_idx=0, npkts=1,
                                 elems=[1] * E, job=7))
@@ -559,6 +584,7 @@ def test_port_and_direct_counters(pipe: Pipeline) -> None:
 
 
 LEAF_UP_PORT = 10
+RESEND_NS = 10_000_000  # NR_RESEND_US: a leaf re-sends a partial at most this often
 SPINE_MAC = "02:bb:00:00:00:01"
 
 
@@ -568,6 +594,9 @@ class Fabric:
     def __init__(self, program: ir.Program) -> None:
         self.spine = Pipeline.from_program(program)
         self.leaves = [Pipeline.from_program(program) for _ in range(2)]
+        self.now_ns = 1_000_000_000  # one clock for all three switches, advanced by tests
+        for sw in (self.spine, *self.leaves):
+            sw.set_clock(lambda: self.now_ns)
         self.leaf_ip = ["10.1.0.1", "10.1.0.2"]
         self.leaf_mac = ["02:cc:00:00:00:01", "02:cc:00:00:00:02"]
         self.spine_ip = "10.2.0.1"
@@ -580,7 +609,7 @@ class Fabric:
             # the parent's downlink, and the uplink rewrite
             insert(leaf, "SwitchIngress.agg.conn_table",
                    [ip_int(self.spine_ip), ip_int(self.leaf_ip[i]), 0x900 + i],
-                   "SwitchIngress.agg.set_conn", [1, 50, PARENT, LEAF_UP_PORT])
+                   "SwitchIngress.agg.set_conn", [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
             insert(leaf, "SwitchEgress.agg.result_rewrite", [1, PARENT],
                    "SwitchEgress.agg.to_switch",
                    [mac_int(self.leaf_mac[i]), mac_int(SPINE_MAC), ip_int(self.leaf_ip[i]),
@@ -590,7 +619,7 @@ class Fabric:
         for i in range(2):
             insert(self.spine, "SwitchIngress.agg.conn_table",
                    [ip_int(self.leaf_ip[i]), ip_int(self.spine_ip), 0x800 + i],
-                   "SwitchIngress.agg.set_conn", [1, i, i, 1 + i])
+                   "SwitchIngress.agg.set_conn", [1, i, i, 1 + i, 1 + i, 1])
             insert(self.spine, "SwitchEgress.agg.result_rewrite", [1, i],
                    "SwitchEgress.agg.to_switch",
                    [mac_int(SPINE_MAC), mac_int(self.leaf_mac[i]), ip_int(self.spine_ip),
@@ -670,6 +699,7 @@ def test_two_level_lost_partial_recovered(program: ir.Program) -> None:
             assert fab.send(i, k, msgs[i][k][0]) == []
     fab.leaves[0].tables[loss].delete(TableEntry(
         matches=(FieldMatch(value=LEAF_UP_PORT),), action=None))
+    fab.now_ns += RESEND_NS                      # a worker timeout later
     out = fab.send(0, 0, msgs[0][0][0])          # rank 0 of leaf 0 retransmits
     total = sums(*(values(w, E) for w in range(4)))
     expected = [(i, port, f) for i in range(2)

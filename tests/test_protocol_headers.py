@@ -42,7 +42,7 @@ ADDR = dict(
 def test_tag_is_sixteen_bytes_in_documented_order() -> None:
     """The tag's bytes follow the layout table of docs/protocol.md."""
     raw = bytes(NRTag(job=0x0102, msg=0x0304, slot=0x0506, npkts=0x0708, pkt_idx=0x090A,
-                      rank=0x0B, flags=FLAG_RESULT | FLAG_VERSION, reserved=0))
+                      rank=0x0B, flags=FLAG_RESULT | FLAG_VERSION, window=0))
     assert raw == bytes.fromhex("4e52 0102 0304 0506 0708 090a 0b 05 0000".replace(" ", ""))
 
 

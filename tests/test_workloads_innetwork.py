@@ -9,6 +9,7 @@ the controller's plan would). Results are compared with numpy exactly.
 from __future__ import annotations
 
 import ipaddress
+import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -60,8 +61,13 @@ class SwitchBench:
     def __init__(self, program: ir.Program, hosts: int, per_host: int = 1, *,
                  credits: int = 2, msg_pkts: int = 4, job_id: int = 3, first_psn: int = 0,
                  loss: float = 0.0, seed: int = 1, port_loss: int = 0,
-                 rto: float = 0.03, dead_after: float = 20.0, endpoints: bool = True) -> None:
-        self.pipe = Pipeline.from_program(program)
+                 rto: float = 0.03, dead_after: float = 20.0, endpoints: bool = True,
+                 egress_order: str = "sync", reorder: int = 0) -> None:
+        # egress_order "random": BMv2-like egress queues run in a seeded random order;
+        # reorder: PortReorder threshold (of 65536) on every port, both directions
+        self.pipe = Pipeline.from_program(program, egress_order=egress_order,
+                                          egress_seed=seed if egress_order == "random" else None)
+        self._flush_rng = random.Random(seed)
         self.hosts = [FabricHost(f"10.0.0.{i + 1}", f"02:00:00:00:00:{i + 1:02x}", i + 1)
                       for i in range(hosts)]
         p = hosts * per_host
@@ -71,8 +77,8 @@ class SwitchBench:
             recv_qpn=worker_qpn(job_id, k, True), sport=0xC000 + k, gpu=k % per_host)
             for k in range(p))
         self.job = JobConfig(job_id, credits, msg_pkts, workers, E, first_psn)
-        self._configure(credits * msg_pkts, port_loss)
-        self.fabric = LoopbackFabric(self.pipe.process, self.hosts, SW_MAC, loss=loss,
+        self._configure(credits * msg_pkts, port_loss, reorder)
+        self.fabric = LoopbackFabric(self._process, self.hosts, SW_MAC, loss=loss,
                                      seed=seed).start()
         self.endpoints: list[RoceEndpoint] = []
         self.channels: list[AggregationChannel] = []
@@ -97,7 +103,15 @@ class SwitchBench:
         self.pipe.tables[table].insert(TableEntry(matches=matches,
                                                   action=ActionCall(action, tuple(args))))
 
-    def _configure(self, slots: int, port_loss: int) -> None:
+    def _process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """The switch on one received frame; in random egress order, packets left in the
+        queues also leave now and then (a real switch drains them when idle)."""
+        out = self.pipe.process(port, frame)
+        if self.pipe.pending and self._flush_rng.random() < 0.5:
+            out += self.pipe.transmit()
+        return out
+
+    def _configure(self, slots: int, port_loss: int, reorder: int = 0) -> None:
         job = self.job
         port = {h.ip: h.port for h in self.hosts}
         mac = {h.ip: h.mac for h in self.hosts}
@@ -108,6 +122,10 @@ class SwitchBench:
                 for ctl in ("SwitchIngress", "SwitchEgress"):
                     self._insert(f"{ctl}.loss.port_loss", [h.port], f"{ctl}.loss.lossy",
                                  [port_loss])
+            if reorder:
+                for ctl in ("SwitchIngress", "SwitchEgress"):
+                    self._insert(f"{ctl}.reorder.port_reorder", [h.port],
+                                 f"{ctl}.reorder.reorder", [reorder, 8])
         p = job.size
         self._insert("SwitchIngress.agg.job_table", [job.job_id], "SwitchIngress.agg.set_job",
                      [0, slots, p, (1 << p) - 1, job.credits, 0, 1, 0])
@@ -116,11 +134,11 @@ class SwitchBench:
             peer = job.worker(w.peer)
             self._insert("SwitchIngress.agg.conn_table",
                          [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], "SwitchIngress.agg.set_conn",
-                         [job.job_id, w.rank, w.position, port[peer.ip]])
+                         [job.job_id, w.rank, w.position, port[peer.ip], port[w.ip], 0])
             self._insert("SwitchEgress.agg.result_rewrite", [job.job_id, w.position],
                          "SwitchEgress.agg.to_worker",
                          [_mac(SW_MAC), _mac(mac[peer.ip]), _ip(w.ip), _ip(peer.ip), w.sport,
-                          peer.recv_qpn])
+                          peer.recv_qpn, w.rank])
             replicas.append((port[peer.ip], w.position))
         self.pipe.pre.set_group(1, replicas)
 
@@ -306,6 +324,67 @@ def test_eight_workers_under_port_loss_keep_short_timeouts(
     for res, _ in out:
         assert np.array_equal(res, exact_sum(xs))
     assert sum(stats.timeouts for _, stats in out) > 0  # the timeouts were exercised
+
+
+# ------------------------------------------------------- reordering and egress order
+
+
+@pytest.mark.parametrize("hosts,credits,seed", [(3, 2, 41), (4, 4, 42)])
+def test_exact_under_random_egress_order(bench_factory: Callable[..., SwitchBench],
+                                         hosts: int, credits: int, seed: int) -> None:
+    """BMv2-like egress queues in random order (replicas of different ports in any order,
+    egress after later packets' ingress): exact, and no result is sent stale."""
+    bench = bench_factory(hosts, credits=credits, egress_order="random", seed=seed)
+    xs = int_inputs(hosts, 1500, seed=seed)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, _ in out:
+        assert np.array_equal(res, exact_sum(xs))
+    assert bench.pipe.counters["SwitchEgress.drops"].packets[17] == 0  # STALE_RESULT
+
+
+def test_exact_under_port_reordering_and_random_egress(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """5 % of aggregation packets held back on every port, both directions (PortReorder),
+    plus random egress order and 2 % loss: exact."""
+    bench = bench_factory(3, reorder=3277, port_loss=1311, egress_order="random", seed=43)
+    xs = int_inputs(3, 2000, seed=43)
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    for res, _ in out:
+        assert np.array_equal(res, exact_sum(xs))
+    held = sum(bench.pipe.counters[f"{c}.reorder.reordered"].packets[h.port]
+               for c in ("SwitchIngress", "SwitchEgress") for h in bench.hosts)
+    assert held > 0
+
+
+def test_credits_lowered_mid_job_learnt_by_workers(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """The job's credits go from 4 to 1 while messages are in flight: no first packet is
+    refused for credit, every worker's window follows the switch, sums stay exact."""
+    bench = bench_factory(3, credits=4, msg_pkts=2)
+    xs = int_inputs(3, 3000, seed=44)
+    half = 1500
+    job = bench.job
+
+    def lower() -> None:
+        bench.pipe.tables["SwitchIngress.agg.job_table"].modify(TableEntry(
+            matches=(FieldMatch(value=job.job_id),),
+            action=ActionCall("SwitchIngress.agg.set_job",
+                              (0, 4 * 2, job.size, (1 << job.size) - 1, 1, 0, 1, 0))))
+
+    def work(rank: int, ch: AggregationChannel) -> np.ndarray:
+        first, _ = ch.allreduce_int32(xs[rank][:half])
+        if rank == 0:
+            lower()  # the others may still have messages of the first half in flight
+        second, _ = ch.allreduce_int32(xs[rank][half:])
+        return np.concatenate([first, second])
+
+    out = bench.run(work)
+    for res in out:
+        assert np.array_equal(res, exact_sum(xs))
+    credit_drops = bench.pipe.counters["SwitchIngress.agg.job_drops"].packets[
+        job.job_id * 32 + 5]
+    assert credit_drops == 0
+    assert [ch.window for ch in bench.channels] == [1, 1, 1]
 
 
 # ------------------------------------------------------------------------ layouts

@@ -45,7 +45,7 @@ from workloads.roce import (
 log = logging.getLogger(__name__)
 
 NR_MAGIC = 0x4E52
-TAG = struct.Struct("!HHHHHHBBH")  # magic, job, msg, slot, npkts, pkt_idx, rank, flags, rsv
+TAG = struct.Struct("!HHHHHHBBH")  # magic, job, msg, slot, npkts, pkt_idx, rank, flags, window
 TAG_LEN = 16
 FLAG_VERSION, FLAG_OVERFLOW, FLAG_RESULT, FLAG_SWITCH = 0x01, 0x02, 0x04, 0x08
 DEFAULT_ELEMS = 32
@@ -229,6 +229,10 @@ class AggregationChannel:
                                        ack_every=ack_every)
         self._next_msg = 0  # global index of the next message to post
         self._results = 0  # results taken so far
+        # Messages kept in flight: the job's credits at first, then what the switch
+        # advertises in every result (``credits set`` on a running job), never more than
+        # the credits the slot layout was planned with.
+        self.window = job.credits
         self._words_per_msg = job.msg_pkts * job.elems
         self._msg_bytes = TAG_LEN + 4 * self._words_per_msg
 
@@ -242,22 +246,24 @@ class AggregationChannel:
         raw = padded.tobytes()
         c = self.job.credits
         flags = FLAG_VERSION if (m // c) % 2 else 0
+        # The tag's last field tells the switch the window this message was sent under, so
+        # that a limit lowered meanwhile does not refuse it (docs/protocol.md section 4.4).
         tag = TAG.pack(NR_MAGIC, self.job.job_id, m & 0xFFFF, (m % c) * self.job.msg_pkts, npkts,
-                       0, self.me.position & 0xFF, flags, 0)
+                       0, self.me.position & 0xFF, flags, self.window)
         chunks = [tag + raw[: 4 * e]] + [raw[4 * e * i: 4 * e * (i + 1)] for i in range(1, npkts)]
         va = 0x10000000 + (m % c) * self._msg_bytes
         dqpn, rkey = self.req.remote_qpn, self.me.send_qpn
         self.req.post(lambda psn: write_packets(dqpn, psn, chunks, va, rkey))
 
     def _may_send(self, m: int) -> bool:
-        back = m - self.job.credits
+        back = m - self.window
         return back < 0 or (self._results > back and self.req.messages_acked > back)
 
     def _parse_result(self, msg: ReceivedMessage, m: int, count: int) -> tuple[np.ndarray, bool]:
         data = msg.data
         if len(data) < TAG_LEN:
             raise TransportError(f"rank {self.rank}: result message {m} is {len(data)} bytes")
-        magic, job, mno, _slot, npkts, _idx, _rank, flags, _ = TAG.unpack_from(data, 0)
+        magic, job, mno, _slot, npkts, _idx, _rank, flags, credits = TAG.unpack_from(data, 0)
         expected_pkts = -(-count // self.job.elems)
         if magic != NR_MAGIC or job != self.job.job_id or mno != m & 0xFFFF \
                 or not flags & FLAG_RESULT or npkts != expected_pkts:
@@ -265,6 +271,10 @@ class AggregationChannel:
                 f"rank {self.rank}: expected the result of message {m} of job "
                 f"{self.job.job_id} ({expected_pkts} packets), got magic {magic:#x} job {job} "
                 f"msg {mno} packets {npkts} flags {flags:#x}; was the job reused by another run?")
+        if credits >= 1 and min(credits, self.job.credits) != self.window:
+            log.info("rank %d: switch credits %d, window %d -> %d", self.rank, credits,
+                     self.window, min(credits, self.job.credits))
+            self.window = min(credits, self.job.credits)
         values = np.frombuffer(data, dtype=">i4", offset=TAG_LEN, count=count).astype(np.int32)
         overflow = bool(flags & FLAG_OVERFLOW) or bool(msg.resv7_or & 0x01)
         return values, overflow

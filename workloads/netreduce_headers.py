@@ -84,7 +84,7 @@ class NRTag(Packet):
         ShortField("pkt_idx", 0),
         ByteField("rank", 0),
         FlagsField("flags", 0, 8, ["VERSION", "OVERFLOW", "RESULT", "SWITCH"]),
-        ShortField("reserved", 0),
+        ShortField("window", 0),  # worker: messages in flight; result: job credits
     ]
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
@@ -173,12 +173,15 @@ def worker_packet(
     flags: int = 0,
     icrc: int | None = 0,
     resv7: int = 0,
+    window: int = 0,
 ) -> Ether:
     """One packet of a worker's tagged RDMA WRITE message, as docs/protocol.md specifies.
 
     Packet 0 carries RETH and tag; the others only the elements.  ``icrc=None`` lets scapy
     compute a real ICRC; the default 0 matches what the switch writes on its own packets.
     ``resv7=RESV7_OVERFLOW`` marks a saturated result packet, as the switch does.
+    ``window`` is the tag's last field: the credits a worker uses, or on a result the job's
+    credits the switch advertises.
     """
     op = packet_opcode(pkt_idx, npkts)
     bth = BTH(opcode=op, dqpn=dqpn, psn=psn & 0xFFFFFF, ackreq=int(pkt_idx == npkts - 1),
@@ -190,7 +193,7 @@ def worker_packet(
             dma_len = TAG_LEN + 4 * len(elems) * npkts
         tag = NRTag(
             job=job, msg=msg, slot=slot, npkts=npkts, pkt_idx=0, rank=rank,
-            flags=flags | (FLAG_VERSION if version else 0),
+            flags=flags | (FLAG_VERSION if version else 0), window=window,
         )
         payload = bth / RETH(va=va, rkey=rkey, dlen=dma_len) / tag / data
     else:

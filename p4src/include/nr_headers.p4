@@ -42,7 +42,17 @@
 #define NR_RANK_PARENT 255
 
 #define NR_SLOT_COPIES (NR_SLOTS * 2)
-#define NR_DROP_REASONS 16
+#define NR_BINDINGS (NR_CONNS * NR_BIND)
+#define NR_DROP_REASONS 32
+
+/* A leaf re-sends a partial aggregate for a slot at most once per this many microseconds
+ * (ingress_global_timestamp), however many workers retransmit into it meanwhile. */
+#ifndef NR_RESEND_US
+#define NR_RESEND_US 10000
+#endif
+
+/* Ports with a fault (loss/reorder) state: every bit<9> port number. */
+#define NR_PORTS 512
 
 /* ------------------------------------------------------------------------ protocol */
 
@@ -104,6 +114,11 @@ const bit<8> DROP_NOT_IPV4      = 11;
 const bit<8> DROP_TTL           = 12;
 const bit<8> DROP_NO_ROUTE      = 13;
 const bit<8> DROP_BAD_CHECKSUM  = 14;
+const bit<8> DROP_WRONG_PORT    = 15;  /* a connection's packet on another port (spoofed) */
+const bit<8> DROP_FORGED_SWITCH = 16;  /* SWITCH flag on a worker connection, or not on a link */
+const bit<8> DROP_STALE_RESULT  = 17;  /* egress: the receiver's binding moved on; not sent */
+const bit<8> DROP_REPEAT_RESULT = 18;  /* a parent's result for a copy already final */
+const bit<8> DROP_BAD_INDEX     = 19;  /* a register index outside its array */
 
 /* ------------------------------------------------------------------------- headers */
 
@@ -138,6 +153,11 @@ header ipv4_t {
     bit<16> hdrChecksum;
     bit<32> srcAddr;
     bit<32> dstAddr;
+}
+
+/* IPv4 options (IHL > 5): carried and covered by the checksum, never interpreted. */
+header ipv4_options_t {
+    varbit<320> options;
 }
 
 header tcp_t {
@@ -195,7 +215,7 @@ header nr_tag_t {
     bit<16> pktIdx;     /* index of this packet in the message (0 on worker packets) */
     bit<8>  rank;       /* informational: sender's bitmap position / result's target */
     bit<8>  flags;      /* NR_FLAG_* */
-    bit<16> reserved;
+    bit<16> window;     /* worker: messages it keeps in flight; result: the job's credits */
 }
 
 #define NR_ELEM_FIELD(i) int<32> e##i;
@@ -213,6 +233,7 @@ struct headers_t {
     ethernet_t ethernet;
     arp_t      arp;
     ipv4_t     ipv4;
+    ipv4_options_t ipv4_options;
     tcp_t      tcp;
     udp_t      udp;
     bth_t      bth;
@@ -232,6 +253,8 @@ struct nr_meta_t {
     bit<16> conn;
     bit<8>  rank;
     bit<9>  result_port;
+    bit<9>  in_port;        /* the only port this connection's packets may arrive on */
+    bit<1>  fabric;         /* an inter-switch link (its packets carry SWITCH) */
     bit<1>  handled;        /* the aggregation control took the packet */
     /* from the job table */
     bit<32> slot_base;
@@ -251,14 +274,11 @@ struct nr_meta_t {
     bit<1>  tag_overflow;
     bit<1>  from_switch;
     bit<32> g;              /* slot copy: 2 * slot + version */
-    bit<24> psn;            /* PSN the packet arrived with */
     /* verdict */
     bit<2>  emit;           /* NR_EMIT_* */
     bit<1>  to_group;       /* emitted to the job's multicast group */
     bit<8>  target;         /* rank whose connection receives it, or NR_RANK_PARENT */
     bit<1>  out_overflow;
-    bit<1>  record;         /* egress: remember this contribution's PSN (and RETH) */
-    bit<1>  absorb;         /* egress: drop after recording */
 }
 
 struct fwd_meta_t {
@@ -272,7 +292,7 @@ struct metadata_t {
     nr_meta_t  nr;
     fwd_meta_t fwd;
     bit<8>     drop_reason;     /* DROP_* once the packet is dropped */
-    bit<16>    loss_threshold;  /* fault injection: drop if random < threshold */
+    bit<1>     held;            /* fault injection: the packet waits in a reorder buffer */
 }
 
 #endif  /* NR_HEADERS_P4 */

@@ -1,0 +1,372 @@
+"""Regression tests of issue 16: netreduce.p4 exact and live under reordering, a
+multi-threaded egress, hostile hosts and lost packets (docs/protocol.md section 9).
+
+Each test replays the exact packet sequence of one finding on the built-in target and
+fails on the program before the fix (run it there with ``NETREDUCE_P4=<old netreduce.p4>``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP, IPOption_RR
+from scapy.layers.l2 import Ether
+
+from bench.netreduce_job import make_workers
+from softswitch import ir
+from softswitch.frontend import compile_file
+from softswitch.pipeline import Pipeline
+from tests.test_netreduce import (
+    CREDIT,
+    LEAF_UP_PORT,
+    P4,
+    RESEND_NS,
+    STALE,
+    SW_MAC,
+    UNBOUND,
+    E,
+    Fabric,
+    Job,
+    add_route,
+    all_results,
+    counter,
+    insert,
+    job_drops,
+    sums,
+    values,
+    worker_window,
+)
+from workloads.netreduce_headers import FLAG_SWITCH, split_message
+
+WRONG_PORT, FORGED_SWITCH, REPEAT_RESULT, BAD_INDEX = 15, 16, 18, 19
+
+
+@pytest.fixture(scope="module")
+def program() -> ir.Program:
+    return compile_file(str(P4))
+
+
+@pytest.fixture()
+def pipe(program: ir.Program) -> Pipeline:
+    return Pipeline.from_program(program)
+
+
+def register(pipe: Pipeline, name: str, index: int) -> int:
+    return pipe.registers[name].read(index)
+
+
+# ------------------------------------------------------------------ 1. stale PSN / RETH
+
+
+def test_result_psn_when_recording_packet_tail_dropped(program: ir.Program) -> None:
+    """Finding 1: rank 0's absorbed packet finds its port's egress queue full (BMv2 tail
+    drop); the result replica for rank 0's connection must still carry the PSN and RETH
+    of this message, not those of the copy's previous use (message m - 2C)."""
+    pipe = Pipeline.from_program(program, egress_order="fifo")
+    ws = make_workers(3)
+    job = Job(pipe, 1, ws, credits=1, slot_count=4)
+    add_route(pipe, ws[0])
+    # messages 0 and 1 use copies 0 and 1 of slot 0; message 2 reuses copy 0
+    for m in range(2):
+        for k in range(3):
+            pipe.process(ws[k].port, job.message(k, values(k, E), msg=m, version=m % 2)[0])
+    psns = list(job.next_psn)
+    frames = [job.message(k, values(k, E), msg=2)[0] for k in range(3)]
+    blocker = bytes(Ether(src=ws[1].mac, dst=SW_MAC) / IP(src=ws[1].ip, dst=ws[0].ip)
+                    / UDP(sport=1, dport=2) / (b"z" * 30))
+    pipe.set_queue_depth(1, port=ws[0].port)
+    pipe.receive(ws[1].port, blocker)              # fills rank 0's port queue
+    pipe.receive(ws[0].port, frames[0])            # absorbed: tail-dropped if queued
+    assert [port for port, _f in pipe.transmit()] == [ws[0].port]
+    pipe.set_queue_depth(64)
+    out = []
+    for k in (1, 2):
+        pipe.receive(ws[k].port, frames[k])
+        out += pipe.transmit()
+    total = sums(*(values(k, E) for k in range(3)))
+    assert sorted(out) == all_results(job, 0, 1, total, psns, msg=2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_results_exact_under_random_egress_order(program: ir.Program, seed: int) -> None:
+    """Finding 1: with BMv2-like random egress order (replicas of different ports in any
+    order, egress after later packets' ingress), every result of six messages carries its
+    own message's PSN and RETH."""
+    pipe = Pipeline.from_program(program, egress_order="random", egress_seed=seed)
+    ws = make_workers(3)
+    job = Job(pipe, 1, ws, credits=1, slot_count=4)
+    total = sums(*(values(k, E) for k in range(3)))
+    for m in range(6):
+        psns = list(job.next_psn)
+        out = []
+        for k in (m % 3, (m + 1) % 3, (m + 2) % 3):
+            out += pipe.process(ws[k].port, job.message(k, values(k, E), msg=m,
+                                                         version=m % 2)[0])
+        out += pipe.transmit()
+        assert sorted(out) == all_results(job, 0, 1, total, psns, msg=m, version=m % 2)
+
+
+def test_result_never_sent_with_another_messages_binding(pipe: Pipeline) -> None:
+    """A host that breaks the credit rule (rank 1 opens message 4 on binding 0 while
+    message 0 is still open) loses only its own result of message 0: that replica is
+    dropped as STALE_RESULT instead of leaving with message 4's PSN; rank 0's result is
+    correct."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=4, slot_count=8)
+    psns = list(job.next_psn)
+    m0 = [job.message(k, values(k, E), msg=0, slot=0)[0] for k in range(2)]
+    assert job.send([(1, m0[1])]) == []
+    m4 = job.message(1, values(1, E), msg=4, slot=0, version=1)[0]
+    assert job.send([(1, m4)]) == []
+    out = job.send([(0, m0[0])])
+    total = sums(values(0, E), values(1, E))
+    assert out == [job.result(0, 0, 1, total, psn=psns[0])]
+    assert counter(pipe, "SwitchEgress.drops", 17) == 1
+
+
+# -------------------------------------------------------- 2. delayed older first packet
+
+
+def test_delayed_old_first_packet_takes_no_credit_or_binding(pipe: Pipeline) -> None:
+    """Finding 2: a copy of message 0's first packet, delayed until message 4 has taken
+    binding 0, is dropped as STALE: no credit, and message 4 stays bound."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=4, slot_count=8)
+    probe = None
+    for m in range(4):
+        for k in range(2):
+            frames = job.message(k, values(k, E), msg=m, slot=m * 2)
+            if m == 0 and k == 0:
+                probe = frames[0]
+            job.send([(k, frames[0])])
+    assert probe is not None
+    psns = list(job.next_psn)
+    m4 = [job.message(k, values(k, 2 * E), msg=4, slot=0, version=1) for k in range(2)]
+    assert job.send([(0, m4[0][0])]) == []
+    started = register(pipe, "SwitchIngress.agg.conn_started", 0)
+    assert job.send([(0, probe), (0, m4[0][1])]) == []
+    assert job_drops(pipe, 1, STALE) == 1
+    assert job_drops(pipe, 1, UNBOUND) == 0
+    assert register(pipe, "SwitchIngress.agg.conn_started", 0) == started
+    out = job.send([(1, m4[1][0]), (1, m4[1][1])])
+    total = split_message(sums(values(0, 2 * E), values(1, 2 * E)), E)
+    expected = []
+    for i in range(2):
+        expected += all_results(job, i, 2, total[i], psns, msg=4, version=1)
+    assert sorted(out) == sorted(expected)
+
+
+# -------------------------------------------------------------------------- 3. spoofing
+
+
+def test_spoofed_contribution_from_other_port_changes_nothing(pipe: Pipeline) -> None:
+    """Finding 3: a host on another port sends rank 0's first packet (its addresses, QP
+    and a PSN of its choosing) with its own values: dropped WRONG_PORT, and the result
+    is the honest sum with rank 0's own PSN."""
+    ws = make_workers(4)
+    job = Job(pipe, 1, ws[:3])
+    attacker = ws[3]
+    psns = list(job.next_psn)
+    forged = Ether(job.message(0, [10**6] * E, psn=psns[0] + 7)[0])
+    forged[Ether].src = attacker.mac
+    assert pipe.process(attacker.port, bytes(forged)) == []
+    out = job.send([(k, job.message(k, values(k, E))[0]) for k in range(3)])
+    total = sums(*(values(k, E) for k in range(3)))
+    assert sorted(out) == all_results(job, 0, 1, total, psns)
+    assert job_drops(pipe, 1, WRONG_PORT) == 1
+    assert counter(pipe, "SwitchIngress.drops", WRONG_PORT) == 1
+    assert counter(pipe, "SwitchIngress.agg.duplicates", 1) == 0
+
+
+def test_member_cannot_set_switch_flag(pipe: Pipeline) -> None:
+    """Finding 3: a member's own packet with the SWITCH flag would skip bindings and
+    credits; it is dropped FORGED_SWITCH and adds nothing."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws)
+    pkt = Ether(job.message(0, values(0, E))[0])
+    pkt["NRTag"].flags = int(pkt["NRTag"].flags) | FLAG_SWITCH
+    assert pipe.process(ws[0].port, bytes(pkt)) == []
+    assert job_drops(pipe, 1, FORGED_SWITCH) == 1
+    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 0
+
+
+def test_forged_parent_result_from_host_port_ignored(program: ir.Program) -> None:
+    """Finding 3: while a leaf waits for the spine, a worker forges the spine's result
+    (spine addresses and QP, SWITCH|RESULT) from its host port: dropped, and the workers
+    get the real global sum."""
+    fab = Fabric(program)
+    loss = "SwitchEgress.loss.port_loss"
+    insert(fab.leaves[0], loss, [LEAF_UP_PORT], "SwitchEgress.loss.lossy", [65536])
+    msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
+    psns = [[5000, 5100], [10000, 10100]]
+    for k in range(2):
+        assert fab.send(0, k, msgs[0][k][0]) == []     # leaf 0 complete, partial lost
+    partial = Ether(msgs[0][0][0])
+    partial[IP].src, partial[IP].dst = fab.spine_ip, fab.leaf_ip[0]
+    partial["BTH"].dqpn = 0x900
+    partial["NRTag"].flags = 0x08 | 0x04
+    partial["NRData"].elems = [7] * E
+    del partial[IP].chksum
+    out = fab.leaves[0].process(fab.jobs[0].workers[0].port, bytes(partial))
+    assert out == []
+    assert job_drops(fab.leaves[0], 1, WRONG_PORT) == 1
+    fab.leaves[0].tables[loss].clear()
+    fab.now_ns += RESEND_NS
+    delivered = fab.send(0, 0, msgs[0][0][0])
+    for k in range(2):
+        delivered += fab.send(1, k, msgs[1][k][0])
+    total = sums(*(values(w, E) for w in range(4)))
+    expected = [(i, port, f) for i in range(2)
+                for port, f in all_results(fab.jobs[i], 0, 1, total, psns[i])]
+    assert sorted(delivered) == sorted(expected)
+
+
+# -------------------------------------------------------------------- 4. amplification
+
+
+def lost_uplink_cost(fab: Fabric, retransmissions: int) -> int:
+    """Packets the switches send because leaf 0's partial was lost once: the leaf's
+    workers retransmit ``retransmissions`` times each while the spine's answer is on its
+    way (uplink packets are delivered only after all of them)."""
+    msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
+    loss = "SwitchEgress.loss.port_loss"
+    insert(fab.leaves[0], loss, [LEAF_UP_PORT], "SwitchEgress.loss.lossy", [65536])
+    for i in range(2):
+        for k in range(2):
+            fab.send(i, k, msgs[i][k][0])
+    fab.leaves[0].tables[loss].clear()
+    sent = 0
+    uplink = []
+    fab.now_ns += RESEND_NS
+    for _ in range(retransmissions):
+        for k in range(2):
+            for port, frame in fab.leaves[0].process(fab.jobs[0].workers[k].port, msgs[0][k][0]):
+                sent += 1
+                if port == LEAF_UP_PORT:
+                    uplink.append(frame)
+    for frame in uplink:
+        for port, down in fab.spine.process(1, frame):
+            sent += 1
+            sent += len(fab.leaves[port - 1].process(LEAF_UP_PORT, down))
+    return sent
+
+
+def test_lost_uplink_partial_not_amplified(program: ir.Program) -> None:
+    """Finding 4: one lost partial, three retransmissions by each of the leaf's two
+    workers before the spine answers: one partial goes up, the spine's completion sends
+    one result to each leaf, each leaf one to each of its two workers: 7 packets, what
+    the message costs without loss (the program before the fix sent 27)."""
+    fab = Fabric(program)
+    assert lost_uplink_cost(fab, 3) == 7
+    assert counter(fab.leaves[0], "SwitchEgress.agg.partials_sent", 1) == 2
+
+
+def test_repeated_parent_result_dropped_at_final_copy(program: ir.Program) -> None:
+    """Finding 4: a second copy of the spine's result for a final leaf copy is dropped
+    (REPEAT_RESULT) instead of multicast again."""
+    fab = Fabric(program)
+    msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
+    results = []
+    for i in range(2):
+        for k in range(2):
+            for port, frame in fab.leaves[i].process(fab.jobs[i].workers[k].port, msgs[i][k][0]):
+                if port == LEAF_UP_PORT:
+                    results += fab.spine.process(1 + i, frame)
+    down0 = [f for port, f in results if port == 1]
+    assert len(down0) == 1
+    assert len(fab.leaves[0].process(LEAF_UP_PORT, down0[0])) == 2
+    assert fab.leaves[0].process(LEAF_UP_PORT, down0[0]) == []
+    assert job_drops(fab.leaves[0], 1, REPEAT_RESULT) == 1
+
+
+# -------------------------------------------------------------------- 5. register indices
+
+
+def test_slot_range_past_the_switch_never_indexes_outside(pipe: Pipeline) -> None:
+    """Finding 5: a job entry whose range runs past NR_SLOTS (a control-plane mistake)
+    and a tag pointing there: dropped BAD_INDEX, nothing is added or sent."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, slot_base=1020, slot_count=16)
+    out = job.send([(k, job.message(k, values(k, E), slot=8)[0]) for k in range(2)])
+    assert out == []
+    assert job_drops(pipe, 1, BAD_INDEX) == 2
+    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 0
+
+
+def test_connection_index_past_the_switch_dropped(pipe: Pipeline) -> None:
+    """Finding 5: a connection index >= NR_CONNS from the table is never used."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, conn_base=5000)
+    out = job.send([(k, job.message(k, values(k, E))[0]) for k in range(2)])
+    assert out == []
+    assert job_drops(pipe, 1, BAD_INDEX) == 2
+
+
+# -------------------------------------------------------------------- 6. IPv4 options
+
+
+def test_ipv4_with_options_routed_with_valid_checksum(pipe: Pipeline) -> None:
+    """Finding 6: a UDP packet with a record-route option is routed, options untouched,
+    TTL decremented and the checksum right over the whole header."""
+    ws = make_workers(2)
+    add_route(pipe, ws[1])
+    ip = IP(src=ws[0].ip, dst=ws[1].ip, ttl=9, options=[IPOption_RR(routers=["1.2.3.4"])])
+    frame = bytes(Ether(src=ws[0].mac, dst=SW_MAC) / ip / UDP(sport=5, dport=6) / (b"x" * 20))
+    assert Ether(frame)[IP].ihl > 5
+    out = pipe.process(ws[0].port, frame)
+    want = Ether(src=SW_MAC, dst=ws[1].mac) / IP(bytes(Ether(frame)[IP]))
+    want[IP].ttl = 8
+    del want[IP].chksum
+    assert out == [(ws[1].port, bytes(Ether(bytes(want))))]
+
+
+def test_ipv4_options_bad_checksum_still_dropped(pipe: Pipeline) -> None:
+    """The checksum over the options is verified: a corrupted option byte is a bad
+    checksum."""
+    ws = make_workers(2)
+    add_route(pipe, ws[1])
+    ip = IP(src=ws[0].ip, dst=ws[1].ip, options=[IPOption_RR(routers=["1.2.3.4"])])
+    raw = bytearray(bytes(Ether(src=ws[0].mac, dst=SW_MAC) / ip / UDP() / (b"y" * 8)))
+    raw[14 + 20 + 3] ^= 0x01  # inside the option
+    assert pipe.process(ws[0].port, bytes(raw)) == []
+    assert counter(pipe, "SwitchIngress.drops", 14) == 1
+
+
+# ------------------------------------------------------------------ 7. credits mid-job
+
+
+def test_credits_lowered_mid_job_admit_messages_already_sent(pipe: Pipeline) -> None:
+    """Finding 7: with messages 0 and 1 in flight under credits 4, the controller lowers
+    the job to 1 credit; message 2, sent before the worker learnt it, is not refused,
+    and the results advertise the new limit."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=4, slot_count=4)
+    frames = {(k, m): job.message(k, values(k, E), msg=m, slot=m)[0]
+              for m in range(3) for k in range(2)}
+    for m in range(2):
+        job.send([(0, worker_window(frames[(0, m)], 4))])
+    insert(pipe, "SwitchIngress.agg.job_table", [1], "SwitchIngress.agg.set_job",
+           [0, 4, 2, 0b11, 1, 0, 1, 0], modify=True)
+    job.send([(0, worker_window(frames[(0, 2)], 4))])
+    assert job_drops(pipe, 1, CREDIT) == 0
+    out = job.send([(1, worker_window(frames[(1, m)], 4)) for m in range(3)])
+    assert len(out) == 6
+    tags = [Ether(f)["NRTag"] for _, f in out]
+    assert {t.window for t in tags} == {1}
+    assert sorted(t.msg for t in tags) == [0, 0, 1, 1, 2, 2]
+
+
+def test_p4c_compiles_without_warnings(tmp_path: Path) -> None:
+    """p4c accepts the program without warnings (the shadowed slot_count and the unused
+    flags are gone); needs p4c on PATH."""
+    import shutil
+    import subprocess
+
+    p4c = shutil.which("p4c")
+    if p4c is None:
+        pytest.skip("p4c is not installed on this machine")
+    res = subprocess.run([p4c, "--target", "bmv2", "--arch", "v1model", "-o", str(tmp_path),
+                          str(P4)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "warning" not in res.stderr.lower(), res.stderr
