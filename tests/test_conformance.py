@@ -298,6 +298,16 @@ def test_struct_with_varbit_in_header_is_an_error() -> None:
         compile_source(text, str(CONF / "x.p4"))
 
 
+def test_extract_into_dont_care_and_struct_lookahead() -> None:
+    """`extract<T>(_)` skips a header; `lookahead<S>()` of a struct peeks at its fields (p4c issue774-4, issue1768)."""
+    _stf_file("parser_skip_lookahead.p4")
+
+
+def test_extract_into_union_of_stack_next() -> None:
+    """Extracting into `stack_of_unions.next.member` advances the stack (p4c issue561-6)."""
+    _stf_file("union_stack_next.p4")
+
+
 # ----------------------------------------------------------------------- runner
 
 
