@@ -308,6 +308,11 @@ def test_extract_into_union_of_stack_next() -> None:
     _stf_file("union_stack_next.p4")
 
 
+def test_copy_in_copy_out_of_composite_arguments() -> None:
+    """An action writing its inout argument's variable directly loses that write at the copy-out (p4c gauntlet_indirect_hdr_assign_1)."""
+    _stf_file("copy_in_copy_out.p4")
+
+
 # ----------------------------------------------------------------------- runner
 
 
