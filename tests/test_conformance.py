@@ -313,6 +313,11 @@ def test_copy_in_copy_out_of_composite_arguments() -> None:
     _stf_file("copy_in_copy_out.p4")
 
 
+def test_initialiser_evaluation_order() -> None:
+    """A struct initialiser reads a field before a later call modifies it (p4c issue2488)."""
+    _stf_file("init_evaluation_order.p4")
+
+
 # ----------------------------------------------------------------------- runner
 
 
