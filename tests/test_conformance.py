@@ -318,6 +318,11 @@ def test_initialiser_evaluation_order() -> None:
     _stf_file("init_evaluation_order.p4")
 
 
+def test_nested_slice_indexed_compound_and_ser_enum_mask() -> None:
+    """`x[7:4][2:1] = ..`, `s[f(i)].x |= ..` (f runs once) and `E.M &&& 0xF0` entries (p4c gauntlet_nested_slice, opassign2, table-entries-ser-enum)."""
+    _stf_file("lvalue_forms.p4")
+
+
 # ----------------------------------------------------------------------- runner
 
 

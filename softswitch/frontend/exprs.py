@@ -284,9 +284,11 @@ class ExprChecker:
             return fold_cast(e, dst, loc)
         return ir.Cast(t, loc, e)
 
-    def binary(self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc) -> ir.Expr:
-        """Check and fold a binary operation."""
-        left = self.expr(lt, scope)
+    def binary(
+        self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc, left: ir.Expr | None = None
+    ) -> ir.Expr:
+        """Check and fold a binary operation (``left``: the left operand already checked)."""
+        left = self.expr(lt, scope) if left is None else left
         right = self.expr(rt, scope, left.type if not isinstance(left.type, ir.IntLitType) else None)
         if isinstance(left, ir.DontCare) or isinstance(right, ir.DontCare):
             raise P4Error(f"'_' cannot be an operand of '{op}'", loc)
@@ -480,6 +482,8 @@ class ExprChecker:
         rt = ir.BitType(hi - lo + 1)
         if isinstance(base, ir.Const):
             return ir.Const(rt, loc, (base.value >> lo) & ((1 << (hi - lo + 1)) - 1))
+        if isinstance(base, ir.Slice):  # x[h1:l1][h2:l2] is x[l1+h2 : l1+l2], also as a target
+            return ir.Slice(rt, loc, base.base, base.lo + hi, base.lo + lo)
         return ir.Slice(rt, loc, base, hi, lo)
 
     def const_int(self, tree: Tree, scope: Scope, what: str) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from lark import Token, Tree
 
 from softswitch import ir
-from softswitch.errors import P4Error, UnsupportedError
+from softswitch.errors import P4Error
 from softswitch.frontend.exprs import ExprChecker, is_dotted, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
@@ -107,12 +107,35 @@ class StmtChecker(ExprChecker):
         if isinstance(lhs, ir.DontCare):
             raise P4Error("cannot assign to '_'", loc)
         self.check_lvalue(lhs, self.loc(lhs_tree))
-        calls = ("call_expr", "generic_call_expr")
-        if any(isinstance(t, Tree) and t.data in calls for t in lhs_tree.iter_subtrees()):
-            raise UnsupportedError(f"'{op}=' on a target that contains a call", loc)
-        value = self.binary(op, lhs_tree, rhs_tree, scope, loc)
+        pinned: list[ir.Stmt] = []
+        lhs = self.pin_indexes(lhs, pinned)
+        value = self.binary(op, lhs_tree, rhs_tree, scope, loc, left=lhs)
         value = self.convert(value, lhs.type, loc, f"'{op}='")
+        if pinned:  # `a[f()] op= b`: the index (and f's side effects) evaluated once
+            return ir.Block([*pinned, ir.Assign(lhs, value, loc)], loc)
         return ir.Assign(lhs, value, loc)
+
+    def pin_indexes(self, e: ir.Expr, pinned: list[ir.Stmt]) -> ir.Expr:
+        """``e`` with each stack index that contains a call read once into a temporary
+        (declarations appended to ``pinned``), so ``e`` can be both read and written."""
+        if isinstance(e, ir.Member):
+            base = self.pin_indexes(e.base, pinned)
+            return e if base is e.base else ir.Member(e.type, e.loc, base, e.name)
+        if isinstance(e, ir.Slice):
+            base = self.pin_indexes(e.base, pinned)
+            return e if base is e.base else ir.Slice(e.type, e.loc, base, e.hi, e.lo)
+        if isinstance(e, ir.Index):
+            base = self.pin_indexes(e.base, pinned)
+            index = e.index
+            if _has_call(index):
+                t = index.type if not isinstance(index.type, ir.IntLitType) else ir.BitType(32)
+                var = ir.Variable(f"index_{self.new_uid()}", t, self.new_uid(), index.loc)
+                pinned.append(ir.VarDecl(var, self.convert(index, t, index.loc, "index"), index.loc))
+                index = ir.VarRef(t, index.loc, var)
+            if base is e.base and index is e.index:
+                return e
+            return ir.Index(e.type, e.loc, base, index)
+        return e
 
     def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
@@ -414,7 +437,10 @@ class StmtChecker(ExprChecker):
         if tree.data in ("keyset_default", "dontcare_expr"):
             return ir.KeysetDefault(loc)
         if tree.data == "keyset_mask":
-            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+            st = ir.strip_newtype(t)
+            # the mask of a serializable enum key is a plain number of the underlying type
+            mt = st.underlying if isinstance(st, ir.EnumType) and st.underlying is not None else t
+            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], mt, scope, what), loc)
         if tree.data == "keyset_range":
             return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
         return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
@@ -677,6 +703,22 @@ class StmtChecker(ExprChecker):
     def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
+
+
+def _has_call(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` calls something (which may have side effects)."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ir.Call, ir.MethodCall)):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+        elif isinstance(n, dict):
+            todo += list(n.values())
+    return False
 
 
 def _label_key(e: ir.Expr) -> object:
