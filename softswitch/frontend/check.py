@@ -8,7 +8,7 @@ from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.exprs import name_of
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
-from softswitch.frontend.literals import parse_int
+from softswitch.frontend.literals import check_width, parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
@@ -101,6 +101,7 @@ class Checker(StmtChecker):
                 width = self.const_int(wchild, scope, "type width")
             if width <= 0 and kind != "bit_type" or width < 0:
                 raise P4Error(f"invalid width {width}", loc)
+            check_width(width, loc, "type")
             if kind == "varbit_type":
                 return ir.VarbitType(width)
             return ir.BitType(width, kind == "int_type")

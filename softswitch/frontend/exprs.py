@@ -16,7 +16,7 @@ from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
 from softswitch.frontend.ir_ext import TypeVar
-from softswitch.frontend.literals import parse_int, unescape
+from softswitch.frontend.literals import check_width, parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
@@ -344,6 +344,7 @@ class ExprChecker:
         if not isinstance(lt, ir.BitType) or not isinstance(rt, ir.BitType):
             bad = left if not isinstance(lt, ir.BitType) else right
             raise P4Error(f"'++' needs operands of a fixed width, not {type_str(bad.type)}", loc)
+        check_width(lt.width + rt.width, loc, "'++' result")
         t = ir.BitType(lt.width + rt.width, lt.signed)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return ir.Const(t, loc, (left.value << rt.width) | right.value)
