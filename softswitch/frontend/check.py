@@ -191,6 +191,8 @@ class Checker(StmtChecker):
             if name in seen:
                 raise P4Error(f"duplicate parameter '{name}'", loc)
             seen.add(name)
+            if direction and isinstance(ir.strip_newtype(t), (ir.ExternType, ir.StringType)):
+                raise P4Error(f"parameter '{name}': a parameter of type {type_str(t)} cannot have a direction", loc)
             default = self.expr(rest[2], scope, t) if len(rest) > 2 else None
             if default is not None:
                 default = self.convert(default, t, loc, "default value")
@@ -390,6 +392,17 @@ class Checker(StmtChecker):
         params = self.params(subtree(tree, "params"), scope, inner)
         seen_cp = False
         for p in params:
+            pt = ir.strip_newtype(p.type)
+            if isinstance(pt, (ir.ExternType, ir.BlockProtoType)):
+                raise P4Error(f"action parameter '{p.name}' cannot have type {type_str(p.type)}", p.loc)
+            if p.direction == "" and not (
+                isinstance(pt, (ir.BitType, ir.BoolType)) or (isinstance(pt, ir.EnumType) and pt.underlying is not None)
+            ):
+                raise P4Error(
+                    f"action data parameter '{p.name}' has type {type_str(p.type)}; it must be bit<>, int<>, "
+                    "bool, a type of those or a serializable enum",
+                    p.loc,
+                )
             if p.direction == "":
                 seen_cp = True
             elif seen_cp:
@@ -413,6 +426,8 @@ class Checker(StmtChecker):
         body_tree = subtree(tree, "block")
         assert body_tree is not None
         body = self.block(body_tree, body_scope, Ctx("function", rtype))
+        if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
+            raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
         fn = ir.FunctionDecl(name, rtype, params, body, self.loc(tree))
         scope.declare(name, fn, self.loc(rest[1]))
         self.functions[name] = fn
@@ -446,6 +461,8 @@ class Checker(StmtChecker):
             self.main = self.package_instance(t, args_tree, name, scope, loc, type_args)
             return None
         inst = self.instance_of(t, list(args_tree.children), name, annos, scope, loc)
+        if scope is self.top and isinstance(inst.type, ir.BlockType):
+            raise P4Error(f"{name}: a parser or control cannot be instantiated at the top level", loc)
         scope.declare(name, inst, self.loc(name_tree))
         return inst
 
@@ -620,6 +637,11 @@ class Checker(StmtChecker):
             raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
         for sname, st in names.items():
             decl.states[sname] = self.parser_state(st, inner, names)
+        if not _reaches_final_state(decl):
+            raise P4Error(f"parser '{name}' never reaches the accept or reject state", self.loc(tok))
+        for p in params:
+            if isinstance(p.type, BlockProto):
+                raise P4Error(f"parameter '{p.name}' cannot have the parser/control type {p.type.name}", p.loc)
         decl.locals[:0] = self.direct_instances
         self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
@@ -704,6 +726,41 @@ class Checker(StmtChecker):
         self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
         self.controls[name] = decl
+
+
+def _reaches_final_state(decl: ir.ParserDecl) -> bool:
+    """Whether some path from ``start`` ends in accept or reject (a select without a
+    default case rejects when nothing matches)."""
+    seen, todo = set(), ["start"]
+    while todo:
+        name = todo.pop()
+        if name in ("accept", "reject"):
+            return True
+        if name in seen or name not in decl.states:
+            continue
+        seen.add(name)
+        tr = decl.states[name].transition
+        if tr.select is None:
+            todo.append(tr.next_state or "reject")
+            continue
+        if not any(all(isinstance(k, ir.KeysetDefault) for k in c.keysets) for c in tr.cases):
+            return True
+        todo += [c.next_state for c in tr.cases]
+    return False
+
+
+def _always_leaves(s: ir.Stmt | None) -> bool:
+    """Whether every path through ``s`` ends in ``return`` or ``exit``."""
+    if isinstance(s, (ir.Return, ir.Exit)):
+        return True
+    if isinstance(s, ir.Block):
+        return any(_always_leaves(x) for x in s.stmts)
+    if isinstance(s, ir.If):
+        return _always_leaves(s.then) and s.else_ is not None and _always_leaves(s.else_)
+    if isinstance(s, ir.Switch):
+        has_default = any("default" in c.labels for c in s.cases)
+        return has_default and all(_always_leaves(c.body) for c in s.cases if c.body is not None)
+    return False
 
 
 def _fixed_width_struct(t: ir.StructType) -> bool:

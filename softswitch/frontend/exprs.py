@@ -299,7 +299,21 @@ class ExprChecker:
                 v = (left.value and right.value) if op == "&&" else (left.value or right.value)
                 return ir.BoolConst(ir.BoolType(), loc, v)
             return ir.Binary(ir.BoolType(), loc, op, left, right)
+        for operand in (left, right):
+            ot = ir.strip_newtype(operand.type)
+            if isinstance(ot, (ir.VoidType, ir.TableApplyResultType, ir.ActionRunType, ir.ExternType, ir.BlockType)) or (
+                isinstance(operand, ir.InstanceRef)
+            ):
+                what = "a table application result" if isinstance(ot, ir.TableApplyResultType) else (
+                    "action_run (only allowed as a switch subject)" if isinstance(ot, ir.ActionRunType) else
+                    "a table or instance" if isinstance(operand, ir.InstanceRef) else
+                    "a value of type " + type_str(operand.type))
+                raise P4Error(f"'{op}' cannot be applied to {what}", loc)
         if op in ("<<", ">>"):
+            if isinstance(right.type, ir.NewType):
+                raise P4Error(
+                    f"the shift amount of '{op}' must be bit<S> or a non-negative constant, not {type_str(right.type)}", loc
+                )
             return self.shift(op, left, right, loc)
         if op == "++":
             return self.concat(left, right, loc)
@@ -321,6 +335,18 @@ class ExprChecker:
             raise P4Error("division by zero", loc)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return fold_binary(op, left, right, loc)
+        if (
+            op in ("/", "%")
+            and not (isinstance(right, ir.Const) and right.value & (right.value - 1) == 0)
+            and not (isinstance(left, ir.Const) and left.value == 0)  # 0 / x is 0 (x still runs)
+        ):
+            # as p4c (CompileTimeOperations after strength reduction): only a division by a
+            # power of two (a shift or a mask) can be computed at run time on BMv2
+            raise P4Error(
+                f"'{op}' could not be evaluated at compile time: at run time only a division "
+                "by a constant power of two is supported",
+                loc,
+            )
         return ir.Binary(left.type, loc, op, left, right)
 
     def shift(self, op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
@@ -748,6 +774,10 @@ class ExprChecker:
         for p, s, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)
             aloc = self.loc(s) if isinstance(s, Tree) else loc
+            if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
+                raise P4Error(f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc)
+            if isinstance(e, ir.DontCare) and has_typevar(ptype):
+                raise P4Error(f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc)
             if p.direction in ("out", "inout"):
                 if isinstance(e, ir.DontCare):
                     if p.direction == "inout":
@@ -770,8 +800,7 @@ class ExprChecker:
                 out.append(e)
             else:
                 if isinstance(e, ir.DontCare):
-                    out.append(None)
-                    continue
+                    raise P4Error(f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'", aloc)
                 try:
                     out.append(self.convert(e, ptype, aloc, what))
                 except P4Error:

@@ -304,6 +304,8 @@ class StmtChecker(ExprChecker):
         if isinstance(call, ir.MethodCall) and call.method == "apply" and ctx.kind in ("action", "parser", "function"):
             if isinstance(call.type, ir.TableApplyResultType):
                 raise P4Error(f"tables cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
+            if ctx.kind in ("action", "function"):
+                raise P4Error(f"a parser or control cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
         if isinstance(call, ir.BoolConst):
             return ir.Empty(loc)  # a static_assert that held
         if not isinstance(call, (ir.Call, ir.MethodCall)):
@@ -524,6 +526,8 @@ class StmtChecker(ExprChecker):
         t = ir.strip_newtype(e.type)
         if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.loc(expr_tree))
+        if "name" not in annos and not _nameable_key(e):
+            raise P4Error("a complex key expression needs a @name annotation", self.loc(expr_tree))
         kname = self.cp_name(annos, self.source_text(expr_tree))
         return ir.TableKey(e, mk, kname, annos, self.loc(tree))
 
@@ -573,10 +577,16 @@ class StmtChecker(ExprChecker):
             raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
         params = action.params
         n_dir = len(params) - len(action.cp_params)
+        if "defaultonly" in listed.annotations and what != "default action":
+            raise P4Error(f"{what} '{action.name}' is @defaultonly in table '{table.name}'", loc)
+        if "tableonly" in listed.annotations and what == "default action":
+            raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
         if len(arg_trees) == len(action.cp_params) and n_dir:
             bound = self.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
+            _constant_action_data(bound[-len(action.cp_params) :] if action.cp_params else [], action, loc)
             return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
         bound = self.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
+        _constant_action_data(bound[n_dir:], action, loc)
         args = [a for a in bound if a is not None]
         for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
             # p4c: the directional arguments must be those bound in the actions list
@@ -622,6 +632,11 @@ class StmtChecker(ExprChecker):
         table's own convention.
         """
         entries = table.entries or []
+        given = next((e for e in entries if e.priority is not None or e.annotations.get("priority")), None)
+        if given is not None and all(k.match_kind in ("exact", "lpm") for k in table.keys):
+            raise P4Error(
+                f"table '{table.name}': its match kinds do not use priorities, but an entry has one", given.loc
+            )
         if any(e.priority is not None for e in entries):
             delta = 1
             if "priority_delta" in table.properties:
@@ -703,6 +718,29 @@ class StmtChecker(ExprChecker):
     def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
+
+
+def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
+    """Action data given in a program (default action, entries) must be known at compile time."""
+    for a in args:
+        if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+            raise P4Error(f"action '{action.name}': action data arguments must be compile-time constants", a.loc)
+
+
+def _nameable_key(e: ir.Expr) -> bool:
+    """Whether a key expression has a name of its own for P4Info, as p4c's key names:
+    a variable, field, constant-index element, slice, ``&`` of those or ``isValid()``."""
+    if isinstance(e, (ir.VarRef, ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+        return True
+    if isinstance(e, (ir.Member, ir.Slice)):
+        return _nameable_key(e.base)
+    if isinstance(e, ir.Index):
+        return isinstance(e.index, ir.Const) and _nameable_key(e.base)
+    if isinstance(e, ir.Binary) and e.op == "&":
+        return _nameable_key(e.left) and _nameable_key(e.right)
+    if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
+        return _nameable_key(e.target)
+    return False
 
 
 def _has_call(e: ir.Expr) -> bool:
