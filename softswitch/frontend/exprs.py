@@ -667,6 +667,9 @@ class ExprChecker:
                         f"method '{method}' expects {len(mtparams)} type arguments, got {len(type_args)}", loc
                     )
                 binding.update(zip(mtparams, type_args, strict=False))
+                for ta in type_args:
+                    if isinstance(ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)):
+                        raise P4Error(f"method '{method}': illegal type argument {type_str(ta)}", loc)
             call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)

@@ -332,6 +332,8 @@ class StmtChecker(ExprChecker):
         st = ir.strip_newtype(subject.type)
         if not isinstance(st, (ir.ActionRunType, ir.BitType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
+        if ctx.kind == "action":  # p4c's BMv2 back end refuses these; programs stay portable
+            raise P4Error("switch statements in actions are not supported on the v1model target (BMv2)", loc)
         cases: list[ir.SwitchCase] = []
         seen: set[object] = set()
         for case_tree in tree.children[1:]:
@@ -396,6 +398,8 @@ class StmtChecker(ExprChecker):
         if len(rest) > 2:
             init = self.convert(self.expr(rest[2], scope, t), t, self.loc(rest[2]), "initializer")
         var = ir.Variable(name, t, self.new_uid(), loc)
+        if isinstance(scope.lookup(name), ir.Param):  # an error in p4c, not just a warning
+            raise P4Error(f"declaration of '{name}' shadows a parameter '{name}'", self.loc(rest[1]))
         scope.declare(name, var, self.loc(rest[1]))
         return ir.VarDecl(var, init, loc)
 
