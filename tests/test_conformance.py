@@ -323,6 +323,21 @@ def test_nested_slice_indexed_compound_and_ser_enum_mask() -> None:
     _stf_file("lvalue_forms.p4")
 
 
+REJECTED = sorted((CONF / "rejected").glob("*.p4"))
+
+
+@pytest.mark.parametrize("program", REJECTED, ids=[p.stem for p in REJECTED])
+def test_rejected_as_by_p4c(program: Path) -> None:
+    """Programs that p4c rejects (each reproduces a p4_16_errors case we once accepted) are
+    rejected with the location and message named on their first line (`// expect: ...`)."""
+    expect = program.read_text().splitlines()[0].removeprefix("// expect: ")
+    with pytest.raises(P4Error) as info:
+        compile_file(program)
+    where = expect if expect.startswith("v1model.p4:") else f"{program.name}:{expect}"
+    loc, _, message = where.partition(": ")
+    assert str(info.value).endswith(f"/{loc}: error: {message}"), str(info.value)
+
+
 # ----------------------------------------------------------------------- runner
 
 

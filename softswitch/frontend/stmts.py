@@ -733,13 +733,13 @@ def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc
 
 def _nameable_key(e: ir.Expr) -> bool:
     """Whether a key expression has a name of its own for P4Info, as p4c's key names:
-    a variable, field, constant-index element, slice, ``&`` of those or ``isValid()``."""
+    a variable, field, stack element, slice, ``&`` of those or ``isValid()``."""
     if isinstance(e, (ir.VarRef, ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
         return True
     if isinstance(e, (ir.Member, ir.Slice)):
         return _nameable_key(e.base)
     if isinstance(e, ir.Index):
-        return isinstance(e.index, ir.Const) and _nameable_key(e.base)
+        return _nameable_key(e.index) and _nameable_key(e.base)
     if isinstance(e, ir.Binary) and e.op == "&":
         return _nameable_key(e.left) and _nameable_key(e.right)
     if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
