@@ -494,6 +494,11 @@ class Checker(StmtChecker):
             for p, a in zip(t.decl.ctor_params, args, strict=True):
                 if isinstance(ir.strip_newtype(p.type), (ir.BlockType, ir.BlockProtoType)):
                     self.check_block_arg_ref(a, p, what, loc)
+                elif a is not None and not (
+                    isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit))
+                    or (isinstance(a, ir.VarRef) and isinstance(a.var, ir.Param) and a.var.direction == "")
+                ):
+                    raise P4Error(f"{what}: the argument of '{p.name}' must be a compile-time constant", a.loc)
             return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
         raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
 

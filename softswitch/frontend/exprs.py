@@ -671,6 +671,13 @@ class ExprChecker:
                     if isinstance(ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)):
                         raise P4Error(f"method '{method}': illegal type argument {type_str(ta)}", loc)
             call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
+            if t.name == "packet_in" and method == "extract" and call_args and call_args[0] is not None:
+                ht = ir.strip_newtype(call_args[0].type)
+                if not isinstance(ht, ir.HeaderType):
+                    raise P4Error(f"method 'extract': the argument must be a header, not {type_str(call_args[0].type)}", call_args[0].loc)
+                has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
+                if len(call_args) > 1 and not has_varbit:
+                    raise P4Error(f"method 'extract': header {ht.name} has no varbit field for the size argument", call_args[0].loc)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
             return ir.MethodCall(rt, loc, base, method, call_args, targs)
@@ -772,7 +779,8 @@ class ExprChecker:
                 bind(p.type, e.type, binding)
         for p, e in zip(params, values, strict=False):
             if isinstance(p.type, TypeVar) and p.type.name not in binding and isinstance(e.type, ir.IntLitType):
-                binding[p.type.name] = e.type
+                # p4c: an integer without a width cannot give a type variable its type
+                raise P4Error(f"{what}: could not infer a width for the argument of '{p.name}'", e.loc)
         out: list[ir.Expr | None] = []
         for p, s, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)

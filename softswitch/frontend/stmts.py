@@ -616,6 +616,8 @@ class StmtChecker(ExprChecker):
         if not table.keys:
             raise P4Error(f"table '{table.name}' has entries but no key", loc)
         keysets = self.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
+        for key, ks in zip(table.keys, keysets, strict=True):
+            _check_entry_keyset(key, ks)
         call = Tree("call_expr", [Tree("name_ref", [name_tree], name_tree.meta), args_tree], name_tree.meta) if args_tree is not None else Tree("name_ref", [name_tree], name_tree.meta)
         ref = self.action_call_ref(call, scope, table, "entry action")
         priority: int | None = None
@@ -722,6 +724,34 @@ class StmtChecker(ExprChecker):
     def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
+
+
+_KEYSETS = {
+    "exact": (ir.KeysetValue, ir.KeysetDefault),
+    "optional": (ir.KeysetValue, ir.KeysetDefault),
+    "lpm": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "ternary": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "range": (ir.KeysetValue, ir.KeysetRange, ir.KeysetDefault),
+}
+
+
+def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
+    """An entry's keyset must suit the key's match kind (p4c: an LPM mask is a prefix,
+    an optional key takes a value or ``_``, not a mask)."""
+    allowed = _KEYSETS.get(key.match_kind)
+    if allowed is None:
+        return
+    if not isinstance(ks, allowed):
+        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(type(ks), "this")
+        raise P4Error(f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc)
+    if isinstance(ks, ir.KeysetMask) and key.match_kind == "lpm":
+        t = ir.strip_newtype(key.expr.type)
+        width = t.width if isinstance(t, ir.BitType) else 1
+        full = (1 << width) - 1
+        mask = ks.mask & full
+        plen = bin(mask).count("1")
+        if mask != full ^ ((1 << (width - plen)) - 1):
+            raise P4Error(f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' (not a prefix)", ks.loc)
 
 
 def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
