@@ -570,11 +570,12 @@ class StmtMixin(ExprMixin):
         """Copy-in of directional arguments into ``inner.env``; returns the copy-outs.
 
         A header/struct argument is passed by reference unless ``body`` (an action's) also
-        reaches the argument's variable directly, or another argument shares its variable:
+        reaches the argument's variable directly, or another out/inout argument shares its variable:
         then it is copied in and out, so that the callee's own writes to the variable are
         overwritten by the copy-out, as P4's copy-in/copy-out prescribes."""
         outs: list[tuple[ir.Expr, str]] = []
-        roots = [_root_var(a) for a in args]
+        # variables reached through more than one out/inout argument (``in`` ones are copies)
+        roots = [_root_var(a) if p.direction in ("out", "inout") else None for p, a in zip(params, args, strict=False)]
         for p, a in zip(params, args, strict=False):
             t = strip(p.type)
             if isinstance(t, ir.ExternType):  # packet_in / packet_out pass through
