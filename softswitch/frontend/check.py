@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from lark import Token, Tree
 
 from softswitch import ir
@@ -292,7 +294,19 @@ class Checker(StmtChecker):
         rest = _plain(tree)
         t = self.resolve_type(rest[0], scope)
         name = name_of(rest[1])
-        nt = ir.NewType(name, t, self.annotations(tree), self.loc(rest[1]))
+        if not isinstance(ir.strip_newtype(t), (ir.BitType, ir.BoolType, ir.VarbitType, ir.StringType, ir.EnumType)):
+            raise P4Error(f"'type' can only be applied to base types, not {type_str(t)}", self.loc(rest[0]))
+        annos = self.annotations(tree)
+        translation = annos.get("p4runtime_translation")
+        if translation and len(translation) > 1 and not (
+            isinstance(translation[1], int) or re.fullmatch(r"string|bit\s*<\s*\d+\s*>", str(translation[1]).strip())
+        ):
+            raise P4Error(
+                f"@p4runtime_translation of '{name}': the controller type must be bit<W>, string or a width, "
+                f"not {translation[1]}",
+                self.loc(tree),
+            )
+        nt = ir.NewType(name, t, annos, self.loc(rest[1]))
         scope.declare_type(name, nt, self.loc(rest[1]))
         self.types[name] = nt
 

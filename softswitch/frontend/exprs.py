@@ -495,6 +495,8 @@ class ExprChecker:
                 raise P4Error(f"index {index.value} is out of range for a stack of size {t.size}", loc)
             if isinstance(it, ir.IntLitType):
                 index = ir.Const(ir.BitType(32), index.loc, index.value)
+        elif isinstance(ir.strip_newtype(t.elem), ir.HeaderUnionType):
+            raise P4Error("a header union stack needs a constant index on the v1model target (BMv2)", loc)
         return ir.Index(t.elem, loc, base, index)
 
     def _e_slice_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:

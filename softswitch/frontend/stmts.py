@@ -504,6 +504,7 @@ class StmtChecker(ExprChecker):
         if "actions" not in seen:
             raise P4Error(f"table '{name}' has no 'actions' property", loc)
         self.entry_priorities(table)
+        _no_duplicate_entries(table)
         self.implicit_default_action(table, scope, loc)
         return table
 
@@ -559,6 +560,9 @@ class StmtChecker(ExprChecker):
         if args_tree is not None:
             bound = self.bind_args(directional, list(args_tree.children), scope, self.loc(tree), f"action '{action.name}'", {})
             args = [a for a in bound if a is not None]
+            for a in args:
+                if _applies_table(a):
+                    raise P4Error(f"action '{action.name}': a table is applied in an argument of the actions list", a.loc)
         elif directional:
             raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.loc(tree))
         return ir.ActionRef(action, args, annos, self.loc(tree))
@@ -774,6 +778,34 @@ def _nameable_key(e: ir.Expr) -> bool:
         return _nameable_key(e.left) and _nameable_key(e.right)
     if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
         return _nameable_key(e.target)
+    return False
+
+
+def _no_duplicate_entries(table: ir.TableDecl) -> None:
+    """Two entries of an exact-match table with the same key (p4c: "Duplicate entry keys")."""
+    if not table.entries or not all(k.match_kind == "exact" for k in table.keys):
+        return
+    seen: set[tuple[object, ...]] = set()
+    for e in table.entries:
+        key = tuple(ks.value if isinstance(ks, ir.KeysetValue) else "_" for ks in e.keysets)
+        if key in seen:
+            raise P4Error(f"table '{table.name}': duplicate entry key", e.loc)
+        seen.add(key)
+
+
+def _applies_table(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` applies a table."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ir.MethodCall) and isinstance(n.type, ir.TableApplyResultType):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+        elif isinstance(n, dict):
+            todo += list(n.values())
     return False
 
 
