@@ -18,6 +18,7 @@ from softswitch.conformance import (
     find_programs,
     format_table,
     run_program,
+    run_program_in_process,
 )
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import compile_file, compile_source
@@ -339,6 +340,19 @@ def test_rejected_as_by_p4c(program: Path) -> None:
 
 
 # ----------------------------------------------------------------------- runner
+
+
+def test_in_process_runner_outcomes(tmp_path: Path) -> None:
+    """--in-process gives the outcomes of the child-process runner: an STF pass, a located
+    rejection and a failed expectation."""
+    assert run_program_in_process(CONF / "union_stack_next.p4").outcome == "pass"
+    rejected = run_program_in_process(CONF / "rejected" / "switch_in_action.p4")
+    assert rejected.outcome == "rejected" and rejected.detail.startswith("line 5:9: error: switch")
+    prog = tmp_path / "prog.p4"
+    prog.write_text((CONF / "union_stack_next.p4").read_text())
+    (tmp_path / "prog.stf").write_text("packet 0 01 11 22 33 44\nexpect 1 01 11 2233 44 $\n")
+    failed = run_program_in_process(prog)
+    assert failed.outcome == "stf-fail" and failed.detail.startswith("FAIL: port 1: expected")
 
 
 def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:
