@@ -129,41 +129,50 @@ def _alarm(_signum: int, _frame: object) -> None:
     raise _Timeout
 
 
-def run_program_in_process(program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = ()) -> Result:
-    """:func:`run_program` without a child process (much faster: no interpreter start-up
-    per program); the same outcomes, with ``crash`` for any exception that escapes and the
-    time limit enforced by ``SIGALRM``. A program that exhausts memory or the interpreter
-    can still stop the whole run, which :func:`run_program` prevents."""
+def _run_in_process(program: Path, stf: Path | None, dirs: list[str]) -> tuple[str, str]:
     from softswitch.errors import P4Error
     from softswitch.frontend import compile_file
     from softswitch.pipeline import Pipeline
     from softswitch.stf import StfError, StfRunner, parse_stf
 
+    try:
+        if stf is not None:
+            lines = parse_stf(stf.read_text(encoding="utf-8"), str(stf))
+            result = StfRunner(Pipeline.from_file(str(program), dirs)).run(lines)
+            if not result.passed:
+                return "stf-fail", f"FAIL: {result.first_mismatch}"
+        else:
+            compile_file(program, dirs)
+        return "pass", ""
+    except (P4Error, StfError) as err:
+        return classify(1, "", str(err).splitlines()[0] if str(err) else "", stf is not None)
+    except _Timeout:
+        raise
+    except Exception as err:  # noqa: BLE001 (any escape is a crash of the target)
+        return "crash", f"{type(err).__name__}: {err}".splitlines()[0]
+
+
+def run_program_in_process(program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = ()) -> Result:
+    """:func:`run_program` without a child process (much faster: no interpreter start-up
+    per program); the same outcomes, with ``crash`` for any exception that escapes and the
+    time limit enforced by ``SIGVTALRM``. A program that exhausts memory or the interpreter
+    can still stop the whole run, which :func:`run_program` prevents. The time limit counts
+    CPU seconds of this process."""
     stf = program.with_suffix(".stf")
     has_stf = stf.is_file()
     dirs = [str(d) for d in include_dirs]
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        if has_stf:
-            lines = parse_stf(stf.read_text(encoding="utf-8"), str(stf))
-            result = StfRunner(Pipeline.from_file(str(program), dirs)).run(lines)
-            if result.passed:
-                outcome, detail = "pass", ""
-            else:
-                outcome, detail = "stf-fail", f"FAIL: {result.first_mismatch}"
-        else:
-            compile_file(program, dirs)
-            outcome, detail = "pass", ""
+    # CPU time, not wall-clock time: a loaded machine must not turn slow programs into timeouts
+    previous = signal.signal(signal.SIGVTALRM, _alarm)
+    try:  # the timer fires at most once; wherever it lands, it is caught here
+        signal.setitimer(signal.ITIMER_VIRTUAL, timeout)
+        try:
+            outcome, detail = _run_in_process(program, stf if has_stf else None, dirs)
+        finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     except _Timeout:
-        return Result(program, stf if has_stf else None, "timeout", f"no result after {timeout:g} s")
-    except (P4Error, StfError) as err:
-        outcome, detail = classify(1, "", str(err).splitlines()[0] if str(err) else "", has_stf)
-    except Exception as err:  # noqa: BLE001 (any escape is a crash of the target)
-        outcome, detail = "crash", f"{type(err).__name__}: {err}".splitlines()[0]
+        outcome, detail = "timeout", f"no result after {timeout:g} s of CPU time"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGVTALRM, previous)
     detail = detail.replace(f"{program}:", "line ", 1)
     return Result(program, stf if has_stf else None, outcome, detail)
 
