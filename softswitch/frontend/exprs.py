@@ -32,6 +32,20 @@ _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
 TABLE_REF_TYPE = ir.VoidType()
 
 
+def _reads_parameter(e: ir.Expr) -> bool:
+    """Whether ``e`` reads a parameter (a value known only at run time)."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ir.VarRef) and isinstance(n.var, ir.Param):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+    return False
+
+
 def name_of(tree: Tree | Token) -> str:
     """Text of a name-like node (``name``, ``non_type_name``, ``prefixed_name`` ...)."""
     if isinstance(tree, Token):
@@ -495,7 +509,9 @@ class ExprChecker:
                 raise P4Error(f"index {index.value} is out of range for a stack of size {t.size}", loc)
             if isinstance(it, ir.IntLitType):
                 index = ir.Const(ir.BitType(32), index.loc, index.value)
-        elif isinstance(ir.strip_newtype(t.elem), ir.HeaderUnionType):
+        elif isinstance(ir.strip_newtype(t.elem), ir.HeaderUnionType) and _reads_parameter(index):
+            # p4c flattens union stacks and needs the index constant after constant propagation;
+            # an index read from a parameter (packet data, metadata) can never be
             raise P4Error("a header union stack needs a constant index on the v1model target (BMv2)", loc)
         return ir.Index(t.elem, loc, base, index)
 
