@@ -68,6 +68,7 @@ class Checker(StmtChecker):
                 method(decl, self.top)
         if self.main is None:
             raise P4Error("the program has no 'main' package instance", ir.Loc(self.source_file, 1, 1))
+        self.check_global_names()
         return ir.Program(
             source_file=self.source_file,
             types=self.types,
@@ -83,6 +84,24 @@ class Checker(StmtChecker):
             instances=self.instances,
             main=self.main,
         )
+
+    def check_global_names(self) -> None:
+        """Two actions (or tables) may not share one global control-plane name: top-level
+        actions and declarations named ``@name(".x")`` (p4c: "conflicting control plane name")."""
+        seen: dict[tuple[str, str], object] = {}
+
+        def claim(kind: str, name: str, decl: object, loc: ir.Loc) -> None:
+            other = seen.setdefault((kind, name), decl)
+            if other is not decl:
+                raise P4Error(f"conflicting control plane name '.{name}' (another {kind} has it)", loc)
+
+        for action in self.actions.values():
+            claim("action", action.cp_name.lstrip("."), action, action.loc)
+        for block in [*self.controls.values(), *self.parsers.values()]:
+            for local in block.locals:
+                if isinstance(local, (ir.ActionDecl, ir.TableDecl)) and local.cp_name.startswith("."):
+                    kind = "action" if isinstance(local, ir.ActionDecl) else "table"
+                    claim(kind, local.cp_name[1:], local, local.loc)
 
     # ------------------------------------------------------------------ types
 
