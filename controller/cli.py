@@ -29,6 +29,7 @@ from controller.p4client import P4RuntimeError
 from controller.schema import SchemaError
 from controller.state import StateError, load_state
 from controller.topology import TopologyError
+from controller.trees import Tree, describe_tree
 
 log = logging.getLogger(__name__)
 USER_ERRORS = (ControllerError, JobError, SchemaError, TopologyError, StateError, P4RuntimeError)
@@ -86,6 +87,8 @@ def add_verbs(sub: Any) -> None:
     create.add_argument("--slots", type=int, default=64, help="slots per switch")
     create.add_argument("--msg-pkts", type=int, help="packets per message (default slots/credits)")
     create.add_argument("--workers-per-host", type=int, help="default: the host's GPUs")
+    create.add_argument("--root", help="the aggregation tree's root switch (default: the switch "
+                        "closest to all the job's leaves)")
     delete = job.add_parser("delete", help="remove a job from its switches")
     delete.add_argument("job")
     job.add_parser("list", help="jobs recorded in the run directory")
@@ -205,7 +208,7 @@ class Commands:
     def cmd_job_create(self, args: argparse.Namespace) -> int:
         plan = self.controller.create_job(JobRequest(
             name=args.name, hosts=args.hosts, credits=args.credits, slots=args.slots,
-            msg_pkts=args.msg_pkts, workers_per_host=args.workers_per_host))
+            msg_pkts=args.msg_pkts, workers_per_host=args.workers_per_host, root=args.root))
         if args.json:
             print(json.dumps(plan.to_dict(), indent=1, sort_keys=True))
         else:
@@ -224,7 +227,7 @@ class Commands:
 
     def cmd_job_list(self, args: argparse.Namespace) -> int:
         rows = [_job_row(p) for p in sorted(self._state().jobs.values(), key=lambda p: p.job_id)]
-        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "spine", "credits",
+        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "root", "credits",
                                  "slots", "msg_pkts"])
         return 0
 
@@ -237,7 +240,10 @@ class Commands:
             print(json.dumps(plan.to_dict(), indent=1, sort_keys=True))
             return 0
         self.emit([_job_row(plan)], f"job {plan.name}")
-        self.emit([{"switch": n, "role": p.role, "slot_base": p.slot_base, "slot_count": p.slot_count,
+        self.console.print("tree (root first; slots and credits per switch):", highlight=False)
+        for line in job_tree_lines(plan):
+            self.console.print("  " + line, highlight=False, markup=False)
+        self.emit([{"switch": n, "level": p.level, "role": p.role, "slot_base": p.slot_base, "slot_count": p.slot_count,
                     "members": f"{p.members:#x}", "expected": p.expected, "mcast_grp": p.mcast_grp,
                     "upstream_port": p.upstream_port, "parent": p.parent}
                    for n, p in plan.parts.items()], "switches")
@@ -339,10 +345,33 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def job_tree_lines(plan: JobPlan) -> list[str]:
+    """The job's aggregation tree as indented lines, root first: per switch its level,
+    slot range, credits, members and, at a leaf, the hosts of its workers."""
+    root = next((n for n, p in plan.parts.items() if p.parent is None), None)
+    if root is None:
+        return []
+    tree = Tree(root=root, parent={n: p.parent for n, p in plan.parts.items()},
+                children={n: list(p.children) for n, p in plan.parts.items()},
+                level={n: p.level for n, p in plan.parts.items()})
+
+    def label(name: str) -> str:
+        part = plan.parts[name]
+        hosts = list(dict.fromkeys(w.host for w in plan.workers if w.switch == name))
+        text = (f"{name}: level {part.level}, slots {part.slot_base}.."
+                f"{part.slot_base + part.slot_count - 1}, credits {plan.credits}, "
+                f"{part.expected} member{'s' if part.expected != 1 else ''}")
+        if hosts:
+            text += f" (workers on {', '.join(hosts)})"
+        return text
+
+    return describe_tree(tree, label)
+
+
 def _job_row(plan: JobPlan) -> dict[str, Any]:
     return {"name": plan.name, "id": plan.job_id, "workers": len(plan.workers),
             "hosts": ",".join(plan.hosts()), "switches": ",".join(plan.parts),
-            "spine": plan.spine or "", "credits": plan.credits, "slots": plan.slots,
+            "spine": plan.spine or "", "root": plan.root or "", "credits": plan.credits, "slots": plan.slots,
             "msg_pkts": plan.msg_pkts}
 
 

@@ -31,7 +31,7 @@ class SwitchInfo:
     name: str
     device_id: int
     grpc_addr: str
-    role: str  # "leaf" or "spine"
+    role: str  # "leaf", "aggregation", "spine" or "core"
     index: int
     cpu_port: int | None
     ports: tuple[Port, ...]
@@ -88,7 +88,8 @@ class Topology:
         return [s.name for s in self.switches]
 
     def leaves(self) -> list[SwitchInfo]:
-        return sorted((s for s in self.switches if s.role != "spine"), key=lambda s: s.index)
+        """Switches hosts attach to (role ``leaf``), leaf 1 first."""
+        return sorted((s for s in self.switches if s.role == "leaf"), key=lambda s: s.index)
 
     def spines(self) -> list[SwitchInfo]:
         return sorted((s for s in self.switches if s.role == "spine"), key=lambda s: s.index)

@@ -62,8 +62,10 @@ def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float
 def test_defaults_and_test_options():
     """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
     args = parse_args([])
-    assert (args.topo, args.spines, args.leaves, args.no_cli, args.elements) == (
-        "spineleaf", 2, 2, False, DEFAULT_ELEMENTS)
+    assert (args.topo, args.no_cli, args.elements) == ("spineleaf", False, DEFAULT_ELEMENTS)
+    default = build_topology(args)
+    assert (default.spec.params["spines"], default.spec.params["leaves"]) == (2, 2)
+    assert sorted(default.switches()) == ["l1", "l2", "sp1", "sp2"]
     topo = build_topology(parse_args(["--topo", "rack", "--hosts", "3", "--name-prefix", "zz",
                                       "--grpc-port", "41000"]))
     assert sorted(topo.switches()) == ["zzs1"]
@@ -73,8 +75,8 @@ def test_defaults_and_test_options():
 def test_link_bound_defaults():
     """make run's defaults: 3 Mbit/s links, E = 64 (wrapper program), 65536 float32, 2x32."""
     args = parse_args([])
-    assert (args.bw, args.elems, args.elements, args.credits, args.slots) == (
-        3.0, 64, 65536, 2, 64)
+    defaults = experiment_options(args)
+    assert (args.elems, args.elements, defaults.credits, defaults.slots) == (64, 65536, 2, 64)
     assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 64
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
@@ -94,7 +96,7 @@ def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
 
-@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"],
+@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"],
                                     ["--elems", "48"], ["--credits", "0"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""

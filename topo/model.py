@@ -67,6 +67,7 @@ class HostRecord:
     leaf: int
     slot: int
     gpus: int
+    role: str = "worker"  # "worker" or "data" (a data server: no workers)
 
 
 @dataclass(frozen=True)
@@ -196,14 +197,15 @@ def describe(
         switch, sport = attach[name]
         hosts.append(
             HostRecord(name, ip, int(plen or 32), str(opts["mac"]), _intf_name(name, 0), switch,
-                       sport, int(opts["leaf"]), int(opts["slot"]), int(opts["gpus"]))
+                       sport, int(opts["leaf"]), int(opts["slot"]), int(opts["gpus"]),
+                       str(opts.get("role", "worker")))
         )
     hosts.sort(key=lambda h: (h.leaf, h.slot))
     switches.sort(key=lambda s: s.device_id)
     return Topology(
         kind=topo.kind, target=target, switches=tuple(switches), hosts=tuple(hosts),
         links=tuple(links), program=program, p4info=p4info, device_config=device_config,
-        netem=netem, rundir=rundir,
+        netem=netem, rundir=rundir, extra=topo.describe_extra(),
     )
 
 
@@ -277,6 +279,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             _get(h, "intf", str, where), _get(h, "switch", str, where),
             _get(h, "switch_port", int, where), _get(h, "leaf", int, where),
             _get(h, "slot", int, where), _get(h, "gpus", int, where),
+            _get(h, "role", str, where, optional=True) or "worker",
         ))
     links = []
     for i, ln in enumerate(_get(data, "links", list, top)):
