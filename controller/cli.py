@@ -111,10 +111,13 @@ def add_verbs(sub: Any) -> None:
     tables.add_argument("--switch", help="one switch (default: all)")
     tables.add_argument("--table", help="list this table's entries (full name or suffix)")
 
-    regs = sub.add_parser("registers", help="read a register over P4Runtime")
+    regs = sub.add_parser("registers", help="read (or --set) a register (P4Runtime; BMv2: "
+                          "its Thrift runtime)")
     regs.add_argument("--switch", required=True)
     regs.add_argument("register")
     regs.add_argument("--index", type=int)
+    regs.add_argument("--set", type=int, dest="value", metavar="VALUE",
+                      help="write VALUE into cell --index, then read it back")
 
     fault = sub.add_parser("fault", help="fault set|clear: data-plane loss per port").add_subparsers(
         dest="action", required=True)
@@ -304,6 +307,10 @@ class Commands:
         return 0
 
     def cmd_registers(self, args: argparse.Namespace) -> int:
+        if args.value is not None:
+            if args.index is None:
+                raise ControllerError("index: --set needs --index (the cell to write)")
+            self.controller.write_register(args.switch, args.register, args.index, args.value)
         values = self.controller.read_register(args.switch, args.register, args.index)
         self.emit([{"index": i, "value": v} for i, v in sorted(values.items()) if v or args.index is not None],
                   f"{args.switch} {args.register} (non-zero cells)", ["index", "value"])
@@ -424,7 +431,7 @@ class Shell(cmd.Cmd):
         self._run("tables", line)
 
     def do_registers(self, line: str) -> None:
-        """registers --switch S NAME [--index I]: read a register"""
+        """registers --switch S NAME [--index I [--set V]]: read (or write) a register"""
         self._run("registers", line)
 
     def do_fault(self, line: str) -> None:

@@ -36,6 +36,14 @@ class SwitchInfo:
     cpu_port: int | None
     ports: tuple[Port, ...]
     subnet: ipaddress.IPv4Network | None = None  # a leaf's block, when topology.json names it
+    thrift_port: int | None = None  # BMv2's runtime (Thrift) port, on grpc_addr's host
+
+    @property
+    def thrift_addr(self) -> tuple[str, int] | None:
+        """(host, port) of BMv2's Thrift runtime server, when topology.json names one."""
+        if self.thrift_port is None:
+            return None
+        return self.grpc_addr.rpartition(":")[0] or "127.0.0.1", self.thrift_port
 
     def port_to(self, peer: str) -> Port:
         for p in self.ports:
@@ -184,6 +192,7 @@ def load_topology(path: str | Path) -> Topology:
                 cpu_port=_get(sw, "cpu_port", int, w, None),
                 ports=tuple(sorted(ports, key=lambda p: p.port)),
                 subnet=_subnet(_get(sw, "subnet", str, w, None), f"{w}.subnet"),
+                thrift_port=_get(sw, "thrift_port", int, w, None),
             )
         )
     hosts = []

@@ -39,6 +39,7 @@ from topo.run import (
     parse_args,
     print_experiment,
     ratio_line,
+    retransmissions_cell,
 )
 from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
 
@@ -70,6 +71,36 @@ def test_defaults_and_test_options():
                                       "--grpc-port", "41000"]))
     assert sorted(topo.switches()) == ["zzs1"]
     assert topo.nodeInfo("zzs1")["grpc_port"] == 41000
+
+
+def test_thrift_port_base_reaches_bmv2_records():
+    """--thrift-port moves BMv2's Thrift ports; topology.json records them for BMv2 only."""
+    topo = build_topology(parse_args(["--topo", "spineleaf", "--thrift-port", "42000"]))
+    assert {n: topo.nodeInfo(n)["thrift_port"] for n in topo.switches()} == {
+        "l1": 42000, "l2": 42001, "sp1": 42002, "sp2": 42003}
+    assert [s.thrift_port for s in describe(topo, target="bmv2").switches] == [
+        42000, 42001, 42002, 42003]
+    assert {s.thrift_port for s in describe(topo, target="softswitch").switches} == {None}
+
+
+def test_summary_counts_innetwork_retransmissions():
+    """The retx column sums the in-network ranks' retransmissions (the ring has none)."""
+    console = Console(record=True, width=160)
+    job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
+    inn = _run("innetwork")
+    inn = AllreduceRun(inn.algorithm, inn.elements,
+                       tuple(RankOutcome(r.rank, r.host, r.seconds, r.bytes_sent, True, 268,
+                                         None, 5, 1, 2)
+                             for r in inn.ranks), inn.links, inn.switch_cpu, inn.wall_seconds)
+    print_experiment(ExperimentResult(job, (inn, _run("ring"))), console)
+    cells = [[c.strip() for c in line.split("│")[1:-1]]
+             for line in console.export_text().splitlines() if line.startswith("│")]
+    retx = {row[0]: row[3] for row in cells}
+    assert retx == {"innetwork": "536 (12 losses)", "ring": "-"}
+    # timeouts that ACKs showed to be spurious are no loss (a loaded machine's late timer)
+    late = AllreduceRun("innetwork", 1, (RankOutcome(0, "h1", 1.0, 1, True, 64, None, 1, 1),))
+    assert retransmissions_cell(late) == "64 (spurious)"
+    assert late.ranks[0].loss_seen == 0
 
 
 def test_link_bound_defaults():

@@ -106,6 +106,15 @@ class RankOutcome:
     exact: bool = False  # the worker compared its result with the exact sum: equal
     retransmissions: int = 0
     error: str | None = None
+    timeouts: int = 0  # in-network: retransmission timer expiries ...
+    spurious_timeouts: int = 0  # ... of which ACKs later showed nothing was lost
+    naks: int = 0  # in-network: NAKs received (a receiver saw a gap)
+
+    @property
+    def loss_seen(self) -> int:
+        """Losses the transport detected: NAKs and timeouts that were not spurious (a timer
+        that fires late on a loaded machine retransmits without any packet lost)."""
+        return self.naks + max(0, self.timeouts - self.spurious_timeouts)
 
 
 @dataclass(frozen=True)
@@ -365,7 +374,9 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
     error = {True: None, False: "result differs from the exact sum"}.get(
         check, "the worker did not check its result")
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
-                       check is True, int(row.get("retransmissions", 0)), error)
+                       check is True, int(row.get("retransmissions", 0)), error,
+                       int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
+                       int(row.get("naks", 0)))
 
 
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,

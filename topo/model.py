@@ -44,6 +44,7 @@ class SwitchRecord:
     ports: tuple[PortRecord, ...] = ()
     log: str | None = None
     subnet: str | None = None  # a leaf's block of host addresses, e.g. "10.0.1.0/24"
+    thrift_port: int | None = None  # BMv2's runtime (Thrift) port on grpc_addr's host; bmv2 only
 
     def port_to(self, peer: str) -> PortRecord:
         """The (first) port whose link goes to node ``peer``."""
@@ -188,6 +189,7 @@ def describe(
                 ports=tuple(sorted(ports.get(name, []), key=lambda r: r.port)),
                 log=f"{log_dir}/{name}.log" if log_dir else None,
                 subnet=opts.get("subnet"),
+                thrift_port=opts.get("thrift_port") if target == "bmv2" else None,
             )
         )
     hosts = []
@@ -267,6 +269,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             cpu_port=_get(sw, "cpu_port", int, where, optional=True), ports=tuple(ports),
             log=_get(sw, "log", str, where, optional=True),
             subnet=_get(sw, "subnet", str, where, optional=True),
+            thrift_port=_get(sw, "thrift_port", int, where, optional=True),
         ))
     hosts = []
     for i, h in enumerate(_get(data, "hosts", list, top)):

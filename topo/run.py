@@ -158,6 +158,8 @@ def build_topology(args: argparse.Namespace) -> FileTopo:
     options: dict[str, Any] = {"name_prefix": args.name_prefix}
     if args.grpc_port is not None:
         options["grpc_base_port"] = args.grpc_port
+    if args.thrift_port is not None:
+        options["thrift_base_port"] = args.thrift_port
     return FileTopo(load_topology_spec(args), **options)
 
 
@@ -252,6 +254,18 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     return text
 
 
+def retransmissions_cell(run: AllreduceRun) -> str:
+    """In-network retransmissions, and how many losses the transport saw behind them (NAKs
+    and timeouts that were not spurious); "-" for the ring (TCP's are not counted)."""
+    if run.algorithm != "innetwork":
+        return "-"
+    retx = sum(r.retransmissions for r in run.ranks)
+    lost = sum(r.loss_seen for r in run.ranks)
+    if not retx:
+        return "0"
+    return f"{retx} ({lost} losses)" if lost else f"{retx} (spurious)"
+
+
 def print_experiment(result: ExperimentResult, console: Any, elems: int | None = None) -> None:
     """One row per all-reduce: exact, time, busiest link, busiest switch process, and what
     limited it; then the measured ring / in-network ratio beside the ideal, the link check
@@ -265,7 +279,7 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
                   f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
-    for col in ("algorithm", "result", "time", "busiest link", "switch CPU", "bottleneck"):
+    for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck"):
         table.add_column(col)
     flagged = []
     for run in result.runs:
@@ -283,8 +297,8 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
         verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text,
-                      verdict)
+        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms",
+                      retransmissions_cell(run), busiest, cpu_text, verdict)
     console.print(table)
     ratio = ratio_line(result, elems)
     if ratio is not None:
@@ -359,6 +373,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
     p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
                    "(default 50051)")
+    p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
+                   "port (default 9090)")
     return p.parse_args(argv)
 
 

@@ -24,7 +24,7 @@ always give the same network (and the controller can compute the same numbers):
   the same links the gradients use. Every other name, port and address is unchanged.
 * device ids: rack ``s1`` is 0; leaves are ``0..L-1``, spines ``L..L+S-1``. The gRPC server of
   device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 50051); BMv2's
-  Thrift port is ``9090 + D``.
+  Thrift runtime port is ``thrift_base_port + D`` (default base 9090).
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ class TestbedTopo(Topo):
         loss: float | None = None,
         cpu_port: int | None = DEFAULT_CPU_PORT,
         grpc_base_port: int = GRPC_BASE_PORT,
+        thrift_base_port: int = THRIFT_BASE_PORT,
         name_prefix: str = "",
     ) -> None:
         _check_bw("host_bw", host_bw)
@@ -159,12 +160,14 @@ class TestbedTopo(Topo):
         if cpu_port is not None:
             _check_count("cpu_port", cpu_port, 1, MAX_PORT)
         _check_count("grpc_base_port", grpc_base_port, 1024, 65000)
+        _check_count("thrift_base_port", thrift_base_port, 1024, 65000)
         if name_prefix and not name_prefix.isalnum():
             raise TopologyError(f"name_prefix must be letters/digits, got {name_prefix!r}")
         self.host_shape = LinkShape(host_bw, delay, loss)
         self.gpus_per_host = gpus_per_host
         self.cpu_port = cpu_port
         self.grpc_base_port = grpc_base_port
+        self.thrift_base_port = thrift_base_port
         self.name_prefix = name_prefix
         super().__init__()
 
@@ -194,7 +197,7 @@ class TestbedTopo(Topo):
             device_id=device_id,
             grpc_host=GRPC_HOST,
             grpc_port=grpc_port_number or grpc_port(device_id, self.grpc_base_port),
-            thrift_port=THRIFT_BASE_PORT + device_id,
+            thrift_port=self.thrift_base_port + device_id,
             cpu_port=cpu,
             role=role,
             index=index,
@@ -251,7 +254,8 @@ class FileTopo(TestbedTopo):
     kind = "file"
 
     def __init__(self, spec: TopologySpec, *, cpu_port: int | None | EllipsisType = ...,
-                 grpc_base_port: int = GRPC_BASE_PORT, name_prefix: str = "") -> None:
+                 grpc_base_port: int = GRPC_BASE_PORT, thrift_base_port: int = THRIFT_BASE_PORT,
+                 name_prefix: str = "") -> None:
         self.spec = spec
         self.kind = spec.kind
         first_worker = next((h for h in spec.hosts if h.role == "worker"), None)
@@ -259,7 +263,8 @@ class FileTopo(TestbedTopo):
         super().__init__(
             host_bw=host_bw, delay=None, loss=None,
             cpu_port=spec.cpu_port if cpu_port is ... else cpu_port,
-            grpc_base_port=grpc_base_port, name_prefix=name_prefix,
+            grpc_base_port=grpc_base_port, thrift_base_port=thrift_base_port,
+            name_prefix=name_prefix,
         )
 
     def _plan_ports(self) -> tuple[dict[str, int], list[int], list[tuple[int, int]]]:
