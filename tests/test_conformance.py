@@ -18,6 +18,7 @@ from softswitch.conformance import (
     find_programs,
     format_table,
     run_program,
+    run_program_in_process,
 )
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import compile_file, compile_source
@@ -298,7 +299,60 @@ def test_struct_with_varbit_in_header_is_an_error() -> None:
         compile_source(text, str(CONF / "x.p4"))
 
 
+def test_extract_into_dont_care_and_struct_lookahead() -> None:
+    """`extract<T>(_)` skips a header; `lookahead<S>()` of a struct peeks at its fields (p4c issue774-4, issue1768)."""
+    _stf_file("parser_skip_lookahead.p4")
+
+
+def test_extract_into_union_of_stack_next() -> None:
+    """Extracting into `stack_of_unions.next.member` advances the stack (p4c issue561-6)."""
+    _stf_file("union_stack_next.p4")
+
+
+def test_copy_in_copy_out_of_composite_arguments() -> None:
+    """An action writing its inout argument's variable directly loses that write at the copy-out (p4c gauntlet_indirect_hdr_assign_1)."""
+    _stf_file("copy_in_copy_out.p4")
+
+
+def test_initialiser_evaluation_order() -> None:
+    """A struct initialiser reads a field before a later call modifies it (p4c issue2488)."""
+    _stf_file("init_evaluation_order.p4")
+
+
+def test_nested_slice_indexed_compound_and_ser_enum_mask() -> None:
+    """`x[7:4][2:1] = ..`, `s[f(i)].x |= ..` (f runs once) and `E.M &&& 0xF0` entries (p4c gauntlet_nested_slice, opassign2, table-entries-ser-enum)."""
+    _stf_file("lvalue_forms.p4")
+
+
+REJECTED = sorted((CONF / "rejected").glob("*.p4"))
+
+
+@pytest.mark.parametrize("program", REJECTED, ids=[p.stem for p in REJECTED])
+def test_rejected_as_by_p4c(program: Path) -> None:
+    """Programs that p4c rejects (each reproduces a p4_16_errors case we once accepted) are
+    rejected with the location and message named on their first line (`// expect: ...`)."""
+    expect = program.read_text().splitlines()[0].removeprefix("// expect: ")
+    with pytest.raises(P4Error) as info:
+        compile_file(program)
+    where = expect if expect.startswith("v1model.p4:") else f"{program.name}:{expect}"
+    loc, _, message = where.partition(": ")
+    assert str(info.value).endswith(f"/{loc}: error: {message}"), str(info.value)
+
+
 # ----------------------------------------------------------------------- runner
+
+
+def test_in_process_runner_outcomes(tmp_path: Path) -> None:
+    """--in-process gives the outcomes of the child-process runner: an STF pass, a located
+    rejection and a failed expectation."""
+    assert run_program_in_process(CONF / "union_stack_next.p4").outcome == "pass"
+    rejected = run_program_in_process(CONF / "rejected" / "switch_in_action.p4")
+    assert rejected.outcome == "rejected" and rejected.detail.startswith("line 5:9: error: switch")
+    prog = tmp_path / "prog.p4"
+    prog.write_text((CONF / "union_stack_next.p4").read_text())
+    (tmp_path / "prog.stf").write_text("packet 0 01 11 22 33 44\nexpect 1 01 11 2233 44 $\n")
+    failed = run_program_in_process(prog)
+    assert failed.outcome == "stf-fail" and failed.detail.startswith("FAIL: port 1: expected")
 
 
 def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:

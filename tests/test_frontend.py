@@ -168,7 +168,8 @@ control Dp(packet_out b, in bit<8> h) { apply { } }
 V1Switch(P(), C0(), C1(), C1(), C0(), Dp()) main;
 """
     p = compile_source(src, "lit.p4")
-    assert {k: v.value for k, v in p.constants.items()} == {
+    # (v1model.p4 adds _v1model_version_known, its static_assert of V1MODEL_VERSION)
+    assert {k: v.value for k, v in p.constants.items() if not k.startswith("_")} == {
         "A": 0x20, "B": 0xF0, "C": 0xFF, "D": 0xB, "E": 0xFF, "F": 0xABC, "G": 1000 & 0xFF,
     }
     assert p.constants["C"].type == ir.BitType(8, signed=True)
@@ -236,3 +237,41 @@ def test_missing_main() -> None:
     """A program without main is rejected."""
     with pytest.raises(P4Error, match="no 'main' package instance"):
         compile_source("#include <core.p4>\n", "m.p4")
+
+
+@pytest.mark.parametrize(
+    ("snippet", "col"),
+    [
+        ("const bit<12301923123132> big = 0;", 7),
+        ("const int<4096> big = 0;", 7),
+        ("const bit<8> big = 99999999w1;", 20),
+        ("const int big = 1985245330 << 903012108;", 17),
+        ("const bit<2000> a = 0; const bit<100> b = 0; const bool big = (a ++ b) == 0;", 64),
+    ],
+)
+def test_absurd_widths_are_refused_with_a_location(snippet: str, col: int) -> None:
+    """Widths beyond 2048 bits are refused before anything that large is built (p4c width_e, issue2496)."""
+    with pytest.raises(P4Error, match=rf"^x\.p4:1:{col}: error: .*at most 2048 bits are supported"):
+        compile_source(snippet, "x.p4")
+
+
+def test_wide_constant_shift_of_a_fixed_width_value_folds_to_zero() -> None:
+    """`8w1 << 903012108` is 0 (every bit shifted out), computed without a huge intermediate."""
+    from softswitch.frontend.folding import fold_binary
+
+    one = ir.Const(ir.BitType(8), ir.NOLOC, 1)
+    far = ir.Const(ir.IntLitType(), ir.NOLOC, 903012108)
+    z = fold_binary("<<", one, far, ir.NOLOC)
+    assert isinstance(z, ir.Const) and z.value == 0
+
+
+def test_missing_include_has_a_location(tmp_path: Path) -> None:
+    """A missing #include file is reported at the directive, also inside an included file."""
+    (tmp_path / "sub.p4").write_text('const bit<8> X = 1;\n   #include "gone.p4"\n')
+    main = tmp_path / "main.p4"
+    main.write_text('#include <core.p4>\n#include "sub.p4"\n')
+    with pytest.raises(P4Error, match=r"sub\.p4:2:13: error: cannot find include file 'gone\.p4'"):
+        compile_file(main)
+    main.write_text('#include <core.p4>\n\n  #include "nope.p4"\n')
+    with pytest.raises(P4Error, match=r"main\.p4:3:12: error: cannot find include file 'nope\.p4'"):
+        compile_file(main)

@@ -131,15 +131,32 @@ class ExprMixin:
             raise P4Error(f"internal: instance {e.instance.name} is not a value", e.loc)
         return got
 
+    def values_in_order(self, elems: list[ir.Expr], sc: Scope, em: Emitter) -> list[str]:
+        """:meth:`value` of each element, left to right: an element whose code has side
+        effects (a call) comes after the earlier elements were read into temporaries."""
+        parts: list[str] = []
+        for x in elems:
+            sub = Emitter(em.indent)
+            v = self.value(x, sc, sub)
+            if sub.lines:
+                for i, p in enumerate(parts):
+                    if not _is_literal(p):
+                        t = self.tmp("l")
+                        em.line(f"{t} = {p}")
+                        parts[i] = t
+                em.lines += sub.lines
+            parts.append(v)
+        return parts
+
     def _x_ListExpr(self, e: ir.ListExpr, sc: Scope, em: Emitter) -> str:
-        parts = [self.value(x, sc, em) for x in e.elems]
+        parts = self.values_in_order(e.elems, sc, em)
         return "(" + "".join(p + ", " for p in parts) + ")"
 
     def _x_StructInit(self, e: ir.StructInit, sc: Scope, em: Emitter) -> str:
         t = strip(e.type)
         cls = self.types.cls(t)
         name = self.tmp("s")
-        vals = {k: self.value(v, sc, em) for k, v in e.fields.items()}
+        vals = dict(zip(e.fields, self.values_in_order(list(e.fields.values()), sc, em), strict=True))
         em.line(f"{name} = {cls}()")
         for k, v in vals.items():
             if is_composite(e.fields[k].type):

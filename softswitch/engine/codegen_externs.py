@@ -379,8 +379,16 @@ class ExternMixin(StmtMixin):
         pts = self.err_code("PacketTooShort")
         if m == "extract":
             target = a[0]
-            assert target is not None
+            if target is None or isinstance(target, ir.DontCare):  # extract<T>(_): read and drop
+                if not e.type_args:
+                    raise P4Error("extract into _ needs a type argument", e.loc)
+                target = ir.DontCare(e.type_args[0], e.loc)
+                hv = self.tmp("h")
+                em.line(f"{hv} = {self.types.cls(strip(e.type_args[0]))}()")
+                self._extract_into(hv, target, a, data, pos, pts, sc, em)
+                return
             stack_base: str | None = None
+            union: str | None = None
             if (
                 isinstance(target, ir.Member)
                 and target.name == "next"
@@ -389,35 +397,65 @@ class ExternMixin(StmtMixin):
                 stack_base = self.tmp("stk")
                 em.line(f"{stack_base} = {self.expr(target.base, sc, em)}")
                 h = f"_stack_next({stack_base}, {self.err_code('StackOutOfBounds')})"
+            elif (
+                isinstance(target, ir.Member)
+                and isinstance(target.base, ir.Member)
+                and target.base.name == "next"
+                and isinstance(strip(target.base.base.type), ir.StackType)
+            ):  # stack_of_unions.next.member: the union at nextIndex; the stack advances
+                stack_base = self.tmp("stk")
+                union = self.tmp("u")
+                em.line(f"{stack_base} = {self.expr(target.base.base, sc, em)}")
+                em.line(f"{union} = _stack_next({stack_base}, {self.err_code('StackOutOfBounds')})")
+                h = f"{union}.{attr(target.name)}"
             else:
                 h = self.expr(target, sc, em)
             hv = h if sc.is_stable_object(h) else self.tmp("h")
             if hv != h:
                 em.line(f"{hv} = {h}")
-            ht = strip(target.type)
-            if (len(a) < 2 or a[1] is None) and self.types.fixed_size(ht) is not None:
-                assert isinstance(ht, ir.HeaderType)
-                for line in self.types.inline_extract(ht, hv, data, pos, pts, self.tmp("v")):
-                    em.line(line)
-            elif len(a) > 1 and a[1] is not None:
-                nbits = self.expr(a[1], sc, em)
-                em.line(
-                    f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, "
-                    f"{self.err_code('HeaderTooShort')}, {self.err_code('ParserInvalidArgument')})"
-                )
-            else:
-                em.line(f"{pos} = {hv}._ext({data}, {pos}, {pts})")
+            self._extract_into(hv, target, a, data, pos, pts, sc, em)
             if stack_base is not None:
                 em.line(f"{stack_base}.n += 1")
             if self.trace:
                 em.line(f"_tr.extract({expr_text(target)!r})")
-            self._union_fixup(target, sc, em)
+            if union is not None:
+                assert isinstance(target, ir.Member)
+                with em.block(f"if {hv}._v:"):
+                    em.line(f"{union}._only({attr(target.name)!r})")
+            else:
+                self._union_fixup(target, sc, em)
         elif m == "advance":
             em.line(f"{pos} = _advance({data}, {pos}, {self.expr(a[0], sc, em)}, {pts})")  # type: ignore[arg-type]
         elif m in ("lookahead", "length"):
             em.line(self.packet_expr(e, sc, em))
         else:
             raise UnsupportedError(f"packet_in.{m}", e.loc)
+
+    def _extract_into(
+        self,
+        hv: str,
+        target: ir.Expr,
+        a: list[ir.Expr | None],
+        data: str,
+        pos: str,
+        pts: int,
+        sc: Scope,
+        em: Emitter,
+    ) -> None:
+        """Code that extracts into header object ``hv`` (of ``target``'s type)."""
+        ht = strip(target.type)
+        if (len(a) < 2 or a[1] is None) and self.types.fixed_size(ht) is not None:
+            assert isinstance(ht, ir.HeaderType)
+            for line in self.types.inline_extract(ht, hv, data, pos, pts, self.tmp("v")):
+                em.line(line)
+        elif len(a) > 1 and a[1] is not None:
+            nbits = self.expr(a[1], sc, em)
+            em.line(
+                f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, "
+                f"{self.err_code('HeaderTooShort')}, {self.err_code('ParserInvalidArgument')})"
+            )
+        else:
+            em.line(f"{pos} = {hv}._ext({data}, {pos}, {pts})")
 
     def packet_expr(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str:
         if sc.pkt is None:
@@ -436,6 +474,24 @@ class ExternMixin(StmtMixin):
             return h
         if isinstance(t, (ir.BitType, ir.BoolType)):
             return f"_lookahead_bits({data}, {pos}, {scalar_width(t)}, {pts})"
+        if isinstance(t, ir.StructType):  # fixed-width struct: its fields in order, in place
+            obj = self.tmp("la")
+            bits = self.tmp("v")
+            fields = self._flat_obj(obj, t, None)
+            if any(not isinstance(w, int) for _, w, _ in fields):
+                raise UnsupportedError("lookahead of a struct with a varbit field", e.loc)
+            total = sum(w for _, w, _ in fields)
+            em.line(f"{obj} = {self.types.cls(t)}()")
+            em.line(f"{bits} = _lookahead_bits({data}, {pos}, {total}, {pts})")
+            shift = total
+            for x, w, _ in fields:
+                shift -= w
+                value = f"({bits} >> {shift}) & {(1 << w) - 1}"
+                if x.startswith("(1 if "):  # a bool field: _flat_obj wraps it
+                    x = x[len("(1 if ") : -len(" else 0)")]
+                    value = f"bool({value})"
+                em.line(f"{x} = {value}")
+            return obj
         raise UnsupportedError(f"lookahead of {type(t).__name__}", e.loc)
 
     def emit_value(self, x: str, t: ir.Type, out: str, em: Emitter) -> None:

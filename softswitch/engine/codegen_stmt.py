@@ -565,9 +565,17 @@ class StmtMixin(ExprMixin):
         sc: Scope,
         inner: Scope,
         em: Emitter,
+        body: object = None,
     ) -> list[tuple[ir.Expr, str]]:
-        """Copy-in of directional arguments into ``inner.env``; returns the copy-outs."""
+        """Copy-in of directional arguments into ``inner.env``; returns the copy-outs.
+
+        A header/struct argument is passed by reference unless ``body`` (an action's) also
+        reaches the argument's variable directly, or another out/inout argument shares its variable:
+        then it is copied in and out, so that the callee's own writes to the variable are
+        overwritten by the copy-out, as P4's copy-in/copy-out prescribes."""
         outs: list[tuple[ir.Expr, str]] = []
+        # variables reached through more than one out/inout argument (``in`` ones are copies)
+        roots = [_root_var(a) if p.direction in ("out", "inout") else None for p, a in zip(params, args, strict=False)]
         for p, a in zip(params, args, strict=False):
             t = strip(p.type)
             if isinstance(t, ir.ExternType):  # packet_in / packet_out pass through
@@ -584,6 +592,13 @@ class StmtMixin(ExprMixin):
                     em.line(f"{name} = {self.value(a, sc, em)}")
             elif is_composite(t):
                 obj = self.expr(a, sc, em)
+                root = _root_var(a)
+                if root is not None and (roots.count(root) > 1 or _reaches(body, root)):
+                    em.line(f"{name} = {obj}._copy()")
+                    if p.direction == "out":
+                        em.line(f"{name}._reset()")
+                    outs.append((a, name))
+                    continue
                 if sc.is_stable_object(obj):  # no alias needed
                     inner.env[p] = obj
                     name = obj
@@ -602,7 +617,9 @@ class StmtMixin(ExprMixin):
 
     def copy_out(self, outs: list[tuple[ir.Expr, str]], sc: Scope, em: Emitter) -> None:
         for a, name in outs:
-            if isinstance(a, ir.Slice):
+            if is_composite(strip(a.type)):
+                em.line(f"{self.expr(a, sc, em)}._set({name})")
+            elif isinstance(a, ir.Slice):
                 self.assign(a, _PyValue(a.type, name), sc, em)
             else:
                 em.line(f"{self.lvalue(a, sc, em)} = {name}")
@@ -653,7 +670,7 @@ class StmtMixin(ExprMixin):
     ) -> None:
         inner = sc.child()
         dparams = [p for p in action.params if p.direction]
-        outs = self.bind_params(dparams, dir_args, sc, inner, em)
+        outs = self.bind_params(dparams, dir_args, sc, inner, em, action.body)
         cps = action.cp_params
         if cps:
             names = [f"a{p.uid}_{self.tmp('')}" for p in cps]
@@ -764,6 +781,21 @@ def register_index_base(e: ir.Expr) -> tuple[ir.Variable, int] | None:
         if isinstance(e.right, ir.VarRef) and isinstance(e.left, ir.Const):
             return e.right.var, e.left.value
     return None
+
+
+def _reaches(body: object, var: ir.Variable, seen: set[int] | None = None) -> bool:
+    """Whether ``body`` (or an action it calls) refers to ``var`` by name."""
+    if body is None:
+        return False
+    seen = set() if seen is None else seen
+    for n in walk(body):
+        if isinstance(n, ir.VarRef) and n.var is var:
+            return True
+        if isinstance(n, ir.Call) and isinstance(n.callee, ir.ActionDecl) and id(n.callee) not in seen:
+            seen.add(id(n.callee))
+            if _reaches(n.callee.body, var, seen):
+                return True
+    return False
 
 
 def _root_var(e: ir.Expr | None) -> ir.Variable | None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.exprs import name_of
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
-from softswitch.frontend.literals import parse_int
+from softswitch.frontend.literals import check_width, parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
@@ -66,6 +68,7 @@ class Checker(StmtChecker):
                 method(decl, self.top)
         if self.main is None:
             raise P4Error("the program has no 'main' package instance", ir.Loc(self.source_file, 1, 1))
+        self.check_global_names()
         return ir.Program(
             source_file=self.source_file,
             types=self.types,
@@ -81,6 +84,24 @@ class Checker(StmtChecker):
             instances=self.instances,
             main=self.main,
         )
+
+    def check_global_names(self) -> None:
+        """Two actions (or tables) may not share one global control-plane name: top-level
+        actions and declarations named ``@name(".x")`` (p4c: "conflicting control plane name")."""
+        seen: dict[tuple[str, str], object] = {}
+
+        def claim(kind: str, name: str, decl: object, loc: ir.Loc) -> None:
+            other = seen.setdefault((kind, name), decl)
+            if other is not decl:
+                raise P4Error(f"conflicting control plane name '.{name}' (another {kind} has it)", loc)
+
+        for action in self.actions.values():
+            claim("action", action.cp_name.lstrip("."), action, action.loc)
+        for block in [*self.controls.values(), *self.parsers.values()]:
+            for local in block.locals:
+                if isinstance(local, (ir.ActionDecl, ir.TableDecl)) and local.cp_name.startswith("."):
+                    kind = "action" if isinstance(local, ir.ActionDecl) else "table"
+                    claim(kind, local.cp_name[1:], local, local.loc)
 
     # ------------------------------------------------------------------ types
 
@@ -101,6 +122,7 @@ class Checker(StmtChecker):
                 width = self.const_int(wchild, scope, "type width")
             if width <= 0 and kind != "bit_type" or width < 0:
                 raise P4Error(f"invalid width {width}", loc)
+            check_width(width, loc, "type")
             if kind == "varbit_type":
                 return ir.VarbitType(width)
             return ir.BitType(width, kind == "int_type")
@@ -190,6 +212,8 @@ class Checker(StmtChecker):
             if name in seen:
                 raise P4Error(f"duplicate parameter '{name}'", loc)
             seen.add(name)
+            if direction and isinstance(ir.strip_newtype(t), (ir.ExternType, ir.StringType)):
+                raise P4Error(f"parameter '{name}': a parameter of type {type_str(t)} cannot have a direction", loc)
             default = self.expr(rest[2], scope, t) if len(rest) > 2 else None
             if default is not None:
                 default = self.convert(default, t, loc, "default value")
@@ -289,7 +313,19 @@ class Checker(StmtChecker):
         rest = _plain(tree)
         t = self.resolve_type(rest[0], scope)
         name = name_of(rest[1])
-        nt = ir.NewType(name, t, self.annotations(tree), self.loc(rest[1]))
+        if not isinstance(ir.strip_newtype(t), (ir.BitType, ir.BoolType, ir.VarbitType, ir.StringType, ir.EnumType)):
+            raise P4Error(f"'type' can only be applied to base types, not {type_str(t)}", self.loc(rest[0]))
+        annos = self.annotations(tree)
+        translation = annos.get("p4runtime_translation")
+        if translation and len(translation) > 1 and not (
+            isinstance(translation[1], int) or re.fullmatch(r"string|bit\s*<\s*\d+\s*>", str(translation[1]).strip())
+        ):
+            raise P4Error(
+                f"@p4runtime_translation of '{name}': the controller type must be bit<W>, string or a width, "
+                f"not {translation[1]}",
+                self.loc(tree),
+            )
+        nt = ir.NewType(name, t, annos, self.loc(rest[1]))
         scope.declare_type(name, nt, self.loc(rest[1]))
         self.types[name] = nt
 
@@ -389,6 +425,17 @@ class Checker(StmtChecker):
         params = self.params(subtree(tree, "params"), scope, inner)
         seen_cp = False
         for p in params:
+            pt = ir.strip_newtype(p.type)
+            if isinstance(pt, (ir.ExternType, ir.BlockProtoType)):
+                raise P4Error(f"action parameter '{p.name}' cannot have type {type_str(p.type)}", p.loc)
+            if p.direction == "" and not (
+                isinstance(pt, (ir.BitType, ir.BoolType)) or (isinstance(pt, ir.EnumType) and pt.underlying is not None)
+            ):
+                raise P4Error(
+                    f"action data parameter '{p.name}' has type {type_str(p.type)}; it must be bit<>, int<>, "
+                    "bool, a type of those or a serializable enum",
+                    p.loc,
+                )
             if p.direction == "":
                 seen_cp = True
             elif seen_cp:
@@ -412,6 +459,8 @@ class Checker(StmtChecker):
         body_tree = subtree(tree, "block")
         assert body_tree is not None
         body = self.block(body_tree, body_scope, Ctx("function", rtype))
+        if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
+            raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
         fn = ir.FunctionDecl(name, rtype, params, body, self.loc(tree))
         scope.declare(name, fn, self.loc(rest[1]))
         self.functions[name] = fn
@@ -445,6 +494,8 @@ class Checker(StmtChecker):
             self.main = self.package_instance(t, args_tree, name, scope, loc, type_args)
             return None
         inst = self.instance_of(t, list(args_tree.children), name, annos, scope, loc)
+        if scope is self.top and isinstance(inst.type, ir.BlockType):
+            raise P4Error(f"{name}: a parser or control cannot be instantiated at the top level", loc)
         scope.declare(name, inst, self.loc(name_tree))
         return inst
 
@@ -476,6 +527,11 @@ class Checker(StmtChecker):
             for p, a in zip(t.decl.ctor_params, args, strict=True):
                 if isinstance(ir.strip_newtype(p.type), (ir.BlockType, ir.BlockProtoType)):
                     self.check_block_arg_ref(a, p, what, loc)
+                elif a is not None and not (
+                    isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit))
+                    or (isinstance(a, ir.VarRef) and isinstance(a.var, ir.Param) and a.var.direction == "")
+                ):
+                    raise P4Error(f"{what}: the argument of '{p.name}' must be a compile-time constant", a.loc)
             return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
         raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
 
@@ -619,6 +675,11 @@ class Checker(StmtChecker):
             raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
         for sname, st in names.items():
             decl.states[sname] = self.parser_state(st, inner, names)
+        if not _reaches_final_state(decl):
+            raise P4Error(f"parser '{name}' never reaches the accept or reject state", self.loc(tok))
+        for p in params:
+            if isinstance(p.type, BlockProto):
+                raise P4Error(f"parameter '{p.name}' cannot have the parser/control type {p.type.name}", p.loc)
         decl.locals[:0] = self.direct_instances
         self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
@@ -703,6 +764,41 @@ class Checker(StmtChecker):
         self.direct_instances = outer_direct
         scope.declare_type(name, decl, self.loc(tok))
         self.controls[name] = decl
+
+
+def _reaches_final_state(decl: ir.ParserDecl) -> bool:
+    """Whether some path from ``start`` ends in accept or reject (a select without a
+    default case rejects when nothing matches)."""
+    seen, todo = set(), ["start"]
+    while todo:
+        name = todo.pop()
+        if name in ("accept", "reject"):
+            return True
+        if name in seen or name not in decl.states:
+            continue
+        seen.add(name)
+        tr = decl.states[name].transition
+        if tr.select is None:
+            todo.append(tr.next_state or "reject")
+            continue
+        if not any(all(isinstance(k, ir.KeysetDefault) for k in c.keysets) for c in tr.cases):
+            return True
+        todo += [c.next_state for c in tr.cases]
+    return False
+
+
+def _always_leaves(s: ir.Stmt | None) -> bool:
+    """Whether every path through ``s`` ends in ``return`` or ``exit``."""
+    if isinstance(s, (ir.Return, ir.Exit)):
+        return True
+    if isinstance(s, ir.Block):
+        return any(_always_leaves(x) for x in s.stmts)
+    if isinstance(s, ir.If):
+        return _always_leaves(s.then) and s.else_ is not None and _always_leaves(s.else_)
+    if isinstance(s, ir.Switch):
+        has_default = any("default" in c.labels for c in s.cases)
+        return has_default and all(_always_leaves(c.body) for c in s.cases if c.body is not None)
+    return False
 
 
 def _fixed_width_struct(t: ir.StructType) -> bool:

@@ -16,7 +16,7 @@ from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
 from softswitch.frontend.ir_ext import TypeVar
-from softswitch.frontend.literals import parse_int, unescape
+from softswitch.frontend.literals import check_width, parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
@@ -30,6 +30,20 @@ _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
 
 #: Pseudo-type of a name that refers to a table (the target of ``t.apply()``).
 TABLE_REF_TYPE = ir.VoidType()
+
+
+def _reads_parameter(e: ir.Expr) -> bool:
+    """Whether ``e`` reads a parameter (a value known only at run time)."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ir.VarRef) and isinstance(n.var, ir.Param):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+    return False
 
 
 def name_of(tree: Tree | Token) -> str:
@@ -284,9 +298,11 @@ class ExprChecker:
             return fold_cast(e, dst, loc)
         return ir.Cast(t, loc, e)
 
-    def binary(self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc) -> ir.Expr:
-        """Check and fold a binary operation."""
-        left = self.expr(lt, scope)
+    def binary(
+        self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc, left: ir.Expr | None = None
+    ) -> ir.Expr:
+        """Check and fold a binary operation (``left``: the left operand already checked)."""
+        left = self.expr(lt, scope) if left is None else left
         right = self.expr(rt, scope, left.type if not isinstance(left.type, ir.IntLitType) else None)
         if isinstance(left, ir.DontCare) or isinstance(right, ir.DontCare):
             raise P4Error(f"'_' cannot be an operand of '{op}'", loc)
@@ -297,7 +313,21 @@ class ExprChecker:
                 v = (left.value and right.value) if op == "&&" else (left.value or right.value)
                 return ir.BoolConst(ir.BoolType(), loc, v)
             return ir.Binary(ir.BoolType(), loc, op, left, right)
+        for operand in (left, right):
+            ot = ir.strip_newtype(operand.type)
+            if isinstance(ot, (ir.VoidType, ir.TableApplyResultType, ir.ActionRunType, ir.ExternType, ir.BlockType)) or (
+                isinstance(operand, ir.InstanceRef)
+            ):
+                what = "a table application result" if isinstance(ot, ir.TableApplyResultType) else (
+                    "action_run (only allowed as a switch subject)" if isinstance(ot, ir.ActionRunType) else
+                    "a table or instance" if isinstance(operand, ir.InstanceRef) else
+                    "a value of type " + type_str(operand.type))
+                raise P4Error(f"'{op}' cannot be applied to {what}", loc)
         if op in ("<<", ">>"):
+            if isinstance(right.type, ir.NewType):
+                raise P4Error(
+                    f"the shift amount of '{op}' must be bit<S> or a non-negative constant, not {type_str(right.type)}", loc
+                )
             return self.shift(op, left, right, loc)
         if op == "++":
             return self.concat(left, right, loc)
@@ -319,6 +349,18 @@ class ExprChecker:
             raise P4Error("division by zero", loc)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return fold_binary(op, left, right, loc)
+        if (
+            op in ("/", "%")
+            and not (isinstance(right, ir.Const) and right.value & (right.value - 1) == 0)
+            and not (isinstance(left, ir.Const) and left.value == 0)  # 0 / x is 0 (x still runs)
+        ):
+            # as p4c (CompileTimeOperations after strength reduction): only a division by a
+            # power of two (a shift or a mask) can be computed at run time on BMv2
+            raise P4Error(
+                f"'{op}' could not be evaluated at compile time: at run time only a division "
+                "by a constant power of two is supported",
+                loc,
+            )
         return ir.Binary(left.type, loc, op, left, right)
 
     def shift(self, op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
@@ -342,6 +384,7 @@ class ExprChecker:
         if not isinstance(lt, ir.BitType) or not isinstance(rt, ir.BitType):
             bad = left if not isinstance(lt, ir.BitType) else right
             raise P4Error(f"'++' needs operands of a fixed width, not {type_str(bad.type)}", loc)
+        check_width(lt.width + rt.width, loc, "'++' result")
         t = ir.BitType(lt.width + rt.width, lt.signed)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return ir.Const(t, loc, (left.value << rt.width) | right.value)
@@ -466,6 +509,10 @@ class ExprChecker:
                 raise P4Error(f"index {index.value} is out of range for a stack of size {t.size}", loc)
             if isinstance(it, ir.IntLitType):
                 index = ir.Const(ir.BitType(32), index.loc, index.value)
+        elif isinstance(ir.strip_newtype(t.elem), ir.HeaderUnionType) and _reads_parameter(index):
+            # p4c flattens union stacks and needs the index constant after constant propagation;
+            # an index read from a parameter (packet data, metadata) can never be
+            raise P4Error("a header union stack needs a constant index on the v1model target (BMv2)", loc)
         return ir.Index(t.elem, loc, base, index)
 
     def _e_slice_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
@@ -480,6 +527,8 @@ class ExprChecker:
         rt = ir.BitType(hi - lo + 1)
         if isinstance(base, ir.Const):
             return ir.Const(rt, loc, (base.value >> lo) & ((1 << (hi - lo + 1)) - 1))
+        if isinstance(base, ir.Slice):  # x[h1:l1][h2:l2] is x[l1+h2 : l1+l2], also as a target
+            return ir.Slice(rt, loc, base.base, base.lo + hi, base.lo + lo)
         return ir.Slice(rt, loc, base, hi, lo)
 
     def const_int(self, tree: Tree, scope: Scope, what: str) -> int:
@@ -636,7 +685,17 @@ class ExprChecker:
                         f"method '{method}' expects {len(mtparams)} type arguments, got {len(type_args)}", loc
                     )
                 binding.update(zip(mtparams, type_args, strict=False))
+                for ta in type_args:
+                    if isinstance(ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)):
+                        raise P4Error(f"method '{method}': illegal type argument {type_str(ta)}", loc)
             call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
+            if t.name == "packet_in" and method == "extract" and call_args and call_args[0] is not None:
+                ht = ir.strip_newtype(call_args[0].type)
+                if not isinstance(ht, ir.HeaderType):
+                    raise P4Error(f"method 'extract': the argument must be a header, not {type_str(call_args[0].type)}", call_args[0].loc)
+                has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
+                if len(call_args) > 1 and not has_varbit:
+                    raise P4Error(f"method 'extract': header {ht.name} has no varbit field for the size argument", call_args[0].loc)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
             return ir.MethodCall(rt, loc, base, method, call_args, targs)
@@ -738,11 +797,16 @@ class ExprChecker:
                 bind(p.type, e.type, binding)
         for p, e in zip(params, values, strict=False):
             if isinstance(p.type, TypeVar) and p.type.name not in binding and isinstance(e.type, ir.IntLitType):
-                binding[p.type.name] = e.type
+                # p4c: an integer without a width cannot give a type variable its type
+                raise P4Error(f"{what}: could not infer a width for the argument of '{p.name}'", e.loc)
         out: list[ir.Expr | None] = []
         for p, s, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)
             aloc = self.loc(s) if isinstance(s, Tree) else loc
+            if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
+                raise P4Error(f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc)
+            if isinstance(e, ir.DontCare) and has_typevar(ptype):
+                raise P4Error(f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc)
             if p.direction in ("out", "inout"):
                 if isinstance(e, ir.DontCare):
                     if p.direction == "inout":
@@ -765,8 +829,7 @@ class ExprChecker:
                 out.append(e)
             else:
                 if isinstance(e, ir.DontCare):
-                    out.append(None)
-                    continue
+                    raise P4Error(f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'", aloc)
                 try:
                     out.append(self.convert(e, ptype, aloc, what))
                 except P4Error:

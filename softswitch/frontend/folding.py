@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from softswitch import ir
 from softswitch.errors import P4Error
+from softswitch.frontend.literals import MAX_WIDTH
 
 
 def mask(value: int, width: int) -> int:
@@ -75,6 +76,10 @@ def fold_binary(op: str, a: ir.Const | ir.BoolConst, b: ir.Const | ir.BoolConst,
     if op == "^":
         return _make(t, x ^ y, loc)
     if op == "<<":
+        if isinstance(t, ir.BitType) and b.value >= t.width:
+            return _make(t, 0, loc)  # every bit shifted out (no huge intermediate)
+        if not isinstance(t, ir.BitType) and x and b.value + x.bit_length() > MAX_WIDTH:
+            raise P4Error(f"{x} << {b.value} is too wide: at most {MAX_WIDTH} bits are supported", loc)
         return _make(t, x << b.value, loc)
     if op == ">>":
         return _make(t, x >> b.value, loc)

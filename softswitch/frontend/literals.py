@@ -10,6 +10,15 @@ from softswitch.errors import P4Error
 _INT_RE = re.compile(r"^(?:(\d+)([ws]))?(0[xX]|0[oO]|0[bB]|0[dD])?([0-9a-fA-F_]+)$")
 _BASES = {"0x": 16, "0o": 8, "0b": 2, "0d": 10}
 
+#: Widest bit string a type, literal or constant shift may have (p4c's default limit).
+MAX_WIDTH = 2048
+
+
+def check_width(width: int, loc: ir.Loc, what: str = "bit string") -> None:
+    """Refuse absurd widths up front (before anything is allocated for them)."""
+    if width > MAX_WIDTH:
+        raise P4Error(f"{what} of width {width} is too wide: at most {MAX_WIDTH} bits are supported", loc)
+
 
 def parse_int(text: str, loc: ir.Loc) -> ir.Const:
     """``8w5``, ``16w0x10``, ``8s5``, ``0b1010``, ``1_000`` -> a typed :class:`ir.Const`."""
@@ -24,7 +33,10 @@ def parse_int(text: str, loc: ir.Loc) -> ir.Const:
         raise P4Error(f"invalid integer literal '{text}'", loc) from None
     if width_s is None:
         return ir.Const(ir.IntLitType(), loc, value)
+    if len(width_s) > 6:
+        raise P4Error(f"integer literal '{text[:20]}...' is too wide: at most {MAX_WIDTH} bits are supported", loc)
     width = int(width_s)
+    check_width(width, loc, "integer literal")
     signed = kind == "s"
     if width <= 0 or (signed and width < 1):
         raise P4Error(f"invalid width {width} in integer literal '{text}'", loc)

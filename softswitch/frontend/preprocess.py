@@ -51,11 +51,26 @@ class Preprocessed:
 class _P4Preprocessor(Preprocessor):
     """pcpp with errors turned into :class:`P4Error` instead of stderr output."""
 
-    def __init__(self) -> None:
+    def __init__(self, main_file: str = "<string>") -> None:
         super().__init__()
         self.problems: list[P4Error] = []
         self.passthru_unfound_includes = False
         self.opened: list[str] = []
+        self.main_file = main_file
+        self._include_loc: Loc | None = None
+
+    def include(self, tokens, original_line):  # type: ignore[no-untyped-def]  # noqa: D102 (pcpp hook)
+        # remember where this #include is (file, line, column of the name) for "not found"
+        col, seen_keyword = 1, False
+        for tok in original_line:
+            if seen_keyword and tok.type != "CPP_WS":
+                break
+            seen_keyword = seen_keyword or tok.value == "include"
+            col += len(tok.value)
+        line = original_line[0].lineno if original_line else 1
+        source = self.source or self.main_file
+        self._include_loc = Loc(_display_path(str(source), self.main_file), line, col)
+        yield from super().include(tokens, original_line)
 
     def on_file_open(self, is_system_include: bool, includepath: str):  # noqa: D102 (pcpp hook)
         handle = super().on_file_open(is_system_include, includepath)
@@ -69,11 +84,7 @@ class _P4Preprocessor(Preprocessor):
     def on_include_not_found(
         self, is_malformed: bool, is_system_include: bool, curdir: str, includepath: str
     ) -> None:  # noqa: D102 (pcpp hook)
-        loc = None
-        src = getattr(self, "_current_loc", None)
-        if src is not None:
-            loc = src
-        raise P4Error(f"cannot find include file '{includepath}'", loc)
+        raise P4Error(f"cannot find include file '{includepath}'", self._include_loc)
 
     def on_comment(self, tok: object) -> bool:  # noqa: D102 (pcpp hook)
         return False  # drop comments
@@ -83,7 +94,7 @@ def preprocess(
     text: str, filename: str = "<string>", include_dirs: Sequence[str | Path] = ()
 ) -> Preprocessed:
     """Run the C preprocessor over ``text``; ``include_dirs`` are searched before ours."""
-    pp = _P4Preprocessor()
+    pp = _P4Preprocessor(filename)
     pp.line_directive = "#line"
     parent = Path(filename).parent if filename and not filename.startswith("<") else None
     if parent is not None:

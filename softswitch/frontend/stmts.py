@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from lark import Token, Tree
 
 from softswitch import ir
-from softswitch.errors import P4Error, UnsupportedError
+from softswitch.errors import P4Error
 from softswitch.frontend.exprs import ExprChecker, is_dotted, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
@@ -107,12 +107,35 @@ class StmtChecker(ExprChecker):
         if isinstance(lhs, ir.DontCare):
             raise P4Error("cannot assign to '_'", loc)
         self.check_lvalue(lhs, self.loc(lhs_tree))
-        calls = ("call_expr", "generic_call_expr")
-        if any(isinstance(t, Tree) and t.data in calls for t in lhs_tree.iter_subtrees()):
-            raise UnsupportedError(f"'{op}=' on a target that contains a call", loc)
-        value = self.binary(op, lhs_tree, rhs_tree, scope, loc)
+        pinned: list[ir.Stmt] = []
+        lhs = self.pin_indexes(lhs, pinned)
+        value = self.binary(op, lhs_tree, rhs_tree, scope, loc, left=lhs)
         value = self.convert(value, lhs.type, loc, f"'{op}='")
+        if pinned:  # `a[f()] op= b`: the index (and f's side effects) evaluated once
+            return ir.Block([*pinned, ir.Assign(lhs, value, loc)], loc)
         return ir.Assign(lhs, value, loc)
+
+    def pin_indexes(self, e: ir.Expr, pinned: list[ir.Stmt]) -> ir.Expr:
+        """``e`` with each stack index that contains a call read once into a temporary
+        (declarations appended to ``pinned``), so ``e`` can be both read and written."""
+        if isinstance(e, ir.Member):
+            base = self.pin_indexes(e.base, pinned)
+            return e if base is e.base else ir.Member(e.type, e.loc, base, e.name)
+        if isinstance(e, ir.Slice):
+            base = self.pin_indexes(e.base, pinned)
+            return e if base is e.base else ir.Slice(e.type, e.loc, base, e.hi, e.lo)
+        if isinstance(e, ir.Index):
+            base = self.pin_indexes(e.base, pinned)
+            index = e.index
+            if _has_call(index):
+                t = index.type if not isinstance(index.type, ir.IntLitType) else ir.BitType(32)
+                var = ir.Variable(f"index_{self.new_uid()}", t, self.new_uid(), index.loc)
+                pinned.append(ir.VarDecl(var, self.convert(index, t, index.loc, "index"), index.loc))
+                index = ir.VarRef(t, index.loc, var)
+            if base is e.base and index is e.index:
+                return e
+            return ir.Index(e.type, e.loc, base, index)
+        return e
 
     def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
@@ -281,6 +304,8 @@ class StmtChecker(ExprChecker):
         if isinstance(call, ir.MethodCall) and call.method == "apply" and ctx.kind in ("action", "parser", "function"):
             if isinstance(call.type, ir.TableApplyResultType):
                 raise P4Error(f"tables cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
+            if ctx.kind in ("action", "function"):
+                raise P4Error(f"a parser or control cannot be applied inside {'an' if ctx.kind == 'action' else 'a'} {ctx.kind}", loc)
         if isinstance(call, ir.BoolConst):
             return ir.Empty(loc)  # a static_assert that held
         if not isinstance(call, (ir.Call, ir.MethodCall)):
@@ -307,6 +332,8 @@ class StmtChecker(ExprChecker):
         st = ir.strip_newtype(subject.type)
         if not isinstance(st, (ir.ActionRunType, ir.BitType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
+        if ctx.kind == "action":  # p4c's BMv2 back end refuses these; programs stay portable
+            raise P4Error("switch statements in actions are not supported on the v1model target (BMv2)", loc)
         cases: list[ir.SwitchCase] = []
         seen: set[object] = set()
         for case_tree in tree.children[1:]:
@@ -371,6 +398,8 @@ class StmtChecker(ExprChecker):
         if len(rest) > 2:
             init = self.convert(self.expr(rest[2], scope, t), t, self.loc(rest[2]), "initializer")
         var = ir.Variable(name, t, self.new_uid(), loc)
+        if isinstance(scope.lookup(name), ir.Param):  # an error in p4c, not just a warning
+            raise P4Error(f"declaration of '{name}' shadows a parameter '{name}'", self.loc(rest[1]))
         scope.declare(name, var, self.loc(rest[1]))
         return ir.VarDecl(var, init, loc)
 
@@ -414,7 +443,10 @@ class StmtChecker(ExprChecker):
         if tree.data in ("keyset_default", "dontcare_expr"):
             return ir.KeysetDefault(loc)
         if tree.data == "keyset_mask":
-            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+            st = ir.strip_newtype(t)
+            # the mask of a serializable enum key is a plain number of the underlying type
+            mt = st.underlying if isinstance(st, ir.EnumType) and st.underlying is not None else t
+            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], mt, scope, what), loc)
         if tree.data == "keyset_range":
             return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
         return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
@@ -472,6 +504,7 @@ class StmtChecker(ExprChecker):
         if "actions" not in seen:
             raise P4Error(f"table '{name}' has no 'actions' property", loc)
         self.entry_priorities(table)
+        _no_duplicate_entries(table)
         self.implicit_default_action(table, scope, loc)
         return table
 
@@ -498,6 +531,8 @@ class StmtChecker(ExprChecker):
         t = ir.strip_newtype(e.type)
         if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.loc(expr_tree))
+        if "name" not in annos and not _nameable_key(e):
+            raise P4Error("a complex key expression needs a @name annotation", self.loc(expr_tree))
         kname = self.cp_name(annos, self.source_text(expr_tree))
         return ir.TableKey(e, mk, kname, annos, self.loc(tree))
 
@@ -525,6 +560,9 @@ class StmtChecker(ExprChecker):
         if args_tree is not None:
             bound = self.bind_args(directional, list(args_tree.children), scope, self.loc(tree), f"action '{action.name}'", {})
             args = [a for a in bound if a is not None]
+            for a in args:
+                if _applies_table(a):
+                    raise P4Error(f"action '{action.name}': a table is applied in an argument of the actions list", a.loc)
         elif directional:
             raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.loc(tree))
         return ir.ActionRef(action, args, annos, self.loc(tree))
@@ -547,10 +585,16 @@ class StmtChecker(ExprChecker):
             raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
         params = action.params
         n_dir = len(params) - len(action.cp_params)
+        if "defaultonly" in listed.annotations and what != "default action":
+            raise P4Error(f"{what} '{action.name}' is @defaultonly in table '{table.name}'", loc)
+        if "tableonly" in listed.annotations and what == "default action":
+            raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
         if len(arg_trees) == len(action.cp_params) and n_dir:
             bound = self.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
+            _constant_action_data(bound[-len(action.cp_params) :] if action.cp_params else [], action, loc)
             return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
         bound = self.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
+        _constant_action_data(bound[n_dir:], action, loc)
         args = [a for a in bound if a is not None]
         for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
             # p4c: the directional arguments must be those bound in the actions list
@@ -576,6 +620,8 @@ class StmtChecker(ExprChecker):
         if not table.keys:
             raise P4Error(f"table '{table.name}' has entries but no key", loc)
         keysets = self.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
+        for key, ks in zip(table.keys, keysets, strict=True):
+            _check_entry_keyset(key, ks)
         call = Tree("call_expr", [Tree("name_ref", [name_tree], name_tree.meta), args_tree], name_tree.meta) if args_tree is not None else Tree("name_ref", [name_tree], name_tree.meta)
         ref = self.action_call_ref(call, scope, table, "entry action")
         priority: int | None = None
@@ -596,6 +642,11 @@ class StmtChecker(ExprChecker):
         table's own convention.
         """
         entries = table.entries or []
+        given = next((e for e in entries if e.priority is not None or e.annotations.get("priority")), None)
+        if given is not None and all(k.match_kind in ("exact", "lpm") for k in table.keys):
+            raise P4Error(
+                f"table '{table.name}': its match kinds do not use priorities, but an entry has one", given.loc
+            )
         if any(e.priority is not None for e in entries):
             delta = 1
             if "priority_delta" in table.properties:
@@ -677,6 +728,101 @@ class StmtChecker(ExprChecker):
     def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
+
+
+_KEYSETS = {
+    "exact": (ir.KeysetValue, ir.KeysetDefault),
+    "optional": (ir.KeysetValue, ir.KeysetDefault),
+    "lpm": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "ternary": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "range": (ir.KeysetValue, ir.KeysetRange, ir.KeysetDefault),
+}
+
+
+def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
+    """An entry's keyset must suit the key's match kind (p4c: an LPM mask is a prefix,
+    an optional key takes a value or ``_``, not a mask)."""
+    allowed = _KEYSETS.get(key.match_kind)
+    if allowed is None:
+        return
+    if not isinstance(ks, allowed):
+        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(type(ks), "this")
+        raise P4Error(f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc)
+    if isinstance(ks, ir.KeysetMask) and key.match_kind == "lpm":
+        t = ir.strip_newtype(key.expr.type)
+        width = t.width if isinstance(t, ir.BitType) else 1
+        full = (1 << width) - 1
+        mask = ks.mask & full
+        plen = bin(mask).count("1")
+        if mask != full ^ ((1 << (width - plen)) - 1):
+            raise P4Error(f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' (not a prefix)", ks.loc)
+
+
+def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
+    """Action data given in a program (default action, entries) must be known at compile time."""
+    for a in args:
+        if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+            raise P4Error(f"action '{action.name}': action data arguments must be compile-time constants", a.loc)
+
+
+def _nameable_key(e: ir.Expr) -> bool:
+    """Whether a key expression has a name of its own for P4Info, as p4c's key names:
+    a variable, field, stack element, slice, ``&`` of those or ``isValid()``."""
+    if isinstance(e, (ir.VarRef, ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+        return True
+    if isinstance(e, (ir.Member, ir.Slice)):
+        return _nameable_key(e.base)
+    if isinstance(e, ir.Index):
+        return _nameable_key(e.index) and _nameable_key(e.base)
+    if isinstance(e, ir.Binary) and e.op == "&":
+        return _nameable_key(e.left) and _nameable_key(e.right)
+    if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
+        return _nameable_key(e.target)
+    return False
+
+
+def _no_duplicate_entries(table: ir.TableDecl) -> None:
+    """Two entries of an exact-match table with the same key (p4c: "Duplicate entry keys")."""
+    if not table.entries or not all(k.match_kind == "exact" for k in table.keys):
+        return
+    seen: set[tuple[object, ...]] = set()
+    for e in table.entries:
+        key = tuple(ks.value if isinstance(ks, ir.KeysetValue) else "_" for ks in e.keysets)
+        if key in seen:
+            raise P4Error(f"table '{table.name}': duplicate entry key", e.loc)
+        seen.add(key)
+
+
+def _applies_table(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` applies a table."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ir.MethodCall) and isinstance(n.type, ir.TableApplyResultType):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+        elif isinstance(n, dict):
+            todo += list(n.values())
+    return False
+
+
+def _has_call(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` calls something (which may have side effects)."""
+    todo: list[object] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ir.Call, ir.MethodCall)):
+            return True
+        if isinstance(n, ir.Expr):
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
+        elif isinstance(n, (list, tuple)):
+            todo += list(n)
+        elif isinstance(n, dict):
+            todo += list(n.values())
+    return False
 
 
 def _label_key(e: ir.Expr) -> object:

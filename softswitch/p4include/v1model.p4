@@ -13,6 +13,9 @@
 #ifndef V1MODEL_VERSION
 #define V1MODEL_VERSION 20180101
 #endif
+/* Versions of v1model.p4 that exist: 20180101 up to 20200408. */
+const bool _v1model_version_known = static_assert(V1MODEL_VERSION >= 20180101 && V1MODEL_VERSION <= 20200408,
+    "unknown V1MODEL_VERSION: supported are 20180101 to 20200408");
 
 match_kind {
     range,
