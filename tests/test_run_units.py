@@ -71,11 +71,12 @@ def test_defaults_and_test_options():
 
 
 def test_link_bound_defaults():
-    """make run's defaults: 3 Mbit/s links, E = 64 (wrapper program), 65536 float32, 2x32."""
+    """make run's defaults: 3 Mbit/s links, E = 252 (full path MTU with the tag; wrapper
+    program), 65536 float32, 2x32."""
     args = parse_args([])
     assert (args.bw, args.elems, args.elements, args.credits, args.slots) == (
-        3.0, 64, 65536, 2, 64)
-    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 64
+        3.0, 252, 65536, 2, 64)
+    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
     assert (opts.elements, opts.elems, opts.credits, opts.slots) == (100, 16, 4, 256)
@@ -83,19 +84,28 @@ def test_link_bound_defaults():
     assert {ln.bw_mbit for ln in topo.links} == {3.0}
 
 
+def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
+    """--elems takes multiples of 4 up to 256 and names the rule otherwise."""
+    assert parse_args(["--elems", "256"]).elems == 256
+    for bad in ("250", "260", "0", "x"):
+        with pytest.raises(SystemExit):
+            parse_args(["--elems", bad])
+        assert "--elems" in capsys.readouterr().err
+
+
 def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
     """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
     monkeypatch.chdir(PROGRAM.parent.parent)
     assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
     wrapper = _program(parse_args([]))
-    assert wrapper is not None and wrapper.name == "netreduce_e64.p4"
-    assert "#define NR_ELEMS 64" in wrapper.read_text()
+    assert wrapper is not None and wrapper.name == "netreduce_e252.p4"
+    assert "#define NR_ELEMS 252" in wrapper.read_text()
     assert _program(parse_args(["--no-program"])) is None
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
 
 @pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"],
-                                    ["--elems", "48"], ["--credits", "0"]])
+                                    ["--elems", "50"], ["--credits", "0"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:

@@ -127,7 +127,7 @@ def test_cells_run_sizes_then_models():
 
 @pytest.mark.parametrize("changes, message", [
     ({"algos": ("ring", "allgather")}, "unknown algorithm"),
-    ({"elems": 48}, "elems must be"),
+    ({"elems": 50}, "elems \\(NR_ELEMS\\) must be"),
     ({"models": ("bert",)}, "unknown model"),
 ])
 def test_bad_spec_is_refused(changes, message):
@@ -144,5 +144,5 @@ def test_spec_from_command_line():
                                       "1000,2000", "--models", "", "--bw", "2"])
     spec = spec_from_args(args)
     assert spec.algos == ("ring", "innetwork-hier") and spec.sizes == (1000, 2000)
-    assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 64
+    assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 252
     assert isinstance(args, argparse.Namespace)
