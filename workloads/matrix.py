@@ -114,6 +114,7 @@ class Cell:
     host_link_util: float | None = None  # mean over host links (busier direction)
     switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over the run
     agent_cpu: float = 0.0  # mean CPU cores of the host processes over the timed part
+    agent_cpu_max: float = 0.0  # the busiest host process's CPU cores over the timed part
     machine_busy: float = 0.0  # fraction of all cores busy during the run
     retransmissions: int = 0
     bytes_sent: int = 0  # per rank, mean
@@ -323,6 +324,8 @@ class Launcher:
                     busiest_util=busiest, busiest_link=link, host_link_util=host_util,
                     switch_cpu=meas["cpu"],
                     agent_cpu=round(_mean([r.get("cpu_utilization", 0.0) for r in rows]), 3),
+                    agent_cpu_max=round(max((float(r.get("cpu_utilization", 0.0)) for r in rows),
+                                            default=0.0), 3),
                     machine_busy=round(meas["busy"], 3),
                     retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
                     bytes_sent=int(_mean([r.get("bytes_sent", 0) for r in rows])),
