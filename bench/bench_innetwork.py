@@ -67,7 +67,8 @@ def _cell_note(cell: Any) -> str:
     sw = max(cell.switch_cpu.items(), key=lambda kv: kv[1], default=("-", 0.0))
     return (f"busiest link {cell.busiest_link} {(cell.busiest_util or 0.0):.0%}; busiest switch "
             f"{sw[0]} {sw[1]:.0%} of a core; busiest host process {cell.agent_cpu_max:.0%}; "
-            f"{_bound(cell)}; retransmissions {cell.retransmissions}")
+            f"{_bound(cell)}; retransmissions {cell.retransmissions}, timeouts {cell.timeouts}, "
+            f"NAKs {cell.naks}")
 
 
 def _config_rows(launch: Any, bw: float, elems: int) -> list[dict[str, Any]]:

@@ -117,6 +117,8 @@ class Cell:
     agent_cpu_max: float = 0.0  # the busiest host process's CPU cores over the timed part
     machine_busy: float = 0.0  # fraction of all cores busy during the run
     retransmissions: int = 0
+    timeouts: int = 0  # transport timeouts over all ranks (in-network)
+    naks: int = 0  # NAKs received over all ranks (in-network: results out of order, loss)
     bytes_sent: int = 0  # per rank, mean
     errors: tuple[str, ...] = ()
 
@@ -328,6 +330,8 @@ class Launcher:
                                             default=0.0), 3),
                     machine_busy=round(meas["busy"], 3),
                     retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
+                    timeouts=sum(int(r.get("timeouts", 0)) for r in rows),
+                    naks=sum(int(r.get("naks", 0)) for r in rows),
                     bytes_sent=int(_mean([r.get("bytes_sent", 0) for r in rows])),
                     errors=tuple(errors))
 
