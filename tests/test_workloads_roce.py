@@ -148,7 +148,11 @@ def test_messages_delivered_in_order(pair: Pair) -> None:
     got = pair.receive(3)
     assert got == [b"".join(message(i, n)) for i, n in enumerate(sizes)]
     assert pair.eps[0].drain(5.0)
-    assert pair.req.stats.retransmitted == 0
+    # Nothing is lost on this wire: a retransmission may only come from a timer that fired
+    # while a loaded machine delayed the ACK, and the transport must then know it was spurious.
+    stats = pair.req.stats
+    assert stats.naks_received == 0
+    assert stats.timeouts == stats.spurious_timeouts
 
 
 def test_psn_wrap_during_transfer() -> None:
