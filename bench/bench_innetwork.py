@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 
 RATES = (3.0, 10.0, 30.0, 100.0)
 ELEMS = (64, 256)
-#: float32 per worker at each rate (about 1 s of the busiest link at line rate)
-SIZES = {3.0: 262144, 10.0: 1048576, 30.0: 2097152, 100.0: 4194304}
+#: float32 per worker at each rate (0.3-3 s of the busiest link at line rate)
+SIZES = {3.0: 262144, 10.0: 524288, 30.0: 1048576, 100.0: 1048576}
 CREDITS, MSG_PKTS = 4, 64
 LINK_BOUND = 0.9
 

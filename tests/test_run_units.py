@@ -72,10 +72,10 @@ def test_defaults_and_test_options():
 
 def test_link_bound_defaults():
     """make run's defaults: 3 Mbit/s links, E = 252 (full path MTU with the tag; wrapper
-    program), 65536 float32, 2x32."""
+    program), 65536 float32, 4 credits x 64-packet messages."""
     args = parse_args([])
     assert (args.bw, args.elems, args.elements, args.credits, args.slots) == (
-        3.0, 252, 65536, 2, 64)
+        3.0, 252, 65536, 4, 256)
     assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
@@ -191,12 +191,14 @@ def test_bottleneck_verdicts():
 
 def test_ideal_ratio_and_frame_correction():
     """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
-    an ACK per TCP segment; on a host link the tag share of a 32-packet message and a RoCE
-    ACK per 16 packets, on a leaf-spine link RETH + tag on every packet)."""
+    an ACK per TCP segment; on a host link the tag share of a message (32 packets, or the
+    default 64) and a RoCE ACK per 16 packets, on a leaf-spine link RETH + tag on every
+    packet)."""
     assert ideal_ratio(4) == (1.5, None)
-    ideal, framed = ideal_ratio(4, 64)
+    ideal, framed = ideal_ratio(4, 64, msg_pkts=32, window=64)
     tcp = 1448 / (1514 + 33)
     assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / (314 + 1 + 4)) / tcp)
+    assert ideal_ratio(4, 64)[1] == pytest.approx(1.5 * (256 / (314 + 0 + 4)) / tcp)
     assert ideal_ratio(4, 64, spine=True)[1] == pytest.approx(1.5 * (256 / 346) / tcp)
     assert ideal_ratio(8)[0] == pytest.approx(1.75)
 

@@ -48,8 +48,11 @@ PROGRAM_ELEMS = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of DEFAULT_PROGRAM; others ge
 # (252: 1008-byte payloads, 94 % of a host-link frame).
 DEFAULT_ELEMS = nr_sizes.MTU_ELEMS
 DEFAULT_ELEMENTS = 65536  # float32 per worker: ~1 s per all-reduce at 3 Mbit/s
-DEFAULT_CREDITS = 2
-DEFAULT_SLOTS = 64  # msg_pkts = slots // credits = 32: a 64-packet window (~54 ms at 3 Mbit/s)
+# The job's window (credits x msg_pkts packets) must cover the round trip at the link rate:
+# the old 2 x 32 packets of 346 bytes (22 KB) over a ~50 ms round trip on this loaded 2-core
+# machine was the in-network path's ~4 Mbit/s ceiling (docs/benchmarks.md, findings).
+DEFAULT_CREDITS = 4
+DEFAULT_SLOTS = 256  # msg_pkts = 64: 256 packets in flight, 285 KB at E = 252
 # A run is link-bound when its busiest link carried at least this share of its shaped rate
 # and no switch process was saturated (topo.measure.CPU_SATURATED).
 LINK_BOUND_RUN_UTILIZATION = 0.7
