@@ -31,7 +31,7 @@ from workloads.roce import (
 
 
 class _FakeEndpoint:
-    """What a Requester needs of its endpoint: the lock, a wake-up and a send."""
+    """What a Requester needs of its endpoint: the lock, a wake-up and sends."""
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
@@ -44,6 +44,10 @@ class _FakeEndpoint:
     def send_raw(self, ip: str, datagram: bytes) -> bool:
         self.sent.append(datagram)
         return True
+
+    def send_many(self, ip: str, datagrams: list[bytes]) -> int:
+        self.sent.extend(datagrams)
+        return len(datagrams)
 
 
 def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
