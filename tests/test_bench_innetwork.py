@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.bench_innetwork import SIZES, frame_ideal
-from sim.emulation import ROCE_HEADER, RETH_TAG, TCP_HEADER, TCP_MSS
+from sim.emulation import RETH_TAG, ROCE_HEADER, TCP_HEADER, TCP_MSS
 
 
 def test_frame_ideal_at_full_mtu_is_close_to_the_papers_ratio() -> None:
