@@ -2,6 +2,7 @@
 # idempotent and fast once done (scripts/setup.sh).
 #
 #   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=252]
+#   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
 #   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
@@ -18,6 +19,7 @@ target ?=
 bw ?=
 elements ?=
 elems ?=
+params ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 EXP_ARGS ?=
@@ -28,12 +30,14 @@ TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
 RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spines)) \
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
-	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)))
+	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
+	$(foreach p,$(params),--param $(p)))
 
 .PHONY: help setup test run bench experiments train sim lint clean distclean
 
 help:
-	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems)"
+	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems params)"
+	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"

@@ -29,6 +29,7 @@ from controller.p4client import P4RuntimeError
 from controller.schema import SchemaError
 from controller.state import StateError, load_state
 from controller.topology import TopologyError
+from controller.trees import Tree, describe_tree
 
 log = logging.getLogger(__name__)
 USER_ERRORS = (ControllerError, JobError, SchemaError, TopologyError, StateError, P4RuntimeError)
@@ -86,6 +87,8 @@ def add_verbs(sub: Any) -> None:
     create.add_argument("--slots", type=int, default=64, help="slots per switch")
     create.add_argument("--msg-pkts", type=int, help="packets per message (default slots/credits)")
     create.add_argument("--workers-per-host", type=int, help="default: the host's GPUs")
+    create.add_argument("--root", help="the aggregation tree's root switch (default: the switch "
+                        "closest to all the job's leaves)")
     delete = job.add_parser("delete", help="remove a job from its switches")
     delete.add_argument("job")
     job.add_parser("list", help="jobs recorded in the run directory")
@@ -108,10 +111,13 @@ def add_verbs(sub: Any) -> None:
     tables.add_argument("--switch", help="one switch (default: all)")
     tables.add_argument("--table", help="list this table's entries (full name or suffix)")
 
-    regs = sub.add_parser("registers", help="read a register over P4Runtime")
+    regs = sub.add_parser("registers", help="read (or --set) a register (P4Runtime; BMv2: "
+                          "its Thrift runtime)")
     regs.add_argument("--switch", required=True)
     regs.add_argument("register")
     regs.add_argument("--index", type=int)
+    regs.add_argument("--set", type=int, dest="value", metavar="VALUE",
+                      help="write VALUE into cell --index, then read it back")
 
     fault = sub.add_parser("fault", help="fault set|clear: data-plane loss per port").add_subparsers(
         dest="action", required=True)
@@ -205,7 +211,7 @@ class Commands:
     def cmd_job_create(self, args: argparse.Namespace) -> int:
         plan = self.controller.create_job(JobRequest(
             name=args.name, hosts=args.hosts, credits=args.credits, slots=args.slots,
-            msg_pkts=args.msg_pkts, workers_per_host=args.workers_per_host))
+            msg_pkts=args.msg_pkts, workers_per_host=args.workers_per_host, root=args.root))
         if args.json:
             print(json.dumps(plan.to_dict(), indent=1, sort_keys=True))
         else:
@@ -224,7 +230,7 @@ class Commands:
 
     def cmd_job_list(self, args: argparse.Namespace) -> int:
         rows = [_job_row(p) for p in sorted(self._state().jobs.values(), key=lambda p: p.job_id)]
-        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "spine", "credits",
+        self.emit(rows, "jobs", ["name", "id", "workers", "hosts", "switches", "root", "credits",
                                  "slots", "msg_pkts"])
         return 0
 
@@ -237,7 +243,10 @@ class Commands:
             print(json.dumps(plan.to_dict(), indent=1, sort_keys=True))
             return 0
         self.emit([_job_row(plan)], f"job {plan.name}")
-        self.emit([{"switch": n, "role": p.role, "slot_base": p.slot_base, "slot_count": p.slot_count,
+        self.console.print("tree (root first; slots and credits per switch):", highlight=False)
+        for line in job_tree_lines(plan):
+            self.console.print("  " + line, highlight=False, markup=False)
+        self.emit([{"switch": n, "level": p.level, "role": p.role, "slot_base": p.slot_base, "slot_count": p.slot_count,
                     "members": f"{p.members:#x}", "expected": p.expected, "mcast_grp": p.mcast_grp,
                     "upstream_port": p.upstream_port, "parent": p.parent}
                    for n, p in plan.parts.items()], "switches")
@@ -298,6 +307,10 @@ class Commands:
         return 0
 
     def cmd_registers(self, args: argparse.Namespace) -> int:
+        if args.value is not None:
+            if args.index is None:
+                raise ControllerError("index: --set needs --index (the cell to write)")
+            self.controller.write_register(args.switch, args.register, args.index, args.value)
         values = self.controller.read_register(args.switch, args.register, args.index)
         self.emit([{"index": i, "value": v} for i, v in sorted(values.items()) if v or args.index is not None],
                   f"{args.switch} {args.register} (non-zero cells)", ["index", "value"])
@@ -339,10 +352,33 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def job_tree_lines(plan: JobPlan) -> list[str]:
+    """The job's aggregation tree as indented lines, root first: per switch its level,
+    slot range, credits, members and, at a leaf, the hosts of its workers."""
+    root = next((n for n, p in plan.parts.items() if p.parent is None), None)
+    if root is None:
+        return []
+    tree = Tree(root=root, parent={n: p.parent for n, p in plan.parts.items()},
+                children={n: list(p.children) for n, p in plan.parts.items()},
+                level={n: p.level for n, p in plan.parts.items()})
+
+    def label(name: str) -> str:
+        part = plan.parts[name]
+        hosts = list(dict.fromkeys(w.host for w in plan.workers if w.switch == name))
+        text = (f"{name}: level {part.level}, slots {part.slot_base}.."
+                f"{part.slot_base + part.slot_count - 1}, credits {plan.credits}, "
+                f"{part.expected} member{'s' if part.expected != 1 else ''}")
+        if hosts:
+            text += f" (workers on {', '.join(hosts)})"
+        return text
+
+    return describe_tree(tree, label)
+
+
 def _job_row(plan: JobPlan) -> dict[str, Any]:
     return {"name": plan.name, "id": plan.job_id, "workers": len(plan.workers),
             "hosts": ",".join(plan.hosts()), "switches": ",".join(plan.parts),
-            "spine": plan.spine or "", "credits": plan.credits, "slots": plan.slots,
+            "spine": plan.spine or "", "root": plan.root or "", "credits": plan.credits, "slots": plan.slots,
             "msg_pkts": plan.msg_pkts}
 
 
@@ -395,7 +431,7 @@ class Shell(cmd.Cmd):
         self._run("tables", line)
 
     def do_registers(self, line: str) -> None:
-        """registers --switch S NAME [--index I]: read a register"""
+        """registers --switch S NAME [--index I [--set V]]: read (or write) a register"""
         self._run("registers", line)
 
     def do_fault(self, line: str) -> None:

@@ -15,48 +15,47 @@ from controller import entities as ents
 from controller import netreduce as nr
 from controller.jobs import JobPlan
 from controller.schema import P4Schema
-from controller.topology import SwitchInfo, Topology
-
-ECMP_GROUP = 1  # every leaf uses one ECMP group: all spines
+from controller.topology import Port, SwitchInfo, Topology
+from controller.trees import next_hops
 
 
 def route_entities(topo: Topology, switch: SwitchInfo, schema: P4Schema) -> list[p4runtime_pb2.Entity]:
-    """IPv4 routes of one switch.
+    """IPv4 routes of one switch, over any graph of switches (``controller.trees.next_hops``).
 
-    Leaf: a /32 per attached host; every other leaf's subnet through the spines (ECMP
-    when there are several). Spine: every leaf's subnet (or its hosts' /32s when they share
-    no subnet) out of the port to that leaf."""
+    A /32 per attached host; every other leaf's subnet (or its hosts' /32s when they share
+    no subnet) toward the neighbours on a shortest path to that leaf: one next hop, or an
+    ECMP group when there are several. Groups are numbered from 1 per distinct set of
+    neighbours, in the order the leaves are listed."""
     fwd = nr.Ipv4Forwarding(schema)
     out: list[p4runtime_pb2.Entity] = []
-    spines = [s for s in topo.spines() if any(p.peer == s.name for p in switch.ports)]
-    if switch.role == "spine":
-        for leaf in topo.leaves():
-            if not any(p.peer == leaf.name for p in switch.ports):
-                continue
-            down = switch.port_to(leaf.name)
-            dmac = leaf.port_to(switch.name).mac
-            for prefix in _prefixes(topo, leaf.name):
-                out.append(ents.entity(fwd.route(prefix, down.mac, dmac, down.port)))
-        return out
     for host in topo.hosts_of(switch.name):
         port = switch.port(host.switch_port)
         out.append(ents.entity(fwd.route(f"{host.ip}/32", port.mac, host.mac, port.port)))
-    if not spines:
-        return out
-    uplinks = [(switch.port_to(s.name), s.port_to(switch.name).mac) for s in spines]
+    hops = next_hops(topo).get(switch.name, {})
+    groups: dict[tuple[str, ...], int] = {}
     for leaf in topo.leaves():
-        if leaf.name == switch.name:
+        neighbours = tuple(hops.get(leaf.name, ()))
+        if not neighbours:
             continue
+        if len(neighbours) > 1 and neighbours not in groups:
+            groups[neighbours] = len(groups) + 1
         for prefix in _prefixes(topo, leaf.name):
-            if len(uplinks) == 1:
-                up, dmac = uplinks[0]
+            if len(neighbours) == 1:
+                up, dmac = _link(topo, switch, neighbours[0])
                 out.append(ents.entity(fwd.route(prefix, up.mac, dmac, up.port)))
             else:
-                out.append(ents.entity(fwd.ecmp_route(prefix, ECMP_GROUP, len(uplinks))))
-    if len(uplinks) > 1:
-        for member, (up, dmac) in enumerate(uplinks):
-            out.append(ents.entity(fwd.ecmp_member(ECMP_GROUP, member, up.mac, dmac, up.port)))
+                out.append(ents.entity(fwd.ecmp_route(prefix, groups[neighbours],
+                                                      len(neighbours))))
+    for neighbours, group in groups.items():
+        for member, name in enumerate(neighbours):
+            up, dmac = _link(topo, switch, name)
+            out.append(ents.entity(fwd.ecmp_member(group, member, up.mac, dmac, up.port)))
     return out
+
+
+def _link(topo: Topology, switch: SwitchInfo, neighbour: str) -> tuple[Port, str]:
+    """The port of ``switch`` toward ``neighbour`` and the MAC at the other end."""
+    return switch.port_to(neighbour), topo.switch(neighbour).port_to(switch.name).mac
 
 
 def _prefixes(topo: Topology, leaf: str) -> list[str]:
@@ -79,46 +78,45 @@ def job_entities(plan: JobPlan, topo: Topology, switch: SwitchInfo,
                                plan.credits, role, part.mcast_grp, part.upstream_port))]
     replicas: list[tuple[int, int]] = []
     me = nr.switch_ip(switch.device_id)
-    if part.children:  # a spine: one rank per child leaf
-        for pos, child in enumerate(part.children):
-            leaf = topo.switch(child)
-            down = switch.port_to(child)
-            leaf_ip = nr.switch_ip(leaf.device_id)
-            out.append(ents.entity(ing.conn(leaf_ip, me, nr.link_qpn(job, pos, down=False), job,
-                                            part.conns[f"child{pos}"], pos, down.port)))
-            out.append(ents.entity(eg.rewrite(job, pos, True, down.mac, leaf.port_to(switch.name).mac,
-                                              me, leaf_ip, nr.link_sport(job),
-                                              nr.link_qpn(job, pos, down=True))))
-            replicas.append((down.port, pos))
-    else:  # a leaf: its workers, in a ring
-        for w in plan.workers:
-            if w.switch != switch.name:
-                continue
-            peer = plan.worker(w.peer)
-            port = switch.port(peer.switch_port)
-            out.append(ents.entity(ing.conn(w.ip, peer.ip, peer.recv_qpn, job,
-                                            part.conns[f"w{w.rank}"], w.position, port.port)))
-            out.append(ents.entity(eg.rewrite(job, w.position, False, port.mac, peer.mac, w.ip,
-                                              peer.ip, w.sport, peer.recv_qpn)))
-            replicas.append((port.port, w.position))
-        if part.parent is not None:
-            parent = topo.switch(part.parent)
-            pos = parent_position(plan, switch.name)
-            up = switch.port_to(parent.name)
-            parent_ip = nr.switch_ip(parent.device_id)
-            out.append(ents.entity(ing.conn(parent_ip, me, nr.link_qpn(job, pos, down=True), job,
-                                            part.conns["parent"], nr.Limit.RANK_PARENT, up.port)))
-            out.append(ents.entity(eg.rewrite(job, nr.Limit.RANK_PARENT, True, up.mac,
-                                              parent.port_to(switch.name).mac, me, parent_ip,
-                                              nr.link_sport(job), nr.link_qpn(job, pos, down=False))))
+    for w in plan.workers:  # this switch's own workers, in a ring
+        if w.switch != switch.name:
+            continue
+        peer = plan.worker(w.peer)
+        port = switch.port(peer.switch_port)
+        out.append(ents.entity(ing.conn(w.ip, peer.ip, peer.recv_qpn, job,
+                                        part.conns[f"w{w.rank}"], w.position, port.port)))
+        out.append(ents.entity(eg.rewrite(job, w.position, False, port.mac, peer.mac, w.ip,
+                                          peer.ip, w.sport, peer.recv_qpn)))
+        replicas.append((port.port, w.position))
+    for i, child in enumerate(part.children):  # child switches: one rank each
+        pos = part.child_base + i
+        below = topo.switch(child)
+        down = switch.port_to(child)
+        child_ip = nr.switch_ip(below.device_id)
+        out.append(ents.entity(ing.conn(child_ip, me, nr.link_qpn(job, pos, down=False), job,
+                                        part.conns[f"child{pos}"], pos, down.port)))
+        out.append(ents.entity(eg.rewrite(job, pos, True, down.mac, below.port_to(switch.name).mac,
+                                          me, child_ip, nr.link_sport(job),
+                                          nr.link_qpn(job, pos, down=True))))
+        replicas.append((down.port, pos))
+    if part.parent is not None:
+        parent = topo.switch(part.parent)
+        pos = parent_position(plan, switch.name)
+        up = switch.port_to(parent.name)
+        parent_ip = nr.switch_ip(parent.device_id)
+        out.append(ents.entity(ing.conn(parent_ip, me, nr.link_qpn(job, pos, down=True), job,
+                                        part.conns["parent"], nr.Limit.RANK_PARENT, up.port)))
+        out.append(ents.entity(eg.rewrite(job, nr.Limit.RANK_PARENT, True, up.mac,
+                                          parent.port_to(switch.name).mac, me, parent_ip,
+                                          nr.link_sport(job), nr.link_qpn(job, pos, down=False))))
     out.append(ents.multicast_group(part.mcast_grp, replicas))
     return out
 
 
-def parent_position(plan: JobPlan, leaf: str) -> int:
-    """The bitmap position of ``leaf`` at the job's spine."""
-    assert plan.spine is not None
-    return plan.parts[plan.spine].children.index(leaf)
+def parent_position(plan: JobPlan, child: str) -> int:
+    """The bitmap position of switch ``child`` at its parent in the job's tree."""
+    parent = plan.parts[plan.parts[child].parent or ""]
+    return parent.child_base + parent.children.index(child)
 
 
 def fault_entities(faults: Iterable[dict], switch: SwitchInfo,

@@ -23,6 +23,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller import desired as dsr
 from controller import netreduce as nr
+from controller.bmv2_runtime import Bmv2Runtime, Bmv2RuntimeError
 from controller.jobs import (
     JobError,
     JobPlan,
@@ -34,7 +35,7 @@ from controller.jobs import (
     retire,
 )
 from controller.p4client import Arbitration, P4RuntimeError
-from controller.schema import P4Schema, SchemaError, decode_int
+from controller.schema import P4Schema, SchemaError, decode_int, encode_int
 from controller.state import ControllerState, load_state, locked, next_election_id, save_state
 from controller.switch import Switch, SwitchOptions, SyncReport
 from controller.topology import Topology, load_topology
@@ -355,9 +356,13 @@ class Controller:
         return out
 
     def read_register(self, switch: str, name: str, index: int | None = None) -> dict[int, int]:
+        """{index: value} of one register cell, or of every cell. Over P4Runtime; where the
+        switch answers UNIMPLEMENTED (BMv2's simple_switch_grpc: PI has no register support)
+        over BMv2's Thrift runtime (``controller.bmv2_runtime``)."""
         sw = self.switch(switch)
         self.connect([switch])
         info = sw.require_schema().register(name)
+        _check_register_index(info, index)
         req = p4runtime_pb2.Entity()
         req.register_entry.register_id = info.preamble.id
         if index is not None:
@@ -365,14 +370,58 @@ class Controller:
         try:
             found = sw.read([req])
         except P4RuntimeError as err:
-            if err.code == grpc.StatusCode.UNIMPLEMENTED:
-                raise ControllerError(
-                    f"switch {switch} does not support register reads over P4Runtime "
-                    f"(BMv2's simple_switch_grpc does not; use its Thrift CLI): {err.message}"
-                ) from None
-            raise
+            if err.code != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            runtime = self._bmv2_runtime(switch, "register reads", err)
+            try:
+                return runtime.read_register(info.preamble.name, index)
+            except Bmv2RuntimeError as exc:
+                raise ControllerError(str(exc)) from None
         return {e.register_entry.index.index: decode_int(e.register_entry.data.bitstring)
                 for e in found}
+
+    def write_register(self, switch: str, name: str, index: int, value: int) -> None:
+        """Sets one register cell (P4Runtime MODIFY; BMv2's Thrift runtime where the switch
+        answers UNIMPLEMENTED, as for reads)."""
+        sw = self.switch(switch)
+        self.connect([switch])
+        info = sw.require_schema().register(name)
+        _check_register_index(info, index)
+        width = info.type_spec.bitstring.bit.bitwidth or info.type_spec.bitstring.int.bitwidth
+        if value < 0 or (width and value >> width):
+            raise ControllerError(f"value: {value} does not fit register {info.preamble.name} "
+                                  f"({width} bits, unsigned)")
+        entity = p4runtime_pb2.Entity()
+        entity.register_entry.register_id = info.preamble.id
+        entity.register_entry.index.index = index
+        entity.register_entry.data.bitstring = encode_int(value, width, "value")
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY, entity=entity)
+        try:
+            sw.write([update])
+        except P4RuntimeError as err:
+            # PI reports it per update (the batch fails with UNKNOWN and the details)
+            if not (err.code == grpc.StatusCode.UNIMPLEMENTED
+                    or err.only(grpc.StatusCode.UNIMPLEMENTED)):
+                raise
+            runtime = self._bmv2_runtime(switch, "register writes", err)
+            try:
+                runtime.write_registers(info.preamble.name, {index: value})
+            except Bmv2RuntimeError as exc:
+                raise ControllerError(str(exc)) from None
+
+    def _bmv2_runtime(self, switch: str, what: str, err: P4RuntimeError) -> Bmv2Runtime:
+        """BMv2's Thrift runtime of ``switch`` for an operation its P4Runtime server lacks;
+        a ControllerError saying so precisely when topology.json names no Thrift port."""
+        addr = self.topology.switch(switch).thrift_addr
+        if addr is None:
+            why = "; ".join(e.message for e in err.errors) or err.message
+            raise ControllerError(
+                f"switch {switch} does not implement {what} over P4Runtime ({why}), and "
+                "topology.json records no thrift_port for it (BMv2's simple_switch_grpc serves "
+                "registers only on its Thrift runtime port)")
+        log.info("%s: %s over BMv2's Thrift runtime at %s:%d (P4Runtime: %s)", switch, what,
+                 addr[0], addr[1], err.code.name)
+        return Bmv2Runtime(switch, addr[0], addr[1], timeout_s=self.options.rpc_timeout_s * 3)
 
     def job_counters(self, key: str | None = None) -> list[dict[str, Any]]:
         """Per switch of a job (every job when ``key`` is None): contributions, duplicates,
@@ -528,6 +577,13 @@ def _reset_alloc(state: ControllerState, name: str) -> None:
     restart connection numbering after the active jobs' indices."""
     used = [i for p in state.jobs.values() if name in p.parts for i in p.parts[name].conns.values()]
     state.allocs[name] = SwitchAlloc(next_conn=max(used, default=-1) + 1)
+
+
+def _check_register_index(info: Any, index: int | None) -> None:
+    """A ControllerError naming the index when it is outside the register's size."""
+    if index is not None and not 0 <= index < info.size:
+        raise ControllerError(f"index: {index} is outside register {info.preamble.name} "
+                              f"(0..{info.size - 1})")
 
 
 def with_options(options: ControllerOptions, **changes: Any) -> ControllerOptions:

@@ -28,6 +28,7 @@ from typing import Any
 
 from controller import netreduce as nr
 from controller.topology import HostInfo, Topology, TopologyError
+from controller.trees import Tree, TreeError, aggregation_tree
 
 
 class JobError(ValueError):
@@ -48,6 +49,7 @@ class JobRequest:
     slots: int = 64
     msg_pkts: int | None = None  # packets per message; default slots // credits
     workers_per_host: int | None = None  # None: one worker per GPU of the host
+    root: str | None = None  # the tree's root switch; None: chosen (controller.trees)
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,10 @@ class SwitchPart:
     mcast_grp: int
     upstream_port: int = 0
     parent: str | None = None
-    children: list[str] = field(default_factory=list)  # at a spine: child leaves by position
+    children: list[str] = field(default_factory=list)  # child switches, by position
     conns: dict[str, int] = field(default_factory=dict)  # "w<rank>", "child<pos>", "parent"
+    level: int = 0  # tree edges from the root (root 0)
+    child_base: int = 0  # bitmap position of the first child: after the switch's own workers
 
 
 @dataclass
@@ -94,7 +98,8 @@ class JobPlan:
     msg_pkts: int
     workers: list[Worker]
     parts: dict[str, SwitchPart]
-    spine: str | None = None
+    spine: str | None = None  # the root when the tree has more than one switch (kept name)
+    root: str | None = None  # the tree's root switch
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,7 +111,7 @@ class JobPlan:
             slots=int(data["slots"]), msg_pkts=int(data["msg_pkts"]),
             workers=[Worker(**w) for w in data["workers"]],
             parts={k: SwitchPart(**v) for k, v in data["parts"].items()},
-            spine=data.get("spine"),
+            spine=data.get("spine"), root=data.get("root", data.get("spine")),
         )
 
     def worker(self, rank: int) -> Worker:
@@ -282,24 +287,14 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
             raise JobError("hosts", f"{len(by_leaf[leaf])} workers behind switch {leaf}; at most "
                                     f"{sizes.max_ranks} per switch")
     rings = {leaf: leaf_ring(by_leaf[leaf], leaf) for leaf in leaves}
-    spine: str | None = None
-    if len(leaves) > 1:
-        spines = topo.spines()
-        if not spines:
-            raise JobError("hosts", f"hosts span switches {', '.join(leaves)} but the topology "
-                                    "has no spine to aggregate across them")
-        if len(leaves) > sizes.max_ranks:
-            raise JobError("hosts", f"{len(leaves)} leaves; a spine aggregates at most {sizes.max_ranks}")
-        load = {s.name: sum(1 for j in jobs if j.spine == s.name) for s in spines}
-        fits = [s.name for s in spines
-                if _free_range(slot_ranges(jobs, s.name), req.slots, sizes.slots) is not None]
-        if not fits:
-            raise JobError("slots", f"slots exhausted: no spine has {req.slots} free slots")
-        spine = min(fits, key=lambda n: (load[n], topo.switch(n).index))
-        for leaf in leaves:
-            topo.switch(leaf).port_to(spine)  # raises when not cabled
-    tree = leaves + ([spine] if spine else [])
-    job_id = _job_id(jobs, allocs, tree, sizes)
+    tree = _tree(req, topo, jobs, leaves, sizes)
+    members = {name: len(by_leaf.get(name, ())) + len(tree.children[name]) for name in tree.parent}
+    for name, count in members.items():
+        if count > sizes.max_ranks:
+            raise JobError("hosts", f"switch {name} would aggregate {count} members (workers "
+                                    f"and child switches); at most {sizes.max_ranks}")
+    order = sorted(tree.parent, key=lambda n: (-tree.level[n], topo.switch(n).device_id))
+    job_id = _job_id(jobs, allocs, order, sizes)
 
     workers: list[Worker] = []
     for leaf in leaves:
@@ -319,15 +314,21 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
             ))
 
     parts: dict[str, SwitchPart] = {}
-    next_conn = {name: (allocs[name].next_conn if name in allocs else 0) for name in tree}
-    for name in tree:
+    next_conn = {name: (allocs[name].next_conn if name in allocs else 0) for name in order}
+    for name in order:
         base = _free_range(slot_ranges(jobs, name), req.slots, sizes.slots)
         if base is None:
             gap = _largest_gap(slot_ranges(jobs, name), sizes.slots)
             raise JobError("slots", f"slots exhausted on switch {name}: {req.slots} requested, "
                                     f"largest free range {gap} of {sizes.slots}")
-        parts[name] = SwitchPart(switch=name, role="root", slot_base=base, slot_count=req.slots,
-                                 members=0, expected=0, mcast_grp=job_id + 1)
+        parent = tree.parent[name]
+        parts[name] = SwitchPart(
+            switch=name, role="root" if parent is None else "leaf", slot_base=base,
+            slot_count=req.slots, members=(1 << members[name]) - 1, expected=members[name],
+            mcast_grp=job_id + 1, parent=parent,
+            upstream_port=topo.switch(name).port_to(parent).port if parent else 0,
+            children=list(tree.children[name]), level=tree.level[name],
+            child_base=len(by_leaf.get(name, ())))
 
     def conn(switch: str, key: str) -> None:
         index = next_conn[switch]
@@ -337,27 +338,37 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
         parts[switch].conns[key] = index
         next_conn[switch] = index + 1
 
-    for leaf in leaves:
-        part = parts[leaf]
-        local = [w for w in workers if w.switch == leaf]
-        part.members = (1 << len(local)) - 1
-        part.expected = len(local)
-        for w in local:
-            conn(leaf, f"w{w.rank}")
-        if spine is not None:
-            part.role = "leaf"
-            part.parent = spine
-            part.upstream_port = topo.switch(leaf).port_to(spine).port
-            conn(leaf, "parent")
-    if spine is not None:
-        sp = parts[spine]
-        sp.children = list(leaves)
-        sp.members = (1 << len(leaves)) - 1
-        sp.expected = len(leaves)
-        for pos in range(len(leaves)):
-            conn(spine, f"child{pos}")
+    for name in order:
+        part = parts[name]
+        for w in workers:
+            if w.switch == name:
+                conn(name, f"w{w.rank}")
+        for pos in range(part.child_base, part.child_base + len(part.children)):
+            conn(name, f"child{pos}")
+        if part.parent is not None:
+            conn(name, "parent")
+    root = tree.root
     return JobPlan(job_id=job_id, name=req.name, credits=req.credits, slots=req.slots,
-                   msg_pkts=msg_pkts, workers=workers, parts=parts, spine=spine)
+                   msg_pkts=msg_pkts, workers=workers, parts=parts,
+                   spine=root if len(parts) > 1 else None, root=root)
+
+
+def _tree(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan], leaves: Sequence[str],
+          sizes: nr.Sizes) -> Tree:
+    """The job's aggregation tree (``controller.trees``), errors as :class:`JobError`."""
+    load: dict[str, int] = {}
+    for j in jobs:
+        top = j.root or j.spine
+        if top is not None and len(j.parts) > 1:
+            load[top] = load.get(top, 0) + 1
+
+    def fits(name: str) -> bool:
+        return _free_range(slot_ranges(jobs, name), req.slots, sizes.slots) is not None
+
+    try:
+        return aggregation_tree(topo, leaves, req.root, load, fits)
+    except TreeError as err:
+        raise JobError(err.field, str(err)) from None
 
 
 def commit_allocations(plan: JobPlan, allocs: dict[str, SwitchAlloc]) -> None:

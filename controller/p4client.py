@@ -383,7 +383,10 @@ class P4Client:
         stub = self._require_stub("GetForwardingPipelineConfig")
         req = GetReq(device_id=self.device_id, response_type=response_type)
         try:
-            return stub.GetForwardingPipelineConfig(req, timeout=self.timeout_s).config
+            resp = stub.GetForwardingPipelineConfig(req, timeout=self.timeout_s)
+            # No pipeline yet: the config is unset (specification) or, on older servers,
+            # the call fails with FAILED_PRECONDITION.
+            return resp.config if resp.HasField("config") else None
         except grpc.RpcError as err:
             error = P4RuntimeError.from_rpc("GetForwardingPipelineConfig", err)
             if error.code == grpc.StatusCode.FAILED_PRECONDITION:

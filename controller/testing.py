@@ -3,7 +3,8 @@
 :class:`FakeP4RuntimeServer` keeps entities in a dict keyed by their identity (no program
 semantics: it does not check match fields against the P4Info), arbitrates by election id like
 the specification says, and reports per-update errors in a ``google.rpc.Status`` trailer as
-real servers do. ``fail_next`` lets a test inject an error into the next RPC of a kind.
+real servers do. ``fail_next`` lets a test inject an error into the next RPC of a kind;
+``unimplemented`` makes it refuse entity kinds as PI does (register entries).
 
 :class:`SwitchProcess` runs the built-in target as a real process (``python -m softswitch
 run``) and :func:`compile_program` makes P4Info and device config with ``python -m
@@ -62,6 +63,9 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.packet_outs: list[p4runtime_pb2.PacketOut] = []
         self.writes = 0
         self.fail_next: dict[str, grpc.StatusCode] = {}
+        # Entity kinds answered with UNIMPLEMENTED, as PI (simple_switch_grpc) does for
+        # "register_entry": the Read fails, a Write fails per update.
+        self.unimplemented: set[str] = set()
 
     # -------------------------------------------------------------- arbitration
     def _primary(self) -> _Session | None:
@@ -173,6 +177,10 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         with self.lock:
             self.writes += 1
             for u in request.updates:
+                if u.entity.WhichOneof("entity") in self.unimplemented:
+                    errors.append((code_pb2.UNIMPLEMENTED,
+                                   f"{u.entity.WhichOneof('entity')} writes are not supported"))
+                    continue
                 key = ents.entity_key(u.entity)
                 exists = key in self.entities
                 if u.type == Update.INSERT and exists:
@@ -200,6 +208,10 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self._check("Read", request, context, write=False)
         with self.lock:
             stored = list(self.entities.values())
+        for req in request.entities:
+            if req.WhichOneof("entity") in self.unimplemented:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                              f"{req.WhichOneof('entity')} reads are not supported")
         out = []
         for req in request.entities:
             kind = req.WhichOneof("entity")

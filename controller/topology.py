@@ -31,11 +31,19 @@ class SwitchInfo:
     name: str
     device_id: int
     grpc_addr: str
-    role: str  # "leaf" or "spine"
+    role: str  # "leaf", "aggregation", "spine" or "core"
     index: int
     cpu_port: int | None
     ports: tuple[Port, ...]
     subnet: ipaddress.IPv4Network | None = None  # a leaf's block, when topology.json names it
+    thrift_port: int | None = None  # BMv2's runtime (Thrift) port, on grpc_addr's host
+
+    @property
+    def thrift_addr(self) -> tuple[str, int] | None:
+        """(host, port) of BMv2's Thrift runtime server, when topology.json names one."""
+        if self.thrift_port is None:
+            return None
+        return self.grpc_addr.rpartition(":")[0] or "127.0.0.1", self.thrift_port
 
     def port_to(self, peer: str) -> Port:
         for p in self.ports:
@@ -88,7 +96,8 @@ class Topology:
         return [s.name for s in self.switches]
 
     def leaves(self) -> list[SwitchInfo]:
-        return sorted((s for s in self.switches if s.role != "spine"), key=lambda s: s.index)
+        """Switches hosts attach to (role ``leaf``), leaf 1 first."""
+        return sorted((s for s in self.switches if s.role == "leaf"), key=lambda s: s.index)
 
     def spines(self) -> list[SwitchInfo]:
         return sorted((s for s in self.switches if s.role == "spine"), key=lambda s: s.index)
@@ -183,6 +192,7 @@ def load_topology(path: str | Path) -> Topology:
                 cpu_port=_get(sw, "cpu_port", int, w, None),
                 ports=tuple(sorted(ports, key=lambda p: p.port)),
                 subnet=_subnet(_get(sw, "subnet", str, w, None), f"{w}.subnet"),
+                thrift_port=_get(sw, "thrift_port", int, w, None),
             )
         )
     hosts = []

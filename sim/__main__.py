@@ -4,6 +4,7 @@
     python -m sim validate measured.json [more.json ...] [--no-sim] [--out validation.json]
     python -m sim emulate [--bw 3] [--sizes 65536,262144] [--out results/sim]   (root)
     python -m sim run --algorithm ring --spines 2 --leaves 2 --hosts 2 --bw 10 --bytes 1048576
+    python -m sim run --algorithm ina --topo spineleaf --param leaves=32 --param hosts=16
 """
 
 from __future__ import annotations
@@ -90,9 +91,24 @@ def _emulate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    f = emulated(args.bw, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts,
-                 gpus_per_host=args.gpus, switch_delay_s=args.switch_delay_us * 1e-6,
-                 link_delay_s=args.delay_ms * 1e-3)
+    shape = {"spines": args.spines, "leaves": args.leaves, "hosts": args.hosts,
+             "gpus": args.gpus, "bw": args.bw, "delay_ms": args.delay_ms}
+    if args.topo:
+        given = [name for name, value in shape.items() if value is not None]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')}: with --topo the file's "
+                             "parameters decide the network (use --param NAME=VALUE)")
+        from sim.topology import fabric_from_file
+
+        f, notes = fabric_from_file(args.topo, _params(args.param),
+                                    switch_delay_s=args.switch_delay_us * 1e-6)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    else:
+        f = emulated(args.bw or 10.0, spines=args.spines or 2, leaves=args.leaves or 2,
+                     hosts_per_leaf=args.hosts or 2, gpus_per_host=args.gpus or 1,
+                     switch_delay_s=args.switch_delay_us * 1e-6,
+                     link_delay_s=(args.delay_ms or 0.0) * 1e-3)
     from sim.ns3sim import simulate
 
     r = simulate(args.algorithm, f, args.bytes, args.density)
@@ -101,6 +117,24 @@ def _run(args: argparse.Namespace) -> int:
                       "sim_s": r.seconds, "model_s": model, "packets": r.packets,
                       "wall_s": round(r.wall_s, 3)}))
     return 0
+
+
+def _params(items: list[str] | None) -> dict[str, object]:
+    """``--param NAME=VALUE`` items: numbers as numbers, null/none as None, else text."""
+    out: dict[str, object] = {}
+    for item in items or ():
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--param {item!r}: expected NAME=VALUE")
+        value: object = None if text.lower() in ("null", "none") else text
+        for kind in (int, float):
+            try:
+                value = kind(text)
+                break
+            except ValueError:
+                continue
+        out[name] = value
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     em.add_argument("--out", default="results/sim")
     ru = sub.add_parser("run", help="simulate one collective on a spine-leaf fabric")
     ru.add_argument("--algorithm", choices=ALGORITHMS, default="ring")
-    ru.add_argument("--spines", type=int, default=2)
-    ru.add_argument("--leaves", type=int, default=2)
-    ru.add_argument("--hosts", type=int, default=2, help="hosts per leaf")
-    ru.add_argument("--gpus", type=int, default=1, help="GPUs per host")
-    ru.add_argument("--bw", type=float, default=10.0, help="link rate, Mbit/s")
-    ru.add_argument("--delay-ms", type=float, default=0.0)
+    ru.add_argument("--topo", help="a topology file or shipped name (docs/topology.md) instead "
+                    "of the flags below")
+    ru.add_argument("--param", action="append", metavar="NAME=VALUE",
+                    help="a parameter of the --topo file (repeatable)")
+    ru.add_argument("--spines", type=int, help="default 2")
+    ru.add_argument("--leaves", type=int, help="default 2")
+    ru.add_argument("--hosts", type=int, help="hosts per leaf (default 2)")
+    ru.add_argument("--gpus", type=int, help="GPUs per host (default 1)")
+    ru.add_argument("--bw", type=float, help="link rate, Mbit/s (default 10)")
+    ru.add_argument("--delay-ms", type=float, help="default 0")
     ru.add_argument("--switch-delay-us", type=float, default=100.0)
     ru.add_argument("--bytes", type=int, default=1 << 20)
     ru.add_argument("--density", type=float, default=0.01)

@@ -7,8 +7,9 @@ writes:
 * ids are ``prefix << 24 | (jenkins_one_at_a_time(name) & 0xffffff)``; ``@id`` wins, and
   collisions are resolved by linear probing over the names sorted per object kind;
 * match-field / parameter / metadata ids are positional (1, 2, ...) unless ``@id`` is given;
-* only actions referenced by some table appear (p4c inlines direct action calls and drops
-  unused actions); top-level actions such as ``NoAction`` come first in each control;
+* the actions are those a table references or a control's apply body calls directly (p4c
+  writes P4Info after its front end, which inlines only actions called from other actions
+  and drops unused ones); top-level actions such as ``NoAction`` come first in each control;
 * ``@hidden`` tables, actions and controller-header fields are left out but still reserve
   their ids and take part in alias computation;
 * the alias of an object is its shortest unique dot-separated suffix among all names.
@@ -521,6 +522,21 @@ def _flatten_control(
     return out
 
 
+def _direct_calls(decl: ir.ControlDecl, prefix: str) -> list[tuple[ir.ActionDecl, str]]:
+    """Actions called from the apply body of ``decl`` or of its sub-control instances,
+    each with the name prefix of the control that declares the call."""
+    out: list[tuple[ir.ActionDecl, str]] = []
+    for e in _walk_exprs(decl.body, set()):
+        if isinstance(e, ir.Call) and isinstance(e.callee, ir.ActionDecl):
+            out.append((e.callee, prefix))
+    for local in decl.locals:
+        if isinstance(local, ir.Instance) and isinstance(local.type, ir.BlockType):
+            sub = local.type.decl
+            if isinstance(sub, ir.ControlDecl):
+                out.extend(_direct_calls(sub, ir.qualify(prefix, local.cp_name)))
+    return out
+
+
 def _parser_value_sets(decl: ir.ParserDecl, prefix: str, out: _Collected) -> None:
     for local in decl.locals:
         if not isinstance(local, ir.Instance):
@@ -565,6 +581,11 @@ def _collect(program: ir.Program) -> _Collected:
                 if key not in seen_refs:
                     seen_refs.add(key)
                     referenced.append((action, key[1]))
+        for action, where in _direct_calls(decl, prefix):
+            key = (id(action), "" if id(action) in top_actions else where)
+            if key not in seen_refs:
+                seen_refs.add(key)
+                referenced.append((action, key[1]))
         # top-level actions are localized into the control (first), then its own actions
         for action, _where in referenced:
             if id(action) in top_actions:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from softswitch import ir
 from softswitch.engine.codegen import CompiledProgram, compile_program
@@ -18,6 +19,13 @@ from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.tables import ActionProfile, Table
 from softswitch.engine.trace import PacketTrace
+from softswitch.traffic_manager import (
+    BMV2_QUEUE_DEPTH,
+    QueuedSwitchMixin,
+    QueuedTracingV1Switch,
+    QueuedV1Switch,
+    check_tm_options,
+)
 from softswitch.v1model import TracingV1Switch, V1Switch
 
 log = logging.getLogger(__name__)
@@ -39,7 +47,11 @@ class Pipeline:
         log_msgs: bool | None = None,
         clock_ns: Callable[[], int] = time.monotonic_ns,
         trace: bool | Callable[[PacketTrace], None] = False,
+        egress_order: str = "sync",
+        queue_depth: int = BMV2_QUEUE_DEPTH,
+        egress_seed: int | None = None,
     ) -> None:
+        check_tm_options(egress_order, queue_depth, egress_seed)
         if log_msgs is None:
             log_msgs = logging.getLogger("softswitch.p4").isEnabledFor(logging.DEBUG)
         self.program = program
@@ -59,11 +71,17 @@ class Pipeline:
         self.set_clock(clock_ns)
         # where each packet's trace goes: a callback, or the "softswitch.trace" logger
         self.trace_sink: Callable[[PacketTrace], None] | None = None
-        if trace:
-            self._switch: V1Switch = TracingV1Switch(c, self.pre, clock_ns)
-            self.trace_sink = trace if callable(trace) else _log_trace
+        self.egress_order = egress_order
+        if egress_order != "sync":
+            tm = {"egress_order": egress_order, "queue_depth": queue_depth, "seed": egress_seed}
+            queued = QueuedTracingV1Switch if trace else QueuedV1Switch
+            self._switch: V1Switch = queued(c, self.pre, clock_ns, **tm)
+        elif trace:
+            self._switch = TracingV1Switch(c, self.pre, clock_ns)
         else:
             self._switch = V1Switch(c, self.pre, clock_ns)
+        if trace:
+            self.trace_sink = trace if callable(trace) else _log_trace
 
     @classmethod
     def from_file(
@@ -72,17 +90,23 @@ class Pipeline:
         include_dirs: Sequence[str] = (),
         *,
         trace: bool | Callable[[PacketTrace], None] = False,
+        **tm: Any,
     ) -> Pipeline:
-        """Compile the P4 program at ``path`` (raises P4Error on a bad program)."""
+        """Compile the P4 program at ``path`` (raises P4Error on a bad program); ``tm``:
+        ``egress_order``, ``queue_depth``, ``egress_seed`` as for the constructor."""
         from softswitch.frontend import compile_file
 
-        return cls(compile_file(path, include_dirs=tuple(include_dirs)), trace=trace)
+        return cls(compile_file(path, include_dirs=tuple(include_dirs)), trace=trace, **tm)
 
     @classmethod
     def from_program(
-        cls, program: ir.Program, *, trace: bool | Callable[[PacketTrace], None] = False
+        cls,
+        program: ir.Program,
+        *,
+        trace: bool | Callable[[PacketTrace], None] = False,
+        **tm: Any,
     ) -> Pipeline:
-        return cls(program, trace=trace)
+        return cls(program, trace=trace, **tm)
 
     @property
     def tracing(self) -> bool:
@@ -103,6 +127,56 @@ class Pipeline:
         try:
             return self._switch.process(port, bytes(frame))
         finally:
+            trace = self.last_trace
+            if trace is not None:
+                self.trace_sink(trace)
+
+    # ------------------------------------------------------------ traffic manager
+    @property
+    def queued(self) -> bool:
+        """True when packets wait in egress queues (``egress_order`` fifo or random)."""
+        return isinstance(self._switch, QueuedSwitchMixin)
+
+    def _tm(self, what: str) -> QueuedSwitchMixin:
+        if not isinstance(self._switch, QueuedSwitchMixin):
+            raise ValueError(f"{what} needs egress_order 'fifo' or 'random' (this pipeline: 'sync')")
+        return self._switch
+
+    def receive(self, port: int, frame: bytes) -> None:
+        """Ingress only: the frame's copies wait in their egress queues (queued modes)."""
+        self._tm("receive()").receive(port, frame)
+        self._emit_trace()
+
+    def transmit(self, max_packets: int | None = None) -> list[tuple[int, bytes]]:
+        """Let queued packets leave (all, or at most ``max_packets``): the frames sent.
+        Without queues (``sync``) there is never anything waiting: ``[]``."""
+        if not isinstance(self._switch, QueuedSwitchMixin):
+            return []
+        return self._switch.transmit(max_packets)
+
+    @property
+    def pending(self) -> int:
+        """Packets waiting in the egress queues (always 0 in ``sync`` mode)."""
+        sw = self._switch
+        return sw.pending if isinstance(sw, QueuedSwitchMixin) else 0
+
+    def queue_lengths(self) -> dict[int, int]:
+        """Packets waiting per egress port (non-empty queues only)."""
+        sw = self._switch
+        return sw.queue_lengths() if isinstance(sw, QueuedSwitchMixin) else {}
+
+    @property
+    def queue_drops(self) -> dict[int, int]:
+        """Packets tail-dropped per egress port because its queue was full."""
+        sw = self._switch
+        return dict(sw.queue_drops) if isinstance(sw, QueuedSwitchMixin) else {}
+
+    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
+        """Capacity (packets) of one port's egress queue, or of all of them."""
+        self._tm("set_queue_depth()").set_queue_depth(depth, port)
+
+    def _emit_trace(self) -> None:
+        if self.trace_sink is not None:
             trace = self.last_trace
             if trace is not None:
                 self.trace_sink(trace)

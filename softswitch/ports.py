@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import socket
 import struct
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +21,14 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_OUTGOING = 4
 PACKET_IGNORE_OUTGOING = 23  # Linux >= 4.20
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 1 << 4
+TP_STATUS_VLAN_TPID_VALID = 1 << 6
+ETH_P_8021Q = 0x8100
+# struct tpacket_auxdata: status, len, snaplen (u32); mac, net, vlan_tci, vlan_tpid (u16)
+AUXDATA = struct.Struct("=IIIHHHH")
+AUXDATA_SPACE = socket.CMSG_SPACE(AUXDATA.size)
+STATUS_LOW_BYTE = 0 if sys.byteorder == "little" else 3  # the byte of tp_status with bit 4
 ETH_OVERHEAD = 14 + 4 + 4  # Ethernet header, one VLAN tag, slack for the FCS-less maximum
 DEFAULT_MTU = 1500
 MAX_FRAME = 65535
@@ -75,12 +84,38 @@ def interface_exists(iface: str) -> bool:
     return Path(f"/sys/class/net/{iface}").exists()
 
 
+def restore_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:
+    """``frame`` with the VLAN tag that the kernel took off on receive put back.
+
+    With receive VLAN offload (on by default for veths and most NICs) the kernel removes
+    the outermost 802.1Q/802.1ad tag from the frame and keeps it in the packet's metadata;
+    an AF_PACKET socket with ``PACKET_AUXDATA`` gets it as ``tp_vlan_tci`` (and, since
+    Linux 3.14, ``tp_vlan_tpid``). Reinserting it after the MAC addresses gives the frame
+    exactly as it was on the wire, as libpcap does.
+    """
+    for level, kind, data in ancillary:
+        if level != SOL_PACKET or kind != PACKET_AUXDATA or len(data) < AUXDATA.size:
+            continue
+        status, _len, _snap, _mac, _net, tci, tpid = AUXDATA.unpack_from(data)
+        # Kernels before 3.0 had no VLAN_VALID flag and only reported a non-zero TCI.
+        if not (status & TP_STATUS_VLAN_VALID or tci):
+            return frame
+        if not status & TP_STATUS_VLAN_TPID_VALID or not tpid:
+            tpid = ETH_P_8021Q
+        if len(frame) < 12:
+            return frame
+        return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
+
+
 class AfPacketPort:
     """A switch port bound to a Linux interface with a raw AF_PACKET socket.
 
     The socket sees every frame on the interface (promiscuous membership) and ignores the
     copies of frames that the switch itself transmits (``PACKET_IGNORE_OUTGOING`` where
-    the kernel has it, else the ``sll_pkttype`` of each frame).
+    the kernel has it, else the ``sll_pkttype`` of each frame). Received frames get back
+    the VLAN tag that receive offload stripped (:func:`restore_vlan_tag`); transmitted
+    frames go out as given, tags included.
     """
 
     def __init__(self, number: int, iface: str) -> None:
@@ -99,6 +134,7 @@ class AfPacketPort:
             ifindex = socket.if_nametoindex(iface)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             try:
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             except OSError:
@@ -113,7 +149,7 @@ class AfPacketPort:
             sock.close()
             raise PortError(f"cannot bind to interface {iface!r}: {exc.strerror or exc}") from None
         self._sock: socket.socket | None = sock
-        self._recvfrom = sock.recvfrom
+        self._recvmsg = sock.recvmsg
 
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
@@ -121,11 +157,11 @@ class AfPacketPort:
     def recv_batch(self, max_frames: int) -> list[bytes]:
         """Up to ``max_frames`` received frames, without blocking."""
         out: list[bytes] = []
-        recvfrom = self._recvfrom
+        recvmsg = self._recvmsg
         bufsize = self.bufsize
         while len(out) < max_frames:
             try:
-                data, addr = recvfrom(bufsize)
+                data, ancillary, _flags, addr = recvmsg(bufsize, AUXDATA_SPACE)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
@@ -134,6 +170,11 @@ class AfPacketPort:
                 raise
             if addr[2] == PACKET_OUTGOING:
                 continue
+            if ancillary:
+                aux = ancillary[0][2]
+                # Fast path: no VLAN_VALID bit in tp_status and a zero TCI.
+                if aux[STATUS_LOW_BYTE] & TP_STATUS_VLAN_VALID or aux[16:18] != b"\x00\x00":
+                    data = restore_vlan_tag(data, ancillary)
             out.append(data)
         return out
 

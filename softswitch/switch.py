@@ -242,8 +242,8 @@ class Switch:
                 if self._debug:
                     log.debug("port %d: frame of %d bytes failed in the pipeline", port.number, len(frame), exc_info=True)
                 return
-            if not outs:
-                c.dropped += 1
+            if not outs and not getattr(pipeline, "queued", False):
+                c.dropped += 1  # (queued modes: the copies may still be waiting)
             self._emit(pipeline, outs)
             if self._debug:
                 log.debug(
@@ -286,8 +286,12 @@ class Switch:
                     elif now >= stats_due:
                         self.write_stats("periodic")
                         stats_due = now + self.stats_interval
-                events = sel.select(min(IDLE_FLUSH_S, self.stats_interval))
+                pending = self._queued_packets()
+                events = sel.select(0 if pending else min(IDLE_FLUSH_S, self.stats_interval))
                 if not events:
+                    if pending:
+                        self._transmit_queued()
+                        continue
                     self._flush_pcaps()
                     continue
                 for key, _mask in events:
@@ -309,6 +313,24 @@ class Switch:
             sel.close()
             self._flush_pcaps()
             self.write_stats("stop")
+
+    def _queued_packets(self) -> int:
+        """Packets waiting in the pipeline's egress queues (queued egress orders)."""
+        pipeline = self.pipeline
+        return getattr(pipeline, "pending", 0) if pipeline is not None else 0
+
+    def _transmit_queued(self) -> None:
+        """The input is idle: let every queued packet leave (their egress runs now)."""
+        with self.lock:
+            pipeline = self.pipeline
+            if pipeline is None or not getattr(pipeline, "pending", 0):
+                return
+            try:
+                outs = pipeline.transmit()
+            except Exception:  # one bad packet must never stop the loop
+                log.warning("egress of queued packets failed", exc_info=True)
+                return
+            self._emit(pipeline, outs)
 
     def _flush_pcaps(self) -> None:
         for w in self._pcap_in.values():
@@ -345,6 +367,9 @@ class SwitchOptions:
     stats_file: str | None = None
     stats_interval: float = STATS_INTERVAL_S
     no_p4: bool = False
+    egress_order: str = "sync"
+    seed: int | None = None
+    queue_depth: int = 64
     notes: tuple[str, ...] = field(default=())
 
 
@@ -362,6 +387,10 @@ def _parse_interface(text: str) -> tuple[int, str]:
 
 
 def _parse_grpc_addr(text: str) -> str:
+    if text.startswith("unix:"):  # a unix socket (gRPC's syntax), e.g. unix:/tmp/sw.sock
+        if len(text) == len("unix:"):
+            raise _UsageError(f"--grpc-server-addr {text}: expected unix:PATH")
+        return text
     host, sep, port = text.rpartition(":")
     if not sep or not host:
         raise _UsageError(f"--grpc-server-addr {text}: expected HOST:PORT")
@@ -391,6 +420,13 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
                    "(default: <log-file>.stats.json beside --log-file)")
     p.add_argument("--stats-interval", type=float, default=STATS_INTERVAL_S, metavar="S")
     p.add_argument("--no-p4", action="store_true")
+    p.add_argument("--egress-order", default="sync", metavar="sync|fifo|random",
+                   help="sync: egress right after ingress (fast, default); fifo/random: "
+                   "BMv2-like per-port egress queues, random interleaves the ports' egress "
+                   "(seeded by --seed)")
+    p.add_argument("--seed", metavar="N", help="seed of --egress-order random")
+    p.add_argument("--queue-depth", default="64", metavar="PKTS",
+                   help="egress queue capacity per port in the queued modes (BMv2: 64)")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
     args = p.parse_args(list(argv))
@@ -422,6 +458,24 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"program {program!r}: no such file")
     if not args.stats_interval > 0:
         raise _UsageError(f"--stats-interval {args.stats_interval}: must be > 0")
+    from softswitch.traffic_manager import EGRESS_ORDERS, MAX_QUEUE_DEPTH
+
+    if args.egress_order not in EGRESS_ORDERS:
+        raise _UsageError(f"--egress-order {args.egress_order}: choose from {', '.join(EGRESS_ORDERS)}")
+    seed = None
+    if args.seed is not None:
+        try:
+            seed = int(args.seed, 0)
+        except ValueError:
+            raise _UsageError(f"--seed {args.seed}: not an integer") from None
+        if args.egress_order != "random":
+            raise _UsageError(f"--seed {args.seed}: only meaningful with --egress-order random")
+    try:
+        depth = int(args.queue_depth, 0)
+    except ValueError:
+        raise _UsageError(f"--queue-depth {args.queue_depth}: not an integer") from None
+    if not 1 <= depth <= MAX_QUEUE_DEPTH:
+        raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
     notes = ()
     if args.thrift_port is not None:
         notes = (f"--thrift-port {args.thrift_port} ignored: the built-in switch has no Thrift server",)
@@ -438,6 +492,9 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         stats_file=args.stats_file or default_stats_path(args.log_file),
         stats_interval=args.stats_interval,
         no_p4=args.no_p4,
+        egress_order=args.egress_order,
+        seed=seed,
+        queue_depth=depth,
         notes=notes,
     )
 
@@ -460,9 +517,10 @@ def _configure_logging(opts: SwitchOptions) -> list[logging.Handler]:
     return handlers
 
 
-def load_program(path: str, trace: bool = False) -> tuple[Any, Any, bytes]:
+def load_program(path: str, trace: bool = False, **tm: Any) -> tuple[Any, Any, bytes]:
     """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file;
-    ``trace`` compiles the instrumented pipeline (per-packet traces at debug level)."""
+    ``trace`` compiles the instrumented pipeline (per-packet traces at debug level);
+    ``tm``: the traffic-manager options of :class:`~softswitch.pipeline.Pipeline`."""
     from softswitch.device_config import load_device_config, make_device_config
     from softswitch.p4info import build_p4info
     from softswitch.pipeline import Pipeline
@@ -475,7 +533,7 @@ def load_program(path: str, trace: bool = False) -> tuple[Any, Any, bytes]:
     else:
         data = Path(path).read_bytes()
         program = load_device_config(data)
-    return Pipeline.from_program(program, trace=trace), build_p4info(program), data
+    return Pipeline.from_program(program, trace=trace, **tm), build_p4info(program), data
 
 
 def _fail(message: str, code: int) -> int:
@@ -499,11 +557,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
 
     trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
+    tm = {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
+          "egress_seed": opts.seed}
     initial = None
     pipeline = None
     if opts.program is not None:
         try:
-            pipeline, p4info, config = load_program(opts.program, trace=trace)
+            pipeline, p4info, config = load_program(opts.program, trace=trace, **tm)
         except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
             return _fail(f"{opts.program}: {exc}", 1)
         initial = PipelineState(pipeline, p4info, config, None)
@@ -526,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats_interval=opts.stats_interval,
         device_id=opts.device_id,
     )
-    loader = functools.partial(default_loader, trace=trace)
+    loader = functools.partial(default_loader, trace=trace, **tm)
     service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
     switch.on_cpu_frame = service.on_cpu_frame
     switch.on_digests = service.on_digests
@@ -547,12 +607,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGUSR1, on_usr1)
     host = opts.grpc_addr.rpartition(":")[0]
+    where = opts.grpc_addr if opts.grpc_addr.startswith("unix:") else f"{host}:{bound}"
     port_list = ",".join(f"{n}@{i}" for n, i in opts.interfaces) or "none"
     ready = (
-        f"softswitch ready: device_id={opts.device_id} grpc={host}:{bound} ports={port_list} "
+        f"softswitch ready: device_id={opts.device_id} grpc={where} ports={port_list} "
         f"cpu_port={opts.cpu_port if opts.cpu_port is not None else 'none'}"
     )
     log.info("%s", ready)
+    if opts.egress_order != "sync":
+        log.info("egress order %s (seed %s), egress queues of %d packets",
+                 opts.egress_order, opts.seed, opts.queue_depth)
     if opts.stats_file:
         log.info("port counters in %s (refresh: kill -USR1 %d)", opts.stats_file, os.getpid())
     print(ready, flush=True)

@@ -234,6 +234,17 @@ class V1Switch:
                 self._assertion_failed(exc)
         return out
 
+    # hooks for the queued switch (softswitch.traffic_manager); the tracing switch fills
+    # them in, the synchronous path never calls them
+    def _frame_begin(self, port: int, length: int) -> None:
+        pass
+
+    def _frame_end(self) -> None:
+        pass
+
+    def _frame_drop(self, reason: str) -> None:
+        pass
+
     def _assertion_failed(self, exc: P4AssertionFailed) -> None:
         self.assertion_failures += 1
         log.error("assert/assume failed at %s; packet dropped", exc)
@@ -403,6 +414,15 @@ class TracingV1Switch(V1Switch):
             return super().process(port, frame)
         finally:
             self.last_trace = tr.end()
+
+    def _frame_begin(self, port: int, length: int) -> None:
+        self.tracer.begin(port, length)
+
+    def _frame_end(self) -> None:
+        self.last_trace = self.tracer.end()
+
+    def _frame_drop(self, reason: str) -> None:
+        self.tracer.drop(reason)
 
     def _ingress_pass(self, job: _Job) -> bool:
         hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx

@@ -90,12 +90,14 @@ def test_write_before_pipeline_is_failed_precondition(sw):
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_get_config_before_set_is_failed_precondition(sw):
-    """GetForwardingPipelineConfig without a pipeline fails with FAILED_PRECONDITION."""
+def test_get_config_before_set_has_no_config(sw):
+    """GetForwardingPipelineConfig without a pipeline answers with the config unset
+    (specification); with one, the config is set even for COOKIE_ONLY without a cookie."""
     c = sw.client()
-    with pytest.raises(grpc.RpcError) as info:
-        c.stub.GetForwardingPipelineConfig(p4runtime_pb2.GetForwardingPipelineConfigRequest())
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    Get = p4runtime_pb2.GetForwardingPipelineConfigRequest
+    assert not c.stub.GetForwardingPipelineConfig(Get()).HasField("config")
+    c.set_config()
+    assert c.stub.GetForwardingPipelineConfig(Get(response_type=Get.COOKIE_ONLY)).HasField("config")
 
 
 def test_get_config_response_types(ready):
@@ -132,13 +134,13 @@ def test_verify_and_save_then_commit(sw):
 
 
 def test_commit_without_saved_config_fails(sw):
-    """COMMIT with nothing saved fails with FAILED_PRECONDITION."""
+    """COMMIT with nothing saved fails with NOT_FOUND (specification)."""
     c = sw.client()
     req = FwdReq(device_id=0, action=FwdReq.COMMIT)
     req.election_id.low = 1
     with pytest.raises(grpc.RpcError) as info:
         c.stub.SetForwardingPipelineConfig(req)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_reconcile_keeps_state_for_same_config(ready):
@@ -245,20 +247,20 @@ def test_batch_reports_each_update(ready):
     assert len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID)))) == 2
 
 
-def test_value_too_wide_out_of_range(ready):
-    """A match value wider than the field is OUT_OF_RANGE."""
+def test_value_too_wide_invalid_argument(ready):
+    """A match value wider than the field is INVALID_ARGUMENT (the match-format rules)."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1024, 2))
-    assert code == code_pb2.OUT_OF_RANGE and "9 bits" in msg
+    assert code == code_pb2.INVALID_ARGUMENT and "9 bits" in msg
 
 
-def test_unknown_table_not_found(ready):
-    """A table id not in P4Info is NOT_FOUND."""
+def test_unknown_table_invalid_argument(ready):
+    """A table id not in P4Info makes the update malformed: INVALID_ARGUMENT (as BMv2)."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
     u.entity.table_entry.table_id = 0x0200FFFF
     code, _ = single_error(c, u)
-    assert code == code_pb2.NOT_FOUND
+    assert code == code_pb2.INVALID_ARGUMENT
 
 
 def test_missing_param_invalid(ready):
@@ -268,11 +270,12 @@ def test_missing_param_invalid(ready):
     assert code == code_pb2.INVALID_ARGUMENT and "port" in msg
 
 
-def test_defaultonly_action_in_entry_invalid(ready):
-    """A @defaultonly action in a table entry is INVALID_ARGUMENT."""
+def test_defaultonly_action_in_entry_permission_denied(ready):
+    """A @defaultonly action in a table entry is PERMISSION_DENIED (the specification's code
+    for an action used outside its scope; BMv2 answers the same)."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1, None, action_id=NOACTION_ID))
-    assert code == code_pb2.INVALID_ARGUMENT and "defaultonly" in msg
+    assert code == code_pb2.PERMISSION_DENIED and "defaultonly" in msg
 
 
 def test_ternary_needs_priority(ready):

@@ -39,6 +39,7 @@ from topo.run import (
     parse_args,
     print_experiment,
     ratio_line,
+    retransmissions_cell,
 )
 from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
 
@@ -62,20 +63,52 @@ def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float
 def test_defaults_and_test_options():
     """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
     args = parse_args([])
-    assert (args.topo, args.spines, args.leaves, args.no_cli, args.elements) == (
-        "spineleaf", 2, 2, False, DEFAULT_ELEMENTS)
+    assert (args.topo, args.no_cli, args.elements) == ("spineleaf", False, DEFAULT_ELEMENTS)
+    default = build_topology(args)
+    assert (default.spec.params["spines"], default.spec.params["leaves"]) == (2, 2)
+    assert sorted(default.switches()) == ["l1", "l2", "sp1", "sp2"]
     topo = build_topology(parse_args(["--topo", "rack", "--hosts", "3", "--name-prefix", "zz",
                                       "--grpc-port", "41000"]))
     assert sorted(topo.switches()) == ["zzs1"]
     assert topo.nodeInfo("zzs1")["grpc_port"] == 41000
 
 
+def test_thrift_port_base_reaches_bmv2_records():
+    """--thrift-port moves BMv2's Thrift ports; topology.json records them for BMv2 only."""
+    topo = build_topology(parse_args(["--topo", "spineleaf", "--thrift-port", "42000"]))
+    assert {n: topo.nodeInfo(n)["thrift_port"] for n in topo.switches()} == {
+        "l1": 42000, "l2": 42001, "sp1": 42002, "sp2": 42003}
+    assert [s.thrift_port for s in describe(topo, target="bmv2").switches] == [
+        42000, 42001, 42002, 42003]
+    assert {s.thrift_port for s in describe(topo, target="softswitch").switches} == {None}
+
+
+def test_summary_counts_innetwork_retransmissions():
+    """The retx column sums the in-network ranks' retransmissions (the ring has none)."""
+    console = Console(record=True, width=160)
+    job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
+    inn = _run("innetwork")
+    inn = AllreduceRun(inn.algorithm, inn.elements,
+                       tuple(RankOutcome(r.rank, r.host, r.seconds, r.bytes_sent, True, 268,
+                                         None, 5, 1, 2)
+                             for r in inn.ranks), inn.links, inn.switch_cpu, inn.wall_seconds)
+    print_experiment(ExperimentResult(job, (inn, _run("ring"))), console)
+    cells = [[c.strip() for c in line.split("│")[1:-1]]
+             for line in console.export_text().splitlines() if line.startswith("│")]
+    retx = {row[0]: row[3] for row in cells}
+    assert retx == {"innetwork": "536 (12 losses)", "ring": "-"}
+    # timeouts that ACKs showed to be spurious are no loss (a loaded machine's late timer)
+    late = AllreduceRun("innetwork", 1, (RankOutcome(0, "h1", 1.0, 1, True, 64, None, 1, 1),))
+    assert retransmissions_cell(late) == "64 (spurious)"
+    assert late.ranks[0].loss_seen == 0
+
+
 def test_link_bound_defaults():
     """make run's defaults: 3 Mbit/s links, E = 252 (full path MTU with the tag; wrapper
     program), 65536 float32, 4 credits x 64-packet messages."""
     args = parse_args([])
-    assert (args.bw, args.elems, args.elements, args.credits, args.slots) == (
-        3.0, 252, 65536, 4, 256)
+    defaults = experiment_options(args)
+    assert (args.elems, args.elements, defaults.credits, defaults.slots) == (252, 65536, 4, 256)
     assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
@@ -104,7 +137,7 @@ def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
 
-@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"], ["--topo", "ring"],
+@pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"],
                                     ["--elems", "50"], ["--credits", "0"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""

@@ -150,7 +150,8 @@ def test_topology_json_round_trip(tmp_path):
         "peer_port": 0, "peer_intf": "h1-eth0"}
     assert data["hosts"][1] == {
         "name": "h2", "ip": "10.0.1.2", "prefix_len": 16, "mac": "00:00:0a:00:01:02",
-        "intf": "h2-eth0", "switch": "s1", "switch_port": 2, "leaf": 1, "slot": 2, "gpus": 1}
+        "intf": "h2-eth0", "switch": "s1", "switch_port": 2, "leaf": 1, "slot": 2, "gpus": 1,
+        "role": "worker"}
 
 
 @pytest.mark.parametrize("mutate, message", [

@@ -65,6 +65,8 @@ class ExperimentOptions:
     iters: int = 1  # timed all-reduces per run (each rank reports their mean)
     timeout_s: float = 120.0
     ring_port: int = 5400  # rank r listens on ring_port + r
+    hosts: tuple[str, ...] | None = None  # the job's hosts; None: every host with GPUs
+    root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
 
 
@@ -105,6 +107,15 @@ class RankOutcome:
     exact: bool = False  # the worker compared its result with the exact sum: equal
     retransmissions: int = 0
     error: str | None = None
+    timeouts: int = 0  # in-network: retransmission timer expiries ...
+    spurious_timeouts: int = 0  # ... of which ACKs later showed nothing was lost
+    naks: int = 0  # in-network: NAKs received (a receiver saw a gap)
+
+    @property
+    def loss_seen(self) -> int:
+        """Losses the transport detected: NAKs and timeouts that were not spurious (a timer
+        that fires late on a loaded machine retransmits without any packet lost)."""
+        return self.naks + max(0, self.timeouts - self.spurious_timeouts)
 
 
 @dataclass(frozen=True)
@@ -364,7 +375,9 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
     error = {True: None, False: "result differs from the exact sum"}.get(
         check, "the worker did not check its result")
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
-                       check is True, int(row.get("retransmissions", 0)), error)
+                       check is True, int(row.get("retransmissions", 0)), error,
+                       int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
+                       int(row.get("naks", 0)))
 
 
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
@@ -422,19 +435,20 @@ def open_controller(network: Any) -> Any:
 
 def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
                    stages: Any) -> dict[str, Any]:
-    """Pipeline, routes and one job over every host (one worker per host); returns the
-    job plan as ``job show --json`` prints it."""
+    """Pipeline, routes and one job over ``opts.hosts`` (default every host with GPUs; one
+    worker per host) rooted at ``opts.root``; returns the job plan as ``job show --json``
+    prints it."""
     from controller.jobs import JobRequest
 
     with stages.stage("controller: pushing the pipeline"):
         controller.push_pipeline()
     with stages.stage("controller: programming IPv4 routes"):
         controller.program_routes()
-    hosts = tuple(h.name for h in topology.hosts)
+    hosts = opts.hosts or tuple(h.name for h in topology.hosts if h.gpus > 0)
     with stages.stage(f"controller: aggregation job over {len(hosts)} hosts"):
         plan = controller.create_job(JobRequest(opts.job_name, hosts, credits=opts.credits,
                                                 slots=opts.slots, msg_pkts=opts.msg_pkts,
-                                                workers_per_host=1))
+                                                workers_per_host=1, root=opts.root))
     return plan.to_dict()
 
 

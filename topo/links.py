@@ -119,6 +119,11 @@ class AckFirstIntf(TCIntf):
         return ack_first_htb_cmds(bw), f" parent {DATA_CLASS} "
 
     def delayCmds(self, parent: str, **params: Any) -> tuple[list[str], str]:  # noqa: N802
+        queue = params.get("max_queue_size")
+        if queue is not None and not any(params.get(k) for k in ("delay", "jitter", "loss")):
+            # a queue limit alone needs no netem: a packet FIFO of that length
+            return [f"%s qdisc add dev %s {parent} handle 10: pfifo limit {int(queue)}"], \
+                " parent 10:1 "
         cmds, leaf = TCIntf.delayCmds(parent, **params)
         if cmds and parent.strip() == f"parent {DATA_CLASS}":
             acks, _ = TCIntf.delayCmds(f" parent {ACK_CLASS} ", **params)
@@ -133,8 +138,8 @@ class ShapedLink(TCLink):
 
     def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
         params.pop("kind", None)  # the topology's own link label
-        if not netem:
-            for key in ("delay", "jitter", "loss", "max_queue_size"):
+        if not netem:  # the queue limit stays: a pfifo instead of netem's limit
+            for key in ("delay", "jitter", "loss"):
                 params.pop(key, None)
         # Checksum offloads off on both ends: the switch sees and forwards final checksums.
         params.setdefault("txo", False)

@@ -44,6 +44,7 @@ class SwitchRecord:
     ports: tuple[PortRecord, ...] = ()
     log: str | None = None
     subnet: str | None = None  # a leaf's block of host addresses, e.g. "10.0.1.0/24"
+    thrift_port: int | None = None  # BMv2's runtime (Thrift) port on grpc_addr's host; bmv2 only
 
     def port_to(self, peer: str) -> PortRecord:
         """The (first) port whose link goes to node ``peer``."""
@@ -67,6 +68,7 @@ class HostRecord:
     leaf: int
     slot: int
     gpus: int
+    role: str = "worker"  # "worker" or "data" (a data server: no workers)
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ def describe(
                 ports=tuple(sorted(ports.get(name, []), key=lambda r: r.port)),
                 log=f"{log_dir}/{name}.log" if log_dir else None,
                 subnet=opts.get("subnet"),
+                thrift_port=opts.get("thrift_port") if target == "bmv2" else None,
             )
         )
     hosts = []
@@ -196,14 +199,15 @@ def describe(
         switch, sport = attach[name]
         hosts.append(
             HostRecord(name, ip, int(plen or 32), str(opts["mac"]), _intf_name(name, 0), switch,
-                       sport, int(opts["leaf"]), int(opts["slot"]), int(opts["gpus"]))
+                       sport, int(opts["leaf"]), int(opts["slot"]), int(opts["gpus"]),
+                       str(opts.get("role", "worker")))
         )
     hosts.sort(key=lambda h: (h.leaf, h.slot))
     switches.sort(key=lambda s: s.device_id)
     return Topology(
         kind=topo.kind, target=target, switches=tuple(switches), hosts=tuple(hosts),
         links=tuple(links), program=program, p4info=p4info, device_config=device_config,
-        netem=netem, rundir=rundir,
+        netem=netem, rundir=rundir, extra=topo.describe_extra(),
     )
 
 
@@ -265,6 +269,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             cpu_port=_get(sw, "cpu_port", int, where, optional=True), ports=tuple(ports),
             log=_get(sw, "log", str, where, optional=True),
             subnet=_get(sw, "subnet", str, where, optional=True),
+            thrift_port=_get(sw, "thrift_port", int, where, optional=True),
         ))
     hosts = []
     for i, h in enumerate(_get(data, "hosts", list, top)):
@@ -277,6 +282,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             _get(h, "intf", str, where), _get(h, "switch", str, where),
             _get(h, "switch_port", int, where), _get(h, "leaf", int, where),
             _get(h, "slot", int, where), _get(h, "gpus", int, where),
+            _get(h, "role", str, where, optional=True) or "worker",
         ))
     links = []
     for i, ln in enumerate(_get(data, "links", list, top)):

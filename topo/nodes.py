@@ -251,11 +251,13 @@ class P4Switch(Switch):
         """Launches the switch process (does not wait for it; see :meth:`batchStartup`)."""
         if self.proc is not None and self.proc.poll() is None:
             return
-        if port_in_use(self.grpc_host, self.grpc_port):
-            raise SwitchStartError(
-                f"switch {self.name} did not start: gRPC address {self.grpc_addr} is already "
-                "in use (a switch left over from an earlier run? `make clean` stops those)"
-            )
+        for what, port in self.listen_ports():
+            if port_in_use(self.grpc_host, port):
+                raise SwitchStartError(
+                    f"switch {self.name} did not start: {what} address {self.grpc_host}:{port} "
+                    "is already in use (a switch left over from an earlier run? `make clean` "
+                    "stops those)"
+                )
         for _port, intf in self.port_interfaces():
             _disable_ipv6(intf)
         argv = self.argv()
@@ -276,8 +278,13 @@ class P4Switch(Switch):
         if self.rundir is not None:
             self.rundir.record_process(self.name, "switch", self.proc.pid, self.proc.pid)
 
+    def listen_ports(self) -> list[tuple[str, int]]:
+        """(what, TCP port) of every server the switch process opens on ``grpc_host``."""
+        return [("gRPC", self.grpc_port)]
+
     def check_ready(self) -> bool:
-        """One readiness probe: raises when the process is gone, True once gRPC answers."""
+        """One readiness probe: raises when the process is gone, True once every server
+        (gRPC; on BMv2 also Thrift) accepts connections."""
         if self.proc is None:
             raise SwitchStartError(f"switch {self.name} did not start: it was never launched")
         code = self.proc.poll()
@@ -285,7 +292,8 @@ class P4Switch(Switch):
             tail = log_tail(self.log_file)
             reason = failure_reason(tail, f"process exited with status {code}")
             raise SwitchStartError(self._start_error(reason, tail))
-        return port_accepts(self.grpc_host, self.grpc_port) and self.proc.poll() is None
+        return (all(port_accepts(self.grpc_host, port) for _what, port in self.listen_ports())
+                and self.proc.poll() is None)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Polls :meth:`check_ready` until True or the deadline (then raises)."""
@@ -310,8 +318,10 @@ class P4Switch(Switch):
                 return
             if time.monotonic() >= deadline:
                 sw = pending[0]
+                ports = " and ".join(f"{what} port {sw.grpc_host}:{port}"
+                                     for what, port in sw.listen_ports())
                 raise SwitchStartError(sw._start_error(
-                    f"gRPC port {sw.grpc_addr} not open after {timeout:g} s",
+                    f"{ports} not open after {timeout:g} s",
                     log_tail(sw.log_file)))
             # Sleeping in wait() wakes up at once if the process exits.
             try:
@@ -440,6 +450,13 @@ class BMv2Switch(P4Switch):
     target = "bmv2"
     binaries = ("simple_switch_grpc", "p4c")
     isSetup = False
+
+    def listen_ports(self) -> list[tuple[str, int]]:
+        """gRPC, and the Thrift runtime port the controller uses for registers."""
+        ports = super().listen_ports()
+        if self.thrift_port is not None:
+            ports.append(("Thrift", self.thrift_port))
+        return ports
 
     def preload_path(self) -> Path | None:
         """The JSON p4c wrote."""

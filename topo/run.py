@@ -2,6 +2,7 @@
 
     python -m topo.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3
     python -m topo.run --topo rack --hosts 4 --no-cli
+    python -m topo.run --topo fattree --param k=2 --no-cli      # or --topo path/to/file.yaml
 
 It starts the network, lets the controller program routing and one aggregation job over all
 hosts, runs an in-network and a ring all-reduce of the same tensor (``topo.experiment``),
@@ -37,7 +38,8 @@ from topo.experiment import run_experiment as run_allreduce_experiment
 from topo.model import Topology
 from topo.network import Network, Stages, start_network
 from topo.nodes import DEFAULT_START_TIMEOUT_S, LOG_LEVELS, port_accepts
-from topo.topologies import DEFAULT_HOST_BW_MBIT, RackTopo, SpineLeafTopo, TestbedTopo
+from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
+from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
 from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
@@ -113,21 +115,58 @@ def run_experiment(network: Network, topology: Topology,
     return Summary(topology, switches, result.notes, result, options)
 
 
-def build_topology(args: argparse.Namespace) -> TestbedTopo:
+#: ``make run`` flags that set a topology file's parameter of the same meaning.
+FLAG_PARAMS = {"spines": "spines", "leaves": "leaves", "hosts": "hosts", "gpus": "gpus",
+               "bw": "bw", "fabric_bw": "fabric_bw", "delay": "delay", "loss": "loss"}
+
+
+def topology_params(args: argparse.Namespace, spec_params: Sequence[str]) -> dict[str, Any]:
+    """The file's parameters the options set: ``--param NAME=VALUE`` and the named flags
+    (``--spines`` sets ``spines``...). A flag the file has no parameter for is an error."""
+    params: dict[str, Any] = {}
+    for flag, name in FLAG_PARAMS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if name not in spec_params:
+            raise TopoError(f"--{flag.replace('_', '-')}: topology {args.topo} has no parameter "
+                            f"{name!r} (its parameters: {', '.join(spec_params) or 'none'})")
+        params[name] = value
+    for item in args.param or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise TopoError(f"--param {item!r}: expected NAME=VALUE")
+        params[name.strip()] = _param_value(value.strip())
+    return params
+
+
+def _param_value(text: str) -> Any:
+    """``--param`` values: null/none, true/false, integers and floats, else the text."""
+    if text.lower() in ("null", "none"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def load_topology_spec(args: argparse.Namespace) -> TopologySpec:
+    """The topology file the options name (shipped name or path), parameters applied."""
+    path = resolve(args.topo)
+    declared = load_spec(path).params  # the defaults: tells which parameters exist
+    return load_spec(path, topology_params(args, list(declared)))
+
+
+def build_topology(args: argparse.Namespace) -> FileTopo:
     """The topology the options ask for."""
-    common: dict[str, Any] = {
-        "host_bw": args.bw, "gpus_per_host": args.gpus, "delay": args.delay, "loss": args.loss,
-        "name_prefix": args.name_prefix,
-    }
+    options: dict[str, Any] = {"name_prefix": args.name_prefix}
     if args.grpc_port is not None:
-        common["grpc_base_port"] = args.grpc_port
-    if args.topo == "rack":
-        return RackTopo(hosts=args.hosts if args.hosts is not None else 4, **common)
-    return SpineLeafTopo(
-        spines=args.spines, leaves=args.leaves,
-        hosts_per_leaf=args.hosts if args.hosts is not None else 2,
-        fabric_bw=args.fabric_bw, **common,
-    )
+        options["grpc_base_port"] = args.grpc_port
+    if args.thrift_port is not None:
+        options["thrift_base_port"] = args.thrift_port
+    return FileTopo(load_topology_spec(args), **options)
 
 
 def print_summary(summary: Summary, network: Network, console: Any) -> None:
@@ -221,6 +260,18 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     return text
 
 
+def retransmissions_cell(run: AllreduceRun) -> str:
+    """In-network retransmissions, and how many losses the transport saw behind them (NAKs
+    and timeouts that were not spurious); "-" for the ring (TCP's are not counted)."""
+    if run.algorithm != "innetwork":
+        return "-"
+    retx = sum(r.retransmissions for r in run.ranks)
+    lost = sum(r.loss_seen for r in run.ranks)
+    if not retx:
+        return "0"
+    return f"{retx} ({lost} losses)" if lost else f"{retx} (spurious)"
+
+
 def print_experiment(result: ExperimentResult, console: Any, elems: int | None = None) -> None:
     """One row per all-reduce: exact, time, busiest link, busiest switch process, and what
     limited it; then the measured ring / in-network ratio beside the ideal, the link check
@@ -234,7 +285,7 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
                   f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
-    for col in ("algorithm", "result", "time", "busiest link", "switch CPU", "bottleneck"):
+    for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck"):
         table.add_column(col)
     flagged = []
     for run in result.runs:
@@ -252,8 +303,8 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
         verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms", busiest, cpu_text,
-                      verdict)
+        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms",
+                      retransmissions_cell(run), busiest, cpu_text, verdict)
     console.print(table)
     ratio = ratio_line(result, elems)
     if ratio is not None:
@@ -283,14 +334,19 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command-line options."""
     p = _Parser(prog="python -m topo.run", description=__doc__.splitlines()[0])
-    p.add_argument("--topo", choices=("spineleaf", "rack"), default="spineleaf")
-    p.add_argument("--spines", type=int, default=2, help="spine switches (spineleaf)")
-    p.add_argument("--leaves", type=int, default=2, help="leaf switches (spineleaf)")
+    p.add_argument("--topo", default="spineleaf",
+                   help=f"a shipped topology ({', '.join(builtin_files())}) or a topology file "
+                   "(YAML/JSON, docs/topology.md)")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="set a parameter of the topology file (repeatable), e.g. k=2")
+    p.add_argument("--spines", type=int, help="spine switches (spineleaf: default 2)")
+    p.add_argument("--leaves", type=int, help="leaf switches (spineleaf: default 2)")
     p.add_argument("--hosts", type=int, help="hosts per leaf (spineleaf, default 2) or in the rack "
                    "(default 4)")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs (workers) per host")
-    p.add_argument("--target", choices=("auto", "softswitch", "bmv2"), default="auto")
-    p.add_argument("--bw", type=float, default=DEFAULT_HOST_BW_MBIT, help="host link Mbit/s")
+    p.add_argument("--gpus", type=int, help="GPUs (workers) per host (default 1)")
+    p.add_argument("--target", choices=("auto", "softswitch", "bmv2"),
+                   help="switch target (default: the topology file's, else auto)")
+    p.add_argument("--bw", type=float, help=f"host link Mbit/s (default {DEFAULT_HOST_BW_MBIT:g})")
     p.add_argument("--fabric-bw", type=float, help="leaf-spine link Mbit/s (default: --bw)")
     p.add_argument("--delay", help="link delay, e.g. 1ms (needs netem)")
     p.add_argument("--loss", type=float, help="link loss in percent (needs netem)")
@@ -312,16 +368,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
                    f"{nr_sizes.PATH_MTU}-byte path MTU with the tag); "
                    "the default program is built with it, a --program must match it")
-    p.add_argument("--credits", type=_positive, default=DEFAULT_CREDITS,
-                   help=f"the aggregation job's credits (default {DEFAULT_CREDITS})")
-    p.add_argument("--slots", type=_positive, default=DEFAULT_SLOTS,
-                   help=f"the aggregation job's slots (default {DEFAULT_SLOTS}); packets per "
-                   "message = slots // credits")
+    p.add_argument("--credits", type=_positive,
+                   help=f"the aggregation job's credits (default: the file's job, else "
+                   f"{DEFAULT_CREDITS})")
+    p.add_argument("--slots", type=_positive,
+                   help=f"the aggregation job's slots (default: the file's job, else "
+                   f"{DEFAULT_SLOTS}); packets per message = slots // credits")
+    p.add_argument("--root", help="the aggregation tree's root switch (default: the file's job, "
+                   "else chosen by the controller)")
     p.add_argument("--no-experiment", action="store_true",
                    help="only start the network (no controller, no all-reduce)")
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
     p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
                    "(default 50051)")
+    p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
+                   "port (default 9090)")
     return p.parse_args(argv)
 
 
@@ -367,10 +428,22 @@ def _program(args: argparse.Namespace) -> Path | None:
         raise TopoError(f"cannot write the NR_ELEMS={args.elems} program wrapper: {exc}") from None
 
 
-def experiment_options(args: argparse.Namespace) -> ExperimentOptions:
-    """The all-reduce experiment the options ask for."""
-    return ExperimentOptions(elements=args.elements, elems=args.elems, credits=args.credits,
-                             slots=args.slots)
+def experiment_options(args: argparse.Namespace,
+                       topo: FileTopo | None = None) -> ExperimentOptions:
+    """The all-reduce experiment the options ask for: the topology file's first job (hosts,
+    root, credits, slots) where the options leave them open."""
+    job = topo.spec.jobs[0] if topo is not None and topo.spec.jobs else None
+    prefix = topo.name_prefix if topo is not None else ""
+    hosts = None
+    if job is not None and job.hosts is not None:
+        hosts = tuple(prefix + h for h in job.hosts)
+    root = args.root or (prefix + job.root if job is not None and job.root else None)
+    credits = args.credits or (job.credits if job is not None else None) or DEFAULT_CREDITS
+    slots = args.slots or (job.slots if job is not None else None) or DEFAULT_SLOTS
+    msg_pkts = job.msg_pkts if job is not None else None
+    return ExperimentOptions(elements=args.elements, elems=args.elems, credits=credits,
+                             slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
+                             job_name=job.name if job is not None else "allreduce")
 
 
 def _raise_interrupt(_signum: int, _frame: Any) -> None:
@@ -387,14 +460,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         topo = build_topology(args)
+        spec = topo.spec
+        if args.program is None and not args.no_program and spec.program is not None:
+            # the file's program; a relative path is relative to the file
+            args.program = (Path(spec.source).parent / spec.program).resolve()
         program = _program(args)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
-        with start_network(topo, args.target, args.rundir, program, pcap=args.pcap,
+        with start_network(topo, args.target or spec.target or "auto", args.rundir, program,
+                           pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network:
             summary = run_experiment(network, network.topology,
-                                     experiment_options(args),
+                                     experiment_options(args, topo),
                                      Stages(enabled=True), experiment=not args.no_experiment)
             print_summary(summary, network, console)
             if not all(s.ready for s in summary.switches):

@@ -1,5 +1,10 @@
 """Topology descriptions: Mininet ``Topo`` subclasses that only describe, never start.
 
+:class:`FileTopo` builds any topology file (``topo.topofile``, docs/topology.md);
+:class:`RackTopo` and :class:`SpineLeafTopo` are the shipped ``rack.yaml`` and
+``spineleaf.yaml`` behind their old keyword arguments. The plan below is theirs; a file's
+follows the same rules (docs/topology.md, "Topology files").
+
 Everything a later stage needs is decided here, deterministically, so that the same arguments
 always give the same network (and the controller can compute the same numbers):
 
@@ -19,18 +24,21 @@ always give the same network (and the controller can compute the same numbers):
   the same links the gradients use. Every other name, port and address is unchanged.
 * device ids: rack ``s1`` is 0; leaves are ``0..L-1``, spines ``L..L+S-1``. The gRPC server of
   device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 50051); BMv2's
-  Thrift port is ``9090 + D``.
+  Thrift runtime port is ``thrift_base_port + D`` (default base 9090).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from mininet.topo import Topo
 
 from topo.errors import TopologyError
+from topo.topofile import LinkShapeSpec, TopologySpec, builtin_files, load_spec, resolve
 
 GRPC_BASE_PORT = 50051
 THRIFT_BASE_PORT = 9090
@@ -50,7 +58,6 @@ MAX_LEAVES = 254
 MAX_HOSTS_PER_LEAF = 253  # .1-.253; .0, .254 (reserved) and .255 are never hosts
 MAX_PORT = 510  # 511 is v1model's drop port
 MAX_BW_MBIT = 1000.0  # TCIntf refuses more
-DATA_HOST = "data"  # the optional data-server host (before the name prefix)
 
 
 def host_ip(leaf: int, slot: int) -> str:
@@ -89,6 +96,7 @@ class LinkShape:
     bw_mbit: float | None = DEFAULT_HOST_BW_MBIT
     delay: str | None = None  # tc syntax, e.g. "2ms"
     loss: float | None = None  # percent
+    queue: int | None = None  # packets (netem's limit, else a pfifo under the data class)
 
     def link_opts(self) -> dict[str, Any]:
         """Keyword options for ``Topo.addLink`` (consumed by ``topo.links.ShapedLink``)."""
@@ -99,6 +107,8 @@ class LinkShape:
             opts["delay"] = self.delay
         if self.loss is not None:
             opts["loss"] = self.loss
+        if self.queue is not None:
+            opts["max_queue_size"] = self.queue
         return opts
 
 
@@ -141,6 +151,7 @@ class TestbedTopo(Topo):
         loss: float | None = None,
         cpu_port: int | None = DEFAULT_CPU_PORT,
         grpc_base_port: int = GRPC_BASE_PORT,
+        thrift_base_port: int = THRIFT_BASE_PORT,
         name_prefix: str = "",
     ) -> None:
         _check_bw("host_bw", host_bw)
@@ -149,12 +160,14 @@ class TestbedTopo(Topo):
         if cpu_port is not None:
             _check_count("cpu_port", cpu_port, 1, MAX_PORT)
         _check_count("grpc_base_port", grpc_base_port, 1024, 65000)
+        _check_count("thrift_base_port", thrift_base_port, 1024, 65000)
         if name_prefix and not name_prefix.isalnum():
             raise TopologyError(f"name_prefix must be letters/digits, got {name_prefix!r}")
         self.host_shape = LinkShape(host_bw, delay, loss)
         self.gpus_per_host = gpus_per_host
         self.cpu_port = cpu_port
         self.grpc_base_port = grpc_base_port
+        self.thrift_base_port = thrift_base_port
         self.name_prefix = name_prefix
         super().__init__()
 
@@ -162,17 +175,20 @@ class TestbedTopo(Topo):
     def _name(self, base: str) -> str:
         return f"{self.name_prefix}{base}"
 
-    def _add_switch(self, base: str, device_id: int, role: str, index: int, nports: int) -> str:
+    def _add_switch(self, base: str, device_id: int, role: str, index: int, nports: int,
+                    cpu_port: int | None | EllipsisType = ...,
+                    grpc_port_number: int | None = None) -> str:
         name = self._name(base)
+        cpu = self.cpu_port if cpu_port is ... else cpu_port
         if len(f"{name}-eth{nports}") > MAX_IFNAME:
             raise TopologyError(
                 f"switch name {name!r} is too long: interface {name}-eth{nports} exceeds "
                 f"{MAX_IFNAME} characters"
             )
-        if self.cpu_port is not None and nports >= self.cpu_port:
+        if cpu is not None and nports >= cpu:
             raise TopologyError(
                 f"switch {name} needs ports 1..{nports}, which reach the CPU port "
-                f"{self.cpu_port}; choose a larger cpu_port or a smaller topology"
+                f"{cpu}; choose a larger cpu_port or a smaller topology"
             )
         if nports > MAX_PORT:
             raise TopologyError(f"switch {name} would need {nports} ports (max {MAX_PORT})")
@@ -180,9 +196,9 @@ class TestbedTopo(Topo):
             name,
             device_id=device_id,
             grpc_host=GRPC_HOST,
-            grpc_port=grpc_port(device_id, self.grpc_base_port),
-            thrift_port=THRIFT_BASE_PORT + device_id,
-            cpu_port=self.cpu_port,
+            grpc_port=grpc_port_number or grpc_port(device_id, self.grpc_base_port),
+            thrift_port=self.thrift_base_port + device_id,
+            cpu_port=cpu,
             role=role,
             index=index,
             subnet=leaf_subnet(index) if role == "leaf" else None,
@@ -190,7 +206,7 @@ class TestbedTopo(Topo):
         )
 
     def _add_host(self, number: int, leaf: int, slot: int, *, base: str | None = None,
-                  gpus: int | None = None) -> str:
+                  gpus: int | None = None, role: str = "worker") -> str:
         name = self._name(base if base is not None else f"h{number}")
         if len(f"{name}-eth0") > MAX_IFNAME:
             raise TopologyError(f"host name {name!r} is too long for its interface name")
@@ -201,14 +217,7 @@ class TestbedTopo(Topo):
             gpus=self.gpus_per_host if gpus is None else gpus,
             leaf=leaf,
             slot=slot,
-        )
-
-    def _link_host(self, host: str, switch: str, device_id: int, port: int, leaf: int,
-                   slot: int) -> None:
-        self.addLink(
-            host, switch, port1=0, port2=port, kind="host",
-            addr1=host_mac(leaf, slot), addr2=switch_port_mac(device_id, port),
-            **self.host_shape.link_opts(),
+            role=role,
         )
 
     # ------------------------------------------------------------------ queries
@@ -228,30 +237,159 @@ class TestbedTopo(Topo):
         """Every distinct link shape this topology asks for."""
         return [self.host_shape]
 
+    def describe_extra(self) -> dict[str, Any]:
+        """What ``topology.json`` records under ``extra`` (the file and its parameters)."""
+        return {}
 
-class RackTopo(TestbedTopo):
-    """One switch (``s1``, device 0, leaf 1) with ``hosts`` hosts on ports ``1..hosts``."""
 
-    kind = "rack"
+class FileTopo(TestbedTopo):
+    """A topology described by a file (``topo.topofile``): any switches, hosts and links.
 
-    def __init__(self, hosts: int = 4, **kwargs: Any) -> None:
-        _check_count("hosts", hosts, 1, MAX_HOSTS_PER_LEAF)
-        self.nhosts = hosts
-        super().__init__(**kwargs)
+    Decided here, deterministically: device ids (the file's ``options.device_id``, else the
+    next free one in file order), ports (the file's, else the lowest free port of the
+    switch in file order: hosts' links first, then switch links), a leaf's number (its rank
+    among the leaves, so leaf ``L`` owns ``10.0.L.0/24``) and a host's slot (its rank among
+    the leaf's hosts: address ``10.0.L.slot``)."""
+
+    kind = "file"
+
+    def __init__(self, spec: TopologySpec, *, cpu_port: int | None | EllipsisType = ...,
+                 grpc_base_port: int = GRPC_BASE_PORT, thrift_base_port: int = THRIFT_BASE_PORT,
+                 name_prefix: str = "") -> None:
+        self.spec = spec
+        self.kind = spec.kind
+        first_worker = next((h for h in spec.hosts if h.role == "worker"), None)
+        host_bw = first_worker.link.bw if first_worker is not None else None
+        super().__init__(
+            host_bw=host_bw, delay=None, loss=None,
+            cpu_port=spec.cpu_port if cpu_port is ... else cpu_port,
+            grpc_base_port=grpc_base_port, thrift_base_port=thrift_base_port,
+            name_prefix=name_prefix,
+        )
+
+    def _plan_ports(self) -> tuple[dict[str, int], list[int], list[tuple[int, int]]]:
+        """(device id per switch, each host's switch port, each link's two ports)."""
+        spec = self.spec
+        taken_ids = {s.device_id for s in spec.switches if s.device_id is not None}
+        ids: dict[str, int] = {}
+        nxt = 0
+        for sw in spec.switches:
+            if sw.device_id is not None:
+                ids[sw.name] = sw.device_id
+                continue
+            while nxt in taken_ids:
+                nxt += 1
+            ids[sw.name] = nxt
+            taken_ids.add(nxt)
+        used: dict[str, set[int]] = {s.name: set() for s in spec.switches}
+        for h in spec.hosts:
+            if h.port is not None:
+                used[h.switch].add(h.port)
+        for ln in spec.links:
+            for node, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
+                if port is not None:
+                    used[node].add(port)
+
+        def free(node: str) -> int:
+            port = 1
+            while port in used[node]:
+                port += 1
+            used[node].add(port)
+            return port
+
+        host_ports = [h.port if h.port is not None else free(h.switch) for h in spec.hosts]
+        link_ports = [(ln.a_port if ln.a_port is not None else free(ln.a),
+                       ln.b_port if ln.b_port is not None else free(ln.b)) for ln in spec.links]
+        return ids, host_ports, link_ports
 
     def build(self, *args: Any, **params: Any) -> None:
-        """Adds s1, h1..hN and the host links."""
-        switch = self._add_switch("s1", 0, "leaf", 1, self.nhosts)
-        for slot in range(1, self.nhosts + 1):
-            host = self._add_host(slot, 1, slot)
-            self._link_host(host, switch, 0, slot, 1, slot)
+        """Adds the file's switches, hosts with their links, and the switch links."""
+        spec = self.spec
+        ids, host_ports, link_ports = self._plan_ports()
+        nports: dict[str, int] = {s.name: 0 for s in spec.switches}
+        for h, port in zip(spec.hosts, host_ports, strict=True):
+            nports[h.switch] = max(nports[h.switch], port)
+        for ln, (pa, pb) in zip(spec.links, link_ports, strict=True):
+            nports[ln.a] = max(nports[ln.a], pa)
+            nports[ln.b] = max(nports[ln.b], pb)
+        index: dict[str, int] = {}
+        per_role: dict[str, int] = {}
+        for sw in spec.switches:
+            per_role[sw.role] = per_role.get(sw.role, 0) + 1
+            index[sw.name] = per_role[sw.role]
+            if sw.role == "leaf" and index[sw.name] > MAX_LEAVES:
+                raise TopologyError(f"{spec.source}: {sw.where}: more than {MAX_LEAVES} leaves")
+            self._add_switch(sw.name, ids[sw.name], sw.role, index[sw.name],
+                             max(nports[sw.name], 1),
+                             cpu_port=sw.cpu_port if sw.own_cpu_port else ...,
+                             grpc_port_number=sw.grpc_port)
+        slots: dict[str, int] = {}
+        for number, (h, port) in enumerate(zip(spec.hosts, host_ports, strict=True), start=1):
+            leaf = index[h.switch]
+            slots[h.switch] = slot = slots.get(h.switch, 0) + 1
+            if slot > MAX_HOSTS_PER_LEAF:
+                raise TopologyError(f"{spec.source}: {h.where}: more than {MAX_HOSTS_PER_LEAF} "
+                                    f"hosts on {h.switch}")
+            host = self._add_host(number, leaf, slot, base=h.name, gpus=h.gpus, role=h.role)
+            self.addLink(host, self._name(h.switch), port1=0, port2=port, kind="host",
+                         addr1=host_mac(leaf, slot), addr2=switch_port_mac(ids[h.switch], port),
+                         **_shape(h.link).link_opts())
+        for ln, (pa, pb) in zip(spec.links, link_ports, strict=True):
+            self.addLink(self._name(ln.a), self._name(ln.b), port1=pa, port2=pb, kind="fabric",
+                         addr1=switch_port_mac(ids[ln.a], pa),
+                         addr2=switch_port_mac(ids[ln.b], pb), **_shape(ln.shape).link_opts())
+
+    @property
+    def data_host(self) -> str | None:
+        """The (first) data-server host's name, or None when the topology has none."""
+        return next((self._name(h.name) for h in self.spec.hosts if h.role == "data"), None)
+
+    def requested_shapes(self) -> list[LinkShape]:
+        """Every distinct link shape of the file."""
+        return [_shape(s) for s in self.spec.shapes()]
+
+    def describe_extra(self) -> dict[str, Any]:
+        """The file, its parameters and its jobs (``topology.json``'s ``extra``)."""
+        return {"topology_file": self.spec.source, "params": dict(self.spec.params),
+                "jobs": [asdict(j) for j in self.spec.jobs]}
 
 
-class SpineLeafTopo(TestbedTopo):
+def _shape(spec: LinkShapeSpec) -> LinkShape:
+    return LinkShape(spec.bw, spec.delay, spec.loss, spec.queue)
+
+
+def shipped_file(name: str) -> Path:
+    """The topology file shipped with the project under ``name`` (``rack``, ``spineleaf``)."""
+    return builtin_files()[name]
+
+
+def load_topology_file(name_or_path: str | Path, params: dict[str, Any] | None = None,
+                       **options: Any) -> FileTopo:
+    """A :class:`FileTopo` of a shipped topology's name or a file path, with ``params``;
+    ``options`` go to :class:`FileTopo` (``name_prefix``, ``grpc_base_port``, ``cpu_port``)."""
+    return FileTopo(load_spec(resolve(name_or_path), params), **options)
+
+
+class RackTopo(FileTopo):
+    """One switch (``s1``, device 0, leaf 1) with ``hosts`` hosts on ports ``1..hosts``
+    (``topo/files/rack.yaml``)."""
+
+    def __init__(self, hosts: int = 4, *, host_bw: float | None = DEFAULT_HOST_BW_MBIT,
+                 gpus_per_host: int = 1, delay: str | None = None, loss: float | None = None,
+                 cpu_port: int | None = DEFAULT_CPU_PORT, grpc_base_port: int = GRPC_BASE_PORT,
+                 name_prefix: str = "") -> None:
+        _check_count("hosts", hosts, 1, MAX_HOSTS_PER_LEAF)
+        _check_common(host_bw, gpus_per_host, loss)
+        self.nhosts = hosts
+        spec = load_spec(shipped_file("rack"), {"hosts": hosts, "gpus": gpus_per_host,
+                                                "bw": host_bw, "delay": delay, "loss": loss})
+        super().__init__(spec, cpu_port=cpu_port, grpc_base_port=grpc_base_port,
+                         name_prefix=name_prefix)
+
+
+class SpineLeafTopo(FileTopo):
     """Two-tier Clos: ``leaves`` leaf switches with ``hosts_per_leaf`` hosts each, every leaf
-    linked once to each of ``spines`` spine switches."""
-
-    kind = "spineleaf"
+    linked once to each of ``spines`` spine switches (``topo/files/spineleaf.yaml``)."""
 
     def __init__(
         self,
@@ -260,23 +398,37 @@ class SpineLeafTopo(TestbedTopo):
         hosts_per_leaf: int = 2,
         fabric_bw: float | None = None,
         data_server: bool = False,
-        **kwargs: Any,
+        *,
+        host_bw: float | None = DEFAULT_HOST_BW_MBIT,
+        gpus_per_host: int = 1,
+        delay: str | None = None,
+        loss: float | None = None,
+        cpu_port: int | None = DEFAULT_CPU_PORT,
+        grpc_base_port: int = GRPC_BASE_PORT,
+        name_prefix: str = "",
     ) -> None:
         _check_count("spines", spines, 1, 64)
         _check_count("leaves", leaves, 1, MAX_LEAVES)
         _check_count("hosts_per_leaf", hosts_per_leaf, 1, MAX_HOSTS_PER_LEAF)
         _check_bw("fabric_bw", fabric_bw)
-        self.nspines = spines
-        self.nleaves = leaves
-        self.hosts_per_leaf = hosts_per_leaf
-        self._fabric_bw = fabric_bw
+        _check_common(host_bw, gpus_per_host, loss)
         if not isinstance(data_server, bool):
             raise TopologyError(f"data_server must be True or False, got {data_server!r}")
         if data_server and hosts_per_leaf + 1 > MAX_HOSTS_PER_LEAF:
             raise TopologyError(f"no room for the data server on a leaf with {hosts_per_leaf} "
                                 "hosts")
+        self.nspines = spines
+        self.nleaves = leaves
+        self.hosts_per_leaf = hosts_per_leaf
         self.data_server = data_server
-        super().__init__(**kwargs)
+        self._fabric_bw = fabric_bw
+        spec = load_spec(shipped_file("spineleaf"), {
+            "spines": spines, "leaves": leaves, "hosts": hosts_per_leaf, "gpus": gpus_per_host,
+            "bw": host_bw, "fabric_bw": fabric_bw, "delay": delay, "loss": loss,
+            "data_server": data_server})
+        super().__init__(spec, cpu_port=cpu_port, grpc_base_port=grpc_base_port,
+                         name_prefix=name_prefix)
+        self.host_shape = LinkShape(host_bw, delay, loss)
 
     @property
     def fabric_shape(self) -> LinkShape:
@@ -292,45 +444,12 @@ class SpineLeafTopo(TestbedTopo):
         """Device id of spine ``spine`` (1-based)."""
         return self.nleaves + spine - 1
 
-    def build(self, *args: Any, **params: Any) -> None:
-        """Adds leaves, spines, hosts, host links and the full leaf-spine mesh."""
-        hpl, ns, nl = self.hosts_per_leaf, self.nspines, self.nleaves
-        extra = {nl: 1} if self.data_server else {}  # the data server's port on the last leaf
-        leaves = [
-            self._add_switch(f"l{leaf}", self.leaf_id(leaf), "leaf", leaf,
-                             hpl + ns + extra.get(leaf, 0))
-            for leaf in range(1, nl + 1)
-        ]
-        spines = [
-            self._add_switch(f"sp{spine}", self.spine_id(spine), "spine", spine, self.nleaves)
-            for spine in range(1, ns + 1)
-        ]
-        for leaf, lname in enumerate(leaves, start=1):
-            for slot in range(1, hpl + 1):
-                host = self._add_host((leaf - 1) * hpl + slot, leaf, slot)
-                self._link_host(host, lname, self.leaf_id(leaf), slot, leaf, slot)
-        fabric = self.fabric_shape.link_opts()
-        for leaf, lname in enumerate(leaves, start=1):
-            for spine, sname in enumerate(spines, start=1):
-                lport, sport = hpl + spine, leaf
-                self.addLink(
-                    lname, sname, port1=lport, port2=sport, kind="fabric",
-                    addr1=switch_port_mac(self.leaf_id(leaf), lport),
-                    addr2=switch_port_mac(self.spine_id(spine), sport),
-                    **fabric,
-                )
-        if self.data_server:
-            host = self._add_host(0, nl, hpl + 1, base=DATA_HOST, gpus=0)
-            self._link_host(host, leaves[-1], self.leaf_id(nl), hpl + ns + 1, nl, hpl + 1)
 
-    @property
-    def data_host(self) -> str | None:
-        """The data server's host name, or None when the topology has none."""
-        return self._name(DATA_HOST) if self.data_server else None
-
-    def requested_shapes(self) -> list[LinkShape]:
-        """Host-link and fabric-link shapes."""
-        return [self.host_shape, self.fabric_shape]
+def _check_common(host_bw: float | None, gpus_per_host: int, loss: float | None) -> None:
+    _check_bw("host_bw", host_bw)
+    _check_count("gpus_per_host", gpus_per_host, 1, 1024)
+    _check_loss(loss)
 
 
+#: Python classes of two shipped files (their keyword arguments as before the files existed).
 TOPOLOGIES: dict[str, type[TestbedTopo]] = {"rack": RackTopo, "spineleaf": SpineLeafTopo}

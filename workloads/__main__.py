@@ -142,6 +142,7 @@ def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | No
         "payload_sent": sum(s.payload_sent for s in stats),
         "retransmissions": sum(getattr(s, "retransmissions", 0) for s in stats),
         "timeouts": sum(getattr(s, "timeouts", 0) for s in stats),
+        "spurious_timeouts": sum(getattr(s, "spurious_timeouts", 0) for s in stats),
         "naks": sum(getattr(s, "naks", 0) for s in stats),
         "check": ok, "cpu_utilization": round(cpu, 3),
         "cpu_seconds": round(load.cpu_seconds, 3),

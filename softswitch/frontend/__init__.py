@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from softswitch import ir
+from softswitch.bmv2_rules import check_bmv2_control_flow
 from softswitch.errors import P4Error
 from softswitch.frontend.check import Checker
 from softswitch.frontend.parser import parse
@@ -30,9 +31,11 @@ def compile_source(
     pre = preprocess(text, filename, include_dirs)
     tree = parse(pre)
     try:
-        return Checker(pre, filename).program(tree)
+        program = Checker(pre, filename).program(tree)
     except RecursionError:
         raise P4Error("program is too deeply nested", ir.Loc(filename, 1, 1)) from None
+    check_bmv2_control_flow(program)  # what p4c's BMv2 back end refuses, refused here too
+    return program
 
 
 def compile_file(path: str | Path, include_dirs: Sequence[str | Path] = ()) -> ir.Program:

@@ -1,16 +1,17 @@
 """P4Runtime binary strings <-> ints.
 
 Requests may carry a value in canonical form (no leading zero bytes) or padded with zeros;
-either is accepted when the number fits the declared width (else OUT_OF_RANGE, per the
-specification's rules for bit<W> values). Responses always use the canonical form, whose
-shortest encoding of zero is one zero byte.
+either is accepted when the number fits the declared width. An empty string or a number
+wider than the field is INVALID_ARGUMENT: the specification's sections on match fields,
+action parameters and register data prescribe that code for values that break the
+bytestring rules (its generic bytestring section says OUT_OF_RANGE; the specific rules
+win, and BMv2 answers INVALID_ARGUMENT too). Responses always use the canonical form,
+whose shortest encoding of zero is one zero byte.
 """
 
 from __future__ import annotations
 
-import grpc
-
-from softswitch.p4runtime.status import P4RuntimeError, invalid
+from softswitch.p4runtime.status import invalid
 
 
 def decode(value: bytes, width: int, what: str) -> int:
@@ -19,10 +20,7 @@ def decode(value: bytes, width: int, what: str) -> int:
         raise invalid(f"{what}: empty byte string")
     n = int.from_bytes(value, "big")
     if width > 0 and n >> width:
-        raise P4RuntimeError(
-            grpc.StatusCode.OUT_OF_RANGE,
-            f"{what}: value 0x{value.hex()} does not fit in {width} bits",
-        )
+        raise invalid(f"{what}: value 0x{value.hex()} does not fit in {width} bits")
     return n
 
 

@@ -77,6 +77,7 @@ class PipelineState:
         self.mcast_groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = {}
         self.clone_sessions: dict[int, p4runtime_pb2.CloneSessionEntry] = {}
         self.digest_configs: dict[int, p4runtime_pb2.DigestEntry.Config] = {}
+        self.defaults_written: set[int] = set()  # tables whose default entry a client set
 
     # ===================================================================== writes
     def write(self, update: p4runtime_pb2.Update) -> None:
@@ -84,9 +85,11 @@ class PipelineState:
         if update.type == Update.UNSPECIFIED:
             raise invalid("update type is UNSPECIFIED")
         kind = update.entity.WhichOneof("entity")
-        handler = getattr(self, f"_write_{kind}", None) if kind else None
+        if kind is None:
+            raise invalid("the update's entity is empty")
+        handler = getattr(self, f"_write_{kind}", None)
         if handler is None:
-            raise unimplemented(f"writing {kind or 'an empty entity'} is not supported")
+            raise unimplemented(f"writing {kind} is not supported")
         try:
             handler(update.type, getattr(update.entity, kind))
         except TableError as exc:
@@ -95,6 +98,10 @@ class PipelineState:
     def _write_table_entry(self, utype: int, msg: p4runtime_pb2.TableEntry) -> None:
         info = self.schema.table(msg.table_id)
         table = tt.engine_table(self.pipeline, info)
+        if msg.is_const:
+            raise invalid("is_const must be false in a write (const entries come from the program)")
+        if msg.HasField("time_since_last_hit"):
+            raise invalid("time_since_last_hit is read-only: it must not be set in a write")
         if msg.is_default_action:
             self._write_default(utype, info, table, msg)
             return
@@ -105,6 +112,8 @@ class PipelineState:
             table.delete(entry)
             self.entry_metadata.pop((info.name, entry.matches, msg.priority), None)
             return
+        if utype == Update.INSERT and not info.proto.match_fields:
+            raise invalid(f"table {info.name!r} has no match key: only its default entry can be set")
         entry = tt.build_entry(self.schema, info, msg)
         if utype == Update.INSERT:
             table.insert(entry)
@@ -127,6 +136,7 @@ class PipelineState:
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"the default action of table {info.name!r} is const",
             )
+        self.defaults_written.add(msg.table_id)
         which = msg.action.WhichOneof("type")
         if which is None:
             table.reset_default()
@@ -245,7 +255,7 @@ class PipelineState:
             raise invalid("packet replication engine entry has no multicast group or clone session")
 
     def _write_digest_entry(self, utype: int, msg: p4runtime_pb2.DigestEntry) -> None:
-        self.schema.digest(msg.digest_id)
+        self._digest_known(msg.digest_id)
         exists = msg.digest_id in self.digest_configs
         if utype == Update.INSERT and exists:
             raise P4RuntimeError(ALREADY_EXISTS, f"digest {msg.digest_id} is already configured")
@@ -308,6 +318,12 @@ class PipelineState:
         op(msg.group_id, members)
 
     # ---------------------------------------------------------------- helpers
+    def _digest_known(self, digest_id: int) -> None:
+        """A DigestEntry for an id the P4Info lacks is NOT_FOUND, as BMv2 answers (the
+        specification leaves this code open; a DigestListAck's is INVALID_ARGUMENT)."""
+        if digest_id not in self.schema.digests:
+            raise not_found(f"no digest with id {digest_id} in the P4Info")
+
     @staticmethod
     def _extern(objects: dict[str, Any], name: str, kind: str) -> Any:
         obj = objects.get(name)
@@ -319,7 +335,10 @@ class PipelineState:
 
     @staticmethod
     def _check_index(index: int, size: int, name: str) -> None:
-        if index < 0 or index >= size:
+        """A negative index is INVALID_ARGUMENT, one past the end OUT_OF_RANGE (specification)."""
+        if index < 0:
+            raise invalid(f"index {index} of {name!r} is negative")
+        if index >= size:
             raise P4RuntimeError(OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})")
 
     def _direct_targets(self, te: p4runtime_pb2.TableEntry, kind: str) -> list[tuple[Any, Any]]:
@@ -338,9 +357,11 @@ class PipelineState:
     def read(self, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
         """Every stored entity matching ``entity`` (zero ids and unset fields are wildcards)."""
         kind = entity.WhichOneof("entity")
-        handler = getattr(self, f"_read_{kind}", None) if kind else None
+        if kind is None:
+            raise invalid("the read request has an empty entity")
+        handler = getattr(self, f"_read_{kind}", None)
         if handler is None:
-            raise unimplemented(f"reading {kind or 'an empty entity'} is not supported")
+            raise unimplemented(f"reading {kind} is not supported")
         try:
             return list(handler(getattr(entity, kind)))
         except TableError as exc:
@@ -483,7 +504,7 @@ class PipelineState:
         ids = [req.digest_id] if req.digest_id else sorted(self.digest_configs)
         for did in ids:
             if req.digest_id:
-                self.schema.digest(did)
+                self._digest_known(did)
             cfg = self.digest_configs.get(did)
             if cfg is not None:
                 yield p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))
@@ -540,3 +561,50 @@ def _check_presence(utype: int, exists: bool, what: str) -> None:
         raise P4RuntimeError(ALREADY_EXISTS, f"{what} already exists")
     if utype in (Update.MODIFY, Update.DELETE) and not exists:
         raise not_found(f"{what} does not exist")
+
+
+def carry_state(old: PipelineState, new: PipelineState) -> None:
+    """Replay the forwarding state of ``old`` into ``new`` (not yet installed), for
+    RECONCILE_AND_COMMIT: action profile members and groups, table entries (with their
+    direct counters and meters), default entries a client set, PRE entries, digest configs and
+    meter configs through the same checks as a Write; counter and register values copied
+    by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
+    updates: list[tuple[int, p4runtime_pb2.Entity]] = []
+    for kind in ("action_profile_member", "action_profile_group", "table_entry"):
+        for ent in old.read(p4runtime_pb2.Entity(**{kind: {}})):
+            if kind == "table_entry" and ent.table_entry.is_const:
+                continue
+            updates.append((Update.INSERT, ent))
+    for tid in sorted(old.defaults_written):
+        probe = p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True)
+        updates.extend((Update.MODIFY, e) for e in old.read(p4runtime_pb2.Entity(table_entry=probe)))
+    for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry={})):
+        updates.append((Update.INSERT, ent))
+    for did, cfg in old.digest_configs.items():
+        updates.append((Update.INSERT, p4runtime_pb2.Entity(
+            digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))))
+    for ent in old.read(p4runtime_pb2.Entity(meter_entry={})):
+        if ent.meter_entry.HasField("config"):
+            updates.append((Update.MODIFY, ent))
+    for utype, ent in updates:
+        try:
+            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
+        except P4RuntimeError as err:
+            raise invalid(
+                f"the forwarding state cannot be kept with the new config: "
+                f"{ent.WhichOneof('entity')}: {err.message}"
+            ) from None
+    for kind in ("counters", "registers"):
+        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
+        for name, obj in olds.items():
+            target = news.get(name)
+            if target is None:
+                continue  # gone from the program: nothing can refer to it any more
+            if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
+                raise invalid(f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape")
+            # In place: the generated data-plane code may hold these very lists.
+            if kind == "counters":
+                target.packets[:] = obj.packets
+                target.bytes[:] = obj.bytes
+            else:
+                target.values[:] = obj.values

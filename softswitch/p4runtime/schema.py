@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from p4.config.v1 import p4info_pb2
 
-from softswitch.p4runtime.status import invalid, not_found
+from softswitch.p4runtime.status import invalid
 
 MATCH_KIND_NAMES = {
     p4info_pb2.MatchField.EXACT: "exact",
@@ -51,7 +51,11 @@ class ControllerHeader:
 
 
 class P4Schema:
-    """Look-ups into one P4Info; every miss raises a P4RuntimeError with a precise message."""
+    """Look-ups into one P4Info; every miss raises a P4RuntimeError with a precise message.
+
+    An id that the P4Info does not define makes the request malformed: INVALID_ARGUMENT
+    (the specification's rule for malformed entities, and what BMv2 answers), not
+    NOT_FOUND, which P4Runtime keeps for entities missing from a container."""
 
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
         self.p4info = p4info
@@ -98,43 +102,43 @@ class P4Schema:
         try:
             return self.tables[table_id]
         except KeyError:
-            raise not_found(f"no table with id {table_id}") from None
+            raise invalid(f"no table with id {table_id} in the P4Info") from None
 
     def action(self, action_id: int) -> p4info_pb2.Action:
         try:
             return self.actions[action_id]
         except KeyError:
-            raise not_found(f"no action with id {action_id}") from None
+            raise invalid(f"no action with id {action_id} in the P4Info") from None
 
     def counter(self, counter_id: int) -> p4info_pb2.Counter:
         try:
             return self.counters[counter_id]
         except KeyError:
-            raise not_found(f"no counter with id {counter_id}") from None
+            raise invalid(f"no counter with id {counter_id} in the P4Info") from None
 
     def meter(self, meter_id: int) -> p4info_pb2.Meter:
         try:
             return self.meters[meter_id]
         except KeyError:
-            raise not_found(f"no meter with id {meter_id}") from None
+            raise invalid(f"no meter with id {meter_id} in the P4Info") from None
 
     def register(self, register_id: int) -> p4info_pb2.Register:
         try:
             return self.registers[register_id]
         except KeyError:
-            raise not_found(f"no register with id {register_id}") from None
+            raise invalid(f"no register with id {register_id} in the P4Info") from None
 
     def digest(self, digest_id: int) -> p4info_pb2.Digest:
         try:
             return self.digests[digest_id]
         except KeyError:
-            raise not_found(f"no digest with id {digest_id}") from None
+            raise invalid(f"no digest with id {digest_id} in the P4Info") from None
 
     def action_profile(self, profile_id: int) -> p4info_pb2.ActionProfile:
         try:
             return self.action_profiles[profile_id]
         except KeyError:
-            raise not_found(f"no action profile with id {profile_id}") from None
+            raise invalid(f"no action profile with id {profile_id} in the P4Info") from None
 
     def digest_by_name(self, name: str) -> p4info_pb2.Digest | None:
         for d in self.digests.values():

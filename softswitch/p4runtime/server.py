@@ -20,10 +20,16 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from softswitch.p4runtime.arbitration import Arbitration, Session
-from softswitch.p4runtime.entities import PipelineState
+from softswitch.p4runtime.entities import PipelineState, carry_state
 from softswitch.p4runtime.packetio import packet_in_message, packet_out_frame
 from softswitch.p4runtime.schema import check_p4info_matches
-from softswitch.p4runtime.status import P4RuntimeError, abort_batch, canonical, invalid
+from softswitch.p4runtime.status import (
+    P4RuntimeError,
+    abort_batch,
+    canonical,
+    invalid,
+    not_found,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +56,18 @@ class Device(Protocol):
         results (takes ``lock`` itself)."""
 
 
-def default_loader(device_config: bytes, trace: bool = False) -> tuple[Any, p4info_pb2.P4Info]:
+def default_loader(
+    device_config: bytes, trace: bool = False, **tm: Any
+) -> tuple[Any, p4info_pb2.P4Info]:
     """Compile a device config (or plain P4 source) into a pipeline and its P4Info
-    (``trace``: the instrumented pipeline that traces every packet)."""
+    (``trace``: the instrumented pipeline that traces every packet; ``tm``: the
+    traffic-manager options of ``Pipeline``)."""
     from softswitch.device_config import load_device_config
     from softswitch.p4info import build_p4info
     from softswitch.pipeline import Pipeline
 
     program = load_device_config(device_config)
-    return Pipeline.from_program(program, trace=trace), build_p4info(program)
+    return Pipeline.from_program(program, trace=trace, **tm), build_p4info(program)
 
 
 class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -117,8 +126,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     @staticmethod
     def _check_role(role: str) -> None:
-        if role:
-            raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+        if role:  # the specification's code for a role the device does not have
+            raise not_found(f"role {role!r} does not exist: this switch has only the default role")
 
     def _check_primary(self, request: Any) -> None:
         if not request.HasField("election_id") or not self.arbitration.is_primary_election(
@@ -131,7 +140,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             )
 
     def _require_state(self) -> PipelineState:
-        state = self.state
+        """The state Read and Write address: a config saved by VERIFY_AND_SAVE (the
+        specification has later requests refer to it) or else the committed one."""
+        state = self._saved or self.state
         if state is None:
             raise P4RuntimeError(
                 grpc.StatusCode.FAILED_PRECONDITION, "no forwarding pipeline config has been set"
@@ -197,37 +208,56 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
     def _set_config(self, request: FwdReq) -> None:
+        """The five actions as the P4Runtime specification defines them (section
+        SetForwardingPipelineConfig RPC); a failing request changes nothing."""
         action = request.action
-        if action == FwdReq.UNSPECIFIED:
-            raise invalid("SetForwardingPipelineConfig action is UNSPECIFIED")
+        config = request.config
         if action == FwdReq.COMMIT:
-            candidate = self._saved
-            if candidate is None and request.config.HasField("p4info"):
-                candidate = self._verify(request.config)
-            if candidate is None:
-                raise P4RuntimeError(
-                    grpc.StatusCode.FAILED_PRECONDITION, "COMMIT without a saved config (VERIFY_AND_SAVE first)"
-                )
-            self._saved = None
+            if request.HasField("config") and config.ByteSize():
+                raise invalid("COMMIT takes no config: it realizes the one saved by VERIFY_AND_SAVE")
+            if self._saved is None:
+                raise not_found("COMMIT without a saved config (send VERIFY_AND_SAVE first)")
+            candidate, self._saved = self._saved, None
             self._install(candidate)
             return
+        if action not in (FwdReq.VERIFY, FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT,
+                          FwdReq.RECONCILE_AND_COMMIT):
+            raise invalid(f"SetForwardingPipelineConfig action {action} is not valid (UNSPECIFIED?)")
+        if not request.HasField("config"):
+            raise invalid(f"{FwdReq.Action.Name(action)} needs a config")
         if action == FwdReq.RECONCILE_AND_COMMIT and self.state is not None:
-            cur = self.state
-            same_config = (
-                not request.config.p4_device_config
-                or request.config.p4_device_config == cur.device_config
-            )
-            if same_config and request.config.p4info == cur.p4info:
-                cur.cookie = request.config.cookie.cookie if request.config.HasField("cookie") else None
-                log.info("RECONCILE_AND_COMMIT: same pipeline, state kept")
-                return
-        candidate = self._verify(request.config)
+            self._reconcile(config)
+            return
+        candidate = self._verify(config)
         if action == FwdReq.VERIFY:
             return
         if action == FwdReq.VERIFY_AND_SAVE:
             self._saved = candidate
             return
+        self._saved = None
         self._install(candidate)
+
+    def _reconcile(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> None:
+        """Commit ``config`` keeping the forwarding state: the same pipeline only takes
+        the new cookie; another one gets the current state replayed into it first, and
+        if any of it does not fit the new program nothing changes (INVALID_ARGUMENT)."""
+        cur = self._saved or self.state
+        assert cur is not None
+        same_program = not config.p4_device_config or config.p4_device_config == cur.device_config
+        cookie = config.cookie.cookie if config.HasField("cookie") else None
+        if same_program and config.p4info == cur.p4info:
+            cur.cookie = cookie
+            if cur is not self.state:
+                self._install(cur)
+            self._saved = None
+            log.info("RECONCILE_AND_COMMIT: same pipeline, state kept")
+            return
+        candidate = self._verify(config)
+        with self.device.lock:
+            carry_state(cur, candidate)
+        self._saved = None
+        self._install(candidate)
+        log.info("RECONCILE_AND_COMMIT: new pipeline with the previous forwarding state")
 
     def _verify(self, config: p4runtime_pb2.ForwardingPipelineConfig) -> PipelineState:
         if not config.HasField("p4info"):
@@ -260,11 +290,16 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     def GetForwardingPipelineConfig(self, request: GetReq, context: grpc.ServicerContext) -> Any:
         try:
             self._check_device(request.device_id)
-            state = self._require_state()
+            rt = request.response_type
+            if rt not in GetReq.ResponseType.values():
+                raise invalid(f"response_type {rt} is not valid")
         except P4RuntimeError as err:
             context.abort(err.code, err.message)
         resp = p4runtime_pb2.GetForwardingPipelineConfigResponse()
-        rt = request.response_type
+        state = self.state
+        if state is None:
+            return resp  # no config yet: the config field stays unset (specification)
+        resp.config.SetInParent()  # set even when only an absent cookie was asked for
         if state.cookie is not None:
             resp.config.cookie.cookie = state.cookie
         if rt in (GetReq.ALL, GetReq.P4INFO_AND_COOKIE):

@@ -53,23 +53,56 @@ def unimplemented(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, message)
 
 
-def batch_status(errors: list[P4RuntimeError | None]) -> status_pb2.Status:
-    """A google.rpc.Status (code UNKNOWN) with one ``p4.v1.Error`` per update (OK for None)."""
-    failed = sum(1 for e in errors if e is not None)
-    status = status_pb2.Status(
-        code=code_pb2.UNKNOWN,
-        message=f"{failed} of {len(errors)} updates failed",
-    )
+# A default gRPC client refuses response metadata over 8 KiB (``grpc.max_metadata_size``)
+# and then reports RESOURCE_EXHAUSTED with no detail at all. The details trailer travels
+# base64-encoded (4/3 larger) beside the status message and the other headers, so the
+# serialized google.rpc.Status is kept under 4 KiB and each error message under 160 chars.
+DETAILS_BUDGET = 4096
+ERROR_MESSAGE_CHARS = 160
+SUMMARY_FAILURES = 5
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def batch_status(errors: list[P4RuntimeError | None], budget: int = DETAILS_BUDGET) -> status_pb2.Status:
+    """A google.rpc.Status (code UNKNOWN) with one ``p4.v1.Error`` per update (OK for None),
+    in update order, as the specification prescribes -- as many as fit ``budget`` bytes.
+    When the batch is too large, the details stop after the first updates that fit and the
+    message summarises the whole batch: failures per code and the first failures beyond."""
+    failed = [(i, e) for i, e in enumerate(errors) if e is not None]
+    status = status_pb2.Status(code=code_pb2.UNKNOWN)
+    size = 0
     for err in errors:
         p4err = p4runtime_pb2.Error()
         if err is None:
             p4err.canonical_code = code_pb2.OK
         else:
             p4err.canonical_code = canonical(err.code)
-            p4err.message = err.message
+            p4err.message = _clip(err.message, ERROR_MESSAGE_CHARS)
         detail = any_pb2.Any()
         detail.Pack(p4err)
+        item = detail.ByteSize() + 4  # field tag and length
+        if size + item > budget:
+            break
+        size += item
         status.details.append(detail)
+    shown = len(status.details)
+    message = f"{len(failed)} of {len(errors)} updates failed"
+    if shown < len(errors):
+        counts: dict[str, int] = {}
+        for _i, e in failed:
+            counts[e.code.name] = counts.get(e.code.name, 0) + 1
+        per_code = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+        beyond = [f"#{i} {e.code.name}" for i, e in failed if i >= shown][:SUMMARY_FAILURES]
+        message += (
+            f" ({per_code}); per-update details only for updates 0-{shown - 1}"
+            f" (gRPC metadata limit)"
+        )
+        if beyond:
+            message += "; first failures after them: " + ", ".join(beyond)
+    status.message = message
     return status
 
 

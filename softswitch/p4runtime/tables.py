@@ -135,10 +135,17 @@ def decode_action(schema: P4Schema, info: TableInfo | None, action: Any, default
         scope = info.action_scopes.get(action.action_id)
         if scope is None:
             raise invalid(f"action {name!r} is not in the action list of table {info.name!r}")
+        # A valid action used outside its scope is PERMISSION_DENIED (specification).
         if default and scope == p4info_pb2.ActionRef.TABLE_ONLY:
-            raise invalid(f"action {name!r} is @tableonly in table {info.name!r}")
+            raise P4RuntimeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"action {name!r} is @tableonly in table {info.name!r}: not a default action",
+            )
         if not default and scope == p4info_pb2.ActionRef.DEFAULT_ONLY:
-            raise invalid(f"action {name!r} is @defaultonly in table {info.name!r}")
+            raise P4RuntimeError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"action {name!r} is @defaultonly in table {info.name!r}: not in an entry",
+            )
     params = schema.action_params[action.action_id]
     values: dict[int, int] = {}
     for p in action.params:
@@ -237,7 +244,7 @@ def check_priority(info: TableInfo, priority: int) -> None:
     if not info.needs_priority and priority != 0:
         raise invalid(f"table {info.name!r} has only exact/lpm fields: priority must be 0")
     if priority < 0 or priority >= 1 << 31:
-        raise P4RuntimeError(grpc.StatusCode.OUT_OF_RANGE, f"priority {priority} out of range")
+        raise invalid(f"priority {priority} outside 1..2^31-1")
 
 
 def entry_to_proto(

@@ -75,13 +75,14 @@ control MyIngress(inout headers hdr, inout metadata meta,
             hash(hdr.stats.hash16, HashAlgorithm.crc16, (bit<16>)0,
                  { hdr.ethernet.dstAddr, hdr.ethernet.srcAddr }, (bit<32>)65536);
             hdr.stats.sat = hdr.stats.sat |+| 8w0xF0;
-            if (fwd.apply().hit) {
-                hdr.stats.flags = 1;
-            } else {
-                hdr.stats.flags = 2;
-            }
+        }
+        // fwd is applied in one place only: BMv2's JSON gives a table one successor per
+        // hit/miss, so p4c's BMv2 back end refuses a table applied in two places that
+        // continue differently ("table MyIngress.fwd has multiple successors")
+        if (fwd.apply().hit) {
+            if (hdr.stats.isValid()) { hdr.stats.flags = 1; }
         } else {
-            fwd.apply();
+            if (hdr.stats.isValid()) { hdr.stats.flags = 2; }
         }
     }
 }

@@ -1,0 +1,140 @@
+"""``make run`` on the built-in target and on BMv2, side by side, for both topologies.
+
+Each run is ``python -m topo.run --topo T --target X --no-cli`` with make run's defaults
+(65,536 float32 per worker, NR_ELEMS 64, 2 credits x 32 packets, 3 Mbit/s links, no loss):
+the same job, in-network then ring. Rows per topology and target: in-network and ring time,
+the ring / in-network ratio, in-network retransmissions and the losses behind them (NAKs and
+timeouts that were not spurious: with no loss configured there should be none), whether every
+result was exact, and the busiest switch process's CPU. The targets
+alternate (rack softswitch, rack bmv2, spine-leaf softswitch, spine-leaf bmv2, then again),
+so machine noise hits both alike; the rows are the mean of ``REPEATS`` runs and the notes give
+each run's value.
+
+Needs root and BMv2 (``simple_switch_grpc``, ``p4c``, ``simple_switch_CLI``); skipped
+otherwise. About 6 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import BenchSkipped
+
+REPO = Path(__file__).resolve().parent.parent
+TOPOLOGIES = ("rack", "spineleaf")
+TARGETS = ("softswitch", "bmv2")
+REPEATS = 2
+RUN_TIMEOUT_S = 400.0
+PREFIX = "bt"
+
+
+def _free_base(count: int) -> int:
+    """A base port with ``count`` consecutive free ports on 127.0.0.1."""
+    for base in range(36500 + (os.getpid() % 200) * 16, 44000, 16):
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port range")
+
+
+def make_run(topo: str, target: str, rundir: Path) -> dict[str, Any]:
+    """One ``topo.run``; its experiment.json (raises when it failed or overran)."""
+    base = _free_base(8)
+    argv = [sys.executable, "-m", "topo.run", "--topo", topo, "--target", target, "--no-cli",
+            "--name-prefix", PREFIX, "--grpc-port", str(base), "--thrift-port", str(base + 4),
+            "--rundir", str(rundir)]
+    proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # topo.run takes its network down on SIGTERM
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        raise RuntimeError(f"{topo} on {target}: no result within {RUN_TIMEOUT_S:g} s") from None
+    result = rundir / "results" / "experiment.json"
+    if not result.is_file():
+        raise RuntimeError(f"{topo} on {target}: exit {proc.returncode}: {out.strip()[-300:]}")
+    return json.loads(result.read_text())
+
+
+def summarize(data: dict[str, Any]) -> dict[str, float]:
+    """Times (ms), ratio, retransmissions, exactness and switch CPU of one experiment.json."""
+    runs = {r["algorithm"]: r for r in data["runs"]}
+    inn, ring = runs["innetwork"], runs["ring"]
+    inn_s = max(r["seconds"] for r in inn["ranks"])
+    ring_s = max(r["seconds"] for r in ring["ranks"])
+    cpu = max(list(inn["switch_cpu"].values()) + list(ring["switch_cpu"].values()), default=0.0)
+    return {
+        "innetwork_ms": inn_s * 1e3,
+        "ring_ms": ring_s * 1e3,
+        "ratio": ring_s / inn_s if inn_s > 0 else float("nan"),
+        "retx": float(sum(r["retransmissions"] for r in inn["ranks"])),
+        "lost": float(sum(r.get("naks", 0) + max(0, r.get("timeouts", 0)
+                                                  - r.get("spurious_timeouts", 0))
+                          for r in inn["ranks"])),
+        "exact": 1.0 if data["exact"] else 0.0,
+        "cpu": cpu * 100,
+    }
+
+
+METRICS = (  # key, metric, unit, format of one run in the notes
+    ("innetwork_ms", "in-network time", "ms", "{:.0f}"),
+    ("ring_ms", "ring time", "ms", "{:.0f}"),
+    ("ratio", "ring / in-network", "x", "{:.2f}"),
+    ("retx", "in-network retransmissions", "pkt", "{:.0f}"),
+    ("lost", "in-network losses seen", "NAKs + real timeouts", "{:.0f}"),
+    ("exact", "runs exact", "share", "{:.0f}"),
+    ("cpu", "busiest switch CPU", "% of a core", "{:.0f}"),
+)
+
+
+def rows(results: dict[tuple[str, str], list[dict[str, float]]]) -> list[dict[str, Any]]:
+    """One row per (topology, target, metric): the mean, each run in the notes."""
+    out = []
+    for (topo, target), runs in results.items():
+        for key, metric, unit, fmt in METRICS:
+            values = [r[key] for r in runs]
+            out.append({
+                "name": f"make run {topo} on {target}", "metric": metric,
+                "value": statistics.fmean(values), "unit": unit,
+                "notes": (f"runs: {', '.join(fmt.format(v) for v in values)}; 65536 float32 x 4 "
+                          "workers, E 64, 3 Mbit/s, no loss; shared 2-core machine"),
+            })
+    return out
+
+
+def run() -> list[dict[str, Any]]:
+    """All rows (see the module docstring)."""
+    if os.geteuid() != 0:
+        raise BenchSkipped("needs root (Mininet)")
+    missing = [b for b in ("simple_switch_grpc", "p4c", "simple_switch_CLI") if not shutil.which(b)]
+    if missing:
+        raise BenchSkipped(f"BMv2 toolchain not installed ({', '.join(missing)} not on PATH)")
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-targets-") as tmp:
+        for rep in range(REPEATS):
+            for topo in TOPOLOGIES:
+                for target in TARGETS:
+                    rundir = Path(tmp) / f"{topo}-{target}-{rep}-{time.monotonic_ns()}"
+                    data = make_run(topo, target, rundir)
+                    results.setdefault((topo, target), []).append(summarize(data))
+    return rows(results)

@@ -1,0 +1,105 @@
+"""The simulator's view of a topology file (``topo/files/*.yaml``, docs/topology.md).
+
+The same file that ``make run topo=FILE`` emulates is simulated at any scale by changing its
+parameters (``python -m sim run --topo spineleaf --param leaves=32 --param hosts=16``).
+
+The simulator's network (:class:`~sim.fabric.Fabric`, built by ``collective_engine.cc``) is a
+two-tier spine-leaf with uniform leaves, so a file maps onto it as follows:
+
+* leaves = the file's leaf switches, hosts_per_leaf = worker hosts per leaf, gpus_per_host =
+  their GPUs, host_bps = the host links' rate, link_delay_s = their delay (all must agree:
+  the fabric is uniform, so a file whose leaves differ is refused, naming what differs);
+* two tiers (leaves and spines, every leaf cabled once to every spine): spines and
+  fabric_bps as in the file, exactly;
+* more tiers (aggregation, core: a fat-tree): **approximated** by a spine-leaf with one
+  spine per leaf uplink at the uplinks' rate. That keeps each leaf's uplink capacity and, for
+  a full-bisection fat-tree, the bisection; it leaves out the extra hops (a cross-pod path
+  crosses 5 switches, not 3), so latency-bound results are optimistic. The returned notes
+  say so.
+
+Data-server hosts (``role: data``) are left out: they run no workers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sim.fabric import Fabric, emulated
+from topo.topofile import TopologySpec, load_spec, resolve
+
+_DELAY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(us|ms|s)$")
+_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+class TopologyFileMismatch(ValueError):
+    """A topology file the simulator's uniform spine-leaf cannot stand for."""
+
+
+def _delay_s(text: str | None) -> float:
+    if not text:
+        return 0.0
+    m = _DELAY.match(text)
+    return float(m.group(1)) * _UNIT[m.group(2)] if m else 0.0
+
+
+def _one(values: set[Any], what: str, source: str) -> Any:
+    if len(values) != 1:
+        shown = ", ".join(sorted(str(v) for v in values))
+        raise TopologyFileMismatch(f"{source}: the simulator needs one {what} for the whole "
+                                   f"fabric, the file has {shown}")
+    return next(iter(values))
+
+
+def fabric_from_spec(spec: TopologySpec, **changes: Any) -> tuple[Fabric, list[str]]:
+    """The :class:`Fabric` standing for ``spec`` and notes on what was approximated;
+    ``changes`` override Fabric fields afterwards (e.g. ``switch_delay_s``)."""
+    src = spec.source
+    roles = {s.name: s.role for s in spec.switches}
+    leaves = [s.name for s in spec.switches if s.role == "leaf"]
+    workers = [h for h in spec.hosts if h.role == "worker"]
+    if not workers:
+        raise TopologyFileMismatch(f"{src}: no worker hosts to simulate")
+    per_leaf = {leaf: sum(1 for h in workers if h.switch == leaf) for leaf in leaves}
+    used = [leaf for leaf in leaves if per_leaf[leaf]]
+    hosts_per_leaf = _one({per_leaf[leaf] for leaf in used}, "number of worker hosts per leaf",
+                          src)
+    gpus = _one({h.gpus for h in workers}, "number of GPUs per host", src)
+    host_bw = _one({h.link.bw for h in workers}, "host link rate", src)
+    delay = _one({_delay_s(h.link.delay) for h in workers} | {_delay_s(ln.shape.delay)
+                                                              for ln in spec.links},
+                 "link delay", src)
+    notes: list[str] = []
+    uplinks = {leaf: [ln for ln in spec.links if leaf in (ln.a, ln.b)] for leaf in used}
+    fabric_bw = None
+    spines = 1
+    if len(used) > 1:
+        rates = {ln.shape.bw for links in uplinks.values() for ln in links}
+        fabric_bw = _one(rates, "switch link rate", src)
+        spines = _one({len(links) for links in uplinks.values()}, "number of uplinks per leaf",
+                      src)
+        tops = {s for links in uplinks.values() for ln in links for s in (ln.a, ln.b)
+                if s not in used}
+        two_tier = all(roles.get(s) == "spine" for s in tops) and all(
+            {(ln.b if ln.a == leaf else ln.a) for ln in links} == tops
+            for leaf, links in uplinks.items())
+        if not two_tier:
+            notes.append(
+                f"{src}: {len(spec.switches)} switches in more than two tiers, simulated as a "
+                f"spine-leaf with {spines} spine(s) per leaf at the uplinks' rate: uplink "
+                "capacity kept, the extra switch hops of longer paths left out")
+    if host_bw is None:
+        raise TopologyFileMismatch(f"{src}: unshaped host links (bw null): the simulator needs "
+                                   "a rate")
+    fabric = emulated(host_bw).replace(
+        spines=spines, leaves=len(used), hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus,
+        fabric_bps=fabric_bw * 1e6 if fabric_bw is not None else None, link_delay_s=delay)
+    return fabric.replace(**changes), notes
+
+
+def fabric_from_file(name_or_path: str | Path, params: Mapping[str, Any] | None = None,
+                     **changes: Any) -> tuple[Fabric, list[str]]:
+    """:func:`fabric_from_spec` of a shipped topology's name or a file path with ``params``."""
+    return fabric_from_spec(load_spec(resolve(name_or_path), params), **changes)

@@ -1,0 +1,515 @@
+"""The same illegal P4Runtime requests for any server, with the status codes expected from
+the specification, from this switch and from BMv2's ``simple_switch_grpc`` (used by
+tests/test_p4runtime_bmv2_codes.py; docs/conformance.md shows the table).
+
+Requests name P4 objects of tests/p4/p4rt_codes.p4 by name and are resolved against the
+P4Info each server was given, so p4c's ids and ours need not agree. ``spec`` is "-" where
+the specification leaves the code open; ``ours`` then follows BMv2 unless the note says
+why not. Run ``python -m tests.p4runtime_illegal`` for the Markdown table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.rpc import status_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+Update = p4runtime_pb2.Update
+FwdReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
+ELECTION = (0, 1)
+BAD_TABLE = 0x0200FFFF
+BAD_ACTION = 0x0100FFFF
+
+
+class Ids:
+    """Names of tests/p4/p4rt_codes.p4 -> ids in one server's P4Info."""
+
+    def __init__(self, p4info: p4info_pb2.P4Info) -> None:
+        self.p4info = p4info
+        self._by_name: dict[str, int] = {}
+        for kind in ("tables", "actions", "counters", "meters", "registers", "digests",
+                     "action_profiles", "direct_counters"):
+            for obj in getattr(p4info, kind):
+                self._by_name[obj.preamble.name.split(".")[-1]] = obj.preamble.id
+
+    def __getitem__(self, name: str) -> int:
+        return self._by_name[name]
+
+    def field(self, table: str, name: str) -> int:
+        t = next(t for t in self.p4info.tables if t.preamble.id == self[table])
+        return next(f.id for f in t.match_fields if f.name.endswith(name))
+
+
+# ------------------------------------------------------------------ request builders
+
+
+def exact_entry(ids: Ids, ethertype: bytes = b"\x08\x00", port: bytes = b"\x01",
+                action: str = "set_port", params: tuple[bytes, ...] = (b"\x02",)) -> Update:
+    u = Update(type=Update.INSERT)
+    te = u.entity.table_entry
+    te.table_id = ids["t_exact"]
+    if ethertype is not None:
+        te.match.add(field_id=1).exact.value = ethertype
+    if port is not None:
+        te.match.add(field_id=2).exact.value = port
+    te.action.action.action_id = ids[action] if action else BAD_ACTION
+    for i, p in enumerate(params, 1):
+        te.action.action.params.add(param_id=i, value=p)
+    return u
+
+
+def with_type(u: Update, utype: int) -> Update:
+    u.type = utype
+    return u
+
+
+def edit(u: Update, fn: Callable[[Any], Any]) -> Update:
+    fn(u.entity.table_entry)
+    return u
+
+
+def lpm_entry(ids: Ids, value: bytes, plen: int) -> Update:
+    u = Update(type=Update.INSERT)
+    te = u.entity.table_entry
+    te.table_id = ids["t_lpm"]
+    te.match.add(field_id=1, lpm=p4runtime_pb2.FieldMatch.LPM(value=value, prefix_len=plen))
+    te.action.action.action_id = ids["drop"]
+    return u
+
+
+def acl_entry(ids: Ids, priority: int = 10, value: bytes = b"\x02", mask: bytes = b"\xff",
+              low: bytes | None = None, high: bytes | None = None) -> Update:
+    u = Update(type=Update.INSERT)
+    te = u.entity.table_entry
+    te.table_id = ids["t_acl"]
+    te.priority = priority
+    te.match.add(field_id=1, ternary=p4runtime_pb2.FieldMatch.Ternary(value=value, mask=mask))
+    if low is not None:
+        te.match.add(field_id=2, range=p4runtime_pb2.FieldMatch.Range(low=low, high=high))
+    te.action.action.action_id = ids["acl_drop"]
+    return u
+
+
+def default_entry(ids: Ids, table: str, action: str) -> Update:
+    u = Update(type=Update.MODIFY)
+    te = u.entity.table_entry
+    te.table_id = ids[table]
+    te.is_default_action = True
+    te.action.action.action_id = ids[action]
+    return u
+
+
+def member(ids: Ids, mid: int = 1, port: bytes = b"\x01", profile: int | None = None) -> Update:
+    u = Update(type=Update.INSERT)
+    m = u.entity.action_profile_member
+    m.action_profile_id = ids["sel"] if profile is None else profile
+    m.member_id = mid
+    m.action.action_id = ids["set_port"]
+    m.action.params.add(param_id=1, value=port)
+    return u
+
+
+def group(ids: Ids, gid: int, members: tuple[int, ...]) -> Update:
+    u = Update(type=Update.INSERT)
+    g = u.entity.action_profile_group
+    g.action_profile_id = ids["sel"]
+    g.group_id = gid
+    g.max_size = 8
+    for m in members:
+        g.members.add(member_id=m, weight=1)
+    return u
+
+
+def indirect_entry(ids: Ids, port: bytes, member_id: int) -> Update:
+    u = Update(type=Update.INSERT)
+    te = u.entity.table_entry
+    te.table_id = ids["t_indirect"]
+    te.match.add(field_id=1).exact.value = port
+    te.action.action_profile_member_id = member_id
+    return u
+
+
+def counter(ids: Ids, index: int, utype: int = Update.MODIFY, cid: int | None = None) -> Update:
+    u = Update(type=utype)
+    c = u.entity.counter_entry
+    c.counter_id = ids["ctr"] if cid is None else cid
+    c.index.index = index
+    c.data.packet_count = 1
+    return u
+
+
+def meter(ids: Ids, index: int, cir: int = 100, mid: int | None = None) -> Update:
+    u = Update(type=Update.MODIFY)
+    m = u.entity.meter_entry
+    m.meter_id = ids["mtr"] if mid is None else mid
+    m.index.index = index
+    m.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=cir, cburst=10, pir=max(cir, 200), pburst=10))
+    return u
+
+
+def register(ids: Ids, index: int) -> Update:
+    u = Update(type=Update.MODIFY)
+    r = u.entity.register_entry
+    r.register_id = ids["reg"]
+    r.index.index = index
+    r.data.bitstring = b"\x01"
+    return u
+
+
+def mcast(gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),), utype: int = Update.INSERT) -> Update:
+    u = Update(type=utype)
+    g = u.entity.packet_replication_engine_entry.multicast_group_entry
+    g.multicast_group_id = gid
+    for port, inst in replicas:
+        g.replicas.add(egress_port=port, instance=inst)
+    return u
+
+
+def clone(sid: int) -> Update:
+    u = Update(type=Update.INSERT)
+    c = u.entity.packet_replication_engine_entry.clone_session_entry
+    c.session_id = sid
+    c.replicas.add(egress_port=1, instance=0)
+    return u
+
+
+def digest(did: int) -> Update:
+    u = Update(type=Update.INSERT)
+    u.entity.digest_entry.digest_id = did
+    u.entity.digest_entry.config.max_list_size = 1
+    return u
+
+
+def direct_counter(ids: Ids, src: bytes) -> Update:
+    u = Update(type=Update.MODIFY)
+    d = u.entity.direct_counter_entry
+    d.table_entry.table_id = ids["t_acl"]
+    d.table_entry.priority = 10
+    d.table_entry.match.add(field_id=1, ternary=p4runtime_pb2.FieldMatch.Ternary(value=src, mask=b"\xff"))
+    d.data.packet_count = 5
+    return u
+
+
+def setup_updates(ids: Ids) -> list[Update]:
+    """State the cases rely on: one t_exact entry, one member, one multicast group, one
+    t_acl entry, digest configured."""
+    return [exact_entry(ids), member(ids, 1), mcast(1), acl_entry(ids), digest(ids["learn_t"])]
+
+
+# --------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One illegal request; ``kind`` is write (one update), write_rpc, read, set or get."""
+
+    name: str
+    kind: str
+    build: Callable[[Ids], Any]
+    spec: str
+    ours: str
+    bmv2: str
+    note: str = ""
+
+
+def _write_req(ids: Ids, **kw: Any) -> p4runtime_pb2.WriteRequest:
+    """A WriteRequest from the primary unless ``kw`` says otherwise."""
+    kw.setdefault("election_id", p4runtime_pb2.Uint128(high=ELECTION[0], low=ELECTION[1]))
+    return p4runtime_pb2.WriteRequest(**kw)
+
+
+def _read(entity: dict[str, Any], device_id: int = 0) -> Callable[[Ids], Any]:
+    def build(ids: Ids) -> p4runtime_pb2.ReadRequest:
+        req = p4runtime_pb2.ReadRequest(device_id=device_id)
+        ent = req.entities.add()
+        for kind, fields in entity.items():
+            sub = getattr(ent, kind)
+            sub.SetInParent()
+            for k, v in fields.items():
+                v = ids[v] if isinstance(v, str) else v
+                if k == "index":
+                    sub.index.index = v
+                else:
+                    setattr(sub, k, v)
+        return req
+    return build
+
+
+IA, NF, OK, OOR, PD, AE, UN, UK, FP = (
+    "INVALID_ARGUMENT", "NOT_FOUND", "OK", "OUT_OF_RANGE", "PERMISSION_DENIED",
+    "ALREADY_EXISTS", "UNIMPLEMENTED", "UNKNOWN", "FAILED_PRECONDITION",
+)
+
+CASES: list[Case] = [
+    # ---- the Write RPC itself
+    Case("write: unknown device id", "write_rpc",
+         lambda ids: (_write_req(ids, device_id=7), [exact_entry(ids, port=b"\x05")]),
+         NF, NF, PD, "BMv2 makes a new empty device for any id; its check then fails on arbitration"),
+    Case("write: election id of a backup", "write_rpc",
+         lambda ids: (_write_req(ids, election_id=p4runtime_pb2.Uint128(low=0)), [exact_entry(ids, port=b"\x05")]),
+         PD, PD, PD),
+    Case("write: ROLLBACK_ON_ERROR atomicity", "write_rpc",
+         lambda ids: (_write_req(ids, atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR),
+                      [exact_entry(ids, port=b"\x05")]),
+         "-", UN, UN),
+    Case("write: unknown role", "write_rpc",
+         lambda ids: (_write_req(ids, role="nosuchrole"), [exact_entry(ids, port=b"\x05")]),
+         NF, NF, OK, "BMv2's server has no roles: it ignores the field and applies the write"),
+    # ---- table entries
+    Case("table: unknown table id", "write",
+         lambda ids: edit(exact_entry(ids), lambda te: setattr(te, "table_id", BAD_TABLE)), "-", IA, IA),
+    Case("table: unknown action id", "write", lambda ids: exact_entry(ids, b"\x08\x06", action=""), "-", IA, IA),
+    Case("table: action not in the table", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", action="acl_drop", params=()), IA, IA, IA),
+    Case("table: @defaultonly action in an entry", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", action="only_default", params=()), PD, PD, PD),
+    Case("table: @tableonly action as default", "write",
+         lambda ids: default_entry(ids, "t_exact", "only_in_table"), PD, PD, PD),
+    Case("table: exact value wider than the field", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", port=b"\x02\x00"), IA, IA, IA,
+         "the match-format rules say INVALID_ARGUMENT (the generic bytestring rule OUT_OF_RANGE)"),
+    Case("table: exact value empty", "write", lambda ids: exact_entry(ids, b"", port=b"\x07"), IA, IA, OK,
+         "BMv2 pads the empty string to zero; the specification always rejects it"),
+    Case("table: exact value with leading zero bytes", "write",
+         lambda ids: exact_entry(ids, b"\x00\x00\x08\x07", port=b"\x01"), OK, OK, OK),
+    Case("table: missing exact field", "write", lambda ids: exact_entry(ids, b"\x08\x06", port=None), IA, IA, IA),
+    Case("table: unknown match field id", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: setattr(te.match[1], "field_id", 9)), IA, IA, IA),
+    Case("table: match field given twice", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: te.match.add().CopyFrom(te.match[1])), IA, IA, IA),
+    Case("table: ternary match on an exact field", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x06", port=None), lambda te: te.match.add(
+             field_id=2, ternary=p4runtime_pb2.FieldMatch.Ternary(value=b"\x01", mask=b"\x01"))), IA, IA, IA),
+    Case("table: action parameter too wide", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", params=(b"\x02\x00",)), IA, IA, IA),
+    Case("table: action parameter missing", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", action="set_both", params=(b"\x01",)), IA, IA, IA),
+    Case("table: unknown action parameter id", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", params=(b"\x01", b"\x02")), IA, IA, IA),
+    Case("table: action parameter empty", "write",
+         lambda ids: exact_entry(ids, b"\x08\x08", params=(b"",)), IA, IA, OK,
+         "BMv2 pads the empty string to zero; the specification always rejects it"),
+    Case("table: entry without an action", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: te.ClearField("action")), IA, IA, IA),
+    Case("table: priority on an exact table", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: setattr(te, "priority", 5)), IA, IA, IA),
+    Case("table: ternary table without priority", "write", lambda ids: acl_entry(ids, priority=0), IA, IA, IA),
+    Case("table: ternary value outside the mask", "write",
+         lambda ids: acl_entry(ids, value=b"\x03", mask=b"\x01"), IA, IA, IA),
+    Case("table: ternary mask zero (don't care)", "write",
+         lambda ids: acl_entry(ids, value=b"\x00", mask=b"\x00"), IA, IA, IA),
+    Case("table: range low above high", "write",
+         lambda ids: acl_entry(ids, value=b"\x04", low=b"\x09", high=b"\x01"), IA, IA, IA),
+    Case("table: LPM prefix longer than the field", "write", lambda ids: lpm_entry(ids, b"\x0a", 49), IA, IA, IA),
+    Case("table: LPM bits beyond the prefix", "write",
+         lambda ids: lpm_entry(ids, b"\x0a\x00\x00\x00\x00\x01", 8), IA, IA, IA),
+    Case("table: duplicate entry", "write", lambda ids: exact_entry(ids), AE, AE, AE),
+    Case("table: modify a missing entry", "write",
+         lambda ids: with_type(exact_entry(ids, b"\x08\x99"), Update.MODIFY), NF, NF, NF),
+    Case("table: delete a missing entry", "write",
+         lambda ids: with_type(exact_entry(ids, b"\x08\x99"), Update.DELETE), NF, NF, NF),
+    Case("table: update type UNSPECIFIED", "write",
+         lambda ids: with_type(exact_entry(ids, b"\x08\x06"), Update.UNSPECIFIED), "-", IA, IA),
+    Case("table: is_const set in a write", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x0a"), lambda te: setattr(te, "is_const", True)), IA, IA, OK,
+         "BMv2 ignores the flag and inserts the entry"),
+    Case("table: INSERT of the default entry", "write",
+         lambda ids: with_type(default_entry(ids, "t_exact", "drop"), Update.INSERT), IA, IA, IA),
+    Case("table: default entry with a match", "write",
+         lambda ids: edit(default_entry(ids, "t_exact", "drop"), lambda te: te.match.add(
+             field_id=2).exact.__setattr__("value", b"\x01")), IA, IA, IA),
+    Case("table: change a const default action", "write",
+         lambda ids: default_entry(ids, "t_const_default", "drop"), PD, PD, PD),
+    Case("table: INSERT into a keyless table", "write",
+         lambda ids: _keyless_insert(ids), IA, IA, UK,
+         "BMv2 does not check for a match key; its target then fails (UNKNOWN)"),
+    Case("table: time_since_last_hit in a write", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x0b"), lambda te: te.time_since_last_hit.SetInParent()),
+         "-", IA, IA),
+    Case("table: direct action in an indirect table", "write",
+         lambda ids: edit(indirect_entry(ids, b"\x01", 1), lambda te: te.action.action.__setattr__(
+             "action_id", ids["drop"])), IA, IA, IA),
+    Case("table: member id in a direct table", "write",
+         lambda ids: edit(exact_entry(ids, b"\x08\x0c"), lambda te: setattr(
+             te.action, "action_profile_member_id", 1)), IA, IA, IA),
+    Case("table: missing member in an indirect entry", "write",
+         lambda ids: indirect_entry(ids, b"\x02", 99), NF, NF, IA,
+         "the specification prescribes NOT_FOUND for a member that was not inserted"),
+    # ---- action profiles
+    Case("profile: unknown action profile id", "write", lambda ids: member(ids, 2, profile=0x1100FFFF), "-", IA, IA),
+    Case("profile: duplicate member", "write", lambda ids: member(ids, 1), AE, AE, AE),
+    Case("profile: delete a missing member", "write",
+         lambda ids: with_type(member(ids, 77), Update.DELETE), NF, NF, NF),
+    Case("profile: group with a missing member", "write", lambda ids: group(ids, 1, (55,)), NF, NF, NF),
+    # ---- counters, meters, registers
+    Case("counter: unknown counter id", "write", lambda ids: counter(ids, 0, cid=0x1200FFFF), "-", IA, IA),
+    Case("counter: index past the end", "write", lambda ids: counter(ids, 8), OOR, OOR, UK,
+         "BMv2 reports its target's failure as UNKNOWN"),
+    Case("counter: negative index", "write", lambda ids: counter(ids, -1), IA, IA, IA),
+    Case("counter: INSERT", "write", lambda ids: counter(ids, 0, Update.INSERT), IA, IA, IA),
+    Case("direct counter: no such entry", "write", lambda ids: direct_counter(ids, b"\x09"), NF, NF, IA,
+         "the specification prescribes NOT_FOUND; BMv2 cannot map the entry and says INVALID_ARGUMENT"),
+    Case("meter: unknown meter id", "write", lambda ids: meter(ids, 0, mid=0x1500FFFF), "-", IA, IA),
+    Case("meter: index past the end", "write", lambda ids: meter(ids, 4), OOR, OOR, UK,
+         "BMv2 reports its target's failure as UNKNOWN"),
+    Case("meter: negative rate", "write", lambda ids: meter(ids, 0, cir=-5), IA, IA, IA),
+    Case("register: index past the end", "write", lambda ids: register(ids, 8), OOR, OOR, UN,
+         "BMv2's P4Runtime server does not implement register writes at all"),
+    # ---- packet replication engine, digests
+    Case("multicast: group id 0", "write", lambda ids: mcast(0), IA, IA, IA),
+    Case("multicast: duplicate group", "write", lambda ids: mcast(1), AE, AE, AE),
+    Case("multicast: modify a missing group", "write", lambda ids: mcast(9, utype=Update.MODIFY), NF, NF, NF),
+    Case("multicast: duplicate replica", "write", lambda ids: mcast(2, ((1, 0), (1, 0))), "-", IA, IA),
+    Case("clone session: id 0", "write", lambda ids: clone(0), IA, IA, IA),
+    Case("digest: unknown digest id", "write", lambda ids: digest(0x1800FFFF), "-", NF, NF),
+    Case("digest: configured twice", "write", lambda ids: digest(ids["learn_t"]), AE, AE, AE),
+    Case("write: empty entity", "write", lambda ids: Update(type=Update.INSERT), IA, IA, UK,
+         "a malformed entity is INVALID_ARGUMENT (Write section); BMv2 says UNKNOWN"),
+    # ---- Read
+    Case("read: unknown device id", "read", _read({"table_entry": {}}, device_id=7), NF, NF, FP,
+         "BMv2 makes a new device without a pipeline for any id"),
+    Case("read: unknown table id", "read", _read({"table_entry": {"table_id": BAD_TABLE}}), "-", IA, IA),
+    Case("read: unknown counter id", "read", _read({"counter_entry": {"counter_id": 0x1200FFFF}}), "-", IA, IA),
+    Case("read: unknown meter id", "read", _read({"meter_entry": {"meter_id": 0x1500FFFF}}), "-", IA, IA),
+    Case("read: unknown action profile id", "read",
+         _read({"action_profile_member": {"action_profile_id": 0x1100FFFF}}), "-", IA, IA),
+    Case("read: counter index past the end", "read", _read({"counter_entry": {"counter_id": "ctr", "index": 8}}),
+         "-", OOR, UK, "as for writes, where the specification says OUT_OF_RANGE"),
+    Case("read: negative counter index", "read", _read({"counter_entry": {"counter_id": "ctr", "index": -1}}),
+         "-", IA, IA),
+    # ---- GetForwardingPipelineConfig
+    Case("get config: unknown device id", "get", lambda ids: GetReq(device_id=7), NF, NF, FP,
+         "BMv2 makes a new device without a pipeline for any id"),
+    Case("get config: unknown response type", "get", lambda ids: GetReq(response_type=9), "-", IA, IA),
+    # ---- SetForwardingPipelineConfig (last: BMv2 may change its pipeline here)
+    Case("set config: unknown device id", "set", lambda ids: _set(ids, FwdReq.VERIFY, device_id=7), NF, NF, PD,
+         "BMv2 makes a new device for any id; no client is primary there"),
+    Case("set config: election id of a backup", "set", lambda ids: _set(ids, FwdReq.VERIFY, election=0), PD, PD, PD),
+    Case("set config: action UNSPECIFIED", "set", lambda ids: _set(ids, FwdReq.UNSPECIFIED), "-", IA, IA),
+    Case("set config: VERIFY without a config", "set", lambda ids: _set(ids, FwdReq.VERIFY, config=False),
+         IA, IA, OK, "BMv2 verifies the empty P4Info and accepts it"),
+    Case("set config: COMMIT with a config", "set", lambda ids: _set(ids, FwdReq.COMMIT), IA, IA, UK,
+         "BMv2 ignores the config, ends a device update never started and fails (UNKNOWN)"),
+    Case("set config: COMMIT with nothing saved", "set", lambda ids: _set(ids, FwdReq.COMMIT, config=False),
+         NF, NF, UK, "BMv2 ends a device update that was never started and fails (UNKNOWN)"),
+]
+
+
+def _keyless_insert(ids: Ids) -> Update:
+    u = Update(type=Update.INSERT)
+    te = u.entity.table_entry
+    te.table_id = ids["t_keyless"]
+    te.action.action.action_id = ids["drop"]
+    return u
+
+
+def _set(ids: Ids, action: int, device_id: int = 0, election: int = 1, config: bool = True) -> FwdReq:
+    req = FwdReq(device_id=device_id, action=action)
+    req.election_id.low = election
+    if config:
+        req.config.p4info.CopyFrom(ids.p4info)
+        req.config.p4_device_config = ids.device_config  # type: ignore[attr-defined]
+    return req
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Target:
+    """A P4Runtime server under test: channel, stub and a primary StreamChannel."""
+
+    def __init__(self, address: str, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
+        import queue
+        import threading
+
+        self.channel = grpc.insecure_channel(address)
+        grpc.channel_ready_future(self.channel).result(timeout=30)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self.ids = Ids(p4info)
+        self.ids.device_config = device_config  # type: ignore[attr-defined]
+        self._out: queue.Queue[Any] = queue.Queue()
+        self._in: queue.Queue[Any] = queue.Queue()
+        stream = self.stub.StreamChannel(iter(self._out.get, None))
+
+        def pump() -> None:
+            try:
+                for msg in stream:
+                    self._in.put(msg)
+            except grpc.RpcError as err:
+                self._in.put(err)
+
+        threading.Thread(target=pump, daemon=True).start()
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = 0
+        req.arbitration.election_id.high, req.arbitration.election_id.low = ELECTION
+        self._out.put(req)
+        answer = self._in.get(timeout=30)
+        if isinstance(answer, grpc.RpcError) or answer.arbitration.status.code != 0:
+            raise RuntimeError(f"arbitration failed: {answer}")
+
+    def push_pipeline(self) -> None:
+        self.stub.SetForwardingPipelineConfig(_set(self.ids, FwdReq.VERIFY_AND_COMMIT), timeout=60)
+
+    def write(self, updates: list[Update], req: p4runtime_pb2.WriteRequest | None = None) -> None:
+        req = req or _write_req(self.ids)
+        req.updates.extend(updates)
+        self.stub.Write(req, timeout=30)
+
+    def code(self, case: Case) -> str:
+        """The status code name this server answers ``case`` with (the update's own code
+        for a one-update Write, as both servers report it in the error details)."""
+        built = case.build(self.ids)
+        try:
+            if case.kind == "write":
+                self.write([built])
+            elif case.kind == "write_rpc":
+                req, updates = built
+                self.write(updates, req)
+            elif case.kind == "read":
+                for _ in self.stub.Read(built, timeout=30):
+                    pass
+            elif case.kind == "get":
+                self.stub.GetForwardingPipelineConfig(built, timeout=30)
+            else:
+                self.stub.SetForwardingPipelineConfig(built, timeout=60)
+        except grpc.RpcError as err:
+            return update_code(err) if case.kind == "write" else err.code().name
+        return "OK"
+
+    def close(self) -> None:
+        self._out.put(None)
+        self.channel.close()
+
+
+def update_code(err: grpc.RpcError) -> str:
+    """The code of the single update in a failed Write (the RPC code if no details)."""
+    for key, value in err.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                e = p4runtime_pb2.Error()
+                detail.Unpack(e)
+                if e.canonical_code:
+                    return next(c.name for c in grpc.StatusCode if c.value[0] == e.canonical_code)
+    return err.code().name
+
+
+def markdown_table() -> str:
+    """The side-by-side table for docs/conformance.md."""
+    lines = ["| # | Request | Specification | This switch | BMv2 | Why they differ |",
+             "|---|---|---|---|---|---|"]
+    for i, c in enumerate(CASES, 1):
+        spec = c.spec if c.spec != "-" else "(open)"
+        why = c.note if c.ours != c.bmv2 or c.note else ""
+        lines.append(f"| {i} | {c.name} | {spec} | {c.ours} | {c.bmv2} | {why} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,122 @@
+"""Differential tests: built-in target vs BMv2 (simple_switch_grpc) on the same frames.
+
+The BMv2 half runs where p4c, simple_switch_grpc and simple_switch_CLI are installed and
+the tests run as root (network namespaces); the harness itself (tests/difftest.py) is
+checked everywhere: the cases it derives from STF files reproduce what the STF files
+expect, and the comparison reports what differs. Known differences, with their cause,
+are listed in docs/conformance.md ("Differential testing against BMv2") and in KNOWN.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from softswitch import stf as stf_mod
+from tests import difftest as dt
+
+P4 = Path(__file__).parent / "p4"
+STF_PROGRAMS = sorted(p.stem for p in P4.glob("*.stf") if (P4 / f"{p.stem}.p4").exists())
+# case name -> why the targets legitimately differ (docs/conformance.md)
+KNOWN: dict[str, str] = {}
+
+needs_bmv2 = pytest.mark.skipif(dt.bmv2_available() is not None, reason=str(dt.bmv2_available()))
+
+
+def _expectations(stf: Path) -> dict[int, list[tuple[str, bool]]]:
+    out: dict[int, list[tuple[str, bool]]] = {}
+    for line in stf_mod.parse_stf(stf.read_text(), str(stf)):
+        cmd = line.command
+        if isinstance(cmd, stf_mod.Expect) and cmd.pattern is not None:
+            out.setdefault(cmd.port, []).append((cmd.pattern, cmd.exact_length))
+    return out
+
+
+@pytest.mark.parametrize("name", STF_PROGRAMS)
+def test_case_from_stf_reproduces_the_stf_expectations(name: str) -> None:
+    """The steps derived from an STF file (control-plane commands as P4Runtime updates
+    through the server's write path) make the built-in target emit what the file expects."""
+    case = dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf", min_frame=0)
+    assert any(s.kind == "packet" for s in case.steps)
+    outcome = dt.BuiltinTarget(case.program).run(case)
+    for port, expected in _expectations(P4 / f"{name}.stf").items():
+        got = outcome.outputs.get(port, [])
+        assert len(got) >= len(expected), f"port {port}: {len(got)} frames, {len(expected)} expected"
+        for (pattern, exact), frame in zip(expected, got, strict=False):
+            assert stf_mod.compare_packet(pattern, exact, frame) is None
+
+
+def test_random_and_netreduce_cases_are_seeded() -> None:
+    prog, stf = P4 / "ipv4_forward.p4", P4 / "ipv4_forward.stf"
+    a, b = dt.random_case(prog, 5, 30, stf), dt.random_case(prog, 5, 30, stf)
+    assert [s.frame for s in a.steps] == [s.frame for s in b.steps]
+    assert [s.frame for s in a.steps] != [s.frame for s in dt.random_case(prog, 6, 30, stf).steps]
+    job = dt.netreduce_case(1)
+    frames = [s for s in job.steps if s.kind == "packet"]
+    assert len(frames) > 36  # 3 workers x 12 messages, plus retransmissions/duplicates
+    assert job.steps[0].kind == "updates" and job.steps[0].updates
+
+
+def test_compare_reports_each_kind_of_difference() -> None:
+    a = dt.Outcome({1: [b"x", b"y"], 2: [b"z"]}, {"c": [(1, 10)]}, {"r": [0, 5]})
+    assert dt.compare(a, a) == []
+    b = dt.Outcome({1: [b"y", b"x"], 3: [b"z"]}, {"c": [(2, 20)]}, {"r": [0, 6]})
+    diffs = dt.compare(a, b)
+    assert "port 1: same 2 frames in a different order" in diffs
+    assert any(d.startswith("port 2 frame 0: built-in 7a vs BMv2 (none)") for d in diffs)
+    assert "counter c differs first at index 0: (1, 10) vs (2, 20)" in diffs
+    assert "register r differs first at index 1: 5 vs 6" in diffs
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root (network namespaces)"
+)
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.parametrize("name", ["counters_registers", "multicast_clone", "parser_errors"])
+def test_harness_finds_no_difference_with_the_builtin_switch_process(name: str) -> None:
+    """The switch process is the in-process pipeline behind P4Runtime and veths: any
+    difference would be the harness's own (set-up, capture, id mapping, read-back)."""
+    case = dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf")
+    assert dt.differential(case, "softswitch") == []
+
+
+@needs_root
+@pytest.mark.root
+def test_harness_on_netreduce_and_random_frames_with_the_builtin_switch_process() -> None:
+    assert dt.differential(dt.netreduce_case(1), "softswitch") == []
+    prog, stf = P4 / "counters_registers.p4", P4 / "counters_registers.stf"
+    assert dt.differential(dt.random_case(prog, 2, 40, stf), "softswitch") == []
+
+
+def _check(case: dt.Case) -> None:
+    diffs = dt.differential(case)
+    if case.name in KNOWN:
+        assert diffs, f"{case.name} no longer differs: drop it from KNOWN ({KNOWN[case.name]})"
+        return
+    assert not diffs, "\n".join(diffs)
+
+
+@needs_bmv2
+@pytest.mark.root
+@pytest.mark.parametrize("name", STF_PROGRAMS)
+def test_stf_program_same_on_bmv2(name: str) -> None:
+    _check(dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf"))
+
+
+@needs_bmv2
+@pytest.mark.root
+@pytest.mark.parametrize("name", STF_PROGRAMS)
+def test_random_frames_same_on_bmv2(name: str) -> None:
+    _check(dt.random_case(P4 / f"{name}.p4", 1, 60, P4 / f"{name}.stf"))
+
+
+@needs_bmv2
+@pytest.mark.root
+@pytest.mark.parametrize("seed", [1, 2])
+def test_netreduce_job_trace_same_on_bmv2(seed: int) -> None:
+    _check(dt.netreduce_case(seed))
