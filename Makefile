@@ -1,7 +1,7 @@
 # Entry points of the testbed. Every target that runs code first runs `setup`, which is
 # idempotent and fast once done (scripts/setup.sh).
 #
-#   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=64]
+#   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=252]
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]

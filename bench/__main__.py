@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     store = load_store(store_path) if args.only else {}
     update_store(store, results, command, date)
     runs = {name: f"{e['date']}, `{e['command']}`" for name, e in store.items()}
-    report = render_markdown(stored_results(store), machine_info(), command, date, runs)
+    findings_path = REPO_ROOT / "bench" / "findings.md"
+    findings = findings_path.read_text() if findings_path.is_file() else None
+    report = render_markdown(stored_results(store), machine_info(), command, date, runs,
+                             findings)
     if args.no_write:
         print(report, end="")
     else:

@@ -1,4 +1,4 @@
-"""Workloads on the emulated network: in-network vs ring all-reduce, model replays, MSTopK.
+"""Workloads on the emulated network: in-network vs ring all-reduce and model replays.
 
 Network: 2 spines, 2 leaves, 2 hosts per leaf, 2 GPUs per host (P = 8 workers), every link
 shaped to 3 Mbit/s, built-in switches running netreduce.p4 with NR_ELEMS = 64 (256-byte
@@ -16,7 +16,6 @@ Rows:
   leaf-spine link, whose packets carry RETH + tag on every packet, 346 bytes);
 * link utilisation of the in-network run (busiest link and mean over host links), switch
   and machine CPU (a run is only link-bound while the CPUs are not saturated);
-* MSTopK vs exact top-k (``np.argpartition``) on 25M elements at 1 % density: time, recall;
 * replay iteration time of ResNet-50 and BERT-base (shrunk 2000x) per algorithm.
 
 Needs root (Mininet); skipped otherwise. About 1.5 minutes.
@@ -29,13 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bench.harness import BenchSkipped
 
 SIZE = 262144
-TOPK_ELEMENTS = 25_000_000
-TOPK_DENSITY = 0.01
 MODELS = ("resnet50", "bert-base")
 
 
@@ -58,27 +53,6 @@ def _ring_frame_bytes(size: int, workers: int) -> float:
 
 def _row(name: str, metric: str, value: float, unit: str = "", notes: str = "") -> dict[str, Any]:
     return {"name": name, "metric": metric, "value": value, "unit": unit, "notes": notes}
-
-
-def _topk_rows() -> list[dict[str, Any]]:
-    from workloads.mstopk import k_for_density, mstopk, recall, topk_exact
-
-    rng = np.random.default_rng(0)
-    g = rng.standard_normal(TOPK_ELEMENTS, dtype=np.float32)
-    k = k_for_density(g.size, TOPK_DENSITY)
-    t0 = time.perf_counter()
-    exact = topk_exact(g, k)
-    t_exact = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    approx = mstopk(g, k)
-    t_ms = time.perf_counter() - t0
-    note = f"{TOPK_ELEMENTS / 1e6:g}M normal float32, k = {k} (1 %)"
-    return [
-        _row("top-k exact (argpartition)", "time", t_exact * 1e3, "ms", note),
-        _row("MSTopK (20 rounds)", "time", t_ms * 1e3, "ms", note),
-        _row("MSTopK (20 rounds)", "recall vs exact", recall(approx.indices, exact.indices),
-             "", "exactly k selected"),
-    ]
 
 
 def _network_rows(spec: Any) -> list[dict[str, Any]]:
@@ -138,4 +112,4 @@ def run() -> list[dict[str, Any]]:
     spec = MatrixSpec(grpc_base_port=free_grpc_base(4), spines=2, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=3.0, elems=64,
                       credits=4, slots=256, msg_pkts=64, scale=2000.0, replay_iters=2,
                       timeout_s=120.0, name_prefix="bw")
-    return _network_rows(spec) + _topk_rows()
+    return _network_rows(spec)

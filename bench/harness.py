@@ -156,9 +156,11 @@ def render_markdown(
     command: str,
     date: str,
     runs: dict[str, str] | None = None,
+    findings: str | None = None,
 ) -> str:
     """The text of docs/benchmarks.md; ``runs`` (module -> "date, command") is listed when
-    the table mixes modules measured by different runs."""
+    the table mixes modules measured by different runs; ``findings`` (hand-written
+    Markdown, bench/findings.md) follows the table."""
     lines = [
         "# Benchmarks",
         "",
@@ -184,6 +186,8 @@ def render_markdown(
             lines.append("| " + " | ".join(cells) + " |")
     else:
         lines.append("No benchmark produced results.")
+    if findings:
+        lines += ["", findings.strip()]
     not_run = [r for r in results if r.skipped is not None or r.error is not None]
     if not_run:
         lines += ["", "## Not run", ""]

@@ -49,6 +49,35 @@ def test_sampled_search_keeps_k_and_recall(kind: str) -> None:
     assert recall(approx.indices, topk_exact(g, k).indices) >= 0.9
 
 
+@pytest.mark.parametrize("kind", ["normal", "heavy"])
+def test_sampled_path_matches_plain_search(kind: str) -> None:
+    """The default (sampled candidates, then the search on them) and the plain whole-tensor
+    search (sample=0) both keep exactly k, ascending, with recall >= 0.99."""
+    g = np.random.default_rng(11).standard_t(1.5 if kind == "heavy" else 1e9, 2_000_000)
+    g = g.astype(np.float32)
+    k = k_for_density(g.size, 0.01)
+    exact = topk_exact(g, k).indices
+    for sel in (mstopk(g, k), mstopk(g, k, sample=0)):
+        assert sel.indices.size == k and np.all(np.diff(sel.indices) > 0)
+        assert recall(sel.indices, exact) >= 0.99
+
+
+def test_sampled_path_falls_back_without_enough_candidates() -> None:
+    """Large constant input (no threshold separates anything) still selects exactly k."""
+    g = np.full(1_000_000, 0.5, dtype=np.float32)
+    assert mstopk(g, 1000).indices.tolist() == list(range(1000))
+
+
+def test_rejects_nan_and_bad_sample() -> None:
+    """NaN in the gradient and a negative sample size are refused with the reason."""
+    g = np.ones(10, dtype=np.float32)
+    g[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        mstopk(g, 2)
+    with pytest.raises(ValueError, match="sample"):
+        mstopk(np.ones(10, dtype=np.float32), 2, sample=-1)
+
+
 def test_ties_fill_from_band_in_index_order() -> None:
     """With many equal magnitudes the band is filled in index order, keeping exactly k."""
     g = np.array([5, 1, 1, 1, 1, 1, 0, 0], dtype=np.float32)

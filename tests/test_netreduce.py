@@ -20,6 +20,7 @@ from scapy.layers.l2 import ARP, Ether
 from bench.netreduce_job import Worker, make_workers
 from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+from softswitch.errors import P4Error
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
 from workloads.netreduce_headers import (
@@ -564,6 +565,49 @@ def test_elems_64_build_aggregates(tmp_path: Path) -> None:
     out = job.send([(1, b[0])])
     assert len(out[0][1]) == 14 + 20 + 8 + 12 + 16 + 16 + 4 * 64 + 4
     assert sorted(out) == all_results(job, 0, 1, sums(values(0, 64), values(1, 64)), psns)
+
+
+@pytest.fixture(scope="module")
+def pipe256_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """netreduce.p4 with full-MTU packets (NR_ELEMS 256): the whole-payload array path."""
+    wrapper = tmp_path_factory.mktemp("e256") / "nr256.p4"
+    wrapper.write_text(f'#define NR_ELEMS 256\n#include "{P4}"\n')
+    return wrapper
+
+
+def test_elems_256_sums_saturates_and_resends_stored_result(pipe256_program: Path) -> None:
+    """At E = 256 (payload held as one array, summed as one array operation) a two-packet
+    message of three workers sums exactly, saturates with both overflow marks, and a
+    first packet resent after completion gets the stored result on its own connection."""
+    pipe = Pipeline.from_file(str(pipe256_program))
+    n = 256
+    job = Job(pipe, 1, make_workers(3), elems=n)
+    psns = list(job.next_psn)
+    vals = [values(k, 2 * n - 10) for k in range(3)]
+    vals[0][:2] = [INT32_MAX - 5, INT32_MIN + 1]
+    vals[1][:2] = [10, -10]
+    vals[2][:2] = [0, 0]  # the switch saturates in arrival order; keep the order moot
+    msgs = [job.message(k, vals[k]) for k in range(3)]
+    for i in range(2):
+        out = job.send([(k, msgs[k][i]) for k in range(3)])
+        total = sums(*vals)[i * n:(i + 1) * n]
+        total += [0] * (n - len(total))
+        assert sorted(out) == all_results(job, i, 2, total, psns, overflow=i == 0)
+    assert len(out[0][1]) == 14 + 20 + 8 + 12 + 4 * n + 4
+    again = job.send([(2, msgs[2][0])])
+    first = sums(*vals)[:n]
+    assert again == [job.result(2, 0, 2, first, psn=psns[2], overflow=True)]
+    assert counter(pipe, "SwitchIngress.agg.completions", 1) == 2
+
+
+def test_elems_outside_the_supported_sizes_is_a_compile_error(tmp_path: Path) -> None:
+    """NR_ELEMS 250 (not a multiple of 4) and 260 (over 256) stop with the rule, at the
+    #error line of nr_elems.p4."""
+    for bad in (250, 260):
+        wrapper = tmp_path / f"nr{bad}.p4"
+        wrapper.write_text(f'#define NR_ELEMS {bad}\n#include "{P4}"\n')
+        with pytest.raises(P4Error, match=r"nr_elems\.p4:\d+:\d+.*multiple of 4 from 4 to 256"):
+            Pipeline.from_file(str(wrapper))
 
 
 def test_port_and_direct_counters(pipe: Pipeline) -> None:

@@ -69,7 +69,7 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((rundir / "results" / "experiment.json").read_text())
-    assert data["exact"] is True and data["elems"] == 64  # sim validate derives frames from it
+    assert data["exact"] is True and data["elems"] == 252  # sim validate derives frames from it
     assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [("innetwork", True),
                                                                     ("ring", True)]
     assert "exact" in proc.stdout and "NOT exact" not in proc.stdout

@@ -104,11 +104,12 @@ def test_summary_counts_innetwork_retransmissions():
 
 
 def test_link_bound_defaults():
-    """make run's defaults: 3 Mbit/s links, E = 64 (wrapper program), 65536 float32, 2x32."""
+    """make run's defaults: 3 Mbit/s links, E = 252 (full path MTU with the tag; wrapper
+    program), 65536 float32, 4 credits x 64-packet messages."""
     args = parse_args([])
     defaults = experiment_options(args)
-    assert (args.elems, args.elements, defaults.credits, defaults.slots) == (64, 65536, 2, 64)
-    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 64
+    assert (args.elems, args.elements, defaults.credits, defaults.slots) == (252, 65536, 4, 256)
+    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
     assert (opts.elements, opts.elems, opts.credits, opts.slots) == (100, 16, 4, 256)
@@ -116,19 +117,28 @@ def test_link_bound_defaults():
     assert {ln.bw_mbit for ln in topo.links} == {3.0}
 
 
+def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
+    """--elems takes multiples of 4 up to 256 and names the rule otherwise."""
+    assert parse_args(["--elems", "256"]).elems == 256
+    for bad in ("250", "260", "0", "x"):
+        with pytest.raises(SystemExit):
+            parse_args(["--elems", bad])
+        assert "--elems" in capsys.readouterr().err
+
+
 def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
     """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
     monkeypatch.chdir(PROGRAM.parent.parent)
     assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
     wrapper = _program(parse_args([]))
-    assert wrapper is not None and wrapper.name == "netreduce_e64.p4"
-    assert "#define NR_ELEMS 64" in wrapper.read_text()
+    assert wrapper is not None and wrapper.name == "netreduce_e252.p4"
+    assert "#define NR_ELEMS 252" in wrapper.read_text()
     assert _program(parse_args(["--no-program"])) is None
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
 
 @pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"],
-                                    ["--elems", "48"], ["--credits", "0"]])
+                                    ["--elems", "50"], ["--credits", "0"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:
@@ -214,12 +224,14 @@ def test_bottleneck_verdicts():
 
 def test_ideal_ratio_and_frame_correction():
     """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
-    an ACK per TCP segment; on a host link the tag share of a 32-packet message and a RoCE
-    ACK per 16 packets, on a leaf-spine link RETH + tag on every packet)."""
+    an ACK per TCP segment; on a host link the tag share of a message (32 packets, or the
+    default 64) and a RoCE ACK per 16 packets, on a leaf-spine link RETH + tag on every
+    packet)."""
     assert ideal_ratio(4) == (1.5, None)
-    ideal, framed = ideal_ratio(4, 64)
+    ideal, framed = ideal_ratio(4, 64, msg_pkts=32, window=64)
     tcp = 1448 / (1514 + 33)
     assert ideal == 1.5 and framed == pytest.approx(1.5 * (256 / (314 + 1 + 4)) / tcp)
+    assert ideal_ratio(4, 64)[1] == pytest.approx(1.5 * (256 / (314 + 0 + 4)) / tcp)
     assert ideal_ratio(4, 64, spine=True)[1] == pytest.approx(1.5 * (256 / 346) / tcp)
     assert ideal_ratio(8)[0] == pytest.approx(1.75)
 

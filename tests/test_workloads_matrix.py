@@ -31,7 +31,7 @@ from workloads.roce import (
 
 
 class _FakeEndpoint:
-    """What a Requester needs of its endpoint: the lock, a wake-up and a send."""
+    """What a Requester needs of its endpoint: the lock, a wake-up and sends."""
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
@@ -44,6 +44,10 @@ class _FakeEndpoint:
     def send_raw(self, ip: str, datagram: bytes) -> bool:
         self.sent.append(datagram)
         return True
+
+    def send_many(self, ip: str, datagrams: list[bytes]) -> int:
+        self.sent.extend(datagrams)
+        return len(datagrams)
 
 
 def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
@@ -127,7 +131,7 @@ def test_cells_run_sizes_then_models():
 
 @pytest.mark.parametrize("changes, message", [
     ({"algos": ("ring", "allgather")}, "unknown algorithm"),
-    ({"elems": 48}, "elems must be"),
+    ({"elems": 50}, "elems \\(NR_ELEMS\\) must be"),
     ({"models": ("bert",)}, "unknown model"),
 ])
 def test_bad_spec_is_refused(changes, message):
@@ -144,5 +148,5 @@ def test_spec_from_command_line():
                                       "1000,2000", "--models", "", "--bw", "2"])
     spec = spec_from_args(args)
     assert spec.algos == ("ring", "innetwork-hier") and spec.sizes == (1000, 2000)
-    assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 64
+    assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 252
     assert isinstance(args, argparse.Namespace)

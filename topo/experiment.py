@@ -34,6 +34,7 @@ from typing import Any
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_cpu_seconds
 from topo.model import Topology
+from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class ExperimentOptions:
     credits: int = 2
     slots: int = 64
     msg_pkts: int | None = None  # packets per message (default: slots // credits)
-    elems: int = 32  # NR_ELEMS of the program the switches run
+    elems: int = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of the program the switches run
     iters: int = 1  # timed all-reduces per run (each rank reports their mean)
     timeout_s: float = 120.0
     ring_port: int = 5400  # rank r listens on ring_port + r

@@ -41,15 +41,21 @@ from topo.network import Network, Stages, start_network
 from topo.nodes import DEFAULT_START_TIMEOUT_S, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
+from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PROGRAM = Path("p4src/netreduce.p4")
-PROGRAM_ELEMS = 32  # NR_ELEMS of DEFAULT_PROGRAM as written; others get a wrapper
-DEFAULT_ELEMS = 64  # elements per aggregation packet: 256-byte payloads, 82 % of the frame
+PROGRAM_ELEMS = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of DEFAULT_PROGRAM; others get a wrapper
+# Elements per aggregation packet: the most whose tag + payload fit RoCE's 1024-byte path MTU
+# (252: 1008-byte payloads, 94 % of a host-link frame).
+DEFAULT_ELEMS = nr_sizes.MTU_ELEMS
 DEFAULT_ELEMENTS = 65536  # float32 per worker: ~1 s per all-reduce at 3 Mbit/s
-DEFAULT_CREDITS = 2
-DEFAULT_SLOTS = 64  # msg_pkts = slots // credits = 32: a 64-packet window (~54 ms at 3 Mbit/s)
+# The job's window (credits x msg_pkts packets) must cover the round trip at the link rate:
+# the old 2 x 32 packets of 346 bytes (22 KB) over a ~50 ms round trip on this loaded 2-core
+# machine was the in-network path's ~4 Mbit/s ceiling (docs/benchmarks.md, findings).
+DEFAULT_CREDITS = 4
+DEFAULT_SLOTS = 256  # msg_pkts = 64: 256 packets in flight, 285 KB at E = 252
 # A run is link-bound when its busiest link carried at least this share of its shaped rate
 # and no switch process was saturated (topo.measure.CPU_SATURATED).
 LINK_BOUND_RUN_UTILIZATION = 0.7
@@ -358,8 +364,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
                    help=f"float32 values per worker in the all-reduces (default {DEFAULT_ELEMENTS})")
-    p.add_argument("--elems", type=int, choices=(16, 32, 64), default=DEFAULT_ELEMS,
-                   help=f"elements per aggregation packet, NR_ELEMS (default {DEFAULT_ELEMS}); "
+    p.add_argument("--elems", type=_elems, default=DEFAULT_ELEMS,
+                   help=f"elements per aggregation packet, NR_ELEMS: a multiple of 4 up to "
+                   f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
+                   f"{nr_sizes.PATH_MTU}-byte path MTU with the tag); "
                    "the default program is built with it, a --program must match it")
     p.add_argument("--credits", type=_positive,
                    help=f"the aggregation job's credits (default: the file's job, else "
@@ -387,6 +395,17 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _elems(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    why = nr_sizes.elems_error(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(why)
     return value
 
 

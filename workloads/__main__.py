@@ -36,6 +36,7 @@ from workloads.innetwork import (
     hierarchical_allreduce,
     innetwork_allreduce,
 )
+from workloads.nr_sizes import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.profiles import DEFAULT_FLOPS_PER_S, PROFILES, get_profile
 from workloads.replay import ReplayConfig, make_reducer, replay
 from workloads.results import (
@@ -295,7 +296,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="in-network: serve this host's workers of the job")
     p.add_argument("--bind", help="in-network: bind address (default: the host's job IP)")
     p.add_argument("--port", type=int, default=ROCE_V2_PORT)
-    p.add_argument("--elems", type=int, default=32, help="NR_ELEMS of the switch program")
+    p.add_argument("--elems", type=int, default=PROGRAM_ELEMS,
+                   help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
     p.add_argument("--rto", type=float, default=0.05,
                    help="in-network: lowest retransmission timeout (s)")
@@ -361,8 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--scale", type=float, default=1000.0, help="replay: shrink models this much")
     m.add_argument("--iters", type=int, default=1, help="timed all-reduces per cell")
     m.add_argument("--replay-iters", type=int, default=3)
-    m.add_argument("--elems", type=int, default=64, choices=(16, 32, 64),
-                   help="NR_ELEMS the program is built with")
+    m.add_argument("--elems", type=int, default=MTU_ELEMS,
+                   help=f"NR_ELEMS the program is built with: a multiple of 4 up to {MAX_ELEMS} "
+                   f"(default {MTU_ELEMS}, the full RoCE path MTU with the tag)")
     m.add_argument("--credits", type=int, default=4)
     m.add_argument("--slots", type=int, default=256)
     m.add_argument("--msg-pkts", type=int, default=64)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from workloads.fixedpoint import RescalePolicy, RetryReport, aggregate_with_retry
+from workloads.nr_sizes import PROGRAM_ELEMS, check_elems
 from workloads.roce import (
     QpStats,
     ReceivedMessage,
@@ -48,7 +49,7 @@ NR_MAGIC = 0x4E52
 TAG = struct.Struct("!HHHHHHBBH")  # magic, job, msg, slot, npkts, pkt_idx, rank, flags, window
 TAG_LEN = 16
 FLAG_VERSION, FLAG_OVERFLOW, FLAG_RESULT, FLAG_SWITCH = 0x01, 0x02, 0x04, 0x08
-DEFAULT_ELEMS = 32
+DEFAULT_ELEMS = PROGRAM_ELEMS
 MAX_BIND = 4  # NR_BIND: messages the switch remembers per connection
 ACK_BYTES = 20  # BTH + AETH + ICRC
 ACK_EVERY = 16  # a receiver ACKs at least every this many packets (and at message ends)
@@ -94,8 +95,9 @@ class JobConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.credits <= MAX_BIND:
             raise ValueError(f"credits must be in 1..{MAX_BIND}, got {self.credits}")
-        if self.msg_pkts < 1 or self.elems < 1:
-            raise ValueError("msg_pkts and elems must be >= 1")
+        if self.msg_pkts < 1:
+            raise ValueError(f"msg_pkts must be >= 1, got {self.msg_pkts}")
+        check_elems(self.elems)
         if not self.workers:
             raise ValueError("a job needs at least one worker")
         if [w.rank for w in self.workers] != list(range(len(self.workers))):

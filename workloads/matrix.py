@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from workloads.nr_sizes import MTU_ELEMS, PROGRAM_ELEMS, elems_error
+
 log = logging.getLogger(__name__)
 
 TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
@@ -49,7 +51,7 @@ class MatrixError(RuntimeError):
 @dataclass(frozen=True)
 class MatrixSpec:
     """What to run. Defaults: the 8-worker spine-leaf of docs/workloads.md (2 spines, 2
-    leaves, 2 hosts per leaf, 2 GPUs per host) on 3 Mbit/s links, NR_ELEMS = 64."""
+    leaves, 2 hosts per leaf, 2 GPUs per host) on 3 Mbit/s links, NR_ELEMS = 252 (full MTU)."""
 
     spines: int = 2
     leaves: int = 2
@@ -62,7 +64,7 @@ class MatrixSpec:
     scale: float = 1000.0  # replay: models shrunk this much
     iters: int = 1  # timed all-reduces per cell
     replay_iters: int = 3
-    elems: int = 64  # NR_ELEMS: the program is built with it
+    elems: int = MTU_ELEMS  # NR_ELEMS: the program is built with it (full path MTU)
     credits: int = 4
     slots: int = 256
     msg_pkts: int = 64
@@ -78,8 +80,9 @@ class MatrixSpec:
         if unknown:
             raise MatrixError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGOS)}")
-        if self.elems not in (16, 32, 64):
-            raise MatrixError(f"elems must be 16, 32 or 64 (NR_ELEMS), not {self.elems}")
+        why = elems_error(self.elems)
+        if why is not None:
+            raise MatrixError(why)
         if any(s < 1 for s in self.sizes):
             raise MatrixError("sizes must be >= 1")
         from workloads.profiles import PROFILES
@@ -111,8 +114,11 @@ class Cell:
     host_link_util: float | None = None  # mean over host links (busier direction)
     switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over the run
     agent_cpu: float = 0.0  # mean CPU cores of the host processes over the timed part
+    agent_cpu_max: float = 0.0  # the busiest host process's CPU cores over the timed part
     machine_busy: float = 0.0  # fraction of all cores busy during the run
     retransmissions: int = 0
+    timeouts: int = 0  # transport timeouts over all ranks (in-network)
+    naks: int = 0  # NAKs received over all ranks (in-network: results out of order, loss)
     bytes_sent: int = 0  # per rank, mean
     errors: tuple[str, ...] = ()
 
@@ -126,9 +132,9 @@ class Cell:
 
 def program_for(elems: int, dest: Path) -> Path:
     """The netreduce program built with ``NR_ELEMS = elems``: p4src/netreduce.p4 itself for
-    32, else a two-line wrapper in ``dest`` that defines the size and includes it."""
+    its own NR_ELEMS, else a two-line wrapper in ``dest`` that defines the size and includes it."""
     source = REPO_ROOT / "p4src" / "netreduce.p4"
-    if elems == 32:
+    if elems == PROGRAM_ELEMS:
         return source
     dest.mkdir(parents=True, exist_ok=True)
     wrapper = dest / f"netreduce_e{elems}.p4"
@@ -320,8 +326,12 @@ class Launcher:
                     busiest_util=busiest, busiest_link=link, host_link_util=host_util,
                     switch_cpu=meas["cpu"],
                     agent_cpu=round(_mean([r.get("cpu_utilization", 0.0) for r in rows]), 3),
+                    agent_cpu_max=round(max((float(r.get("cpu_utilization", 0.0)) for r in rows),
+                                            default=0.0), 3),
                     machine_busy=round(meas["busy"], 3),
                     retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
+                    timeouts=sum(int(r.get("timeouts", 0)) for r in rows),
+                    naks=sum(int(r.get("naks", 0)) for r in rows),
                     bytes_sent=int(_mean([r.get("bytes_sent", 0) for r in rows])),
                     errors=tuple(errors))
 

@@ -91,6 +91,16 @@ def _initial_bracket(a: np.ndarray, k: int, mean: float, span: float) -> tuple[f
     return None
 
 
+#: Sampled selection: the sample holds about this many of the top k (more: a tighter estimate).
+SAMPLE_TOP = 2000
+#: ... and at least this many elements; below ``SAMPLE_MIN_FRACTION`` of the tensor sampling
+#: is worth it, above it the plain search runs.
+SAMPLE_MIN = 65536
+SAMPLE_MAX_FRACTION = 0.25
+#: Candidates kept beyond the sample's estimate of k, in standard deviations of its count.
+SAMPLE_MARGIN_SIGMAS = 6.0
+
+
 def mstopk(
     g: np.ndarray,
     k: int,
@@ -100,37 +110,54 @@ def mstopk(
 ) -> Selection:
     """Approximate top-k by magnitude with MSTopK's threshold search; selects exactly ``k``.
 
-    With ``sample`` set, the ratio is first searched on a random sample of that many elements
-    (with ``k`` scaled down), and the full-array search then starts from a bracket around that
-    estimate, needing fewer full counting passes. The band is filled in index order, which
-    keeps the operator deterministic.
+    Large tensors take the sampled path (:func:`_sampled_candidates`): the threshold is
+    binary-searched on a random sample, one vectorised pass over the whole tensor keeps the
+    elements above a safely lower threshold, and the search then runs on those candidates
+    only (a few times k elements instead of n). ``sample`` sets the sample size (default:
+    about ``SAMPLE_TOP`` of the top k in it; ``0`` forces the plain search over the whole
+    tensor, the paper's form). The band is filled in index order, which keeps the operator
+    deterministic.
     """
     flat = np.asarray(g).ravel()
     n = flat.size
     k = _check_k(k, n)
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if sample is not None and sample < 0:
+        raise ValueError(f"sample must be >= 0, got {sample}")
     if k == 0:
         return Selection(np.empty(0, dtype=np.int64), flat[:0].copy())
     if k == n:
         return Selection(np.arange(n, dtype=np.int64), flat.copy())
-    a = np.abs(flat.astype(np.float64, copy=False))
-    if not np.all(np.isfinite(a)):
+    a = np.abs(flat) if flat.dtype.kind == "f" else np.abs(flat.astype(np.float64))
+    if not np.isfinite(a.max()):  # NaN propagates through max
         raise ValueError("cannot select from a gradient holding NaN or infinite values")
-    mean = float(a.mean())
+    size = _sample_size(n, k) if sample is None else sample
+    if 0 < size <= SAMPLE_MAX_FRACTION * n:
+        cand = _sampled_candidates(a, k, size, rounds, rng)
+        if cand is not None:
+            sub = _select(a[cand], k, rounds)
+            idx = cand[sub]
+            return Selection(idx, flat[idx])
+    idx = _select(a, k, rounds)
+    return Selection(idx, flat[idx])
+
+
+def _sample_size(n: int, k: int) -> int:
+    """A sample holding about ``SAMPLE_TOP`` of the top k, at least ``SAMPLE_MIN`` elements."""
+    return max(SAMPLE_MIN, -(-SAMPLE_TOP * n // k))
+
+
+def _select(a: np.ndarray, k: int, rounds: int) -> np.ndarray:
+    """MSTopK on magnitudes ``a``: exactly ``k`` indices (int64, ascending)."""
+    mean = float(a.mean(dtype=np.float64))
     span = float(a.max()) - mean
     bracket = _initial_bracket(a, k, mean, span) if span > 0 else None
     if bracket is None:
         # Constant magnitudes, or more zeros than n - k: keep the non-zeros, fill from the rest.
         hi_thr, lo_thr = (0.0 if span > 0 else mean), -1.0
     else:
-        r_lo, r_hi = bracket
-        full_rounds = rounds
-        if sample is not None and 0 < sample < n:
-            r_lo, r_hi, full_rounds = _narrow_with_sample(
-                a, k, mean, span, bracket, sample, rounds, rng
-            )
-        r_lo, r_hi = _search_ratio(a, k, mean, span, r_lo, r_hi, full_rounds)
+        r_lo, r_hi = _search_ratio(a, k, mean, span, *bracket, rounds)
         hi_thr, lo_thr = mean + r_hi * span, mean + r_lo * span
     above = a > hi_thr
     chosen = np.flatnonzero(above)
@@ -138,42 +165,33 @@ def mstopk(
     if missing > 0:
         band = np.flatnonzero((a > lo_thr) & ~above)
         chosen = np.sort(np.concatenate([chosen, band[:missing]]))
-    idx = chosen.astype(np.int64)
-    return Selection(idx, flat[idx])
+    return chosen.astype(np.int64)
 
 
-def _narrow_with_sample(
-    a: np.ndarray,
-    k: int,
-    mean: float,
-    span: float,
-    bracket: tuple[float, float],
-    sample: int,
-    rounds: int,
-    rng: np.random.Generator | None,
-) -> tuple[float, float, int]:
-    """A narrower starting bracket for the full search, estimated on a random sample.
+def _sampled_candidates(a: np.ndarray, k: int, size: int, rounds: int,
+                        rng: np.random.Generator | None) -> np.ndarray | None:
+    """Positions (ascending) of every element above a threshold estimated on a sample of
+    ``size`` elements, when there are at least ``k`` of them; None otherwise.
 
-    The sample's answer is only a guess, so the bracket around it is checked (two counting
-    passes) and widened until it really holds ``k`` on the full array; the rounds it saves
-    are the halvings from the initial bracket down to its width.
+    The MSTopK search on the sample targets ``k_s + SAMPLE_MARGIN_SIGMAS * sqrt(k_s)`` of its
+    elements (``k_s`` = k scaled to the sample), so the full tensor very likely holds more
+    than k above the threshold: the candidates then contain the true top k, and the
+    selection among them is the plain search's. One counting pass checks; a miss (< k
+    candidates) returns None and the caller searches the whole tensor.
     """
     rng = rng if rng is not None else np.random.default_rng(0)
-    part = a[rng.choice(a.size, size=sample, replace=False)]
-    k_s = int(round(k * sample / a.size))
-    lo0, hi0 = bracket
-    guess_lo, guess_hi = _search_ratio(part, k_s, mean, span, lo0, hi0, rounds)
-    centre = 0.5 * (guess_lo + guess_hi)
-    width = (hi0 - lo0) / 64.0
-    while width < hi0 - lo0:
-        lo, hi = max(lo0, centre - width), min(hi0, centre + width)
-        c_lo = int(np.count_nonzero(a > mean + lo * span))
-        c_hi = int(np.count_nonzero(a > mean + hi * span))
-        if c_hi <= k < c_lo:
-            saved = int(np.log2((hi0 - lo0) / (hi - lo)))
-            return lo, hi, max(1, rounds - saved)
-        width *= 4.0
-    return lo0, hi0, rounds
+    n = a.size
+    part = a[rng.integers(0, n, size=size)]
+    k_s = k * size / n
+    target = int(min(size - 1, k_s + SAMPLE_MARGIN_SIGMAS * np.sqrt(k_s) + 1))
+    mean = float(part.mean(dtype=np.float64))
+    span = float(part.max()) - mean
+    bracket = _initial_bracket(part, target, mean, span) if span > 0 else None
+    if bracket is None:
+        return None
+    r_lo, _ = _search_ratio(part, target, mean, span, *bracket, rounds)
+    cand = np.flatnonzero(a > mean + r_lo * span)
+    return cand if cand.size >= k else None
 
 
 def recall(selected: np.ndarray, reference: np.ndarray) -> float:

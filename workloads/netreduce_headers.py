@@ -29,9 +29,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
+from workloads.nr_sizes import PROGRAM_ELEMS
+
 ROCE_V2_PORT = 4791
 NR_MAGIC = 0x4E52
-DEFAULT_ELEMS = 32  # NR_ELEMS of p4src/netreduce.p4 unless redefined
+DEFAULT_ELEMS = PROGRAM_ELEMS  # NR_ELEMS of p4src/netreduce.p4 unless redefined
 
 RC_WRITE_FIRST = 0x06
 RC_WRITE_MIDDLE = 0x07

@@ -33,6 +33,8 @@ from softswitch.engine.codegen_emit import BlockArg, Emitter, Scope
 from softswitch.engine.codegen_expr import strip
 from softswitch.engine.codegen_externs import ExternMixin
 from softswitch.engine.codegen_types import TypeRegistry, attr, is_composite, scalar_width
+from softswitch.engine.codegen_vector import VectorMixin
+from softswitch.engine.codegen_vector import runtime_globals as vector_globals
 from softswitch.engine.externs import Counter, Meter, Register, hash_reduce, hash_value, pack_fields
 from softswitch.engine.tables import (
     NO_ACTION,
@@ -96,7 +98,7 @@ class CompiledProgram:
     tracer: PacketTracer | None = None  # set when compiled with trace=True
 
 
-class CodeGen(ExternMixin):
+class CodeGen(VectorMixin, ExternMixin):
     """Generates the module for one program (see :func:`compile_program`)."""
 
     def __init__(
@@ -181,6 +183,7 @@ class CodeGen(ExternMixin):
             "_hash_reduce": hash_reduce,
             "_lookahead_bits": rt.lookahead_bits,
             "_advance": rt.advance,
+            **vector_globals(),
         }
 
     # ------------------------------------------------------------------ resources

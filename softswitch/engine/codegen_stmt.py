@@ -121,7 +121,10 @@ class StmtMixin(ExprMixin):
     # ------------------------------------------------------------------ statements
 
     def stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
-        if sc.in_parser or sc.reg_run is not None or len(stmts) < _MIN_RUN_ACCESSES:
+        if sc.reg_run is not None and not sc.in_parser:
+            self.run_stmts(stmts, sc, em)  # nested in a register run's fast path
+            return
+        if sc.in_parser or len(stmts) < _MIN_RUN_ACCESSES:
             for s in stmts:
                 self.stmt(s, sc, em)
             return
@@ -198,12 +201,15 @@ class StmtMixin(ExprMixin):
             for obj in regs:
                 lists[obj] = self.tmp("rv")
                 em.line(f"{lists[obj]} = {obj}.values")
-            fast = sc.child(reg_run=(var, lists))
-            for s in stmts:
-                self.stmt(s, fast, em)
+            self.run_stmts(stmts, sc.child(reg_run=(var, lists)), em)
         with em.block("else:"):
             for s in stmts:
                 self.stmt(s, sc, em)
+
+    def run_stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
+        """The fast path of a register run (codegen_vector overrides it with array code)."""
+        for s in stmts:
+            self.stmt(s, sc, em)
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
         if not sc.in_parser and not isinstance(s, ir.Block):

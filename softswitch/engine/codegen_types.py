@@ -39,6 +39,29 @@ def scalar_width(t: ir.Type) -> int:
     raise UnsupportedError(f"a field of type {type(t).__name__} here")
 
 
+#: Headers of at least this many fields of one byte-aligned width are held as one array
+#: (payloads such as netreduce's elements; softswitch.engine.codegen_vector).
+VECTOR_MIN_FIELDS = 128  # below, scalar fields are faster (docs/benchmarks.md)
+_VECTOR_DTYPES = {8: ">u1", 16: ">u2", 32: ">u4"}
+
+
+def vector_header_width(t: ir.HeaderType) -> int | None:
+    """The field width of a header held as one ``int64`` array (``_a``), or None: at least
+    ``VECTOR_MIN_FIELDS`` fields, all ``bit<W>``/``int<W>`` with the same W of 8, 16 or 32."""
+    fields = t.fields
+    if len(fields) < VECTOR_MIN_FIELDS:
+        return None
+    widths = set()
+    for f in fields:
+        ft = ir.strip_newtype(f.type)
+        if not isinstance(ft, ir.BitType) or ft.width not in _VECTOR_DTYPES:
+            return None
+        widths.add(ft.width)
+    if len(widths) != 1:
+        return None
+    return widths.pop()
+
+
 def is_composite(t: ir.Type) -> bool:
     """True for types whose values are mutable objects (copied on assignment)."""
     t = ir.strip_newtype(t)
@@ -191,7 +214,51 @@ class TypeRegistry:
         elif isinstance(t, ir.StackType):
             self._ensure(t.elem)
 
+    def _gen_vector_header(self, name: str, t: ir.HeaderType, width: int) -> None:
+        """A header held as one int64 array ``_a`` (the fields are properties over it for
+        scalar code; array code in codegen_vector uses ``_a`` directly)."""
+        n = len(t.fields)
+        nbytes = n * width // 8
+        dtype = _VECTOR_DTYPES[width]
+        out = [f"class {name}:", "    __slots__ = ('_a', '_v')"]
+        out += [f"    {attr(f.name)} = _vec_field({k})" for k, f in enumerate(t.fields)]
+        out += [
+            "    def __init__(self):",
+            f"        self._a = _vec_zeros({n})",
+            "        self._v = False",
+            "    def _reset(self):",
+            f"        self._a = _vec_zeros({n})",
+            "        self._v = False",
+            "    def _copy(self):",
+            f"        c = {name}.__new__({name})",
+            "        c._a = self._a.copy()",
+            "        c._v = self._v",
+            "        return c",
+            "    def _set(self, o):",
+            "        self._a = o._a.copy()",
+            "        self._v = o._v",
+            f"    _nbytes = {nbytes}",
+            "    def _eq(self, o):",
+            "        if self._v != o._v:",
+            "            return False",
+            "        return (not self._v) or bool((self._a == o._a).all())",
+            "    def _ext(self, data, pos, err):",
+            f"        end = pos + {nbytes}",
+            "        if end > len(data):",
+            "            raise _ParserReject(err)",
+            f"        self._a = _vec_parse(data, pos, {n}, {dtype!r})",
+            "        self._v = True",
+            "        return end",
+            "    def _pack(self):",
+            f"        return self._a.astype({dtype!r}).tobytes()",
+        ]
+        self.lines += out + [""]
+
     def _gen_header(self, name: str, t: ir.HeaderType) -> None:
+        width = vector_header_width(t)
+        if width is not None:
+            self._gen_vector_header(name, t, width)
+            return
         fields = t.fields
         varbits = [f for f in fields if isinstance(ir.strip_newtype(f.type), ir.VarbitType)]
         if len(varbits) > 1:
@@ -281,6 +348,11 @@ class TypeRegistry:
             f"if {pos} + {nbytes} > len({data}):",
             f"    raise _ParserReject({err})",
         ]
+        width = vector_header_width(t)
+        if width is not None:
+            n = len(t.fields)
+            return out + [f"{h}._a = _vec_parse({data}, {pos}, {n}, {_VECTOR_DTYPES[width]!r})",
+                          f"{h}._v = True", f"{pos} += {nbytes}"]
         fields = wire_fields(t)
         struct = self.struct_name(fields)
         if struct is not None:
@@ -292,6 +364,9 @@ class TypeRegistry:
 
     def pack_expr(self, t: ir.HeaderType, h: str) -> str:
         """Expression of the bytes of valid header ``h`` (what ``_pack`` returns)."""
+        width = vector_header_width(t)
+        if width is not None:
+            return f"{h}._a.astype({_VECTOR_DTYPES[width]!r}).tobytes()"
         fields = wire_fields(t)
         struct = self.struct_name(fields)
         if struct is not None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pcpp import Preprocessor
 
@@ -80,6 +81,18 @@ class _P4Preprocessor(Preprocessor):
     def on_error(self, file: str, line: int, msg: str) -> None:  # noqa: D102 (pcpp hook)
         self.problems.append(P4Error(f"preprocessor: {msg}", Loc(str(file), int(line), 1)))
         self.return_code += 1
+
+    def on_directive_unknown(self, directive: Any, toks: Any, ifpassthru: bool,
+                             precedingtoks: Any) -> Any:  # noqa: D102 (pcpp hook)
+        # pcpp only prints #error to stderr and goes on; a program that says it cannot be
+        # built (nr_elems.p4's size check, say) must not compile.
+        if directive.value == "error":
+            text = "".join(tok.value for tok in toks).strip()
+            self.problems.append(P4Error(f"#error {text}", Loc(str(directive.source),
+                                                               int(directive.lineno), 1)))
+            self.return_code += 1
+            return True
+        return super().on_directive_unknown(directive, toks, ifpassthru, precedingtoks)
 
     def on_include_not_found(
         self, is_malformed: bool, is_system_include: bool, curdir: str, includepath: str
