@@ -440,7 +440,8 @@ class ExprChecker:
         if isinstance(dst, TypeVar) or has_typevar(dst) or isinstance(dst, ir.DontCareType):
             return e
         if same_type(src, dst):
-            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(ir.strip_newtype(src), ir.IntLitType):
+            # constants stay convertible: a folded cast (N)5 has lost its 'type' (lenient)
+            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(e, (ir.Const, ir.BoolConst)):
                 raise P4Error(
                     f"{what}: an expression of type {type_str(e.type)} needs an explicit cast to "
                     f"{type_str(t)} ('type' declares a distinct type)",
@@ -717,7 +718,7 @@ class ExprChecker:
                 has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
                 if len(call_args) > 1 and not has_varbit:
                     raise P4Error(f"method 'extract': header {ht.name} has no varbit field for the size argument", call_args[0].loc)
-            if t.name == "register" and t.type_args:
+            if t.name == "register" and method == "read" and t.type_args:
                 self.check_register_value(base, t.type_args[0], call_args)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
@@ -767,8 +768,8 @@ class ExprChecker:
                 )
 
     def check_register_value(self, base: ir.Expr, cell: ir.Type, call_args: list[ir.Expr | None]) -> None:
-        """A BMv2 register cell is a bit string: reading or writing one as a struct or header
-        cannot be expressed (p4c's back end refuses it at the argument)."""
+        """A BMv2 register cell is a bit string: reading one into a struct or header cannot be
+        expressed (p4c's back end refuses it at the argument; writing one is accepted)."""
         if isinstance(ir.strip_newtype(cell), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
             return
         for a in call_args:
