@@ -248,7 +248,7 @@ class ExprChecker:
 
     def _e_compl_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        t = ir.strip_newtype(e.type)
+        t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, ir.BitType):
             raise P4Error(f"'~' cannot be applied to an operand of type {type_str(e.type)}", loc)
         if isinstance(e, ir.Const):
@@ -257,7 +257,7 @@ class ExprChecker:
 
     def _e_neg_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        t = ir.strip_newtype(e.type)
+        t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'-' cannot be applied to an operand of type {type_str(e.type)}", loc)
         if isinstance(e, ir.Const):
@@ -266,7 +266,7 @@ class ExprChecker:
 
     def _e_pos_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.IntLitType)):
+        if not isinstance(e.type, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'+' cannot be applied to an operand of type {type_str(e.type)}", loc)
         return e
 
