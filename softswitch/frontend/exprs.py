@@ -46,6 +46,11 @@ def _reads_parameter(e: ir.Expr) -> bool:
     return False
 
 
+def _newtype_name(t: ir.Type) -> str | None:
+    """The name of a ``type``-declared type, None for any other type."""
+    return t.name if isinstance(t, ir.NewType) else None
+
+
 def name_of(tree: Tree | Token) -> str:
     """Text of a name-like node (``name``, ``non_type_name``, ``prefixed_name`` ...)."""
     if isinstance(tree, Token):
@@ -243,7 +248,7 @@ class ExprChecker:
 
     def _e_compl_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        t = ir.strip_newtype(e.type)
+        t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, ir.BitType):
             raise P4Error(f"'~' cannot be applied to an operand of type {type_str(e.type)}", loc)
         if isinstance(e, ir.Const):
@@ -252,7 +257,7 @@ class ExprChecker:
 
     def _e_neg_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        t = ir.strip_newtype(e.type)
+        t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'-' cannot be applied to an operand of type {type_str(e.type)}", loc)
         if isinstance(e, ir.Const):
@@ -261,7 +266,7 @@ class ExprChecker:
 
     def _e_pos_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         e = self.expr(tree.children[0], scope)
-        if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.IntLitType)):
+        if not isinstance(e.type, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'+' cannot be applied to an operand of type {type_str(e.type)}", loc)
         return e
 
@@ -323,6 +328,15 @@ class ExprChecker:
                     "a table or instance" if isinstance(operand, ir.InstanceRef) else
                     "a value of type " + type_str(operand.type))
                 raise P4Error(f"'{op}' cannot be applied to {what}", loc)
+        if op not in ("==", "!=") and op not in ("<<", ">>"):
+            for operand in (left, right):
+                if isinstance(operand.type, ir.NewType):
+                    # p4c: a 'type' is a distinct type; only == and != apply without a cast
+                    raise P4Error(
+                        f"'{op}' cannot be applied to a value of type {type_str(operand.type)} "
+                        f"('type' declares a distinct type: cast it to {type_str(ir.strip_newtype(operand.type))} first)",
+                        operand.loc,
+                    )
         if op in ("<<", ">>"):
             if isinstance(right.type, ir.NewType):
                 raise P4Error(
@@ -426,6 +440,13 @@ class ExprChecker:
         if isinstance(dst, TypeVar) or has_typevar(dst) or isinstance(dst, ir.DontCareType):
             return e
         if same_type(src, dst):
+            # constants stay convertible: a folded cast (N)5 has lost its 'type' (lenient)
+            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(e, (ir.Const, ir.BoolConst)):
+                raise P4Error(
+                    f"{what}: an expression of type {type_str(e.type)} needs an explicit cast to "
+                    f"{type_str(t)} ('type' declares a distinct type)",
+                    loc,
+                )
             return e
         if isinstance(src, ir.IntLitType) and isinstance(e, ir.Const):
             if isinstance(dst, ir.BitType):
@@ -606,6 +627,7 @@ class ExprChecker:
                 call_args = self.bind_args(decl.params, arg_trees, scope, loc, f"function '{name}'", binding)
                 if name == "static_assert" and decl.name == "static_assert":
                     return self.static_assert(call_args, loc)
+                self.check_nested_out_struct(decl, call_args, loc)
                 rt = self.finish_return(decl.return_type, binding, loc, name)
                 targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
                 return ir.Call(rt, loc, decl, call_args, targs)
@@ -696,6 +718,8 @@ class ExprChecker:
                 has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
                 if len(call_args) > 1 and not has_varbit:
                     raise P4Error(f"method 'extract': header {ht.name} has no varbit field for the size argument", call_args[0].loc)
+            if t.name == "register" and method == "read" and t.type_args:
+                self.check_register_value(base, t.type_args[0], call_args)
             rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
             return ir.MethodCall(rt, loc, base, method, call_args, targs)
@@ -727,6 +751,38 @@ class ExprChecker:
             call_args = self.bind_args(t.params, arg_trees, scope, loc, f"'{t.name}.apply'", {})
             return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
         raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
+
+    def check_nested_out_struct(self, decl: ir.ExternFunctionDecl, call_args: list[ir.Expr | None], loc: ir.Loc) -> None:
+        """p4c's BMv2 back end cannot pass a struct holding structs or headers to an extern
+        function's out/inout parameter (it flattens the struct first)."""
+        for p, a in zip(decl.params, call_args, strict=False):
+            if a is None or p.direction not in ("out", "inout"):
+                continue
+            st = ir.strip_newtype(a.type)
+            nested = (ir.StructType, ir.HeaderType, ir.HeaderUnionType, ir.StackType)
+            if isinstance(st, ir.StructType) and any(isinstance(ir.strip_newtype(f.type), nested) for f in st.fields):
+                raise P4Error(
+                    f"extern function '{decl.name}': the argument for {p.direction} parameter '{p.name}' is a "
+                    f"struct ({type_str(a.type)}) holding structs or headers, which the BMv2 back end cannot pass",
+                    loc,
+                )
+
+    def check_register_value(self, base: ir.Expr, cell: ir.Type, call_args: list[ir.Expr | None]) -> None:
+        """A BMv2 register cell is a bit string: reading one into a struct or header cannot be
+        expressed (p4c's back end refuses it at the argument; writing one is accepted)."""
+        if isinstance(ir.strip_newtype(cell), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
+            return
+        for a in call_args:
+            if a is not None and same_type(a.type, cell):
+                raise P4Error(
+                    f"register '{self.source_text_of(base)}' holds {type_str(cell)} values: a register of a "
+                    "struct or header type is not supported on the v1model target (BMv2), its cells are bit strings",
+                    a.loc,
+                )
+
+    def source_text_of(self, e: ir.Expr) -> str:
+        """The name of an extern instance for messages."""
+        return e.instance.name if isinstance(e, ir.InstanceRef) else "?"
 
     def no_args(self, arg_trees: list[Tree], method: str, loc: ir.Loc) -> None:
         """Built-in methods without parameters."""

@@ -334,6 +334,8 @@ class StmtChecker(ExprChecker):
             raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
         if ctx.kind == "action":  # p4c's BMv2 back end refuses these; programs stay portable
             raise P4Error("switch statements in actions are not supported on the v1model target (BMv2)", loc)
+        if not isinstance(st, ir.ActionRunType) and "exact" not in self.match_kinds:  # as p4c
+            raise P4Error("a switch on a value needs match_kind 'exact' (declared in core.p4, not included)", loc)
         cases: list[ir.SwitchCase] = []
         seen: set[object] = set()
         for case_tree in tree.children[1:]:
