@@ -112,17 +112,21 @@ class Controller:
         """Connect to the named switches (all by default). Returns {name: error} for those
         that failed; raises ControllerError for the first when ``required``."""
         failed: dict[str, str] = {}
-        for name in (list(names) if names is not None else list(self.switches)):
-            sw = self.switch(name)
-            if sw.client.connected:
-                continue
-            try:
-                sw.connect()
-            except P4RuntimeError as err:
-                failed[name] = err.message
-                if required:
-                    raise ControllerError(f"switch {name} unreachable at {sw.options.address}: "
-                                          f"{err.message}") from None
+        # One lock: a serving thread and a caller (a fault timeline, say) connecting the same
+        # switch at once would open two streams with one election id, and the switch refuses
+        # the second ("election id already used").
+        with self._lock:
+            for name in (list(names) if names is not None else list(self.switches)):
+                sw = self.switch(name)
+                if sw.client.connected:
+                    continue
+                try:
+                    sw.connect()
+                except P4RuntimeError as err:
+                    failed[name] = err.message
+                    if required:
+                        raise ControllerError(f"switch {name} unreachable at "
+                                              f"{sw.options.address}: {err.message}") from None
         return failed
 
     def close(self) -> None:
