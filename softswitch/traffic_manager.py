@@ -84,6 +84,19 @@ class QueuedSwitchMixin:
     _has_ets: bool
     sm_t: Any
 
+    def __init__(
+        self,
+        compiled: Any,
+        pre: Any,
+        clock_ns: Callable[[], int],
+        *,
+        egress_order: str,
+        queue_depth: int = BMV2_QUEUE_DEPTH,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(compiled, pre, clock_ns)  # type: ignore[call-arg]  # the V1Switch
+        self._init_tm(egress_order, queue_depth, seed)
+
     def _init_tm(self, egress_order: str, queue_depth: int, seed: int | None) -> None:
         check_tm_options(egress_order, queue_depth, seed)
         if egress_order == "sync":
@@ -245,34 +258,8 @@ class QueuedSwitchMixin:
 class QueuedV1Switch(QueuedSwitchMixin, V1Switch):
     """The v1model switch with BMv2-like egress queues (``egress_order`` fifo/random)."""
 
-    def __init__(
-        self,
-        compiled: Any,
-        pre: Any,
-        clock_ns: Callable[[], int],
-        *,
-        egress_order: str,
-        queue_depth: int = BMV2_QUEUE_DEPTH,
-        seed: int | None = None,
-    ) -> None:
-        V1Switch.__init__(self, compiled, pre, clock_ns)
-        self._init_tm(egress_order, queue_depth, seed)
-
 
 class QueuedTracingV1Switch(QueuedSwitchMixin, TracingV1Switch):
     """:class:`QueuedV1Switch` over the instrumented code: a trace covers the passes that
     ran during one :meth:`process` call (the frame's ingress and whatever left the
     queues then, possibly copies of earlier frames)."""
-
-    def __init__(
-        self,
-        compiled: Any,
-        pre: Any,
-        clock_ns: Callable[[], int],
-        *,
-        egress_order: str,
-        queue_depth: int = BMV2_QUEUE_DEPTH,
-        seed: int | None = None,
-    ) -> None:
-        TracingV1Switch.__init__(self, compiled, pre, clock_ns)
-        self._init_tm(egress_order, queue_depth, seed)

@@ -8,7 +8,7 @@ statements on top of it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lark import Token, Tree
 
@@ -32,18 +32,26 @@ _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
 TABLE_REF_TYPE = ir.VoidType()
 
 
-def _reads_parameter(e: ir.Expr) -> bool:
-    """Whether ``e`` reads a parameter (a value known only at run time)."""
+def any_subexpr(e: ir.Expr, pred: Callable[[object], bool]) -> bool:
+    """Whether ``pred`` holds for ``e`` or any expression inside it (the checks that ask
+    "does this expression read/call/apply something" share this one walk)."""
     todo: list[object] = [e]
     while todo:
         n = todo.pop()
-        if isinstance(n, ir.VarRef) and isinstance(n.var, ir.Param):
+        if pred(n):
             return True
         if isinstance(n, ir.Expr):
-            todo += [v for k, v in vars(n).items() if k not in ("type", "loc")]
+            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
         elif isinstance(n, (list, tuple)):
             todo += list(n)
+        elif isinstance(n, dict):
+            todo += list(n.values())
     return False
+
+
+def _reads_parameter(e: ir.Expr) -> bool:
+    """Whether ``e`` reads a parameter (a value known only at run time)."""
+    return any_subexpr(e, lambda n: isinstance(n, ir.VarRef) and isinstance(n.var, ir.Param))
 
 
 def _newtype_name(t: ir.Type) -> str | None:

@@ -8,7 +8,7 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error
-from softswitch.frontend.exprs import ExprChecker, is_dotted, name_of
+from softswitch.frontend.exprs import ExprChecker, any_subexpr, is_dotted, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
 from softswitch.frontend.typeops import same_type, type_str
@@ -797,34 +797,13 @@ def _no_duplicate_entries(table: ir.TableDecl) -> None:
 
 def _applies_table(e: ir.Expr) -> bool:
     """Whether evaluating ``e`` applies a table."""
-    todo: list[object] = [e]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, ir.MethodCall) and isinstance(n.type, ir.TableApplyResultType):
-            return True
-        if isinstance(n, ir.Expr):
-            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
-        elif isinstance(n, (list, tuple)):
-            todo += list(n)
-        elif isinstance(n, dict):
-            todo += list(n.values())
-    return False
+    return any_subexpr(e, lambda n: isinstance(n, ir.MethodCall)
+                       and isinstance(n.type, ir.TableApplyResultType))
 
 
 def _has_call(e: ir.Expr) -> bool:
     """Whether evaluating ``e`` calls something (which may have side effects)."""
-    todo: list[object] = [e]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (ir.Call, ir.MethodCall)):
-            return True
-        if isinstance(n, ir.Expr):
-            todo += [v for k, v in vars(n).items() if k not in ("type", "loc", "var")]
-        elif isinstance(n, (list, tuple)):
-            todo += list(n)
-        elif isinstance(n, dict):
-            todo += list(n.values())
-    return False
+    return any_subexpr(e, lambda n: isinstance(n, (ir.Call, ir.MethodCall)))
 
 
 def _label_key(e: ir.Expr) -> object:
