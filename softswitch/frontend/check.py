@@ -795,7 +795,7 @@ def _always_leaves(s: ir.Stmt | None) -> bool:
         return any(_always_leaves(x) for x in s.stmts)
     if isinstance(s, ir.If):
         return _always_leaves(s.then) and s.else_ is not None and _always_leaves(s.else_)
-    if isinstance(s, ir.Switch):
+    if isinstance(s, ir.SwitchStmt):
         has_default = any("default" in c.labels for c in s.cases)
         return has_default and all(_always_leaves(c.body) for c in s.cases if c.body is not None)
     return False

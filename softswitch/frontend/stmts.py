@@ -365,7 +365,7 @@ class StmtChecker(ExprChecker):
                 cases[-1].body = body
             else:
                 cases.append(ir.SwitchCase([label], body, cloc))
-        return ir.Switch(subject, cases, loc)
+        return ir.SwitchStmt(subject, cases, loc)
 
     def switch_value(self, label_tree: Tree, t: ir.Type, scope: Scope) -> ir.Expr:
         """A constant switch label converted to the subject's type."""
