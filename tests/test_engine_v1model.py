@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scapy.all import IP, UDP, Ether, raw
 
-from softswitch.engine.bench import bench_pipeline
+from bench.pipeline_rate import bench_pipeline
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.pipeline import Pipeline
 
