@@ -8,9 +8,11 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error
+from softswitch.frontend import syntax as s
 from softswitch.frontend.exprs import ExprChecker, any_subexpr, is_dotted, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
+from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import same_type, type_str
 
 #: Table properties the built-in target understands (anything else is rejected).
@@ -45,6 +47,11 @@ def same_expr(a: object, b: object) -> bool:
     if isinstance(a, (int, str, bool, float)) or a is None:
         return a == b
     return a is b
+
+
+def _is_rule(node: object, data: str) -> bool:
+    """True for a lark tree of rule ``data`` (not a syntax node)."""
+    return isinstance(node, Tree) and node.data == data
 
 
 def subtree(tree: Tree, data: str) -> Tree | None:
@@ -94,7 +101,7 @@ class StmtChecker(ExprChecker):
         """A ``{ ... }`` block in its own scope."""
         inner = scope.child()
         stmts = [self.stmt(c, inner, ctx) for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-        return ir.Block([s for s in stmts if s is not None], self.loc(tree))
+        return ir.Block([st for st in stmts if st is not None], self.loc(tree))
 
     def compound_assign(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.5)."""
@@ -155,9 +162,8 @@ class StmtChecker(ExprChecker):
             call = self.call(tree.children[0], [], tree.children[-1], scope, loc)
             return self.call_stmt(call, ctx, loc)
         if kind == "generic_call_stmt":
-            targs = subtree(tree, "type_args")
-            assert targs is not None
-            type_args = [self.resolve_type(t, scope) for t in targs.children]
+            targs = next(c for c in tree.children if isinstance(c, s.TypeArgs))
+            type_args = [self.resolve_type(t, scope) for t in targs.items]
             call = self.call(tree.children[0], type_args, tree.children[-1], scope, loc)
             return self.call_stmt(call, ctx, loc)
         if kind == "if_stmt":
@@ -229,9 +235,9 @@ class StmtChecker(ExprChecker):
             if not declare:
                 raise P4Error("a 'for' update cannot declare a variable", loc)
             return self.variable_decl(Tree("variable_decl", tree.children, tree.meta), scope)
-        s = self.stmt(Tree(as_stmt[kind], tree.children, tree.meta), scope, ctx)
-        assert s is not None
-        return s
+        stmt = self.stmt(Tree(as_stmt[kind], tree.children, tree.meta), scope, ctx)
+        assert stmt is not None
+        return stmt
 
     def for_in_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``for (T x in low .. high)`` / ``for (T x in collection)``; ``x`` is local."""
@@ -289,13 +295,13 @@ class StmtChecker(ExprChecker):
         inst = ir.Instance(name, t.decl.name, t, [], {"name": [t.decl.name]}, loc)
         pending.append(inst)
         ref = ir.InstanceRef(t, self.loc(type_tree), inst)
-        call = self.method_call(ref, "apply", [], list(args_tree.children), scope, loc)
+        call = self.method_call(ref, "apply", [], list(args_tree.items), scope, loc)
         return ir.CallStmt(call, loc)
 
     def sub_stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
         """Branch of an if: declarations get their own scope."""
-        s = self.stmt(tree, scope.child(), ctx)
-        return s if s is not None else ir.Empty(self.loc(tree))
+        stmt = self.stmt(tree, scope.child(), ctx)
+        return stmt if stmt is not None else ir.Empty(self.loc(tree))
 
     def call_stmt(self, call: ir.Expr, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """A call used as a statement."""
@@ -371,16 +377,19 @@ class StmtChecker(ExprChecker):
         """A constant switch label converted to the subject's type."""
         loc = self.loc(label_tree)
         kind = label_tree.data
+        span = (label_tree.meta.start_pos, label_tree.meta.end_pos)
+        node: s.Expr
         if kind == "label_int":
-            from softswitch.frontend.literals import parse_int
-
-            e: ir.Expr = parse_int(str(label_tree.children[0]), loc)
+            node = s.IntLit(loc, span, str(label_tree.children[0]))
         elif kind == "label_name":
-            e = self.expr(Tree("name_ref", label_tree.children, label_tree.meta), scope)
+            (name_tree,) = label_tree.children
+            node = s.NameRef(loc, span, tree_name(name_tree), tree_dotted(name_tree))
         elif kind == "label_type_member":
-            e = self.expr(Tree("type_member", label_tree.children, label_tree.meta), scope)
+            type_ref, member = label_tree.children
+            node = s.TypeMember(loc, span, type_ref, tree_name(member), self.loc(member))
         else:
-            e = self.expr(Tree("error_member", label_tree.children, label_tree.meta), scope)
+            node = s.ErrorMember(loc, span, tree_name(label_tree.children[0]))
+        e = self.expr(node, scope)
         e = self.convert(e, t, loc, "switch label")
         if not isinstance(e, (ir.Const, ir.EnumMember, ir.ErrorMember)):
             raise P4Error("switch labels must be compile-time constants", loc)
@@ -421,39 +430,45 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- keysets
 
-    def keysets(self, tree: Tree, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
+    def keysets(self, tree: Tree | s.Expr, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
         """A select case / entry key set: one keyset per expression."""
         loc = self.loc(tree)
-        if tree.data == "tuple_keyset":
-            elems = list(tree.children)
-            if len(elems) == 1 and len(types) != 1 and elems[0].data in ("keyset_default",):
-                return [ir.KeysetDefault(loc) for _ in types]
-            if len(elems) != len(types):
-                raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
-            return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
-        if tree.data in ("keyset_default", "dontcare_expr"):
+        if _is_rule(tree, "tuple_keyset"):
+            return self.tuple_keysets(list(tree.children), types, scope, what, loc)
+        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
             return [ir.KeysetDefault(loc) for _ in types]
         if len(types) != 1:
-            if tree.data == "list_expr":
-                return self.keysets(Tree("tuple_keyset", tree.children[0].children if tree.children else [], tree.meta), types, scope, what)
+            if isinstance(tree, s.ListExpr):
+                return self.tuple_keysets(list(tree.items), types, scope, what, loc)
             raise P4Error(f"{what} has 1 element, but {len(types)} are expected", loc)
         return [self.simple_keyset(tree, types[0], scope, what)]
 
-    def simple_keyset(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
+    def tuple_keysets(
+        self, elems: list[Tree | s.Expr], types: list[ir.Type], scope: Scope, what: str, loc: ir.Loc
+    ) -> list[ir.Keyset]:
+        """``(k1, k2, ...)``: one keyset per key (a lone ``default`` covers them all)."""
+        if len(elems) == 1 and len(types) != 1 and _is_rule(elems[0], "keyset_default"):
+            return [ir.KeysetDefault(loc) for _ in types]
+        if len(elems) != len(types):
+            raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
+        return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
+
+    def simple_keyset(self, tree: Tree | s.Expr, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
         """One keyset element: value, ``v &&& m``, ``lo .. hi``, ``default`` or ``_``."""
         loc = self.loc(tree)
-        if tree.data in ("keyset_default", "dontcare_expr"):
+        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
             return ir.KeysetDefault(loc)
-        if tree.data == "keyset_mask":
+        if isinstance(tree, Tree) and tree.data == "keyset_mask":
             st = ir.strip_newtype(t)
             # the mask of a serializable enum key is a plain number of the underlying type
             mt = st.underlying if isinstance(st, ir.EnumType) and st.underlying is not None else t
             return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], mt, scope, what), loc)
-        if tree.data == "keyset_range":
+        if isinstance(tree, Tree) and tree.data == "keyset_range":
             return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+        assert isinstance(tree, s.Expr)
         return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
 
-    def key_value(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> int:
+    def key_value(self, tree: s.Expr, t: ir.Type, scope: Scope, what: str) -> int:
         """A constant of a keyset, as the integer the engine compares with."""
         loc = self.loc(tree)
         e = self.expr(tree, scope, t)
@@ -556,11 +571,11 @@ class StmtChecker(ExprChecker):
         action = self.lookup_action(name_tree, scope)
         if any(r.action is action for r in table.actions):
             raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", self.loc(tree))
-        args_tree = subtree(tree, "args")
+        args_tree = next((c for c in tree.children if isinstance(c, s.Args)), None)
         directional = [p for p in action.params if p.direction != ""]
         args: list[ir.Expr] = []
         if args_tree is not None:
-            bound = self.bind_args(directional, list(args_tree.children), scope, self.loc(tree), f"action '{action.name}'", {})
+            bound = self.bind_args(directional, list(args_tree.items), scope, self.loc(tree), f"action '{action.name}'", {})
             args = [a for a in bound if a is not None]
             for a in args:
                 if _applies_table(a):
@@ -569,17 +584,17 @@ class StmtChecker(ExprChecker):
             raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.loc(tree))
         return ir.ActionRef(action, args, annos, self.loc(tree))
 
-    def action_call_ref(self, tree: Tree, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
+    def action_call_ref(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
         """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
         loc = self.loc(tree)
-        if tree.data == "call_expr":
-            callee, args_tree = tree.children[0], tree.children[-1]
-            arg_trees = list(args_tree.children)
-        elif tree.data == "name_ref":
+        arg_trees: list[s.Arg]
+        if isinstance(tree, s.Call) and not tree.type_args:
+            callee, arg_trees = tree.callee, list(tree.args.items)
+        elif isinstance(tree, s.NameRef):
             callee, arg_trees = tree, []
         else:
             raise P4Error(f"{what} must be an action call", loc)
-        if callee.data != "name_ref":
+        if not isinstance(callee, s.NameRef):
             raise P4Error(f"{what} must be an action call", loc)
         action = self.lookup_action(callee, scope)
         listed = next((r for r in table.actions if r.action is action), None)
@@ -616,7 +631,10 @@ class StmtChecker(ExprChecker):
             if isinstance(c, Tree) and c.data == "annotations":
                 annos.update(self.annotation_list(c))
         prio_tree = subtree(tree, "entry_priority")
-        rest = [c for c in tree.children if isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority")]
+        rest = [
+            c for c in tree.children
+            if isinstance(c, s.Node) or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
+        ]
         keyset_tree, name_tree = rest[0], rest[1]
         args_tree = rest[2] if len(rest) > 2 else None
         if not table.keys:
@@ -624,7 +642,10 @@ class StmtChecker(ExprChecker):
         keysets = self.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
         for key, ks in zip(table.keys, keysets, strict=True):
             _check_entry_keyset(key, ks)
-        call = Tree("call_expr", [Tree("name_ref", [name_tree], name_tree.meta), args_tree], name_tree.meta) if args_tree is not None else Tree("name_ref", [name_tree], name_tree.meta)
+        nloc, nspan = self.loc(name_tree), (name_tree.meta.start_pos, name_tree.meta.end_pos)
+        call: s.Expr = s.NameRef(nloc, nspan, tree_name(name_tree), tree_dotted(name_tree))
+        if args_tree is not None:
+            call = s.Call(nloc, nspan, call, (), args_tree)
         ref = self.action_call_ref(call, scope, table, "entry action")
         priority: int | None = None
         if prio_tree is not None:
@@ -705,7 +726,7 @@ class StmtChecker(ExprChecker):
         else:
             table.properties[pname] = self.expr(value_tree, scope)
 
-    def property_instance(self, tree: Tree, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
+    def property_instance(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
         """The extern instance named (or constructed inline) by a table property."""
         expected = {
             "implementation": ("action_profile", "action_selector"),
@@ -713,7 +734,7 @@ class StmtChecker(ExprChecker):
             "meters": ("direct_meter",),
         }[pname]
         loc = self.loc(tree)
-        if tree.data == "ctor_call":
+        if isinstance(tree, s.CtorCall):
             inst = self.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
         else:
             e = self.expr(tree, scope)
@@ -727,7 +748,7 @@ class StmtChecker(ExprChecker):
             )
         return inst
 
-    def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
+    def construct(self, tree: s.CtorCall, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
 
