@@ -433,8 +433,7 @@ class Checker(StmtChecker):
                 seen_cp = True
             elif seen_cp:
                 raise P4Error(f"directional parameter '{p.name}' after action data parameters", p.loc)
-        body_tree = subtree(tree, "block")
-        assert body_tree is not None
+        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
         body = self.block(body_tree, inner, Ctx("action"))
         action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, self.loc(tree))
         scope.declare(name, action, self.loc(name_tree))
@@ -444,13 +443,12 @@ class Checker(StmtChecker):
         tparams, inner = self.type_param_scope(tree, scope)
         if tparams:
             raise UnsupportedError("generic functions", self.loc(tree))
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params", "block"))]
+        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params")) and not isinstance(c, s.Block)]
         rtype = self.resolve_type(rest[0], scope)
         name = name_of(rest[1])
         body_scope = inner.child()
         params = self.params(subtree(tree, "params"), scope, body_scope)
-        body_tree = subtree(tree, "block")
-        assert body_tree is not None
+        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
         body = self.block(body_tree, body_scope, Ctx("function", rtype))
         if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
             raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
@@ -694,9 +692,13 @@ class Checker(StmtChecker):
         stmts: list[ir.Stmt] = []
         transition = ir.Transition("reject", None, [], self.loc(tree))
         for c in tree.children:
-            if not isinstance(c, Tree) or c.data in ("annotations", "name"):
+            if isinstance(c, Token) or isinstance(c, Tree) and c.data in ("annotations", "name"):
                 continue
-            if c.data == "transition_direct":
+            if isinstance(c, s.Node):
+                st = self.stmt(c, inner, ctx)
+                if st is not None:
+                    stmts.append(st)
+            elif c.data == "transition_direct":
                 target = name_of(c.children[0])
                 self.check_state(target, states, c.children[0])
                 transition = ir.Transition(target, None, [], self.loc(c))
@@ -738,8 +740,11 @@ class Checker(StmtChecker):
         self.check_ctor_params(ctor)
         decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
         outer_direct, self.direct_instances = self.direct_instances, []
-        body_tree: Tree | None = None
+        body_tree: s.Block | None = None
         for c in tree.children:
+            if isinstance(c, s.Block):
+                body_tree = c
+                continue
             if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
                 continue
             if c.data == "action_decl":
@@ -749,8 +754,6 @@ class Checker(StmtChecker):
                 name_tree = subtree(c, "name")
                 inner.declare(table.name, table, self.loc(name_tree or c))
                 decl.locals.append(table)
-            elif c.data == "block":
-                body_tree = c
         assert body_tree is not None
         decl.body = self.block(body_tree, inner, Ctx("control"))
         decl.locals[:0] = self.direct_instances

@@ -97,26 +97,22 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- statements
 
-    def block(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Block:
+    def block(self, node: s.Block, scope: Scope, ctx: Ctx) -> ir.Block:
         """A ``{ ... }`` block in its own scope."""
         inner = scope.child()
-        stmts = [self.stmt(c, inner, ctx) for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-        return ir.Block([st for st in stmts if st is not None], self.loc(tree))
+        stmts = [self.stmt(c, inner, ctx) for c in node.items]
+        return ir.Block([st for st in stmts if st is not None], node.loc)
 
-    def compound_assign(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+    def compound_assign(self, node: s.CompoundAssignStmt, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.5)."""
-        lhs_tree, rhs_tree = tree.children[0], tree.children[-1]
-        if tree.data == "shr_assign_stmt":
-            op = ">>"
-        else:
-            op = str(tree.children[1])[:-1]
-        lhs = self.expr(lhs_tree, scope)
+        op = node.op
+        lhs = self.expr(node.lhs, scope)
         if isinstance(lhs, ir.DontCare):
             raise P4Error("cannot assign to '_'", loc)
-        self.check_lvalue(lhs, self.loc(lhs_tree))
+        self.check_lvalue(lhs, node.lhs.loc)
         pinned: list[ir.Stmt] = []
         lhs = self.pin_indexes(lhs, pinned)
-        value = self.binary(op, lhs_tree, rhs_tree, scope, loc, left=lhs)
+        value = self.binary(op, node.lhs, node.rhs, scope, loc, left=lhs)
         value = self.convert(value, lhs.type, loc, f"'{op}='")
         if pinned:  # `a[f()] op= b`: the index (and f's side effects) evaluated once
             return ir.Block([*pinned, ir.Assign(lhs, value, loc)], loc)
@@ -144,123 +140,108 @@ class StmtChecker(ExprChecker):
             return ir.Index(e.type, e.loc, base, index)
         return e
 
-    def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
+    def stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
-        loc = self.loc(tree)
-        kind = tree.data
-        if kind == "assign_stmt":
-            lhs = self.expr(tree.children[0], scope)
+        loc = self.loc(node)
+        if isinstance(node, Tree):  # a local declaration
+            if node.data == "variable_decl":
+                return self.variable_decl(node, scope)
+            if node.data == "const_decl":
+                self.const_decl(node, scope)
+                return None
+            if node.data == "instantiation":
+                raise P4Error("instantiations are not allowed inside a block", loc)
+            raise P4Error(f"unexpected statement '{self.source_text(node)}'", loc)
+        if isinstance(node, s.AssignStmt):
+            lhs = self.expr(node.lhs, scope)
             if isinstance(lhs, ir.DontCare):
                 raise P4Error("cannot assign to '_'", loc)
-            self.check_lvalue(lhs, self.loc(tree.children[0]))
-            rhs = self.expr(tree.children[1], scope, lhs.type)
-            rhs = self.convert(rhs, lhs.type, self.loc(tree.children[1]), "assignment")
+            self.check_lvalue(lhs, node.lhs.loc)
+            rhs = self.expr(node.rhs, scope, lhs.type)
+            rhs = self.convert(rhs, lhs.type, node.rhs.loc, "assignment")
             return ir.Assign(lhs, rhs, loc)
-        if kind in ("compound_assign_stmt", "shr_assign_stmt"):
-            return self.compound_assign(tree, scope, loc)
-        if kind == "call_stmt":
-            call = self.call(tree.children[0], [], tree.children[-1], scope, loc)
+        if isinstance(node, s.CompoundAssignStmt):
+            return self.compound_assign(node, scope, loc)
+        if isinstance(node, s.CallStmt):
+            type_args = [self.resolve_type(t, scope) for t in node.call.type_args]
+            call = self.call(node.call.callee, type_args, node.call.args, scope, loc)
             return self.call_stmt(call, ctx, loc)
-        if kind == "generic_call_stmt":
-            targs = next(c for c in tree.children if isinstance(c, s.TypeArgs))
-            type_args = [self.resolve_type(t, scope) for t in targs.items]
-            call = self.call(tree.children[0], type_args, tree.children[-1], scope, loc)
-            return self.call_stmt(call, ctx, loc)
-        if kind == "if_stmt":
-            cond = self.expect_bool(self.expr(tree.children[0], scope), self.loc(tree.children[0]), "if condition")
-            then = self.sub_stmt(tree.children[1], scope, ctx)
-            else_ = self.sub_stmt(tree.children[2], scope, ctx) if len(tree.children) > 2 else None
+        if isinstance(node, s.IfStmt):
+            cond = self.expect_bool(self.expr(node.cond, scope), node.cond.loc, "if condition")
+            then = self.sub_stmt(node.then, scope, ctx)
+            else_ = self.sub_stmt(node.else_, scope, ctx) if node.else_ is not None else None
             return ir.If(cond, then, else_, loc)
-        if kind == "block":
-            return self.block(tree, scope, ctx)
-        if kind == "empty_stmt":
+        if isinstance(node, s.Block):
+            return self.block(node, scope, ctx)
+        if isinstance(node, s.EmptyStmt):
             return ir.Empty(loc)
-        if kind == "exit_stmt":
+        if isinstance(node, s.ExitStmt):
             if ctx.kind == "parser":
                 raise P4Error("'exit' is not allowed in a parser", loc)
             return ir.Exit(loc)
-        if kind == "return_stmt":
-            return self.return_stmt(tree, scope, ctx, loc)
-        if kind == "switch_stmt":
-            return self.switch_stmt(tree, scope, ctx, loc)
-        if kind == "variable_decl":
-            return self.variable_decl(tree, scope)
-        if kind == "const_decl":
-            self.const_decl(tree, scope)
-            return None
-        if kind in ("for_stmt", "for_in_stmt", "for_range_stmt"):
+        if isinstance(node, s.ReturnStmt):
+            return self.return_stmt(node, scope, ctx, loc)
+        if isinstance(node, s.SwitchStmt):
+            return self.switch_stmt(node, scope, ctx, loc)
+        if isinstance(node, (s.ForStmt, s.ForInStmt)):
             if ctx.kind == "parser":
                 raise P4Error("'for' statements are not allowed in a parser", loc)
             loop_ctx = Ctx(ctx.kind, ctx.return_type, True)
-            if kind == "for_stmt":
-                return self.for_stmt(tree, scope.child(), loop_ctx, loc)
-            return self.for_in_stmt(tree, scope.child(), loop_ctx, loc)
-        if kind in ("break_stmt", "continue_stmt"):
-            word = str(kind)[:-5]
+            if isinstance(node, s.ForStmt):
+                return self.for_stmt(node, scope.child(), loop_ctx, loc)
+            return self.for_in_stmt(node, scope.child(), loop_ctx, loc)
+        if isinstance(node, (s.BreakStmt, s.ContinueStmt)):
+            word = "break" if isinstance(node, s.BreakStmt) else "continue"
             if not ctx.in_loop:
                 raise P4Error(f"'{word}' outside a loop", loc)
             return ir.Break(loc) if word == "break" else ir.Continue(loc)
-        if kind == "direct_apply":
-            return self.direct_apply(tree, scope, loc)
-        if kind == "instantiation":
-            raise P4Error("instantiations are not allowed inside a block", loc)
-        raise P4Error(f"unexpected statement '{self.source_text(tree)}'", loc)
+        if isinstance(node, s.DirectApply):
+            return self.direct_apply(node, scope, loc)
+        raise P4Error(f"unexpected statement '{self.source_text(node)}'", loc)
 
     # --------------------------------------------------------------- loops
 
-    def for_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def for_stmt(self, node: s.ForStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``for (init; cond; updates) body`` in its own scope (``scope``)."""
-        init_tree, cond_tree, update_tree, body_tree = tree.children
-        init = [self.for_part(p, scope, ctx, declare=True) for p in init_tree.children]
+        init = [self.for_part(p, scope, ctx, declare=True) for p in node.init]
         cond: ir.Expr | None = None
-        if cond_tree.children:
-            c = cond_tree.children[0]
-            cond = self.expect_bool(self.expr(c, scope), self.loc(c), "for condition")
-        updates = [self.for_part(p, scope, ctx, declare=False) for p in update_tree.children]
-        body = self.sub_stmt(body_tree, scope, ctx)
+        if node.cond is not None:
+            cond = self.expect_bool(self.expr(node.cond, scope), node.cond.loc, "for condition")
+        updates = [self.for_part(p, scope, ctx, declare=False) for p in node.updates]
+        body = self.sub_stmt(node.body, scope, ctx)
         return ir.For(init, cond, updates, body, loc)
 
-    def for_part(self, tree: Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
+    def for_part(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
         """One initialiser or update of a ``for``: a declaration (init only), an
-        assignment or a call, lowered as the equivalent statement."""
-        loc = self.loc(tree)
-        kind = str(tree.data)
-        as_stmt = {
-            "for_assign": "assign_stmt",
-            "for_compound": "compound_assign_stmt",
-            "for_shr": "shr_assign_stmt",
-            "for_call": "call_stmt",
-        }
-        if kind == "for_var":
+        assignment or a call, checked as the equivalent statement."""
+        if isinstance(node, Tree):  # for_var: ``T x = e``
             if not declare:
-                raise P4Error("a 'for' update cannot declare a variable", loc)
-            return self.variable_decl(Tree("variable_decl", tree.children, tree.meta), scope)
-        stmt = self.stmt(Tree(as_stmt[kind], tree.children, tree.meta), scope, ctx)
+                raise P4Error("a 'for' update cannot declare a variable", self.loc(node))
+            return self.variable_decl(Tree("variable_decl", node.children, node.meta), scope)
+        stmt = self.stmt(node, scope, ctx)
         assert stmt is not None
         return stmt
 
-    def for_in_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def for_in_stmt(self, node: s.ForInStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``for (T x in low .. high)`` / ``for (T x in collection)``; ``x`` is local."""
-        type_tree, name_tree = tree.children[0], tree.children[1]
-        body_tree = tree.children[-1]
-        t = self.resolve_type(type_tree, scope)
+        t = self.resolve_type(node.type, scope)
         st = ir.strip_newtype(t)
-        name = name_of(name_tree)
-        var = ir.Variable(name, t, self.new_uid(), self.loc(name_tree))
-        if tree.data == "for_range_stmt":
+        name = node.name
+        var = ir.Variable(name, t, self.new_uid(), node.name_loc)
+        if node.collection is None:
+            assert node.low is not None and node.high is not None
             if not isinstance(st, ir.BitType):
                 raise P4Error(f"a range loop variable must be bit<W> or int<W>, not {type_str(t)}", loc)
             bounds = []
-            for b in tree.children[2:4]:
+            for b in (node.low, node.high):
                 e = self.expr(b, scope, t)
-                bounds.append(self.convert(e, t, self.loc(b), "range bound"))
-            scope.declare(name, var, self.loc(name_tree))
-            body = self.sub_stmt(body_tree, scope, ctx)
+                bounds.append(self.convert(e, t, b.loc, "range bound"))
+            scope.declare(name, var, node.name_loc)
+            body = self.sub_stmt(node.body, scope, ctx)
             return ir.ForIn(var, body, bounds[0], bounds[1], None, loc)
-        coll_tree = tree.children[2]
-        coll = self.expr(coll_tree, scope)
+        coll = self.expr(node.collection, scope)
         ct = ir.strip_newtype(coll.type)
-        cloc = self.loc(coll_tree)
+        cloc = node.collection.loc
         if isinstance(coll, ir.ListExpr):
             elems = [self.convert(x, t, x.loc, "list element") for x in coll.elems]
             coll = ir.ListExpr(ir.TupleType(tuple(t for _ in elems)), coll.loc, elems)
@@ -271,14 +252,14 @@ class StmtChecker(ExprChecker):
                 )
         else:
             raise P4Error(f"cannot iterate over an expression of type {type_str(coll.type)}", cloc)
-        scope.declare(name, var, self.loc(name_tree))
-        body = self.sub_stmt(body_tree, scope, ctx)
+        scope.declare(name, var, node.name_loc)
+        body = self.sub_stmt(node.body, scope, ctx)
         return ir.ForIn(var, body, None, None, coll, loc)
 
-    def direct_apply(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+    def direct_apply(self, node: s.DirectApply, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``C.apply(args);`` applies a fresh instance of C, as p4c does: the instance is
         named ``C_inst`` (``C_inst_1``, ...) and has the control-plane name ``C``."""
-        type_tree, args_tree = tree.children[0], tree.children[-1]
+        type_tree = node.type
         t = self.resolve_type(type_tree, scope)
         if not isinstance(t, ir.BlockType):
             raise P4Error(f"'{self.source_text(type_tree)}' is not a parser or control", loc)
@@ -294,14 +275,14 @@ class StmtChecker(ExprChecker):
             name = f"{base}_{n}"
         inst = ir.Instance(name, t.decl.name, t, [], {"name": [t.decl.name]}, loc)
         pending.append(inst)
-        ref = ir.InstanceRef(t, self.loc(type_tree), inst)
-        call = self.method_call(ref, "apply", [], list(args_tree.items), scope, loc)
+        ref = ir.InstanceRef(t, type_tree.loc, inst)
+        call = self.method_call(ref, "apply", [], list(node.args.items), scope, loc)
         return ir.CallStmt(call, loc)
 
-    def sub_stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
+    def sub_stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
         """Branch of an if: declarations get their own scope."""
-        stmt = self.stmt(tree, scope.child(), ctx)
-        return stmt if stmt is not None else ir.Empty(self.loc(tree))
+        stmt = self.stmt(node, scope.child(), ctx)
+        return stmt if stmt is not None else ir.Empty(self.loc(node))
 
     def call_stmt(self, call: ir.Expr, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """A call used as a statement."""
@@ -318,23 +299,23 @@ class StmtChecker(ExprChecker):
             raise P4Error("expression used as a statement is not a call", loc)
         return ir.CallStmt(call, loc)
 
-    def return_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def return_stmt(self, node: s.ReturnStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``return`` / ``return e``."""
         if ctx.kind == "parser":
             raise P4Error("'return' is not allowed in a parser", loc)
-        if not tree.children:
+        if node.value is None:
             if ctx.return_type is not None and not isinstance(ctx.return_type, ir.VoidType):
                 raise P4Error("a return value is required", loc)
             return ir.Return(None, loc)
         if ctx.return_type is None or isinstance(ctx.return_type, ir.VoidType):
             raise P4Error("return with a value outside a function that returns one", loc)
-        value = self.expr(tree.children[0], scope, ctx.return_type)
-        value = self.convert(value, ctx.return_type, self.loc(tree.children[0]), "return value")
+        value = self.expr(node.value, scope, ctx.return_type)
+        value = self.convert(value, ctx.return_type, node.value.loc, "return value")
         return ir.Return(value, loc)
 
-    def switch_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def switch_stmt(self, node: s.SwitchStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``switch`` on ``t.apply().action_run`` or on a bit/enum value."""
-        subject = self.expr(tree.children[0], scope)
+        subject = self.expr(node.subject, scope)
         st = ir.strip_newtype(subject.type)
         if not isinstance(st, (ir.ActionRunType, ir.BitType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
@@ -344,53 +325,37 @@ class StmtChecker(ExprChecker):
             raise P4Error("a switch on a value needs match_kind 'exact' (declared in core.p4, not included)", loc)
         cases: list[ir.SwitchCase] = []
         seen: set[object] = set()
-        for case_tree in tree.children[1:]:
-            label_tree = case_tree.children[0]
-            cloc = self.loc(case_tree)
+        for case in node.cases:
+            label_node = case.label
             label: object
-            if label_tree.data == "label_default":
+            if isinstance(label_node, s.DefaultLabel):
                 label = "default"
             elif isinstance(st, ir.ActionRunType):
-                if label_tree.data != "label_name":
-                    raise P4Error("switch labels on action_run must be action names", self.loc(label_tree))
-                aname = name_of(label_tree)
+                if not isinstance(label_node, s.NameRef):
+                    raise P4Error("switch labels on action_run must be action names", label_node.loc)
+                aname = label_node.name
                 action = scope.lookup(aname)
                 if not isinstance(action, ir.ActionDecl) or all(r.action is not action for r in st.table.actions):
-                    raise P4Error(f"'{aname}' is not an action of table '{st.table.name}'", self.loc(label_tree))
+                    raise P4Error(f"'{aname}' is not an action of table '{st.table.name}'", label_node.loc)
                 label = action
             else:
-                label = self.switch_value(label_tree, subject.type, scope)
+                label = self.switch_value(label_node, subject.type, scope)
             key = label if not isinstance(label, ir.Expr) else _label_key(label)
             if key in seen:
-                raise P4Error("duplicate switch label", self.loc(label_tree))
+                raise P4Error("duplicate switch label", label_node.loc)
             seen.add(key)
-            body_tree = subtree(case_tree, "block")
-            body = self.block(body_tree, scope, ctx) if body_tree is not None else None
+            body = self.block(case.body, scope, ctx) if case.body is not None else None
             if cases and cases[-1].body is None:
                 cases[-1].labels.append(label)
                 cases[-1].body = body
             else:
-                cases.append(ir.SwitchCase([label], body, cloc))
+                cases.append(ir.SwitchCase([label], body, case.loc))
         return ir.SwitchStmt(subject, cases, loc)
 
-    def switch_value(self, label_tree: Tree, t: ir.Type, scope: Scope) -> ir.Expr:
+    def switch_value(self, label: s.Expr, t: ir.Type, scope: Scope) -> ir.Expr:
         """A constant switch label converted to the subject's type."""
-        loc = self.loc(label_tree)
-        kind = label_tree.data
-        span = (label_tree.meta.start_pos, label_tree.meta.end_pos)
-        node: s.Expr
-        if kind == "label_int":
-            node = s.IntLit(loc, span, str(label_tree.children[0]))
-        elif kind == "label_name":
-            (name_tree,) = label_tree.children
-            node = s.NameRef(loc, span, tree_name(name_tree), tree_dotted(name_tree))
-        elif kind == "label_type_member":
-            type_ref, member = label_tree.children
-            node = s.TypeMember(loc, span, type_ref, tree_name(member), self.loc(member))
-        else:
-            node = s.ErrorMember(loc, span, tree_name(label_tree.children[0]))
-        e = self.expr(node, scope)
-        e = self.convert(e, t, loc, "switch label")
+        loc = label.loc
+        e = self.convert(self.expr(label, scope), t, loc, "switch label")
         if not isinstance(e, (ir.Const, ir.EnumMember, ir.ErrorMember)):
             raise P4Error("switch labels must be compile-time constants", loc)
         return e

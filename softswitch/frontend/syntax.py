@@ -1,18 +1,19 @@
-"""Typed syntax tree of P4 expressions and type references, with source positions.
+"""Typed syntax tree of P4 statements, expressions and type references, with positions.
 
 The grammar (``p4.lark``) gives lark trees whose children are read by position; for
-expressions and type references :mod:`softswitch.frontend.syntax_build` turns them into these
+statements, expressions and type references :mod:`softswitch.frontend.syntax_build` turns them into these
 dataclasses instead, so the checks read named fields. Every node carries ``loc`` (the
 original FILE:LINE:COL, after the preprocessor's line mapping) and ``span`` (offsets into the
 preprocessed text, for messages and P4Info names that quote the source).
 
-Declarations and statements are still lark trees whose expression and type children are
-these nodes (the next layer to convert).
+Statements are nodes too; declarations (top level, block locals, parser states, tables) are
+still lark trees whose statement, expression and type children are these nodes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from softswitch import ir
 
@@ -270,3 +271,120 @@ class ExprList(Node):
     """``a, b, c`` (a ``select`` subject)."""
 
     items: tuple[Expr, ...]
+
+
+# ----------------------------------------------------------------------- statements
+
+
+class Stmt(Node):
+    """A statement as written (local declarations inside blocks stay lark trees)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Block(Stmt):
+    """``{ ... }``: statements and local declarations (``variable_decl``, ``const_decl``,
+    ``instantiation`` lark trees) in order."""
+
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class AssignStmt(Stmt):
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class CompoundAssignStmt(Stmt):
+    """``lhs op= rhs`` (``op`` without the ``=``; ``>>`` for ``>>=``)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class CallStmt(Stmt):
+    call: Call
+
+
+@dataclass(frozen=True, eq=False)
+class IfStmt(Stmt):
+    cond: Expr
+    then: Any  # a statement or a local declaration tree
+    else_: Any | None
+
+
+@dataclass(frozen=True, eq=False)
+class EmptyStmt(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class ExitStmt(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class ReturnStmt(Stmt):
+    value: Expr | None
+
+
+@dataclass(frozen=True, eq=False)
+class BreakStmt(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class ContinueStmt(Stmt):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class DefaultLabel(Node):
+    """``default:`` in a switch."""
+
+
+@dataclass(frozen=True, eq=False)
+class SwitchCase(Node):
+    """``label: { ... }`` or ``label:`` (falls through to the next case's block)."""
+
+    label: Expr | DefaultLabel
+    body: Block | None
+
+
+@dataclass(frozen=True, eq=False)
+class SwitchStmt(Stmt):
+    subject: Expr
+    cases: tuple[SwitchCase, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class DirectApply(Stmt):
+    """``C.apply(args);`` for a parser or control type ``C``."""
+
+    type: TypeRef
+    args: Args
+
+
+@dataclass(frozen=True, eq=False)
+class ForStmt(Stmt):
+    """``for (init; cond; updates) body``."""
+
+    init: tuple[Any, ...]  # statements and ``variable_decl`` trees
+    cond: Expr | None
+    updates: tuple[Any, ...]
+    body: Any
+
+
+@dataclass(frozen=True, eq=False)
+class ForInStmt(Stmt):
+    """``for (T x in collection)`` or, with ``low``/``high``, ``for (T x in low .. high)``."""
+
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    collection: Expr | None
+    low: Expr | None
+    high: Expr | None
+    body: Any
