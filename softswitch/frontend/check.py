@@ -15,6 +15,7 @@ from softswitch.frontend.literals import check_width, parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
+from softswitch.frontend.tables import TableChecker
 from softswitch.frontend.typeops import same_type, substitute, type_str
 
 _BASE_TYPES: dict[str, ir.Type] = {
@@ -58,6 +59,8 @@ class Checker(StmtChecker):
         self.method_info: dict[int, tuple[list[str], ir.Type]] = {}
         # instances created for direct applications ``C.apply()`` in the current block
         self.direct_instances: list[ir.Instance] = []
+        # one concern per composed checker: tables (keys, actions, entries, properties)
+        self.table_checker = TableChecker(self)
 
     # ------------------------------------------------------------------ program
 
@@ -750,7 +753,7 @@ class Checker(StmtChecker):
             if c.data == "action_decl":
                 decl.locals.append(self.action_decl(c, inner))
             elif c.data == "table_decl":
-                table = self.table_decl(c, inner)
+                table = self.table_checker.table_decl(c, inner)
                 name_tree = subtree(c, "name")
                 inner.declare(table.name, table, self.loc(name_tree or c))
                 decl.locals.append(table)
