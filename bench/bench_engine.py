@@ -1,6 +1,6 @@
 """Packets per second of the built-in target's pipeline alone (no ports, no gRPC).
 
-Runs ``softswitch.engine.bench.bench_pipeline`` on tests/p4/ipv4_forward.p4 (basic.p4 style:
+Runs ``bench.pipeline_rate.bench_pipeline`` on tests/p4/ipv4_forward.p4 (basic.p4 style:
 LPM on the IPv4 destination, TTL decrement, checksum update) with one route installed and a
 routed IPv4/UDP frame, so every packet takes the full hit path: parse, LPM hit, action,
 checksum update, deparse.
@@ -228,7 +228,7 @@ def payload_rows(seconds: float) -> list[dict[str, Any]]:
 
 def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     """Measures pipeline throughput; skips while the engine or the program is missing."""
-    bench_pipeline = _require("softswitch.engine.bench", "bench_pipeline")
+    bench_pipeline = _require("bench.pipeline_rate", "bench_pipeline")
     pipeline = build_pipeline()
     frame = routed_frame()
     out = pipeline.process(INGRESS_PORT, frame)

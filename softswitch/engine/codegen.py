@@ -47,6 +47,7 @@ from softswitch.engine.tables import (
     Table,
     TableEntry,
 )
+from softswitch.engine.target import TargetSpec
 from softswitch.engine.trace import PacketTracer
 from softswitch.errors import P4Error, UnsupportedError
 
@@ -102,9 +103,14 @@ class CodeGen(VectorMixin, ExternMixin):
     """Generates the module for one program (see :func:`compile_program`)."""
 
     def __init__(
-        self, program: ir.Program, log_enabled: bool = False, trace: bool = False
+        self,
+        program: ir.Program,
+        target: TargetSpec,
+        log_enabled: bool = False,
+        trace: bool = False,
     ) -> None:
         self.program = program
+        self.target = target
         self.trace = trace
         self.log_enabled = log_enabled or trace
         # action name -> control-plane parameter (name, width)s (for traces)
@@ -928,17 +934,15 @@ def _field_match(kf: KeyField, ks: ir.Keyset, loc: ir.Loc) -> FieldMatch | None:
     raise P4Error(f"keyset {type(ks).__name__} does not fit a {kind.value} key", loc)
 
 
-V1MODEL_ROLES = ["parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser"]
-
-
 def compile_program(
     program: ir.Program,
+    target: TargetSpec,
     *,
     log_enabled: bool = False,
-    roles: list[str] | None = None,
     trace: bool = False,
 ) -> CompiledProgram:
-    """Generate, compile and load the Python module for ``program``; ``trace`` selects the
-    instrumented variant that reports each packet's path to ``CompiledProgram.tracer``."""
-    gen = CodeGen(program, log_enabled=log_enabled, trace=trace)
-    return gen.build(roles or V1MODEL_ROLES)
+    """Generate, compile and load the Python module for ``program`` on ``target`` (its block
+    roles and primitives); ``trace`` selects the instrumented variant that reports each
+    packet's path to ``CompiledProgram.tracer``."""
+    gen = CodeGen(program, target, log_enabled=log_enabled, trace=trace)
+    return gen.build(list(target.roles))
