@@ -1,0 +1,244 @@
+"""docs/reliability.md from a :class:`~reliability.results.CampaignResult`: the figures, the
+verdict against the issue's targets, the command that produced them, and a plot."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from pathlib import Path
+
+from reliability.results import CampaignResult, JobTally
+
+log = logging.getLogger(__name__)
+
+
+def _med(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "-"
+
+
+def _p95(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return f"{ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]:.2f}"
+
+
+def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
+    """(target, met, what was measured) for each of the issue's "done when" figures."""
+    out = []
+    if result.loss:
+        wrong = sum(c.tally.wrong for c in result.loss)
+        hangs = sum(c.tally.hangs for c in result.loss)
+        failed = sum(c.tally.failed for c in result.loss)
+        n = sum(c.tally.count for c in result.loss)
+        out.append(("0 wrong sums and 0 hangs under loss", wrong == 0 and hangs == 0,
+                    f"{n} all-reduces: {wrong} wrong, {hangs} hangs, {failed} failed"))
+    if result.restart is not None:
+        r = result.restart
+        out.append((f"{r.attempts}/{r.attempts} switch restarts survived",
+                    r.attempts > 0 and r.survived == r.attempts,
+                    f"{r.survived}/{r.attempts} jobs exact"))
+    if result.controller is not None:
+        c = result.controller
+        t = c.tally
+        ok = (c.restarts > 0 and t.count > 0 and t.exact == t.count and c.reconcile_changes == 0
+              and c.reconcile_pushed == 0)
+        out.append((f"{c.restarts}/{c.restarts} controller restarts survived", ok,
+                    f"{t.exact}/{t.count} jobs exact during them; reconcile afterwards wrote "
+                    f"{c.reconcile_changes} entities, pushed {c.reconcile_pushed} pipelines"))
+    if result.teardown is not None:
+        d = result.teardown
+        left = sum(len(v) for v in d.leaks_final.values())
+        ok = left == 0 and d.next_run_ok and d.refused_starts == 0 and d.leaks_after_each == 0
+        out.append((f"0 leaks after {d.runs} interrupted runs", ok,
+                    f"{left} leftovers at the end, {d.leaks_after_each} runs that left something "
+                    f"after SIGINT or their end, {d.refused_starts} refused starts, next run "
+                    f"{'started' if d.next_run_ok else 'FAILED'}"))
+    if result.bad_input is not None:
+        b = result.bad_input
+        refused = all(r["code"] != "OK" for r in b.requests)
+        ok = (b.alive_after and b.after.exact == b.after.count > 0 and b.unaccounted == 0
+              and b.port_rx == b.frames_sent and refused and b.reconcile_changes == 0)
+        out.append(("bad frames and requests: forwarding goes on, every frame counted", ok,
+                    f"{b.frames_sent} frames sent, {b.port_rx} counted in, "
+                    f"{b.unaccounted} unaccounted; "
+                    f"{sum(r['code'] != 'OK' for r in b.requests)}/{len(b.requests)} requests "
+                    f"refused"))
+    return out
+
+
+def _tally_row(name: str, t: JobTally, extra: str = "") -> str:
+    return (f"| {name} | {t.count} | {t.exact} | {t.wrong} | {t.hangs} | {t.failed} | "
+            f"{t.bound_s:.0f} s | {_med(t.seconds)} / {_p95(t.seconds)} s | "
+            f"{t.retransmissions} | {extra} |")
+
+
+def render(result: CampaignResult, figure: str | None) -> str:
+    """The Markdown text."""
+    lines = [
+        "# Reliability campaign",
+        "",
+        "Faults during jobs on the real emulated network (Mininet, built-in P4 switches "
+        "running `p4src/netreduce.p4`, the controller's `serve`), measured by `make soak` "
+        "(`python -m reliability`, package `reliability/`). Issue 20.",
+        "",
+        f"Command: `{result.command}` ({result.mode}); started {result.started}, took "
+        f"{result.seconds / 60:.1f} min. Machine: {result.machine}.",
+        "",
+        "## Verdict",
+        "",
+        "| target | met | measured |",
+        "| --- | --- | --- |",
+    ]
+    for target, met, what in verdicts(result):
+        lines.append(f"| {target} | {'yes' if met else '**no**'} | {what} |")
+    lines.append("")
+    head = ("| cell | runs | exact | wrong sums | hangs | failed (named cause) | hang bound | "
+            "time median / p95 | retransmissions | notes |")
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    if result.loss:
+        lines += ["## Loss on every link", "",
+                  "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
+                  "links, one worker per host, job over both leaves and one spine), with the "
+                  "program's loss fault on every link in both directions (host links at the "
+                  "leaf port both ways, leaf-spine links at each end's egress, so each link "
+                  "direction drops once). Each run is one `python -m workloads allreduce "
+                  "--check` per host (the result compared with the exact sum). A hang is a run "
+                  "not done within the bound: a 30 s start allowance (Python and numpy imports, "
+                  "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
+                  "host link at the link rate, up and back; the workers give up at that bound "
+                  "themselves.", "", head, rule]
+        for c in result.loss:
+            lines.append(_tally_row(
+                f"loss {c.loss:.0%} ({c.links} link directions)", c.tally,
+                f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
+                f"seen by the transport"))
+        lines.append("")
+        for c in result.loss:
+            for err in c.tally.errors[:5]:
+                lines.append(f"- loss {c.loss:.0%}: {err}")
+        lines.append("")
+    if result.restart is not None:
+        r = result.restart
+        lines += ["## Switch restart mid-job", "",
+                  "A switch of the job's tree (leaves and the spine in turn, a random one of "
+                  "the role) SIGKILLed at a random point of a running all-reduce (a uniform "
+                  "fraction of an undisturbed run's time after the switch saw the job start), "
+                  "then started again; the serving controller (`Controller.serve`, as "
+                  "`ina-controller serve`) restores pipeline, routes and the job; the "
+                  "all-reduce must finish exactly.", "",
+                  f"**{r.survived} of {r.attempts}** jobs finished exactly.", "",
+                  head, rule, _tally_row("switch restart", r.tally,
+                                         "bound: the workers' timeout across a restart"), "",
+                  "| # | switch | role | at | job running | recovered | recovery | job |",
+                  "| ---: | --- | --- | ---: | --- | --- | ---: | --- |"]
+        for i, k in enumerate(r.kills, 1):
+            lines.append(f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
+                         f"{k.get('job_running')} | {k.get('recovered')} | "
+                         f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |")
+        lines.append("")
+        for err in r.tally.errors[:8]:
+            lines.append(f"- {err}")
+        lines.append("")
+    if result.controller is not None:
+        c = result.controller
+        lines += ["## Controller restart", "",
+                  "`ina-controller serve` as a process of its own, SIGKILLed at a random "
+                  "moment (0-3 s after it said it serves: during its first reconcile or while "
+                  "it serves) and started again, while in-network all-reduces run back to "
+                  "back; afterwards `ina-controller --json reconcile` must write nothing.", "",
+                  f"{c.restarts} restarts; {c.tally.count} all-reduces ran meanwhile. "
+                  f"Reconcile afterwards: {c.reconcile_changes} entities written, "
+                  f"{c.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
+                  f"{_med(c.serve_seconds)} s.", "", head, rule,
+                  _tally_row("controller restarts", c.tally), ""]
+        for err in (c.errors + c.tally.errors)[:8]:
+            lines.append(f"- {err}")
+        lines.append("")
+    if result.teardown is not None:
+        d = result.teardown
+        lines += ["## Teardown", "",
+                  f"{d.runs} runs of `make run`'s entry point (`python -m topo.run --topo rack "
+                  "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
+                  "fourth also programs the fabric and runs both all-reduces, the others only "
+                  "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
+                  "moment in [0.3, 12] s. After each run the campaign looks for what it left: "
+                  "interfaces with the prefix, processes (switches, Mininet shells, workers: "
+                  "everything carrying the run's environment tag), the network namespaces "
+                  "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
+                  "the next run must clean its leftovers itself (no `make clean`). Then one "
+                  "more run must start and end cleanly.", "",
+                  f"- signals: {', '.join(f'{k} {v}' for k, v in sorted(d.signals.items()))}",
+                  f"- exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(d.exit_codes.items()))}",
+                  f"- runs refused because of leftovers: {d.refused_starts}",
+                  f"- runs that left something after SIGINT or their normal end: "
+                  f"{d.leaks_after_each}",
+                  "- left at the end: " + (", ".join(f"{k} {len(v)}" for k, v in
+                                                     d.leaks_final.items())),
+                  f"- the run after them started without `make clean`: "
+                  f"{'yes' if d.next_run_ok else 'no'}", ""]
+        for line in d.details[:10]:
+            lines.append(f"- {line}")
+        lines.append("")
+    if result.bad_input is not None:
+        b = result.bad_input
+        lines += ["## Bad frames and bad requests", "",
+                  f"{b.frames_sent} malformed frames (kinds in turn: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(b.kinds.items()))
+                  + f") sent from a host into {b.switch} port {b.port} "
+                  "(`reliability/frames.py`), then illegal P4Runtime requests "
+                  "(`reliability/illegal.py`).", "",
+                  "Accounting over the whole switch while the frames came in: every frame "
+                  "received on any port (the hosts' replies to forwarded frames, ICMP, come "
+                  "in on other ports) was either dropped with a reason or sent.", "",
+                  "| frames sent | kernel rx at the switch port | port_rx of that port | "
+                  "port_rx, all ports | dropped by reason | sent, all ports | unaccounted |",
+                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+                  f"| {b.frames_sent} | {b.kernel_rx} | {b.port_rx} | {b.switch_rx} | "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(b.dropped.items()))
+                  + f" | {b.forwarded} | {b.unaccounted} |", "",
+                  f"Switch process alive afterwards: {b.alive_after}; all-reduce afterwards: "
+                  f"{b.after.exact}/{b.after.count} exact; reconcile afterwards wrote "
+                  f"{b.reconcile_changes} entities.", "",
+                  "| illegal request | answer |", "| --- | --- |"]
+        lines += [f"| {r['request']} | {r['code']} |" for r in b.requests]
+        lines.append("")
+    if figure:
+        lines += ["## Figure", "", f"![campaign figures]({figure})", ""]
+    if result.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [""]
+    return "\n".join(lines)
+
+
+def plot(result: CampaignResult, path: Path) -> bool:
+    """All-reduce times per loss cell and switch-restart recovery times; False without
+    matplotlib or data."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series = [(f"loss {c.loss:.0%}", c.tally.seconds) for c in result.loss if c.tally.seconds]
+    recoveries = ([k["recovery_s"] for k in result.restart.kills if "recovery_s" in k]
+                  if result.restart is not None else [])
+    if not series and not recoveries:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    if series:
+        axes[0].boxplot([s for _, s in series], tick_labels=[n for n, _ in series])
+        axes[0].set_ylabel("all-reduce time (s)")
+        axes[0].set_title("in-network all-reduce under loss")
+    if recoveries:
+        roles = [k["role"] for k in result.restart.kills if "recovery_s" in k]  # type: ignore[union-attr]
+        colours = ["tab:blue" if r == "leaf" else "tab:orange" for r in roles]
+        axes[1].bar(range(1, len(recoveries) + 1), recoveries, color=colours)
+        axes[1].set_xlabel("restart (blue: leaf, orange: spine)")
+        axes[1].set_ylabel("kill to restored (s)")
+        axes[1].set_title("switch restart recovery")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
