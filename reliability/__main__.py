@@ -58,6 +58,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prefix", default="rk", help="name prefix of the campaign's network "
                    "(the teardown runs use it with 'x' appended)")
     p.add_argument("--seed", type=int, default=20)
+    p.add_argument("--parallel", action="store_true",
+                   help="run the teardown cell beside the network cells (faster, more load)")
     p.add_argument("--runs-root", type=Path, help="run directories (default run/soak-<time>)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report (Markdown)")
     p.add_argument("--json", type=Path, help="also write the raw figures as JSON")
@@ -101,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs_root = (args.runs_root or Path("run") / f"soak-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     command = "sudo make soak" if argv is None and not sys.argv[1:] else \
         "python -m reliability " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    mode = "quick campaign" if args.quick else "full campaign"
+    mode = ("quick campaign" if args.quick else "full campaign") + \
+        (", teardown runs beside the network cells" if args.parallel else "")
     with Progress(TextColumn("[bold]soak[/bold]"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
                   transient=False) as progress:
@@ -112,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not console.is_terminal:
                 logging.getLogger("reliability").warning("%s", text)
 
-        result = run_campaign(plan, runs_root, command, mode, args.seed, tick)
+        result = run_campaign(plan, runs_root, command, mode, args.seed, tick,
+                              args.parallel)
     out: Path = args.out
     figure = None
     if not args.no_write:

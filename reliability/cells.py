@@ -54,7 +54,7 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick) -> LossCell:
     for sw, port, direction in ports:
         ctl.set_fault(sw, port, loss, direction)
     drops0 = bed.fault_drops()
-    tally = JobTally(bound_s=bed.bound())
+    tally = JobTally(bound_s=bed.bound(loss=loss))
     try:
         for i in range(count):
             verdict, _ = bed.allreduce(tally)

@@ -105,9 +105,12 @@ def render(result: CampaignResult, figure: str | None) -> str:
                   "direction drops once). Each run is one `python -m workloads allreduce "
                   "--check` per host (the result compared with the exact sum). A hang is a run "
                   "not done within the bound: a 30 s start allowance (Python and numpy imports, "
-                  "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
-                  "host link at the link rate, up and back; the workers give up at that bound "
-                  "themselves.", "", head, rule]
+                  "the barrier, on a loaded machine) plus 40 × (1 + 100 p) × the tensor's ideal "
+                  "time over a host link at the link rate, up and back (p: the loss per link "
+                  "direction; every loss costs a retransmission timeout of up to 250 ms, far "
+                  "more than the link time); the workers give up at that bound themselves. "
+                  "Each all-reduce is a new job (`job create`, the previous one deleted): a "
+                  "job serves one run of its workers (docs/workloads.md).", "", head, rule]
         for c in result.loss:
             lines.append(_tally_row(
                 f"loss {c.loss:.0%} ({c.links} link directions)", c.tally,

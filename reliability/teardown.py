@@ -60,6 +60,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
                   tick: Callable[[str], None]) -> TeardownCell:
     """``plan.runs`` runs, then one more that must start cleanly; leaks after each."""
     cell = TeardownCell()
+    runs_root.mkdir(parents=True, exist_ok=True)
     tag = f"{plan.prefix}{os.getpid()}"
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     signals: Counter[str] = Counter()

@@ -31,8 +31,9 @@ JOB = "soak"
 # barrier (a one-element all-reduce). Measured 2-6 s on the loaded 2-core machine; the hang
 # bound allows 5 times the worst.
 START_ALLOWANCE_S = 30.0
-# Retransmission timeouts back off up to 250 ms per loss; a run may need this many times the
-# ideal link time before it counts as a hang (at 10 % loss on every link).
+# A run may need this many times the ideal link time before it counts as a hang; loss
+# multiplies it by (1 + 100 p): each packet crosses up to six lossy link directions and
+# every loss costs a retransmission timeout (up to 250 ms), far more than the link time.
 LINK_TIME_FACTOR = 40.0
 
 
@@ -83,10 +84,11 @@ def ideal_seconds(elements: int, elems: int, bw_mbit: float) -> float:
     return 2 * packets * frame * 8 / (bw_mbit * 1e6)
 
 
-def hang_bound(elements: int, elems: int, bw_mbit: float) -> float:
+def hang_bound(elements: int, elems: int, bw_mbit: float, loss: float = 0.0) -> float:
     """A run not done within this is a hang: the start allowance plus LINK_TIME_FACTOR
-    times the ideal link time."""
-    return START_ALLOWANCE_S + LINK_TIME_FACTOR * ideal_seconds(elements, elems, bw_mbit)
+    times the ideal link time, times (1 + 100 ``loss``) under loss on every link."""
+    return (START_ALLOWANCE_S + LINK_TIME_FACTOR * ideal_seconds(elements, elems, bw_mbit)
+            * (1 + 100 * loss))
 
 
 class TolerantReads:
@@ -234,6 +236,7 @@ class Testbed:
         registers hold their state; when all are used, the pipeline is pushed again (which
         zeroes the registers), as the controller's error says to."""
         from controller.jobs import JobError, JobRequest
+        from controller.state import load_state
 
         hosts = tuple(h.name for h in self.network.topology.hosts)
         cfg = self.config
@@ -253,6 +256,8 @@ class Testbed:
                 ctl.push_pipeline(force=True)
                 self.pipeline_pushes += 1
                 plan = ctl.create_job(request)
+        # the reading controller's record must know the job (counters by job name)
+        self.controller.state = load_state(self.rundir)
         self.plan = plan.to_dict()
         self.plan_path = self.results / f"job-{name}.json"
         self.plan_path.write_text(json.dumps(self.plan, indent=1, sort_keys=True) + "\n")
@@ -266,8 +271,9 @@ class Testbed:
                                  credits=self.config.credits, slots=self.config.slots,
                                  elems=self.elems, timeout_s=timeout_s, measure_seconds=0.0)
 
-    def bound(self, elements: int | None = None) -> float:
-        return hang_bound(elements or self.config.elements, self.elems, self.config.bw_mbit)
+    def bound(self, elements: int | None = None, loss: float = 0.0) -> float:
+        return hang_bound(elements or self.config.elements, self.elems, self.config.bw_mbit,
+                          loss)
 
     def allreduce(self, tally: JobTally, elements: int | None = None,
                   timeout_s: float | None = None, fresh_job: bool = True) -> tuple[str, Any]:

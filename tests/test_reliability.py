@@ -53,6 +53,7 @@ def test_judge_tells_exact_wrong_hang_and_named_failures():
 def test_hang_bound_follows_the_link_rate():
     slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
     assert slow > fast > 30.0
+    assert hang_bound(8192, 32, 10.0, 0.1) - 30 == pytest.approx(11 * (hang_bound(8192, 32, 10.0) - 30))
     # 256 packets of 202 bytes (Ethernet, IPv4, UDP, BTH, tag, 32 int32, ICRC), up and back
     assert ideal_seconds(8192, 32, 10.0) == pytest.approx(2 * 256 * 202 * 8 / 10e6)
 
