@@ -59,7 +59,7 @@ class Plan:
 FULL = Plan()
 QUICK = Plan(loss_runs=2, restarts=2, controller_restarts=3, frames=3000, frame_rate=1500.0,
              restart_elements=16384,
-             teardown=replace(TeardownPlan(), runs=4, experiment_every=4, max_delay_s=8.0))
+             teardown=replace(TeardownPlan(), runs=4, experiment_every=4))
 
 
 def machine() -> str:

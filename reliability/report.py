@@ -163,9 +163,9 @@ def render(result: CampaignResult, figure: str | None) -> str:
         lines += ["## Teardown", "",
                   f"{d.runs} runs of `make run`'s entry point (`python -m topo.run --topo rack "
                   "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
-                  "fourth also programs the fabric and runs both all-reduces, the others only "
+                  "fifth also programs the fabric and runs both all-reduces, the others only "
                   "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
-                  "moment in [0.3, 12] s. After each run the campaign looks for what it left: "
+                  "moment in [0.3, 8] s ([0.3, 40] s for the runs with all-reduces). After each run the campaign looks for what it left: "
                   "interfaces with the prefix, processes (switches, Mininet shells, workers: "
                   "everything carrying the run's environment tag), the network namespaces "
                   "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
