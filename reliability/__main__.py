@@ -20,9 +20,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from reliability.campaign import CELLS, FULL, QUICK, Plan, run_campaign
 from reliability.report import plot, render, verdicts
+from reliability.results import CampaignResult
 
 DEFAULT_OUT = Path("docs/reliability.md")
 FIGURE = "img/reliability.png"
@@ -64,6 +66,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report (Markdown)")
     p.add_argument("--json", type=Path, help="also write the raw figures as JSON")
     p.add_argument("--no-write", action="store_true", help="print the report, write nothing")
+    p.add_argument("--render", type=Path, metavar="JSON",
+                   help="run nothing: write the report from an earlier run's --json file")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if not args.prefix.isalnum() or len(args.prefix) > 4:
@@ -96,6 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     console = Console(stderr=True)
+    if args.render is not None:
+        try:
+            result = CampaignResult.from_dict(json.loads(args.render.read_text()))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            console.print(f"error: --render {args.render}: not a campaign's JSON: {exc}")
+            return 2
+        return _report(args, result, console)
     if os.geteuid() != 0:
         console.print("error: the campaign starts Mininet networks: run it as root (sudo make soak)")
         return 2
@@ -117,6 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         result = run_campaign(plan, runs_root, command, mode, args.seed, tick,
                               args.parallel)
+    if args.json:
+        args.json.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
+    return _report(args, result, console)
+
+
+def _report(args: argparse.Namespace, result: CampaignResult, console: Any) -> int:
+    """Writes (or prints) the report and the figure; the exit status from the verdicts."""
     out: Path = args.out
     figure = None
     if not args.no_write:
@@ -130,8 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         console.print(f"wrote {out}" + (f" and {out.parent / FIGURE}" if figure else ""))
-    if args.json:
-        args.json.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     checks = verdicts(result)
     for target, met, what in checks:
         console.print(f"{'[green]met[/green]' if met else '[red]NOT met[/red]'}  {target}: {what}",

@@ -57,9 +57,8 @@ class Plan:
 
 
 FULL = Plan()
-QUICK = Plan(loss_runs=2, restarts=2, controller_restarts=3, frames=3000, frame_rate=1500.0,
-             restart_elements=16384,
-             teardown=replace(TeardownPlan(), runs=4, experiment_every=4))
+QUICK = Plan(loss_runs=1, restarts=2, controller_restarts=2, frames=2000, frame_rate=1500.0,
+             restart_elements=16384, teardown=replace(TeardownPlan(), runs=3, experiment_every=3))
 
 
 def machine() -> str:

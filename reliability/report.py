@@ -12,6 +12,30 @@ from reliability.results import CampaignResult, JobTally
 log = logging.getLogger(__name__)
 
 
+# What the campaign broke while it was being built, and how each was fixed (with the test
+# that failed before the fix).
+FINDINGS = (
+    "A `make run` killed with SIGKILL left its switch processes (each in its own session) "
+    "holding their gRPC ports, and the next `make run` refused to start until `make clean`. "
+    "Now `python -m topo.run` first cleans up the runs in its runs root whose starting "
+    "process is gone (`topo.cleanup.clean_all`: only recorded processes, checked by command "
+    "line), and the cleanup also stops what still runs inside a dead run's host namespaces "
+    "(workers keep a namespace alive after its shell is gone). Test: "
+    "`tests/test_reliability.py::test_a_run_after_a_sigkilled_run_starts_without_make_clean`.",
+    "That cleanup could have deleted the interfaces of a run still going when an older, "
+    "dead run in the same runs root used the same switch names; the switch names of live "
+    "runs are now left alone. Test: `tests/test_reliability.py::"
+    "test_cleanup_leaves_a_live_runs_interfaces_alone`.",
+    "Running a job's workers a second time (a new `python -m workloads allreduce` with the "
+    "same plan) hung for 30 s and failed with \"is the job configured on the switch and "
+    "every worker running?\": the switches dropped every packet as stale, because a job's "
+    "message numbers start at 0 in each run (docs/workloads.md: every agent run needs a new "
+    "job). The error now names that cause when nothing was ever acknowledged. Test: "
+    "`tests/test_workloads_roce.py::test_dead_peer_raises_clear_error`. The campaign "
+    "creates a new job for every all-reduce.",
+)
+
+
 def _med(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}" if values else "-"
 
@@ -208,6 +232,7 @@ def render(result: CampaignResult, figure: str | None) -> str:
         lines.append("")
     if figure:
         lines += ["## Figure", "", f"![campaign figures]({figure})", ""]
+    lines += ["## What broke, and the fixes", ""] + [f"- {f}" for f in FINDINGS] + [""]
     if result.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [""]
     return "\n".join(lines)

@@ -143,3 +143,24 @@ class CampaignResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CampaignResult:
+        """The inverse of :meth:`to_dict` (``python -m reliability --render FILE``)."""
+        def tally(d: dict[str, Any] | None) -> JobTally:
+            return JobTally(**d) if d else JobTally()
+
+        out = cls(**{k: v for k, v in data.items()
+                     if k not in ("loss", "restart", "controller", "bad_input", "teardown")})
+        out.loss = [LossCell(**{**c, "tally": tally(c["tally"])}) for c in data.get("loss", [])]
+        if data.get("restart"):
+            out.restart = RestartCell(**{**data["restart"], "tally": tally(data["restart"]["tally"])})
+        if data.get("controller"):
+            d = data["controller"]
+            out.controller = ControllerCell(**{**d, "tally": tally(d["tally"])})
+        if data.get("bad_input"):
+            d = data["bad_input"]
+            out.bad_input = BadInputCell(**{**d, "after": tally(d["after"])})
+        if data.get("teardown"):
+            out.teardown = TeardownCell(**data["teardown"])
+        return out

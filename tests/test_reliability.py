@@ -156,7 +156,8 @@ def test_quick_campaign_meets_every_target(tmp_path):
     """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
     restarts, teardown and bad input, each target met."""
     out = tmp_path / "reliability.md"
-    res = subprocess.run([sys.executable, "-m", "reliability", "--quick", "--prefix", "rq",
+    res = subprocess.run([sys.executable, "-m", "reliability", "--quick", "--parallel",
+                          "--prefix", "rq",
                           "--runs-root", str(tmp_path / "runs"), "--out", str(out),
                           "--json", str(tmp_path / "r.json")],
                          cwd=REPO, capture_output=True, text=True, timeout=900)
@@ -169,3 +170,36 @@ def test_quick_campaign_meets_every_target(tmp_path):
     assert data["bad_input"]["port_rx"] == data["bad_input"]["frames_sent"]
     assert data["teardown"]["next_run_ok"] is True
     assert "## Verdict" in out.read_text()
+
+
+def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
+    """Regression (issue 20): ``make run`` now cleans its runs root before it starts; an older
+    dead run there with the same switch names must not take a live run's interfaces."""
+    from topo import cleanup
+    from topo.rundir import read_cmdline
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 10
+        while read_cmdline(owner.pid) is None or "time.sleep" not in " ".join(
+                read_cmdline(owner.pid) or []):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        for run, pid in (("old", 999999), ("live", owner.pid)):
+            (tmp_path / run).mkdir()
+            cmd = read_cmdline(owner.pid) if run == "live" else ["gone"]
+            (tmp_path / run / "pids.json").write_text(json.dumps({
+                "owner": {"pid": pid, "cmdline": cmd},
+                "processes": [{"name": "rqws1", "kind": "switch", "pid": 999998, "pgid": None,
+                               "cmdline": ["gone"]}]}))
+        asked: list[list[str]] = []
+        monkeypatch.setattr(cleanup, "switch_interfaces", lambda names: sorted(names))
+        monkeypatch.setattr(cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or [])
+        report = cleanup.clean_all(tmp_path)
+        assert report.skipped_runs == [str(tmp_path / "live")]
+        assert asked == [[]]  # the old run's rqws1 is the live run's too: left alone
+        cleanup.clean_all(tmp_path, force=True)
+        assert ["rqws1"] in asked
+    finally:
+        owner.kill()
+        owner.wait()
