@@ -119,6 +119,8 @@ def _wait_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> N
 
 
 @root_only
+@pytest.mark.root
+@pytest.mark.slow
 def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
     """Regression (issue 20): a `make run` killed with SIGKILL left its switch processes,
     host shells and interfaces, and the next run refused to start ("already exist ...
@@ -151,7 +153,9 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
 
 
 @root_only
+@pytest.mark.root
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_quick_campaign_meets_every_target(tmp_path):
     """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
     restarts, teardown and bad input, each target met."""
