@@ -49,6 +49,13 @@ def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> lis
     return argv
 
 
+def _default_sigint() -> None:
+    """SIGINT must interrupt the run as Ctrl-C does, even when the campaign itself was
+    started with SIGINT ignored (a background job of a shell): Python keeps an inherited
+    SIG_IGN and would never raise KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
     try:
         return proc.wait(timeout_s)
@@ -79,7 +86,8 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
         with log_path.open("wb") as out:
             proc = subprocess.Popen(run_argv(plan.prefix, grpc_port, rundir, experiment),
                                     cwd=str(REPO_ROOT), env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    preexec_fn=_default_sigint)
             code = None
             if sig is not None:
                 code = _wait(proc, delay)
