@@ -22,6 +22,11 @@ FINDINGS = (
     "line), and the cleanup also stops what still runs inside a dead run's host namespaces "
     "(workers keep a namespace alive after its shell is gone). Test: "
     "`tests/test_reliability.py::test_a_run_after_a_sigkilled_run_starts_without_make_clean`.",
+    "The workers a run starts inside its hosts (`python -m workloads allreduce`) were not "
+    "recorded in `pids.json`: after a SIGKILL in the middle of an all-reduce their host "
+    "shells die with the run, nothing could find them any more, and they kept their network "
+    "namespaces alive until their own timeout. They are recorded now "
+    "(`topo.experiment.host_popen`), so the next run's cleanup stops them.",
     "That cleanup could have deleted the interfaces of a run still going when an older, "
     "dead run in the same runs root used the same switch names; the switch names of live "
     "runs are now left alone. Test: `tests/test_reliability.py::"
@@ -33,6 +38,10 @@ FINDINGS = (
     "job). The error now names that cause when nothing was ever acknowledged. Test: "
     "`tests/test_workloads_roce.py::test_dead_peer_raises_clear_error`. The campaign "
     "creates a new job for every all-reduce.",
+    "The campaign's own harness: started as a background job of a shell, it inherited "
+    "SIGINT ignored, and so did the runs it interrupted (Python keeps an inherited SIG_IGN), "
+    "so its first \"SIGINT\" runs were not interrupted at all; the teardown cell now "
+    "gives each run SIGINT's default action back. (A user's Ctrl-C always worked.)",
 )
 
 
