@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     args = parse_args(argv)
+    # Ctrl-C must work, and the teardown runs must inherit SIGINT's default action (a shell
+    # starts background jobs with SIGINT ignored, and children keep an ignored signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     console = Console(stderr=True)

@@ -40,8 +40,10 @@ FINDINGS = (
     "creates a new job for every all-reduce.",
     "The campaign's own harness: started as a background job of a shell, it inherited "
     "SIGINT ignored, and so did the runs it interrupted (Python keeps an inherited SIG_IGN), "
-    "so its first \"SIGINT\" runs were not interrupted at all; the teardown cell now "
-    "gives each run SIGINT's default action back. (A user's Ctrl-C always worked.)",
+    "so its first \"SIGINT\" runs were not interrupted at all. Resetting SIGINT in each "
+    "child (`preexec_fn`) then made some children abort in gRPC's fork handler before exec; "
+    "now the campaign restores SIGINT's default handling in itself at start, and the "
+    "teardown cell refuses to run with SIGINT ignored. (A user's Ctrl-C always worked.)",
 )
 
 

@@ -49,13 +49,6 @@ def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> lis
     return argv
 
 
-def _default_sigint() -> None:
-    """SIGINT must interrupt the run as Ctrl-C does, even when the campaign itself was
-    started with SIGINT ignored (a background job of a shell): Python keeps an inherited
-    SIG_IGN and would never raise KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
     try:
         return proc.wait(timeout_s)
@@ -68,6 +61,11 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
     """``plan.runs`` runs, then one more that must start cleanly; leaks after each."""
     cell = TeardownCell()
     runs_root.mkdir(parents=True, exist_ok=True)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # the runs would inherit it, and Python keeps an inherited SIG_IGN: SIGINT would not
+        # interrupt them (a campaign started as a shell's background job has it ignored)
+        raise RuntimeError("SIGINT is ignored in this process: the runs could not be "
+                           "interrupted with it (reliability's main restores it)")
     tag = f"{plan.prefix}{os.getpid()}"
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     signals: Counter[str] = Counter()
@@ -86,8 +84,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
         with log_path.open("wb") as out:
             proc = subprocess.Popen(run_argv(plan.prefix, grpc_port, rundir, experiment),
                                     cwd=str(REPO_ROOT), env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    preexec_fn=_default_sigint)
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             code = None
             if sig is not None:
                 code = _wait(proc, delay)
