@@ -70,9 +70,11 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
                     f"{n} all-reduces: {wrong} wrong, {hangs} hangs, {failed} failed"))
     if result.restart is not None:
         r = result.restart
+        during = sum(1 for k in r.kills if k.get("job_running"))
         out.append((f"{r.attempts}/{r.attempts} switch restarts survived",
                     r.attempts > 0 and r.survived == r.attempts,
-                    f"{r.survived}/{r.attempts} jobs exact"))
+                    f"{r.survived}/{r.attempts} jobs exact; {during} of the {r.attempts} kills "
+                    f"landed while the job ran, the others just after it ended"))
     if result.controller is not None:
         c = result.controller
         t = c.tally
@@ -84,11 +86,13 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
     if result.teardown is not None:
         d = result.teardown
         left = sum(len(v) for v in d.leaks_final.values())
-        ok = left == 0 and d.next_run_ok and d.refused_starts == 0 and d.leaks_after_each == 0
+        ok = left == 0 and d.next_run_ok and d.refused_starts == 0
         out.append((f"0 leaks after {d.runs} interrupted runs", ok,
-                    f"{left} leftovers at the end, {d.leaks_after_each} runs that left something "
-                    f"after SIGINT or their end, {d.refused_starts} refused starts, next run "
-                    f"{'started' if d.next_run_ok else 'FAILED'}"))
+                    f"{left} leftovers at the end, {d.refused_starts} refused starts, next run "
+                    f"{'started' if d.next_run_ok else 'FAILED'} without `make clean`"))
+        out.append(("(stricter) nothing left 10 s after each SIGINTed or finished run",
+                    d.leaks_after_each == 0,
+                    f"{d.leaks_after_each} of {d.runs} runs left something for longer"))
     if result.bad_input is not None:
         b = result.bad_input
         refused = all(r["code"] != "OK" for r in b.requests)
@@ -164,7 +168,10 @@ def render(result: CampaignResult, figure: str | None) -> str:
                   "fraction of an undisturbed run's time after the switch saw the job start), "
                   "then started again; the serving controller (`Controller.serve`, as "
                   "`ina-controller serve`) restores pipeline, routes and the job; the "
-                  "all-reduce must finish exactly.", "",
+                  "all-reduce must finish exactly. \"job running\" says whether the "
+                  "all-reduce was still running when the kill came: on the loaded machine "
+                  "the counter reads that find the job's start lag, so a kill drawn late in "
+                  "a short job can land just after it ended.", "",
                   f"**{r.survived} of {r.attempts}** jobs finished exactly.", "",
                   head, rule, _tally_row("switch restart", r.tally,
                                          "bound: the workers' timeout across a restart"), "",
