@@ -111,17 +111,20 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
     span = max(run.seconds, 0.2)
     tree = bed.job_switches()
     roles = sorted({role for _, role in tree})
-    for i in range(count):
-        role = roles[i % len(roles)]
+    tries = 0
+    while cell.attempts < count and tries < 2 * count:
+        tries += 1
+        role = roles[cell.attempts % len(roles)]
         victim = rng.choice([n for n, r in tree if r == role])
         frac = rng.uniform(0.1, 0.9)
         bed.new_job()
         before = max(0, _contributions(bed, victim))
         box: dict[str, Any] = {}
+        one = JobTally(bound_s=RESTART_JOB_TIMEOUT_S)  # this job's; kept when the kill came
 
-        def job(box: dict[str, Any] = box) -> None:
+        def job(box: dict[str, Any] = box, one: JobTally = one) -> None:
             try:
-                box["verdict"], box["run"] = bed.allreduce(cell.tally, elements,
+                box["verdict"], box["run"] = bed.allreduce(one, elements,
                                                            timeout_s=RESTART_JOB_TIMEOUT_S,
                                                            fresh_job=False)
             except Exception as exc:  # reported in the cell
@@ -134,6 +137,13 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
             time.sleep(frac * span)
         record["at"] = round(frac, 2)
         record["job_running"] = worker.is_alive()
+        if not record["job_running"]:
+            # the job ended before the kill was due (the counter reads that find its start
+            # lag on a loaded machine): no kill, another job instead
+            worker.join()
+            cell.missed += 1
+            tick(f"restart {victim}: the job ended before {frac:.0%}, again")
+            continue
         sw = bed.network.node(victim)
         seen = len(bed.events)
         t0 = time.monotonic()
@@ -143,6 +153,7 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
         record["recovered"] = bed.wait_recovered(victim, seen, RECOVERY_TIMEOUT_S)
         record["recovery_s"] = round(time.monotonic() - t0, 2)
         worker.join(RESTART_JOB_TIMEOUT_S + 60.0)
+        cell.tally.absorb(one)
         cell.attempts += 1
         record["verdict"] = box.get("verdict", box.get("error", "still running"))
         if box.get("verdict") == "exact":

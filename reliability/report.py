@@ -172,7 +172,9 @@ def render(result: CampaignResult, figure: str | None) -> str:
                   "all-reduce was still running when the kill came: on the loaded machine "
                   "the counter reads that find the job's start lag, so a kill drawn late in "
                   "a short job can land just after it ended.", "",
-                  f"**{r.survived} of {r.attempts}** jobs finished exactly.", "",
+                  f"**{r.survived} of {r.attempts}** jobs finished exactly"
+                  + (f" ({r.missed} more jobs ended before their kill was due and were "
+                     "replaced by new ones without a kill)" if r.missed else "") + ".", "",
                   head, rule, _tally_row("switch restart", r.tally,
                                          "bound: the workers' timeout across a restart"), "",
                   "| # | switch | role | at | job running | recovered | recovery | job |",

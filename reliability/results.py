@@ -47,6 +47,16 @@ class JobTally:
         return verdict
 
 
+    def absorb(self, other: JobTally) -> None:
+        """Adds ``other``'s runs to this tally."""
+        for name in ("count", "exact", "wrong", "hangs", "failed", "retransmissions",
+                     "losses_seen"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.seconds += other.seconds
+        self.wall += other.wall
+        self.errors += other.errors[:max(0, 20 - len(self.errors))]
+
+
 def judge(run: Any, bound_s: float) -> str:
     """``exact``, ``wrong`` (all ranks reported, a sum differs), ``hang`` (not done within
     ``bound_s`` or a rank timed out) or ``failed`` (an error that names its cause)."""
@@ -76,6 +86,7 @@ class RestartCell:
     attempts: int = 0
     survived: int = 0  # the job finished exactly
     kills: list[dict[str, Any]] = field(default_factory=list)  # switch, role, at, recovery_s
+    missed: int = 0  # jobs that ended before their kill was due (no kill; another job)
     tally: JobTally = field(default_factory=JobTally)
 
 
