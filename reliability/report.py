@@ -74,7 +74,8 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
         out.append((f"{r.attempts}/{r.attempts} switch restarts survived",
                     r.attempts > 0 and r.survived == r.attempts,
                     f"{r.survived}/{r.attempts} jobs exact; {during} of the {r.attempts} kills "
-                    f"landed while the job ran, the others just after it ended"))
+                    f"landed while the job ran"
+                    + (", the others just after it ended" if during < r.attempts else "")))
     if result.controller is not None:
         c = result.controller
         t = c.tally
