@@ -578,12 +578,13 @@ class CodeGen(VectorMixin, ExternMixin):
             with em.block(f"{'if' if first else 'elif'} {conds}:"):
                 self._parser_tree(decl, target, noerr, sc, em)
             first = False
-        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        # no case matched: BMv2 ends parsing there as at an explicit reject (p4c's BMv2 JSON
+        # has no default transition, and a missing one ends the parser without an error)
         if first:
-            em.line(nomatch)
+            self._parser_tree(decl, "reject", noerr, sc, em)
         else:
             with em.block("else:"):
-                em.line(nomatch)
+                self._parser_tree(decl, "reject", noerr, sc, em)
 
     def _select_cases(
         self, tr: ir.Transition, sc: Scope, em: Emitter
@@ -668,12 +669,12 @@ class CodeGen(VectorMixin, ExternMixin):
             with em.block(f"{'if' if first else 'elif'} {conds}:"):
                 self._goto(target, here, index, stv, itv, noerr, em)
             first = False
-        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        # no case matched: as an explicit reject on BMv2 (see _parser_tree)
         if first:
-            em.line(nomatch)
+            self._goto("reject", here, index, stv, itv, noerr, em)
         else:
             with em.block("else:"):
-                em.line(nomatch)
+                self._goto("reject", here, index, stv, itv, noerr, em)
 
     # ------------------------------------------------------------------ top level
 

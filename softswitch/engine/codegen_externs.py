@@ -354,9 +354,12 @@ class ExternMixin(StmtMixin):
             guard = None
         else:
             if not _SIMPLE_NAME.match(idx):
-                t = self.tmp("ri")
-                em.line(f"{t} = {idx}")
-                idx = t
+                # one shared name: its value lives only in this access, and a numbered
+                # temporary per access gave netreduce.p4's ingress at E = 256 some 2,000
+                # locals, a frame too big for CPython's data-stack chunk (an mmap and
+                # munmap on every call; docs/benchmarks.md, issue 13)
+                em.line(f"_ri = {idx}")
+                idx = "_ri"
             guard = f"if {idx} < {reg.size}:"
         outer = em.indent
         if guard is not None:
