@@ -8,6 +8,7 @@
 #   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
 #   make scenario [SCENARIO=scenarios/examples/rack-loss.yaml JUNIT=results/junit.xml]
 #   make run live=8080 (live view port; 0: a free one, the default; off: none)
+#   make soak [SOAK_ARGS="--quick"]   (reliability campaign -> docs/reliability.md)
 
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -31,6 +32,7 @@ params ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 EXP_ARGS ?=
+SOAK_ARGS ?=
 SIM_ARGS ?= all
 TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
 	--plot docs/img/train_accuracy_vs_time.png
@@ -41,7 +43,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(foreach p,$(params),--param $(p)))
 
-.PHONY: help setup test run bench experiments train sim scenario lint clean distclean
+.PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean
 
 help:
 	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems params)"
@@ -51,6 +53,7 @@ help:
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
 	@echo "make scenario             run scenario files for CI, JUnit XML (root; SCENARIO=FILES JUNIT=PATH)"
+	@echo "make soak                 reliability campaign: loss, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
 	@echo "make lint                 ruff check"
@@ -83,6 +86,9 @@ sim: setup
 
 scenario: setup
 	$(PY) -m scenarios run $(SCENARIO) --junit $(JUNIT)
+
+soak: setup
+	$(PY) -m reliability $(SOAK_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

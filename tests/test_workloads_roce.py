@@ -231,9 +231,12 @@ def test_dead_peer_raises_clear_error() -> None:
     p = Pair(drop=lambda data: True, dead_after=0.5)
     try:
         p.send(message(0, 2))
-        with pytest.raises(TransportError, match="no acknowledgement for 0.5 s"):
+        with pytest.raises(TransportError, match="no acknowledgement for 0.5 s") as err:
             p.eps[0].wait(lambda: p.req.idle, time.monotonic() + 10.0, "ack")
         assert p.req.stats.timeouts >= 2
+        # nothing ever acknowledged: the causes are named, including the easy one to hit
+        # (issue 20: a second run of a job's workers hung 30 s with a misleading reason)
+        assert "this job's workers ran before" in str(err.value)
     finally:
         p.close()
 

@@ -124,6 +124,34 @@ def _signal(rec: ProcessRecord, sig: int) -> None:
         log.warning("cannot signal %s (pid %d): %s", rec.name, rec.pid, exc)
 
 
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def namespace_members(records: Sequence[ProcessRecord]) -> list[ProcessRecord]:
+    """Processes inside the network namespaces of the recorded host shells that are still
+    ours (workers a run started in its hosts): they would keep a namespace alive after its
+    shell is gone. Never the root namespace's (nor this process's) members."""
+    shared = {_netns(1), _netns(os.getpid()), None}
+    spaces = {ns for r in records if r.kind == "host-shell" and is_same_process(r)
+              if (ns := _netns(r.pid)) not in shared}
+    if not spaces:
+        return []
+    recorded = {r.pid for r in records}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in recorded:
+            continue
+        pid = int(entry)
+        if _netns(pid) in spaces and (cmdline := read_cmdline(pid)) is not None:
+            found.append(ProcessRecord(cmdline[0].rsplit("/", 1)[-1], "in-host", pid, None,
+                                       tuple(cmdline)))
+    return found
+
+
 def _switch_names(run: Path, records: Sequence[ProcessRecord]) -> set[str]:
     names = {r.name for r in records if r.kind in ("switch", "switch-shell")}
     try:
@@ -133,21 +161,29 @@ def _switch_names(run: Path, records: Sequence[ProcessRecord]) -> set[str]:
     return names
 
 
-def clean_run(run: Path, force: bool = False) -> CleanupReport:
-    """Cleans one run directory's leftovers (unless its owner still runs, or ``force``)."""
+def _owner_alive(owner: dict[str, object]) -> bool:
+    owner_pid, owner_cmd = owner.get("pid"), owner.get("cmdline")
+    return (isinstance(owner_pid, int) and owner_pid != os.getpid() and bool(owner_cmd)
+            and read_cmdline(owner_pid) == list(owner_cmd))  # type: ignore[arg-type]
+
+
+def clean_run(run: Path, force: bool = False, protect: Iterable[str] = ()) -> CleanupReport:
+    """Cleans one run directory's leftovers (unless its owner still runs, or ``force``);
+    interfaces of the switches named in ``protect`` (a live run's) are left alone."""
     report = CleanupReport()
     try:
         owner, records = read_pids(run / PIDS_FILE)
     except TopoError as exc:
         report.errors.append(str(exc))
         return report
-    owner_pid, owner_cmd = owner.get("pid"), owner.get("cmdline")
-    if (not force and isinstance(owner_pid, int) and owner_pid != os.getpid()
-            and owner_cmd and read_cmdline(owner_pid) == list(owner_cmd)):
+    if not force and _owner_alive(owner):
         report.skipped_runs.append(str(run))
         return report
+    # what runs inside the hosts first: it keeps their namespaces alive otherwise
+    report.killed += stop_recorded(namespace_members(records))
     report.killed += stop_recorded(records)
-    report.interfaces += remove_interfaces(switch_interfaces(_switch_names(run, records)))
+    names = _switch_names(run, records) - set(protect)
+    report.interfaces += remove_interfaces(switch_interfaces(names))
     return report
 
 
@@ -157,11 +193,20 @@ def clean_all(root: str | Path = DEFAULT_RUNS_ROOT, force: bool = False) -> Clea
     root = Path(root)
     if not root.is_dir():
         return total
-    for pids in sorted(root.glob(f"*/{PIDS_FILE}")):
-        run = pids.parent
-        if run.is_symlink():
-            continue  # run/latest
-        one = clean_run(run, force)
+    runs = [p.parent for p in sorted(root.glob(f"*/{PIDS_FILE}")) if not p.parent.is_symlink()]
+    # switch names of runs still going: an older run with the same names must not take
+    # their interfaces
+    live: set[str] = set()
+    if not force:
+        for run in runs:
+            try:
+                owner, records = read_pids(run / PIDS_FILE)
+            except TopoError:
+                continue
+            if _owner_alive(owner):
+                live |= _switch_names(run, records)
+    for run in runs:
+        one = clean_run(run, force, live)
         total.killed += one.killed
         total.interfaces += one.interfaces
         total.skipped_runs += one.skipped_runs

@@ -198,8 +198,14 @@ def _python() -> list[str]:
 
 
 def host_popen(network: Any, host: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
-    """Starts ``argv`` inside ``host``'s namespace, from the repository root."""
-    return network.node(host).popen(list(argv), cwd=str(REPO_ROOT))
+    """Starts ``argv`` inside ``host``'s namespace, from the repository root; recorded in
+    the run's ``pids.json``, so that a cleanup after a killed run stops it too (its host's
+    shell, and with it the way to find it, dies with the run)."""
+    proc = network.node(host).popen(list(argv), cwd=str(REPO_ROOT))
+    rundir = getattr(network, "rundir", None)
+    if rundir is not None:
+        rundir.record_process(host, "in-host", proc.pid)
+    return proc
 
 
 def collect_rows(procs: dict[str, subprocess.Popen[bytes]],

@@ -449,6 +449,19 @@ def experiment_options(args: argparse.Namespace,
                              job_name=job.name if job is not None else "allreduce")
 
 
+def clean_stale_runs(rundir: Path | None, console: Any) -> None:
+    """What runs killed before they could stop their network (SIGKILL, a crash) left in the
+    runs root: their recorded processes and interfaces (``topo.cleanup``; runs whose
+    starting process is alive are left alone), so the next run starts without `make clean`."""
+    from topo.cleanup import clean_all
+    from topo.rundir import DEFAULT_RUNS_ROOT
+
+    report = clean_all(rundir.parent if rundir is not None else DEFAULT_RUNS_ROOT)
+    if report.killed or report.interfaces:
+        console.print(f"note: cleaned up after an earlier run that was killed: "
+                      f"{'; '.join(report.lines())}", highlight=False)
+
+
 def _raise_interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -474,6 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # the file's program; a relative path is relative to the file
             args.program = (Path(spec.source).parent / spec.program).resolve()
         program = _program(args)
+        clean_stale_runs(args.rundir, console)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
         with start_network(topo, target_name(args.target, spec), args.rundir, program,

@@ -48,6 +48,14 @@ from workloads.mmsg import BatchSocket
 
 log = logging.getLogger(__name__)
 
+# Why a connection may never see its first packet acknowledged. The third cause is easy to
+# hit: a job's message numbers start at 0 in every run of its workers, and the switches
+# still hold the last run's messages, so they drop a second run's packets as stale.
+NOTHING_ACKED = ("nothing was ever acknowledged: the job is not configured on the switch, "
+                 "a worker is not running, or this job's workers ran before (a job serves "
+                 "one run: the switch drops a second run's messages as stale; create a new "
+                 "job for each run, or use --iters)")
+
 ROCE_V2_PORT = 4791
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
@@ -439,7 +447,8 @@ class Requester:
                 f"RoCE connection qp {self.local_qpn:#x} -> {self.peer_ip} qp "
                 f"{self.remote_qpn:#x}: no acknowledgement for {self.dead_after:g} s after "
                 f"{self._retries} retransmissions (PSN {psn_add(self.first_psn, self._una):#x}); "
-                "is the job configured on the switch and every worker running?"
+                + (NOTHING_ACKED if self._una == 0 else
+                   "is the job configured on the switch and every worker running?")
             )
             log.error("%s", self.error)
             return

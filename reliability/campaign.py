@@ -1,0 +1,130 @@
+"""Runs the campaign's cells in order and collects a :class:`CampaignResult`.
+
+Sizes come from a :class:`Plan`: :data:`FULL` is the issue's campaign (`make soak`),
+:data:`QUICK` the few-minute version the test suite runs. A cell that breaks is recorded
+as a note and the campaign goes on; the network is always taken down."""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from reliability.results import CampaignResult
+from reliability.teardown import TeardownPlan, teardown_cell
+from reliability.testbed import Testbed, TestbedConfig
+
+log = logging.getLogger(__name__)
+
+CELLS = ("loss", "restart", "controller", "badinput", "teardown")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of each cell."""
+
+    losses: tuple[float, ...] = (0.01, 0.05, 0.10)
+    loss_runs: int = 10  # all-reduces per loss rate
+    restarts: int = 20
+    restart_elements: int = 32768  # a longer job, so a kill lands inside it
+    controller_restarts: int = 20
+    frames: int = 100_000
+    frame_rate: float = 2500.0  # frames/s: below what the switch process takes in
+    teardown: TeardownPlan = field(default_factory=TeardownPlan)
+    testbed: TestbedConfig = field(default_factory=TestbedConfig)
+    cells: tuple[str, ...] = CELLS
+
+    def steps(self) -> int:
+        """Progress-bar steps."""
+        n = 0
+        if "loss" in self.cells:
+            n += len(self.losses) * self.loss_runs
+        if "restart" in self.cells:
+            n += self.restarts
+        if "controller" in self.cells:
+            n += self.controller_restarts
+        if "badinput" in self.cells:
+            n += 3
+        if "teardown" in self.cells:
+            n += self.teardown.runs + 1
+        return n + 1  # the network's start
+
+
+FULL = Plan()
+QUICK = Plan(loss_runs=1, restarts=2, controller_restarts=2, frames=2000, frame_rate=1500.0,
+             restart_elements=16384, teardown=replace(TeardownPlan(), runs=3, experiment_every=3))
+
+
+def machine() -> str:
+    load = os.getloadavg()
+    return (f"{platform.node()}, {os.cpu_count()} cores, Linux {platform.release()}, "
+            f"load average {load[0]:.1f} at the start (shared with other jobs and a compiler "
+            f"build: times are noisy)")
+
+
+def run_campaign(plan: Plan, runs_root: Path, command: str, mode: str, seed: int,
+                 tick: Callable[[str], None], parallel: bool = False) -> CampaignResult:
+    """Every cell of ``plan`` in order (network cells on one spine-leaf, then teardown;
+    with ``parallel`` the teardown runs beside the network cells, which saves time and
+    loads the machine more)."""
+    from reliability import cells as cl
+
+    rng = random.Random(seed)
+    result = CampaignResult(command=command, mode=mode,
+                            started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                            machine=machine())
+    t0 = time.monotonic()
+    runs_root.mkdir(parents=True, exist_ok=True)
+    network_cells = [c for c in plan.cells if c != "teardown"]
+    teardown_thread = None
+    if "teardown" in plan.cells and parallel:
+        # its own prefix, ports and runs root: it may run beside the network cells
+        teardown_thread = threading.Thread(target=_teardown, name="soak-teardown",
+                                           args=(plan, runs_root, random.Random(seed + 1),
+                                                 tick, result))
+        teardown_thread.start()
+    if network_cells:
+        tick("starting the spine-leaf and programming it")
+        try:
+            with Testbed(plan.testbed, runs_root / "testbed") as bed:
+                for name in network_cells:
+                    try:
+                        if name == "loss":
+                            for loss in plan.losses:
+                                result.loss.append(cl.loss_cell(bed, loss, plan.loss_runs, tick))
+                        elif name == "restart":
+                            result.restart = cl.restart_cell(bed, plan.restarts, rng, tick,
+                                                             plan.restart_elements)
+                        elif name == "controller":
+                            result.controller = cl.controller_cell(
+                                bed, plan.controller_restarts, rng, tick)
+                        elif name == "badinput":
+                            result.bad_input = cl.bad_input_cell(bed, plan.frames,
+                                                                 plan.frame_rate, seed, tick)
+                    except Exception as exc:  # the campaign goes on; the report says so
+                        log.exception("cell %s failed", name)
+                        result.notes.append(f"cell {name} broke off: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            log.exception("the testbed failed")
+            result.notes.append(f"the network cells could not run: {type(exc).__name__}: {exc}")
+    if teardown_thread is not None:
+        teardown_thread.join()
+    elif "teardown" in plan.cells:
+        _teardown(plan, runs_root, rng, tick, result)
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _teardown(plan: Plan, runs_root: Path, rng: random.Random, tick: Callable[[str], None],
+              result: CampaignResult) -> None:
+    try:
+        result.teardown = teardown_cell(plan.teardown, runs_root / "teardown", rng, tick)
+    except Exception as exc:
+        log.exception("teardown cell failed")
+        result.notes.append(f"cell teardown broke off: {type(exc).__name__}: {exc}")

@@ -1,0 +1,315 @@
+"""One running spine-leaf for the campaign's network cells, programmed like ``make run``.
+
+Built only on public entry points: :func:`topo.network.start_network`, the controller's
+Python API (:class:`controller.fabric.Controller`) and :func:`topo.experiment.run_allreduce`.
+A second controller ``serve``-s in a thread (as ``ina-controller serve`` does) so that a
+switch that restarts gets its pipeline, routes and job back; the cells stop it when they
+need the serving controller to be a separate process instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reliability.results import JobTally
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 60.0  # a pipeline push makes the built-in switch compile the program
+READ_RETRIES = 8
+JOB = "soak"
+# What a worker needs before its first packet: Python and numpy imports, the plan, the
+# barrier (a one-element all-reduce). Measured 2-6 s on the loaded 2-core machine; the hang
+# bound allows 5 times the worst.
+START_ALLOWANCE_S = 30.0
+# A run may need this many times the ideal link time before it counts as a hang; loss
+# multiplies it by (1 + 100 p): each packet crosses up to six lossy link directions and
+# every loss costs a retransmission timeout (up to 250 ms), far more than the link time.
+LINK_TIME_FACTOR = 40.0
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    """Which network and which tensors."""
+
+    __test__ = False
+
+    prefix: str = "rk"
+    grpc_port: int | None = None  # None: a free block
+    spines: int = 2
+    leaves: int = 2
+    hosts_per_leaf: int = 2
+    bw_mbit: float = 10.0
+    elements: int = 8192  # float32 per worker and all-reduce
+    credits: int = 2
+    slots: int = 64
+
+
+def free_port_block(count: int, start: int = 47000, stop: int = 60000) -> int:
+    """The first port of ``count`` consecutive free loopback TCP ports (a random start, so
+    two campaigns at once rarely probe the same block)."""
+    import random
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(start, stop - count)
+        if all(_port_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free TCP ports in {start}..{stop}")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def ideal_seconds(elements: int, elems: int, bw_mbit: float) -> float:
+    """The time one worker's tensor takes over its host link at the shaped rate, up and back
+    (aggregation packets of ``elems`` int32 with Ethernet, IPv4, UDP, BTH, tag and ICRC)."""
+    packets = -(-elements // elems)
+    frame = 14 + 20 + 8 + 12 + 16 + 4 * elems + 4
+    return 2 * packets * frame * 8 / (bw_mbit * 1e6)
+
+
+def hang_bound(elements: int, elems: int, bw_mbit: float, loss: float = 0.0) -> float:
+    """A run not done within this is a hang: the start allowance plus LINK_TIME_FACTOR
+    times the ideal link time, times (1 + 100 ``loss``) under loss on every link."""
+    return (START_ALLOWANCE_S + LINK_TIME_FACTOR * ideal_seconds(elements, elems, bw_mbit)
+            * (1 + 100 * loss))
+
+
+class TolerantReads:
+    """The reads :func:`topo.experiment.run_allreduce` makes (``switches``,
+    ``switch_counters``), retried while a switch restarts and empty when it stays away."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        self.switches = controller.switches
+
+    def switch_counters(self, name: str) -> dict[str, Any]:
+        from controller.fabric import ControllerError
+        from controller.p4client import P4RuntimeError
+
+        for attempt in range(READ_RETRIES):
+            try:
+                return self.controller.switch_counters(name)
+            except (ControllerError, P4RuntimeError) as exc:
+                log.debug("%s: counters unavailable (%s)", name, exc)
+                self.controller.switch(name).close()
+                time.sleep(0.25 * (attempt + 1))
+        return {"switch": name, "ports": {}, "drops": {}}
+
+
+class Testbed:
+    """The network, the programming controller, the job and the serving controller."""
+
+    def __init__(self, config: TestbedConfig, runs_root: Path) -> None:
+        self.config = config
+        self.runs_root = runs_root
+        self.network: Any = None
+        self.controller: Any = None
+        self.server: Any = None
+        self.plan: dict[str, Any] = {}  # the job of the current (or last) all-reduce
+        self.plan_path = Path()
+        self.results = Path()
+        self.jobs_created = 0
+        self.pipeline_pushes = 0  # forced, to get job ids back (see new_job)
+        self.events: list[str] = []
+        self._stop = threading.Event()
+        self._serve_thread: threading.Thread | None = None
+        self._ctx: Any = None
+        self.elems = 0
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> Testbed:
+        from controller.fabric import Controller, ControllerOptions
+        from topo.network import start_network
+        from topo.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
+        from topo.rundir import RunDir
+        from topo.topologies import SpineLeafTopo
+
+        cfg = self.config
+        nswitches = cfg.spines + cfg.leaves
+        base = cfg.grpc_port or free_port_block(nswitches)
+        topo = SpineLeafTopo(spines=cfg.spines, leaves=cfg.leaves,
+                             hosts_per_leaf=cfg.hosts_per_leaf, host_bw=cfg.bw_mbit,
+                             fabric_bw=cfg.bw_mbit, name_prefix=cfg.prefix, grpc_base_port=base)
+        rundir = RunDir.create(root=self.runs_root)
+        self.elems = PROGRAM_ELEMS
+        self._ctx = start_network(topo, "softswitch", rundir, DEFAULT_PROGRAM, progress=False)
+        self.network = self._ctx.__enter__()
+        try:
+            path = Path(self.network.rundir.path)
+            self.controller = Controller(ControllerOptions(rundir=path,
+                                                           rpc_timeout_s=RPC_TIMEOUT_S))
+            self.controller.push_pipeline()
+            self.controller.program_routes()
+            self.results = path / "results"
+            self.results.mkdir(parents=True, exist_ok=True)
+            self.start_serving()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def rundir(self) -> Path:
+        return Path(self.network.rundir.path)
+
+    def start_serving(self) -> None:
+        """A controller that ``serve``-s in this process (primary: the newest election id)."""
+        from controller.fabric import Controller, ControllerOptions
+
+        if self._serve_thread is not None:
+            return
+        self._stop.clear()
+        self.server = Controller(ControllerOptions(rundir=self.rundir, reconnect=True,
+                                                   rpc_timeout_s=RPC_TIMEOUT_S))
+        self._serve_thread = threading.Thread(
+            target=self.server.serve, args=(self._stop, 0.2, self.events.append),
+            name="soak-serve", daemon=True)
+        self._serve_thread.start()
+
+    def stop_serving(self) -> None:
+        if self._serve_thread is None:
+            return
+        self._stop.set()
+        self._serve_thread.join(timeout=10.0)
+        self.server.close()
+        self._serve_thread = None
+        self.server = None
+
+    def stop(self) -> None:
+        """Everything down; idempotent, never raises."""
+        try:
+            self.stop_serving()
+        except Exception:
+            log.exception("stopping the serving controller failed")
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        if self._ctx is not None:
+            ctx, self._ctx = self._ctx, None
+            ctx.__exit__(None, None, None)
+
+    def __enter__(self) -> Testbed:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ jobs
+    @contextlib.contextmanager
+    def _primary(self) -> Iterator[Any]:
+        """A primary controller for a change: the serving one, else a new one (a fresh,
+        highest election id, as each `ina-controller` command is)."""
+        from controller.fabric import Controller, ControllerOptions
+
+        if self.server is not None:
+            yield self.server
+            return
+        ctl = Controller(ControllerOptions(rundir=self.rundir, rpc_timeout_s=RPC_TIMEOUT_S))
+        try:
+            yield ctl
+        finally:
+            ctl.close()
+
+    def new_job(self) -> dict[str, Any]:
+        """A fresh job over every host for the next all-reduce; the previous one is deleted.
+
+        A job serves one run of its workers: message numbers start at 0 in each run, and
+        the switches' registers still hold the previous run's messages, so a second run of
+        the same job would be dropped as stale. Job ids are not reused while the switches'
+        registers hold their state; when all are used, the pipeline is pushed again (which
+        zeroes the registers), as the controller's error says to."""
+        from controller.jobs import JobError, JobRequest
+        from controller.state import load_state
+
+        hosts = tuple(h.name for h in self.network.topology.hosts)
+        cfg = self.config
+        self.jobs_created += 1
+        name = f"{JOB}{self.jobs_created}"
+        with self._primary() as ctl:
+            if self.plan:
+                ctl.delete_job(self.plan["name"])
+            request = JobRequest(name, hosts, credits=cfg.credits, slots=cfg.slots,
+                                 workers_per_host=1)
+            try:
+                plan = ctl.create_job(request)
+            except JobError as exc:
+                if "no free job id" not in str(exc):
+                    raise
+                log.info("job ids used up: pushing the pipeline again")
+                ctl.push_pipeline(force=True)
+                self.pipeline_pushes += 1
+                plan = ctl.create_job(request)
+        # the reading controller's record must know the job (counters by job name)
+        self.controller.state = load_state(self.rundir)
+        self.plan = plan.to_dict()
+        self.plan_path = self.results / f"job-{name}.json"
+        self.plan_path.write_text(json.dumps(self.plan, indent=1, sort_keys=True) + "\n")
+        return self.plan
+
+    def options(self, timeout_s: float, elements: int | None = None) -> Any:
+        from topo.experiment import ExperimentOptions
+
+        return ExperimentOptions(elements=elements or self.config.elements,
+                                 algorithms=("innetwork",), job_name=JOB,
+                                 credits=self.config.credits, slots=self.config.slots,
+                                 elems=self.elems, timeout_s=timeout_s, measure_seconds=0.0)
+
+    def bound(self, elements: int | None = None, loss: float = 0.0) -> float:
+        return hang_bound(elements or self.config.elements, self.elems, self.config.bw_mbit,
+                          loss)
+
+    def allreduce(self, tally: JobTally, elements: int | None = None,
+                  timeout_s: float | None = None, fresh_job: bool = True) -> tuple[str, Any]:
+        """One in-network all-reduce over every host (a new job), checked against the exact
+        sum and counted in ``tally``; the workers give up at the hang bound (or
+        ``timeout_s``)."""
+        from topo.experiment import run_allreduce
+
+        timeout = timeout_s if timeout_s is not None else tally.bound_s
+        if fresh_job or not self.plan:
+            self.new_job()
+        run = run_allreduce(self.network, TolerantReads(self.controller), self.plan,
+                            "innetwork", self.options(timeout, elements), self.plan_path)
+        return tally.add(run), run
+
+    # ------------------------------------------------------------------ counters
+    def switch_counters(self, name: str) -> dict[str, Any]:
+        return TolerantReads(self.controller).switch_counters(name)
+
+    def fault_drops(self) -> int:
+        total = 0
+        for name in self.controller.switches:
+            drops = self.switch_counters(name)["drops"]
+            total += sum(n for k, n in drops.items() if k.endswith(":fault"))
+        return total
+
+    def job_switches(self) -> list[tuple[str, str]]:
+        """(switch, role) of every switch in a job's tree (every job gets the same tree)."""
+        plan = self.plan or self.new_job()
+        return [(name, part.get("role", "?")) for name, part in plan["parts"].items()]
+
+    def wait_recovered(self, name: str, seen: int, timeout_s: float) -> bool:
+        """True once the serving controller reported ``name`` recovered after event ``seen``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(e.startswith(f"{name}: recovered") for e in self.events[seen:]):
+                return True
+            time.sleep(0.05)
+        return False

@@ -1,0 +1,210 @@
+"""The reliability campaign (issue 20): its pieces offline (malformed frames, verdicts, hang
+bound, report), the teardown fix (a `make run` after one that was SIGKILLed starts without
+`make clean`) and (root) the shortened campaign end to end. Networks use the name prefixes
+``rq`` (campaign) and ``rqx`` / ``ru`` (teardown runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from reliability.frames import KINDS, FrameFactory, ip_checksum
+from reliability.leaks import TAG_VARIABLE, find_leaks
+from reliability.report import render, verdicts
+from reliability.results import CampaignResult, JobTally, LossCell, RestartCell, judge
+from reliability.teardown import run_argv
+from reliability.testbed import free_port_block, hang_bound, ideal_seconds
+
+REPO = Path(__file__).resolve().parent.parent
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet)")
+
+
+def _run(exact: bool, errors: tuple[str | None, ...], wall: float = 1.0) -> SimpleNamespace:
+    ranks = tuple(SimpleNamespace(error=e, exact=exact and e is None, retransmissions=1,
+                                  loss_seen=0) for e in errors)
+    return SimpleNamespace(exact=exact and all(e is None for e in errors), ranks=ranks,
+                           wall_seconds=wall, seconds=wall / 2,
+                           errors=[f"rank {i}: {e}" for i, e in enumerate(errors) if e])
+
+
+def test_judge_tells_exact_wrong_hang_and_named_failures():
+    assert judge(_run(True, (None, None)), 10) == "exact"
+    assert judge(_run(False, ("result differs from the exact sum", None)), 10) == "wrong"
+    assert judge(_run(False, ("no result within 40 s (killed)", None)), 10) == "hang"
+    assert judge(_run(True, (None, None), wall=11), 10) == "hang"
+    assert judge(_run(False, ("switch unreachable: connection refused", None)), 10) == "failed"
+    tally = JobTally(bound_s=10)
+    for run in (_run(True, (None,)), _run(False, ("timed out after 10 s",))):
+        tally.add(run)
+    assert (tally.count, tally.exact, tally.hangs, tally.retransmissions) == (2, 1, 1, 2)
+    assert tally.errors and tally.errors[0].startswith("hang: rank 0: timed out")
+
+
+def test_hang_bound_follows_the_link_rate():
+    slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
+    assert slow > fast > 30.0
+    assert hang_bound(8192, 32, 10.0, 0.1) - 30 == pytest.approx(11 * (hang_bound(8192, 32, 10.0) - 30))
+    # 256 packets of 202 bytes (Ethernet, IPv4, UDP, BTH, tag, 32 int32, ICRC), up and back
+    assert ideal_seconds(8192, 32, 10.0) == pytest.approx(2 * 256 * 202 * 8 / 10e6)
+
+
+def test_frames_cover_every_kind_and_are_wrong_as_announced():
+    factory = FrameFactory("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", "10.0.1.2", 3)
+    frames = factory.frames(len(KINDS) * 3)
+    assert [k for k, _ in frames[:len(KINDS)]] == list(KINDS)
+    by_kind = dict(frames)
+    ip = by_kind["ip_checksum"][14:34]
+    assert ip_checksum(ip[:10] + b"\0\0" + ip[12:]) != struct.unpack("!H", ip[10:12])[0]
+    good = by_kind["no_route"][14:34]
+    assert ip_checksum(good[:10] + b"\0\0" + good[12:]) == struct.unpack("!H", good[10:12])[0]
+    assert socket.inet_ntoa(good[16:20]).startswith("192.0.2.")
+    assert by_kind["arp"][12:14] == b"\x08\x06"
+    assert by_kind["ip_ttl"][22] in (0, 1)
+    assert len(by_kind["runt"]) < 14 + 20
+    assert by_kind["roce_bad_tag"][36:38] == b"\x12\xb7"  # UDP destination 4791
+    # the same seed, the same frames
+    again = FrameFactory("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", "10.0.1.2", 3)
+    assert again.frames(len(KINDS) * 3) == frames
+
+
+def test_report_states_each_target_and_the_command():
+    tally = JobTally(bound_s=31, count=3, exact=3, seconds=[0.5, 0.6, 0.7], retransmissions=4)
+    bad = JobTally(bound_s=31, count=2, exact=1, hangs=1, errors=["hang: rank 1: timed out"])
+    result = CampaignResult(command="sudo make soak", mode="full campaign", started="now",
+                            loss=[LossCell(0.01, 20, tally, 7), LossCell(0.1, 20, bad, 30)],
+                            restart=RestartCell(attempts=2, survived=2))
+    checks = verdicts(result)
+    assert checks[0][1] is False and "1 hangs" in checks[0][2]
+    assert checks[1][:2] == ("2/2 switch restarts survived", True)
+    assert checks[1][2].startswith("2/2 jobs exact")
+    text = render(result, None)
+    assert "`sudo make soak`" in text and "| loss 1% (20 link directions) | 3 | 3 | 0 | 0 |" in text
+    assert "**no**" in text and "hang: rank 1: timed out" in text
+
+
+def test_leak_scan_sees_only_its_own_tag(tmp_path):
+    tag = f"rqtest{os.getpid()}"
+    env = dict(os.environ, **{TAG_VARIABLE: tag})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = find_leaks("rqzz", tmp_path, tag)
+            if found.processes:
+                break
+            time.sleep(0.05)
+        assert [p.split(":")[0] for p in found.processes] == [str(proc.pid)]
+        assert find_leaks("rqzz", tmp_path, "another-tag").total == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert find_leaks("rqzz", tmp_path, tag).total == 0
+
+
+def _wait_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, "the run ended before its network was up"
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.1)
+
+
+@root_only
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
+    """Regression (issue 20): a `make run` killed with SIGKILL left its switch processes,
+    host shells and interfaces, and the next run refused to start ("already exist ...
+    `make clean` removes them")."""
+    prefix, tag = "ru", f"ru{os.getpid()}"
+    env = dict(os.environ, **{TAG_VARIABLE: tag})
+    port = free_port_block(2)
+    first = tmp_path / "runs" / "a"
+    argv = run_argv(prefix, port, first, experiment=True)
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _wait_file(first / "topology.json", proc, 120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert find_leaks(prefix, tmp_path / "runs", tag).processes  # it did leave things
+        second = subprocess.run(run_argv(prefix, port, tmp_path / "runs" / "b", False),
+                                cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+        assert "cleaned up after an earlier run" in second.stdout
+        left = find_leaks(prefix, tmp_path / "runs", tag)
+        assert left.total == 0, left.describe()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        from topo.cleanup import clean_all
+
+        clean_all(tmp_path / "runs")
+
+
+@root_only
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_quick_campaign_meets_every_target(tmp_path):
+    """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
+    restarts, teardown and bad input, each target met."""
+    out = tmp_path / "reliability.md"
+    res = subprocess.run([sys.executable, "-m", "reliability", "--quick", "--parallel",
+                          "--prefix", "rq",
+                          "--runs-root", str(tmp_path / "runs"), "--out", str(out),
+                          "--json", str(tmp_path / "r.json")],
+                         cwd=REPO, capture_output=True, text=True, timeout=900)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert [c["loss"] for c in data["loss"]] == [0.01, 0.05, 0.10]
+    assert all(c["tally"]["wrong"] == 0 and c["tally"]["hangs"] == 0 for c in data["loss"])
+    assert data["restart"]["survived"] == data["restart"]["attempts"] > 0
+    assert data["controller"]["reconcile_changes"] == 0
+    assert data["bad_input"]["port_rx"] == data["bad_input"]["frames_sent"]
+    assert data["teardown"]["next_run_ok"] is True
+    assert "## Verdict" in out.read_text()
+
+
+def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
+    """Regression (issue 20): ``make run`` now cleans its runs root before it starts; an older
+    dead run there with the same switch names must not take a live run's interfaces."""
+    from topo import cleanup
+    from topo.rundir import read_cmdline
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 10
+        while read_cmdline(owner.pid) is None or "time.sleep" not in " ".join(
+                read_cmdline(owner.pid) or []):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        for run, pid in (("old", 999999), ("live", owner.pid)):
+            (tmp_path / run).mkdir()
+            cmd = read_cmdline(owner.pid) if run == "live" else ["gone"]
+            (tmp_path / run / "pids.json").write_text(json.dumps({
+                "owner": {"pid": pid, "cmdline": cmd},
+                "processes": [{"name": "rqws1", "kind": "switch", "pid": 999998, "pgid": None,
+                               "cmdline": ["gone"]}]}))
+        asked: list[list[str]] = []
+        monkeypatch.setattr(cleanup, "switch_interfaces", lambda names: sorted(names))
+        monkeypatch.setattr(cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or [])
+        report = cleanup.clean_all(tmp_path)
+        assert report.skipped_runs == [str(tmp_path / "live")]
+        assert asked == [[]]  # the old run's rqws1 is the live run's too: left alone
+        cleanup.clean_all(tmp_path, force=True)
+        assert ["rqws1"] in asked
+    finally:
+        owner.kill()
+        owner.wait()
