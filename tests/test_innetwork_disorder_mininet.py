@@ -100,3 +100,15 @@ def test_innetwork_exact_with_random_egress_and_reordering(reordering: Launcher,
     cell = _with(reordering).allreduce(algo, SIZE)
     assert cell.ok and cell.exact, cell.errors
     assert _held(reordering) > before
+
+
+def test_network_soak_cell_counts_exact_all_reduces(launcher: Launcher) -> None:
+    """The network soak (bench/netreduce_soak_net.py, the path that reaches BMv2) on this
+    network: loss and reordering on every link direction, each all-reduce checked."""
+    from bench.netreduce_soak_net import soak_cell
+
+    res = soak_cell(launcher.network, launcher.controller, 4, loss=0.05, reorder=0.05,
+                    values=96, timeout=60.0, label="softswitch random")
+    assert (res.completed, res.wrong, res.hangs) == (4, 0, 0), res.errors
+    assert res.retransmitted > 0 and res.duplicates_at_switches > 0
+    assert not launcher.controller.state.faults
