@@ -37,6 +37,8 @@ ELEMS = 32
 CREDITS = 2
 MSG_PKTS = 4  # 256 values: 8 packets, 2 messages, as in the in-process soak
 VALUES = 256
+DUPLICATES = "SwitchIngress.agg.duplicates"
+REORDERED = ("SwitchIngress.reorder.reordered", "SwitchEgress.reorder.reordered")
 
 
 def inputs(seed: int, index: int, workers: int, values: int) -> np.ndarray:
@@ -93,13 +95,16 @@ def spine_leaf(target: str, rundir: Path, *, egress_order: str = "sync", seed: i
     """The running, programmed spine-leaf (network, controller); always taken down."""
     from topo.experiment import open_controller
     from topo.network import start_network
-    from topo.topologies import SpineLeafTopo
+    from topo.topofile import load_spec
+    from topo.topologies import FileTopo, shipped_file
     from workloads.matrix import free_grpc_base, program_for
 
-    topo = SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=2, host_bw=None,
-                         gpus_per_host=1, name_prefix=name_prefix,
-                         grpc_base_port=grpc_base if grpc_base is not None
-                         else free_grpc_base(3, start=47600))
+    # gRPC and Thrift (BMv2) ports found free, away from make run's defaults
+    base = grpc_base if grpc_base is not None else free_grpc_base(6, start=47600)
+    spec = load_spec(shipped_file("spineleaf"), {"spines": 1, "leaves": 2, "hosts": 2,
+                                                 "gpus": 1, "bw": None})
+    topo = FileTopo(spec, grpc_base_port=base, thrift_base_port=base + 3,
+                    name_prefix=name_prefix)
     program = program_for(ELEMS, rundir / "program")
     with start_network(topo, target, rundir / "run", program, progress=False,
                        egress_order=egress_order, seed=seed) as network:
@@ -141,6 +146,8 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
     path = workdir / f"job-{name}.json"
     path.write_text(json.dumps(plan.to_dict(), indent=1, sort_keys=True) + "\n")
     procs = {}
+    duplicates_before = _counted(controller, DUPLICATES)
+    held_before = _counted(controller, *REORDERED)
     start = time.monotonic()
     try:
         if loss or reorder:
@@ -181,12 +188,16 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
     res.completed = min(done) if done else 0
     if res.completed < count:
         res.hangs = 1
-    res.duplicates_at_switches = sum(
-        packets for sw in controller.topology.switches
-        for packets, _b in controller.read_counters(
-            sw.name, ("SwitchIngress.agg.duplicates",)).get(
-                "SwitchIngress.agg.duplicates", {}).values())
+    res.duplicates_at_switches = _counted(controller, DUPLICATES) - duplicates_before
+    res.held = _counted(controller, *REORDERED) - held_before
     return res
+
+
+def _counted(controller: Any, *names: str) -> int:
+    """Packets counted by these counters over all indices and switches."""
+    return sum(packets for sw in controller.topology.switches
+               for counter in controller.read_counters(sw.name, names).values()
+               for packets, _bytes in counter.values())
 
 
 # ------------------------------------------------------------------ command line
