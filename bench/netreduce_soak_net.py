@@ -242,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=seed) as (network, controller):
         res = soak_cell(network, controller, args.count, loss=args.loss, reorder=args.reorder,
                         seed=args.seed, values=args.values, rto=args.rto,
-                        max_rto=args.max_rto, timeout=args.timeout, label=args.target)
+                        max_rto=args.max_rto, timeout=args.timeout,
+                        label=f"{args.target} {args.egress_order}")
     print(res)
     return 1 if res.wrong or res.hangs else 0
 
