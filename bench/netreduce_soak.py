@@ -279,6 +279,9 @@ def soak(count: int, *, loss: float = 0.0, reorder: float = 0.0, egress_order: s
                     if not np.array_equal(got, want):
                         wrong[rank] += 1
                     done[rank] += 1
+                    if rank == 0 and done[0] % 100 == 0:
+                        log.info("soak loss %g reorder %g: %d of %d all-reduces, %d wrong",
+                                 loss, reorder, done[0], count, wrong[0])
             except Exception as err:  # a hang or a dead connection: reported below
                 errors.append(f"rank {rank} after {done[rank]} all-reduces: {err}")
 
