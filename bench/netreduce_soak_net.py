@@ -243,7 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         res = soak_cell(network, controller, args.count, loss=args.loss, reorder=args.reorder,
                         seed=args.seed, values=args.values, rto=args.rto,
                         max_rto=args.max_rto, timeout=args.timeout,
-                        label=f"{args.target} {args.egress_order}")
+                        label=args.target if args.target == "bmv2"
+                        else f"{args.target} {args.egress_order}")
     print(res)
     return 1 if res.wrong or res.hangs else 0
 
