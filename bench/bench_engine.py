@@ -1,6 +1,6 @@
 """Packets per second of the built-in target's pipeline alone (no ports, no gRPC).
 
-Runs ``softswitch.engine.bench.bench_pipeline`` on tests/p4/ipv4_forward.p4 (basic.p4 style:
+Runs ``bench.pipeline_rate.bench_pipeline`` on tests/p4/ipv4_forward.p4 (basic.p4 style:
 LPM on the IPv4 destination, TTL decrement, checksum update) with one route installed and a
 routed IPv4/UDP frame, so every packet takes the full hit path: parse, LPM hit, action,
 checksum update, deparse.
@@ -30,6 +30,9 @@ NEXT_HOP_MAC = 0x000000000202
 PAYLOAD_BYTES = 64
 NR_WORKERS = (2, 4, 8)  # aggregation benchmark: workers per job
 NR_PACKETS_PER_S_GUESS = 10000  # sizes the message stream to about ``seconds``
+PAYLOAD_ELEMS = (32, 256)  # per-packet cost against payload size (issue 13)
+PAYLOAD_WORKERS = 4
+PAYLOAD_ROUNDS = 5
 
 
 def _require(module: str, attr: str) -> Any:
@@ -173,9 +176,59 @@ def netreduce_rows(workers: int, seconds: float) -> list[dict[str, Any]]:
     ]
 
 
+def payload_rows(seconds: float) -> list[dict[str, Any]]:
+    """CPU time per packet of p4src/netreduce.p4 built with each of ``PAYLOAD_ELEMS``
+    elements per packet, P = 4, in one run: rounds alternate between the sizes and the
+    best round counts (the machine is shared; CPU time, not wall time, so that other
+    processes' load shows less)."""
+    import tempfile
+    import time
+
+    from bench.netreduce_job import AggregationJob, completions, make_workers
+    from workloads.matrix import program_for
+
+    pipeline_cls = _require("softswitch.pipeline", "Pipeline")
+    messages = max(50, int(seconds * NR_PACKETS_PER_S_GUESS) // PAYLOAD_WORKERS // 8)
+    total = messages * PAYLOAD_ROUNDS
+    with tempfile.TemporaryDirectory() as tmp:
+        pipelines = {e: pipeline_cls.from_file(str(program_for(e, Path(tmp))))
+                     for e in PAYLOAD_ELEMS}
+    jobs = {e: AggregationJob(1, make_workers(PAYLOAD_WORKERS), elems=e) for e in PAYLOAD_ELEMS}
+    streams = {e: jobs[e].stream(total) for e in PAYLOAD_ELEMS}
+    results = dict.fromkeys(PAYLOAD_ELEMS, 0)
+    for e in PAYLOAD_ELEMS:
+        jobs[e].configure(pipelines[e])
+    best = dict.fromkeys(PAYLOAD_ELEMS, float("inf"))
+    per_round = messages * PAYLOAD_WORKERS
+    for r in range(PAYLOAD_ROUNDS):  # one continuous stream per size, a slice per round
+        for e in PAYLOAD_ELEMS:
+            process = pipelines[e].process
+            chunk = streams[e][r * per_round:(r + 1) * per_round]
+            n = 0
+            start = time.process_time()
+            for port, frame in chunk:
+                n += len(process(port, frame))
+            best[e] = min(best[e], (time.process_time() - start) / len(chunk))
+            results[e] += n
+    for e in PAYLOAD_ELEMS:
+        done = completions(pipelines[e], jobs[e].job)
+        if done != total or results[e] != total * PAYLOAD_WORKERS:
+            raise RuntimeError(f"netreduce E={e}: {done}/{total} messages completed, "
+                               f"{results[e]} results")
+    notes = (f"netreduce.p4 built with NR_ELEMS = E, {PAYLOAD_WORKERS} workers x {messages} "
+             f"one-packet messages; CPU time, best of {PAYLOAD_ROUNDS} alternating rounds")
+    rows = [{"name": f"netreduce E={e}, P={PAYLOAD_WORKERS}", "metric": "CPU per packet",
+             "value": best[e] * 1e6, "unit": "us", "notes": notes} for e in PAYLOAD_ELEMS]
+    lo, hi = PAYLOAD_ELEMS[0], PAYLOAD_ELEMS[-1]
+    rows.append({"name": f"netreduce E={hi} / E={lo}", "metric": "cost ratio per packet",
+                 "value": best[hi] / best[lo], "unit": "x",
+                 "notes": f"{hi // lo}x the payload; same run"})
+    return rows
+
+
 def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     """Measures pipeline throughput; skips while the engine or the program is missing."""
-    bench_pipeline = _require("softswitch.engine.bench", "bench_pipeline")
+    bench_pipeline = _require("bench.pipeline_rate", "bench_pipeline")
     pipeline = build_pipeline()
     frame = routed_frame()
     out = pipeline.process(INGRESS_PORT, frame)
@@ -201,4 +254,5 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     ]
     for workers in NR_WORKERS:
         rows += netreduce_rows(workers, seconds)
+    rows += payload_rows(seconds)
     return rows

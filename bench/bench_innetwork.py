@@ -136,6 +136,11 @@ def run() -> list[dict[str, Any]]:
                               iters=1, timeout_s=180.0, name_prefix="bi")
             rundir = Path("run") / f"bench-innetwork-e{elems}-{bw:g}-{time.strftime('%H%M%S')}"
             log.info("in-network sweep: E=%d, %g Mbit/s", elems, bw)
-            with running_network(spec, rundir) as launch:
-                rows += _config_rows(launch, bw, elems)
+            try:
+                with running_network(spec, rundir) as launch:
+                    rows += _config_rows(launch, bw, elems)
+            except Exception as exc:  # noqa: BLE001 - one failed network must not lose the rest
+                log.warning("in-network sweep: E=%d, %g Mbit/s failed: %s", elems, bw, exc)
+                rows.append(_row(f"network, E={elems}, {bw:g} Mbit/s", "setup", float("nan"), "",
+                                 f"failed: {type(exc).__name__}: {exc}"[:200]))
     return rows

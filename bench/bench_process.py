@@ -1,6 +1,6 @@
 """Throughput and latency through a running softswitch process between two network namespaces.
 
-The measurement itself lives in ``softswitch.bench_process`` (it owns the namespaces, veths and
+The measurement itself lives in ``bench.process_rig`` (it owns the namespaces, veths and
 the switch process); this driver only calls its ``run(seconds=...)`` and turns the result into
 report rows. It needs root for the namespaces.
 """
@@ -15,9 +15,9 @@ from typing import Any
 from bench.harness import BenchSkipped
 
 DEFAULT_SECONDS = 3.0
-MODULE = "softswitch.bench_process"
+MODULE = "bench.process_rig"
 
-# Units for the metric names softswitch.bench_process.run() may return in a flat dict.
+# Units for the metric names bench.process_rig.run() may return in a flat dict.
 UNITS = {
     "pkts_per_s": "pkt/s",
     "pps": "pkt/s",

@@ -60,6 +60,7 @@ class AggregationJob:
     credits: int = 2
     slot_count: int = 16
     mcast_grp: int = 1
+    elems: int = ELEMS  # NR_ELEMS the program was built with
 
     def peer(self, k: int) -> Worker:
         return self.workers[(k + 1) % len(self.workers)]
@@ -121,7 +122,7 @@ class AggregationJob:
                 psn=psn,
                 pkt_idx=0,
                 npkts=1,
-                elems=_values(k),
+                elems=_values(k, self.elems),
                 job=self.job,
                 msg=m & 0xFFFF,
                 slot=slot,
@@ -176,8 +177,8 @@ _FLAGS = _TAG + 13
 _FLAG_VERSION = 0x01
 
 
-def _values(k: int) -> list[int]:
-    return [((k + 1) * 7 + j) % 1000 - 500 for j in range(ELEMS)]
+def _values(k: int, elems: int = ELEMS) -> list[int]:
+    return [((k + 1) * 7 + j) % 1000 - 500 for j in range(elems)]
 
 
 def _va(k: int, m: int) -> int:

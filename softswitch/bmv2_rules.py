@@ -77,7 +77,7 @@ class _Builder:
                 return self._inline(applied, live, prefix)
         if isinstance(s, ir.If):
             return self._if(s, live, prefix)
-        if isinstance(s, ir.Switch):
+        if isinstance(s, ir.SwitchStmt):
             return self._switch(s, live, prefix)
         if isinstance(s, ir.For | ir.ForIn):
             body = s.body
@@ -137,7 +137,7 @@ class _Builder:
         self._run = None
         return out
 
-    def _switch(self, s: ir.Switch, live: _Live, prefix: str) -> _Live:
+    def _switch(self, s: ir.SwitchStmt, live: _Live, prefix: str) -> _Live:
         self._run = None
         decl = _applied(s.subject.base) if isinstance(s.subject, ir.Member) else None
         if not isinstance(decl, ir.TableDecl):

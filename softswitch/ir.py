@@ -507,7 +507,7 @@ class SwitchCase:
 
 
 @dataclass(eq=False)
-class Switch(Stmt):
+class SwitchStmt(Stmt):
     subject: Expr
     cases: list[SwitchCase]
     loc: Loc = NOLOC

@@ -26,7 +26,7 @@ from softswitch.traffic_manager import (
     QueuedV1Switch,
     check_tm_options,
 )
-from softswitch.v1model import TracingV1Switch, V1Switch
+from softswitch.v1model import V1MODEL, TracingV1Switch, V1Switch
 
 log = logging.getLogger(__name__)
 trace_log = logging.getLogger("softswitch.trace")
@@ -56,7 +56,7 @@ class Pipeline:
             log_msgs = logging.getLogger("softswitch.p4").isEnabledFor(logging.DEBUG)
         self.program = program
         self.compiled: CompiledProgram = compile_program(
-            program, log_enabled=log_msgs, trace=bool(trace)
+            program, V1MODEL, log_enabled=log_msgs, trace=bool(trace)
         )
         c = self.compiled
         self.tables: dict[str, Table] = c.tables

@@ -2,7 +2,7 @@
 
 ``python -m softswitch run [PROG] -i 1@veth1 -i 2@veth2 --grpc-server-addr 127.0.0.1:0``
 
-:class:`Switch` is the data plane: one ``selectors`` loop over all ports that runs each
+:class:`SwitchDataPlane` is the data plane: one ``selectors`` loop over all ports that runs each
 received frame through the engine ``Pipeline`` and transmits the results. A single lock
 (shared with the P4Runtime service) guards the pipeline, so every P4Runtime update is
 atomic relative to packets. Frames for the CPU port become PacketIn messages; PacketOut
@@ -65,7 +65,7 @@ class SwitchStats:
     packet_outs: int = 0
 
 
-class Switch:
+class SwitchDataPlane:
     """The data plane of one switch: ports, the pipeline, the packet loop."""
 
     def __init__(
@@ -577,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.close()
         return _fail(f"-i: {exc}", 2)
 
-    switch = Switch(
+    switch = SwitchDataPlane(
         ports,
         pipeline,
         cpu_port=opts.cpu_port,

@@ -4,7 +4,7 @@
   the real engine tables and externs, so the server and the packet loop can be tested
   without the front end;
 * :class:`Client`: a minimal P4Runtime client (stub + StreamChannel with a receive queue);
-* :class:`InProcessSwitch`: a Switch on in-memory ports plus the P4Runtime server on a free
+* :class:`InProcessSwitch`: a SwitchDataPlane on in-memory ports plus the P4Runtime server on a free
   loopback port, run in threads and always stopped.
 """
 
@@ -23,7 +23,7 @@ from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.tables import ActionCall, KeyField, MatchKind, Table
 from softswitch.p4runtime.server import P4RuntimeService, start_server
 from softswitch.ports import MemoryPort
-from softswitch.switch import Switch
+from softswitch.switch import SwitchDataPlane
 
 CPU_PORT = 64
 FWD_ID = 0x02000001
@@ -248,12 +248,12 @@ class Client:
 
 
 class InProcessSwitch:
-    """Switch on in-memory ports 1..n plus the P4Runtime server, each in a thread."""
+    """SwitchDataPlane on in-memory ports 1..n plus the P4Runtime server, each in a thread."""
 
     def __init__(self, nports: int = 3, cpu_port: int | None = CPU_PORT, device_id: int = 0,
                  preload: bool = False) -> None:
         self.ports = [MemoryPort(i) for i in range(1, nports + 1)]
-        self.switch = Switch(self.ports, None, cpu_port=cpu_port)
+        self.switch = SwitchDataPlane(self.ports, None, cpu_port=cpu_port)
         initial = None
         if preload:
             from softswitch.p4runtime.entities import PipelineState

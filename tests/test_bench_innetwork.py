@@ -29,3 +29,31 @@ def test_frame_ideal_is_the_ratio_of_wire_bytes() -> None:
 
 def test_every_rate_has_a_tensor_size() -> None:
     assert sorted(SIZES) == [3.0, 10.0, 30.0, 100.0] and all(v > 0 for v in SIZES.values())
+
+
+def test_a_network_that_fails_to_start_costs_its_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rate whose network fails to come up (a pipeline push past its deadline on a
+    loaded machine) gives a 'failed' row; the other rates keep theirs (before, the error
+    dropped every row of the sweep)."""
+    import contextlib
+    import math
+
+    import bench.bench_innetwork as bi
+    import workloads.matrix as matrix
+
+    @contextlib.contextmanager
+    def network(spec, rundir):  # type: ignore[no-untyped-def]
+        if spec.bw_mbit == 100.0:
+            raise RuntimeError("SetForwardingPipelineConfig failed: DEADLINE_EXCEEDED")
+        yield spec
+
+    monkeypatch.setattr(bi.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(matrix, "running_network", network)
+    monkeypatch.setattr(matrix, "free_grpc_base", lambda count: 46000)
+    monkeypatch.setattr(bi, "_config_rows", lambda launch, bw, elems: [
+        bi._row(f"ring, E={elems}, {bw:g} Mbit/s", "time", 1.0, "ms")])
+    monkeypatch.setenv("INA_BENCH_RATES", "3,100")
+    monkeypatch.setenv("INA_BENCH_ELEMS", "256")
+    rows = bi.run()
+    assert [r["name"] for r in rows] == ["ring, E=256, 3 Mbit/s", "network, E=256, 100 Mbit/s"]
+    assert math.isnan(rows[1]["value"]) and "DEADLINE_EXCEEDED" in rows[1]["notes"]

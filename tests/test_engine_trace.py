@@ -12,7 +12,7 @@ from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.engine.trace import PacketTrace
 from softswitch.pipeline import Pipeline
 from softswitch.ports import MemoryPort
-from softswitch.switch import Switch
+from softswitch.switch import SwitchDataPlane
 from softswitch.v1model import TracingV1Switch, V1Switch
 
 P4 = Path(__file__).resolve().parent / "p4"
@@ -185,7 +185,7 @@ def test_switch_logs_trace_with_its_packet_line(caplog: pytest.LogCaptureFixture
     """In the switch loop at DEBUG, one record holds the packet line and its trace."""
     p = configure(Pipeline.from_file(PROGRAM, trace=True))
     ports = [MemoryPort(1), MemoryPort(2)]
-    sw = Switch(ports, p)
+    sw = SwitchDataPlane(ports, p)
     assert p.trace_sink is None  # the switch logs the block itself
     with caplog.at_level(logging.DEBUG, logger="softswitch.switch"):
         t = threading.Thread(target=sw.run, daemon=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scapy.all import IP, UDP, Ether, raw
 
-from softswitch.engine.bench import bench_pipeline
+from bench.pipeline_rate import bench_pipeline
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.pipeline import Pipeline
 
@@ -114,3 +114,20 @@ def test_multicast_to_unknown_group_sends_nothing() -> None:
 def test_bench_reports_a_rate(ipv4: Pipeline) -> None:
     """bench_pipeline returns packets per second for the given frames."""
     assert bench_pipeline(ipv4, [(1, frame())], seconds=0.05) > 0
+
+
+def test_engine_compiles_v1model_primitives_only_through_the_target() -> None:
+    """mark_to_drop is v1model's: the engine without that target refuses it at its source
+    location, and the v1model target's primitive writes the drop port."""
+    from softswitch.engine.codegen import compile_program
+    from softswitch.engine.target import TargetSpec
+    from softswitch.errors import UnsupportedError
+    from softswitch.frontend import compile_file
+    from softswitch.v1model import V1MODEL
+
+    program = compile_file(str(P4_DIR / "ipv4_forward.p4"))
+    bare = TargetSpec(name="bare", roles=V1MODEL.roles)
+    with pytest.raises(UnsupportedError, match=r"ipv4_forward\.p4:\d+:\d+.*mark_to_drop"):
+        compile_program(program, bare)
+    compiled = compile_program(program, V1MODEL)
+    assert ".egress_spec = 511" in compiled.source

@@ -145,3 +145,16 @@ def test_out_of_range_base_takes_elementwise_path(base: int) -> None:
     assert vals[:inside] == [5] * inside
     assert all(v == 5 for v in vals)  # out of range: old stays 0 -> sum is the element
     assert p.registers["I.r"].values[base:] == [5] * inside
+
+
+def test_register_indexes_share_one_local() -> None:
+    """The element-by-element fallback of a run (and any register access with a computed
+    index) evaluates its index into one shared local, not a numbered one per access: a
+    numbered temporary per access gave netreduce.p4's ingress at E = 256 some 2,000 locals,
+    a frame larger than CPython's 16 KiB data-stack chunk, which then cost an mmap and a
+    munmap on every packet (issue 13)."""
+    pipe = build(ACCUMULATE)
+    names = pipe._switch.ingress.__code__.co_varnames  # noqa: SLF001
+    index_temps = [n for n in names if n.startswith("_ri")]
+    assert index_temps == ["_ri"]
+    assert len(names) < 2 * N  # the saturation temporaries, one per element, remain

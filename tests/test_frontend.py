@@ -145,7 +145,7 @@ def test_features_serializable_enum_and_error(features: ir.Program) -> None:
 
 def test_features_switch_action_run(features: ir.Program) -> None:
     """A switch on action_run has ActionDecl labels; an empty case falls into the next."""
-    sw = next(s for s in features.controls["Ing"].body.stmts if isinstance(s, ir.Switch))
+    sw = next(s for s in features.controls["Ing"].body.stmts if isinstance(s, ir.SwitchStmt))
     assert isinstance(sw.subject.type, ir.ActionRunType)
     assert sw.cases[0].labels[0].name == "fwd"
     assert [getattr(x, "name", x) for x in sw.cases[1].labels] == ["drop", "default"]

@@ -22,7 +22,7 @@ from p4.config.v1 import p4info_pb2
 
 from softswitch.device_config import make_device_config
 from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
-from softswitch.switch import Switch
+from softswitch.switch import SwitchDataPlane
 from tests.bmv2_json import bmv2_json
 from tests.p4runtime_illegal import CASES, Target, setup_updates
 
@@ -58,7 +58,7 @@ def run_cases(target: Target, column: str) -> dict[str, tuple[str, str]]:
 @pytest.fixture
 def our_switch() -> Iterator[str]:
     """This switch's P4Runtime server (real compiler, no ports) on a free loopback port."""
-    switch = Switch([], None)
+    switch = SwitchDataPlane([], None)
     service = P4RuntimeService(switch, 0)
     switch.on_cpu_frame = service.on_cpu_frame
     server, port = start_server(service, "127.0.0.1:0")

@@ -14,9 +14,9 @@ from p4.v1 import p4runtime_pb2
 
 from softswitch.device_config import device_config_from_source
 from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
-from softswitch.p4runtime.status import DETAILS_BUDGET, P4RuntimeError, batch_status
+from softswitch.p4runtime.status import DETAILS_BUDGET, StatusError, batch_status
 from softswitch.ports import MemoryPort
-from softswitch.switch import Switch
+from softswitch.switch import SwitchDataPlane
 from tests.p4runtime_fakes import FWD_ID, Client, InProcessSwitch, table_entry_update
 
 INSERT = p4runtime_pb2.Update.INSERT
@@ -150,7 +150,7 @@ class RealSwitch:
     """The P4Runtime service with the real loader (P4 source as device config)."""
 
     def __init__(self) -> None:
-        self.switch = Switch([MemoryPort(1), MemoryPort(2)], None)
+        self.switch = SwitchDataPlane([MemoryPort(1), MemoryPort(2)], None)
         self.service = P4RuntimeService(self.switch, 0)
         self.server, port = start_server(self.service, "127.0.0.1:0")
         self.thread = threading.Thread(target=self.switch.run, daemon=True)
@@ -254,11 +254,11 @@ def test_reconcile_refuses_state_that_does_not_fit(real):
 def test_batch_status_capped_and_summarised():
     """Details stop within the budget, in update order; the message counts every failure
     and names the first ones beyond the details."""
-    errors: list[P4RuntimeError | None] = [
-        None if i % 3 == 0 else P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, "x" * 500)
+    errors: list[StatusError | None] = [
+        None if i % 3 == 0 else StatusError(grpc.StatusCode.INVALID_ARGUMENT, "x" * 500)
         for i in range(3000)
     ]
-    errors[2999] = P4RuntimeError(grpc.StatusCode.NOT_FOUND, "missing")
+    errors[2999] = StatusError(grpc.StatusCode.NOT_FOUND, "missing")
     uncapped = batch_status(errors, budget=1 << 30)
     assert len(uncapped.details) == 3000 and uncapped.ByteSize() > 8192  # the problem
     status = batch_status(errors)
@@ -274,7 +274,7 @@ def test_batch_status_capped_and_summarised():
 
 def test_small_batch_has_every_detail():
     """A batch that fits gets one detail per update and a plain message."""
-    status = batch_status([None, P4RuntimeError(grpc.StatusCode.NOT_FOUND, "no entry")])
+    status = batch_status([None, StatusError(grpc.StatusCode.NOT_FOUND, "no entry")])
     assert len(status.details) == 2 and status.message == "1 of 2 updates failed"
 
 

@@ -210,14 +210,14 @@ def test_tagged_frames_transmitted_intact():
 
 @contextmanager
 def running_switch(topo: Topology, pipeline) -> Iterator:
-    """A Switch on AF_PACKET ports 1..n (the topology's veths) in a thread; always stopped."""
-    from softswitch.switch import Switch
+    """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always stopped."""
+    from softswitch.switch import SwitchDataPlane
 
     ports = []
     try:
         for i, link in enumerate(topo.links, 1):
             ports.append(AfPacketPort(i, link.switch_end))
-        switch = Switch(ports, pipeline)
+        switch = SwitchDataPlane(ports, pipeline)
     except BaseException:
         for p in ports:
             p.close()

@@ -278,7 +278,7 @@ def test_bench_report_markdown() -> None:
 
 
 def test_bench_process_rows_from_metric_dict() -> None:
-    """A metrics dict from softswitch.bench_process.run() becomes one row per metric."""
+    """A metrics dict from bench.process_rig.run() becomes one row per metric."""
     rows = _rows_from({"pkts_per_s": 900.0, "p99_us": 250.0, "label": "x"}, 3.0)
     assert [(r["metric"], r["value"], r["unit"]) for r in rows] == [
         ("pkts_per_s", 900.0, "pkt/s"),

@@ -17,7 +17,7 @@ import pytest
 
 from softswitch.pcap import read_pcap
 from softswitch.ports import MemoryPort
-from softswitch.switch import Switch, parse_args
+from softswitch.switch import SwitchDataPlane, parse_args
 from tests.p4runtime_fakes import (
     CPU_PORT,
     FakePipeline,
@@ -258,7 +258,7 @@ def test_pcap_files_per_port(tmp_path):
     pipeline.tables["MyIngress.fwd"].insert(
         TableEntry((FieldMatch(1),), ActionCall("MyIngress.set_port", (2,)))
     )
-    sw = Switch(ports, pipeline, cpu_port=CPU_PORT, pcap_dir=tmp_path)
+    sw = SwitchDataPlane(ports, pipeline, cpu_port=CPU_PORT, pcap_dir=tmp_path)
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     try:
@@ -276,7 +276,7 @@ def test_pcap_files_per_port(tmp_path):
 def test_no_pipeline_drops(tmp_path):
     """Frames arriving before any pipeline is set are counted and dropped."""
     port = MemoryPort(1)
-    sw = Switch([port])
+    sw = SwitchDataPlane([port])
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     try:
@@ -298,7 +298,7 @@ def test_fuzz_real_pipeline_keeps_forwarding(tmp_path):
         TableEntry((FieldMatch(1),), ActionCall("MyIngress.set_port", (2,)))
     )
     ports = [MemoryPort(1), MemoryPort(2)]
-    sw = Switch(ports, pipeline)
+    sw = SwitchDataPlane(ports, pipeline)
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     rng = random.Random(99)
@@ -333,7 +333,7 @@ def test_debug_trace_line_per_packet(caplog):
         TableEntry((FieldMatch(1),), ActionCall("MyIngress.set_port", (2,)))
     )
     ports = [MemoryPort(1), MemoryPort(2)]
-    sw = Switch(ports, pipeline)
+    sw = SwitchDataPlane(ports, pipeline)
     with caplog.at_level(logging.DEBUG, logger="softswitch.switch"):
         t = threading.Thread(target=sw.run, daemon=True)
         t.start()
@@ -385,7 +385,7 @@ def test_stats_file_counts_per_port(tmp_path):
     )
     ports = [MemoryPort(1, "veth1"), MemoryPort(2, "veth2")]
     stats = tmp_path / "sw.stats.json"
-    sw = Switch(ports, pipeline, stats_file=stats, stats_interval=3600, device_id=7)
+    sw = SwitchDataPlane(ports, pipeline, stats_file=stats, stats_interval=3600, device_id=7)
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     try:
@@ -416,7 +416,7 @@ def test_stats_file_counts_per_port(tmp_path):
 def test_stats_file_refreshed_periodically(tmp_path):
     """With a short interval the loop rewrites the file by itself (reason 'periodic')."""
     stats = tmp_path / "s.json"
-    sw = Switch([MemoryPort(1)], FakePipeline(), stats_file=stats, stats_interval=0.05)
+    sw = SwitchDataPlane([MemoryPort(1)], FakePipeline(), stats_file=stats, stats_interval=0.05)
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     try:

@@ -16,7 +16,7 @@ import pytest
 from softswitch.frontend import compile_source
 from softswitch.pipeline import Pipeline
 from softswitch.ports import MemoryPort
-from softswitch.switch import Switch, _UsageError, parse_args
+from softswitch.switch import SwitchDataPlane, _UsageError, parse_args
 from softswitch.traffic_manager import BMV2_QUEUE_DEPTH
 
 P4 = Path(__file__).parent / "p4"
@@ -272,7 +272,7 @@ def test_switch_loop_transmits_queued_packets_when_idle() -> None:
     p = Pipeline(PROGRAM, egress_order="random", egress_seed=3)
     p.pre.set_group(1, [(1, 0), (2, 0)])
     ports = [MemoryPort(1), MemoryPort(2), MemoryPort(3)]
-    sw = Switch(ports, p)
+    sw = SwitchDataPlane(ports, p)
     t = threading.Thread(target=sw.run, daemon=True)
     t.start()
     try:

@@ -110,6 +110,7 @@ class RankOutcome:
     timeouts: int = 0  # in-network: retransmission timer expiries ...
     spurious_timeouts: int = 0  # ... of which ACKs later showed nothing was lost
     naks: int = 0  # in-network: NAKs received (a receiver saw a gap)
+    lone_timeouts: int = 0  # ... timeouts with one packet in flight: delay or loss, unknowable
 
     @property
     def loss_seen(self) -> int:
@@ -377,7 +378,7 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
                        check is True, int(row.get("retransmissions", 0)), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
-                       int(row.get("naks", 0)))
+                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)))
 
 
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,

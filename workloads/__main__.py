@@ -143,6 +143,7 @@ def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | No
         "retransmissions": sum(getattr(s, "retransmissions", 0) for s in stats),
         "timeouts": sum(getattr(s, "timeouts", 0) for s in stats),
         "spurious_timeouts": sum(getattr(s, "spurious_timeouts", 0) for s in stats),
+        "lone_timeouts": sum(getattr(s, "lone_timeouts", 0) for s in stats),
         "naks": sum(getattr(s, "naks", 0) for s in stats),
         "check": ok, "cpu_utilization": round(cpu, 3),
         "cpu_seconds": round(load.cpu_seconds, 3),

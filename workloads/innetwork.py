@@ -183,6 +183,7 @@ class InNetworkStats:
     retransmissions: int = 0
     timeouts: int = 0
     spurious_timeouts: int = 0  # timeouts whose probe showed the window was only delayed
+    lone_timeouts: int = 0  # timeouts with one packet in flight (delay or loss: unknowable)
     naks: int = 0
     attempts: int = 1  # fixed-point rounds (rescale and retry)
     frac_bits: int | None = None
@@ -229,6 +230,12 @@ class AggregationChannel:
                                       dead_after=dead_after, min_cwnd=2 * ack_every)
         self.resp = endpoint.responder(self.me.recv_qpn, pred.send_qpn, pred.ip, job.first_psn,
                                        ack_every=ack_every)
+        # A result packet exists only once every worker's packet at that position arrived,
+        # this one's included (results and our packets share PSN positions: every worker
+        # starts at first_psn and messages have the same packet counts): it shows the switch
+        # is working through our window even when the peer's ACK (at message ends) is far
+        # behind a slow switch (BMv2 on a loaded machine).
+        self.resp.on_accept = self.req.note_arrived
         self._next_msg = 0  # global index of the next message to post
         self._results = 0  # results taken so far
         # Messages kept in flight: the job's credits at first, then what the switch
@@ -377,6 +384,7 @@ def _stats(channel: AggregationChannel, algorithm: str, elements: int, before: _
         retransmissions=rq.retransmitted - bq.retransmitted,
         timeouts=rq.timeouts - bq.timeouts,
         spurious_timeouts=rq.spurious_timeouts - bq.spurious_timeouts,
+        lone_timeouts=rq.lone_timeouts - bq.lone_timeouts,
         naks=rq.naks_received - bq.naks_received,
         attempts=report.attempts if report else 1,
         frac_bits=report.frac_bits if report else None,

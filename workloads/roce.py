@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 ROCE_V2_PORT = 4791
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
-INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), capped at max_rto
+INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), even above max_rto
 
 OP_WRITE_FIRST = 0x06
 OP_WRITE_MIDDLE = 0x07
@@ -176,6 +176,9 @@ class QpStats:
     messages_received: int = 0
     rtt_samples: int = 0
     spurious_timeouts: int = 0  # timeouts undone: ACKs showed the originals had arrived
+    # timeouts with one packet in flight: the probe is that packet, so nothing can show
+    # whether the original was lost or only late (Karn's ambiguity)
+    lone_timeouts: int = 0
     cwnd_cuts: int = 0  # loss events that shrank the congestion window
 
     def copy(self) -> QpStats:
@@ -226,9 +229,9 @@ class Requester:
         self._next = 0  # next sequence number to transmit
         self._high = 0  # one past the highest sequence number ever transmitted
         self._ends: collections.deque[int] = collections.deque()  # last seq of each message
-        self._backoff = rto
         self._srtt: float | None = None  # smoothed RTT and its variation (RFC 6298)
         self._rttvar = 0.0
+        self._backoff = self.current_rto
         self._sent_at: dict[int, float] = {}  # seq -> first-send time (never retransmitted)
         self._deadline = 0.0  # when the oldest unacked packet times out
         self._progress = time.monotonic()
@@ -322,9 +325,14 @@ class Requester:
     @property
     def current_rto(self) -> float:
         """The retransmission timeout now: ``srtt + 4·rttvar`` (RFC 6298) from the measured
-        round trips, at least the configured ``rto`` and at most ``max_rto``."""
+        round trips, at least the configured ``rto`` and at most ``max_rto`` (before the first
+        sample: INITIAL_RTO)."""
         if self._srtt is None:
-            return min(self.max_rto, max(self.rto, INITIAL_RTO))
+            # no sample yet: the first message waits for every worker to start (they start
+            # one by one), so the first timer is RFC 6298's 1 s, not max_rto; a first timer
+            # at the configured rto fired before the slowest worker had started (a quarter
+            # of dead_after at most, so that a dead peer still gets a few retries)
+            return max(self.rto, min(INITIAL_RTO, self.dead_after / 4.0))
         return min(self.max_rto, max(self.rto, self._srtt + 4.0 * self._rttvar))
 
     def _on_loss(self, timeout: bool) -> None:
@@ -387,6 +395,26 @@ class Requester:
         self._deadline = now + self._backoff
         return True
 
+    def note_arrived(self, psn: int, now: float) -> None:
+        """Evidence outside the ACK stream that the packet sent with ``psn`` got through (in
+        network aggregation: the result at that position exists only once every worker's
+        packet arrived, this one's included). The timer restarts instead of firing while a
+        slow switch works through the window, and a timeout whose probe is overtaken by such
+        evidence was spurious. Nothing is acknowledged by it: that stays the peer's ACK."""
+        seq = self._una + psn_diff(psn, psn_add(self.first_psn, self._una))
+        if not self._una <= seq < self._high:
+            return
+        if self._probing and seq > self._probe_base:
+            # a packet beyond the probe arrived: the originals were only delayed
+            self._probing = False
+            self._hold = True  # the timeout was too short: keep the backoff
+            self.stats.spurious_timeouts += 1
+            self.cwnd, self.ssthresh = self._undo
+            self._next = max(self._next, self._high)
+        if not self._probing:
+            self._deadline = max(self._deadline, now + self._backoff)
+        self._progress = now
+
     def _go_back(self, why: str) -> None:
         log.debug("qp %#x: go back %d packets (%s)", self.local_qpn, self._next - self._una, why)
         self._next = self._una
@@ -416,6 +444,8 @@ class Requester:
             log.error("%s", self.error)
             return
         self.stats.timeouts += 1
+        if self._high - self._una == 1:
+            self.stats.lone_timeouts += 1
         if not self._probing:
             self._undo = (self.cwnd, self.ssthresh)
         self._on_loss(timeout=True)
@@ -483,6 +513,8 @@ class Responder:
         self._msg_head: tuple[int, int, int, int] | None = None  # psn, va, rkey, dma_len
         self._resv7 = 0
         self._delivered: collections.deque[ReceivedMessage] = collections.deque()
+        # called with (PSN, time) for every packet accepted in order (I/O thread)
+        self.on_accept: Callable[[int, float], None] | None = None
 
     # -- application side (endpoint lock held by the caller) ----------------------------
 
@@ -536,6 +568,8 @@ class Responder:
             self._resv7 |= hdr.resv7
         self.expected = psn_add(self.expected, 1)
         self._nak_sent = False
+        if self.on_accept is not None:
+            self.on_accept(hdr.psn, time.monotonic())
         self._since_ack += 1
         if hdr.ackreq or self._since_ack >= self.ack_every:
             self._ack_pending = True

@@ -47,6 +47,7 @@ from softswitch.engine.tables import (
     Table,
     TableEntry,
 )
+from softswitch.engine.target import TargetSpec
 from softswitch.engine.trace import PacketTracer
 from softswitch.errors import P4Error, UnsupportedError
 
@@ -102,9 +103,14 @@ class CodeGen(VectorMixin, ExternMixin):
     """Generates the module for one program (see :func:`compile_program`)."""
 
     def __init__(
-        self, program: ir.Program, log_enabled: bool = False, trace: bool = False
+        self,
+        program: ir.Program,
+        target: TargetSpec,
+        log_enabled: bool = False,
+        trace: bool = False,
     ) -> None:
         self.program = program
+        self.target = target
         self.trace = trace
         self.log_enabled = log_enabled or trace
         # action name -> control-plane parameter (name, width)s (for traces)
@@ -578,12 +584,13 @@ class CodeGen(VectorMixin, ExternMixin):
             with em.block(f"{'if' if first else 'elif'} {conds}:"):
                 self._parser_tree(decl, target, noerr, sc, em)
             first = False
-        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        # no case matched: BMv2 ends parsing there as at an explicit reject (p4c's BMv2 JSON
+        # has no default transition, and a missing one ends the parser without an error)
         if first:
-            em.line(nomatch)
+            self._parser_tree(decl, "reject", noerr, sc, em)
         else:
             with em.block("else:"):
-                em.line(nomatch)
+                self._parser_tree(decl, "reject", noerr, sc, em)
 
     def _select_cases(
         self, tr: ir.Transition, sc: Scope, em: Emitter
@@ -668,12 +675,12 @@ class CodeGen(VectorMixin, ExternMixin):
             with em.block(f"{'if' if first else 'elif'} {conds}:"):
                 self._goto(target, here, index, stv, itv, noerr, em)
             first = False
-        nomatch = f"raise _ParserReject({self.err_code('NoMatch')})"
+        # no case matched: as an explicit reject on BMv2 (see _parser_tree)
         if first:
-            em.line(nomatch)
+            self._goto("reject", here, index, stv, itv, noerr, em)
         else:
             with em.block("else:"):
-                em.line(nomatch)
+                self._goto("reject", here, index, stv, itv, noerr, em)
 
     # ------------------------------------------------------------------ top level
 
@@ -927,17 +934,15 @@ def _field_match(kf: KeyField, ks: ir.Keyset, loc: ir.Loc) -> FieldMatch | None:
     raise P4Error(f"keyset {type(ks).__name__} does not fit a {kind.value} key", loc)
 
 
-V1MODEL_ROLES = ["parser", "verify_checksum", "ingress", "egress", "compute_checksum", "deparser"]
-
-
 def compile_program(
     program: ir.Program,
+    target: TargetSpec,
     *,
     log_enabled: bool = False,
-    roles: list[str] | None = None,
     trace: bool = False,
 ) -> CompiledProgram:
-    """Generate, compile and load the Python module for ``program``; ``trace`` selects the
-    instrumented variant that reports each packet's path to ``CompiledProgram.tracer``."""
-    gen = CodeGen(program, log_enabled=log_enabled, trace=trace)
-    return gen.build(roles or V1MODEL_ROLES)
+    """Generate, compile and load the Python module for ``program`` on ``target`` (its block
+    roles and primitives); ``trace`` selects the instrumented variant that reports each
+    packet's path to ``CompiledProgram.tracer``."""
+    gen = CodeGen(program, target, log_enabled=log_enabled, trace=trace)
+    return gen.build(list(target.roles))

@@ -1,4 +1,4 @@
-"""Translation of extern calls: v1model extern functions, extern object methods, the
+"""Translation of extern calls: the extern functions targets share, extern object methods, the
 packet_in/packet_out methods and the built-in header/stack methods.
 
 Facts from BMv2 relied on here (simple_switch primitives and bm_sim):
@@ -8,15 +8,10 @@ Facts from BMv2 relied on here (simple_switch primitives and bm_sim):
 * ``hash``: ``result = base + (h % max)``, with ``max == 0`` treated as 1; the input bytes
   are the fields packed MSB first (fields of invalid headers skipped, last byte padded
   with zero bits on the right).
-* ``mark_to_drop``: ``egress_spec = 511`` and ``mcast_grp = 0``.
 * ``verify_checksum`` sets ``checksum_error``; ``update_checksum`` writes only when the
   condition holds.
-* clone/resubmit/recirculate only record a request; the architecture acts on it after
-  the control returns. ``clone(type, session)``: p4c emits
-  ``clone_ingress_pkt_to_egress`` or ``clone_egress_pkt_to_egress`` by the *type* value,
-  but both BMv2 primitives store the same request (session id | 0x8000, field list);
-  what happens depends only on where it is acted upon: after ingress an ingress clone,
-  after egress an egress clone. The type must be a compile-time constant (as in p4c).
+* v1model's own primitives (``mark_to_drop``, clone, resubmit, recirculate, truncate) are
+  compiled by :mod:`softswitch.v1model.primitives`, handed in through the target.
 * ``digest``: BMv2's ``generate_digest`` only records the field-list id; the learning
   engine reads the fields' values after the ingress control has finished (last call
   wins). The ingress control therefore notes which call ran and builds the message at
@@ -34,6 +29,7 @@ from softswitch.engine.codegen_expr import mask, strip
 from softswitch.engine.codegen_stmt import StmtMixin, register_index_base
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
 from softswitch.engine.externs import Register
+from softswitch.engine.target import TargetSpec
 from softswitch.errors import P4Error, UnsupportedError
 
 HASH_ALGOS = (
@@ -68,6 +64,7 @@ class ExternMixin(StmtMixin):
     """Extern part of :class:`softswitch.engine.codegen.CodeGen`."""
 
     log_enabled: bool
+    target: TargetSpec
 
     def _algo(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
         if isinstance(e, ir.EnumMember):
@@ -87,11 +84,6 @@ class ExternMixin(StmtMixin):
             self.assign(a, _PyValue(a.type, val), sc, em)
             return
         em.line(f"{self.lvalue(a, sc, em)} = {val}")
-
-    def _sm(self, sc: Scope, loc: ir.Loc) -> str:
-        if sc.sm is None:
-            raise P4Error("mark_to_drop() needs standard_metadata in scope", loc)
-        return sc.sm
 
     def _hash_of(
         self,
@@ -131,16 +123,9 @@ class ExternMixin(StmtMixin):
         name = e.callee.name
         a = e.args
         x = lambda i: self.expr(a[i], sc, em)  # noqa: E731
-        if name in ("clone", "clone3", "clone_preserving_field_list") and not isinstance(
-            a[0], (ir.EnumMember, ir.Const)
-        ):
-            raise P4Error(f"{name}: the clone type must be a constant on this target", e.loc)
-        if name == "mark_to_drop":
-            sm = x(0) if a else self._sm(sc, e.loc)
-            if self.trace:
-                em.line(f"_tr.note({f'mark_to_drop() at {e.loc}'!r})")
-            em.line(f"{sm}.egress_spec = 511")
-            em.line(f"{sm}.mcast_grp = 0")
+        primitive = self.target.primitives.get(name)
+        if primitive is not None:
+            primitive(self, e, sc, em)
         elif name == "verify":
             if not sc.in_parser:
                 raise P4Error("verify() is only allowed in a parser", e.loc)
@@ -176,22 +161,6 @@ class ExternMixin(StmtMixin):
                 h = self._hash_of(a[3], a[1], name.endswith("payload"), sc, em, cond)  # type: ignore[arg-type]
                 w = scalar_width(a[2].type)  # type: ignore[union-attr]
                 self._out(a[2], f"({h} & {mask(w):#x})", sc, em)
-        elif name in ("clone", "clone3"):
-            em.line(f"_ctx.clone_session = {x(1)}")
-            em.line("_ctx.clone_fl = None")
-        elif name == "clone_preserving_field_list":
-            em.line(f"_ctx.clone_session = {x(1)}")
-            em.line(f"_ctx.clone_fl = {x(2)}")
-        elif name == "resubmit":
-            em.line("_ctx.resubmit_fl = -1")
-        elif name == "resubmit_preserving_field_list":
-            em.line(f"_ctx.resubmit_fl = {x(0)}")
-        elif name == "recirculate":
-            em.line("_ctx.recirculate_fl = -1")
-        elif name == "recirculate_preserving_field_list":
-            em.line(f"_ctx.recirculate_fl = {x(0)}")
-        elif name == "truncate":
-            em.line(f"_ctx.truncate = {x(0)}")
         elif name == "digest":
             self._digest(e, sc, em)
         elif name in ("assert", "assume"):
@@ -354,9 +323,12 @@ class ExternMixin(StmtMixin):
             guard = None
         else:
             if not _SIMPLE_NAME.match(idx):
-                t = self.tmp("ri")
-                em.line(f"{t} = {idx}")
-                idx = t
+                # one shared name: its value lives only in this access, and a numbered
+                # temporary per access gave netreduce.p4's ingress at E = 256 some 2,000
+                # locals, a frame too big for CPython's data-stack chunk (an mmap and
+                # munmap on every call; docs/benchmarks.md, issue 13)
+                em.line(f"_ri = {idx}")
+                idx = "_ri"
             guard = f"if {idx} < {reg.size}:"
         outer = em.indent
         if guard is not None:

@@ -235,7 +235,7 @@ class StmtMixin(ExprMixin):
                     self.stmt(s.else_, sc, em)
         elif isinstance(s, ir.VarDecl):
             self.var_decl(s, sc, em)
-        elif isinstance(s, ir.Switch):
+        elif isinstance(s, ir.SwitchStmt):
             self.switch(s, sc, em)
         elif isinstance(s, ir.Exit):
             if self.trace:
@@ -492,7 +492,7 @@ class StmtMixin(ExprMixin):
             with em.block(f"if {u}.{attr(h.name)}._v:"):
                 em.line(f"{u}._only({attr(h.name)!r})")
 
-    def switch(self, s: ir.Switch, sc: Scope, em: Emitter) -> None:
+    def switch(self, s: ir.SwitchStmt, sc: Scope, em: Emitter) -> None:
         subj_t = strip(s.subject.type)
         subj = self.expr(s.subject, sc, em)
         if not isinstance(subj_t, ir.ActionRunType):
@@ -819,7 +819,7 @@ def _stmt_register_accesses(
     writes: set[ir.Variable] = set()
     accesses: list[tuple[str, ir.Variable | None, int]] = []
     for n in walk(s):
-        if isinstance(n, (ir.Call, ir.VarDecl, ir.Exit, ir.Return, ir.Switch)):
+        if isinstance(n, (ir.Call, ir.VarDecl, ir.Exit, ir.Return, ir.SwitchStmt)):
             return None
         if isinstance(n, (ir.For, ir.ForIn, ir.Break, ir.Continue)):
             return None
@@ -862,7 +862,7 @@ def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
         return [s.call]
     if isinstance(s, ir.If):
         return [s.cond]
-    if isinstance(s, ir.Switch):
+    if isinstance(s, ir.SwitchStmt):
         return [s.subject]
     if isinstance(s, ir.VarDecl) and s.init is not None:
         return [s.init]

@@ -18,6 +18,7 @@ from softswitch.errors import P4Error
 from softswitch.frontend.check import Checker
 from softswitch.frontend.parser import parse
 from softswitch.frontend.preprocess import P4INCLUDE, preprocess
+from softswitch.frontend.syntax_build import build_syntax
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def compile_source(
     pre = preprocess(text, filename, include_dirs)
     tree = parse(pre)
     try:
-        program = Checker(pre, filename).program(tree)
+        program = Checker(pre, filename).program(build_syntax(tree, pre))
     except RecursionError:
         raise P4Error("program is too deeply nested", ir.Loc(filename, 1, 1)) from None
     check_bmv2_control_flow(program)  # what p4c's BMv2 back end refuses, refused here too

@@ -8,12 +8,14 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
+from softswitch.frontend import syntax as s
 from softswitch.frontend.exprs import name_of
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
 from softswitch.frontend.literals import check_width, parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
+from softswitch.frontend.tables import TableChecker
 from softswitch.frontend.typeops import same_type, substitute, type_str
 
 _BASE_TYPES: dict[str, ir.Type] = {
@@ -57,6 +59,8 @@ class Checker(StmtChecker):
         self.method_info: dict[int, tuple[list[str], ir.Type]] = {}
         # instances created for direct applications ``C.apply()`` in the current block
         self.direct_instances: list[ir.Instance] = []
+        # one concern per composed checker: tables (keys, actions, entries, properties)
+        self.table_checker = TableChecker(self)
 
     # ------------------------------------------------------------------ program
 
@@ -105,53 +109,45 @@ class Checker(StmtChecker):
 
     # ------------------------------------------------------------------ types
 
-    def resolve_type(self, tree: Tree | Token, scope: Scope) -> ir.Type:
-        """A type expression -> ir.Type (typedefs resolved away)."""
-        if isinstance(tree, Token):
-            return self.named_type(str(tree), scope, self.loc(tree))
-        kind = str(tree.data)
-        if kind in _BASE_TYPES:
-            return _BASE_TYPES[kind]
-        loc = self.loc(tree)
-        if kind in ("bit_type", "int_type", "varbit_type"):
-            wtree = tree.children[0]
-            wchild = wtree.children[0]
-            if isinstance(wchild, Token):
-                width = parse_int(str(wchild), self.loc(wchild)).value
+    def resolve_type(self, tree: s.TypeRef, scope: Scope) -> ir.Type:
+        """A type reference -> ir.Type (typedefs resolved away)."""
+        if isinstance(tree, s.BaseTypeRef):
+            return _BASE_TYPES[tree.kind]
+        loc = tree.loc
+        if isinstance(tree, s.BitTypeRef):
+            kind = tree.kind
+            if isinstance(tree.width, str):
+                width = parse_int(tree.width, tree.width_loc).value
             else:
-                width = self.const_int(wchild, scope, "type width")
+                width = self.const_int(tree.width, scope, "type width")
             if width <= 0 and kind != "bit_type" or width < 0:
                 raise P4Error(f"invalid width {width}", loc)
             check_width(width, loc, "type")
             if kind == "varbit_type":
                 return ir.VarbitType(width)
             return ir.BitType(width, kind == "int_type")
-        if kind == "type_name":
-            tok = tree.children[-1]
-            return self.named_type(str(tok), self.top if len(tree.children) > 1 or self._dotted(tree) else scope, loc)
-        if kind == "specialized_type":
-            base = self.resolve_type(tree.children[0], scope)
-            args = tuple(self.resolve_type(a, scope) for a in tree.children[1].children)
+        if isinstance(tree, s.TypeName):
+            return self.named_type(tree.name, self.top if tree.dotted else scope, loc)
+        if isinstance(tree, s.SpecializedTypeRef):
+            base = self.resolve_type(tree.base, scope)
+            args = tuple(self.resolve_type(a, scope) for a in tree.args)
             if isinstance(base, ir.ExternType):
                 decl = self.externs.get(base.name)
                 if decl is not None and len(decl.type_params) != len(args):
                     raise P4Error(f"extern '{base.name}' expects {len(decl.type_params)} type arguments, got {len(args)}", loc)
                 return ir.ExternType(base.name, args)
             return SpecializedType(base, args)
-        if kind == "stack_type":
-            elem = self.resolve_type(tree.children[0], scope)
-            size = self.const_int(tree.children[1], scope, "stack size")
+        if isinstance(tree, s.StackTypeRef):
+            elem = self.resolve_type(tree.elem, scope)
+            size = self.const_int(tree.size, scope, "stack size")
             if not isinstance(ir.strip_newtype(elem), (ir.HeaderType, ir.HeaderUnionType)):
                 raise P4Error(f"header stacks need a header element type, not {type_str(elem)}", loc)
             if size <= 0:
                 raise P4Error(f"invalid header stack size {size}", loc)
             return ir.StackType(elem, size)
-        if kind == "tuple_type":
-            return ir.TupleType(tuple(self.resolve_type(a, scope) for a in tree.children[0].children))
+        if isinstance(tree, s.TupleTypeRef):
+            return ir.TupleType(tuple(self.resolve_type(a, scope) for a in tree.elems))
         raise P4Error(f"unsupported type '{self.source_text(tree)}'", loc)
-
-    def _dotted(self, tree: Tree) -> bool:
-        return self.pre.text[tree.meta.start_pos : tree.meta.start_pos + 1] == "." if not tree.meta.empty else False
 
     def named_type(self, name: str, scope: Scope, loc: ir.Loc) -> ir.Type:
         """The type a type name refers to."""
@@ -440,8 +436,7 @@ class Checker(StmtChecker):
                 seen_cp = True
             elif seen_cp:
                 raise P4Error(f"directional parameter '{p.name}' after action data parameters", p.loc)
-        body_tree = subtree(tree, "block")
-        assert body_tree is not None
+        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
         body = self.block(body_tree, inner, Ctx("action"))
         action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, self.loc(tree))
         scope.declare(name, action, self.loc(name_tree))
@@ -451,13 +446,12 @@ class Checker(StmtChecker):
         tparams, inner = self.type_param_scope(tree, scope)
         if tparams:
             raise UnsupportedError("generic functions", self.loc(tree))
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params", "block"))]
+        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params")) and not isinstance(c, s.Block)]
         rtype = self.resolve_type(rest[0], scope)
         name = name_of(rest[1])
         body_scope = inner.child()
         params = self.params(subtree(tree, "params"), scope, body_scope)
-        body_tree = subtree(tree, "block")
-        assert body_tree is not None
+        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
         body = self.block(body_tree, body_scope, Ctx("function", rtype))
         if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
             raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
@@ -493,18 +487,18 @@ class Checker(StmtChecker):
                 raise P4Error("packages can only be instantiated at the top level", loc)
             self.main = self.package_instance(t, args_tree, name, scope, loc, type_args)
             return None
-        inst = self.instance_of(t, list(args_tree.children), name, annos, scope, loc)
+        inst = self.instance_of(t, list(args_tree.items), name, annos, scope, loc)
         if scope is self.top and isinstance(inst.type, ir.BlockType):
             raise P4Error(f"{name}: a parser or control cannot be instantiated at the top level", loc)
         scope.declare(name, inst, self.loc(name_tree))
         return inst
 
-    def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
-        t = self.resolve_type(tree.children[0], scope)
-        return self.instance_of(t, list(tree.children[-1].children), name, annos, scope, loc)
+    def construct(self, tree: s.CtorCall, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
+        t = self.resolve_type(tree.type, scope)
+        return self.instance_of(t, list(tree.args.items), name, annos, scope, loc)
 
     def instance_of(
-        self, t: ir.Type, arg_trees: list[Tree], name: str, annos: ir.Annotations, scope: Scope, loc: ir.Loc
+        self, t: ir.Type, arg_trees: list[s.Arg], name: str, annos: ir.Annotations, scope: Scope, loc: ir.Loc
     ) -> ir.Instance:
         """Check a constructor call of an extern or a parser/control."""
         if isinstance(t, ir.ExternType):
@@ -549,28 +543,28 @@ class Checker(StmtChecker):
     def package_instance(
         self,
         pkg: PackageType,
-        args_tree: Tree,
+        args_tree: s.Args,
         name: str,
         scope: Scope,
         loc: ir.Loc,
         type_args: tuple[ir.Type, ...] = (),
     ) -> ir.PackageInstance:
         """``V1Switch(MyParser(), ...) main;`` with each block checked against the package."""
-        arg_trees = list(args_tree.children)
+        arg_trees = list(args_tree.items)
         if len(arg_trees) != len(pkg.params):
             raise P4Error(f"package '{pkg.name}' expects {len(pkg.params)} arguments, got {len(arg_trees)}", loc)
         binding: dict[str, ir.Type] = dict(zip(pkg.type_params, type_args, strict=False))
         instances: list[ir.Instance] = []
         for p, a in zip(pkg.params, arg_trees, strict=False):
             aloc = self.loc(a)
-            if isinstance(a, Tree) and a.data == "named_arg":
+            if isinstance(a, s.NamedArg):
                 raise UnsupportedError("named package arguments", aloc)
-            if isinstance(a, Tree) and a.data == "ctor_call":
-                t = self.resolve_type(a.children[0], scope)
+            if isinstance(a, s.CtorCall):
+                t = self.resolve_type(a.type, scope)
                 if not isinstance(t, ir.BlockType):
                     raise P4Error(f"argument '{p.name}' of package '{pkg.name}' must be a parser or control", aloc)
                 decl = t.decl
-                inst = self.instance_of(t, list(a.children[-1].children), decl.name, {}, scope, aloc)
+                inst = self.instance_of(t, list(a.args.items), decl.name, {}, scope, aloc)
                 inst.cp_name = self.cp_name(decl.annotations, decl.name)
             else:
                 e = self.expr(a, scope)
@@ -701,15 +695,19 @@ class Checker(StmtChecker):
         stmts: list[ir.Stmt] = []
         transition = ir.Transition("reject", None, [], self.loc(tree))
         for c in tree.children:
-            if not isinstance(c, Tree) or c.data in ("annotations", "name"):
+            if isinstance(c, Token) or isinstance(c, Tree) and c.data in ("annotations", "name"):
                 continue
-            if c.data == "transition_direct":
+            if isinstance(c, s.Node):
+                st = self.stmt(c, inner, ctx)
+                if st is not None:
+                    stmts.append(st)
+            elif c.data == "transition_direct":
                 target = name_of(c.children[0])
                 self.check_state(target, states, c.children[0])
                 transition = ir.Transition(target, None, [], self.loc(c))
             elif c.data == "transition_select":
-                exprs = [self.expr(e, inner) for e in c.children[0].children]
-                for e, et in zip(exprs, c.children[0].children, strict=False):
+                exprs = [self.expr(e, inner) for e in c.children[0].items]
+                for e, et in zip(exprs, c.children[0].items, strict=False):
                     if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
                         raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", self.loc(et))
                 cases: list[ir.SelectCase] = []
@@ -720,9 +718,9 @@ class Checker(StmtChecker):
                     cases.append(ir.SelectCase(keysets, target, self.loc(case)))
                 transition = ir.Transition(None, exprs, cases, self.loc(c))
             else:
-                s = self.stmt(c, inner, ctx)
-                if s is not None:
-                    stmts.append(s)
+                st = self.stmt(c, inner, ctx)
+                if st is not None:
+                    stmts.append(st)
         return ir.ParserState(sname, stmts, transition, self.annotations(tree), self.loc(tree))
 
     def check_state(self, target: str, states: dict[str, Tree], node: Tree) -> None:
@@ -745,19 +743,20 @@ class Checker(StmtChecker):
         self.check_ctor_params(ctor)
         decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
         outer_direct, self.direct_instances = self.direct_instances, []
-        body_tree: Tree | None = None
+        body_tree: s.Block | None = None
         for c in tree.children:
+            if isinstance(c, s.Block):
+                body_tree = c
+                continue
             if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
                 continue
             if c.data == "action_decl":
                 decl.locals.append(self.action_decl(c, inner))
             elif c.data == "table_decl":
-                table = self.table_decl(c, inner)
+                table = self.table_checker.table_decl(c, inner)
                 name_tree = subtree(c, "name")
                 inner.declare(table.name, table, self.loc(name_tree or c))
                 decl.locals.append(table)
-            elif c.data == "block":
-                body_tree = c
         assert body_tree is not None
         decl.body = self.block(body_tree, inner, Ctx("control"))
         decl.locals[:0] = self.direct_instances
@@ -795,7 +794,7 @@ def _always_leaves(s: ir.Stmt | None) -> bool:
         return any(_always_leaves(x) for x in s.stmts)
     if isinstance(s, ir.If):
         return _always_leaves(s.then) and s.else_ is not None and _always_leaves(s.else_)
-    if isinstance(s, ir.Switch):
+    if isinstance(s, ir.SwitchStmt):
         has_default = any("default" in c.labels for c in s.cases)
         return has_default and all(_always_leaves(c.body) for c in s.cases if c.body is not None)
     return False

@@ -14,16 +14,15 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
+from softswitch.frontend import syntax as s
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
 from softswitch.frontend.ir_ext import TypeVar
 from softswitch.frontend.literals import check_width, parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
+from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
 
-_BINARY_RULES = {
-    "lor", "land", "equality", "relational", "bor", "bxor", "band", "additive", "multiplicative",
-}  # fmt: skip
 _ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|"}
 _BITWISE = {"&", "|", "^"}
 _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
@@ -59,22 +58,24 @@ def _newtype_name(t: ir.Type) -> str | None:
     return t.name if isinstance(t, ir.NewType) else None
 
 
-def name_of(tree: Tree | Token) -> str:
-    """Text of a name-like node (``name``, ``non_type_name``, ``prefixed_name`` ...)."""
-    if isinstance(tree, Token):
-        return str(tree)
-    for c in tree.children:
-        return name_of(c)
-    return ""
+def name_of(node: Tree | Token | s.Node) -> str:
+    """Text of a name-like node (``name``, ``prefixed_name``, a type name, a name reference)."""
+    if isinstance(node, s.NameRef):
+        return node.name
+    if isinstance(node, s.TypeRef):
+        return s.type_name_of(node)
+    if isinstance(node, s.Node):
+        return ""
+    return tree_name(node)
 
 
-def is_dotted(tree: Tree | Token) -> bool:
+def is_dotted(node: Tree | Token | s.Node) -> bool:
     """True for a ``.name`` (top-level) reference."""
-    if isinstance(tree, Tree):
-        if tree.data == "dotted_name":
-            return True
-        return any(is_dotted(c) for c in tree.children if isinstance(c, Tree))
-    return False
+    if isinstance(node, (s.NameRef, s.TypeName)):
+        return node.dotted
+    if isinstance(node, s.Node):
+        return False
+    return tree_dotted(node)
 
 
 class ExprChecker:
@@ -86,75 +87,68 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ locations
 
-    def loc(self, node: Tree | Token) -> ir.Loc:
-        """Original source location of a tree node or token."""
+    def loc(self, node: Tree | Token | s.Node) -> ir.Loc:
+        """Original source location of a syntax node, tree node or token."""
+        if isinstance(node, s.Node):
+            return node.loc
         if isinstance(node, Token):
             return self.pre.loc(node.line or 1, node.column or 1)
         meta = node.meta
         if getattr(meta, "empty", True):
             for c in node.children:
-                if isinstance(c, (Tree, Token)):
+                if isinstance(c, (Tree, Token, s.Node)):
                     return self.loc(c)
             return ir.NOLOC
         return self.pre.loc(meta.line, meta.column)
 
-    def source_text(self, node: Tree) -> str:
+    def source_text(self, node: Tree | s.Node) -> str:
         """Source text of a node with whitespace runs collapsed (P4Info key names)."""
-        meta = node.meta
-        text = self.pre.text[meta.start_pos : meta.end_pos]
+        if isinstance(node, s.Node):
+            start, end = node.span
+        else:
+            start, end = node.meta.start_pos, node.meta.end_pos
+        text = self.pre.text[start:end]
         return " ".join(text.split())
 
     # ------------------------------------------------------------------ types
 
-    def resolve_type(self, tree: Tree | Token, scope: Scope) -> ir.Type:
+    def resolve_type(self, tree: s.TypeRef, scope: Scope) -> ir.Type:
         """A type expression -> ir.Type (typedefs resolved away)."""
         raise NotImplementedError  # provided by the declaration checker
 
     # ------------------------------------------------------------------ expressions
 
-    def expr(self, tree: Tree | Token, scope: Scope, expected: ir.Type | None = None) -> ir.Expr:
+    def expr(self, node: s.Expr, scope: Scope, expected: ir.Type | None = None) -> ir.Expr:
         """Check one expression; ``expected`` guides list/struct initialisers and literals."""
-        if isinstance(tree, Token):
-            raise P4Error(f"unexpected '{tree}'", self.loc(tree))
-        kind = tree.data
-        loc = self.loc(tree)
-        if kind in _BINARY_RULES:
-            left, op, right = tree.children
-            return self.binary(str(op), left, right, scope, loc)
-        if kind == "shl":
-            return self.binary("<<", tree.children[0], tree.children[-1], scope, loc)
-        if kind == "shr":
-            return self.binary(">>", tree.children[0], tree.children[-1], scope, loc)
-        method = getattr(self, "_e_" + str(kind), None)
+        if isinstance(node, s.Binary):
+            return self.binary(node.op, node.left, node.right, scope, node.loc)
+        method = getattr(self, "_e_" + type(node).__name__, None)
         if method is None:
-            raise P4Error(f"unsupported expression '{self.source_text(tree)}'", loc)
-        result: ir.Expr = method(tree, scope, loc, expected)
+            raise P4Error(f"unsupported expression '{self.source_text(node)}'", self.loc(node))
+        result: ir.Expr = method(node, scope, node.loc, expected)
         return result
 
-    def _e_int_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        return parse_int(str(tree.children[0]), loc)
+    def _e_IntLit(self, node: s.IntLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return parse_int(node.text, loc)
 
-    def _e_str_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        return ir.StringConst(ir.StringType(), loc, unescape(str(tree.children[0])))
+    def _e_StrLit(self, node: s.StrLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.StringConst(ir.StringType(), loc, unescape(node.text))
 
-    def _e_true_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        return ir.BoolConst(ir.BoolType(), loc, True)
+    def _e_BoolLit(self, node: s.BoolLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return ir.BoolConst(ir.BoolType(), loc, node.value)
 
-    def _e_false_lit(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        return ir.BoolConst(ir.BoolType(), loc, False)
-
-    def _e_dontcare_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def _e_DontCareExpr(self, node: s.DontCareExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         return ir.DontCare(ir.DontCareType(), loc)
 
-    def _e_invalid_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def _e_InvalidExpr(self, node: s.InvalidExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         t = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if not isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
             return ir.InvalidHeader(ir.DontCareType(), loc)
         return ir.InvalidHeader(t, loc)
 
-    def _e_name_ref(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        name = name_of(tree)
-        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+    def _e_NameRef(self, node: s.NameRef, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        name = node.name
+        target = scope.root().lookup(name) if node.dotted else scope.lookup(name)
         if target is None:
             if name in self.match_kinds:
                 return ir.MatchKindMember(ir.MatchKindType(), loc, name)
@@ -175,25 +169,24 @@ class ExprChecker:
             raise P4Error(f"'{name}' is a callable; it can only be called", loc)
         raise P4Error(f"'{name}' cannot be used in an expression", loc)
 
-    def _e_type_member(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        tname_tree, member_tree = tree.children
-        t = self.resolve_type(tname_tree, scope)
-        member = name_of(member_tree)
+    def _e_TypeMember(self, node: s.TypeMember, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        t = self.resolve_type(node.type, scope)
+        member = node.member
         et = ir.strip_newtype(t)
         if isinstance(et, ir.EnumType):
             if member not in et.members:
-                raise P4Error(f"enum '{et.name}' has no member '{member}'", self.loc(member_tree))
+                raise P4Error(f"enum '{et.name}' has no member '{member}'", node.member_loc)
             return ir.EnumMember(et, loc, member)
         raise P4Error(f"type '{type_str(t)}' has no member '{member}'", loc)
 
-    def _e_error_member(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        member = name_of(tree.children[0])
+    def _e_ErrorMember(self, node: s.ErrorMember, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        member = node.member
         if member not in self.errors:
             raise P4Error(f"no error named '{member}'", loc)
         return ir.ErrorMember(ir.ErrorType(), loc, member, self.errors.index(member))
 
-    def _e_list_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        elem_trees = tree.children[0].children if tree.children else []
+    def _e_ListExpr(self, node: s.ListExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        elem_trees = node.items
         exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if isinstance(exp, (ir.StructType, ir.HeaderType)):
             if len(elem_trees) != len(exp.fields):
@@ -213,16 +206,15 @@ class ExprChecker:
         elems = [self.expr(e, scope, h) for e, h in zip(elem_trees, hints, strict=False)]
         return ir.ListExpr(ir.TupleType(tuple(e.type for e in elems)), loc, elems)
 
-    def _e_struct_init(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def _e_StructInit(self, node: s.StructInit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if not isinstance(exp, (ir.StructType, ir.HeaderType)):
             raise P4Error("cannot infer the type of this structure initializer", loc)
-        given: dict[str, Tree] = {}
-        for kv in tree.children:
-            fname = name_of(kv.children[0])
-            if fname in given:
-                raise P4Error(f"field '{fname}' initialized twice", self.loc(kv))
-            given[fname] = kv.children[1]
+        given: dict[str, s.Expr] = {}
+        for kv in node.fields:
+            if kv.name in given:
+                raise P4Error(f"field '{kv.name}' initialized twice", kv.loc)
+            given[kv.name] = kv.value
         fields: dict[str, ir.Expr] = {}
         for f in exp.fields:
             if f.name not in given:
@@ -236,8 +228,8 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ operators
 
-    def _e_mux(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        c_tree, t_tree, e_tree = tree.children
+    def _e_Mux(self, node: s.Mux, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        c_tree, t_tree, e_tree = node.cond, node.then, node.else_
         cond = self.expect_bool(self.expr(c_tree, scope), self.loc(c_tree), "condition of '?:'")
         then = self.expr(t_tree, scope, expected if isinstance(expected, ir.Type) else None)
         else_ = self.expr(e_tree, scope, expected if isinstance(expected, ir.Type) else None)
@@ -248,14 +240,18 @@ class ExprChecker:
             raise P4Error("cannot infer the width of the operands of '?:'", loc)
         return ir.Mux(then.type, loc, cond, then, else_)
 
-    def _e_not_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        e = self.expect_bool(self.expr(tree.children[0], scope), loc, "operand of '!'")
+    def _e_Unary(self, node: s.Unary, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        op = {"!": self._not, "~": self._compl, "-": self._neg, "+": self._pos}[node.op]
+        return op(node.operand, scope, loc)
+
+    def _not(self, operand: s.Expr, scope: Scope, loc: ir.Loc) -> ir.Expr:
+        e = self.expect_bool(self.expr(operand, scope), loc, "operand of '!'")
         if isinstance(e, ir.BoolConst):
             return ir.BoolConst(ir.BoolType(), loc, not e.value)
         return ir.Unary(ir.BoolType(), loc, "!", e)
 
-    def _e_compl_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        e = self.expr(tree.children[0], scope)
+    def _compl(self, operand: s.Expr, scope: Scope, loc: ir.Loc) -> ir.Expr:
+        e = self.expr(operand, scope)
         t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, ir.BitType):
             raise P4Error(f"'~' cannot be applied to an operand of type {type_str(e.type)}", loc)
@@ -263,8 +259,8 @@ class ExprChecker:
             return fold_unary("~", e, loc)
         return ir.Unary(e.type, loc, "~", e)
 
-    def _e_neg_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        e = self.expr(tree.children[0], scope)
+    def _neg(self, operand: s.Expr, scope: Scope, loc: ir.Loc) -> ir.Expr:
+        e = self.expr(operand, scope)
         t = e.type  # not stripped: a 'type' needs a cast first, as in p4c
         if not isinstance(t, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'-' cannot be applied to an operand of type {type_str(e.type)}", loc)
@@ -272,15 +268,15 @@ class ExprChecker:
             return fold_unary("-", e, loc)
         return ir.Unary(e.type, loc, "-", e)
 
-    def _e_pos_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        e = self.expr(tree.children[0], scope)
+    def _pos(self, operand: s.Expr, scope: Scope, loc: ir.Loc) -> ir.Expr:
+        e = self.expr(operand, scope)
         if not isinstance(e.type, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'+' cannot be applied to an operand of type {type_str(e.type)}", loc)
         return e
 
-    def _e_cast_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        t = self.resolve_type(tree.children[0], scope)
-        e = self.expr(tree.children[1], scope, t)
+    def _e_Cast(self, node: s.Cast, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        t = self.resolve_type(node.type, scope)
+        e = self.expr(node.operand, scope, t)
         return self.cast(e, t, loc)
 
     def cast(self, e: ir.Expr, t: ir.Type, loc: ir.Loc) -> ir.Expr:
@@ -312,7 +308,7 @@ class ExprChecker:
         return ir.Cast(t, loc, e)
 
     def binary(
-        self, op: str, lt: Tree, rt: Tree, scope: Scope, loc: ir.Loc, left: ir.Expr | None = None
+        self, op: str, lt: s.Expr, rt: s.Expr, scope: Scope, loc: ir.Loc, left: ir.Expr | None = None
     ) -> ir.Expr:
         """Check and fold a binary operation (``left``: the left operand already checked)."""
         left = self.expr(lt, scope) if left is None else left
@@ -495,11 +491,9 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ members / indexing
 
-    def _e_member_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        base_tree, member_tree = tree.children
-        member = name_of(member_tree)
-        base = self.expr(base_tree, scope)
-        return self.member(base, member, loc)
+    def _e_Member(self, node: s.Member, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base = self.expr(node.base, scope)
+        return self.member(base, node.member, loc)
 
     def member(self, base: ir.Expr, member: str, loc: ir.Loc) -> ir.Expr:
         """``base.member`` for fields, stack properties and table-apply results."""
@@ -524,9 +518,9 @@ class ExprChecker:
             raise P4Error(f"table apply result has no member '{member}'", loc)
         raise P4Error(f"expression of type {type_str(base.type)} has no member '{member}'", loc)
 
-    def _e_index_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        base = self.expr(tree.children[0], scope)
-        index = self.expr(tree.children[1], scope)
+    def _e_Index(self, node: s.Index, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base = self.expr(node.base, scope)
+        index = self.expr(node.index, scope)
         t = ir.strip_newtype(base.type)
         if not isinstance(t, ir.StackType):
             raise P4Error(f"cannot index an expression of type {type_str(base.type)}", loc)
@@ -544,10 +538,10 @@ class ExprChecker:
             raise P4Error("a header union stack needs a constant index on the v1model target (BMv2)", loc)
         return ir.Index(t.elem, loc, base, index)
 
-    def _e_slice_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        base = self.expr(tree.children[0], scope)
-        hi = self.const_int(tree.children[1], scope, "slice bound")
-        lo = self.const_int(tree.children[2], scope, "slice bound")
+    def _e_Slice(self, node: s.Slice, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        base = self.expr(node.base, scope)
+        hi = self.const_int(node.hi, scope, "slice bound")
+        lo = self.const_int(node.lo, scope, "slice bound")
         t = ir.strip_newtype(base.type)
         if not isinstance(t, ir.BitType):
             raise P4Error(f"cannot slice an expression of type {type_str(base.type)}", loc)
@@ -560,7 +554,7 @@ class ExprChecker:
             return ir.Slice(rt, loc, base.base, base.lo + hi, base.lo + lo)
         return ir.Slice(rt, loc, base, hi, lo)
 
-    def const_int(self, tree: Tree, scope: Scope, what: str) -> int:
+    def const_int(self, tree: s.Expr, scope: Scope, what: str) -> int:
         """A compile-time integer."""
         e = self.expr(tree, scope)
         if not isinstance(e, ir.Const):
@@ -592,27 +586,23 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ calls
 
-    def _e_call_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        return self.call(tree.children[0], [], tree.children[-1], scope, loc)
+    def _e_Call(self, node: s.Call, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        type_args = [self.resolve_type(t, scope) for t in node.type_args]
+        return self.call(node.callee, type_args, node.args, scope, loc)
 
-    def _e_generic_call_expr(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        callee, _lt, targs, *_rest = tree.children
-        type_args = [self.resolve_type(t, scope) for t in targs.children]
-        return self.call(callee, type_args, tree.children[-1], scope, loc)
-
-    def _e_ctor_call(self, tree: Tree, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def _e_CtorCall(self, node: s.CtorCall, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         if isinstance(expected, (ir.BlockType, ir.BlockProtoType)):
             raise UnsupportedError("a parser or control constructed inside a constructor argument list", loc)
         raise P4Error("a constructor call is only allowed in an instantiation", loc)
 
     def call(
-        self, callee: Tree, type_args: list[ir.Type], args: Tree, scope: Scope, loc: ir.Loc
+        self, callee: s.Expr, type_args: list[ir.Type], args: s.Args, scope: Scope, loc: ir.Loc
     ) -> ir.Expr:
         """A function, action, extern function or method call."""
-        arg_trees = list(args.children)
-        if callee.data == "name_ref":
-            name = name_of(callee)
-            target = scope.root().lookup(name) if is_dotted(callee) else scope.lookup(name)
+        arg_trees = list(args.items)
+        if isinstance(callee, s.NameRef):
+            name = callee.name
+            target = scope.root().lookup(name) if callee.dotted else scope.lookup(name)
             if target is None:
                 raise P4Error(f"no declaration named '{name}'", self.loc(callee))
             if isinstance(target, ir.ActionDecl):
@@ -640,12 +630,10 @@ class ExprChecker:
                 targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
                 return ir.Call(rt, loc, decl, call_args, targs)
             raise P4Error(f"'{name}' is not a function, action or method", self.loc(callee))
-        if callee.data == "member_expr":
-            base_tree, member_tree = callee.children
-            method = name_of(member_tree)
-            base = self.expr(base_tree, scope)
-            return self.method_call(base, method, type_args, arg_trees, scope, loc)
-        if callee.data == "type_member":
+        if isinstance(callee, s.Member):
+            base = self.expr(callee.base, scope)
+            return self.method_call(base, callee.member, type_args, arg_trees, scope, loc)
+        if isinstance(callee, s.TypeMember):
             raise UnsupportedError("calling a method of a type", loc)
         raise P4Error(f"'{self.source_text(callee)}' cannot be called", loc)
 
@@ -666,10 +654,10 @@ class ExprChecker:
             raise P4Error(f"cannot infer the return type of '{name}'; give its type arguments", loc)
         return rt
 
-    def pick_overload(self, options: list[tuple[list[ir.Param], object]], arg_trees: list[Tree], loc: ir.Loc, what: str):  # type: ignore[no-untyped-def]
+    def pick_overload(self, options: list[tuple[list[ir.Param], object]], arg_trees: Sequence[s.Arg], loc: ir.Loc, what: str):  # type: ignore[no-untyped-def]
         """The overload whose parameter count fits the arguments."""
         n = len(arg_trees)
-        named = {name_of(a.children[0]) for a in arg_trees if isinstance(a, Tree) and a.data == "named_arg"}
+        named = {a.name for a in arg_trees if isinstance(a, s.NamedArg)}
         for params, decl in options:
             required = sum(1 for p in params if p.default is None)
             if required <= n <= len(params) and named <= {p.name for p in params}:
@@ -683,7 +671,7 @@ class ExprChecker:
         base: ir.Expr,
         method: str,
         type_args: list[ir.Type],
-        arg_trees: list[Tree],
+        arg_trees: Sequence[s.Arg],
         scope: Scope,
         loc: ir.Loc,
     ) -> ir.Expr:
@@ -792,7 +780,7 @@ class ExprChecker:
         """The name of an extern instance for messages."""
         return e.instance.name if isinstance(e, ir.InstanceRef) else "?"
 
-    def no_args(self, arg_trees: list[Tree], method: str, loc: ir.Loc) -> None:
+    def no_args(self, arg_trees: Sequence[s.Arg], method: str, loc: ir.Loc) -> None:
         """Built-in methods without parameters."""
         if arg_trees:
             raise P4Error(f"'{method}' expects 0 arguments, got {len(arg_trees)}", loc)
@@ -812,18 +800,18 @@ class ExprChecker:
     def bind_args(
         self,
         params: list[ir.Param],
-        arg_trees: list[Tree],
+        arg_trees: Sequence[s.Arg | ir.Expr],
         scope: Scope,
         loc: ir.Loc,
         what: str,
         binding: dict[str, ir.Type],
     ) -> list[ir.Expr | None]:
         """Align arguments with parameters, infer type variables, convert and check them."""
-        positional: list[Tree] = []
-        named: dict[str, Tree] = {}
+        positional: list[s.Expr | ir.Expr] = []
+        named: dict[str, s.Expr] = {}
         for a in arg_trees:
-            if isinstance(a, Tree) and a.data == "named_arg":
-                named[name_of(a.children[0])] = a.children[1]
+            if isinstance(a, s.NamedArg):
+                named[a.name] = a.value
             else:
                 if named:
                     raise P4Error(f"{what}: positional argument after named arguments", self.loc(a))
@@ -834,7 +822,7 @@ class ExprChecker:
         for n in named:
             if n not in names:
                 raise P4Error(f"{what}: no parameter named '{n}'", loc)
-        slots: list[Tree | ir.Expr | None] = []
+        slots: list[s.Expr | ir.Expr | None] = []
         for i, p in enumerate(params):
             if i < len(positional):
                 if p.name in named:
@@ -849,13 +837,13 @@ class ExprChecker:
                 raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
         # first pass: evaluate and learn type variables from arguments with a known type
         values: list[ir.Expr] = []
-        for p, s in zip(params, slots, strict=False):
-            if isinstance(s, ir.Expr):
-                values.append(s)
+        for p, slot in zip(params, slots, strict=False):
+            if isinstance(slot, ir.Expr):
+                values.append(slot)
                 continue
-            assert isinstance(s, Tree)
+            assert isinstance(slot, s.Expr)
             hint = substitute(p.type, binding)
-            e = self.expr(s, scope, None if has_typevar(hint) else hint)
+            e = self.expr(slot, scope, None if has_typevar(hint) else hint)
             values.append(e)
             if not isinstance(e.type, (ir.IntLitType, ir.DontCareType)) and not isinstance(e, ir.InvalidHeader):
                 bind(p.type, e.type, binding)
@@ -864,9 +852,9 @@ class ExprChecker:
                 # p4c: an integer without a width cannot give a type variable its type
                 raise P4Error(f"{what}: could not infer a width for the argument of '{p.name}'", e.loc)
         out: list[ir.Expr | None] = []
-        for p, s, e in zip(params, slots, values, strict=False):
+        for p, slot, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)
-            aloc = self.loc(s) if isinstance(s, Tree) else loc
+            aloc = slot.loc if isinstance(slot, s.Expr) else loc
             if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
                 raise P4Error(f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc)
             if isinstance(e, ir.DontCare) and has_typevar(ptype):

@@ -1,23 +1,18 @@
-"""Statement, keyset and table checking (the middle layer of the checker)."""
+"""Statement and keyset checking (the middle layer of the checker; tables: tables.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error
-from softswitch.frontend.exprs import ExprChecker, any_subexpr, is_dotted, name_of
+from softswitch.frontend import syntax as s
+from softswitch.frontend.exprs import ExprChecker, any_subexpr, name_of
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
 from softswitch.frontend.typeops import same_type, type_str
-
-#: Table properties the built-in target understands (anything else is rejected).
-TABLE_PROPERTIES = {
-    "key", "actions", "default_action", "entries", "size", "implementation", "counters",
-    "meters", "support_timeout", "largest_priority_wins", "priority_delta",
-}  # fmt: skip
 
 
 @dataclass
@@ -29,22 +24,9 @@ class Ctx:
     in_loop: bool = False  # inside the body of a ``for`` (break/continue allowed)
 
 
-def same_expr(a: object, b: object) -> bool:
-    """Structural equality of two IR expressions (source locations ignored), the test p4c
-    applies to arguments that must repeat an earlier binding."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, ir.Expr):
-        return all(
-            same_expr(getattr(a, f.name), getattr(b, f.name))
-            for f in fields(a)
-            if f.name not in ("loc", "type")
-        )
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
-    if isinstance(a, (int, str, bool, float)) or a is None:
-        return a == b
-    return a is b
+def _is_rule(node: object, data: str) -> bool:
+    """True for a lark tree of rule ``data`` (not a syntax node)."""
+    return isinstance(node, Tree) and node.data == data
 
 
 def subtree(tree: Tree, data: str) -> Tree | None:
@@ -90,26 +72,22 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- statements
 
-    def block(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Block:
+    def block(self, node: s.Block, scope: Scope, ctx: Ctx) -> ir.Block:
         """A ``{ ... }`` block in its own scope."""
         inner = scope.child()
-        stmts = [self.stmt(c, inner, ctx) for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-        return ir.Block([s for s in stmts if s is not None], self.loc(tree))
+        stmts = [self.stmt(c, inner, ctx) for c in node.items]
+        return ir.Block([st for st in stmts if st is not None], node.loc)
 
-    def compound_assign(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+    def compound_assign(self, node: s.CompoundAssignStmt, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``a op= b`` is ``a = a op b`` with ``a`` evaluated once (P4_16 1.2.5)."""
-        lhs_tree, rhs_tree = tree.children[0], tree.children[-1]
-        if tree.data == "shr_assign_stmt":
-            op = ">>"
-        else:
-            op = str(tree.children[1])[:-1]
-        lhs = self.expr(lhs_tree, scope)
+        op = node.op
+        lhs = self.expr(node.lhs, scope)
         if isinstance(lhs, ir.DontCare):
             raise P4Error("cannot assign to '_'", loc)
-        self.check_lvalue(lhs, self.loc(lhs_tree))
+        self.check_lvalue(lhs, node.lhs.loc)
         pinned: list[ir.Stmt] = []
         lhs = self.pin_indexes(lhs, pinned)
-        value = self.binary(op, lhs_tree, rhs_tree, scope, loc, left=lhs)
+        value = self.binary(op, node.lhs, node.rhs, scope, loc, left=lhs)
         value = self.convert(value, lhs.type, loc, f"'{op}='")
         if pinned:  # `a[f()] op= b`: the index (and f's side effects) evaluated once
             return ir.Block([*pinned, ir.Assign(lhs, value, loc)], loc)
@@ -137,124 +115,108 @@ class StmtChecker(ExprChecker):
             return ir.Index(e.type, e.loc, base, index)
         return e
 
-    def stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
+    def stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
-        loc = self.loc(tree)
-        kind = tree.data
-        if kind == "assign_stmt":
-            lhs = self.expr(tree.children[0], scope)
+        loc = self.loc(node)
+        if isinstance(node, Tree):  # a local declaration
+            if node.data == "variable_decl":
+                return self.variable_decl(node, scope)
+            if node.data == "const_decl":
+                self.const_decl(node, scope)
+                return None
+            if node.data == "instantiation":
+                raise P4Error("instantiations are not allowed inside a block", loc)
+            raise P4Error(f"unexpected statement '{self.source_text(node)}'", loc)
+        if isinstance(node, s.AssignStmt):
+            lhs = self.expr(node.lhs, scope)
             if isinstance(lhs, ir.DontCare):
                 raise P4Error("cannot assign to '_'", loc)
-            self.check_lvalue(lhs, self.loc(tree.children[0]))
-            rhs = self.expr(tree.children[1], scope, lhs.type)
-            rhs = self.convert(rhs, lhs.type, self.loc(tree.children[1]), "assignment")
+            self.check_lvalue(lhs, node.lhs.loc)
+            rhs = self.expr(node.rhs, scope, lhs.type)
+            rhs = self.convert(rhs, lhs.type, node.rhs.loc, "assignment")
             return ir.Assign(lhs, rhs, loc)
-        if kind in ("compound_assign_stmt", "shr_assign_stmt"):
-            return self.compound_assign(tree, scope, loc)
-        if kind == "call_stmt":
-            call = self.call(tree.children[0], [], tree.children[-1], scope, loc)
+        if isinstance(node, s.CompoundAssignStmt):
+            return self.compound_assign(node, scope, loc)
+        if isinstance(node, s.CallStmt):
+            type_args = [self.resolve_type(t, scope) for t in node.call.type_args]
+            call = self.call(node.call.callee, type_args, node.call.args, scope, loc)
             return self.call_stmt(call, ctx, loc)
-        if kind == "generic_call_stmt":
-            targs = subtree(tree, "type_args")
-            assert targs is not None
-            type_args = [self.resolve_type(t, scope) for t in targs.children]
-            call = self.call(tree.children[0], type_args, tree.children[-1], scope, loc)
-            return self.call_stmt(call, ctx, loc)
-        if kind == "if_stmt":
-            cond = self.expect_bool(self.expr(tree.children[0], scope), self.loc(tree.children[0]), "if condition")
-            then = self.sub_stmt(tree.children[1], scope, ctx)
-            else_ = self.sub_stmt(tree.children[2], scope, ctx) if len(tree.children) > 2 else None
+        if isinstance(node, s.IfStmt):
+            cond = self.expect_bool(self.expr(node.cond, scope), node.cond.loc, "if condition")
+            then = self.sub_stmt(node.then, scope, ctx)
+            else_ = self.sub_stmt(node.else_, scope, ctx) if node.else_ is not None else None
             return ir.If(cond, then, else_, loc)
-        if kind == "block":
-            return self.block(tree, scope, ctx)
-        if kind == "empty_stmt":
+        if isinstance(node, s.Block):
+            return self.block(node, scope, ctx)
+        if isinstance(node, s.EmptyStmt):
             return ir.Empty(loc)
-        if kind == "exit_stmt":
+        if isinstance(node, s.ExitStmt):
             if ctx.kind == "parser":
                 raise P4Error("'exit' is not allowed in a parser", loc)
             return ir.Exit(loc)
-        if kind == "return_stmt":
-            return self.return_stmt(tree, scope, ctx, loc)
-        if kind == "switch_stmt":
-            return self.switch_stmt(tree, scope, ctx, loc)
-        if kind == "variable_decl":
-            return self.variable_decl(tree, scope)
-        if kind == "const_decl":
-            self.const_decl(tree, scope)
-            return None
-        if kind in ("for_stmt", "for_in_stmt", "for_range_stmt"):
+        if isinstance(node, s.ReturnStmt):
+            return self.return_stmt(node, scope, ctx, loc)
+        if isinstance(node, s.SwitchStmt):
+            return self.switch_stmt(node, scope, ctx, loc)
+        if isinstance(node, (s.ForStmt, s.ForInStmt)):
             if ctx.kind == "parser":
                 raise P4Error("'for' statements are not allowed in a parser", loc)
             loop_ctx = Ctx(ctx.kind, ctx.return_type, True)
-            if kind == "for_stmt":
-                return self.for_stmt(tree, scope.child(), loop_ctx, loc)
-            return self.for_in_stmt(tree, scope.child(), loop_ctx, loc)
-        if kind in ("break_stmt", "continue_stmt"):
-            word = str(kind)[:-5]
+            if isinstance(node, s.ForStmt):
+                return self.for_stmt(node, scope.child(), loop_ctx, loc)
+            return self.for_in_stmt(node, scope.child(), loop_ctx, loc)
+        if isinstance(node, (s.BreakStmt, s.ContinueStmt)):
+            word = "break" if isinstance(node, s.BreakStmt) else "continue"
             if not ctx.in_loop:
                 raise P4Error(f"'{word}' outside a loop", loc)
             return ir.Break(loc) if word == "break" else ir.Continue(loc)
-        if kind == "direct_apply":
-            return self.direct_apply(tree, scope, loc)
-        if kind == "instantiation":
-            raise P4Error("instantiations are not allowed inside a block", loc)
-        raise P4Error(f"unexpected statement '{self.source_text(tree)}'", loc)
+        if isinstance(node, s.DirectApply):
+            return self.direct_apply(node, scope, loc)
+        raise P4Error(f"unexpected statement '{self.source_text(node)}'", loc)
 
     # --------------------------------------------------------------- loops
 
-    def for_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def for_stmt(self, node: s.ForStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``for (init; cond; updates) body`` in its own scope (``scope``)."""
-        init_tree, cond_tree, update_tree, body_tree = tree.children
-        init = [self.for_part(p, scope, ctx, declare=True) for p in init_tree.children]
+        init = [self.for_part(p, scope, ctx, declare=True) for p in node.init]
         cond: ir.Expr | None = None
-        if cond_tree.children:
-            c = cond_tree.children[0]
-            cond = self.expect_bool(self.expr(c, scope), self.loc(c), "for condition")
-        updates = [self.for_part(p, scope, ctx, declare=False) for p in update_tree.children]
-        body = self.sub_stmt(body_tree, scope, ctx)
+        if node.cond is not None:
+            cond = self.expect_bool(self.expr(node.cond, scope), node.cond.loc, "for condition")
+        updates = [self.for_part(p, scope, ctx, declare=False) for p in node.updates]
+        body = self.sub_stmt(node.body, scope, ctx)
         return ir.For(init, cond, updates, body, loc)
 
-    def for_part(self, tree: Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
+    def for_part(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
         """One initialiser or update of a ``for``: a declaration (init only), an
-        assignment or a call, lowered as the equivalent statement."""
-        loc = self.loc(tree)
-        kind = str(tree.data)
-        as_stmt = {
-            "for_assign": "assign_stmt",
-            "for_compound": "compound_assign_stmt",
-            "for_shr": "shr_assign_stmt",
-            "for_call": "call_stmt",
-        }
-        if kind == "for_var":
+        assignment or a call, checked as the equivalent statement."""
+        if isinstance(node, Tree):  # for_var: ``T x = e``
             if not declare:
-                raise P4Error("a 'for' update cannot declare a variable", loc)
-            return self.variable_decl(Tree("variable_decl", tree.children, tree.meta), scope)
-        s = self.stmt(Tree(as_stmt[kind], tree.children, tree.meta), scope, ctx)
-        assert s is not None
-        return s
+                raise P4Error("a 'for' update cannot declare a variable", self.loc(node))
+            return self.variable_decl(Tree("variable_decl", node.children, node.meta), scope)
+        stmt = self.stmt(node, scope, ctx)
+        assert stmt is not None
+        return stmt
 
-    def for_in_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def for_in_stmt(self, node: s.ForInStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``for (T x in low .. high)`` / ``for (T x in collection)``; ``x`` is local."""
-        type_tree, name_tree = tree.children[0], tree.children[1]
-        body_tree = tree.children[-1]
-        t = self.resolve_type(type_tree, scope)
+        t = self.resolve_type(node.type, scope)
         st = ir.strip_newtype(t)
-        name = name_of(name_tree)
-        var = ir.Variable(name, t, self.new_uid(), self.loc(name_tree))
-        if tree.data == "for_range_stmt":
+        name = node.name
+        var = ir.Variable(name, t, self.new_uid(), node.name_loc)
+        if node.collection is None:
+            assert node.low is not None and node.high is not None
             if not isinstance(st, ir.BitType):
                 raise P4Error(f"a range loop variable must be bit<W> or int<W>, not {type_str(t)}", loc)
             bounds = []
-            for b in tree.children[2:4]:
+            for b in (node.low, node.high):
                 e = self.expr(b, scope, t)
-                bounds.append(self.convert(e, t, self.loc(b), "range bound"))
-            scope.declare(name, var, self.loc(name_tree))
-            body = self.sub_stmt(body_tree, scope, ctx)
+                bounds.append(self.convert(e, t, b.loc, "range bound"))
+            scope.declare(name, var, node.name_loc)
+            body = self.sub_stmt(node.body, scope, ctx)
             return ir.ForIn(var, body, bounds[0], bounds[1], None, loc)
-        coll_tree = tree.children[2]
-        coll = self.expr(coll_tree, scope)
+        coll = self.expr(node.collection, scope)
         ct = ir.strip_newtype(coll.type)
-        cloc = self.loc(coll_tree)
+        cloc = node.collection.loc
         if isinstance(coll, ir.ListExpr):
             elems = [self.convert(x, t, x.loc, "list element") for x in coll.elems]
             coll = ir.ListExpr(ir.TupleType(tuple(t for _ in elems)), coll.loc, elems)
@@ -265,14 +227,14 @@ class StmtChecker(ExprChecker):
                 )
         else:
             raise P4Error(f"cannot iterate over an expression of type {type_str(coll.type)}", cloc)
-        scope.declare(name, var, self.loc(name_tree))
-        body = self.sub_stmt(body_tree, scope, ctx)
+        scope.declare(name, var, node.name_loc)
+        body = self.sub_stmt(node.body, scope, ctx)
         return ir.ForIn(var, body, None, None, coll, loc)
 
-    def direct_apply(self, tree: Tree, scope: Scope, loc: ir.Loc) -> ir.Stmt:
+    def direct_apply(self, node: s.DirectApply, scope: Scope, loc: ir.Loc) -> ir.Stmt:
         """``C.apply(args);`` applies a fresh instance of C, as p4c does: the instance is
         named ``C_inst`` (``C_inst_1``, ...) and has the control-plane name ``C``."""
-        type_tree, args_tree = tree.children[0], tree.children[-1]
+        type_tree = node.type
         t = self.resolve_type(type_tree, scope)
         if not isinstance(t, ir.BlockType):
             raise P4Error(f"'{self.source_text(type_tree)}' is not a parser or control", loc)
@@ -288,14 +250,14 @@ class StmtChecker(ExprChecker):
             name = f"{base}_{n}"
         inst = ir.Instance(name, t.decl.name, t, [], {"name": [t.decl.name]}, loc)
         pending.append(inst)
-        ref = ir.InstanceRef(t, self.loc(type_tree), inst)
-        call = self.method_call(ref, "apply", [], list(args_tree.children), scope, loc)
+        ref = ir.InstanceRef(t, type_tree.loc, inst)
+        call = self.method_call(ref, "apply", [], list(node.args.items), scope, loc)
         return ir.CallStmt(call, loc)
 
-    def sub_stmt(self, tree: Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
+    def sub_stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
         """Branch of an if: declarations get their own scope."""
-        s = self.stmt(tree, scope.child(), ctx)
-        return s if s is not None else ir.Empty(self.loc(tree))
+        stmt = self.stmt(node, scope.child(), ctx)
+        return stmt if stmt is not None else ir.Empty(self.loc(node))
 
     def call_stmt(self, call: ir.Expr, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """A call used as a statement."""
@@ -312,23 +274,23 @@ class StmtChecker(ExprChecker):
             raise P4Error("expression used as a statement is not a call", loc)
         return ir.CallStmt(call, loc)
 
-    def return_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def return_stmt(self, node: s.ReturnStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``return`` / ``return e``."""
         if ctx.kind == "parser":
             raise P4Error("'return' is not allowed in a parser", loc)
-        if not tree.children:
+        if node.value is None:
             if ctx.return_type is not None and not isinstance(ctx.return_type, ir.VoidType):
                 raise P4Error("a return value is required", loc)
             return ir.Return(None, loc)
         if ctx.return_type is None or isinstance(ctx.return_type, ir.VoidType):
             raise P4Error("return with a value outside a function that returns one", loc)
-        value = self.expr(tree.children[0], scope, ctx.return_type)
-        value = self.convert(value, ctx.return_type, self.loc(tree.children[0]), "return value")
+        value = self.expr(node.value, scope, ctx.return_type)
+        value = self.convert(value, ctx.return_type, node.value.loc, "return value")
         return ir.Return(value, loc)
 
-    def switch_stmt(self, tree: Tree, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
+    def switch_stmt(self, node: s.SwitchStmt, scope: Scope, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """``switch`` on ``t.apply().action_run`` or on a bit/enum value."""
-        subject = self.expr(tree.children[0], scope)
+        subject = self.expr(node.subject, scope)
         st = ir.strip_newtype(subject.type)
         if not isinstance(st, (ir.ActionRunType, ir.BitType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"cannot switch on an expression of type {type_str(subject.type)}", loc)
@@ -338,50 +300,37 @@ class StmtChecker(ExprChecker):
             raise P4Error("a switch on a value needs match_kind 'exact' (declared in core.p4, not included)", loc)
         cases: list[ir.SwitchCase] = []
         seen: set[object] = set()
-        for case_tree in tree.children[1:]:
-            label_tree = case_tree.children[0]
-            cloc = self.loc(case_tree)
+        for case in node.cases:
+            label_node = case.label
             label: object
-            if label_tree.data == "label_default":
+            if isinstance(label_node, s.DefaultLabel):
                 label = "default"
             elif isinstance(st, ir.ActionRunType):
-                if label_tree.data != "label_name":
-                    raise P4Error("switch labels on action_run must be action names", self.loc(label_tree))
-                aname = name_of(label_tree)
+                if not isinstance(label_node, s.NameRef):
+                    raise P4Error("switch labels on action_run must be action names", label_node.loc)
+                aname = label_node.name
                 action = scope.lookup(aname)
                 if not isinstance(action, ir.ActionDecl) or all(r.action is not action for r in st.table.actions):
-                    raise P4Error(f"'{aname}' is not an action of table '{st.table.name}'", self.loc(label_tree))
+                    raise P4Error(f"'{aname}' is not an action of table '{st.table.name}'", label_node.loc)
                 label = action
             else:
-                label = self.switch_value(label_tree, subject.type, scope)
+                label = self.switch_value(label_node, subject.type, scope)
             key = label if not isinstance(label, ir.Expr) else _label_key(label)
             if key in seen:
-                raise P4Error("duplicate switch label", self.loc(label_tree))
+                raise P4Error("duplicate switch label", label_node.loc)
             seen.add(key)
-            body_tree = subtree(case_tree, "block")
-            body = self.block(body_tree, scope, ctx) if body_tree is not None else None
+            body = self.block(case.body, scope, ctx) if case.body is not None else None
             if cases and cases[-1].body is None:
                 cases[-1].labels.append(label)
                 cases[-1].body = body
             else:
-                cases.append(ir.SwitchCase([label], body, cloc))
-        return ir.Switch(subject, cases, loc)
+                cases.append(ir.SwitchCase([label], body, case.loc))
+        return ir.SwitchStmt(subject, cases, loc)
 
-    def switch_value(self, label_tree: Tree, t: ir.Type, scope: Scope) -> ir.Expr:
+    def switch_value(self, label: s.Expr, t: ir.Type, scope: Scope) -> ir.Expr:
         """A constant switch label converted to the subject's type."""
-        loc = self.loc(label_tree)
-        kind = label_tree.data
-        if kind == "label_int":
-            from softswitch.frontend.literals import parse_int
-
-            e: ir.Expr = parse_int(str(label_tree.children[0]), loc)
-        elif kind == "label_name":
-            e = self.expr(Tree("name_ref", label_tree.children, label_tree.meta), scope)
-        elif kind == "label_type_member":
-            e = self.expr(Tree("type_member", label_tree.children, label_tree.meta), scope)
-        else:
-            e = self.expr(Tree("error_member", label_tree.children, label_tree.meta), scope)
-        e = self.convert(e, t, loc, "switch label")
+        loc = label.loc
+        e = self.convert(self.expr(label, scope), t, loc, "switch label")
         if not isinstance(e, (ir.Const, ir.EnumMember, ir.ErrorMember)):
             raise P4Error("switch labels must be compile-time constants", loc)
         return e
@@ -421,39 +370,45 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- keysets
 
-    def keysets(self, tree: Tree, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
+    def keysets(self, tree: Tree | s.Expr, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
         """A select case / entry key set: one keyset per expression."""
         loc = self.loc(tree)
-        if tree.data == "tuple_keyset":
-            elems = list(tree.children)
-            if len(elems) == 1 and len(types) != 1 and elems[0].data in ("keyset_default",):
-                return [ir.KeysetDefault(loc) for _ in types]
-            if len(elems) != len(types):
-                raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
-            return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
-        if tree.data in ("keyset_default", "dontcare_expr"):
+        if _is_rule(tree, "tuple_keyset"):
+            return self.tuple_keysets(list(tree.children), types, scope, what, loc)
+        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
             return [ir.KeysetDefault(loc) for _ in types]
         if len(types) != 1:
-            if tree.data == "list_expr":
-                return self.keysets(Tree("tuple_keyset", tree.children[0].children if tree.children else [], tree.meta), types, scope, what)
+            if isinstance(tree, s.ListExpr):
+                return self.tuple_keysets(list(tree.items), types, scope, what, loc)
             raise P4Error(f"{what} has 1 element, but {len(types)} are expected", loc)
         return [self.simple_keyset(tree, types[0], scope, what)]
 
-    def simple_keyset(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
+    def tuple_keysets(
+        self, elems: list[Tree | s.Expr], types: list[ir.Type], scope: Scope, what: str, loc: ir.Loc
+    ) -> list[ir.Keyset]:
+        """``(k1, k2, ...)``: one keyset per key (a lone ``default`` covers them all)."""
+        if len(elems) == 1 and len(types) != 1 and _is_rule(elems[0], "keyset_default"):
+            return [ir.KeysetDefault(loc) for _ in types]
+        if len(elems) != len(types):
+            raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
+        return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
+
+    def simple_keyset(self, tree: Tree | s.Expr, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
         """One keyset element: value, ``v &&& m``, ``lo .. hi``, ``default`` or ``_``."""
         loc = self.loc(tree)
-        if tree.data in ("keyset_default", "dontcare_expr"):
+        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
             return ir.KeysetDefault(loc)
-        if tree.data == "keyset_mask":
+        if isinstance(tree, Tree) and tree.data == "keyset_mask":
             st = ir.strip_newtype(t)
             # the mask of a serializable enum key is a plain number of the underlying type
             mt = st.underlying if isinstance(st, ir.EnumType) and st.underlying is not None else t
             return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], mt, scope, what), loc)
-        if tree.data == "keyset_range":
+        if isinstance(tree, Tree) and tree.data == "keyset_range":
             return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
+        assert isinstance(tree, s.Expr)
         return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
 
-    def key_value(self, tree: Tree, t: ir.Type, scope: Scope, what: str) -> int:
+    def key_value(self, tree: s.Expr, t: ir.Type, scope: Scope, what: str) -> int:
         """A constant of a keyset, as the integer the engine compares with."""
         loc = self.loc(tree)
         e = self.expr(tree, scope, t)
@@ -472,333 +427,9 @@ class StmtChecker(ExprChecker):
             return st.values[e.member] if st.underlying is not None else st.members.index(e.member)
         raise P4Error(f"{what}: key set values must be compile-time constants", loc)
 
-    # --------------------------------------------------------------- tables
-
-    def table_decl(self, tree: Tree, scope: Scope) -> ir.TableDecl:
-        """A ``table`` declaration with its properties checked."""
-        annos = self.annotations(tree)
-        name_tree = subtree(tree, "name")
-        assert name_tree is not None
-        name = name_of(name_tree)
-        loc = self.loc(tree)
-        table = ir.TableDecl(name, self.cp_name(annos, name), [], [], None, annotations=annos, loc=loc)
-        seen: set[str] = set()
-        props = [c for c in tree.children if isinstance(c, Tree) and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")]
-        # the action list first: default_action and entries refer to it
-        order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
-        for prop in order:
-            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(str(prop.data))
-            if pname is None:
-                pname = str(next(c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"))
-            ploc = self.loc(prop)
-            if pname in seen:
-                raise P4Error(f"duplicate table property '{pname}'", ploc)
-            seen.add(pname)
-            if pname == "key":
-                table.keys = [self.table_key(k, scope) for k in prop.children]
-            elif pname == "actions":
-                table.actions = [self.action_item(a, scope, table) for a in prop.children]
-            elif pname == "entries":
-                table.entries_const = subtree(prop, "const_kw") is not None
-                table.entries = [self.table_entry(e, scope, table) for e in prop.children if isinstance(e, Tree) and e.data == "entry"]
-            else:
-                self.simple_property(prop, pname, scope, table, ploc)
-        if "actions" not in seen:
-            raise P4Error(f"table '{name}' has no 'actions' property", loc)
-        self.entry_priorities(table)
-        _no_duplicate_entries(table)
-        self.implicit_default_action(table, scope, loc)
-        return table
-
-    def implicit_default_action(self, table: ir.TableDecl, scope: Scope, loc: ir.Loc) -> None:
-        """A table without ``default_action`` gets ``NoAction``, listed as ``@defaultonly``
-        when the program did not list it, as p4c does (it shows in P4Info)."""
-        if table.default_action is not None:
-            return
-        no_action = scope.root().lookup("NoAction")
-        if not isinstance(no_action, ir.ActionDecl) or no_action.params:
-            return
-        if not any(r.action is no_action for r in table.actions):
-            table.actions.append(ir.ActionRef(no_action, [], {"defaultonly": []}, loc))
-        table.default_action = ir.ActionRef(no_action, [], {}, loc)
-
-    def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
-        """``expr : match_kind @name(..);``"""
-        expr_tree, mk_tree = tree.children[0], tree.children[1]
-        annos = self.annotation_list(tree.children[2]) if len(tree.children) > 2 else {}
-        e = self.expr(expr_tree, scope)
-        mk = name_of(mk_tree)
-        if mk not in self.match_kinds:
-            raise P4Error(f"unknown match kind '{mk}'", self.loc(mk_tree))
-        t = ir.strip_newtype(e.type)
-        if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-            raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.loc(expr_tree))
-        if "name" not in annos and not _nameable_key(e):
-            raise P4Error("a complex key expression needs a @name annotation", self.loc(expr_tree))
-        kname = self.cp_name(annos, self.source_text(expr_tree))
-        return ir.TableKey(e, mk, kname, annos, self.loc(tree))
-
-    def lookup_action(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
-        """An action named in a table."""
-        name = name_of(tree)
-        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
-        if target is None:
-            raise P4Error(f"no declaration named '{name}'", self.loc(tree))
-        if not isinstance(target, ir.ActionDecl):
-            raise P4Error(f"'{name}' is not an action", self.loc(tree))
-        return target
-
-    def action_item(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
-        """An element of the ``actions`` list; arguments bind the directional parameters."""
-        annos = self.annotations(tree)
-        name_tree = subtree(tree, "prefixed_name") or subtree(tree, "dotted_name")
-        assert name_tree is not None
-        action = self.lookup_action(name_tree, scope)
-        if any(r.action is action for r in table.actions):
-            raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", self.loc(tree))
-        args_tree = subtree(tree, "args")
-        directional = [p for p in action.params if p.direction != ""]
-        args: list[ir.Expr] = []
-        if args_tree is not None:
-            bound = self.bind_args(directional, list(args_tree.children), scope, self.loc(tree), f"action '{action.name}'", {})
-            args = [a for a in bound if a is not None]
-            for a in args:
-                if _applies_table(a):
-                    raise P4Error(f"action '{action.name}': a table is applied in an argument of the actions list", a.loc)
-        elif directional:
-            raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.loc(tree))
-        return ir.ActionRef(action, args, annos, self.loc(tree))
-
-    def action_call_ref(self, tree: Tree, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
-        """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
-        loc = self.loc(tree)
-        if tree.data == "call_expr":
-            callee, args_tree = tree.children[0], tree.children[-1]
-            arg_trees = list(args_tree.children)
-        elif tree.data == "name_ref":
-            callee, arg_trees = tree, []
-        else:
-            raise P4Error(f"{what} must be an action call", loc)
-        if callee.data != "name_ref":
-            raise P4Error(f"{what} must be an action call", loc)
-        action = self.lookup_action(callee, scope)
-        listed = next((r for r in table.actions if r.action is action), None)
-        if listed is None:
-            raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
-        params = action.params
-        n_dir = len(params) - len(action.cp_params)
-        if "defaultonly" in listed.annotations and what != "default action":
-            raise P4Error(f"{what} '{action.name}' is @defaultonly in table '{table.name}'", loc)
-        if "tableonly" in listed.annotations and what == "default action":
-            raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
-        if len(arg_trees) == len(action.cp_params) and n_dir:
-            bound = self.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
-            _constant_action_data(bound[-len(action.cp_params) :] if action.cp_params else [], action, loc)
-            return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
-        bound = self.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
-        _constant_action_data(bound[n_dir:], action, loc)
-        args = [a for a in bound if a is not None]
-        for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
-            # p4c: the directional arguments must be those bound in the actions list
-            if not same_expr(given, in_list):
-                raise P4Error(
-                    f"{what} '{action.name}': argument of '{param.name}' differs from the one "
-                    f"bound in the actions list of table '{table.name}'",
-                    loc,
-                )
-        return ir.ActionRef(action, args, {}, loc)
-
-    def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
-        """One entry of ``entries = { ... }``."""
-        loc = self.loc(tree)
-        annos: ir.Annotations = {}
-        for c in tree.children:
-            if isinstance(c, Tree) and c.data == "annotations":
-                annos.update(self.annotation_list(c))
-        prio_tree = subtree(tree, "entry_priority")
-        rest = [c for c in tree.children if isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority")]
-        keyset_tree, name_tree = rest[0], rest[1]
-        args_tree = rest[2] if len(rest) > 2 else None
-        if not table.keys:
-            raise P4Error(f"table '{table.name}' has entries but no key", loc)
-        keysets = self.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
-        for key, ks in zip(table.keys, keysets, strict=True):
-            _check_entry_keyset(key, ks)
-        call = Tree("call_expr", [Tree("name_ref", [name_tree], name_tree.meta), args_tree], name_tree.meta) if args_tree is not None else Tree("name_ref", [name_tree], name_tree.meta)
-        ref = self.action_call_ref(call, scope, table, "entry action")
-        priority: int | None = None
-        if prio_tree is not None:
-            priority = self.const_int(prio_tree.children[0], scope, "entry priority")
-            if priority < 0:
-                raise P4Error("entry priorities must not be negative", loc)
-        return ir.ConstEntry(keysets, ref, priority, annos, loc)
-
-    def entry_priorities(self, table: ir.TableDecl) -> None:
-        """Give every entry a priority when any entry names one, as p4c does.
-
-        ``priority = N:`` entries follow the P4_16 rules: the first entry must have a
-        priority and an entry without one continues from the previous entry by
-        ``priority_delta`` (down when the largest priority wins, up otherwise). The legacy
-        ``@priority(N)`` annotation is a BMv2 priority (smaller wins); p4c's BMv2 back end
-        gives the other entries their 1-based position, and we translate both into the
-        table's own convention.
-        """
-        entries = table.entries or []
-        given = next((e for e in entries if e.priority is not None or e.annotations.get("priority")), None)
-        if given is not None and all(k.match_kind in ("exact", "lpm") for k in table.keys):
-            raise P4Error(
-                f"table '{table.name}': its match kinds do not use priorities, but an entry has one", given.loc
-            )
-        if any(e.priority is not None for e in entries):
-            delta = 1
-            if "priority_delta" in table.properties:
-                d = table.properties["priority_delta"]
-                if not isinstance(d, ir.Const) or d.value <= 0:
-                    raise P4Error("table property 'priority_delta' must be a positive constant", d.loc)
-                delta = d.value
-            if entries[0].priority is None:
-                raise P4Error(f"the first entry of table '{table.name}' must have a priority", entries[0].loc)
-            current = 0
-            for e in entries:
-                if e.priority is None:
-                    e.priority = current
-                if e.priority < 0:
-                    raise P4Error(f"priorities of table '{table.name}' run below zero", e.loc)
-                current = e.priority - delta if table.largest_priority_wins else e.priority + delta
-            return
-        legacy = [e.annotations.get("priority") for e in entries]
-        if not any(legacy):
-            return
-        bmv2: list[int] = []
-        for i, (e, anno) in enumerate(zip(entries, legacy, strict=True)):
-            if anno:
-                if len(anno) != 1 or not isinstance(anno[0], int):
-                    raise P4Error("@priority needs one integer", e.loc)
-                bmv2.append(int(anno[0]))
-            else:
-                bmv2.append(i + 1)
-        top = max(bmv2) + 1
-        for e, b in zip(entries, bmv2, strict=True):
-            e.priority = top - b if table.largest_priority_wins else b
-
-    def simple_property(self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc) -> None:
-        """``name = value;`` table properties."""
-        value_tree = prop.children[-1]
-        if pname not in TABLE_PROPERTIES:
-            raise P4Error(f"unknown table property '{pname}'", loc)
-        if pname == "default_action":
-            table.default_action = self.action_call_ref(value_tree, scope, table, "default action")
-            table.default_action_const = subtree(prop, "const_kw") is not None
-        elif pname == "size":
-            size = self.const_int(value_tree, scope, "table size")
-            if size < 0:
-                raise P4Error("table size must not be negative", loc)
-            table.size = size
-        elif pname in ("implementation", "counters", "meters"):
-            inst = self.property_instance(value_tree, scope, table, pname)
-            setattr(table, pname, inst)
-        elif pname in ("support_timeout", "largest_priority_wins"):
-            v = self.expr(value_tree, scope)
-            if not isinstance(v, ir.BoolConst):
-                raise P4Error(f"table property '{pname}' must be true or false", loc)
-            setattr(table, pname, v.value)
-        else:
-            table.properties[pname] = self.expr(value_tree, scope)
-
-    def property_instance(self, tree: Tree, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
-        """The extern instance named (or constructed inline) by a table property."""
-        expected = {
-            "implementation": ("action_profile", "action_selector"),
-            "counters": ("direct_counter",),
-            "meters": ("direct_meter",),
-        }[pname]
-        loc = self.loc(tree)
-        if tree.data == "ctor_call":
-            inst = self.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
-        else:
-            e = self.expr(tree, scope)
-            if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance):
-                raise P4Error(f"table property '{pname}' must name an extern instance", loc)
-            inst = e.instance
-        t = inst.type
-        if not isinstance(t, ir.ExternType) or t.name not in expected:
-            raise P4Error(
-                f"table property '{pname}' needs an instance of {' or '.join(expected)}, not {type_str(t)}", loc
-            )
-        return inst
-
-    def construct(self, tree: Tree, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
+    def construct(self, tree: s.CtorCall, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
         """Instance built by a constructor call (provided by the declaration checker)."""
         raise NotImplementedError
-
-
-_KEYSETS = {
-    "exact": (ir.KeysetValue, ir.KeysetDefault),
-    "optional": (ir.KeysetValue, ir.KeysetDefault),
-    "lpm": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
-    "ternary": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
-    "range": (ir.KeysetValue, ir.KeysetRange, ir.KeysetDefault),
-}
-
-
-def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
-    """An entry's keyset must suit the key's match kind (p4c: an LPM mask is a prefix,
-    an optional key takes a value or ``_``, not a mask)."""
-    allowed = _KEYSETS.get(key.match_kind)
-    if allowed is None:
-        return
-    if not isinstance(ks, allowed):
-        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(type(ks), "this")
-        raise P4Error(f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc)
-    if isinstance(ks, ir.KeysetMask) and key.match_kind == "lpm":
-        t = ir.strip_newtype(key.expr.type)
-        width = t.width if isinstance(t, ir.BitType) else 1
-        full = (1 << width) - 1
-        mask = ks.mask & full
-        plen = bin(mask).count("1")
-        if mask != full ^ ((1 << (width - plen)) - 1):
-            raise P4Error(f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' (not a prefix)", ks.loc)
-
-
-def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
-    """Action data given in a program (default action, entries) must be known at compile time."""
-    for a in args:
-        if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
-            raise P4Error(f"action '{action.name}': action data arguments must be compile-time constants", a.loc)
-
-
-def _nameable_key(e: ir.Expr) -> bool:
-    """Whether a key expression has a name of its own for P4Info, as p4c's key names:
-    a variable, field, stack element, slice, ``&`` of those or ``isValid()``."""
-    if isinstance(e, (ir.VarRef, ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
-        return True
-    if isinstance(e, (ir.Member, ir.Slice)):
-        return _nameable_key(e.base)
-    if isinstance(e, ir.Index):
-        return _nameable_key(e.index) and _nameable_key(e.base)
-    if isinstance(e, ir.Binary) and e.op == "&":
-        return _nameable_key(e.left) and _nameable_key(e.right)
-    if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
-        return _nameable_key(e.target)
-    return False
-
-
-def _no_duplicate_entries(table: ir.TableDecl) -> None:
-    """Two entries of an exact-match table with the same key (p4c: "Duplicate entry keys")."""
-    if not table.entries or not all(k.match_kind == "exact" for k in table.keys):
-        return
-    seen: set[tuple[object, ...]] = set()
-    for e in table.entries:
-        key = tuple(ks.value if isinstance(ks, ir.KeysetValue) else "_" for ks in e.keysets)
-        if key in seen:
-            raise P4Error(f"table '{table.name}': duplicate entry key", e.loc)
-        seen.add(key)
-
-
-def _applies_table(e: ir.Expr) -> bool:
-    """Whether evaluating ``e`` applies a table."""
-    return any_subexpr(e, lambda n: isinstance(n, ir.MethodCall)
-                       and isinstance(n.type, ir.TableApplyResultType))
 
 
 def _has_call(e: ir.Expr) -> bool:

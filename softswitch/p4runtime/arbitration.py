@@ -17,7 +17,7 @@ import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from softswitch.p4runtime.status import P4RuntimeError, invalid
+from softswitch.p4runtime.status import StatusError, invalid
 
 
 def election_value(eid: p4runtime_pb2.Uint128) -> int:
@@ -47,7 +47,7 @@ class Session:
         self.outbox.put(msg)
 
 
-class Arbitration:
+class PrimaryElection:
     """Tracks sessions and elects the primary; thread-safe."""
 
     def __init__(self, device_id: int) -> None:
@@ -65,15 +65,15 @@ class Arbitration:
             return list(self._sessions)
 
     def update(self, session: Session, req: p4runtime_pb2.MasterArbitrationUpdate) -> None:
-        """Apply an arbitration request from ``session``; raises P4RuntimeError (the stream
+        """Apply an arbitration request from ``session``; raises StatusError (the stream
         is then closed with that status) and sends the resulting notifications."""
         if req.device_id != self.device_id:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.NOT_FOUND,
                 f"device id {req.device_id} does not match this switch ({self.device_id})",
             )
         if req.HasField("role") and (req.role.name or req.role.id or req.role.HasField("config")):
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported"
             )
         eid = election_value(req.election_id) if req.HasField("election_id") else None

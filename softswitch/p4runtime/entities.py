@@ -19,8 +19,8 @@ from p4.v1 import p4data_pb2, p4runtime_pb2
 from softswitch.errors import TableError
 from softswitch.p4runtime import tables as tt
 from softswitch.p4runtime.codec import decode, encode
-from softswitch.p4runtime.schema import P4Schema
-from softswitch.p4runtime.status import P4RuntimeError, invalid, not_found, unimplemented
+from softswitch.p4runtime.schema import P4InfoById
+from softswitch.p4runtime.status import StatusError, invalid, not_found, unimplemented
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class PipelineState:
     ) -> None:
         self.pipeline = pipeline
         self.p4info = p4info
-        self.schema = P4Schema(p4info)
+        self.schema = P4InfoById(p4info)
         self.device_config = device_config
         self.cookie = cookie
         self.entry_metadata: dict[tuple[str, tt.MatchKey, int], bytes] = {}
@@ -81,7 +81,7 @@ class PipelineState:
 
     # ===================================================================== writes
     def write(self, update: p4runtime_pb2.Update) -> None:
-        """Apply one update; raises P4RuntimeError."""
+        """Apply one update; raises StatusError."""
         if update.type == Update.UNSPECIFIED:
             raise invalid("update type is UNSPECIFIED")
         kind = update.entity.WhichOneof("entity")
@@ -132,7 +132,7 @@ class PipelineState:
         if len(msg.match) or msg.priority:
             raise invalid("the default entry has no match fields and no priority")
         if getattr(table, "const_default_action", False):
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"the default action of table {info.name!r} is const",
             )
@@ -258,7 +258,7 @@ class PipelineState:
         self._digest_known(msg.digest_id)
         exists = msg.digest_id in self.digest_configs
         if utype == Update.INSERT and exists:
-            raise P4RuntimeError(ALREADY_EXISTS, f"digest {msg.digest_id} is already configured")
+            raise StatusError(ALREADY_EXISTS, f"digest {msg.digest_id} is already configured")
         if utype in (Update.MODIFY, Update.DELETE) and not exists:
             raise not_found(f"digest {msg.digest_id} is not configured")
         if utype == Update.DELETE:
@@ -287,7 +287,7 @@ class PipelineState:
                 if ap is not None:
                     break
         if ap is None:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.INTERNAL, f"action profile {prof.preamble.name!r} is not in the pipeline"
             )
         return prof, ap
@@ -309,7 +309,7 @@ class PipelineState:
             ap.delete_group(msg.group_id)
             return
         if msg.max_size and len(msg.members) > msg.max_size:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"group {msg.group_id}: {len(msg.members)} members exceed max_size {msg.max_size}",
             )
@@ -328,7 +328,7 @@ class PipelineState:
     def _extern(objects: dict[str, Any], name: str, kind: str) -> Any:
         obj = objects.get(name)
         if obj is None:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.INTERNAL, f"{kind} {name!r} is in P4Info but not in the pipeline"
             )
         return obj
@@ -339,7 +339,7 @@ class PipelineState:
         if index < 0:
             raise invalid(f"index {index} of {name!r} is negative")
         if index >= size:
-            raise P4RuntimeError(OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})")
+            raise StatusError(OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})")
 
     def _direct_targets(self, te: p4runtime_pb2.TableEntry, kind: str) -> list[tuple[Any, Any]]:
         info = self.schema.table(te.table_id)
@@ -558,7 +558,7 @@ class PipelineState:
 def _check_presence(utype: int, exists: bool, what: str) -> None:
     """INSERT needs ``what`` absent, MODIFY and DELETE need it present (P4Runtime codes)."""
     if utype == Update.INSERT and exists:
-        raise P4RuntimeError(ALREADY_EXISTS, f"{what} already exists")
+        raise StatusError(ALREADY_EXISTS, f"{what} already exists")
     if utype in (Update.MODIFY, Update.DELETE) and not exists:
         raise not_found(f"{what} does not exist")
 
@@ -589,7 +589,7 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     for utype, ent in updates:
         try:
             new.write(p4runtime_pb2.Update(type=utype, entity=ent))
-        except P4RuntimeError as err:
+        except StatusError as err:
             raise invalid(
                 f"the forwarding state cannot be kept with the new config: "
                 f"{ent.WhichOneof('entity')}: {err.message}"

@@ -5,14 +5,14 @@ from __future__ import annotations
 from p4.v1 import p4runtime_pb2
 
 from softswitch.p4runtime.codec import decode, encode, pack_fields, unpack_fields
-from softswitch.p4runtime.schema import P4Schema
+from softswitch.p4runtime.schema import P4InfoById
 from softswitch.p4runtime.status import invalid
 
 PACKET_OUT = "packet_out"
 PACKET_IN = "packet_in"
 
 
-def packet_out_frame(schema: P4Schema, msg: p4runtime_pb2.PacketOut) -> bytes:
+def packet_out_frame(schema: P4InfoById, msg: p4runtime_pb2.PacketOut) -> bytes:
     """The frame to inject at the CPU port: packet_out header (if the program has one) +
     payload. Every metadata field must be given exactly once."""
     header = schema.controller_headers.get(PACKET_OUT)
@@ -37,7 +37,7 @@ def packet_out_frame(schema: P4Schema, msg: p4runtime_pb2.PacketOut) -> bytes:
     return pack_fields(values) + msg.payload
 
 
-def packet_in_message(schema: P4Schema, frame: bytes) -> p4runtime_pb2.PacketIn | None:
+def packet_in_message(schema: P4InfoById, frame: bytes) -> p4runtime_pb2.PacketIn | None:
     """PacketIn for a frame sent to the CPU port: the packet_in header parsed off the front;
     None if the frame is shorter than that header."""
     header = schema.controller_headers.get(PACKET_IN)

@@ -50,8 +50,8 @@ class ControllerHeader:
         return (sum(self.widths) + 7) // 8
 
 
-class P4Schema:
-    """Look-ups into one P4Info; every miss raises a P4RuntimeError with a precise message.
+class P4InfoById:
+    """Look-ups into one P4Info; every miss raises a StatusError with a precise message.
 
     An id that the P4Info does not define makes the request malformed: INVALID_ARGUMENT
     (the specification's rule for malformed entities, and what BMv2 answers), not

@@ -19,12 +19,12 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from softswitch.p4runtime.arbitration import Arbitration, Session
+from softswitch.p4runtime.arbitration import PrimaryElection, Session
 from softswitch.p4runtime.entities import PipelineState, carry_state
 from softswitch.p4runtime.packetio import packet_in_message, packet_out_frame
 from softswitch.p4runtime.schema import check_p4info_matches
 from softswitch.p4runtime.status import (
-    P4RuntimeError,
+    StatusError,
     abort_batch,
     canonical,
     invalid,
@@ -84,7 +84,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device = device
         self.device_id = device_id
         self.loader = loader
-        self.arbitration = Arbitration(device_id)
+        self.arbitration = PrimaryElection(device_id)
         self.state: PipelineState | None = initial
         self._saved: PipelineState | None = None
         self._list_ids = itertools.count(1)
@@ -119,7 +119,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ================================================================= helpers
     def _check_device(self, device_id: int) -> None:
         if device_id != self.device_id:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.NOT_FOUND,
                 f"device id {device_id} does not match this switch ({self.device_id})",
             )
@@ -133,7 +133,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         if not request.HasField("election_id") or not self.arbitration.is_primary_election(
             request.election_id
         ):
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 "only the primary client may write; arbitrate on StreamChannel with the "
                 "highest election id and use it in the request",
@@ -144,7 +144,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         specification has later requests refer to it) or else the committed one."""
         state = self._saved or self.state
         if state is None:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.FAILED_PRECONDITION, "no forwarding pipeline config has been set"
             )
         return state
@@ -157,22 +157,22 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._check_primary(request)
             state = self._require_state()
             if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
-                raise P4RuntimeError(
+                raise StatusError(
                     grpc.StatusCode.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported"
                 )
-        except P4RuntimeError as err:
+        except StatusError as err:
             context.abort(err.code, err.message)
-        errors: list[P4RuntimeError | None] = []
+        errors: list[StatusError | None] = []
         with self.device.lock:
             for i, update in enumerate(request.updates):
                 try:
                     state.write(update)
                     errors.append(None)
-                except P4RuntimeError as err:
+                except StatusError as err:
                     errors.append(err)
                 except Exception as exc:  # an engine bug must not kill the server
                     log.exception("update %d failed inside the engine", i)
-                    errors.append(P4RuntimeError(grpc.StatusCode.INTERNAL, f"internal error: {exc}"))
+                    errors.append(StatusError(grpc.StatusCode.INTERNAL, f"internal error: {exc}"))
         if any(e is not None for e in errors):
             abort_batch(context, errors)
         return p4runtime_pb2.WriteResponse()
@@ -187,7 +187,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             with self.device.lock:
                 for entity in request.entities:
                     results.extend(state.read(entity))
-        except P4RuntimeError as err:
+        except StatusError as err:
             context.abort(err.code, err.message)
         except Exception as exc:
             log.exception("read failed inside the engine")
@@ -203,7 +203,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._check_primary(request)
             with self._config_lock:
                 self._set_config(request)
-        except P4RuntimeError as err:
+        except StatusError as err:
             context.abort(err.code, err.message)
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
 
@@ -269,7 +269,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             device_config = self.state.device_config
         try:
             pipeline, built = self.loader(device_config)
-        except P4RuntimeError:
+        except StatusError:
             raise
         except Exception as exc:  # P4Error, ValueError, UnsupportedError ...
             raise invalid(f"cannot load p4_device_config: {exc}") from None
@@ -293,7 +293,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             rt = request.response_type
             if rt not in GetReq.ResponseType.values():
                 raise invalid(f"response_type {rt} is not valid")
-        except P4RuntimeError as err:
+        except StatusError as err:
             context.abort(err.code, err.message)
         resp = p4runtime_pb2.GetForwardingPipelineConfigResponse()
         state = self.state
@@ -325,7 +325,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                 item = session.outbox.get()
                 if item is None:
                     break
-                if isinstance(item, P4RuntimeError):
+                if isinstance(item, StatusError):
                     context.abort(item.code, item.message)
                 yield item
         finally:
@@ -343,17 +343,17 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                     elif kind == "digest_ack":
                         self._digest_ack(session, req.digest_ack)
                     else:
-                        raise P4RuntimeError(
+                        raise StatusError(
                             grpc.StatusCode.UNIMPLEMENTED, f"stream message {kind!r} is not supported"
                         )
-                except P4RuntimeError as err:
+                except StatusError as err:
                     if kind == "arbitration":
                         session.outbox.put(err)  # closes the stream with this status
                         return
                     session.send(self._stream_error(err, req))
                 except Exception as exc:  # an engine failure must not end the stream
                     log.exception("stream message %s failed", kind)
-                    err = P4RuntimeError(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
+                    err = StatusError(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
                     session.send(self._stream_error(err, req))
         except grpc.RpcError:
             pass  # the client went away
@@ -363,7 +363,7 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             session.outbox.put(None)
 
     @staticmethod
-    def _stream_error(err: P4RuntimeError, req: Any) -> p4runtime_pb2.StreamMessageResponse:
+    def _stream_error(err: StatusError, req: Any) -> p4runtime_pb2.StreamMessageResponse:
         msg = p4runtime_pb2.StreamMessageResponse()
         msg.error.canonical_code = canonical(err.code)
         msg.error.message = err.message
@@ -375,13 +375,13 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _packet_out(self, session: Session, packet: p4runtime_pb2.PacketOut) -> None:
         if not session.arbitrated:
-            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "arbitrate before sending packets")
+            raise StatusError(grpc.StatusCode.FAILED_PRECONDITION, "arbitrate before sending packets")
         if session is not self.arbitration.primary:
-            raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, "only the primary client may send packets")
+            raise StatusError(grpc.StatusCode.PERMISSION_DENIED, "only the primary client may send packets")
         state = self._require_state()
         cpu_port = self.device.cpu_port
         if cpu_port is None:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.FAILED_PRECONDITION, "the switch has no CPU port (start it with --cpu-port)"
             )
         frame = packet_out_frame(state.schema, packet)

@@ -1,6 +1,6 @@
 """P4Runtime errors and their encoding as gRPC status (with per-update details).
 
-Handlers raise :class:`P4RuntimeError` with a canonical code; the server turns it into the
+Handlers raise :class:`StatusError` with a canonical code; the server turns it into the
 RPC's status, or for a Write batch into one ``p4.v1.Error`` per update packed into a
 ``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer (overall code UNKNOWN), as
 the P4Runtime specification and PI do.
@@ -16,7 +16,7 @@ from p4.v1 import p4runtime_pb2
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
-class P4RuntimeError(Exception):
+class StatusError(Exception):
     """A rejected request or update; ``code`` is a ``grpc.StatusCode``."""
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
@@ -41,16 +41,16 @@ def canonical(code: grpc.StatusCode) -> int:
     return int(code.value[0])
 
 
-def invalid(message: str) -> P4RuntimeError:
-    return P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT, message)
+def invalid(message: str) -> StatusError:
+    return StatusError(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
-def not_found(message: str) -> P4RuntimeError:
-    return P4RuntimeError(grpc.StatusCode.NOT_FOUND, message)
+def not_found(message: str) -> StatusError:
+    return StatusError(grpc.StatusCode.NOT_FOUND, message)
 
 
-def unimplemented(message: str) -> P4RuntimeError:
-    return P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, message)
+def unimplemented(message: str) -> StatusError:
+    return StatusError(grpc.StatusCode.UNIMPLEMENTED, message)
 
 
 # A default gRPC client refuses response metadata over 8 KiB (``grpc.max_metadata_size``)
@@ -66,7 +66,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def batch_status(errors: list[P4RuntimeError | None], budget: int = DETAILS_BUDGET) -> status_pb2.Status:
+def batch_status(errors: list[StatusError | None], budget: int = DETAILS_BUDGET) -> status_pb2.Status:
     """A google.rpc.Status (code UNKNOWN) with one ``p4.v1.Error`` per update (OK for None),
     in update order, as the specification prescribes -- as many as fit ``budget`` bytes.
     When the batch is too large, the details stop after the first updates that fit and the
@@ -106,7 +106,7 @@ def batch_status(errors: list[P4RuntimeError | None], budget: int = DETAILS_BUDG
     return status
 
 
-def abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
+def abort_batch(context: grpc.ServicerContext, errors: list[StatusError | None]) -> None:
     """Mark the RPC as failed with per-update errors (the caller then returns normally)."""
     status = batch_status(errors)
     context.set_trailing_metadata(((STATUS_DETAILS_KEY, status.SerializeToString()),))

@@ -15,8 +15,8 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from softswitch.p4runtime.codec import decode, encode
-from softswitch.p4runtime.schema import MATCH_KIND_NAMES, P4Schema, TableInfo
-from softswitch.p4runtime.status import P4RuntimeError, invalid, not_found, unimplemented
+from softswitch.p4runtime.schema import MATCH_KIND_NAMES, P4InfoById, TableInfo
+from softswitch.p4runtime.status import StatusError, invalid, not_found, unimplemented
 
 MatchKey = tuple[Any, ...]  # tuple of engine FieldMatch | None
 
@@ -126,7 +126,7 @@ def encode_matches(info: TableInfo, key: MatchKey) -> list[p4runtime_pb2.FieldMa
     return out
 
 
-def decode_action(schema: P4Schema, info: TableInfo | None, action: Any, default: bool) -> Any:
+def decode_action(schema: P4InfoById, info: TableInfo | None, action: Any, default: bool) -> Any:
     """Engine ActionCall from a ``p4.v1.Action``; checks the table's action list and scope."""
     et = _engine_tables()
     a = schema.action(action.action_id)
@@ -137,12 +137,12 @@ def decode_action(schema: P4Schema, info: TableInfo | None, action: Any, default
             raise invalid(f"action {name!r} is not in the action list of table {info.name!r}")
         # A valid action used outside its scope is PERMISSION_DENIED (specification).
         if default and scope == p4info_pb2.ActionRef.TABLE_ONLY:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"action {name!r} is @tableonly in table {info.name!r}: not a default action",
             )
         if not default and scope == p4info_pb2.ActionRef.DEFAULT_ONLY:
-            raise P4RuntimeError(
+            raise StatusError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"action {name!r} is @defaultonly in table {info.name!r}: not in an entry",
             )
@@ -161,10 +161,10 @@ def decode_action(schema: P4Schema, info: TableInfo | None, action: Any, default
     return et.ActionCall(name=name, args=tuple(values[p.id] for p in a.params))
 
 
-def encode_action(schema: P4Schema, call: Any) -> p4runtime_pb2.Action:
+def encode_action(schema: P4InfoById, call: Any) -> p4runtime_pb2.Action:
     aid = schema.action_ids_by_name.get(call.name)
     if aid is None:
-        raise P4RuntimeError(grpc.StatusCode.INTERNAL, f"engine action {call.name!r} not in P4Info")
+        raise StatusError(grpc.StatusCode.INTERNAL, f"engine action {call.name!r} not in P4Info")
     out = p4runtime_pb2.Action(action_id=aid)
     for p, value in zip(schema.actions[aid].params, call.args, strict=False):
         out.params.add(param_id=p.id, value=encode(value))
@@ -174,7 +174,7 @@ def encode_action(schema: P4Schema, call: Any) -> p4runtime_pb2.Action:
 def engine_table(pipeline: Any, info: TableInfo) -> Any:
     table = pipeline.tables.get(info.name)
     if table is None:
-        raise P4RuntimeError(
+        raise StatusError(
             grpc.StatusCode.INTERNAL, f"table {info.name!r} is in P4Info but not in the pipeline"
         )
     return table
@@ -197,7 +197,7 @@ def meter_config_to_proto(cfg: Any) -> p4runtime_pb2.MeterConfig:
     )
 
 
-def build_entry(schema: P4Schema, info: TableInfo, msg: p4runtime_pb2.TableEntry) -> Any:
+def build_entry(schema: P4InfoById, info: TableInfo, msg: p4runtime_pb2.TableEntry) -> Any:
     """Engine TableEntry for an INSERT/MODIFY (not the default entry)."""
     et = _engine_tables()
     key = decode_matches(info, msg.match)
@@ -248,7 +248,7 @@ def check_priority(info: TableInfo, priority: int) -> None:
 
 
 def entry_to_proto(
-    schema: P4Schema, info: TableInfo, entry: Any, metadata: bytes, with_counters: bool
+    schema: P4InfoById, info: TableInfo, entry: Any, metadata: bytes, with_counters: bool
 ) -> p4runtime_pb2.TableEntry:
     out = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, priority=entry.priority)
     out.match.extend(encode_matches(info, entry.matches))
@@ -272,22 +272,22 @@ def entry_to_proto(
     return out
 
 
-def default_entry_to_proto(schema: P4Schema, info: TableInfo, table: Any) -> p4runtime_pb2.TableEntry:
+def default_entry_to_proto(schema: P4InfoById, info: TableInfo, table: Any) -> p4runtime_pb2.TableEntry:
     out = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, is_default_action=True)
     if table.default_action is not None:
         out.action.action.CopyFrom(encode_action(schema, table.default_action))
     return out
 
 
-def table_error(exc: Exception) -> P4RuntimeError:
-    """P4RuntimeError for an engine TableError (code name + message)."""
+def table_error(exc: Exception) -> StatusError:
+    """StatusError for an engine TableError (code name + message)."""
     code = getattr(exc, "code", "UNKNOWN")
     message = getattr(exc, "message", str(exc))
     try:
         status = grpc.StatusCode[code]
     except KeyError:
         status = grpc.StatusCode.UNKNOWN
-    return P4RuntimeError(status, message)
+    return StatusError(status, message)
 
 
 def find_entry(table: Any, key: MatchKey, priority: int, info: TableInfo) -> Any:

@@ -28,7 +28,8 @@ module relies on:
 * Clone/resubmit/recirculate requests are per-packet "registers" that replicas do not
   inherit (BMv2 clears them on copies). A clone request holds the session id as BMv2
   stores it: 16 bits with the top bit used as a "requested" flag, so session ``s`` means
-  ``s & 0x7FFF``; ``clone(I2E|E2E, s)`` acts where it is handled (see codegen_externs).
+  ``s & 0x7FFF``; ``clone(I2E|E2E, s)`` acts where it is handled (see
+  :mod:`softswitch.v1model.primitives`).
 * Counters and meters count BMv2's ``ingress_length``: the frame length as received
   (kept by resubmitted, cloned and multicast copies; a recirculated packet's is the length
   of the frame that re-enters).
@@ -55,10 +56,10 @@ from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.runtime import P4AssertionFailed, PacketCtx
 from softswitch.engine.trace import PacketTrace, PacketTracer
 from softswitch.errors import P4Error
+from softswitch.v1model.primitives import DROP_PORT
 
 log = logging.getLogger(__name__)
 
-DROP_PORT = 511
 PKT_INSTANCE_TYPE_NORMAL = 0
 PKT_INSTANCE_TYPE_INGRESS_CLONE = 1
 PKT_INSTANCE_TYPE_EGRESS_CLONE = 2

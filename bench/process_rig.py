@@ -1,6 +1,6 @@
 """Packets/s and latency through a running switch process between two network namespaces.
 
-``python -m softswitch.bench_process [--seconds S] [--size BYTES]`` (root) builds
+``python -m bench.process_rig [--seconds S] [--size BYTES]`` (root) builds
 ``h1 --veth-- switch --veth-- h2``, starts ``python -m softswitch run`` with the IPv4
 forwarding program tests/p4/ipv4_forward.p4 (LPM, MAC rewrite, TTL, checksum verify and
 update), installs the two /32 routes over P4Runtime, and measures two things with raw
@@ -312,7 +312,7 @@ def run(seconds: float = 3.0, size: int = 128, probes: int = 500) -> dict[str, f
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: print the measurement as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m softswitch.bench_process",
+    parser = argparse.ArgumentParser(prog="python -m bench.process_rig",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="flooding time")
     parser.add_argument("--size", type=int, default=128, help="frame size in bytes")

@@ -1,0 +1,394 @@
+"""Table declarations: keys, the actions list, const entries and the other properties.
+
+:class:`TableChecker` is one concern of the checker, composed into it (``checker.table_checker``)
+rather than mixed in: it reads the checker's expressions, arguments and keysets through
+``self.c``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+from lark import Token, Tree
+
+from softswitch import ir
+from softswitch.errors import P4Error
+from softswitch.frontend import syntax as s
+from softswitch.frontend.exprs import any_subexpr, is_dotted, name_of
+from softswitch.frontend.scope import Scope
+from softswitch.frontend.syntax_build import tree_dotted, tree_name
+from softswitch.frontend.typeops import type_str
+
+if TYPE_CHECKING:
+    from softswitch.frontend.stmts import StmtChecker
+
+#: Table properties the built-in target understands (anything else is rejected).
+TABLE_PROPERTIES = {
+    "key", "actions", "default_action", "entries", "size", "implementation", "counters",
+    "meters", "support_timeout", "largest_priority_wins", "priority_delta",
+}  # fmt: skip
+
+
+def same_expr(a: object, b: object) -> bool:
+    """Structural equality of two IR expressions (source locations ignored), the test p4c
+    applies to arguments that must repeat an earlier binding."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, ir.Expr):
+        return all(
+            same_expr(getattr(a, f.name), getattr(b, f.name))
+            for f in fields(a)
+            if f.name not in ("loc", "type")
+        )
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+    if isinstance(a, (int, str, bool, float)) or a is None:
+        return a == b
+    return a is b
+
+
+
+def _subtree(tree: Tree, data: str) -> Tree | None:
+    """The first direct child tree of rule ``data``."""
+    for c in tree.children:
+        if isinstance(c, Tree) and c.data == data:
+            return c
+    return None
+
+
+class TableChecker:
+    """Checks one ``table`` declaration at a time into an :class:`ir.TableDecl`."""
+
+    def __init__(self, checker: StmtChecker) -> None:
+        self.c = checker
+
+    def table_decl(self, tree: Tree, scope: Scope) -> ir.TableDecl:
+        """A ``table`` declaration with its properties checked."""
+        annos = self.c.annotations(tree)
+        name_tree = _subtree(tree, "name")
+        assert name_tree is not None
+        name = name_of(name_tree)
+        loc = self.c.loc(tree)
+        table = ir.TableDecl(name, self.c.cp_name(annos, name), [], [], None, annotations=annos, loc=loc)
+        seen: set[str] = set()
+        props = [c for c in tree.children if isinstance(c, Tree) and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")]
+        # the action list first: default_action and entries refer to it
+        order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
+        for prop in order:
+            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(str(prop.data))
+            if pname is None:
+                pname = str(next(c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"))
+            ploc = self.c.loc(prop)
+            if pname in seen:
+                raise P4Error(f"duplicate table property '{pname}'", ploc)
+            seen.add(pname)
+            if pname == "key":
+                table.keys = [self.table_key(k, scope) for k in prop.children]
+            elif pname == "actions":
+                table.actions = [self.action_item(a, scope, table) for a in prop.children]
+            elif pname == "entries":
+                table.entries_const = _subtree(prop, "const_kw") is not None
+                table.entries = [self.table_entry(e, scope, table) for e in prop.children if isinstance(e, Tree) and e.data == "entry"]
+            else:
+                self.simple_property(prop, pname, scope, table, ploc)
+        if "actions" not in seen:
+            raise P4Error(f"table '{name}' has no 'actions' property", loc)
+        self.entry_priorities(table)
+        _no_duplicate_entries(table)
+        self.implicit_default_action(table, scope, loc)
+        return table
+
+    def implicit_default_action(self, table: ir.TableDecl, scope: Scope, loc: ir.Loc) -> None:
+        """A table without ``default_action`` gets ``NoAction``, listed as ``@defaultonly``
+        when the program did not list it, as p4c does (it shows in P4Info)."""
+        if table.default_action is not None:
+            return
+        no_action = scope.root().lookup("NoAction")
+        if not isinstance(no_action, ir.ActionDecl) or no_action.params:
+            return
+        if not any(r.action is no_action for r in table.actions):
+            table.actions.append(ir.ActionRef(no_action, [], {"defaultonly": []}, loc))
+        table.default_action = ir.ActionRef(no_action, [], {}, loc)
+
+    def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
+        """``expr : match_kind @name(..);``"""
+        expr_tree, mk_tree = tree.children[0], tree.children[1]
+        annos = self.c.annotation_list(tree.children[2]) if len(tree.children) > 2 else {}
+        e = self.c.expr(expr_tree, scope)
+        mk = name_of(mk_tree)
+        if mk not in self.c.match_kinds:
+            raise P4Error(f"unknown match kind '{mk}'", self.c.loc(mk_tree))
+        t = ir.strip_newtype(e.type)
+        if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
+            raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.c.loc(expr_tree))
+        if "name" not in annos and not _nameable_key(e):
+            raise P4Error("a complex key expression needs a @name annotation", self.c.loc(expr_tree))
+        kname = self.c.cp_name(annos, self.c.source_text(expr_tree))
+        return ir.TableKey(e, mk, kname, annos, self.c.loc(tree))
+
+    def lookup_action(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+        """An action named in a table."""
+        name = name_of(tree)
+        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+        if target is None:
+            raise P4Error(f"no declaration named '{name}'", self.c.loc(tree))
+        if not isinstance(target, ir.ActionDecl):
+            raise P4Error(f"'{name}' is not an action", self.c.loc(tree))
+        return target
+
+    def action_item(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
+        """An element of the ``actions`` list; arguments bind the directional parameters."""
+        annos = self.c.annotations(tree)
+        name_tree = _subtree(tree, "prefixed_name") or _subtree(tree, "dotted_name")
+        assert name_tree is not None
+        action = self.lookup_action(name_tree, scope)
+        if any(r.action is action for r in table.actions):
+            raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", self.c.loc(tree))
+        args_tree = next((c for c in tree.children if isinstance(c, s.Args)), None)
+        directional = [p for p in action.params if p.direction != ""]
+        args: list[ir.Expr] = []
+        if args_tree is not None:
+            bound = self.c.bind_args(directional, list(args_tree.items), scope, self.c.loc(tree), f"action '{action.name}'", {})
+            args = [a for a in bound if a is not None]
+            for a in args:
+                if _applies_table(a):
+                    raise P4Error(f"action '{action.name}': a table is applied in an argument of the actions list", a.loc)
+        elif directional:
+            raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.c.loc(tree))
+        return ir.ActionRef(action, args, annos, self.c.loc(tree))
+
+    def action_call_ref(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
+        """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
+        loc = self.c.loc(tree)
+        arg_trees: list[s.Arg]
+        if isinstance(tree, s.Call) and not tree.type_args:
+            callee, arg_trees = tree.callee, list(tree.args.items)
+        elif isinstance(tree, s.NameRef):
+            callee, arg_trees = tree, []
+        else:
+            raise P4Error(f"{what} must be an action call", loc)
+        if not isinstance(callee, s.NameRef):
+            raise P4Error(f"{what} must be an action call", loc)
+        action = self.lookup_action(callee, scope)
+        listed = next((r for r in table.actions if r.action is action), None)
+        if listed is None:
+            raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
+        params = action.params
+        n_dir = len(params) - len(action.cp_params)
+        if "defaultonly" in listed.annotations and what != "default action":
+            raise P4Error(f"{what} '{action.name}' is @defaultonly in table '{table.name}'", loc)
+        if "tableonly" in listed.annotations and what == "default action":
+            raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
+        if len(arg_trees) == len(action.cp_params) and n_dir:
+            bound = self.c.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
+            _constant_action_data(bound[-len(action.cp_params) :] if action.cp_params else [], action, loc)
+            return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
+        bound = self.c.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
+        _constant_action_data(bound[n_dir:], action, loc)
+        args = [a for a in bound if a is not None]
+        for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
+            # p4c: the directional arguments must be those bound in the actions list
+            if not same_expr(given, in_list):
+                raise P4Error(
+                    f"{what} '{action.name}': argument of '{param.name}' differs from the one "
+                    f"bound in the actions list of table '{table.name}'",
+                    loc,
+                )
+        return ir.ActionRef(action, args, {}, loc)
+
+    def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
+        """One entry of ``entries = { ... }``."""
+        loc = self.c.loc(tree)
+        annos: ir.Annotations = {}
+        for c in tree.children:
+            if isinstance(c, Tree) and c.data == "annotations":
+                annos.update(self.c.annotation_list(c))
+        prio_tree = _subtree(tree, "entry_priority")
+        rest = [
+            c for c in tree.children
+            if isinstance(c, s.Node) or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
+        ]
+        keyset_tree, name_tree = rest[0], rest[1]
+        args_tree = rest[2] if len(rest) > 2 else None
+        if not table.keys:
+            raise P4Error(f"table '{table.name}' has entries but no key", loc)
+        keysets = self.c.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
+        for key, ks in zip(table.keys, keysets, strict=True):
+            _check_entry_keyset(key, ks)
+        nloc, nspan = self.c.loc(name_tree), (name_tree.meta.start_pos, name_tree.meta.end_pos)
+        call: s.Expr = s.NameRef(nloc, nspan, tree_name(name_tree), tree_dotted(name_tree))
+        if args_tree is not None:
+            call = s.Call(nloc, nspan, call, (), args_tree)
+        ref = self.action_call_ref(call, scope, table, "entry action")
+        priority: int | None = None
+        if prio_tree is not None:
+            priority = self.c.const_int(prio_tree.children[0], scope, "entry priority")
+            if priority < 0:
+                raise P4Error("entry priorities must not be negative", loc)
+        return ir.ConstEntry(keysets, ref, priority, annos, loc)
+
+    def entry_priorities(self, table: ir.TableDecl) -> None:
+        """Give every entry a priority when any entry names one, as p4c does.
+
+        ``priority = N:`` entries follow the P4_16 rules: the first entry must have a
+        priority and an entry without one continues from the previous entry by
+        ``priority_delta`` (down when the largest priority wins, up otherwise). The legacy
+        ``@priority(N)`` annotation is a BMv2 priority (smaller wins); p4c's BMv2 back end
+        gives the other entries their 1-based position, and we translate both into the
+        table's own convention.
+        """
+        entries = table.entries or []
+        given = next((e for e in entries if e.priority is not None or e.annotations.get("priority")), None)
+        if given is not None and all(k.match_kind in ("exact", "lpm") for k in table.keys):
+            raise P4Error(
+                f"table '{table.name}': its match kinds do not use priorities, but an entry has one", given.loc
+            )
+        if any(e.priority is not None for e in entries):
+            delta = 1
+            if "priority_delta" in table.properties:
+                d = table.properties["priority_delta"]
+                if not isinstance(d, ir.Const) or d.value <= 0:
+                    raise P4Error("table property 'priority_delta' must be a positive constant", d.loc)
+                delta = d.value
+            if entries[0].priority is None:
+                raise P4Error(f"the first entry of table '{table.name}' must have a priority", entries[0].loc)
+            current = 0
+            for e in entries:
+                if e.priority is None:
+                    e.priority = current
+                if e.priority < 0:
+                    raise P4Error(f"priorities of table '{table.name}' run below zero", e.loc)
+                current = e.priority - delta if table.largest_priority_wins else e.priority + delta
+            return
+        legacy = [e.annotations.get("priority") for e in entries]
+        if not any(legacy):
+            return
+        bmv2: list[int] = []
+        for i, (e, anno) in enumerate(zip(entries, legacy, strict=True)):
+            if anno:
+                if len(anno) != 1 or not isinstance(anno[0], int):
+                    raise P4Error("@priority needs one integer", e.loc)
+                bmv2.append(int(anno[0]))
+            else:
+                bmv2.append(i + 1)
+        top = max(bmv2) + 1
+        for e, b in zip(entries, bmv2, strict=True):
+            e.priority = top - b if table.largest_priority_wins else b
+
+    def simple_property(self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc) -> None:
+        """``name = value;`` table properties."""
+        value_tree = prop.children[-1]
+        if pname not in TABLE_PROPERTIES:
+            raise P4Error(f"unknown table property '{pname}'", loc)
+        if pname == "default_action":
+            table.default_action = self.action_call_ref(value_tree, scope, table, "default action")
+            table.default_action_const = _subtree(prop, "const_kw") is not None
+        elif pname == "size":
+            size = self.c.const_int(value_tree, scope, "table size")
+            if size < 0:
+                raise P4Error("table size must not be negative", loc)
+            table.size = size
+        elif pname in ("implementation", "counters", "meters"):
+            inst = self.property_instance(value_tree, scope, table, pname)
+            setattr(table, pname, inst)
+        elif pname in ("support_timeout", "largest_priority_wins"):
+            v = self.c.expr(value_tree, scope)
+            if not isinstance(v, ir.BoolConst):
+                raise P4Error(f"table property '{pname}' must be true or false", loc)
+            setattr(table, pname, v.value)
+        else:
+            table.properties[pname] = self.c.expr(value_tree, scope)
+
+    def property_instance(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
+        """The extern instance named (or constructed inline) by a table property."""
+        expected = {
+            "implementation": ("action_profile", "action_selector"),
+            "counters": ("direct_counter",),
+            "meters": ("direct_meter",),
+        }[pname]
+        loc = self.c.loc(tree)
+        if isinstance(tree, s.CtorCall):
+            inst = self.c.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
+        else:
+            e = self.c.expr(tree, scope)
+            if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance):
+                raise P4Error(f"table property '{pname}' must name an extern instance", loc)
+            inst = e.instance
+        t = inst.type
+        if not isinstance(t, ir.ExternType) or t.name not in expected:
+            raise P4Error(
+                f"table property '{pname}' needs an instance of {' or '.join(expected)}, not {type_str(t)}", loc
+            )
+        return inst
+
+
+_KEYSETS = {
+    "exact": (ir.KeysetValue, ir.KeysetDefault),
+    "optional": (ir.KeysetValue, ir.KeysetDefault),
+    "lpm": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "ternary": (ir.KeysetValue, ir.KeysetMask, ir.KeysetDefault),
+    "range": (ir.KeysetValue, ir.KeysetRange, ir.KeysetDefault),
+}
+
+
+def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
+    """An entry's keyset must suit the key's match kind (p4c: an LPM mask is a prefix,
+    an optional key takes a value or ``_``, not a mask)."""
+    allowed = _KEYSETS.get(key.match_kind)
+    if allowed is None:
+        return
+    if not isinstance(ks, allowed):
+        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(type(ks), "this")
+        raise P4Error(f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc)
+    if isinstance(ks, ir.KeysetMask) and key.match_kind == "lpm":
+        t = ir.strip_newtype(key.expr.type)
+        width = t.width if isinstance(t, ir.BitType) else 1
+        full = (1 << width) - 1
+        mask = ks.mask & full
+        plen = bin(mask).count("1")
+        if mask != full ^ ((1 << (width - plen)) - 1):
+            raise P4Error(f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' (not a prefix)", ks.loc)
+
+
+def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
+    """Action data given in a program (default action, entries) must be known at compile time."""
+    for a in args:
+        if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+            raise P4Error(f"action '{action.name}': action data arguments must be compile-time constants", a.loc)
+
+
+def _nameable_key(e: ir.Expr) -> bool:
+    """Whether a key expression has a name of its own for P4Info, as p4c's key names:
+    a variable, field, stack element, slice, ``&`` of those or ``isValid()``."""
+    if isinstance(e, (ir.VarRef, ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
+        return True
+    if isinstance(e, (ir.Member, ir.Slice)):
+        return _nameable_key(e.base)
+    if isinstance(e, ir.Index):
+        return _nameable_key(e.index) and _nameable_key(e.base)
+    if isinstance(e, ir.Binary) and e.op == "&":
+        return _nameable_key(e.left) and _nameable_key(e.right)
+    if isinstance(e, ir.MethodCall) and e.method == "isValid" and not e.args:
+        return _nameable_key(e.target)
+    return False
+
+
+def _no_duplicate_entries(table: ir.TableDecl) -> None:
+    """Two entries of an exact-match table with the same key (p4c: "Duplicate entry keys")."""
+    if not table.entries or not all(k.match_kind == "exact" for k in table.keys):
+        return
+    seen: set[tuple[object, ...]] = set()
+    for e in table.entries:
+        key = tuple(ks.value if isinstance(ks, ir.KeysetValue) else "_" for ks in e.keysets)
+        if key in seen:
+            raise P4Error(f"table '{table.name}': duplicate entry key", e.loc)
+        seen.add(key)
+
+
+def _applies_table(e: ir.Expr) -> bool:
+    """Whether evaluating ``e`` applies a table."""
+    return any_subexpr(e, lambda n: isinstance(n, ir.MethodCall)
+                       and isinstance(n.type, ir.TableApplyResultType))
+
+
