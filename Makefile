@@ -2,6 +2,7 @@
 # idempotent and fast once done (scripts/setup.sh).
 #
 #   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=252]
+#   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
@@ -22,6 +23,9 @@ target ?=
 bw ?=
 elements ?=
 elems ?=
+# Built-in target's egress order (sync, fifo, random) and the seed of random.
+egress ?=
+seed ?=
 # The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
 live ?= 0
 # make scenario: the scenario files and where the JUnit XML goes
@@ -41,12 +45,13 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
+	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(foreach p,$(params),--param $(p)))
 
 .PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean
 
 help:
-	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems params)"
+	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems egress seed params)"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"

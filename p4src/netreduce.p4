@@ -691,9 +691,13 @@ control AggregationIngress(inout headers_t hdr,
                                 bind_slot.write(bi, meta.nr.slot_first);
                                 bind_msg.write(bi, meta.nr.msg);
                                 bind_ver.write(bi, meta.nr.ver);
-                                bind_va.write(bi, hdr.reth.va);
-                                bind_rkey.write(bi, hdr.reth.rkey);
-                                bind_dma_len.write(bi, hdr.reth.dmaLen);
+                                /* Always true here (the parser reads a tag only after a
+                                 * RETH); the check lets p4c see that it is. */
+                                if (hdr.reth.isValid()) {
+                                    bind_va.write(bi, hdr.reth.va);
+                                    bind_rkey.write(bi, hdr.reth.rkey);
+                                    bind_dma_len.write(bi, hdr.reth.dmaLen);
+                                }
                             }
                         }
                     }

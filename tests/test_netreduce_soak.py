@@ -30,3 +30,20 @@ def test_soak_counts_from_environment() -> None:
         counts("loss2=5")
     with pytest.raises(ValueError, match="NR_SOAK_COUNT loss1: 'x' is not a whole number"):
         counts("loss1=x")
+
+
+def test_soak_options_are_checked(monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """NR_SOAK_JOBS and the command line's numbers are refused by name before any cell runs."""
+    from bench import bench_soak
+    from bench.netreduce_soak import main
+
+    monkeypatch.setenv("NR_SOAK_JOBS", "0")
+    with pytest.raises(ValueError, match="NR_SOAK_JOBS: 0 must be at least 1"):
+        bench_soak.run()
+    for argv, what in ((["--loss", "2"], "--loss must be in 0..1"),
+                       (["--max-rto", "0"], "--max-rto must be positive")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        assert what in capsys.readouterr().err

@@ -138,13 +138,23 @@ def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("option", [["--elements", "0"], ["--grpc-port", "x"],
-                                    ["--elems", "50"], ["--credits", "0"]])
+                                    ["--elems", "50"], ["--credits", "0"],
+                                    ["--egress-order", "lifo"], ["--seed", "3"],
+                                    ["--egress-order", "random", "--seed", "-2"]])
 def test_bad_options_exit_2(option, capsys):
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:
         parse_args(option)
     assert info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_egress_order_options():
+    """make run egress=random seed=N: the options the switches get (sync by default)."""
+    args = parse_args([])
+    assert (args.egress_order, args.seed) == ("sync", None)
+    args = parse_args(["--egress-order", "random", "--seed", "7"])
+    assert (args.egress_order, args.seed) == ("random", 7)
 
 
 def test_summary_ok_needs_exact_results():

@@ -23,7 +23,16 @@ from topo.links import (
     shaping_warning,
 )
 from topo.model import describe, topology_from_dict, topology_to_dict
-from topo.nodes import BMv2Switch, SoftSwitch, SwitchLaunch, choose_target, failure_reason, log_tail
+from topo.nodes import (
+    EGRESS_ORDERS,
+    BMv2Switch,
+    SoftSwitch,
+    SwitchLaunch,
+    check_egress_order,
+    choose_target,
+    failure_reason,
+    log_tail,
+)
 from topo.probe import receive, send
 from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
 from topo.topologies import LinkShape, RackTopo, SpineLeafTopo
@@ -233,6 +242,34 @@ def test_softswitch_argv_with_preloaded_program():
                           log_file=Path("/l"), program=Path("/p/netreduce.p4"))
     argv = SoftSwitch.build_argv(launch)
     assert argv[4] == "/p/netreduce.p4" and "--no-p4" not in argv and "--cpu-port" not in argv
+
+
+def test_softswitch_argv_with_random_egress_order():
+    """--egress-order and --seed reach the switch process; sync (the default) adds nothing."""
+    launch = SwitchLaunch(name="s1", device_id=2, grpc_addr="127.0.0.1:50053", ports=(),
+                          log_file=Path("/l"), egress_order="random", seed=9)
+    assert SoftSwitch.build_argv(launch)[-4:] == ["--egress-order", "random", "--seed", "9"]
+    plain = SwitchLaunch(name="s1", device_id=2, grpc_addr="127.0.0.1:50053", ports=(),
+                         log_file=Path("/l"))
+    assert "--egress-order" not in SoftSwitch.build_argv(plain)
+
+
+def test_egress_order_checks_name_the_bad_option():
+    """Unknown orders, an order on BMv2 and a seed without random are refused clearly; the
+    list of orders is the switch's own."""
+    from softswitch.traffic_manager import EGRESS_ORDERS as SWITCH_ORDERS
+
+    assert EGRESS_ORDERS == SWITCH_ORDERS
+    check_egress_order(SoftSwitch, "random", 3)
+    check_egress_order(BMv2Switch, "sync", None)
+    with pytest.raises(TargetError, match="egress order 'lifo': choose from sync, fifo, random"):
+        check_egress_order(SoftSwitch, "lifo", None)
+    with pytest.raises(TargetError, match="only the built-in target.*bmv2 has its own"):
+        check_egress_order(BMv2Switch, "random", None)
+    with pytest.raises(TargetError, match="seed 4: only egress order 'random'"):
+        check_egress_order(SoftSwitch, "fifo", 4)
+    with pytest.raises(TargetError, match="seed -1"):
+        check_egress_order(SoftSwitch, "random", -1)
 
 
 def test_bmv2_argv():

@@ -33,6 +33,7 @@ from topo.nodes import (
     P4Switch,
     ProgramBuild,
     TestbedHost,
+    check_egress_order,
     choose_target,
     port_in_use,
 )
@@ -210,12 +211,16 @@ def start_network(
     log_level: str = "info",
     start_timeout: float = DEFAULT_START_TIMEOUT_S,
     progress: bool = True,
+    egress_order: str = "sync",
+    seed: int | None = None,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
     ``program`` is compiled for the target into ``<rundir>/build`` (P4Info, device config);
     the switches start empty (``--no-p4``) unless ``preload``, so a controller pushes the
-    pipeline. Raises a :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
+    pipeline. ``egress_order`` (built-in target: sync, fifo, random) and ``seed`` (of random;
+    each switch adds its device id) go to every switch process. Raises a
+    :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
@@ -225,6 +230,9 @@ def start_network(
     else:
         switch_cls, description = target, f"{target.target} (given)"
     stages.note(f"target: {description}")
+    check_egress_order(switch_cls, egress_order, seed)
+    if egress_order != "sync":
+        stages.note(f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else ""))
     preflight(topo)
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
@@ -241,7 +249,7 @@ def start_network(
             build = bundle_device_config(build, rundir.build)
     switch_factory = functools.partial(
         switch_cls, rundir=rundir, build=build, preload=preload, pcap=pcap,
-        log_level=log_level, start_timeout=start_timeout,
+        log_level=log_level, start_timeout=start_timeout, egress_order=egress_order, seed=seed,
     )
     net = Mininet(
         topo=topo, switch=switch_factory, host=TestbedHost,

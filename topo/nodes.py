@@ -42,6 +42,9 @@ DEFAULT_STOP_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.05
 LOG_TAIL_LINES = 12
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
+#: The built-in target's egress orders (softswitch.traffic_manager.EGRESS_ORDERS; kept here
+#: so that building a topology does not import the switch).
+EGRESS_ORDERS = ("sync", "fifo", "random")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class SwitchLaunch:
     pcap_dir: Path | None = None
     log_level: str = "info"
     program: Path | None = None  # loaded at start (None: --no-p4)
+    egress_order: str = "sync"  # built-in target: sync, fifo or random (--egress-order)
+    seed: int | None = None  # of egress_order random (--seed)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -124,6 +129,21 @@ def _disable_ipv6(intf: str) -> None:
         log.debug("cannot disable IPv6 on %s: %s", intf, exc)
 
 
+def check_egress_order(switch_cls: type[P4Switch], egress_order: str, seed: int | None) -> None:
+    """Raise TargetError naming the bad option: the built-in target's egress orders (BMv2
+    has one, its own: queues and egress threads), a seed only for the random order."""
+    if egress_order not in EGRESS_ORDERS:
+        raise TargetError(f"egress order {egress_order!r}: choose from {', '.join(EGRESS_ORDERS)}")
+    if egress_order != "sync" and switch_cls.target != "softswitch":
+        raise TargetError(f"egress order {egress_order!r}: only the built-in target (softswitch) "
+                          f"has egress orders; {switch_cls.target} has its own")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise TargetError(f"seed {seed!r}: must be a whole number >= 0")
+    if seed is not None and egress_order != "random":
+        raise TargetError(f"seed {seed}: only egress order 'random' takes a seed "
+                          f"(egress order is {egress_order!r})")
+
+
 class P4Switch(Switch):
     """A P4Runtime switch process for one Mininet switch (base of the two targets).
 
@@ -152,10 +172,13 @@ class P4Switch(Switch):
         stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
         role: str | None = None,
         index: int | None = None,
+        egress_order: str = "sync",
+        seed: int | None = None,
         **params: Any,
     ) -> None:
         if log_level not in LOG_LEVELS:
             raise TargetError(f"log level {log_level!r}: choose from {', '.join(LOG_LEVELS)}")
+        check_egress_order(type(self), egress_order, seed)
         params.setdefault("inNamespace", False)
         params.pop("batch", None)
         self.device_id = device_id
@@ -172,6 +195,9 @@ class P4Switch(Switch):
         self.stop_timeout = stop_timeout
         self.role = role
         self.index = index
+        self.egress_order = egress_order
+        # each switch its own random order: the run's seed plus the device id
+        self.seed = None if seed is None else seed + device_id
         self.proc: subprocess.Popen[bytes] | None = None
         super().__init__(name, **params)
 
@@ -230,7 +256,7 @@ class P4Switch(Switch):
             name=self.name, device_id=self.device_id, grpc_addr=self.grpc_addr,
             ports=tuple(self.port_interfaces()), log_file=self.log_file, cpu_port=self.cpu_port,
             thrift_port=self.thrift_port, pcap_dir=self.pcap_dir, log_level=self.log_level,
-            program=self.preload_path(),
+            program=self.preload_path(), egress_order=self.egress_order, seed=self.seed,
         )
 
     def preload_path(self) -> Path | None:
@@ -415,6 +441,10 @@ class SoftSwitch(P4Switch):
         argv += ["--log-file", str(launch.log_file), "-L", launch.log_level]
         if launch.pcap_dir is not None:
             argv += ["--pcap", str(launch.pcap_dir)]
+        if launch.egress_order != "sync":
+            argv += ["--egress-order", launch.egress_order]
+            if launch.seed is not None:
+                argv += ["--seed", str(launch.seed)]
         return argv
 
     @classmethod

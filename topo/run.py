@@ -38,7 +38,7 @@ from topo.experiment import AllreduceRun, ExperimentOptions, ExperimentResult
 from topo.experiment import run_experiment as run_allreduce_experiment
 from topo.model import Topology
 from topo.network import Network, Stages, start_network
-from topo.nodes import DEFAULT_START_TIMEOUT_S, LOG_LEVELS, port_accepts
+from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
 from workloads import nr_sizes
@@ -361,6 +361,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rundir", type=Path, help="run directory (default run/<timestamp>)")
     p.add_argument("--pcap", action="store_true", help="capture every switch port")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    p.add_argument("--egress-order", choices=EGRESS_ORDERS, default="sync",
+                   help="built-in target's egress order: sync (default), fifo, or random "
+                   "(BMv2-like: ports' egress interleaved, later ingress before earlier egress)")
+    p.add_argument("--seed", type=_seed,
+                   help="seed of --egress-order random (each switch adds its device id)")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
@@ -386,7 +391,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
                    "port (default 9090)")
     add_live_options(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.seed is not None and args.egress_order != "random":
+        p.error(f"--seed {args.seed}: only --egress-order random takes a seed")
+    return args
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -493,7 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with start_network(topo, target_name(args.target, spec), args.rundir, program,
                            pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
-                           start_timeout=args.start_timeout) as network, \
+                           start_timeout=args.start_timeout, egress_order=args.egress_order,
+                           seed=args.seed) as network, \
                 live_view(network.rundir.path, args.live_port, console.print):
             summary = run_experiment(network, network.topology,
                                      experiment_options(args, topo),

@@ -74,6 +74,7 @@ class MatrixSpec:
     timeout_s: float = 300.0
     name_prefix: str = ""
     grpc_base_port: int | None = None
+    egress_order: str = "sync"  # the switches' (built-in target); random is seeded by seed
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in ALGOS]
@@ -378,7 +379,9 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
     topo = build_topology(spec)
     build = Path(rundir) / "program" if rundir else REPO_ROOT / "build" / "matrix"
     program = program_for(spec.elems, build)
-    with start_network(topo, "softswitch", rundir, program, progress=progress) as network, \
+    seed = spec.seed if spec.egress_order == "random" else None
+    with start_network(topo, "softswitch", rundir, program, progress=progress,
+                       egress_order=spec.egress_order, seed=seed) as network, \
             live_view(network.rundir.path, port_or_announce(default=None)):
         with open_controller(network) as controller:
             controller.push_pipeline()

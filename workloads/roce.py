@@ -930,12 +930,18 @@ class LoopbackFabric:
     is unwrapped and sent from the relay socket of its IPv4 source to the endpoint of the
     host on that port, so replies go back through the switch too. ``loss`` drops datagrams
     at random (seeded) on the way in and on the way out. The relay runs in one thread.
+    ``idle``, if given, is called when no datagram is waiting after some were processed
+    and returns the frames a switch with egress queues lets leave then (as the switch
+    process does when its input is idle), so a queued packet never waits for the next
+    datagram, which may be a retransmission after a timeout.
     """
 
     def __init__(self, process: FrameProcessor, hosts: Iterable[FabricHost],
                  switch_mac: str = "02:aa:00:00:00:01", loss: float = 0.0, seed: int = 1,
-                 drop: Callable[[bytes], bool] | None = None) -> None:
+                 drop: Callable[[bytes], bool] | None = None,
+                 idle: Callable[[], list[tuple[int, bytes]]] | None = None) -> None:
         self.process = process
+        self.idle = idle
         self.hosts = {h.ip: h for h in hosts}
         self.by_port = {h.port: h for h in self.hosts.values()}
         self.switch_mac = switch_mac
@@ -985,11 +991,18 @@ class LoopbackFabric:
         poller = select.poll()
         for s in self._relays.values():
             poller.register(s, select.POLLIN)
+        busy = False  # datagrams processed since the last idle call
         while not self._closed:
             try:
-                events = poller.poll(100)
+                events = poller.poll(0 if busy and self.idle is not None else 100)
             except OSError:
                 break
+            if not events and busy and self.idle is not None:
+                busy = False
+                for port, out in self.idle():
+                    self._emit(port, out)
+                continue
+            busy = busy or bool(events)
             for fd, _ in events:
                 dst_ip = self._by_fd.get(fd)
                 if dst_ip is None:
