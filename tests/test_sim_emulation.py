@@ -148,7 +148,8 @@ def test_model_ina_link_bound_at_3mbit():
 def test_small_emulation_matches_sim_and_model():
     """2x2x2 at 1 Mbit/s, 256 KiB: ring and in-network within 15 % of ns-3 and of the model,
     both ways."""
-    ns3sim = pytest.importorskip("sim.ns3sim")
+    from sim import ns3sim
+
     if not ns3sim.available():
         pytest.skip("ns-3 (pip package ns3) is not installed")
     from sim.emulation import run_emulation
