@@ -38,14 +38,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from protocol import netreduce as nr
 from sim.fabric import Fabric
 
 #: Ethernet + IPv4 + UDP + BTH + ICRC: every in-network packet on a host link.
-ROCE_HEADER = 14 + 20 + 8 + 12 + 4
+ROCE_HEADER = nr.ROCE_HEADER_BYTES
 #: RETH + aggregation tag: a message's first packet, and every leaf-spine packet.
-RETH_TAG = 16 + 16
+RETH_TAG = nr.RETH_TAG_BYTES
 #: A RoCE ACK: Ethernet + IPv4 + UDP + BTH + AETH + ICRC.
-ROCE_ACK = 14 + 20 + 8 + 12 + 4 + 4
+ROCE_ACK = nr.ROCE_ACK_BYTES
 #: The receiver ACKs at least every this many packets (workloads/innetwork.py ACK_EVERY).
 ACK_EVERY = 16
 #: TCP payload per segment on a 1500-byte MTU with the timestamp option.

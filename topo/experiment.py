@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_cpu_seconds
 from topo.model import Topology
-from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 

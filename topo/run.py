@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from liveview import add_live_options, live_view
+from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.experiment import AllreduceRun, ExperimentOptions, ExperimentResult
 from topo.experiment import run_experiment as run_allreduce_experiment
@@ -41,7 +42,6 @@ from topo.network import Network, Stages, start_network
 from topo.nodes import DEFAULT_START_TIMEOUT_S, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
-from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
@@ -36,7 +37,6 @@ from workloads.innetwork import (
     hierarchical_allreduce,
     innetwork_allreduce,
 )
-from workloads.nr_sizes import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.profiles import DEFAULT_FLOPS_PER_S, PROFILES, get_profile
 from workloads.replay import ReplayConfig, make_reducer, replay
 from workloads.results import (

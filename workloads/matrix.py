@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from workloads.nr_sizes import MTU_ELEMS, PROGRAM_ELEMS, elems_error
+from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 
 log = logging.getLogger(__name__)
 

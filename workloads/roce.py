@@ -44,19 +44,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from protocol.netreduce import (
+    RC_WRITE_FIRST,
+    RC_WRITE_LAST,
+    RC_WRITE_MIDDLE,
+    RC_WRITE_ONLY,
+    ROCE_V2_PORT,
+)
 from workloads.mmsg import BatchSocket
 
 log = logging.getLogger(__name__)
 
-ROCE_V2_PORT = 4791
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
 INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), capped at max_rto
 
-OP_WRITE_FIRST = 0x06
-OP_WRITE_MIDDLE = 0x07
-OP_WRITE_LAST = 0x08
-OP_WRITE_ONLY = 0x0A
+OP_WRITE_FIRST = RC_WRITE_FIRST
+OP_WRITE_MIDDLE = RC_WRITE_MIDDLE
+OP_WRITE_LAST = RC_WRITE_LAST
+OP_WRITE_ONLY = RC_WRITE_ONLY
 OP_ACK = 0x11
 WRITE_OPCODES = (OP_WRITE_FIRST, OP_WRITE_MIDDLE, OP_WRITE_LAST, OP_WRITE_ONLY)
 
