@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import algorithms
 from protocol import netreduce as nr
 from sim.fabric import Fabric
 
@@ -58,9 +59,8 @@ TCP_SEGMENTS_PER_ACK = 2
 #: Per-packet processing of the built-in Python switch under load, seconds.
 SWITCH_DELAY_S = 90e-6
 
-#: workloads.matrix algorithm names -> sim.schedules names.
-ALGORITHM_OF = {"ring": "ring", "torus": "torus2d", "innetwork": "ina",
-                "innetwork-hier": "ina-hier", "topk": "hitopk"}
+#: workloads.matrix algorithm names -> sim.schedules names (from the algorithm registry).
+ALGORITHM_OF = {a.name: a.sim_name for a in algorithms.REGISTRY if a.sim_name is not None}
 
 
 def ina_header_bytes(msg_pkts: int, window: int) -> int:
@@ -99,7 +99,7 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                   host_bps=float(spec["bw_mbit"]) * 1e6,
                   fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
                   switch_delay_s=SWITCH_DELAY_S)
-    if algorithm.startswith("innetwork"):
+    if algorithms.get(algorithm).innetwork:
         msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])
         header = ina_header_bytes(msg_pkts, window)
         # leaf-spine packets: RoCE header + RETH + tag (90 bytes), no ACK or tag share

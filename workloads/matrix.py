@@ -32,12 +32,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from algorithms import registry
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 
 log = logging.getLogger(__name__)
 
-TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
-INNETWORK_ALGOS = ("innetwork", "innetwork-hier")
+TCP_ALGOS = registry.names(transport=registry.TCP)
+INNETWORK_ALGOS = registry.names(transport=registry.INNETWORK)
 ALGOS = TCP_ALGOS + INNETWORK_ALGOS
 DEFAULT_MODELS = ("resnet50", "bert-base")
 RING_PORT_BASE = 5600
@@ -76,10 +77,12 @@ class MatrixSpec:
     grpc_base_port: int | None = None
 
     def __post_init__(self) -> None:
-        unknown = [a for a in self.algos if a not in ALGOS]
+        unknown = [a for a in self.algos if a not in registry.REGISTRY_NAMES]
         if unknown:
             raise MatrixError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGOS)}")
+        # aliases (ina, inswitch, hitopk, ...) name the same cells as their canonical names
+        object.__setattr__(self, "algos", tuple(registry.canonical(a) for a in self.algos))
         why = elems_error(self.elems)
         if why is not None:
             raise MatrixError(why)
