@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 import grpc
 from google.protobuf import text_format
@@ -29,7 +30,7 @@ from controller.p4client import Arbitration, P4Client, P4RuntimeError
 from controller.schema import P4Schema, SchemaError, load_p4info
 
 log = logging.getLogger(__name__)
-Update = p4runtime_pb2.Update
+Update: TypeAlias = p4runtime_pb2.Update
 
 
 @dataclass(frozen=True)

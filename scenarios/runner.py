@@ -1,8 +1,8 @@
 """Runs a :class:`~scenarios.model.Scenario` on an emulated network and judges it.
 
-Built on ``topo.experiment``: the network comes from :func:`topo.network.start_network`, the
+Built on ``experiment.session``: the network comes from :func:`topo.network.start_network`, the
 fabric is programmed through the controller (:class:`controller.fabric.Controller`), each
-job's all-reduces run with :func:`topo.experiment.run_allreduce` (hosts' processes, results
+job's all-reduces run with :func:`experiment.session.run_allreduce` (hosts' processes, results
 checked against the exact sum, link counters, switch CPU). What this module adds:
 
 * a second controller, ``serve``-ing (``reconnect``): it is primary, applies the faults and
@@ -118,7 +118,7 @@ class DropTally:
 
 
 class _GatedReads:
-    """What :func:`topo.experiment.run_allreduce` reads from a controller (``switches``,
+    """What :func:`experiment.session.run_allreduce` reads from a controller (``switches``,
     ``switch_counters``), waiting while a switch restarts and retrying while it comes back."""
 
     def __init__(self, controller: Any, gate: threading.Lock) -> None:
@@ -213,13 +213,13 @@ class _Timeline:
 
 
 def _program(scenario: Scenario, rundir: Path | None) -> Path:
-    from workloads.matrix import program_for
+    from experiment.matrix import program_for
 
     return program_for(scenario.elems, (rundir or Path("build")) / "program")
 
 
 def _job_options(scenario: Scenario, job: JobSpec, index: int) -> Any:
-    from topo.experiment import ExperimentOptions
+    from experiment.session import ExperimentOptions
 
     return ExperimentOptions(elements=job.elements, algorithms=job.algorithms, job_name=job.name,
                              credits=job.credits, slots=job.slots, elems=scenario.elems,
@@ -290,7 +290,7 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
             setup: Case, t_start: float) -> None:
     from controller.fabric import Controller, ControllerOptions
     from controller.jobs import JobRequest
-    from topo.experiment import run_allreduce
+    from experiment.session import run_allreduce
 
     prefix = opts.name_prefix
     rundir = Path(network.rundir.path)

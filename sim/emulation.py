@@ -1,7 +1,7 @@
 """What the emulated testbed really is, as simulator/model parameters, and its measured rows.
 
 The validation (docs/scale.md) compares the simulator and the cost model with all-reduces
-measured on the Mininet spine-leaf (``workloads.matrix``). For that the :class:`Fabric` must
+measured on the Mininet spine-leaf (``experiment.matrix``). For that the :class:`Fabric` must
 describe the emulation's transports, not an idealised RoCE network. Every number below is
 fixed once, from packet formats and independent measurements, never fitted to a row:
 
@@ -59,7 +59,7 @@ TCP_SEGMENTS_PER_ACK = 2
 #: Per-packet processing of the built-in Python switch under load, seconds.
 SWITCH_DELAY_S = 90e-6
 
-#: workloads.matrix algorithm names -> sim.schedules names (from the algorithm registry).
+#: experiment.matrix algorithm names -> sim.schedules names (from the algorithm registry).
 ALGORITHM_OF = {a.name: a.sim_name for a in algorithms.REGISTRY if a.sim_name is not None}
 
 
@@ -89,7 +89,7 @@ def tcp_payload_share() -> float:
 
 def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
-    network of ``spec`` (a ``workloads.matrix.MatrixSpec`` as a dict)."""
+    network of ``spec`` (a ``experiment.matrix.MatrixSpec`` as a dict)."""
     if algorithm not in ALGORITHM_OF:
         raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHM_OF)}")
@@ -136,7 +136,7 @@ def rows_from_matrix(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
-    """Validation rows from a ``make run`` / ``python -m topo.run`` run directory: its
+    """Validation rows from a ``make run`` / ``python -m experiment.run`` run directory: its
     ``topology.json`` (switch roles, hosts, link rates) and ``results/experiment.json`` (the
     all-reduces, the job's credits and packets per message, the program's E)."""
     rundir = Path(rundir)
@@ -192,15 +192,3 @@ def load_matrix_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: not a matrix result (needs 'spec' and 'cells')")
         rows.extend(rows_from_matrix(doc))
     return rows
-
-
-def run_emulation(spec: Any, rundir: Path | None = None) -> dict[str, Any]:
-    """Runs ``spec`` (a ``MatrixSpec``) on a fresh Mininet network (root) and returns the
-    matrix document (``spec`` and ``cells``) that :func:`rows_from_matrix` reads."""
-    from dataclasses import asdict
-
-    from workloads.matrix import run_cells, running_network
-
-    with running_network(spec, rundir) as launcher:
-        cells = run_cells(launcher, spec)
-    return {"spec": asdict(spec), "cells": [asdict(c) for c in cells]}

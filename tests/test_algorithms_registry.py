@@ -7,10 +7,11 @@ import pytest
 
 import algorithms
 from algorithms import registry
+from experiment import matrix
 from sim import model, schedules
 from sim.emulation import ALGORITHM_OF
 from sim.fabric import emulated
-from workloads import matrix, replay
+from workloads import replay
 
 
 def test_names_and_aliases_are_unique_and_resolve() -> None:

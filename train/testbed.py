@@ -173,7 +173,7 @@ class TrainingTestbed:
 
     def port_counters(self) -> dict[tuple[str, int], tuple[int, int]]:
         """{(switch, port): (rx_bytes, tx_bytes)} of every switch port."""
-        from topo.experiment import port_counters
+        from experiment.session import port_counters
 
         return port_counters(self.controller)
 
@@ -181,7 +181,7 @@ class TrainingTestbed:
                    after: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
         """What the links carried between two counter reads: bytes (both directions) on host
         links, on fabric links, and on the data host's link alone (the shard traffic)."""
-        from topo.experiment import link_usage
+        from experiment.session import link_usage
 
         usage = link_usage(self.topology, before, after, 1.0)
         data = next(h for h in self.topology.hosts if h.name == self.data_host)
@@ -248,7 +248,7 @@ class TrainingTestbed:
             job_plan = self.new_job(workdir / "job.json")
         config_path = write_json(workdir / "config.json", config.as_dict())
         plan = self._plan(workdir, config_path, config.num_shards, timeout, job_plan)
-        from topo.experiment import switch_cpu_seconds
+        from experiment.session import switch_cpu_seconds
 
         before, cpu0 = self.port_counters(), switch_cpu_seconds(self.network)
         results = execute(plan, timeout, workdir / "logs")

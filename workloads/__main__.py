@@ -270,7 +270,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     """Starts a network (root), runs the experiment matrix, writes JSON and plots."""
-    from workloads.matrix import MatrixError, run_matrix, spec_from_args
+    from experiment.matrix import MatrixError, run_matrix, spec_from_args
 
     try:
         spec = spec_from_args(args)

@@ -51,7 +51,7 @@ class ExperimentError(TopoError):
 
 @dataclass(frozen=True)
 class ExperimentOptions:
-    """What to run. The defaults match p4src/netreduce.p4 as it is (E = 32); `topo.run` passes
+    """What to run. The defaults match p4src/netreduce.p4 as it is (E = 32); `experiment.run` passes
     its own, link-bound defaults (65536 float32, E = 64, see docs/topology.md)."""
 
     elements: int = 8192  # float32 values per worker

@@ -254,7 +254,7 @@ class Launcher:
              ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Starts every process of one run, waits, measures; returns ({key: rows or error},
         measurements)."""
-        from topo.experiment import collect_rows, host_popen, port_counters, switch_cpu_seconds
+        from experiment.session import collect_rows, host_popen, port_counters, switch_cpu_seconds
 
         procs_argv, job = self._processes(algo, verb, tag)
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -286,7 +286,7 @@ class Launcher:
 
     def _links(self, meas: dict[str, Any], seconds: float
                ) -> tuple[float | None, str, float | None]:
-        from topo.experiment import link_usage
+        from experiment.session import link_usage
 
         usage = link_usage(self.network.topology, meas["before"], meas["after"], seconds)
         shaped = [u for u in usage if u.utilization is not None]
@@ -374,8 +374,8 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
                     progress: bool = False) -> Iterator[Launcher]:
     """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
     pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
+    from experiment.session import open_controller
     from liveview import live_view, port_or_announce
-    from topo.experiment import open_controller
     from topo.network import start_network
 
     topo = build_topology(spec)
