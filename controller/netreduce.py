@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
-from controller.schema import P4Schema, SchemaError
+from controller.schema import ControlPlaneSchema, SchemaError
 from protocol.netreduce import (
     ROCE_V2_PORT,
     AggregationEgressNames,
@@ -50,7 +50,7 @@ class Sizes:
     max_ranks: int = Limit.MAX_RANKS
 
 
-def program_sizes(schema: P4Schema) -> Sizes:
+def program_sizes(schema: ControlPlaneSchema) -> Sizes:
     """NR_SLOTS, NR_JOBS and NR_CONNS as compiled, from register and counter sizes."""
     def size(kind: str, name: str, default: int, divide: int = 1) -> int:
         try:
@@ -66,7 +66,7 @@ def program_sizes(schema: P4Schema) -> Sizes:
     )
 
 
-def is_netreduce(schema: P4Schema) -> bool:
+def is_netreduce(schema: ControlPlaneSchema) -> bool:
     """True when the P4Info looks like netreduce.p4 (has the job table)."""
     return schema.has_table(AggregationIngress.JOB_TABLE)
 
@@ -75,7 +75,7 @@ def is_netreduce(schema: P4Schema) -> bool:
 class AggregationIngress(AggregationIngressNames):
     """``SwitchIngress.agg``: which connections belong to which job, and the job's slots."""
 
-    def __init__(self, schema: P4Schema) -> None:
+    def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
     def job(self, job: int, slot_base: int, slot_count: int, expected: int, members: int,
@@ -103,7 +103,7 @@ class AggregationIngress(AggregationIngressNames):
 class AggregationEgress(AggregationEgressNames):
     """``SwitchEgress.agg``: how results and partials are rewritten per receiver."""
 
-    def __init__(self, schema: P4Schema) -> None:
+    def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
     def rewrite(self, job: int, target: int, to_switch: bool, smac: str, dmac: str,
@@ -123,7 +123,7 @@ class AggregationEgress(AggregationEgressNames):
 class Ipv4Forwarding(Ipv4ForwardingNames):
     """``SwitchIngress.fwd``: LPM routes, optionally through an ECMP group."""
 
-    def __init__(self, schema: P4Schema) -> None:
+    def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
     def route(self, prefix: str, smac: str, dmac: str, port: int) -> p4runtime_pb2.TableEntry:
@@ -149,7 +149,7 @@ class Ipv4Forwarding(Ipv4ForwardingNames):
 class PortLoss(PortLossNames):
     """``SwitchIngress.loss`` and ``SwitchEgress.loss``: injected per-port loss."""
 
-    def __init__(self, schema: P4Schema) -> None:
+    def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
     def lossy(self, direction: str, port: int, threshold: int) -> p4runtime_pb2.TableEntry:
@@ -161,7 +161,7 @@ class PortLoss(PortLossNames):
 class PortReorder(PortReorderNames):
     """``SwitchIngress.reorder`` and ``SwitchEgress.reorder``: injected reordering."""
 
-    def __init__(self, schema: P4Schema) -> None:
+    def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
     def reorder(self, direction: str, port: int, threshold: int,

@@ -459,7 +459,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     all-reduce that finishes wrong (or a rank that fails) is reported in the result."""
     from controller.fabric import ControllerError
     from controller.jobs import JobError
-    from controller.p4client import P4RuntimeError
+    from controller.p4client import P4RuntimeRequestError
     from topo.network import Stages
 
     opts = options or ExperimentOptions()
@@ -484,7 +484,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
                 with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
                                   f"{len(plan['workers'])} hosts"):
                     runs.append(run_allreduce(network, controller, plan, algo, opts, plan_path))
-    except (ControllerError, JobError, P4RuntimeError) as exc:
+    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
         raise ExperimentError(f"controller: {exc}") from None
     check = None
     if opts.measure_seconds > 0 and len(topology.hosts) > 1:

@@ -128,14 +128,14 @@ class _GatedReads:
 
     def switch_counters(self, name: str) -> dict[str, Any]:
         from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
 
         last: Exception | None = None
         for attempt in range(READ_RETRIES):
             with self.gate:
                 try:
                     return self.controller.switch_counters(name)
-                except (ControllerError, P4RuntimeError) as exc:
+                except (ControllerError, P4RuntimeRequestError) as exc:
                     last = exc
             time.sleep(0.2 * (attempt + 1))
         log.warning("%s: port counters unavailable (%s): link usage of this run is incomplete",
@@ -249,7 +249,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
     always takes the network down. Failures are in the report, never raised."""
     from controller.fabric import ControllerError
     from controller.jobs import JobError
-    from controller.p4client import P4RuntimeError
+    from controller.p4client import P4RuntimeRequestError
     from liveview import live_view
     from topo.errors import TopoError
     from topo.network import start_network
@@ -272,7 +272,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
             _run_on(network, scenario, opts, report, setup, t_start)
     except TopoError as exc:
         setup.error = str(exc)
-    except (ControllerError, JobError, P4RuntimeError) as exc:
+    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
         setup.error = f"controller: {exc}"
     except Exception as exc:  # a bug or an unexpected failure: reported, the network is down
         log.debug("scenario failed", exc_info=True)

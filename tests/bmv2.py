@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.testing import free_tcp_port
+from tests.p4runtime_server_fake import free_tcp_port
 from topo.nodes import BMv2Switch, SwitchLaunch, log_tail, port_accepts
 
 HOST = "127.0.0.1"

@@ -17,9 +17,9 @@ import pytest
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
-from controller.testing import SwitchProcess, compile_program
-from controller.testing import free_tcp_port as free_port
 from protocol import netreduce as nr
+from tests.p4runtime_server_fake import SwitchProcess, compile_program
+from tests.p4runtime_server_fake import free_tcp_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "netreduce.p4"

@@ -26,7 +26,7 @@ from softswitch.ports import (
     AfPacketPort,
     restore_vlan_tag,
 )
-from tests.netns import Topology, can_use_netns, topology
+from tests.netns import NetnsTopology, can_use_netns, topology
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_MAC = "02:00:00:00:00:01"
@@ -210,7 +210,7 @@ def test_tagged_frames_transmitted_intact():
 
 
 @contextmanager
-def running_switch(topo: Topology, pipeline) -> Iterator:
+def running_switch(topo: NetnsTopology, pipeline) -> Iterator:
     """A Switch on AF_PACKET ports 1..n (the topology's veths) in a thread; always stopped."""
     from softswitch.switch import Switch
 

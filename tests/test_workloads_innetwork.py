@@ -1,7 +1,7 @@
 """In-network all-reduce (workloads/innetwork.py) through p4src/netreduce.p4.
 
 No Mininet: every host's RoCE endpoint is a UDP socket on 127.0.0.1 and a
-:class:`~workloads.roce.LoopbackFabric` relays the datagrams through a softswitch
+:class:`~bench.loopback_fabric.LoopbackFabric` relays the datagrams through a softswitch
 ``Pipeline`` running the real program, configured as docs/protocol.md section 5 says (and as
 the controller's plan would). Results are compared with numpy exactly.
 """
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from bench.loopback_fabric import FabricHost, LoopbackFabric
 from protocol import netreduce as nr
 from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
@@ -34,7 +35,7 @@ from workloads.innetwork import (
     innetwork_allreduce,
     worker_qpn,
 )
-from workloads.roce import FabricHost, LoopbackFabric, RoceEndpoint, TransportError
+from workloads.roce import RoceEndpoint, TransportError
 
 P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
 SW_MAC = "02:aa:00:00:00:01"

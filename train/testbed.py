@@ -108,7 +108,7 @@ class TrainingTestbed:
     def start(self) -> None:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
         from controller.fabric import Controller, ControllerError, ControllerOptions
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
         from topo.errors import TopoError
         from topo.network import start_network
         from topo.topologies import SpineLeafTopo
@@ -131,7 +131,7 @@ class TrainingTestbed:
             self.controller = Controller(ControllerOptions(rundir=Path(self.network.rundir.path)))
             self.controller.push_pipeline()
             self.controller.program_routes()
-        except (ControllerError, P4RuntimeError) as exc:
+        except (ControllerError, P4RuntimeRequestError) as exc:
             self.stop()
             raise TestbedError(f"cannot program the network: {exc}") from exc
         except BaseException:
@@ -199,7 +199,7 @@ class TrainingTestbed:
         first); its plan (``job show --json``) is written to ``path``."""
         from controller.fabric import ControllerError
         from controller.jobs import JobError, JobRequest
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
 
         try:
             if self._job_key is not None:
@@ -210,7 +210,7 @@ class TrainingTestbed:
             plan = self.controller.create_job(JobRequest(
                 name, tuple(self.worker_hosts), credits=self.options.credits,
                 slots=self.options.slots, workers_per_host=1))
-        except (ControllerError, JobError, P4RuntimeError) as exc:
+        except (ControllerError, JobError, P4RuntimeRequestError) as exc:
             raise TestbedError(f"controller: cannot create the training job: {exc}") from exc
         self._job_key = name
         write_json(path, plan.to_dict())
