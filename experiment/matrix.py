@@ -374,7 +374,7 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
                     progress: bool = False) -> Iterator[Launcher]:
     """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
     pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
-    from experiment.session import open_controller
+    from experiment.session import program_network
     from liveview import live_view, port_or_announce
     from topo.network import start_network
 
@@ -383,9 +383,7 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
     program = program_for(spec.elems, build)
     with start_network(topo, "softswitch", rundir, program, progress=progress) as network, \
             live_view(network.rundir.path, port_or_announce(default=None)):
-        with open_controller(network) as controller:
-            controller.push_pipeline()
-            controller.program_routes()
+        with program_network(network) as controller:
             yield Launcher(network, controller, spec,
                            Path(network.rundir.path) / "results" / "matrix")
 

@@ -433,6 +433,20 @@ def open_controller(network: Any) -> Any:
     return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
 
 
+def program_network(network: Any) -> Any:
+    """A controller of the network's run directory with the pipeline pushed and the IPv4
+    routes programmed: the first steps of every experiment (make run, the matrix, training).
+    The controller is closed again when either step fails."""
+    controller = open_controller(network)
+    try:
+        controller.push_pipeline()
+        controller.program_routes()
+    except BaseException:
+        controller.close()
+        raise
+    return controller
+
+
 def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
                    stages: Any) -> dict[str, Any]:
     """Pipeline, routes and one job over ``opts.hosts`` (default every host with GPUs; one

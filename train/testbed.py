@@ -107,8 +107,9 @@ class TrainingTestbed:
 
     def start(self) -> None:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
-        from controller.fabric import Controller, ControllerError, ControllerOptions
+        from controller.fabric import ControllerError
         from controller.p4client import P4RuntimeRequestError
+        from experiment.session import program_network
         from topo.errors import TopoError
         from topo.network import start_network
         from topo.topologies import SpineLeafTopo
@@ -128,9 +129,7 @@ class TrainingTestbed:
         self.live = start_live_view(self.network.rundir.path, port_or_announce(default=None))
         self.data_host = topo.data_host
         try:
-            self.controller = Controller(ControllerOptions(rundir=Path(self.network.rundir.path)))
-            self.controller.push_pipeline()
-            self.controller.program_routes()
+            self.controller = program_network(self.network)
         except (ControllerError, P4RuntimeRequestError) as exc:
             self.stop()
             raise TestbedError(f"cannot program the network: {exc}") from exc
