@@ -346,7 +346,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(default 4)")
     p.add_argument("--gpus", type=int, help="GPUs (workers) per host (default 1)")
     p.add_argument("--target", choices=("auto", "softswitch", "bmv2"),
-                   help="switch target (default: the topology file's, else auto)")
+                   help="switch target (default: the topology file's, else softswitch, the built-in "
+                   "target; auto picks BMv2 where installed)")
     p.add_argument("--bw", type=float, help=f"host link Mbit/s (default {DEFAULT_HOST_BW_MBIT:g})")
     p.add_argument("--fabric-bw", type=float, help="leaf-spine link Mbit/s (default: --bw)")
     p.add_argument("--delay", help="link delay, e.g. 1ms (needs netem)")
@@ -452,6 +453,12 @@ def _raise_interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def target_name(requested: str | None, spec: TopologySpec) -> str:
+    """The target a run uses: the command line's, else the topology file's, else the built-in
+    one, so that installing BMv2 never silently changes what ``make run`` measures."""
+    return requested or spec.target or "softswitch"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit status."""
     from rich.console import Console
@@ -469,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         program = _program(args)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
-        with start_network(topo, args.target or spec.target or "auto", args.rundir, program,
+        with start_network(topo, target_name(args.target, spec), args.rundir, program,
                            pcap=args.pcap,
                            preload=args.preload, log_level=args.log_level,
                            start_timeout=args.start_timeout) as network, \

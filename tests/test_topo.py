@@ -390,3 +390,19 @@ def test_spineleaf_data_server_with_prefix_and_bad_value():
     assert topo.host_options("xdata")["ip"] == "10.0.3.2/16"
     with pytest.raises(TopologyError, match="data_server"):
         SpineLeafTopo(data_server="yes")
+
+
+def test_default_target_is_the_builtin_one_even_with_bmv2_installed(tmp_path, monkeypatch):
+    """``make run`` without ``target=`` measures the built-in target on every machine: once the
+    toolchain was installed, the old default (auto) silently switched the main job to BMv2."""
+    from experiment.run import parse_args, target_name
+    from topo.topofile import load_spec, resolve
+
+    _fake_bin(tmp_path, "simple_switch_grpc")
+    _fake_bin(tmp_path, "p4c")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    spec = load_spec(resolve("spineleaf"))
+    assert target_name(parse_args(["--topo", "spineleaf"]).target, spec) == "softswitch"
+    cls, _ = choose_target(target_name(None, spec))
+    assert cls is SoftSwitch
+    assert target_name("auto", spec) == "auto"

@@ -1,6 +1,6 @@
 """Start an emulated network and always take it down again.
 
-``with start_network(SpineLeafTopo(), "auto", program="p4src/netreduce.p4") as network: ...``
+``with start_network(SpineLeafTopo(), "softswitch", program="p4src/netreduce.p4") as network: ...``
 builds Mininet without an OpenFlow controller (the switches are P4Runtime switches; hosts
 connect to them directly), starts every switch process and waits until each answers on gRPC,
 writes ``topology.json`` and ``pids.json`` into the run directory, and on leaving the block --
@@ -201,7 +201,7 @@ def _record_shells(net: Mininet, rundir: RunDir) -> None:
 
 def start_network(
     topo: TestbedTopo,
-    target: str | type[P4Switch] = "auto",
+    target: str | type[P4Switch] = "softswitch",
     rundir: RunDir | str | Path | None = None,
     program: str | Path | None = None,
     *,
