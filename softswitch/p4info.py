@@ -10,6 +10,8 @@ writes:
 * the actions are those a table references or a control's apply body calls directly (p4c
   writes P4Info after its front end, which inlines only actions called from other actions
   and drops unused ones); top-level actions such as ``NoAction`` come first in each control;
+  an action no table references is listed without parameters (p4c binds its arguments at
+  the call);
 * ``@hidden`` tables, actions and controller-header fields are left out but still reserve
   their ids and take part in alias computation;
 * the alias of an object is its shortest unique dot-separated suffix among all names.
@@ -457,12 +459,17 @@ class _Extern:
 @dataclass
 class _Collected:
     tables: list[_Table] = field(default_factory=list)
-    actions: list[tuple[ir.ActionDecl, str]] = field(default_factory=list)
+    # (action, name, its key in table_actions)
+    actions: list[tuple[ir.ActionDecl, str, tuple[int, str]]] = field(default_factory=list)
     # extern instances in block order; in-place table properties appear at their table
     externs: list[_Extern] = field(default_factory=list)
     digests: list[ir.Type] = field(default_factory=list)
     value_sets: list[_Extern] = field(default_factory=list)
     top_actions: set[int] = field(default_factory=set)  # ids of top-level ActionDecls
+    # (id of ActionDecl, where) of the actions some table references: only those keep their
+    # control-plane parameters (p4c binds the arguments of an action it only sees called
+    # directly and lists it without parameters)
+    table_actions: set[tuple[int, str]] = field(default_factory=set)
 
 
 def _extern_kind(inst: ir.Instance) -> str | None:
@@ -578,6 +585,7 @@ def _collect(program: ir.Program) -> _Collected:
                 refs.append(local.default_action.action)
             for action in refs:
                 key = (id(action), "" if id(action) in top_actions else where)
+                out.table_actions.add(key)
                 if key not in seen_refs:
                     seen_refs.add(key)
                     referenced.append((action, key[1]))
@@ -592,13 +600,13 @@ def _collect(program: ir.Program) -> _Collected:
                 name = ir.qualify("", action.cp_name)
                 if name not in added_actions:
                     added_actions.add(name)
-                    out.actions.append((action, name))
+                    out.actions.append((action, name, (id(action), "")))
         for local, where in items:
             if isinstance(local, ir.ActionDecl) and (id(local), where) in seen_refs:
                 name = ir.qualify(where, local.cp_name)
                 if name not in added_actions:
                     added_actions.add(name)
-                    out.actions.append((local, name))
+                    out.actions.append((local, name, (id(local), where)))
         out.digests.extend(_digest_types(bodies))
         local_instances = {id(x) for x, _ in items if isinstance(x, ir.Instance)}
         for local, where in items:
@@ -670,7 +678,7 @@ def build_p4info(program: ir.Program) -> p4info_pb2.P4Info:
     """The P4Info message p4c would write for ``program`` on the v1model architecture."""
     col = _collect(program)
     symbols = _SymbolTable()
-    for action, name in col.actions:
+    for action, name, _key in col.actions:
         symbols.add(ACTION, name, _annotation_id(action.annotations))
     for table in col.tables:
         symbols.add(TABLE, table.name, _annotation_id(table.decl.annotations))
@@ -714,9 +722,9 @@ def build_p4info(program: ir.Program) -> p4info_pb2.P4Info:
     for table in col.tables:
         if not _hidden(table.decl.annotations):
             _add_table(p4info, table, col, symbols, types)
-    for action, name in col.actions:
+    for action, name, key in col.actions:
         if not _hidden(action.annotations):
-            _add_action(p4info, action, name, symbols, types)
+            _add_action(p4info, action, name, symbols, types, key in col.table_actions)
     for ext in col.externs:
         _add_extern(p4info, program, ext, col, symbols, types, profile_tables)
     for vs in col.value_sets:
@@ -822,12 +830,13 @@ def _add_action(
     name: str,
     symbols: _SymbolTable,
     types: _TypeConverter,
+    in_table: bool,
 ) -> None:
     msg = p4info.actions.add()
     _set_preamble(
         msg.preamble, symbols.id(ACTION, name), name, symbols.alias(name), action.annotations
     )
-    params = action.cp_params
+    params = action.cp_params if in_table else []
     ids = field_ids([_annotation_id(p.annotations) for p in params])
     for param, pid in zip(params, ids, strict=True):
         pm = msg.params.add()

@@ -526,3 +526,38 @@ def test_externs_program_p4info() -> None:
     assert index.find("digest", "learn_t").type_spec.struct.name == "learn_t"
     cpm = index.find("controller_packet_metadata", "packet_in")
     assert [(m.name, m.bitwidth) for m in cpm.metadata] == [("ingress_port", 9), ("_pad", 7)]
+
+
+MIXED_CALLS = """
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> d; bit<48> s; bit<16> t; }
+struct H { eth_t eth; }
+struct M { bit<8> v; }
+parser P(packet_in p, out H h, inout M m, inout standard_metadata_t sm) {
+    state start { p.extract(h.eth); transition accept; } }
+control VC(inout H h, inout M m) { apply {} }
+control I(inout H h, inout M m, inout standard_metadata_t sm) {
+    action a(bit<8> x) { m.v = x; }
+    action b(bit<9> port) { sm.egress_spec = port; }
+    table t { key = { h.eth.d: exact; } actions = { a; NoAction; } default_action = NoAction(); }
+    apply { t.apply(); a(3); b(1); }
+}
+control E(inout H h, inout M m, inout standard_metadata_t sm) { apply {} }
+control C(inout H h, inout M m) { apply {} }
+control D(packet_out p, in H h) { apply { p.emit(h.eth); } }
+V1Switch(P(), VC(), I(), E(), C(), D()) main;
+"""
+
+
+def test_directly_called_action_is_listed_without_parameters(tmp_path: Path) -> None:
+    """As p4c 1.2.5 writes it: an action only called from an apply block is listed (ids stay
+    stable) but without parameters, since its arguments are bound at the call; an action a
+    table references keeps its parameters even where it is also called directly."""
+    from softswitch.frontend import compile_file
+
+    src = tmp_path / "mixed.p4"
+    src.write_text(MIXED_CALLS)
+    actions = {a.preamble.name: a for a in build_p4info(compile_file(src)).actions}
+    assert [(p.name, p.bitwidth) for p in actions["I.a"].params] == [("x", 8)]
+    assert "I.b" in actions and not actions["I.b"].params
