@@ -61,7 +61,7 @@ help:
 	@echo "make soak                 reliability campaign: loss, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
-	@echo "make lint                 ruff check"
+	@echo "make lint                 ruff check, the layering contract (lint-imports), mypy"
 	@echo "make clean                remove build outputs, caches, logs/, pcaps/, run/"
 	@echo "make distclean            clean, and remove .venv"
 
@@ -72,10 +72,7 @@ test: setup
 	@bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 run: setup
-	@if [ ! -f topo/run.py ]; then \
-		echo "make run: not implemented yet (topo/run.py does not exist)" >&2; exit 1; \
-	fi
-	INA_LIVE_PORT=$(live) $(PY) -m topo.run $(RUN_ARGS)
+	INA_LIVE_PORT=$(live) $(PY) -m experiment.run $(RUN_ARGS)
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
@@ -97,6 +94,8 @@ soak: setup
 
 lint: setup
 	$(PY) -m ruff check .
+	.venv/bin/lint-imports
+	$(PY) -m mypy
 
 clean:
 	@if [ -x $(PY) ] && [ -d run ]; then $(PY) -m topo.cleanup || true; fi

@@ -24,6 +24,7 @@ from typing import Any
 from bench.harness import BenchSkipped
 from bench.netreduce_job import PROGRAM, REPO
 from bench.netreduce_soak import ELEMS, SW_MAC, UPLINK, SpineLeaf
+from protocol import netreduce as nr
 
 BEFORE = "ddc8c54"
 FILES = ("p4src/netreduce.p4", "p4src/include/nr_headers.p4", "p4src/include/nr_elems.p4")
@@ -45,11 +46,11 @@ def lost_uplink_cost(program_path: str, retransmissions: int) -> int:
             sport=w.sport, dqpn=peer.recv_qpn, psn=100 * k, pkt_idx=0, npkts=1,
             elems=[k + 1] * ELEMS, job=1, msg=0, slot=0, rank=w.position)))
     leaf0 = net.leaves[0]
-    net._insert(leaf0, "SwitchEgress.loss.port_loss", [UPLINK], "SwitchEgress.loss.lossy",
+    net._insert(leaf0, nr.PortLossNames.EGRESS, [UPLINK], nr.PortLossNames.EGRESS_ACTION,
                 [65536])
     for k in range(4):
         net.process(net.hosts[k].port, frames[k])
-    leaf0.tables["SwitchEgress.loss.port_loss"].clear()
+    leaf0.tables[nr.PortLossNames.EGRESS].clear()
     now[0] += 10_000_000  # a worker timeout later
     sent = 0
     uplink: list[bytes] = []

@@ -185,7 +185,7 @@ def payload_rows(seconds: float) -> list[dict[str, Any]]:
     import time
 
     from bench.netreduce_job import AggregationJob, completions, make_workers
-    from workloads.matrix import program_for
+    from experiment.matrix import program_for
 
     pipeline_cls = _require("softswitch.pipeline", "Pipeline")
     messages = max(50, int(seconds * NR_PACKETS_PER_S_GUESS) // PAYLOAD_WORKERS // 8)

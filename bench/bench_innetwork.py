@@ -72,7 +72,7 @@ def _cell_note(cell: Any) -> str:
 
 
 def _config_rows(launch: Any, bw: float, elems: int) -> list[dict[str, Any]]:
-    from workloads.matrix import ideal_ratio
+    from experiment.matrix import ideal_ratio
 
     size = SIZES[bw]
     rows: list[dict[str, Any]] = []
@@ -121,7 +121,7 @@ def run() -> list[dict[str, Any]]:
     """The sweep (module docstring); skipped without root."""
     if os.geteuid() != 0:
         raise BenchSkipped("needs root (Mininet network of built-in switches)")
-    from workloads.matrix import MatrixSpec, free_grpc_base, running_network
+    from experiment.matrix import MatrixSpec, free_grpc_base, running_network
 
     rates = _env_list("INA_BENCH_RATES", RATES, float)
     bad = [r for r in rates if r not in SIZES]

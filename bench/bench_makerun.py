@@ -1,6 +1,6 @@
 """``make run`` on the built-in target and on BMv2, side by side, for both topologies.
 
-Each run is ``python -m topo.run --topo T --target X --no-cli`` with make run's defaults
+Each run is ``python -m experiment.run --topo T --target X --no-cli`` with make run's defaults
 (65,536 float32 per worker, NR_ELEMS 64, 2 credits x 32 packets, 3 Mbit/s links, no loss):
 the same job, in-network then ring. Rows per topology and target: in-network and ring time,
 the ring / in-network ratio, in-network retransmissions and the losses behind them (NAKs and
@@ -53,9 +53,9 @@ def _free_base(count: int) -> int:
 
 
 def make_run(topo: str, target: str, rundir: Path) -> dict[str, Any]:
-    """One ``topo.run``; its experiment.json (raises when it failed or overran)."""
+    """One ``experiment.run``; its experiment.json (raises when it failed or overran)."""
     base = _free_base(8)
-    argv = [sys.executable, "-m", "topo.run", "--topo", topo, "--target", target, "--no-cli",
+    argv = [sys.executable, "-m", "experiment.run", "--topo", topo, "--target", target, "--no-cli",
             "--name-prefix", PREFIX, "--grpc-port", str(base), "--thrift-port", str(base + 4),
             "--rundir", str(rundir)]
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -63,7 +63,7 @@ def make_run(topo: str, target: str, rundir: Path) -> dict[str, Any]:
     try:
         out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        proc.terminate()  # topo.run takes its network down on SIGTERM
+        proc.terminate()  # experiment.run takes its network down on SIGTERM
         try:
             proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:

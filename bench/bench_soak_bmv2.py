@@ -75,6 +75,8 @@ def run() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="soak-bmv2-") as tmp, \
             spine_leaf("bmv2", Path(tmp), name_prefix="sb") as (network, controller):
         for name in names:
+            cell = CELLS[name]
             rows += _rows(name, soak_cell(network, controller, per_cell[name], values=VALUES,
-                                          label="bmv2", **CELLS[name]))
+                                          label="bmv2", loss=cell.get("loss", 0.0),
+                                          reorder=cell.get("reorder", 0.0)))
     return rows

@@ -56,7 +56,7 @@ def _row(name: str, metric: str, value: float, unit: str = "", notes: str = "") 
 
 
 def _network_rows(spec: Any) -> list[dict[str, Any]]:
-    from workloads.matrix import ALGOS, ideal_ratio, running_network
+    from experiment.matrix import ALGOS, ideal_ratio, running_network
 
     rows: list[dict[str, Any]] = []
     p = spec.workers
@@ -107,7 +107,7 @@ def run() -> list[dict[str, Any]]:
     """All rows (see the module docstring); skipped without root."""
     if os.geteuid() != 0:
         raise BenchSkipped("needs root (Mininet network of built-in switches)")
-    from workloads.matrix import MatrixSpec, free_grpc_base
+    from experiment.matrix import MatrixSpec, free_grpc_base
 
     spec = MatrixSpec(grpc_base_port=free_grpc_base(4), spines=2, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=3.0, elems=64,
                       credits=4, slots=256, msg_pkts=64, scale=2000.0, replay_iters=2,

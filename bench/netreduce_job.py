@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol import netreduce as nr
+
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "p4src" / "netreduce.p4"
 SWITCH_MAC = "02:aa:00:00:00:01"
-ROLE_ROOT = 0
-ELEMS = 32
+ROLE_ROOT = int(nr.Role.ROOT)
+ELEMS = nr.PROGRAM_ELEMS
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class AggregationJob:
         return self.workers[(k + 1) % len(self.workers)]
 
     def qp(self, k: int) -> int:
-        return 0x1000 * (self.job + 1) + k
+        return nr.worker_qpn(self.job, k, receiving=False)
 
     def configure(self, pipeline: Any) -> None:
         """Install the job, connection and rewrite entries and the result multicast group."""
@@ -81,24 +83,24 @@ class AggregationJob:
 
         n = len(self.workers)
         insert(
-            "SwitchIngress.agg.job_table",
+            nr.AggregationIngressNames.JOB_TABLE,
             [self.job],
-            "SwitchIngress.agg.set_job",
+            nr.AggregationIngressNames.SET_JOB,
             [0, self.slot_count, n, (1 << n) - 1, self.credits, ROLE_ROOT, self.mcast_grp, 0],
         )
         replicas = []
         for k, w in enumerate(self.workers):
             r = self.peer(k)
             insert(
-                "SwitchIngress.agg.conn_table",
+                nr.AggregationIngressNames.CONN_TABLE,
                 [_ip(w.ip), _ip(r.ip), self.qp(k)],
-                "SwitchIngress.agg.set_conn",
+                nr.AggregationIngressNames.SET_CONN,
                 [self.job, k, k, r.port, w.port, 0],
             )
             insert(
-                "SwitchEgress.agg.result_rewrite",
+                nr.AggregationEgressNames.RESULT_REWRITE,
                 [self.job, k],
-                "SwitchEgress.agg.to_worker",
+                nr.AggregationEgressNames.TO_WORKER,
                 [_mac(SWITCH_MAC), _mac(r.mac), _ip(w.ip), _ip(r.ip), w.sport, self.qp(k), k],
             )
             replicas.append((r.port, k))
@@ -165,16 +167,15 @@ class AggregationJob:
         return out
 
 
-# byte offsets in a one-packet worker message: Ethernet 14, IPv4 20, UDP 8, BTH 12
-# (PSN in its last 3 bytes), RETH 16 (VA first), tag 16 (docs/protocol.md section 3)
-_BTH = 14 + 20 + 8
-_PSN = _BTH + 9
-_VA = _BTH + 12
-_TAG = _VA + 16
+# byte offsets in a one-packet worker message: Ethernet, IPv4, UDP, BTH (PSN in its last 3
+# bytes), RETH (VA first), tag (docs/protocol.md section 3; sizes from the contract)
+_PSN = nr.PSN_OFFSET
+_VA = nr.RETH_OFFSET
+_TAG = nr.TAG_OFFSET
 _MSG = _TAG + 4
 _SLOT = _TAG + 6
 _FLAGS = _TAG + 13
-_FLAG_VERSION = 0x01
+_FLAG_VERSION = nr.FLAG_VERSION
 
 
 def _values(k: int, elems: int = ELEMS) -> list[int]:
@@ -187,4 +188,4 @@ def _va(k: int, m: int) -> int:
 
 def completions(pipeline: Any, job: int) -> int:
     """Messages the switch completed for ``job`` (its completions counter)."""
-    return pipeline.counters["SwitchIngress.agg.completions"].packets[job]
+    return pipeline.counters[nr.AggregationIngressNames.COMPLETIONS].packets[job]

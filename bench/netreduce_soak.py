@@ -6,7 +6,7 @@ The network runs in one process: two leaves and a spine, each a ``Pipeline`` of
 ``p4src/netreduce.p4`` configured as docs/protocol.md section 5 says (two workers per leaf
 on two hosts, connections paired inside each leaf, the leaves' partials summed at the
 spine). Hosts are :class:`~workloads.roce.RoceEndpoint` UDP sockets on 127.0.0.1 relayed by
-a :class:`~workloads.roce.LoopbackFabric` whose frame processor is the three switches wired
+a :class:`~bench.loopback_fabric.LoopbackFabric` whose frame processor is the three switches wired
 together. Faults are the program's own tables: ``port_loss`` and ``port_reorder`` on every
 switch port's egress and on the leaves' host ports' ingress, so every link direction sees
 the configured loss and reordering exactly once.
@@ -78,10 +78,10 @@ class SpineLeaf:
     def __init__(self, *, loss: float, reorder: float, egress_order: str = "random",
                  seed: int = 1, credits: int = 2, msg_pkts: int = 4,
                  program_path: str | None = None) -> None:
+        from bench.loopback_fabric import FabricHost
         from softswitch.frontend import compile_file
         from softswitch.pipeline import Pipeline
         from workloads.innetwork import JobConfig, WorkerInfo, worker_qpn
-        from workloads.roce import FabricHost
 
         program = compile_file(program_path or str(PROGRAM))
         order = {"egress_order": egress_order}
@@ -251,8 +251,9 @@ def soak(count: int, *, loss: float = 0.0, reorder: float = 0.0, egress_order: s
     """``count`` all-reduces of ``values`` int32 per worker, each compared with numpy; a
     worker that cannot finish one within ``timeout`` seconds is a hang (the cell stops).
     ``rto``/``max_rto`` bound the hosts' adaptive retransmission timeout."""
+    from bench.loopback_fabric import LoopbackFabric
     from workloads.innetwork import AggregationChannel
-    from workloads.roce import LoopbackFabric, RoceEndpoint
+    from workloads.roce import RoceEndpoint
 
     net = SpineLeaf(loss=loss, reorder=reorder, egress_order=egress_order, seed=seed)
     res = SoakResult(loss=loss, reorder=reorder, egress_order=egress_order, count=count)

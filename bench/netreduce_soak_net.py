@@ -93,11 +93,11 @@ def worker(job_path: str, host: str, count: int, *, seed: int, values: int, rto:
 def spine_leaf(target: str, rundir: Path, *, egress_order: str = "sync", seed: int | None = None,
                name_prefix: str = "ns", grpc_base: int | None = None) -> Iterator[tuple[Any, Any]]:
     """The running, programmed spine-leaf (network, controller); always taken down."""
-    from topo.experiment import open_controller
+    from experiment.matrix import free_grpc_base, program_for
+    from experiment.session import open_controller
     from topo.network import start_network
     from topo.topofile import load_spec
     from topo.topologies import FileTopo, shipped_file
-    from workloads.matrix import free_grpc_base, program_for
 
     # gRPC and Thrift (BMv2) ports found free, away from make run's defaults
     base = grpc_base if grpc_base is not None else free_grpc_base(6, start=47600)
@@ -134,7 +134,7 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
     """One cell on a running network: faults on every link, a fresh job, ``count`` checked
     all-reduces on every host; faults cleared and the job deleted afterwards."""
     from controller.jobs import JobRequest
-    from topo.experiment import collect_rows, host_popen
+    from experiment.session import collect_rows, host_popen
 
     res = SoakResult(loss=loss, reorder=reorder, egress_order=label, count=count)
     hosts = tuple(h.name for h in network.topology.hosts)

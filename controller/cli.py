@@ -25,14 +25,14 @@ from rich.table import Table
 
 from controller.fabric import Controller, ControllerError, ControllerOptions
 from controller.jobs import JobError, JobPlan, JobRequest
-from controller.p4client import P4RuntimeError
+from controller.p4client import P4RuntimeRequestError
 from controller.schema import SchemaError
 from controller.state import StateError, load_state
-from controller.topology import TopologyError
+from controller.topology import FabricTopologyError
 from controller.trees import Tree, describe_tree
 
 log = logging.getLogger(__name__)
-USER_ERRORS = (ControllerError, JobError, SchemaError, TopologyError, StateError, P4RuntimeError)
+USER_ERRORS = (ControllerError, JobError, SchemaError, FabricTopologyError, StateError, P4RuntimeRequestError)
 DEFAULT_RUNDIR = Path("run/latest")
 
 

@@ -14,12 +14,12 @@ from p4.v1 import p4runtime_pb2
 from controller import entities as ents
 from controller import netreduce as nr
 from controller.jobs import JobPlan
-from controller.schema import P4Schema
-from controller.topology import Port, SwitchInfo, Topology
+from controller.schema import ControlPlaneSchema
+from controller.topology import FabricTopology, Port, SwitchInfo
 from controller.trees import next_hops
 
 
-def route_entities(topo: Topology, switch: SwitchInfo, schema: P4Schema) -> list[p4runtime_pb2.Entity]:
+def route_entities(topo: FabricTopology, switch: SwitchInfo, schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
     """IPv4 routes of one switch, over any graph of switches (``controller.trees.next_hops``).
 
     A /32 per attached host; every other leaf's subnet (or its hosts' /32s when they share
@@ -53,20 +53,20 @@ def route_entities(topo: Topology, switch: SwitchInfo, schema: P4Schema) -> list
     return out
 
 
-def _link(topo: Topology, switch: SwitchInfo, neighbour: str) -> tuple[Port, str]:
+def _link(topo: FabricTopology, switch: SwitchInfo, neighbour: str) -> tuple[Port, str]:
     """The port of ``switch`` toward ``neighbour`` and the MAC at the other end."""
     return switch.port_to(neighbour), topo.switch(neighbour).port_to(switch.name).mac
 
 
-def _prefixes(topo: Topology, leaf: str) -> list[str]:
+def _prefixes(topo: FabricTopology, leaf: str) -> list[str]:
     subnet = topo.subnet_of(leaf)
     if subnet is not None:
         return [str(subnet)]
     return [f"{h.ip}/32" for h in topo.hosts_of(leaf)]
 
 
-def job_entities(plan: JobPlan, topo: Topology, switch: SwitchInfo,
-                 schema: P4Schema) -> list[p4runtime_pb2.Entity]:
+def job_entities(plan: JobPlan, topo: FabricTopology, switch: SwitchInfo,
+                 schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
     """Everything a job needs on one switch (docs/protocol.md section 5)."""
     part = plan.parts.get(switch.name)
     if part is None:
@@ -124,7 +124,7 @@ def parent_position(plan: JobPlan, child: str) -> int:
 
 
 def fault_entities(faults: Iterable[dict], switch: SwitchInfo,
-                   schema: P4Schema) -> list[p4runtime_pb2.Entity]:
+                   schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
     loss = nr.PortLoss(schema)
     reorder = nr.PortReorder(schema)
     out = []

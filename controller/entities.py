@@ -10,11 +10,12 @@ switch, matches entities by identity and rewrites only those whose content diffe
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypeAlias
 
 from p4.v1 import p4runtime_pb2
 
-Update = p4runtime_pb2.Update
-Entity = p4runtime_pb2.Entity
+Update: TypeAlias = p4runtime_pb2.Update
+Entity: TypeAlias = p4runtime_pb2.Entity
 EntityKey = tuple[object, ...]
 
 

@@ -3,7 +3,7 @@
 A :class:`Controller` is built from a run directory (``topology.json`` plus the controller's
 own ``controller_state.json``). Every change follows the same path: update the recorded
 intent under the state lock, derive each affected switch's entities again
-(``controller.desired``) and :meth:`Switch.sync` them, which writes only differences. So a
+(``controller.desired``) and :meth:`ManagedSwitch.sync` them, which writes only differences. So a
 fresh controller (or one-shot CLI command) adopts running switches without disturbing
 them, and a switch that restarted gets its pipeline and state back.
 """
@@ -34,11 +34,11 @@ from controller.jobs import (
     plan_job,
     retire,
 )
-from controller.p4client import Arbitration, P4RuntimeError
-from controller.schema import P4Schema, SchemaError, decode_int, encode_int
+from controller.p4client import ArbitrationAnswer, P4RuntimeRequestError
+from controller.schema import ControlPlaneSchema, SchemaError, decode_int, encode_int
 from controller.state import ControllerState, load_state, locked, next_election_id, save_state
-from controller.switch import Switch, SwitchOptions, SyncReport
-from controller.topology import Topology, load_topology
+from controller.switch import ManagedSwitch, SwitchOptions, SyncReport
+from controller.topology import FabricTopology, load_topology
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class ControllerOptions:
 class Controller:
     """All switches of one run directory."""
 
-    def __init__(self, options: ControllerOptions, topology: Topology | None = None) -> None:
+    def __init__(self, options: ControllerOptions, topology: FabricTopology | None = None) -> None:
         self.options = options
         self.topology = topology if topology is not None else load_topology(options.rundir)
         self.rundir = options.rundir
@@ -71,13 +71,13 @@ class Controller:
         self.election_id = eid
         p4info = options.p4info or self.topology.p4info
         device_config = options.device_config or self.topology.device_config
-        self._schema: P4Schema | None = None
+        self._schema: ControlPlaneSchema | None = None
         if p4info is not None:
             if not p4info.is_file():
                 raise ControllerError(f"P4Info {p4info}: no such file")
             if device_config is not None and not device_config.is_file():
                 raise ControllerError(f"device config {device_config}: no such file")
-        self.switches: dict[str, Switch] = {}
+        self.switches: dict[str, ManagedSwitch] = {}
         for info in self.topology.switches:
             opts = SwitchOptions(
                 name=info.name, address=info.grpc_addr, device_id=info.device_id,
@@ -86,7 +86,7 @@ class Controller:
                 reconnect=options.reconnect,
                 request_log=(self.rundir / f"p4rt-{info.name}.log") if options.request_log else None,
             )
-            sw = Switch(opts)
+            sw = ManagedSwitch(opts)
             sw.on_recovered = self._on_recovered
             sw.on_primary_change = self._on_primary_change
             self.switches[info.name] = sw
@@ -95,13 +95,13 @@ class Controller:
 
     # ---------------------------------------------------------------- basics
     @property
-    def schema(self) -> P4Schema:
+    def schema(self) -> ControlPlaneSchema:
         for sw in self.switches.values():
             if sw.schema is not None:
                 return sw.schema
         raise ControllerError("no P4Info: topology.json names none and --p4info was not given")
 
-    def switch(self, name: str) -> Switch:
+    def switch(self, name: str) -> ManagedSwitch:
         try:
             return self.switches[name]
         except KeyError:
@@ -122,7 +122,7 @@ class Controller:
                     continue
                 try:
                     sw.connect()
-                except P4RuntimeError as err:
+                except P4RuntimeRequestError as err:
                     failed[name] = err.message
                     if required:
                         raise ControllerError(f"switch {name} unreachable at "
@@ -176,11 +176,11 @@ class Controller:
             self.state = state
             try:
                 self._sync_locked(targets)
-            except P4RuntimeError:
+            except P4RuntimeRequestError:
                 self.state = before
                 try:
                     self._sync_locked(targets)
-                except P4RuntimeError as err:
+                except P4RuntimeRequestError as err:
                     log.warning("could not roll back: %s", err)
                 raise
             save_state(self.rundir, state)
@@ -385,7 +385,7 @@ class Controller:
             req.register_entry.index.index = index
         try:
             found = sw.read([req])
-        except P4RuntimeError as err:
+        except P4RuntimeRequestError as err:
             if err.code != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             runtime = self._bmv2_runtime(switch, "register reads", err)
@@ -414,7 +414,7 @@ class Controller:
         update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY, entity=entity)
         try:
             sw.write([update])
-        except P4RuntimeError as err:
+        except P4RuntimeRequestError as err:
             # PI reports it per update (the batch fails with UNKNOWN and the details)
             if not (err.code == grpc.StatusCode.UNIMPLEMENTED
                     or err.only(grpc.StatusCode.UNIMPLEMENTED)):
@@ -425,7 +425,7 @@ class Controller:
             except Bmv2RuntimeError as exc:
                 raise ControllerError(str(exc)) from None
 
-    def _bmv2_runtime(self, switch: str, what: str, err: P4RuntimeError) -> Bmv2Runtime:
+    def _bmv2_runtime(self, switch: str, what: str, err: P4RuntimeRequestError) -> Bmv2Runtime:
         """BMv2's Thrift runtime of ``switch`` for an operation its P4Runtime server lacks;
         a ControllerError saying so precisely when topology.json names no Thrift port."""
         addr = self.topology.switch(switch).thrift_addr
@@ -519,7 +519,7 @@ class Controller:
                     row["expected_entries"] = sum(
                         1 for e in self.desired(name) if e.WhichOneof("entity") == "table_entry"
                         and not e.table_entry.is_default_action)
-            except (ControllerError, P4RuntimeError) as err:
+            except (ControllerError, P4RuntimeRequestError) as err:
                 row["reachable"] = False
                 row["error"] = str(err)
             rows.append(row)
@@ -537,7 +537,7 @@ class Controller:
         return rows
 
     # ---------------------------------------------------------------- serve
-    def _on_recovered(self, sw: Switch, report: SyncReport) -> None:
+    def _on_recovered(self, sw: ManagedSwitch, report: SyncReport) -> None:
         self.events.append(f"{sw.name}: recovered ({report.inserted} entries restored"
                            f"{', pipeline pushed' if report.pipeline_pushed else ''})")
         if report.pipeline_pushed:
@@ -546,7 +546,7 @@ class Controller:
             except OSError as err:
                 log.warning("%s: cannot update the state file: %s", sw.name, err)
 
-    def _on_primary_change(self, sw: Switch, arb: Arbitration) -> None:
+    def _on_primary_change(self, sw: ManagedSwitch, arb: ArbitrationAnswer) -> None:
         if arb.primary and self.options.reconnect:
             # another controller may have changed the state file while we were backup
             threading.Thread(target=self._resync_one, args=(sw.name,), daemon=True).start()
@@ -556,7 +556,7 @@ class Controller:
             with locked(self.rundir):
                 self.state = load_state(self.rundir)
                 self.switch(name).sync(self.desired(name))
-        except (P4RuntimeError, SchemaError, OSError) as err:
+        except (P4RuntimeRequestError, SchemaError, OSError) as err:
             log.warning("%s: resync after regaining primary failed: %s", name, err)
 
     def serve(self, stop: threading.Event, poll_s: float = 1.0,
@@ -568,7 +568,7 @@ class Controller:
         self.connect(required=False)
         try:
             self.reconcile()
-        except (P4RuntimeError, ControllerError) as err:
+        except (P4RuntimeRequestError, ControllerError) as err:
             log.warning("initial reconcile incomplete: %s", err)
         path = self.rundir / "controller_state.json"
         mtime = path.stat().st_mtime if path.exists() else 0.0

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import netreduce as nr
-from controller.topology import HostInfo, Topology, TopologyError
+from controller.topology import FabricTopology, FabricTopologyError, HostInfo
 from controller.trees import Tree, TreeError, aggregation_tree
 
 
@@ -262,7 +262,7 @@ def _job_id(jobs: Sequence[JobPlan], allocs: Mapping[str, SwitchAlloc], switches
                           "the switches started (restart the switches to reuse them)")
 
 
-def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
+def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
              allocs: Mapping[str, SwitchAlloc], sizes: nr.Sizes) -> JobPlan:
     """Place a job: workers, tree, slots, connections. ``allocs`` is not modified; the
     caller commits the plan with :func:`commit_allocations`."""
@@ -273,7 +273,7 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
     for h in req.hosts:
         try:
             hosts.append(topo.host(h))
-        except TopologyError:
+        except FabricTopologyError:
             raise JobError("hosts", f"unknown host {h!r} (hosts: "
                                     f"{', '.join(x.name for x in topo.hosts)})") from None
     by_leaf: dict[str, list[tuple[HostInfo, int]]] = {}
@@ -353,7 +353,7 @@ def plan_job(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan],
                    spine=root if len(parts) > 1 else None, root=root)
 
 
-def _tree(req: JobRequest, topo: Topology, jobs: Sequence[JobPlan], leaves: Sequence[str],
+def _tree(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan], leaves: Sequence[str],
           sizes: nr.Sizes) -> Tree:
     """The job's aggregation tree (``controller.trees``), errors as :class:`JobError`."""
     load: dict[str, int] = {}

@@ -1,6 +1,6 @@
 """Thin P4Runtime transport: one gRPC channel and StreamChannel per device.
 
-Everything that can go wrong on the wire surfaces as one exception, :class:`P4RuntimeError`,
+Everything that can go wrong on the wire surfaces as one exception, :class:`P4RuntimeRequestError`,
 which names the operation, the gRPC status code and, for Write batches, the per-update
 ``p4.v1.Error`` details the server packed into the ``grpc-status-details-bin`` trailer. The
 client knows nothing about programs: it moves protobuf messages, keeps the arbitration state
@@ -49,7 +49,7 @@ def _grpc_code(canonical: int) -> grpc.StatusCode:
     return grpc.StatusCode.UNKNOWN
 
 
-class P4RuntimeError(Exception):
+class P4RuntimeRequestError(Exception):
     """A P4Runtime request failed: ``operation``, ``code`` (grpc.StatusCode), ``message`` and,
     for Write, ``errors`` with one :class:`UpdateError` per failed update."""
 
@@ -82,7 +82,7 @@ class P4RuntimeError(Exception):
         return bool(self.errors) and all(e.code in codes for e in self.errors)
 
     @classmethod
-    def from_rpc(cls, operation: str, err: grpc.RpcError) -> P4RuntimeError:
+    def from_rpc(cls, operation: str, err: grpc.RpcError) -> P4RuntimeRequestError:
         """Decode a grpc.RpcError, including google.rpc.Status details of p4.v1.Error."""
         code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
         message = err.details() if hasattr(err, "details") else str(err)
@@ -101,7 +101,7 @@ class P4RuntimeError(Exception):
 
 
 @dataclass(frozen=True)
-class Arbitration:
+class ArbitrationAnswer:
     """The last arbitration answer on this client's stream."""
 
     primary: bool
@@ -150,8 +150,8 @@ class P4Client:
         device_id: int,
         election_id: int,
         timeout_s: float = 10.0,
-        on_stream_down: Callable[[P4RuntimeError], None] | None = None,
-        on_arbitration: Callable[[Arbitration], None] | None = None,
+        on_stream_down: Callable[[P4RuntimeRequestError], None] | None = None,
+        on_arbitration: Callable[[ArbitrationAnswer], None] | None = None,
     ) -> None:
         self.address = address
         self.device_id = device_id
@@ -166,13 +166,13 @@ class P4Client:
         self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
         self._stream: _Stream | None = None
         self._cond = threading.Condition()
-        self._arbitration: Arbitration | None = None
-        self._stream_error: P4RuntimeError | None = None
+        self._arbitration: ArbitrationAnswer | None = None
+        self._stream_error: P4RuntimeRequestError | None = None
         self._closing = False
 
     # ------------------------------------------------------------------ state
     @property
-    def arbitration(self) -> Arbitration | None:
+    def arbitration(self) -> ArbitrationAnswer | None:
         with self._cond:
             return self._arbitration
 
@@ -192,9 +192,9 @@ class P4Client:
         return self._stub is not None
 
     # ---------------------------------------------------------------- connect
-    def connect(self, timeout_s: float | None = None) -> Arbitration:
+    def connect(self, timeout_s: float | None = None) -> ArbitrationAnswer:
         """Open the channel and the stream and arbitrate; returns the answer (primary or
-        backup). Raises P4RuntimeError (UNAVAILABLE when the switch cannot be reached)."""
+        backup). Raises P4RuntimeRequestError (UNAVAILABLE when the switch cannot be reached)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         self.close()
         self._closing = False
@@ -215,7 +215,7 @@ class P4Client:
     def open_channel(self, timeout_s: float | None = None) -> None:
         """Open only the channel: enough for Read and Capabilities, which need no stream or
         arbitration, so a read-only observer never competes with the controllers for primary.
-        Raises P4RuntimeError (UNAVAILABLE when the switch cannot be reached)."""
+        Raises P4RuntimeRequestError (UNAVAILABLE when the switch cannot be reached)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         channel = grpc.insecure_channel(
             self.address,
@@ -228,7 +228,7 @@ class P4Client:
             grpc.channel_ready_future(channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             channel.close()
-            raise P4RuntimeError(
+            raise P4RuntimeRequestError(
                 "connect",
                 grpc.StatusCode.UNAVAILABLE,
                 f"switch at {self.address} (device {self.device_id}) did not answer in {timeout:g} s",
@@ -236,7 +236,7 @@ class P4Client:
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
 
-    def arbitrate(self, timeout_s: float | None = None) -> Arbitration:
+    def arbitrate(self, timeout_s: float | None = None) -> ArbitrationAnswer:
         """Send a MasterArbitrationUpdate with our election id and wait for the answer."""
         stream = self._require_stream("arbitrate")
         timeout = self.timeout_s if timeout_s is None else timeout_s
@@ -251,7 +251,7 @@ class P4Client:
             while self._arbitration is None and self._stream_error is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise P4RuntimeError(
+                    raise P4RuntimeRequestError(
                         "arbitrate", grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"no arbitration answer from {self.address} in {timeout:g} s",
                     )
@@ -259,11 +259,11 @@ class P4Client:
             if self._arbitration is None:
                 assert self._stream_error is not None
                 err = self._stream_error
-                raise P4RuntimeError("arbitrate", err.code, err.message)
+                raise P4RuntimeRequestError("arbitrate", err.code, err.message)
             return self._arbitration
 
     def connect_with_retry(self, deadline_s: float, first_delay_s: float = 0.1,
-                           max_delay_s: float = 2.0) -> Arbitration:
+                           max_delay_s: float = 2.0) -> ArbitrationAnswer:
         """:meth:`connect` until it works or ``deadline_s`` seconds have passed, backing off
         exponentially; re-raises the last error when the deadline passes."""
         deadline = time.monotonic() + deadline_s
@@ -272,7 +272,7 @@ class P4Client:
             left = deadline - time.monotonic()
             try:
                 return self.connect(timeout_s=max(0.2, min(self.timeout_s, left)))
-            except P4RuntimeError as err:
+            except P4RuntimeRequestError as err:
                 if not err.unreachable or time.monotonic() + delay > deadline:
                     raise
                 log.info("%s: %s; retrying in %.1f s", self.address, err.message, delay)
@@ -303,12 +303,12 @@ class P4Client:
 
     # ----------------------------------------------------------------- stream
     def _receive(self, stream: _Stream) -> None:
-        error = P4RuntimeError("stream", grpc.StatusCode.UNAVAILABLE, "stream closed by the switch")
+        error = P4RuntimeRequestError("stream", grpc.StatusCode.UNAVAILABLE, "stream closed by the switch")
         try:
             for msg in stream.call:  # type: ignore[attr-defined]
                 self._dispatch(msg)
         except grpc.RpcError as err:
-            error = P4RuntimeError.from_rpc("stream", err)
+            error = P4RuntimeRequestError.from_rpc("stream", err)
         finally:
             stream.closed.set()
             with self._cond:
@@ -323,7 +323,7 @@ class P4Client:
         kind = msg.WhichOneof("update")
         if kind == "arbitration":
             arb = msg.arbitration
-            answer = Arbitration(
+            answer = ArbitrationAnswer(
                 primary=arb.status.code == code_pb2.OK,
                 election_id=from_uint128(arb.election_id),
                 code=arb.status.code,
@@ -348,13 +348,13 @@ class P4Client:
     def _require_stream(self, operation: str) -> _Stream:
         stream = self._stream
         if stream is None or stream.closed.is_set():
-            raise P4RuntimeError(operation, grpc.StatusCode.UNAVAILABLE,
+            raise P4RuntimeRequestError(operation, grpc.StatusCode.UNAVAILABLE,
                                  f"not connected to {self.address}")
         return stream
 
     def _require_stub(self, operation: str) -> p4runtime_pb2_grpc.P4RuntimeStub:
         if self._stub is None:
-            raise P4RuntimeError(operation, grpc.StatusCode.UNAVAILABLE,
+            raise P4RuntimeRequestError(operation, grpc.StatusCode.UNAVAILABLE,
                                  f"not connected to {self.address}")
         return self._stub
 
@@ -387,7 +387,7 @@ class P4Client:
         try:
             stub.SetForwardingPipelineConfig(req, timeout=max(self.timeout_s, 60.0))
         except grpc.RpcError as err:
-            raise P4RuntimeError.from_rpc("SetForwardingPipelineConfig", err) from None
+            raise P4RuntimeRequestError.from_rpc("SetForwardingPipelineConfig", err) from None
 
     def get_pipeline(self, response_type: int = GetReq.P4INFO_AND_COOKIE
                      ) -> p4runtime_pb2.ForwardingPipelineConfig | None:
@@ -400,13 +400,13 @@ class P4Client:
             # the call fails with FAILED_PRECONDITION.
             return resp.config if resp.HasField("config") else None
         except grpc.RpcError as err:
-            error = P4RuntimeError.from_rpc("GetForwardingPipelineConfig", err)
+            error = P4RuntimeRequestError.from_rpc("GetForwardingPipelineConfig", err)
             if error.code == grpc.StatusCode.FAILED_PRECONDITION:
                 return None
             raise error from None
 
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
-        """One Write batch (CONTINUE_ON_ERROR); raises P4RuntimeError with per-update errors."""
+        """One Write batch (CONTINUE_ON_ERROR); raises P4RuntimeRequestError with per-update errors."""
         batch = list(updates)
         if not batch:
             return
@@ -418,7 +418,7 @@ class P4Client:
         try:
             stub.Write(req, timeout=self.timeout_s)
         except grpc.RpcError as err:
-            raise P4RuntimeError.from_rpc("Write", err) from None
+            raise P4RuntimeRequestError.from_rpc("Write", err) from None
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
         """One Read request; wildcards as in the spec (id 0 = all)."""
@@ -430,7 +430,7 @@ class P4Client:
             for resp in stub.Read(req, timeout=self.timeout_s):
                 out.extend(resp.entities)
         except grpc.RpcError as err:
-            raise P4RuntimeError.from_rpc("Read", err) from None
+            raise P4RuntimeRequestError.from_rpc("Read", err) from None
         return out
 
     def capabilities(self) -> str:
@@ -440,4 +440,4 @@ class P4Client:
             return stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(),
                                      timeout=self.timeout_s).p4runtime_api_version
         except grpc.RpcError as err:
-            raise P4RuntimeError.from_rpc("Capabilities", err) from None
+            raise P4RuntimeRequestError.from_rpc("Capabilities", err) from None

@@ -1,6 +1,6 @@
 """One index over a P4Info: find P4 objects by name and encode values the P4Runtime way.
 
-:class:`P4Schema` answers ``schema.table("ipv4_lpm")`` with the P4Info table whose full name
+:class:`ControlPlaneSchema` answers ``schema.table("ipv4_lpm")`` with the P4Info table whose full name
 is ``MyIngress.ipv4_lpm`` (a unique suffix at a dot boundary is enough), and a miss with
 ``no table named 'ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'?``. The encoders turn Python
 values (ints, dotted IPv4 addresses, colon MAC addresses, ``"10.0.1.0/24"`` prefixes) into the
@@ -147,7 +147,7 @@ def _index(kind: str, items: Iterable[Any]) -> _Index[Any]:
     return _Index(kind, by_name, by_id)
 
 
-class P4Schema:
+class ControlPlaneSchema:
     """Read-only index of one P4Info."""
 
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
@@ -164,7 +164,7 @@ class P4Schema:
                                        p4info.controller_packet_metadata)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> P4Schema:
+    def from_file(cls, path: str | Path) -> ControlPlaneSchema:
         return cls(load_p4info(path))
 
     # ---- look-ups (by full name, unique suffix, or id)

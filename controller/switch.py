@@ -1,8 +1,8 @@
 """One switch as the controller sees it: its connection, its pipeline and its wanted state.
 
-A :class:`Switch` owns a :class:`P4Client` and the :class:`P4Schema` of the program it runs.
+A :class:`ManagedSwitch` owns a :class:`P4Client` and the :class:`ControlPlaneSchema` of the program it runs.
 The layer above hands it the complete list of entities that should be on the device
-(:meth:`Switch.sync`); the switch reads what is there and writes only the difference, so the
+(:meth:`ManagedSwitch.sync`); the switch reads what is there and writes only the difference, so the
 same call serves first configuration, a controller restart (nothing running is touched when
 nothing changed) and recovery after the switch process restarted (the pipeline is pushed
 again when its cookie is missing, then everything is inserted). With ``reconnect`` set in the
@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 import grpc
 from google.protobuf import text_format
@@ -25,11 +26,11 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controller import entities as ents
-from controller.p4client import Arbitration, P4Client, P4RuntimeError
-from controller.schema import P4Schema, SchemaError, load_p4info
+from controller.p4client import ArbitrationAnswer, P4Client, P4RuntimeRequestError
+from controller.schema import ControlPlaneSchema, SchemaError, load_p4info
 
 log = logging.getLogger(__name__)
-Update = p4runtime_pb2.Update
+Update: TypeAlias = p4runtime_pb2.Update
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class SwitchOptions:
 
 @dataclass
 class SyncReport:
-    """What one :meth:`Switch.sync` changed."""
+    """What one :meth:`ManagedSwitch.sync` changed."""
 
     pipeline_pushed: bool = False
     inserted: int = 0
@@ -71,7 +72,7 @@ def pipeline_cookie(p4info: p4info_pb2.P4Info, device_config: bytes) -> int:
     return int.from_bytes(digest.digest()[:8], "big") >> 1
 
 
-class Switch:
+class ManagedSwitch:
     """One device: connection, pipeline, and the state the controller wants on it."""
 
     def __init__(self, options: SwitchOptions) -> None:
@@ -84,13 +85,13 @@ class Switch:
         )
         self._p4info: p4info_pb2.P4Info | None = None
         self._device_config: bytes | None = None
-        self.schema: P4Schema | None = None
+        self.schema: ControlPlaneSchema | None = None
         self._desired: list[p4runtime_pb2.Entity] = []
         self._lock = threading.RLock()
         self._reconnecting = threading.Event()
         self._stopped = threading.Event()
-        self.on_recovered: Callable[[Switch, SyncReport], None] | None = None
-        self.on_primary_change: Callable[[Switch, Arbitration], None] | None = None
+        self.on_recovered: Callable[[ManagedSwitch, SyncReport], None] | None = None
+        self.on_primary_change: Callable[[ManagedSwitch, ArbitrationAnswer], None] | None = None
         self.recoveries = 0
         if options.p4info is not None:
             self.load_program(options.p4info, options.device_config)
@@ -101,7 +102,7 @@ class Switch:
 
     def __repr__(self) -> str:
         o = self.options
-        return f"Switch({o.name!r}, {o.address}, device_id={o.device_id})"
+        return f"ManagedSwitch({o.name!r}, {o.address}, device_id={o.device_id})"
 
     # ---------------------------------------------------------------- program
     def load_program(self, p4info: Path | p4info_pb2.P4Info, device_config: Path | bytes | None
@@ -112,9 +113,9 @@ class Switch:
             device_config = device_config.read_bytes()
         self._p4info = info
         self._device_config = device_config
-        self.schema = P4Schema(info)
+        self.schema = ControlPlaneSchema(info)
 
-    def require_schema(self) -> P4Schema:
+    def require_schema(self) -> ControlPlaneSchema:
         if self.schema is None:
             raise SchemaError(f"switch {self.name}: no P4Info known (push a pipeline first)")
         return self.schema
@@ -126,8 +127,8 @@ class Switch:
         return pipeline_cookie(self._p4info, self._device_config)
 
     # ------------------------------------------------------------- connection
-    def connect(self) -> Arbitration:
-        """Connect and arbitrate; raises P4RuntimeError (UNAVAILABLE: unreachable)."""
+    def connect(self) -> ArbitrationAnswer:
+        """Connect and arbitrate; raises P4RuntimeRequestError (UNAVAILABLE: unreachable)."""
         self._stopped.clear()
         arb = self.client.connect(self.options.connect_timeout_s)
         log.info("%s: connected to %s (%s, election id %d)", self.name, self.options.address,
@@ -146,7 +147,7 @@ class Switch:
         arb = self.client.arbitration
         if arb is None or not arb.primary:
             who = f"election id {arb.election_id}" if arb is not None and arb.election_id else "another client"
-            raise P4RuntimeError(
+            raise P4RuntimeRequestError(
                 operation, grpc.StatusCode.PERMISSION_DENIED,
                 f"switch {self.name}: this controller (election id {self.options.election_id}) "
                 f"is a backup; {who} is primary",
@@ -176,13 +177,13 @@ class Switch:
         self.push_pipeline()
         return True
 
-    def fetch_p4info(self) -> P4Schema:
+    def fetch_p4info(self) -> ControlPlaneSchema:
         """Adopt the P4Info the device runs (for switches we did not program)."""
         config = self.client.get_pipeline()
         if config is None or not config.HasField("p4info"):
             raise SchemaError(f"switch {self.name}: the device has no pipeline")
         self._p4info = config.p4info
-        self.schema = P4Schema(config.p4info)
+        self.schema = ControlPlaneSchema(config.p4info)
         return self.schema
 
     # ------------------------------------------------------------------ writes
@@ -215,7 +216,7 @@ class Switch:
 
         Reads every table (except const ones), the multicast groups and clone sessions,
         then inserts what is missing, modifies what differs and (``prune``) deletes entries
-        the controller does not want. Raises P4RuntimeError when a write fails."""
+        the controller does not want. Raises P4RuntimeRequestError when a write fails."""
         with self._lock:
             if desired is not None:
                 self._desired = list(desired)
@@ -280,7 +281,7 @@ class Switch:
         for req in requests:
             try:
                 found = self.read([req])
-            except P4RuntimeError as err:
+            except P4RuntimeRequestError as err:
                 if err.code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
                     continue  # e.g. no clone-session reads on this target
                 raise
@@ -292,11 +293,11 @@ class Switch:
         return out
 
     # --------------------------------------------------------- reconnection
-    def _on_arbitration(self, arb: Arbitration) -> None:
+    def _on_arbitration(self, arb: ArbitrationAnswer) -> None:
         if self.on_primary_change is not None:
             self.on_primary_change(self, arb)
 
-    def _on_stream_down(self, error: P4RuntimeError) -> None:
+    def _on_stream_down(self, error: P4RuntimeRequestError) -> None:
         self.recover_in_background()
 
     def recover_in_background(self) -> None:
@@ -323,7 +324,7 @@ class Switch:
                     if self.on_recovered is not None:
                         self.on_recovered(self, report)
                     return
-                except P4RuntimeError as err:
+                except P4RuntimeRequestError as err:
                     log.warning("%s: recovery attempt failed: %s", self.name, err)
                     time.sleep(0.2)
             log.error("%s: could not recover within %.0f s", self.name,

@@ -2,7 +2,7 @@
 
 The controller reads the file itself, keeping only the fields it uses, so that it depends on
 P4Runtime and the file format only (never on Mininet or the topology code that wrote it).
-Every problem is a :class:`TopologyError` naming the file and the key.
+Every problem is a :class:`FabricTopologyError` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 
-class TopologyError(ValueError):
+class FabricTopologyError(ValueError):
     """topology.json is missing, unreadable or lacks something the controller needs."""
 
 
@@ -49,13 +49,13 @@ class SwitchInfo:
         for p in self.ports:
             if p.peer == peer:
                 return p
-        raise TopologyError(f"switch {self.name} has no port to {peer!r}")
+        raise FabricTopologyError(f"switch {self.name} has no port to {peer!r}")
 
     def port(self, number: int) -> Port:
         for p in self.ports:
             if p.port == number:
                 return p
-        raise TopologyError(f"switch {self.name} has no port {number}")
+        raise FabricTopologyError(f"switch {self.name} has no port {number}")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class HostInfo:
 
 
 @dataclass(frozen=True)
-class Topology:
+class FabricTopology:
     switches: tuple[SwitchInfo, ...]
     hosts: tuple[HostInfo, ...]
     p4info: Path | None
@@ -82,13 +82,14 @@ class Topology:
         for s in self.switches:
             if s.name == name:
                 return s
-        raise TopologyError(f"unknown switch {name!r} (switches: {', '.join(self.switch_names())})")
+        raise FabricTopologyError(
+            f"unknown switch {name!r} (switches: {', '.join(self.switch_names())})")
 
     def host(self, name: str) -> HostInfo:
         for h in self.hosts:
             if h.name == name or h.ip == name:
                 return h
-        raise TopologyError(
+        raise FabricTopologyError(
             f"unknown host {name!r} (hosts: {', '.join(h.name for h in self.hosts)})"
         )
 
@@ -134,20 +135,20 @@ def _subnet(text: str | None, where: str) -> ipaddress.IPv4Network | None:
     try:
         return ipaddress.IPv4Network(text)
     except ValueError:
-        raise TopologyError(f"{where}: {text!r} is not an IPv4 network") from None
+        raise FabricTopologyError(f"{where}: {text!r} is not an IPv4 network") from None
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
     if not isinstance(obj, dict):
-        raise TopologyError(f"{where}: expected an object")
+        raise FabricTopologyError(f"{where}: expected an object")
     if key not in obj or obj[key] is None:
         if default is not ...:
             return default
-        raise TopologyError(f"{where}: missing key {key!r}")
+        raise FabricTopologyError(f"{where}: missing key {key!r}")
     value = obj[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise TopologyError(f"{where}.{key}: unexpected value {value!r}")
+        raise FabricTopologyError(f"{where}.{key}: unexpected value {value!r}")
     return value
 
 
@@ -158,7 +159,7 @@ def _path(base: Path, value: str | None) -> Path | None:
     return p if p.is_absolute() else (base / p)
 
 
-def load_topology(path: str | Path) -> Topology:
+def load_topology(path: str | Path) -> FabricTopology:
     """Read ``topology.json`` (or the one inside a run directory)."""
     src = Path(path)
     if src.suffix != ".json":
@@ -166,9 +167,9 @@ def load_topology(path: str | Path) -> Topology:
     try:
         data = json.loads(src.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TopologyError(f"{src}: no such file (is this a run directory?)") from None
+        raise FabricTopologyError(f"{src}: no such file (is this a run directory?)") from None
     except (OSError, ValueError) as err:
-        raise TopologyError(f"{src}: cannot read: {err}") from None
+        raise FabricTopologyError(f"{src}: cannot read: {err}") from None
     where = src.name
     switches = []
     for i, sw in enumerate(_get(data, "switches", list, where)):
@@ -203,7 +204,7 @@ def load_topology(path: str | Path) -> Topology:
         try:
             ipaddress.IPv4Address(ip)
         except ValueError:
-            raise TopologyError(f"{w}.ip: {ip_text!r} is not an IPv4 address") from None
+            raise FabricTopologyError(f"{w}.ip: {ip_text!r} is not an IPv4 address") from None
         hosts.append(
             HostInfo(
                 name=_get(h, "name", str, w),
@@ -218,11 +219,11 @@ def load_topology(path: str | Path) -> Topology:
     names = {s.name for s in switches}
     for h in hosts:
         if h.switch not in names:
-            raise TopologyError(
+            raise FabricTopologyError(
                 f"{where}: host {h.name} is attached to unknown switch {h.switch!r}"
             )
     base = src.parent
-    return Topology(
+    return FabricTopology(
         switches=tuple(sorted(switches, key=lambda s: s.device_id)),
         hosts=tuple(hosts),
         p4info=_path(base, data.get("p4info")),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.topology import Topology
+from controller.topology import FabricTopology
 
 #: Tiers, bottom to top; a higher tier wins a tie for the root.
 TIERS = {"leaf": 0, "aggregation": 1, "spine": 2, "core": 3}
@@ -34,7 +34,7 @@ class TreeError(ValueError):
         self.field = field_name
 
 
-def switch_graph(topo: Topology) -> nx.Graph:
+def switch_graph(topo: FabricTopology) -> nx.Graph:
     """Switches as nodes, one edge per pair of cabled switches (parallel links collapse)."""
     graph = nx.Graph()
     names = set(topo.switch_names())
@@ -46,7 +46,8 @@ def switch_graph(topo: Topology) -> nx.Graph:
     return graph
 
 
-def next_hops(topo: Topology, graph: nx.Graph | None = None) -> dict[str, dict[str, list[str]]]:
+def next_hops(topo: FabricTopology,
+              graph: nx.Graph | None = None) -> dict[str, dict[str, list[str]]]:
     """{switch: {leaf: neighbours on a shortest path to that leaf}} for every leaf that is
     not the switch itself and can be reached; neighbours in device-id order."""
     g = graph if graph is not None else switch_graph(topo)
@@ -73,7 +74,7 @@ class Tree:
     level: dict[str, int] = field(default_factory=dict)
 
 
-def aggregation_tree(topo: Topology, leaves: Sequence[str], root: str | None = None,
+def aggregation_tree(topo: FabricTopology, leaves: Sequence[str], root: str | None = None,
                      load: Mapping[str, int] | None = None,
                      fits: Callable[[str], bool] | None = None) -> Tree:
     """The tree joining ``leaves`` (switches with workers) at ``root`` (see the module

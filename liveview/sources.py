@@ -229,7 +229,7 @@ class Collector:
         """One P4Runtime reading: {"jobs": jobs with their per-switch counters, "drops":
         {switch: drops by reason}, "errors": [...], "time", "took_ms"}."""
         from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
         from controller.schema import SchemaError
 
         t0 = time.perf_counter()
@@ -248,7 +248,7 @@ class Collector:
         for sw in self.topology.switches:
             try:
                 out["drops"][sw.name] = ctl.switch_counters(sw.name)["drops"]
-            except (ControllerError, P4RuntimeError, SchemaError) as exc:
+            except (ControllerError, P4RuntimeRequestError, SchemaError) as exc:
                 errors.append(f"{sw.name}: P4Runtime counters unavailable: {exc}")
         jobs = out["jobs"]
         for plan in sorted(ctl.state.jobs.values(), key=lambda p: p.job_id):
@@ -259,7 +259,7 @@ class Collector:
             try:
                 rows = ctl.job_counters(plan.name)
                 self._job_rows[plan.name] = rows
-            except (ControllerError, P4RuntimeError, SchemaError) as exc:
+            except (ControllerError, P4RuntimeRequestError, SchemaError) as exc:
                 # a read that timed out on a busy switch: show the last rows, marked stale
                 errors.append(f"job {plan.name}: counters unavailable: {exc}")
                 rows = self._job_rows.get(plan.name, [])

@@ -52,23 +52,35 @@ def _count(text: str) -> int:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the few-minute campaign")
-    p.add_argument("--only", type=_cells, help=f"cells to run (comma-separated: {', '.join(CELLS)})")
+    p.add_argument(
+        "--only", type=_cells, help=f"cells to run (comma-separated: {', '.join(CELLS)})"
+    )
     p.add_argument("--loss-runs", type=_count, help="all-reduces per loss rate")
     p.add_argument("--restarts", type=_count, help="switch restarts")
     p.add_argument("--controller-restarts", type=_count, help="controller restarts")
     p.add_argument("--frames", type=_count, help="malformed frames")
     p.add_argument("--teardown-runs", type=_count, help="interrupted make runs")
-    p.add_argument("--prefix", default="rk", help="name prefix of the campaign's network "
-                   "(the teardown runs use it with 'x' appended)")
+    p.add_argument(
+        "--prefix",
+        default="rk",
+        help="name prefix of the campaign's network (the teardown runs use it with 'x' appended)",
+    )
     p.add_argument("--seed", type=int, default=20)
-    p.add_argument("--parallel", action="store_true",
-                   help="run the teardown cell beside the network cells (faster, more load)")
+    p.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the teardown cell beside the network cells (faster, more load)",
+    )
     p.add_argument("--runs-root", type=Path, help="run directories (default run/soak-<time>)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report (Markdown)")
     p.add_argument("--json", type=Path, help="also write the raw figures as JSON")
     p.add_argument("--no-write", action="store_true", help="print the report, write nothing")
-    p.add_argument("--render", type=Path, metavar="JSON",
-                   help="run nothing: write the report from an earlier run's --json file")
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="run nothing: write the report from an earlier run's --json file",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     if not args.prefix.isalnum() or len(args.prefix) > 4:
@@ -81,8 +93,12 @@ def build_plan(args: argparse.Namespace) -> Plan:
     changes: dict[str, object] = {}
     if args.only:
         changes["cells"] = args.only
-    for opt, name in (("loss_runs", "loss_runs"), ("restarts", "restarts"),
-                      ("controller_restarts", "controller_restarts"), ("frames", "frames")):
+    for opt, name in (
+        ("loss_runs", "loss_runs"),
+        ("restarts", "restarts"),
+        ("controller_restarts", "controller_restarts"),
+        ("frames", "frames"),
+    ):
         if getattr(args, opt) is not None:
             changes[name] = getattr(args, opt)
     teardown = replace(plan.teardown, prefix=args.prefix + "x")
@@ -101,8 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C must work, and the teardown runs must inherit SIGINT's default action (a shell
     # starts background jobs with SIGINT ignored, and children keep an ignored signal)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     console = Console(stderr=True)
     if args.render is not None:
         try:
@@ -112,17 +130,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _report(args, result, console)
     if os.geteuid() != 0:
-        console.print("error: the campaign starts Mininet networks: run it as root (sudo make soak)")
+        console.print(
+            "error: the campaign starts Mininet networks: run it as root (sudo make soak)"
+        )
         return 2
     plan = build_plan(args)
     runs_root = (args.runs_root or Path("run") / f"soak-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    command = "sudo make soak" if argv is None and not sys.argv[1:] else \
-        "python -m reliability " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    mode = ("quick campaign" if args.quick else "full campaign") + \
-        (", teardown runs beside the network cells" if args.parallel else "")
-    with Progress(TextColumn("[bold]soak[/bold]"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                  transient=False) as progress:
+    command = (
+        "sudo make soak"
+        if argv is None and not sys.argv[1:]
+        else "python -m reliability " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    )
+    mode = ("quick campaign" if args.quick else "full campaign") + (
+        ", teardown runs beside the network cells" if args.parallel else ""
+    )
+    with Progress(
+        TextColumn("[bold]soak[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=False,
+    ) as progress:
         task = progress.add_task("starting", total=plan.steps())
 
         def tick(text: str) -> None:
@@ -130,8 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not console.is_terminal:
                 logging.getLogger("reliability").warning("%s", text)
 
-        result = run_campaign(plan, runs_root, command, mode, args.seed, tick,
-                              args.parallel)
+        result = run_campaign(plan, runs_root, command, mode, args.seed, tick, args.parallel)
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     return _report(args, result, console)
@@ -154,8 +183,10 @@ def _report(args: argparse.Namespace, result: CampaignResult, console: Any) -> i
         console.print(f"wrote {out}" + (f" and {out.parent / FIGURE}" if figure else ""))
     checks = verdicts(result)
     for target, met, what in checks:
-        console.print(f"{'[green]met[/green]' if met else '[red]NOT met[/red]'}  {target}: {what}",
-                      highlight=False)
+        console.print(
+            f"{'[green]met[/green]' if met else '[red]NOT met[/red]'}  {target}: {what}",
+            highlight=False,
+        )
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
     return 0 if checks and all(m for _, m, _ in checks) and not result.notes else 1

@@ -258,7 +258,7 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     """``frames`` malformed frames from the first host into its leaf, then illegal
     P4Runtime requests to that leaf; then an all-reduce must still be exact, the leaf's
     counters must account for every frame, and a reconcile must find nothing to write."""
-    from topo.experiment import host_popen
+    from experiment.session import host_popen
 
     topo = bed.network.topology
     host = topo.hosts[0]

@@ -21,8 +21,20 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 ROCE_PORT = 4791
-KINDS = ("runt", "ethertype", "arp", "ip_checksum", "ip_ihl", "ip_version", "ip_truncated",
-         "ip_ttl", "no_route", "roce_short_bth", "roce_bad_tag", "garbage")
+KINDS = (
+    "runt",
+    "ethertype",
+    "arp",
+    "ip_checksum",
+    "ip_ihl",
+    "ip_version",
+    "ip_truncated",
+    "ip_ttl",
+    "no_route",
+    "roce_short_bth",
+    "roce_bad_tag",
+    "garbage",
+)
 
 
 def ip_checksum(header: bytes) -> int:
@@ -39,12 +51,32 @@ def _mac(text: str) -> bytes:
     return bytes(int(b, 16) for b in text.split(":"))
 
 
-def _ipv4(src: str, dst: str, payload: bytes, *, ttl: int = 64, proto: int = 17,
-          ihl: int = 5, version: int = 4, bad_sum: bool = False,
-          total_len: int | None = None) -> bytes:
+def _ipv4(
+    src: str,
+    dst: str,
+    payload: bytes,
+    *,
+    ttl: int = 64,
+    proto: int = 17,
+    ihl: int = 5,
+    version: int = 4,
+    bad_sum: bool = False,
+    total_len: int | None = None,
+) -> bytes:
     length = total_len if total_len is not None else 20 + len(payload)
-    head = struct.pack("!BBHHHBBH4s4s", (version << 4) | ihl, 0, length & 0xFFFF, 1, 0, ttl,
-                       proto, 0, socket.inet_aton(src), socket.inet_aton(dst))
+    head = struct.pack(
+        "!BBHHHBBH4s4s",
+        (version << 4) | ihl,
+        0,
+        length & 0xFFFF,
+        1,
+        0,
+        ttl,
+        proto,
+        0,
+        socket.inet_aton(src),
+        socket.inet_aton(dst),
+    )
     csum = ip_checksum(head)
     if bad_sum:
         csum ^= 0x5A5A
@@ -58,8 +90,7 @@ def _udp(sport: int, dport: int, payload: bytes) -> bytes:
 class FrameFactory:
     """Builds malformed frames from ``src`` (MAC, IP) to ``dst`` (the switch side)."""
 
-    def __init__(self, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
-                 seed: int = 1) -> None:
+    def __init__(self, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, seed: int = 1) -> None:
         self.rng = random.Random(seed)
         self.eth = _mac(dst_mac) + _mac(src_mac)
         self.src_ip, self.dst_ip = src_ip, dst_ip
@@ -79,8 +110,7 @@ class FrameFactory:
         return self.eth + struct.pack("!H", etype) + self._bytes(self.rng.randrange(20, 100))
 
     def _arp(self) -> bytes:
-        return (self.eth + b"\x08\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1)
-                + self._bytes(20))
+        return self.eth + b"\x08\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + self._bytes(20)
 
     def _ip_checksum(self) -> bytes:
         return self._ip_frame(_udp(1000, 2000, self._bytes(16)), bad_sum=True)
@@ -89,7 +119,9 @@ class FrameFactory:
         return self._ip_frame(_udp(1000, 2000, self._bytes(16)), ihl=self.rng.randrange(0, 5))
 
     def _ip_version(self) -> bytes:
-        return self._ip_frame(_udp(1000, 2000, self._bytes(16)), version=self.rng.choice((0, 6, 15)))
+        return self._ip_frame(
+            _udp(1000, 2000, self._bytes(16)), version=self.rng.choice((0, 6, 15))
+        )
 
     def _ip_truncated(self) -> bytes:  # total length beyond the frame, or the options cut
         if self.rng.random() < 0.5:
@@ -100,17 +132,24 @@ class FrameFactory:
         return self._ip_frame(_udp(1000, 2000, self._bytes(16)), ttl=self.rng.choice((0, 1)))
 
     def _no_route(self) -> bytes:
-        return (self.eth + b"\x08\x00"
-                + _ipv4(self.src_ip, f"192.0.2.{self.rng.randrange(1, 255)}",
-                        _udp(1000, 2000, self._bytes(16))))
+        return (
+            self.eth
+            + b"\x08\x00"
+            + _ipv4(
+                self.src_ip,
+                f"192.0.2.{self.rng.randrange(1, 255)}",
+                _udp(1000, 2000, self._bytes(16)),
+            )
+        )
 
     def _roce_short_bth(self) -> bytes:
         return self._ip_frame(_udp(49152, ROCE_PORT, self._bytes(self.rng.randrange(0, 12))))
 
     def _roce_bad_tag(self) -> bytes:
         # a WRITE First whose BTH names a QP no job has, with a garbage RETH, tag and data
-        bth = struct.pack("!BBHI I", 0x06, 0, 0xFFFF, self.rng.randrange(1 << 24),
-                          self.rng.randrange(1 << 24))
+        bth = struct.pack(
+            "!BBHI I", 0x06, 0, 0xFFFF, self.rng.randrange(1 << 24), self.rng.randrange(1 << 24)
+        )
         return self._ip_frame(_udp(49152, ROCE_PORT, bth + self._bytes(self.rng.randrange(0, 200))))
 
     def _garbage(self) -> bytes:
@@ -118,8 +157,7 @@ class FrameFactory:
 
     def frames(self, count: int) -> list[tuple[str, bytes]]:
         """``count`` frames, the kinds in turn."""
-        return [(KINDS[i % len(KINDS)], self.makers[KINDS[i % len(KINDS)]]())
-                for i in range(count)]
+        return [(KINDS[i % len(KINDS)], self.makers[KINDS[i % len(KINDS)]]()) for i in range(count)]
 
 
 def send(iface: str, frames: Sequence[tuple[str, bytes]], rate_pps: float) -> Counter[str]:
@@ -152,8 +190,9 @@ def send(iface: str, frames: Sequence[tuple[str, bytes]], rate_pps: float) -> Co
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m reliability.frames --iface IF --count N --src-mac ... --dst-mac ...``."""
-    p = argparse.ArgumentParser(prog="python -m reliability.frames",
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m reliability.frames", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--iface", required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--rate", type=float, default=2000.0, help="frames per second")
@@ -166,8 +205,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     factory = FrameFactory(args.src_mac, args.dst_mac, args.src_ip, args.dst_ip, args.seed)
     t0 = time.monotonic()
     sent = send(args.iface, factory.frames(args.count), args.rate)
-    print(json.dumps({"sent": sum(sent.values()), "kinds": dict(sent),
-                      "seconds": round(time.monotonic() - t0, 3)}, sort_keys=True))
+    print(
+        json.dumps(
+            {
+                "sent": sum(sent.values()),
+                "kinds": dict(sent),
+                "seconds": round(time.monotonic() - t0, 3),
+            },
+            sort_keys=True,
+        )
+    )
     return 0
 
 

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 FINDINGS = (
     "A `make run` killed with SIGKILL left its switch processes (each in its own session) "
     "holding their gRPC ports, and the next `make run` refused to start until `make clean`. "
-    "Now `python -m topo.run` first cleans up the runs in its runs root whose starting "
+    "Now `python -m experiment.run` first cleans up the runs in its runs root whose starting "
     "process is gone (`topo.cleanup.clean_all`: only recorded processes, checked by command "
     "line), and the cleanup also stops what still runs inside a dead run's host namespaces "
     "(workers keep a namespace alive after its shell is gone). Test: "
@@ -26,13 +26,13 @@ FINDINGS = (
     "recorded in `pids.json`: after a SIGKILL in the middle of an all-reduce their host "
     "shells die with the run, nothing could find them any more, and they kept their network "
     "namespaces alive until their own timeout. They are recorded now "
-    "(`topo.experiment.host_popen`), so the next run's cleanup stops them.",
+    "(`experiment.session.host_popen`), so the next run's cleanup stops them.",
     "That cleanup could have deleted the interfaces of a run still going when an older, "
     "dead run in the same runs root used the same switch names; the switch names of live "
     "runs are now left alone. Test: `tests/test_reliability.py::"
     "test_cleanup_leaves_a_live_runs_interfaces_alone`.",
     "Running a job's workers a second time (a new `python -m workloads allreduce` with the "
-    "same plan) hung for 30 s and failed with \"is the job configured on the switch and "
+    'same plan) hung for 30 s and failed with "is the job configured on the switch and '
     "every worker running?\": the switches dropped every packet as stale, because a job's "
     "message numbers start at 0 in each run (docs/workloads.md: every agent run needs a new "
     "job). The error now names that cause when nothing was ever acknowledged. Test: "
@@ -40,7 +40,7 @@ FINDINGS = (
     "creates a new job for every all-reduce.",
     "The campaign's own harness: started as a background job of a shell, it inherited "
     "SIGINT ignored, and so did the runs it interrupted (Python keeps an inherited SIG_IGN), "
-    "so its first \"SIGINT\" runs were not interrupted at all. Resetting SIGINT in each "
+    'so its first "SIGINT" runs were not interrupted at all. Resetting SIGINT in each '
     "child (`preexec_fn`) then made some children abort in gRPC's fork handler before exec; "
     "now the campaign restores SIGINT's default handling in itself at start, and the "
     "teardown cell refuses to run with SIGINT ignored. (A user's Ctrl-C always worked.)",
@@ -66,51 +66,92 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
         hangs = sum(c.tally.hangs for c in result.loss)
         failed = sum(c.tally.failed for c in result.loss)
         n = sum(c.tally.count for c in result.loss)
-        out.append(("0 wrong sums and 0 hangs under loss", wrong == 0 and hangs == 0,
-                    f"{n} all-reduces: {wrong} wrong, {hangs} hangs, {failed} failed"))
+        out.append(
+            (
+                "0 wrong sums and 0 hangs under loss",
+                wrong == 0 and hangs == 0,
+                f"{n} all-reduces: {wrong} wrong, {hangs} hangs, {failed} failed",
+            )
+        )
     if result.restart is not None:
         r = result.restart
         during = sum(1 for k in r.kills if k.get("job_running"))
-        out.append((f"{r.attempts}/{r.attempts} switch restarts survived",
-                    r.attempts > 0 and r.survived == r.attempts,
-                    f"{r.survived}/{r.attempts} jobs exact; {during} of the {r.attempts} kills "
-                    f"landed while the job ran"
-                    + (", the others just after it ended" if during < r.attempts else "")))
+        out.append(
+            (
+                f"{r.attempts}/{r.attempts} switch restarts survived",
+                r.attempts > 0 and r.survived == r.attempts,
+                f"{r.survived}/{r.attempts} jobs exact; {during} of the {r.attempts} kills "
+                f"landed while the job ran"
+                + (", the others just after it ended" if during < r.attempts else ""),
+            )
+        )
     if result.controller is not None:
         c = result.controller
         t = c.tally
-        ok = (c.restarts > 0 and t.count > 0 and t.exact == t.count and c.reconcile_changes == 0
-              and c.reconcile_pushed == 0)
-        out.append((f"{c.restarts}/{c.restarts} controller restarts survived", ok,
-                    f"{t.exact}/{t.count} jobs exact during them; reconcile afterwards wrote "
-                    f"{c.reconcile_changes} entities, pushed {c.reconcile_pushed} pipelines"))
+        ok = (
+            c.restarts > 0
+            and t.count > 0
+            and t.exact == t.count
+            and c.reconcile_changes == 0
+            and c.reconcile_pushed == 0
+        )
+        out.append(
+            (
+                f"{c.restarts}/{c.restarts} controller restarts survived",
+                ok,
+                f"{t.exact}/{t.count} jobs exact during them; reconcile afterwards wrote "
+                f"{c.reconcile_changes} entities, pushed {c.reconcile_pushed} pipelines",
+            )
+        )
     if result.teardown is not None:
         d = result.teardown
         left = sum(len(v) for v in d.leaks_final.values())
         ok = left == 0 and d.next_run_ok and d.refused_starts == 0
-        out.append((f"0 leaks after {d.runs} interrupted runs", ok,
-                    f"{left} leftovers at the end, {d.refused_starts} refused starts, next run "
-                    f"{'started' if d.next_run_ok else 'FAILED'} without `make clean`"))
-        out.append(("(stricter) nothing left 10 s after each SIGINTed or finished run",
-                    d.leaks_after_each == 0,
-                    f"{d.leaks_after_each} of {d.runs} runs left something for longer"))
+        out.append(
+            (
+                f"0 leaks after {d.runs} interrupted runs",
+                ok,
+                f"{left} leftovers at the end, {d.refused_starts} refused starts, next run "
+                f"{'started' if d.next_run_ok else 'FAILED'} without `make clean`",
+            )
+        )
+        out.append(
+            (
+                "(stricter) nothing left 10 s after each SIGINTed or finished run",
+                d.leaks_after_each == 0,
+                f"{d.leaks_after_each} of {d.runs} runs left something for longer",
+            )
+        )
     if result.bad_input is not None:
         b = result.bad_input
         refused = all(r["code"] != "OK" for r in b.requests)
-        ok = (b.alive_after and b.after.exact == b.after.count > 0 and b.unaccounted == 0
-              and b.port_rx == b.frames_sent and refused and b.reconcile_changes == 0)
-        out.append(("bad frames and requests: forwarding goes on, every frame counted", ok,
-                    f"{b.frames_sent} frames sent, {b.port_rx} counted in, "
-                    f"{b.unaccounted} unaccounted; "
-                    f"{sum(r['code'] != 'OK' for r in b.requests)}/{len(b.requests)} requests "
-                    f"refused"))
+        ok = (
+            b.alive_after
+            and b.after.exact == b.after.count > 0
+            and b.unaccounted == 0
+            and b.port_rx == b.frames_sent
+            and refused
+            and b.reconcile_changes == 0
+        )
+        out.append(
+            (
+                "bad frames and requests: forwarding goes on, every frame counted",
+                ok,
+                f"{b.frames_sent} frames sent, {b.port_rx} counted in, "
+                f"{b.unaccounted} unaccounted; "
+                f"{sum(r['code'] != 'OK' for r in b.requests)}/{len(b.requests)} requests "
+                f"refused",
+            )
+        )
     return out
 
 
 def _tally_row(name: str, t: JobTally, extra: str = "") -> str:
-    return (f"| {name} | {t.count} | {t.exact} | {t.wrong} | {t.hangs} | {t.failed} | "
-            f"{t.bound_s:.0f} s | {_med(t.seconds)} / {_p95(t.seconds)} s | "
-            f"{t.retransmissions} | {extra} |")
+    return (
+        f"| {name} | {t.count} | {t.exact} | {t.wrong} | {t.hangs} | {t.failed} | "
+        f"{t.bound_s:.0f} s | {_med(t.seconds)} / {_p95(t.seconds)} s | "
+        f"{t.retransmissions} | {extra} |"
+    )
 
 
 def render(result: CampaignResult, figure: str | None) -> str:
@@ -133,29 +174,41 @@ def render(result: CampaignResult, figure: str | None) -> str:
     for target, met, what in verdicts(result):
         lines.append(f"| {target} | {'yes' if met else '**no**'} | {what} |")
     lines.append("")
-    head = ("| cell | runs | exact | wrong sums | hangs | failed (named cause) | hang bound | "
-            "time median / p95 | retransmissions | notes |")
+    head = (
+        "| cell | runs | exact | wrong sums | hangs | failed (named cause) | hang bound | "
+        "time median / p95 | retransmissions | notes |"
+    )
     rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
     if result.loss:
-        lines += ["## Loss on every link", "",
-                  "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
-                  "links, one worker per host, job over both leaves and one spine), with the "
-                  "program's loss fault on every link in both directions (host links at the "
-                  "leaf port both ways, leaf-spine links at each end's egress, so each link "
-                  "direction drops once). Each run is one `python -m workloads allreduce "
-                  "--check` per host (the result compared with the exact sum). A hang is a run "
-                  "not done within the bound: a 30 s start allowance (Python and numpy imports, "
-                  "the barrier, on a loaded machine) plus 40 × (1 + 100 p) × the tensor's ideal "
-                  "time over a host link at the link rate, up and back (p: the loss per link "
-                  "direction; every loss costs a retransmission timeout of up to 250 ms, far "
-                  "more than the link time); the workers give up at that bound themselves. "
-                  "Each all-reduce is a new job (`job create`, the previous one deleted): a "
-                  "job serves one run of its workers (docs/workloads.md).", "", head, rule]
+        lines += [
+            "## Loss on every link",
+            "",
+            "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
+            "links, one worker per host, job over both leaves and one spine), with the "
+            "program's loss fault on every link in both directions (host links at the "
+            "leaf port both ways, leaf-spine links at each end's egress, so each link "
+            "direction drops once). Each run is one `python -m workloads allreduce "
+            "--check` per host (the result compared with the exact sum). A hang is a run "
+            "not done within the bound: a 30 s start allowance (Python and numpy imports, "
+            "the barrier, on a loaded machine) plus 40 × (1 + 100 p) × the tensor's ideal "
+            "time over a host link at the link rate, up and back (p: the loss per link "
+            "direction; every loss costs a retransmission timeout of up to 250 ms, far "
+            "more than the link time); the workers give up at that bound themselves. "
+            "Each all-reduce is a new job (`job create`, the previous one deleted): a "
+            "job serves one run of its workers (docs/workloads.md).",
+            "",
+            head,
+            rule,
+        ]
         for c in result.loss:
-            lines.append(_tally_row(
-                f"loss {c.loss:.0%} ({c.links} link directions)", c.tally,
-                f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
-                f"seen by the transport"))
+            lines.append(
+                _tally_row(
+                    f"loss {c.loss:.0%} ({c.links} link directions)",
+                    c.tally,
+                    f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
+                    f"seen by the transport",
+                )
+            )
         lines.append("")
         for c in result.loss:
             for err in c.tally.errors[:5]:
@@ -163,92 +216,126 @@ def render(result: CampaignResult, figure: str | None) -> str:
         lines.append("")
     if result.restart is not None:
         r = result.restart
-        lines += ["## Switch restart mid-job", "",
-                  "A switch of the job's tree (leaves and the spine in turn, a random one of "
-                  "the role) SIGKILLed at a random point of a running all-reduce (a uniform "
-                  "fraction of an undisturbed run's time after the switch saw the job start), "
-                  "then started again; the serving controller (`Controller.serve`, as "
-                  "`ina-controller serve`) restores pipeline, routes and the job; the "
-                  "all-reduce must finish exactly. \"job running\" says whether the "
-                  "all-reduce was still running when the kill came: on the loaded machine "
-                  "the counter reads that find the job's start lag, so a kill drawn late in "
-                  "a short job can land just after it ended.", "",
-                  f"**{r.survived} of {r.attempts}** jobs finished exactly"
-                  + (f" ({r.missed} more jobs ended before their kill was due and were "
-                     "replaced by new ones without a kill)" if r.missed else "") + ".", "",
-                  head, rule, _tally_row("switch restart", r.tally,
-                                         "bound: the workers' timeout across a restart"), "",
-                  "| # | switch | role | at | job running | recovered | recovery | job |",
-                  "| ---: | --- | --- | ---: | --- | --- | ---: | --- |"]
+        lines += [
+            "## Switch restart mid-job",
+            "",
+            "A switch of the job's tree (leaves and the spine in turn, a random one of "
+            "the role) SIGKILLed at a random point of a running all-reduce (a uniform "
+            "fraction of an undisturbed run's time after the switch saw the job start), "
+            "then started again; the serving controller (`Controller.serve`, as "
+            "`ina-controller serve`) restores pipeline, routes and the job; the "
+            'all-reduce must finish exactly. "job running" says whether the '
+            "all-reduce was still running when the kill came: on the loaded machine "
+            "the counter reads that find the job's start lag, so a kill drawn late in "
+            "a short job can land just after it ended.",
+            "",
+            f"**{r.survived} of {r.attempts}** jobs finished exactly"
+            + (
+                f" ({r.missed} more jobs ended before their kill was due and were "
+                "replaced by new ones without a kill)"
+                if r.missed
+                else ""
+            )
+            + ".",
+            "",
+            head,
+            rule,
+            _tally_row("switch restart", r.tally, "bound: the workers' timeout across a restart"),
+            "",
+            "| # | switch | role | at | job running | recovered | recovery | job |",
+            "| ---: | --- | --- | ---: | --- | --- | ---: | --- |",
+        ]
         for i, k in enumerate(r.kills, 1):
-            lines.append(f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
-                         f"{k.get('job_running')} | {k.get('recovered')} | "
-                         f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |")
+            lines.append(
+                f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
+                f"{k.get('job_running')} | {k.get('recovered')} | "
+                f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |"
+            )
         lines.append("")
         for err in r.tally.errors[:8]:
             lines.append(f"- {err}")
         lines.append("")
     if result.controller is not None:
         c = result.controller
-        lines += ["## Controller restart", "",
-                  "`ina-controller serve` as a process of its own, SIGKILLed at a random "
-                  "moment (0-3 s after it said it serves: during its first reconcile or while "
-                  "it serves) and started again, while in-network all-reduces run back to "
-                  "back; afterwards `ina-controller --json reconcile` must write nothing.", "",
-                  f"{c.restarts} restarts; {c.tally.count} all-reduces ran meanwhile. "
-                  f"Reconcile afterwards: {c.reconcile_changes} entities written, "
-                  f"{c.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
-                  f"{_med(c.serve_seconds)} s.", "", head, rule,
-                  _tally_row("controller restarts", c.tally), ""]
+        lines += [
+            "## Controller restart",
+            "",
+            "`ina-controller serve` as a process of its own, SIGKILLed at a random "
+            "moment (0-3 s after it said it serves: during its first reconcile or while "
+            "it serves) and started again, while in-network all-reduces run back to "
+            "back; afterwards `ina-controller --json reconcile` must write nothing.",
+            "",
+            f"{c.restarts} restarts; {c.tally.count} all-reduces ran meanwhile. "
+            f"Reconcile afterwards: {c.reconcile_changes} entities written, "
+            f"{c.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
+            f"{_med(c.serve_seconds)} s.",
+            "",
+            head,
+            rule,
+            _tally_row("controller restarts", c.tally),
+            "",
+        ]
         for err in (c.errors + c.tally.errors)[:8]:
             lines.append(f"- {err}")
         lines.append("")
     if result.teardown is not None:
         d = result.teardown
-        lines += ["## Teardown", "",
-                  f"{d.runs} runs of `make run`'s entry point (`python -m topo.run --topo rack "
-                  "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
-                  "fifth also programs the fabric and runs both all-reduces, the others only "
-                  "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
-                  "moment in [0.3, 8] s ([0.3, 40] s for the runs with all-reduces). After each run the campaign looks for what it left: "
-                  "interfaces with the prefix, processes (switches, Mininet shells, workers: "
-                  "everything carrying the run's environment tag), the network namespaces "
-                  "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
-                  "the next run must clean its leftovers itself (no `make clean`). Then one "
-                  "more run must start and end cleanly.", "",
-                  f"- signals: {', '.join(f'{k} {v}' for k, v in sorted(d.signals.items()))}",
-                  f"- exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(d.exit_codes.items()))}",
-                  f"- runs refused because of leftovers: {d.refused_starts}",
-                  f"- runs that left something after SIGINT or their normal end: "
-                  f"{d.leaks_after_each}",
-                  "- left at the end: " + (", ".join(f"{k} {len(v)}" for k, v in
-                                                     d.leaks_final.items())),
-                  f"- the run after them started without `make clean`: "
-                  f"{'yes' if d.next_run_ok else 'no'}", ""]
+        lines += [
+            "## Teardown",
+            "",
+            f"{d.runs} runs of `make run`'s entry point (`python -m experiment.run --topo rack "
+            "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
+            "fifth also programs the fabric and runs both all-reduces, the others only "
+            "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
+            "moment in [0.3, 8] s ([0.3, 40] s for the runs with all-reduces). "
+            "After each run the campaign looks for what it left: "
+            "interfaces with the prefix, processes (switches, Mininet shells, workers: "
+            "everything carrying the run's environment tag), the network namespaces "
+            "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
+            "the next run must clean its leftovers itself (no `make clean`). Then one "
+            "more run must start and end cleanly.",
+            "",
+            f"- signals: {', '.join(f'{k} {v}' for k, v in sorted(d.signals.items()))}",
+            f"- exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(d.exit_codes.items()))}",
+            f"- runs refused because of leftovers: {d.refused_starts}",
+            f"- runs that left something after SIGINT or their normal end: {d.leaks_after_each}",
+            "- left at the end: " + (", ".join(f"{k} {len(v)}" for k, v in d.leaks_final.items())),
+            f"- the run after them started without `make clean`: "
+            f"{'yes' if d.next_run_ok else 'no'}",
+            "",
+        ]
         for line in d.details[:10]:
             lines.append(f"- {line}")
         lines.append("")
     if result.bad_input is not None:
         b = result.bad_input
-        lines += ["## Bad frames and bad requests", "",
-                  f"{b.frames_sent} malformed frames (kinds in turn: "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(b.kinds.items()))
-                  + f") sent from a host into {b.switch} port {b.port} "
-                  "(`reliability/frames.py`), then illegal P4Runtime requests "
-                  "(`reliability/illegal.py`).", "",
-                  "Accounting over the whole switch while the frames came in: every frame "
-                  "received on any port (the hosts' replies to forwarded frames, ICMP, come "
-                  "in on other ports) was either dropped with a reason or sent.", "",
-                  "| frames sent | kernel rx at the switch port | port_rx of that port | "
-                  "port_rx, all ports | dropped by reason | sent, all ports | unaccounted |",
-                  "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
-                  f"| {b.frames_sent} | {b.kernel_rx} | {b.port_rx} | {b.switch_rx} | "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(b.dropped.items()))
-                  + f" | {b.forwarded} | {b.unaccounted} |", "",
-                  f"Switch process alive afterwards: {b.alive_after}; all-reduce afterwards: "
-                  f"{b.after.exact}/{b.after.count} exact; reconcile afterwards wrote "
-                  f"{b.reconcile_changes} entities.", "",
-                  "| illegal request | answer |", "| --- | --- |"]
+        lines += [
+            "## Bad frames and bad requests",
+            "",
+            f"{b.frames_sent} malformed frames (kinds in turn: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(b.kinds.items()))
+            + f") sent from a host into {b.switch} port {b.port} "
+            "(`reliability/frames.py`), then illegal P4Runtime requests "
+            "(`reliability/illegal.py`).",
+            "",
+            "Accounting over the whole switch while the frames came in: every frame "
+            "received on any port (the hosts' replies to forwarded frames, ICMP, come "
+            "in on other ports) was either dropped with a reason or sent.",
+            "",
+            "| frames sent | kernel rx at the switch port | port_rx of that port | "
+            "port_rx, all ports | dropped by reason | sent, all ports | unaccounted |",
+            "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+            f"| {b.frames_sent} | {b.kernel_rx} | {b.port_rx} | {b.switch_rx} | "
+            + ", ".join(f"{k} {v}" for k, v in sorted(b.dropped.items()))
+            + f" | {b.forwarded} | {b.unaccounted} |",
+            "",
+            f"Switch process alive afterwards: {b.alive_after}; all-reduce afterwards: "
+            f"{b.after.exact}/{b.after.count} exact; reconcile afterwards wrote "
+            f"{b.reconcile_changes} entities.",
+            "",
+            "| illegal request | answer |",
+            "| --- | --- |",
+        ]
         lines += [f"| {r['request']} | {r['code']} |" for r in b.requests]
         lines.append("")
     if figure:
@@ -270,8 +357,11 @@ def plot(result: CampaignResult, path: Path) -> bool:
     except ImportError:
         return False
     series = [(f"loss {c.loss:.0%}", c.tally.seconds) for c in result.loss if c.tally.seconds]
-    recoveries = ([k["recovery_s"] for k in result.restart.kills if "recovery_s" in k]
-                  if result.restart is not None else [])
+    recoveries = (
+        [k["recovery_s"] for k in result.restart.kills if "recovery_s" in k]
+        if result.restart is not None
+        else []
+    )
     if not series and not recoveries:
         return False
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))

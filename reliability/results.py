@@ -26,7 +26,7 @@ class JobTally:
     errors: list[str] = field(default_factory=list)
 
     def add(self, run: Any) -> str:
-        """Counts one :class:`topo.experiment.AllreduceRun`; returns its verdict."""
+        """Counts one :class:`experiment.session.AllreduceRun`; returns its verdict."""
         self.count += 1
         self.retransmissions += sum(r.retransmissions for r in run.ranks)
         self.losses_seen += sum(r.loss_seen for r in run.ranks)
@@ -42,19 +42,28 @@ class JobTally:
         else:
             self.failed += 1
         if verdict != "exact" and len(self.errors) < 20:
-            self.errors.append(f"{verdict}: " + ("; ".join(run.errors) or "not exact")
-                               + f" (wall {run.wall_seconds:.1f} s)")
+            self.errors.append(
+                f"{verdict}: "
+                + ("; ".join(run.errors) or "not exact")
+                + f" (wall {run.wall_seconds:.1f} s)"
+            )
         return verdict
-
 
     def absorb(self, other: JobTally) -> None:
         """Adds ``other``'s runs to this tally."""
-        for name in ("count", "exact", "wrong", "hangs", "failed", "retransmissions",
-                     "losses_seen"):
+        for name in (
+            "count",
+            "exact",
+            "wrong",
+            "hangs",
+            "failed",
+            "retransmissions",
+            "losses_seen",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.seconds += other.seconds
         self.wall += other.wall
-        self.errors += other.errors[:max(0, 20 - len(self.errors))]
+        self.errors += other.errors[: max(0, 20 - len(self.errors))]
 
 
 def judge(run: Any, bound_s: float) -> str:
@@ -158,14 +167,22 @@ class CampaignResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CampaignResult:
         """The inverse of :meth:`to_dict` (``python -m reliability --render FILE``)."""
+
         def tally(d: dict[str, Any] | None) -> JobTally:
             return JobTally(**d) if d else JobTally()
 
-        out = cls(**{k: v for k, v in data.items()
-                     if k not in ("loss", "restart", "controller", "bad_input", "teardown")})
+        out = cls(
+            **{
+                k: v
+                for k, v in data.items()
+                if k not in ("loss", "restart", "controller", "bad_input", "teardown")
+            }
+        )
         out.loss = [LossCell(**{**c, "tally": tally(c["tally"])}) for c in data.get("loss", [])]
         if data.get("restart"):
-            out.restart = RestartCell(**{**data["restart"], "tally": tally(data["restart"]["tally"])})
+            out.restart = RestartCell(
+                **{**data["restart"], "tally": tally(data["restart"]["tally"])}
+            )
         if data.get("controller"):
             d = data["controller"]
             out.controller = ControllerCell(**{**d, "tally": tally(d["tally"])})

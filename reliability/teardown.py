@@ -1,4 +1,4 @@
-"""The teardown cell: ``make run``'s entry point (``python -m topo.run``) started again and
+"""The teardown cell: ``make run``'s entry point (``python -m experiment.run``) started again and
 again, some runs interrupted with SIGINT or SIGKILL at a random moment; after each run the
 campaign looks for what it left (:mod:`reliability.leaks`), and every next run must start
 without `make clean`. The runs use their own name prefix, gRPC ports and runs root, and
@@ -39,7 +39,7 @@ class TeardownPlan:
 
 def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
     """``make run``'s command line for a small rack (two hosts)."""
-    argv = [sys.executable, "-m", "topo.run", "--topo", "rack", "--hosts", "2", "--bw", "10",
+    argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2", "--bw", "10",
             "--target", "softswitch", "--no-cli", "--name-prefix", prefix,
             "--grpc-port", str(grpc_port), "--rundir", str(rundir), "--no-live"]
     if experiment:

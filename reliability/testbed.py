@@ -1,7 +1,7 @@
 """One running spine-leaf for the campaign's network cells, programmed like ``make run``.
 
 Built only on public entry points: :func:`topo.network.start_network`, the controller's
-Python API (:class:`controller.fabric.Controller`) and :func:`topo.experiment.run_allreduce`.
+Python API (:class:`controller.fabric.Controller`) and :func:`experiment.session.run_allreduce`.
 A second controller ``serve``-s in a thread (as ``ina-controller serve`` does) so that a
 switch that restarts gets its pipeline, routes and job back; the cells stop it when they
 need the serving controller to be a separate process instead.
@@ -92,7 +92,7 @@ def hang_bound(elements: int, elems: int, bw_mbit: float, loss: float = 0.0) -> 
 
 
 class TolerantReads:
-    """The reads :func:`topo.experiment.run_allreduce` makes (``switches``,
+    """The reads :func:`experiment.session.run_allreduce` makes (``switches``,
     ``switch_counters``), retried while a switch restarts and empty when it stays away."""
 
     def __init__(self, controller: Any) -> None:
@@ -136,8 +136,8 @@ class Testbed:
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Testbed:
         from controller.fabric import Controller, ControllerOptions
+        from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
         from topo.network import start_network
-        from topo.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
         from topo.rundir import RunDir
         from topo.topologies import SpineLeafTopo
 
@@ -264,7 +264,7 @@ class Testbed:
         return self.plan
 
     def options(self, timeout_s: float, elements: int | None = None) -> Any:
-        from topo.experiment import ExperimentOptions
+        from experiment.session import ExperimentOptions
 
         return ExperimentOptions(elements=elements or self.config.elements,
                                  algorithms=("innetwork",), job_name=JOB,
@@ -280,7 +280,7 @@ class Testbed:
         """One in-network all-reduce over every host (a new job), checked against the exact
         sum and counted in ``tally``; the workers give up at the hang bound (or
         ``timeout_s``)."""
-        from topo.experiment import run_allreduce
+        from experiment.session import run_allreduce
 
         timeout = timeout_s if timeout_s is not None else tally.bound_s
         if fresh_job or not self.plan:

@@ -86,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{sc.path}: ok ({sc.name}: {len(sc.jobs)} job(s), {len(sc.faults)} "
                   f"fault(s), {len(sc.assertions)} assertion(s))")
         return 0
+    from experiment.matrix import MatrixError, free_grpc_base
     from scenarios.junit import write_junit
     from scenarios.runner import RunOptions, run_scenario
-    from workloads.matrix import MatrixError, free_grpc_base
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
     reports = []

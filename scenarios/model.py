@@ -471,7 +471,7 @@ def _assertions(doc: _Doc, items: list[Any], jobs: tuple[JobSpec, ...], names: _
 
 def drop_reasons() -> list[str]:
     """The drop reasons of netreduce.p4's counters, as the controller names them."""
-    from controller.netreduce import DropReason
+    from protocol.netreduce import DropReason
 
     return [r.name.lower() for r in DropReason if r != DropReason.NONE]
 

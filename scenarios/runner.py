@@ -1,8 +1,8 @@
 """Runs a :class:`~scenarios.model.Scenario` on an emulated network and judges it.
 
-Built on ``topo.experiment``: the network comes from :func:`topo.network.start_network`, the
+Built on ``experiment.session``: the network comes from :func:`topo.network.start_network`, the
 fabric is programmed through the controller (:class:`controller.fabric.Controller`), each
-job's all-reduces run with :func:`topo.experiment.run_allreduce` (hosts' processes, results
+job's all-reduces run with :func:`experiment.session.run_allreduce` (hosts' processes, results
 checked against the exact sum, link counters, switch CPU). What this module adds:
 
 * a second controller, ``serve``-ing (``reconnect``): it is primary, applies the faults and
@@ -118,7 +118,7 @@ class DropTally:
 
 
 class _GatedReads:
-    """What :func:`topo.experiment.run_allreduce` reads from a controller (``switches``,
+    """What :func:`experiment.session.run_allreduce` reads from a controller (``switches``,
     ``switch_counters``), waiting while a switch restarts and retrying while it comes back."""
 
     def __init__(self, controller: Any, gate: threading.Lock) -> None:
@@ -128,14 +128,14 @@ class _GatedReads:
 
     def switch_counters(self, name: str) -> dict[str, Any]:
         from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
 
         last: Exception | None = None
         for attempt in range(READ_RETRIES):
             with self.gate:
                 try:
                     return self.controller.switch_counters(name)
-                except (ControllerError, P4RuntimeError) as exc:
+                except (ControllerError, P4RuntimeRequestError) as exc:
                     last = exc
             time.sleep(0.2 * (attempt + 1))
         log.warning("%s: port counters unavailable (%s): link usage of this run is incomplete",
@@ -213,13 +213,13 @@ class _Timeline:
 
 
 def _program(scenario: Scenario, rundir: Path | None) -> Path:
-    from workloads.matrix import program_for
+    from experiment.matrix import program_for
 
     return program_for(scenario.elems, (rundir or Path("build")) / "program")
 
 
 def _job_options(scenario: Scenario, job: JobSpec, index: int) -> Any:
-    from topo.experiment import ExperimentOptions
+    from experiment.session import ExperimentOptions
 
     return ExperimentOptions(elements=job.elements, algorithms=job.algorithms, job_name=job.name,
                              credits=job.credits, slots=job.slots, elems=scenario.elems,
@@ -249,7 +249,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
     always takes the network down. Failures are in the report, never raised."""
     from controller.fabric import ControllerError
     from controller.jobs import JobError
-    from controller.p4client import P4RuntimeError
+    from controller.p4client import P4RuntimeRequestError
     from liveview import live_view
     from topo.errors import TopoError
     from topo.network import start_network
@@ -272,7 +272,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
             _run_on(network, scenario, opts, report, setup, t_start)
     except TopoError as exc:
         setup.error = str(exc)
-    except (ControllerError, JobError, P4RuntimeError) as exc:
+    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
         setup.error = f"controller: {exc}"
     except Exception as exc:  # a bug or an unexpected failure: reported, the network is down
         log.debug("scenario failed", exc_info=True)
@@ -290,7 +290,7 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
             setup: Case, t_start: float) -> None:
     from controller.fabric import Controller, ControllerOptions
     from controller.jobs import JobRequest
-    from topo.experiment import run_allreduce
+    from experiment.session import run_allreduce
 
     prefix = opts.name_prefix
     rundir = Path(network.rundir.path)

@@ -72,8 +72,9 @@ def _emulate(args: argparse.Namespace) -> int:
     import os
     import time
 
-    from sim.emulation import rows_from_matrix, run_emulation
-    from workloads.matrix import MatrixSpec
+    from experiment.emulation import run_emulation
+    from experiment.matrix import MatrixSpec
+    from sim.emulation import rows_from_matrix
 
     if os.geteuid() != 0:
         raise RuntimeError("emulation needs root (Mininet)")

@@ -1,7 +1,7 @@
 """What the emulated testbed really is, as simulator/model parameters, and its measured rows.
 
 The validation (docs/scale.md) compares the simulator and the cost model with all-reduces
-measured on the Mininet spine-leaf (``workloads.matrix``). For that the :class:`Fabric` must
+measured on the Mininet spine-leaf (``experiment.matrix``). For that the :class:`Fabric` must
 describe the emulation's transports, not an idealised RoCE network. Every number below is
 fixed once, from packet formats and independent measurements, never fitted to a row:
 
@@ -38,14 +38,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import algorithms
+from protocol import netreduce as nr
 from sim.fabric import Fabric
 
 #: Ethernet + IPv4 + UDP + BTH + ICRC: every in-network packet on a host link.
-ROCE_HEADER = 14 + 20 + 8 + 12 + 4
+ROCE_HEADER = nr.ROCE_HEADER_BYTES
 #: RETH + aggregation tag: a message's first packet, and every leaf-spine packet.
-RETH_TAG = 16 + 16
+RETH_TAG = nr.RETH_TAG_BYTES
 #: A RoCE ACK: Ethernet + IPv4 + UDP + BTH + AETH + ICRC.
-ROCE_ACK = 14 + 20 + 8 + 12 + 4 + 4
+ROCE_ACK = nr.ROCE_ACK_BYTES
 #: The receiver ACKs at least every this many packets (workloads/innetwork.py ACK_EVERY).
 ACK_EVERY = 16
 #: TCP payload per segment on a 1500-byte MTU with the timestamp option.
@@ -57,9 +59,8 @@ TCP_SEGMENTS_PER_ACK = 2
 #: Per-packet processing of the built-in Python switch under load, seconds.
 SWITCH_DELAY_S = 90e-6
 
-#: workloads.matrix algorithm names -> sim.schedules names.
-ALGORITHM_OF = {"ring": "ring", "torus": "torus2d", "innetwork": "ina",
-                "innetwork-hier": "ina-hier", "topk": "hitopk"}
+#: experiment.matrix algorithm names -> sim.schedules names (from the algorithm registry).
+ALGORITHM_OF = {a.name: a.sim_name for a in algorithms.REGISTRY if a.sim_name is not None}
 
 
 def ina_header_bytes(msg_pkts: int, window: int) -> int:
@@ -88,7 +89,7 @@ def tcp_payload_share() -> float:
 
 def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
-    network of ``spec`` (a ``workloads.matrix.MatrixSpec`` as a dict)."""
+    network of ``spec`` (a ``experiment.matrix.MatrixSpec`` as a dict)."""
     if algorithm not in ALGORITHM_OF:
         raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHM_OF)}")
@@ -98,7 +99,7 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                   host_bps=float(spec["bw_mbit"]) * 1e6,
                   fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
                   switch_delay_s=SWITCH_DELAY_S)
-    if algorithm.startswith("innetwork"):
+    if algorithms.get(algorithm).innetwork:
         msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])
         header = ina_header_bytes(msg_pkts, window)
         # leaf-spine packets: RoCE header + RETH + tag (90 bytes), no ACK or tag share
@@ -135,7 +136,7 @@ def rows_from_matrix(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
-    """Validation rows from a ``make run`` / ``python -m topo.run`` run directory: its
+    """Validation rows from a ``make run`` / ``python -m experiment.run`` run directory: its
     ``topology.json`` (switch roles, hosts, link rates) and ``results/experiment.json`` (the
     all-reduces, the job's credits and packets per message, the program's E)."""
     rundir = Path(rundir)
@@ -191,15 +192,3 @@ def load_matrix_rows(paths: Iterable[Path]) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: not a matrix result (needs 'spec' and 'cells')")
         rows.extend(rows_from_matrix(doc))
     return rows
-
-
-def run_emulation(spec: Any, rundir: Path | None = None) -> dict[str, Any]:
-    """Runs ``spec`` (a ``MatrixSpec``) on a fresh Mininet network (root) and returns the
-    matrix document (``spec`` and ``cells``) that :func:`rows_from_matrix` reads."""
-    from dataclasses import asdict
-
-    from workloads.matrix import run_cells, running_network
-
-    with running_network(spec, rundir) as launcher:
-        cells = run_cells(launcher, spec)
-    return {"spec": asdict(spec), "cells": [asdict(c) for c in cells]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import algorithms
 from sim.fabric import Fabric
 from sim.schedules import ALGORITHMS, sparse_block_bytes, torus_grid
 from workloads import costmodel as cm
@@ -49,40 +50,68 @@ def _column_alpha(f: Fabric, chunk: float) -> float:
     return f.mean_hop_latency(0, same, cross, chunk)
 
 
-def predict(algorithm: str, f: Fabric, nbytes: float, density: float = 0.01) -> float:
-    """Seconds the cost model predicts for ``algorithm`` (one of :data:`sim.ALGORITHMS`)."""
+def ring_cost(f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """Flat ring over all workers."""
     beta = 8.0 * f.wire_factor / f.host_bps
+    alpha = _ring_alpha(f, nbytes / f.workers)
+    if f.gpus_per_host == 1:
+        return cm.ring_allreduce(nbytes, f.workers, alpha, beta)
+    return cm.flat_ring(nbytes, _cluster(f, alpha))
+
+
+def torus2d_cost(f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """2D torus: rows within a host (or a host group), columns across."""
+    beta = 8.0 * f.wire_factor / f.host_bps
+    rows, cols = torus_grid(f)
+    if f.gpus_per_host > 1:
+        return cm.torus2d_cluster(nbytes, _cluster(f, _column_alpha(f, nbytes / f.workers)))
+    row_alpha = f.mean_hop_latency(0, cols, 0, nbytes / cols)
+    col_alpha = f.mean_hop_latency(0, 0, rows, nbytes / f.workers) if rows > 1 else 0.0
+    return cm.torus2d_allreduce(nbytes, rows, cols, row_alpha, beta, col_alpha, beta)
+
+
+def _ina(f: Fabric, nbytes: float, hierarchical: bool) -> float:
     g, p = f.gpus_per_host, f.workers
-    if algorithm == "ring":
-        alpha = _ring_alpha(f, nbytes / p)
-        if g == 1:
-            return cm.ring_allreduce(nbytes, p, alpha, beta)
-        return cm.flat_ring(nbytes, _cluster(f, alpha))
-    if algorithm == "torus2d":
-        rows, cols = torus_grid(f)
-        if g > 1:
-            return cm.torus2d_cluster(nbytes, _cluster(f, _column_alpha(f, nbytes / p)))
-        row_alpha = f.mean_hop_latency(0, cols, 0, nbytes / cols)
-        col_alpha = f.mean_hop_latency(0, 0, rows, nbytes / p) if rows > 1 else 0.0
-        return cm.torus2d_allreduce(nbytes, rows, cols, row_alpha, beta, col_alpha, beta)
-    if algorithm in ("ina", "ina-hier"):
-        levels = f.ina_levels()
-        shard = nbytes if algorithm == "ina" else nbytes / g
-        alpha = f.ina_round_trip(shard) / (2 * levels)
-        ina_beta = f.ina_beta()
-        if g == 1:
-            return cm.innetwork_allreduce(nbytes, p, alpha, ina_beta, levels)
-        c = dataclasses.replace(_cluster(f, alpha), bw_inter=1.0 / ina_beta)
-        if algorithm == "ina":
-            return cm.flat_innetwork(nbytes, c, levels)
+    levels = f.ina_levels()
+    shard = nbytes / g if hierarchical else nbytes
+    alpha = f.ina_round_trip(shard) / (2 * levels)
+    ina_beta = f.ina_beta()
+    if g == 1:
+        return cm.innetwork_allreduce(nbytes, p, alpha, ina_beta, levels)
+    c = dataclasses.replace(_cluster(f, alpha), bw_inter=1.0 / ina_beta)
+    if hierarchical:
         return cm.hierarchical_innetwork(nbytes, c, levels)
-    if algorithm == "hitopk":
-        # the density whose (value + index) bytes equal the block the schedule sends
-        shard = nbytes / g
-        block = sparse_block_bytes(int(shard), density)
-        effective = min(1.0, block / (2.0 * shard)) if shard else density
-        alpha = _column_alpha(f, block)
-        if g == 1:
-            return cm.sparse_allgather(nbytes, p, effective, alpha, beta)
-        return cm.hitopk(nbytes, _cluster(f, alpha), effective)
-    raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    return cm.flat_innetwork(nbytes, c, levels)
+
+
+def ina_cost(f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """In-network aggregation, every GPU a worker of the switch."""
+    return _ina(f, nbytes, hierarchical=False)
+
+
+def ina_hier_cost(f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """In-network aggregation after a reduction within each host."""
+    return _ina(f, nbytes, hierarchical=True)
+
+
+def hitopk_cost(f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """HiTopK sparse all-gather (``density`` of the elements, values and indices)."""
+    beta = 8.0 * f.wire_factor / f.host_bps
+    # the density whose (value + index) bytes equal the block the schedule sends
+    shard = nbytes / f.gpus_per_host
+    block = sparse_block_bytes(int(shard), density)
+    effective = min(1.0, block / (2.0 * shard)) if shard else density
+    alpha = _column_alpha(f, block)
+    if f.gpus_per_host == 1:
+        return cm.sparse_allgather(nbytes, f.workers, effective, alpha, beta)
+    return cm.hitopk(nbytes, _cluster(f, alpha), effective)
+
+
+def predict(algorithm: str, f: Fabric, nbytes: float, density: float = 0.01) -> float:
+    """Seconds the cost model predicts for ``algorithm`` (a name or alias of
+    :mod:`algorithms`; the simulator knows :data:`sim.ALGORITHMS`)."""
+    alg = algorithms.get(algorithm)
+    if alg.sim_name not in ALGORITHMS:
+        raise ValueError(f"no cost model for algorithm {algorithm!r}; "
+                         f"choose one of {', '.join(ALGORITHMS)}")
+    return float(alg.cost_model_fn()(f, nbytes, density))

@@ -10,8 +10,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-_STYLE = {"ring": "tab:red", "torus2d": "tab:orange", "ina": "tab:blue", "ina-hier": "tab:green",
-          "hitopk": "tab:purple"}
+from algorithms import REGISTRY  # noqa: E402
+
+#: Plot colour of each algorithm, by the simulator's names (from the algorithm registry).
+_STYLE = {a.sim_name: a.color for a in REGISTRY if a.sim_name is not None}
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from algorithms import registry
 from sim.fabric import Fabric
 
 OP_SEND = 0
 OP_INA = 1
 
 #: Algorithms the simulator and the cost models both know (names as in workloads' stats).
-ALGORITHMS = ("ring", "torus2d", "ina", "ina-hier", "hitopk")
+ALGORITHMS = registry.sim_names()
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _host_groups(f: Fabric) -> np.ndarray:
     return np.arange(f.workers, dtype=np.int32).reshape(f.hosts, f.gpus_per_host)
 
 
-def ring(f: Fabric, nbytes: int) -> Schedule:
+def ring(f: Fabric, nbytes: int, density: float = 0.01) -> Schedule:
     """Flat ring all-reduce over all workers in host-contiguous order."""
     b = _Builder()
     groups = np.arange(f.workers, dtype=np.int32)[None, :]
@@ -153,7 +154,7 @@ def torus_grid(f: Fabric) -> tuple[int, int]:
     return f.leaves, f.hosts_per_leaf
 
 
-def torus2d(f: Fabric, nbytes: int) -> Schedule:
+def torus2d(f: Fabric, nbytes: int, density: float = 0.01) -> Schedule:
     """2D-torus all-reduce: row reduce-scatter, column all-reduce of the shard, row all-gather."""
     rows, cols = torus_grid(f)
     grid = np.arange(f.workers, dtype=np.int32).reshape(rows, cols)
@@ -171,7 +172,7 @@ def torus2d(f: Fabric, nbytes: int) -> Schedule:
     return b.build()
 
 
-def ina(f: Fabric, nbytes: int) -> Schedule:
+def ina(f: Fabric, nbytes: int, density: float = 0.01) -> Schedule:
     """Flat in-network all-reduce: every worker sends its whole gradient to the switches."""
     b = _Builder()
     workers = np.arange(f.workers, dtype=np.int32)
@@ -179,7 +180,7 @@ def ina(f: Fabric, nbytes: int) -> Schedule:
     return b.build()
 
 
-def ina_hier(f: Fabric, nbytes: int) -> Schedule:
+def ina_hier(f: Fabric, nbytes: int, density: float = 0.01) -> Schedule:
     """Hierarchical in-network all-reduce: intra-host reduce-scatter, in-network all-reduce
     of each GPU's shard (one job per shard index), intra-host all-gather."""
     g = f.gpus_per_host
@@ -231,14 +232,11 @@ def build(algorithm: str, f: Fabric, nbytes: int, density: float = 0.01) -> Sche
     """The schedule of ``algorithm`` (one of :data:`ALGORITHMS`) for ``nbytes`` per worker."""
     if nbytes < 0:
         raise ValueError(f"message size must be >= 0 bytes, got {nbytes}")
-    if algorithm == "ring":
-        return ring(f, nbytes)
-    if algorithm == "torus2d":
-        return torus2d(f, nbytes)
-    if algorithm == "ina":
-        return ina(f, nbytes)
-    if algorithm == "ina-hier":
-        return ina_hier(f, nbytes)
-    if algorithm == "hitopk":
-        return hitopk(f, nbytes, density)
-    raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    try:
+        alg = registry.get(algorithm)
+    except registry.UnknownAlgorithmError:
+        alg = None
+    if alg is None or alg.sim_name is None:
+        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    schedule: Schedule = alg.schedule_fn()(f, nbytes, density)
+    return schedule

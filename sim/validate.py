@@ -126,7 +126,7 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise ValidationInputError(f"{path}: not JSON or JSON lines ({exc})") from None
     if isinstance(data, dict) and "spec" in data and "cells" in data:
-        from sim.emulation import rows_from_matrix  # a workloads.matrix result
+        from sim.emulation import rows_from_matrix  # a experiment.matrix result
 
         return rows_from_matrix(data)
     if isinstance(data, dict):

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.testing import free_tcp_port
+from tests.p4runtime_server_fake import free_tcp_port
 from topo.nodes import BMv2Switch, SwitchLaunch, log_tail, port_accepts
 
 HOST = "127.0.0.1"
@@ -124,9 +124,9 @@ def free_port_block(count: int, start: int | None = None, stop: int = 44000) -> 
 
 
 def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """``python -m topo.run ARGV`` as a child; on timeout SIGTERM (topo.run then takes its
+    """``python -m experiment.run ARGV`` as a child; on timeout SIGTERM (experiment.run then takes its
     network down), then SIGKILL its process group, and the result says so."""
-    proc = subprocess.Popen([sys.executable, "-m", "topo.run", *argv], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *argv], cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -138,7 +138,7 @@ def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.Complet
         except subprocess.TimeoutExpired:
             _killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-        err += f"\n(test: topo.run did not finish within {timeout_s:g} s; stopped)"
+        err += f"\n(test: experiment.run did not finish within {timeout_s:g} s; stopped)"
         return subprocess.CompletedProcess(proc.args, -1, out, err)
     finally:
         if proc.poll() is None:

@@ -41,7 +41,7 @@ class Link:
 
 
 @dataclass
-class Topology:
+class NetnsTopology:
     tag: str
     namespaces: list[str] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
@@ -90,9 +90,9 @@ class Topology:
 
 
 @contextmanager
-def topology(hosts: int) -> Iterator[Topology]:
+def topology(hosts: int) -> Iterator[NetnsTopology]:
     """``hosts`` namespaces, each linked by a veth to the root namespace; always removed."""
-    topo = Topology(tag=f"t{uuid.uuid4().hex[:6]}")
+    topo = NetnsTopology(tag=f"t{uuid.uuid4().hex[:6]}")
     try:
         for i in range(1, hosts + 1):
             topo.add_host(i)

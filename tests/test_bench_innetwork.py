@@ -39,7 +39,7 @@ def test_a_network_that_fails_to_start_costs_its_rows_only(monkeypatch: pytest.M
     import math
 
     import bench.bench_innetwork as bi
-    import workloads.matrix as matrix
+    import experiment.matrix as matrix
 
     @contextlib.contextmanager
     def network(spec, rundir):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ import pytest
 from controller.cli import Commands, Shell, build_parser, main
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
+from protocol import netreduce as nr
 from tests.bmv2 import Bmv2Process, missing_binaries, skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,11 +167,11 @@ def test_every_verb_on_bmv2(rundir, capsys) -> None:
     assert code == 2 and str(err).startswith("error: index: 100000 is outside register")
 
     ok(rundir, capsys, "fault", "set", "l2", "3", "0.25")
-    for table in ("SwitchIngress.loss.port_loss", "SwitchEgress.loss.port_loss"):
+    for table in (nr.PortLossNames.INGRESS, nr.PortLossNames.EGRESS):
         assert [(e["match"], e["params"]) for e in read(rundir, "l2", table)] == [
             ({"port": "3"}, {"threshold": 16384})]
     assert ok(rundir, capsys, "fault", "clear", "l2") == {"cleared": 1}
-    assert read(rundir, "l2", "SwitchIngress.loss.port_loss") == []
+    assert read(rundir, "l2", nr.PortLossNames.INGRESS) == []
 
     report = ok(rundir, capsys, "reconcile")
     assert all(not r["pipeline_pushed"] and r["inserted"] == r["modified"] == r["deleted"] == 0

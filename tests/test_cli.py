@@ -19,16 +19,6 @@ needs_frontend = pytest.mark.skipif(
 )
 
 
-def _pipeline_available() -> bool:
-    try:
-        from softswitch.pipeline import Pipeline  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_pipeline = pytest.mark.skipif(not _pipeline_available(), reason="engine not available yet")
-
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -90,7 +80,6 @@ def test_compile_writes_p4info_and_device_config(tmp_path: Path) -> None:
     assert parse_device_config(cfg.read_bytes()).main == "fwd.p4"
 
 
-@needs_pipeline
 def test_stf_pass_exits_zero() -> None:
     """A passing STF test exits 0."""
     proc = _cli("stf", str(STF_ONLY / "fwd.p4"), str(STF_ONLY / "fwd.stf"), *INC)
@@ -98,7 +87,6 @@ def test_stf_pass_exits_zero() -> None:
     assert "PASS" in proc.stdout
 
 
-@needs_pipeline
 def test_stf_mismatch_exits_one() -> None:
     """A failing expectation prints the first mismatch and exits 1."""
     proc = _cli("stf", str(STF_ONLY / "fwd.p4"), str(STF_ONLY / "fwd_fail.stf"), *INC)
@@ -106,7 +94,6 @@ def test_stf_mismatch_exits_one() -> None:
     assert "port 2: expected 0000000000020000000000090800BEE0 got " in proc.stderr
 
 
-@needs_pipeline
 def test_stf_bad_line_reports_location(tmp_path: Path) -> None:
     """A bad STF line is reported as FILE:LINE: error: and exits 1."""
     stf = tmp_path / "bad.stf"

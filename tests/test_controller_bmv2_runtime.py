@@ -15,8 +15,8 @@ import pytest
 
 from controller.bmv2_runtime import Bmv2Runtime, Bmv2RuntimeError
 from controller.cli import main
-from controller.testing import FakeP4RuntimeServer, free_tcp_port
 from tests import bmv2_fake_cli
+from tests.p4runtime_server_fake import FakeP4RuntimeServer, free_tcp_port
 
 P4INFO = """
 pkg_info { arch: "v1model" }

@@ -12,10 +12,10 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controller import entities as ents
-from controller.p4client import P4Client, P4RuntimeError
-from controller.schema import P4Schema, SchemaError, encode_int
-from controller.switch import Switch, SwitchOptions
-from controller.testing import FakeP4RuntimeServer
+from controller.p4client import P4Client, P4RuntimeRequestError
+from controller.schema import ControlPlaneSchema, SchemaError, encode_int
+from controller.switch import ManagedSwitch, SwitchOptions
+from tests.p4runtime_server_fake import FakeP4RuntimeServer
 
 P4INFO_TEXT = """
 tables {
@@ -79,7 +79,7 @@ def _wait(predicate, timeout: float = 5.0) -> bool:
 
 def test_schema_finds_by_suffix_and_full_name(p4info) -> None:
     """A unique suffix or the full name finds the object; ids work too."""
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     assert schema.action("set_nhop").preamble.id == 10
     assert schema.table("MyIngress.ipv4_lpm").preamble.id == 1
     assert schema.table(2).preamble.name == "MyIngress.acl"
@@ -88,7 +88,7 @@ def test_schema_finds_by_suffix_and_full_name(p4info) -> None:
 
 def test_schema_miss_suggests_close_name(p4info) -> None:
     """A misspelt name is answered with the closest one."""
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     with pytest.raises(SchemaError, match=r"no table named 'MyIngress.ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'\?"):
         schema.table("MyIngress.ipv4_lpn")
     with pytest.raises(SchemaError, match=r"no action named 'set_nhp'. Did you mean 'MyIngress.set_nhop'\?"):
@@ -98,7 +98,7 @@ def test_schema_miss_suggests_close_name(p4info) -> None:
 def test_schema_ambiguous_suffix_is_an_error(p4info) -> None:
     """A suffix shared by two tables names both."""
     with pytest.raises(SchemaError, match="ambiguous: MyEgress.ipv4_lpm, MyIngress.ipv4_lpm"):
-        P4Schema(p4info).table("ipv4_lpm")
+        ControlPlaneSchema(p4info).table("ipv4_lpm")
 
 
 def test_encode_strips_leading_zeros() -> None:
@@ -112,7 +112,7 @@ def test_encode_strips_leading_zeros() -> None:
 
 def test_table_entry_encoding_round_trip(p4info) -> None:
     """Addresses, prefixes, ternary and range values encode canonically and decode back."""
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     te = schema.table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": "10.0.1.7/24"},
                             "set_nhop", {"dmac": "00:00:0a:00:01:01", "port": 1})
     assert te.match[0].lpm.value == bytes([10, 0, 1, 0])
@@ -129,7 +129,7 @@ def test_table_entry_encoding_round_trip(p4info) -> None:
 
 def test_table_entry_bad_values_name_the_field(p4info) -> None:
     """Bad parameters and actions are reported with the table/action and field names."""
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     with pytest.raises(SchemaError, match="parameter 'port'.*does not fit in 9 bits"):
         schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.0.0/8"}, "set_nhop",
                            {"dmac": 1, "port": 600})
@@ -156,9 +156,9 @@ def test_lower_election_id_is_backup_and_refused(server, p4info) -> None:
         first.connect()
         arb = second.connect()
         assert not arb.primary and arb.election_id == 10
-        schema = P4Schema(p4info)
+        schema = ControlPlaneSchema(p4info)
         te = schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.0.0/8"}, "NoAction")
-        with pytest.raises(P4RuntimeError) as info:
+        with pytest.raises(P4RuntimeRequestError) as info:
             second.write([ents.update(p4runtime_pb2.Update.INSERT, ents.entity(te))])
         assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
         assert info.value.operation == "Write"
@@ -183,7 +183,7 @@ def test_same_election_id_is_refused(server) -> None:
     with P4Client(server.address, 3, election_id=10) as first, \
             P4Client(server.address, 3, election_id=10) as second:
         first.connect()
-        with pytest.raises(P4RuntimeError) as info:
+        with pytest.raises(P4RuntimeRequestError) as info:
             second.connect()
         assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
@@ -191,7 +191,7 @@ def test_same_election_id_is_refused(server) -> None:
 def test_unreachable_switch_is_unavailable() -> None:
     """Connecting to a port nobody listens on fails quickly with UNAVAILABLE."""
     with P4Client("127.0.0.1:1", 0, election_id=1) as client:
-        with pytest.raises(P4RuntimeError) as info:
+        with pytest.raises(P4RuntimeRequestError) as info:
             client.connect(timeout_s=0.5)
     assert info.value.unreachable
     assert "did not answer" in str(info.value)
@@ -199,13 +199,13 @@ def test_unreachable_switch_is_unavailable() -> None:
 
 def test_write_errors_are_decoded_per_update(server, p4info) -> None:
     """Per-update p4.v1.Error details come back with their batch index."""
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     a = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.0.0/8"}, "NoAction"))
     b = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.1.0.0/16"}, "NoAction"))
     with P4Client(server.address, 3, election_id=1) as client:
         client.connect()
         client.write([ents.update(p4runtime_pb2.Update.INSERT, a)])
-        with pytest.raises(P4RuntimeError) as info:
+        with pytest.raises(P4RuntimeRequestError) as info:
             client.write(ents.updates(p4runtime_pb2.Update.INSERT, [b, a]))
     err = info.value
     assert [(e.index, e.code) for e in err.errors] == [(1, grpc.StatusCode.ALREADY_EXISTS)]
@@ -218,14 +218,14 @@ def test_wrong_device_id_is_not_found(server) -> None:
     with P4Client(server.address, 3, election_id=1) as client:
         client.connect()
         client.device_id = 4
-        with pytest.raises(P4RuntimeError) as info:
+        with pytest.raises(P4RuntimeRequestError) as info:
             client.read([p4runtime_pb2.Entity()])
     assert info.value.code == grpc.StatusCode.NOT_FOUND
     assert str(info.value).startswith("Read failed: NOT_FOUND")
 
 
-def _switch(server: FakeP4RuntimeServer, p4info, election_id: int = 1, **kw) -> Switch:
-    sw = Switch(SwitchOptions("s1", server.address, 3, election_id=election_id, **kw))
+def _switch(server: FakeP4RuntimeServer, p4info, election_id: int = 1, **kw) -> ManagedSwitch:
+    sw = ManagedSwitch(SwitchOptions("s1", server.address, 3, election_id=election_id, **kw))
     sw.load_program(p4info, b"device-config")
     return sw
 
@@ -233,7 +233,7 @@ def _switch(server: FakeP4RuntimeServer, p4info, election_id: int = 1, **kw) -> 
 def test_sync_pushes_pipeline_then_inserts(server, p4info) -> None:
     """First sync pushes the pipeline and inserts everything; a second sync changes nothing."""
     sw = _switch(server, p4info)
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     want = [
         ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.1.0/24"},
                                        "set_nhop", {"dmac": 1, "port": 1})),
@@ -254,7 +254,7 @@ def test_sync_pushes_pipeline_then_inserts(server, p4info) -> None:
 def test_sync_modifies_and_prunes(server, p4info) -> None:
     """Changed entries are modified, unwanted ones deleted, equal ones left alone."""
     sw = _switch(server, p4info)
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     r1 = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.1.0/24"},
                                         "set_nhop", {"dmac": 1, "port": 1}))
     r2 = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.2.0/24"},
@@ -274,13 +274,13 @@ def test_sync_modifies_and_prunes(server, p4info) -> None:
 
 
 def test_backup_switch_refuses_to_sync(server, p4info) -> None:
-    """A Switch that is only backup raises PERMISSION_DENIED naming the primary."""
+    """A ManagedSwitch that is only backup raises PERMISSION_DENIED naming the primary."""
     primary = _switch(server, p4info, election_id=9)
     backup = _switch(server, p4info, election_id=2)
     try:
         primary.connect()
         backup.connect()
-        with pytest.raises(P4RuntimeError, match="is a backup; election id 9 is primary"):
+        with pytest.raises(P4RuntimeRequestError, match="is a backup; election id 9 is primary"):
             backup.sync([])
     finally:
         primary.close()
@@ -288,12 +288,12 @@ def test_backup_switch_refuses_to_sync(server, p4info) -> None:
 
 
 def test_reconnect_after_server_restart_resyncs(p4info) -> None:
-    """When the switch restarts, the Switch reconnects, re-pushes the pipeline and its entries."""
+    """When the switch restarts, the ManagedSwitch reconnects, re-pushes the pipeline and its entries."""
     first = FakeP4RuntimeServer(device_id=3).start()
     port = first.port
-    schema = P4Schema(p4info)
+    schema = ControlPlaneSchema(p4info)
     want = [ents.multicast_group(7, [(1, 0)])]
-    sw = Switch(SwitchOptions("s1", first.address, 3, reconnect=True, reconnect_deadline_s=20))
+    sw = ManagedSwitch(SwitchOptions("s1", first.address, 3, reconnect=True, reconnect_deadline_s=20))
     sw.load_program(p4info, b"cfg")
     second = None
     try:

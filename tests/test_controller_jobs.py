@@ -19,7 +19,7 @@ from controller.jobs import (
     retire,
 )
 from controller.state import ControllerState, load_state, next_election_id, save_state
-from controller.topology import TopologyError, load_topology
+from controller.topology import FabricTopologyError, load_topology
 
 SIZES = nr.Sizes(slots=1024, jobs=64, conns=1024)
 
@@ -230,7 +230,7 @@ def test_state_round_trip_and_election_ids(rundir) -> None:
 def test_topology_errors_name_the_key(tmp_path) -> None:
     """A topology.json without hosts is refused naming the key."""
     (tmp_path / "topology.json").write_text('{"switches": []}', encoding="utf-8")
-    with pytest.raises(TopologyError, match="missing key 'hosts'"):
+    with pytest.raises(FabricTopologyError, match="missing key 'hosts'"):
         load_topology(tmp_path)
 
 

@@ -117,7 +117,7 @@ def test_job_create_and_delete_read_back(net) -> None:
 def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net) -> None:
     """Eight workers (two per host) all-reduce exactly through leaves and a spine, and the
     job counters account for every packet."""
-    from topo.experiment import host_popen
+    from experiment.session import host_popen
 
     rundir = Path(net.rundir.path)
     plan = ok(rundir, "job", "create", "ar", "--hosts", ",".join(HOSTS), "--slots", "64",

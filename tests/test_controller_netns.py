@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main
-from controller.testing import SwitchProcess, compile_program, free_tcp_port
 from tests import netns
+from tests.p4runtime_server_fake import SwitchProcess, compile_program, free_tcp_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "netreduce.p4"
@@ -81,7 +81,7 @@ def _switch_mac(port: int) -> str:
 
 @dataclass
 class Lab:
-    topo: netns.Topology
+    topo: netns.NetnsTopology
     switch: SwitchProcess
     rundir: Path
     namespaces: dict[str, str]  # host name -> namespace
@@ -104,7 +104,7 @@ def ctl_json(rundir: Path, *args: str):
     return json.loads(out)
 
 
-def _setup_host(topo: netns.Topology, index: int, ns: str) -> None:
+def _setup_host(topo: netns.NetnsTopology, index: int, ns: str) -> None:
     netns.ip("-n", ns, "link", "set", "eth0", "down")
     netns.ip("-n", ns, "link", "set", "eth0", "address", _mac(index))
     netns.ip("-n", ns, "link", "set", "eth0", "up")

@@ -17,8 +17,9 @@ import pytest
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
-from controller.testing import SwitchProcess, compile_program
-from controller.testing import free_tcp_port as free_port
+from protocol import netreduce as nr
+from tests.p4runtime_server_fake import SwitchProcess, compile_program
+from tests.p4runtime_server_fake import free_tcp_port as free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "netreduce.p4"
@@ -114,7 +115,7 @@ def test_routes_are_read_back(rundir, capsys) -> None:
     assert cli(rundir, "routes", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
         lpm = {e["match"]["hdr.ipv4.dstAddr"]: (e["action"].rsplit(".", 1)[1], e["params"])
-               for e in ctl.read_table("l1", "SwitchIngress.fwd.ipv4_lpm")}
+               for e in ctl.read_table("l1", nr.Ipv4ForwardingNames.IPV4_LPM)}
         assert lpm == {
             "10.0.1.1/32": ("set_nhop", {"smac": 0x000B00010001, "dmac": 0x00000A000101, "port": 1}),
             "10.0.1.2/32": ("set_nhop", {"smac": 0x000B00010002, "dmac": 0x00000A000102, "port": 2}),
@@ -267,14 +268,14 @@ def test_fault_set_and_clear(rundir, capsys) -> None:
     """fault set writes port_loss entries in both directions; fault clear removes them."""
     assert cli(rundir, "fault", "set", "l2", "3", "0.25", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
-        for table in ("SwitchIngress.loss.port_loss", "SwitchEgress.loss.port_loss"):
+        for table in (nr.PortLossNames.INGRESS, nr.PortLossNames.EGRESS):
             assert [(e["match"], e["params"]) for e in _read(ctl, "l2", table)] == [
                 ({"port": "3"}, {"threshold": 16384})]
     code, _, err = cli(rundir, "fault", "set", "l2", "9", "0.5", capsys=capsys)
     assert (code, err) == (2, "error: port: switch l2 has no port 9 (ports: 1, 2, 3, 4)\n")
     assert cli(rundir, "fault", "clear", "l2", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
-        assert _read(ctl, "l2", "SwitchIngress.loss.port_loss") == []
+        assert _read(ctl, "l2", nr.PortLossNames.INGRESS) == []
 
 
 def test_fault_set_reorder(rundir, capsys) -> None:
@@ -283,15 +284,15 @@ def test_fault_set_reorder(rundir, capsys) -> None:
     assert cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "0.05", "--max-hold", "4",
                "--direction", "out", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
-        assert [(e["match"], e["params"]) for e in _read(ctl, "l2", "SwitchEgress.reorder.port_reorder")] \
+        assert [(e["match"], e["params"]) for e in _read(ctl, "l2", nr.PortReorderNames.EGRESS)] \
             == [({"port": "3"}, {"threshold": 3277, "max_hold": 4})]
-        assert _read(ctl, "l2", "SwitchIngress.reorder.port_reorder") == []
-        assert _read(ctl, "l2", "SwitchEgress.loss.port_loss") == []
+        assert _read(ctl, "l2", nr.PortReorderNames.INGRESS) == []
+        assert _read(ctl, "l2", nr.PortLossNames.EGRESS) == []
     code, _, err = cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "1.5", capsys=capsys)
     assert (code, err) == (2, "error: reorder: reorder probability 1.5 outside 0..1\n")
     assert cli(rundir, "fault", "clear", "l2", "3", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
-        assert _read(ctl, "l2", "SwitchEgress.reorder.port_reorder") == []
+        assert _read(ctl, "l2", nr.PortReorderNames.EGRESS) == []
 
 
 def test_counters_and_registers_are_read(rundir, capsys) -> None:
@@ -398,5 +399,5 @@ def test_switch_counters_watch_and_table_occupancy(rundir, capsys) -> None:
     code, out, err = cli(rundir, "tables", "--switch", "l2", capsys=capsys)
     assert code == 0, err
     sizes = {r["table"]: r["entries"] for r in json.loads(out)}
-    assert (sizes["SwitchIngress.agg.job_table"], sizes["SwitchIngress.agg.conn_table"],
-            sizes["SwitchEgress.agg.result_rewrite"]) == (1, 2, 2)
+    assert (sizes[nr.AggregationIngressNames.JOB_TABLE], sizes[nr.AggregationIngressNames.CONN_TABLE],
+            sizes[nr.AggregationEgressNames.RESULT_REWRITE]) == (1, 2, 2)

@@ -14,8 +14,8 @@ from controller import netreduce as nr
 from controller.cli import job_tree_lines
 from controller.desired import parent_position, route_entities
 from controller.jobs import JobError, JobRequest, commit_allocations, plan_job
-from controller.schema import P4Schema
-from controller.topology import Topology, load_topology
+from controller.schema import ControlPlaneSchema
+from controller.topology import FabricTopology, load_topology
 from controller.trees import aggregation_tree, next_hops
 from topo.model import describe, topology_to_dict
 from topo.topologies import load_topology_file
@@ -25,15 +25,15 @@ PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
 
 @functools.lru_cache(maxsize=1)
-def netreduce_schema() -> P4Schema:
+def netreduce_schema() -> ControlPlaneSchema:
     """netreduce.p4's P4Info, from the built-in front end."""
     from softswitch.frontend import compile_file
     from softswitch.p4info import build_p4info
 
-    return P4Schema(build_p4info(compile_file(PROGRAM)))
+    return ControlPlaneSchema(build_p4info(compile_file(PROGRAM)))
 
 
-def _controller_topology(tmp_path: Path, name: str, params: dict | None = None) -> Topology:
+def _controller_topology(tmp_path: Path, name: str, params: dict | None = None) -> FabricTopology:
     """The controller's view of a shipped topology file (through topology.json)."""
     described = describe(load_topology_file(name, params), target="softswitch")
     path = tmp_path / "topology.json"
@@ -42,7 +42,7 @@ def _controller_topology(tmp_path: Path, name: str, params: dict | None = None) 
 
 
 @pytest.fixture
-def fattree(tmp_path: Path) -> Topology:
+def fattree(tmp_path: Path) -> FabricTopology:
     return _controller_topology(tmp_path, "fattree")
 
 

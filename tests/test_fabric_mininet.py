@@ -2,7 +2,7 @@
 
 ONE network per module (started once, several checks on it): the controller pushes
 netreduce.p4, IPv4 routes with ECMP over both spines and an aggregation job over all four
-hosts; then in-network and ring all-reduces run on the hosts (``topo.experiment``). Switch
+hosts; then in-network and ring all-reduces run on the hosts (``experiment.session``). Switch
 names carry the prefix ``tf`` and gRPC ports are found free at run time, so the module cannot
 collide with another network; the last test stops the network and checks nothing is left.
 """
@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.experiment import (
+from experiment.session import (
     ExperimentOptions,
     collect,
     host_popen,
@@ -31,6 +30,7 @@ from topo.experiment import (
     tcp_transfer,
     udp_flows,
 )
+from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.network import Network, start_network
 from topo.nodes import port_in_use
 from topo.rundir import read_cmdline, read_pids

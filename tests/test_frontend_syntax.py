@@ -64,9 +64,7 @@ def test_statements_and_expressions_are_typed_nodes_with_positions() -> None:
 
 def test_calls_keep_type_arguments_and_named_arguments() -> None:
     """``f<T>(x, y = e)``: the callee, type arguments and named arguments are fields."""
-    block = _apply_block(
-        "control C(inout bit<8> a) { apply { f<bit<8>>(a, b = 2); } }\n"
-    )
+    block = _apply_block("control C(inout bit<8> a) { apply { f<bit<8>>(a, b = 2); } }\n")
     (stmt,) = block.items
     assert isinstance(stmt, s.CallStmt)
     call = stmt.call
@@ -82,8 +80,14 @@ def test_calls_keep_type_arguments_and_named_arguments() -> None:
     ("body", "message"),
     [
         ("x = {a = 1, a = 2};", "syntax.p4:5:21: error: field 'a' initialized twice"),
-        ("x.b = (bit<8>) true;", "syntax.p4:5:15: error: cannot cast an expression of type bool to bit<8>"),
-        ("for (bit<8> i in x) { }", "syntax.p4:5:26: error: cannot iterate over an expression of type S"),
+        (
+            "x.b = (bit<8>) true;",
+            "syntax.p4:5:15: error: cannot cast an expression of type bool to bit<8>",
+        ),
+        (
+            "for (bit<8> i in x) { }",
+            "syntax.p4:5:26: error: cannot iterate over an expression of type S",
+        ),
         ("S y = x; y.a = y.c;", "syntax.p4:5:24: error: struct 'S' has no field 'c'"),
     ],
 )

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import pytest
 
+from experiment.matrix import Launcher, MatrixSpec, free_grpc_base, running_network
 from topo.cleanup import remove_interfaces, switch_interfaces
-from workloads.matrix import Launcher, MatrixSpec, free_grpc_base, running_network
 
 pytestmark = [
     pytest.mark.root,

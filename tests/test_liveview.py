@@ -191,9 +191,9 @@ def test_page_in_headless_chromium_draws_everything_and_updates(net):
 
 
 def test_make_run_options(monkeypatch, capsys):
-    """``python -m topo.run``: --live-port PORT|off and --no-live, else $INA_LIVE_PORT, else
+    """``python -m experiment.run``: --live-port PORT|off and --no-live, else $INA_LIVE_PORT, else
     a free port; a bad value is a usage error naming the option."""
-    from topo.run import parse_args
+    from experiment.run import parse_args
 
     monkeypatch.delenv("INA_LIVE_PORT", raising=False)
     assert parse_args([]).live_port == 0

@@ -1,7 +1,7 @@
 """The live view of a real network in headless Chromium (needs root).
 
 A 1-spine, 2-leaf spine-leaf of built-in switches (prefix ``lv``, gRPC ports found free) runs
-``topo.experiment``'s in-network and ring all-reduces while the page is open: it must draw
+``experiment.session``'s in-network and ring all-reduces while the page is open: it must draw
 every node and link, and its numbers (the job's completed slots, the links' byte counts) must
 change while the job runs. With ``LIVEVIEW_SCREENSHOT=PATH`` the test also writes the
 screenshot the README shows (``LIVEVIEW_SCREENSHOT=docs/img/liveview.png``).
@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from browser import headless_chromium, wait_for
 
+from experiment.run import PROGRAM_ELEMS
+from experiment.session import ExperimentOptions, run_experiment
 from liveview.server import LiveServer
 from liveview.sources import link_id
 from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.experiment import ExperimentOptions, run_experiment
 from topo.network import start_network
 from topo.nodes import port_in_use
-from topo.run import PROGRAM_ELEMS
 from topo.topologies import SpineLeafTopo
 
 pytestmark = [

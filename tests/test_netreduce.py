@@ -18,6 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from bench.netreduce_job import Worker, make_workers
+from protocol import netreduce as nr
 from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.errors import P4Error
@@ -92,9 +93,9 @@ def counter(pipe: Pipeline, name: str, index: int) -> int:
 
 
 def job_drops(pipe: Pipeline, job: int, reason: int) -> int:
-    per_job = (pipe.counters["SwitchIngress.agg.job_drops"].size
-               // pipe.counters["SwitchIngress.agg.contributions"].size)
-    return counter(pipe, "SwitchIngress.agg.job_drops", job * per_job + reason)
+    per_job = (pipe.counters[nr.AggregationIngressNames.JOB_DROPS].size
+               // pipe.counters[nr.AggregationIngressNames.CONTRIBUTIONS].size)
+    return counter(pipe, nr.AggregationIngressNames.JOB_DROPS, job * per_job + reason)
 
 
 def saturate(v: int) -> int:
@@ -119,24 +120,24 @@ class Job:
         self.pipe, self.job, self.workers = pipe, job, list(workers)
         self.credits = credits
         # results advertise the job's credits (older builds of the program send 0)
-        hardened = len(pipe.tables["SwitchIngress.agg.conn_table"].action_params[
-            "SwitchIngress.agg.set_conn"]) > 4
+        hardened = len(pipe.tables[nr.AggregationIngressNames.CONN_TABLE].action_params[
+            nr.AggregationIngressNames.SET_CONN]) > 4
         self.advertised = credits if hardened else 0
         self.elems = elems
         n = len(self.workers)
         # Worker 2 starts just below the 24-bit PSN wrap.
         self.next_psn = [(0xFFFFFE if k == 2 else 1000 * (k + 1)) for k in range(n)]
-        insert(pipe, "SwitchIngress.agg.job_table", [job], "SwitchIngress.agg.set_job",
+        insert(pipe, nr.AggregationIngressNames.JOB_TABLE, [job], nr.AggregationIngressNames.SET_JOB,
                [slot_base, slot_count, n, (1 << n) - 1, credits, role, mcast_grp,
                 upstream_port])
         replicas = []
         for k, w in enumerate(self.workers):
             r = self.peer(k)
-            insert(pipe, "SwitchIngress.agg.conn_table", [ip_int(w.ip), ip_int(r.ip),
-                   self.qp(k)], "SwitchIngress.agg.set_conn",
+            insert(pipe, nr.AggregationIngressNames.CONN_TABLE, [ip_int(w.ip), ip_int(r.ip),
+                   self.qp(k)], nr.AggregationIngressNames.SET_CONN,
                    [job, conn_base + k, k, r.port, w.port, 0])
-            insert(pipe, "SwitchEgress.agg.result_rewrite", [job, k],
-                   "SwitchEgress.agg.to_worker",
+            insert(pipe, nr.AggregationEgressNames.RESULT_REWRITE, [job, k],
+                   nr.AggregationEgressNames.TO_WORKER,
                    [mac_int(SW_MAC), mac_int(r.mac), ip_int(w.ip), ip_int(r.ip), w.sport,
                     self.qp(k), conn_base + k])
             replicas.append((r.port, k))
@@ -201,9 +202,9 @@ def values(k: int, n: int) -> list[int]:
 
 
 def add_route(pipe: Pipeline, w: Worker) -> None:
-    pipe.tables["SwitchIngress.fwd.ipv4_lpm"].insert(TableEntry(
+    pipe.tables[nr.Ipv4ForwardingNames.IPV4_LPM].insert(TableEntry(
         matches=(FieldMatch(value=ip_int(w.ip), prefix_len=32),),
-        action=ActionCall("SwitchIngress.fwd.set_nhop",
+        action=ActionCall(nr.Ipv4ForwardingNames.SET_NHOP,
                           (mac_int(SW_MAC), mac_int(w.mac), w.port))))
 
 
@@ -224,11 +225,11 @@ def test_routes_ordinary_ipv4(pipe: Pipeline) -> None:
 
 def test_ecmp_spreads_flows_over_group(pipe: Pipeline) -> None:
     """Flows to an ECMP route use both members, each flow always the same one."""
-    pipe.tables["SwitchIngress.fwd.ipv4_lpm"].insert(TableEntry(
+    pipe.tables[nr.Ipv4ForwardingNames.IPV4_LPM].insert(TableEntry(
         matches=(FieldMatch(value=ip_int("10.9.0.0"), prefix_len=16),),
-        action=ActionCall("SwitchIngress.fwd.set_ecmp", (7, 2))))
+        action=ActionCall(nr.Ipv4ForwardingNames.SET_ECMP, (7, 2))))
     for member, port in ((0, 20), (1, 21)):
-        insert(pipe, "SwitchIngress.fwd.ecmp_nhop", [7, member], "SwitchIngress.fwd.set_nhop",
+        insert(pipe, nr.Ipv4ForwardingNames.ECMP_NHOP, [7, member], nr.Ipv4ForwardingNames.SET_NHOP,
                [mac_int(SW_MAC), 0x020000000100 + port, port])
     ports = []
     for sport in range(1000, 1032):
@@ -245,25 +246,25 @@ def test_ttl_expired_dropped_and_counted(pipe: Pipeline) -> None:
     add_route(pipe, ws[1])
     pkt = Ether() / IP(src=ws[0].ip, dst=ws[1].ip, ttl=1) / UDP()
     assert pipe.process(1, bytes(pkt)) == []
-    assert counter(pipe, "SwitchIngress.drops", TTL_DROP) == 1
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, TTL_DROP) == 1
 
 
 def test_arp_dropped_and_counted(pipe: Pipeline) -> None:
     """ARP is dropped (hosts use static ARP) and counted."""
     assert pipe.process(1, bytes(Ether(dst="ff:ff:ff:ff:ff:ff") / ARP())) == []
-    assert counter(pipe, "SwitchIngress.drops", ARP_DROP) == 1
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, ARP_DROP) == 1
 
 
 def test_fault_injection_drops_on_ingress_port(pipe: Pipeline) -> None:
     """A port with loss threshold 65536 drops everything and counts FAULT."""
     ws = make_workers(2)
     add_route(pipe, ws[1])
-    insert(pipe, "SwitchIngress.loss.port_loss", [ws[0].port], "SwitchIngress.loss.lossy",
+    insert(pipe, nr.PortLossNames.INGRESS, [ws[0].port], nr.PortLossNames.INGRESS_ACTION,
            [65536])
     pkt = Ether() / IP(src=ws[0].ip, dst=ws[1].ip) / UDP()
     assert pipe.process(ws[0].port, bytes(pkt)) == []
     assert pipe.process(3, bytes(pkt)) != []
-    assert counter(pipe, "SwitchIngress.drops", FAULT) == 1
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, FAULT) == 1
 
 
 def test_fault_injection_drops_on_egress_port(pipe: Pipeline) -> None:
@@ -271,12 +272,12 @@ def test_fault_injection_drops_on_egress_port(pipe: Pipeline) -> None:
     ws = make_workers(3)
     add_route(pipe, ws[1])
     add_route(pipe, ws[2])
-    insert(pipe, "SwitchEgress.loss.port_loss", [ws[1].port], "SwitchEgress.loss.lossy",
+    insert(pipe, nr.PortLossNames.EGRESS, [ws[1].port], nr.PortLossNames.EGRESS_ACTION,
            [65536])
-    insert(pipe, "SwitchEgress.loss.port_loss", [ws[2].port], "SwitchEgress.loss.lossy", [0])
+    insert(pipe, nr.PortLossNames.EGRESS, [ws[2].port], nr.PortLossNames.EGRESS_ACTION, [0])
     assert pipe.process(1, bytes(Ether() / IP(dst=ws[1].ip) / UDP())) == []
     assert len(pipe.process(1, bytes(Ether() / IP(dst=ws[2].ip) / UDP()))) == 1
-    assert counter(pipe, "SwitchEgress.drops", FAULT) == 1
+    assert counter(pipe, nr.SwitchCounters.EGRESS_DROPS, FAULT) == 1
 
 
 def test_non_aggregation_roce_is_routed(pipe: Pipeline) -> None:
@@ -306,9 +307,9 @@ def test_single_packet_message_sums_to_every_worker(pipe: Pipeline) -> None:
     out = job.send([(2, msgs[2][0])])
     total = sums(*(values(k, E) for k in range(3)))
     assert sorted(out) == all_results(job, 0, 1, total, psns)
-    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 3
-    assert counter(pipe, "SwitchIngress.agg.completions", 1) == 1
-    assert counter(pipe, "SwitchEgress.agg.results_sent", 1) == 3
+    assert counter(pipe, nr.AggregationIngressNames.CONTRIBUTIONS, 1) == 3
+    assert counter(pipe, nr.AggregationIngressNames.COMPLETIONS, 1) == 1
+    assert counter(pipe, nr.AggregationEgressNames.RESULTS_SENT, 1) == 3
 
 
 def test_multi_packet_message_not_multiple_of_e(pipe: Pipeline) -> None:
@@ -337,8 +338,8 @@ def test_duplicate_before_completion_not_added_twice(pipe: Pipeline) -> None:
     assert job.send([(0, a[0]), (0, a[0])]) == []
     out = job.send([(1, b[0])])
     assert sorted(out) == all_results(job, 0, 1, sums(values(0, E), values(1, E)), psns)
-    assert counter(pipe, "SwitchIngress.agg.duplicates", 1) == 1
-    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 2
+    assert counter(pipe, nr.AggregationIngressNames.DUPLICATES, 1) == 1
+    assert counter(pipe, nr.AggregationIngressNames.CONTRIBUTIONS, 1) == 2
 
 
 def test_retransmission_after_completion_gets_stored_result(pipe: Pipeline) -> None:
@@ -351,7 +352,7 @@ def test_retransmission_after_completion_gets_stored_result(pipe: Pipeline) -> N
     total = sums(*(values(k, E) for k in range(3)))
     out = job.send([(1, msgs[1][0])])
     assert out == [job.result(1, 0, 1, total, psn=psns[1])]
-    assert counter(pipe, "SwitchIngress.agg.duplicates", 1) == 1
+    assert counter(pipe, nr.AggregationIngressNames.DUPLICATES, 1) == 1
 
 
 def test_lost_result_recovered_by_retransmission(pipe: Pipeline) -> None:
@@ -359,13 +360,13 @@ def test_lost_result_recovered_by_retransmission(pipe: Pipeline) -> None:
     ws = make_workers(2)
     job = Job(pipe, 1, ws)
     psns = list(job.next_psn)
-    insert(pipe, "SwitchEgress.loss.port_loss", [ws[1].port], "SwitchEgress.loss.lossy",
+    insert(pipe, nr.PortLossNames.EGRESS, [ws[1].port], nr.PortLossNames.EGRESS_ACTION,
            [65536])
     a, b = job.message(0, values(0, E)), job.message(1, values(1, E))
     out = job.send([(0, a[0]), (1, b[0])])
     total = sums(values(0, E), values(1, E))
     assert out == [job.result(1, 0, 1, total, psn=psns[1])]  # rank 0's result was lost
-    pipe.tables["SwitchEgress.loss.port_loss"].delete(TableEntry(
+    pipe.tables[nr.PortLossNames.EGRESS].delete(TableEntry(
         matches=(FieldMatch(value=ws[1].port),), action=None))
     assert job.send([(0, a[0])]) == [job.result(0, 0, 1, total, psn=psns[0])]
 
@@ -416,8 +417,8 @@ def test_two_jobs_at_once_are_isolated(pipe: Pipeline) -> None:
     out2 = j2.send([(1, m2[1][0])])
     assert sorted(out1) == all_results(j1, 0, 1, sums(values(0, E), values(1, E)), p1)
     assert sorted(out2) == all_results(j2, 0, 1, sums(values(5, E), values(6, E)), p2)
-    assert counter(pipe, "SwitchIngress.agg.completions", 1) == 1
-    assert counter(pipe, "SwitchIngress.agg.completions", 2) == 1
+    assert counter(pipe, nr.AggregationIngressNames.COMPLETIONS, 1) == 1
+    assert counter(pipe, nr.AggregationIngressNames.COMPLETIONS, 2) == 1
 
 
 def test_non_member_tagged_packet_dropped_and_counted(pipe: Pipeline) -> None:
@@ -429,7 +430,7 @@ def test_non_member_tagged_packet_dropped_and_counted(pipe: Pipeline) -> None:
     pkt[IP].src = ws[2].ip
     del pkt[IP].chksum
     assert pipe.process(ws[2].port, bytes(pkt)) == []
-    assert counter(pipe, "SwitchIngress.drops", NON_MEMBER) == 1
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, NON_MEMBER) == 1
     assert job_drops(pipe, 1, NON_MEMBER) == 1
 
 
@@ -437,12 +438,12 @@ def test_rank_outside_member_bitmap_dropped(pipe: Pipeline) -> None:
     """A configured connection whose rank is not in the job's bitmap is NON_MEMBER."""
     ws = make_workers(3)
     job = Job(pipe, 1, ws)
-    insert(pipe, "SwitchIngress.agg.job_table", [5], "SwitchIngress.agg.set_job",
+    insert(pipe, nr.AggregationIngressNames.JOB_TABLE, [5], nr.AggregationIngressNames.SET_JOB,
            [32, 16, 2, 0b011, 2, ROOT, 1, 0])
-    pipe.tables["SwitchIngress.agg.conn_table"].modify(TableEntry(
+    pipe.tables[nr.AggregationIngressNames.CONN_TABLE].modify(TableEntry(
         matches=tuple(FieldMatch(value=v) for v in
                       (ip_int(ws[2].ip), ip_int(ws[0].ip), job.qp(2))),
-        action=ActionCall("SwitchIngress.agg.set_conn", (5, 2, 2, ws[0].port, ws[2].port, 0))))
+        action=ActionCall(nr.AggregationIngressNames.SET_CONN, (5, 2, 2, ws[0].port, ws[2].port, 0))))
     frame = bytes(worker_packet(src_mac=ws[2].mac, dst_mac=SW_MAC, src_ip=ws[2].ip,
                                 dst_ip=ws[0].ip, sport=1, dqpn=job.qp(2), psn=1, pkt_idx=0,
                                 npkts=1, elems=[1] * E, job=5))
@@ -453,8 +454,8 @@ def test_rank_outside_member_bitmap_dropped(pipe: Pipeline) -> None:
 def test_unknown_job_dropped_and_counted(pipe: Pipeline) -> None:
     """A connection bound to a job without a job_table entry is UNKNOWN_JOB."""
     ws = make_workers(2)
-    insert(pipe, "SwitchIngress.agg.conn_table", [ip_int(ws[0].ip), ip_int(ws[1].ip), 9],
-           "SwitchIngress.agg.set_conn", [7, 0, 0, ws[1].port, ws[0].port, 0])
+    insert(pipe, nr.AggregationIngressNames.CONN_TABLE, [ip_int(ws[0].ip), ip_int(ws[1].ip), 9],
+           nr.AggregationIngressNames.SET_CONN, [7, 0, 0, ws[1].port, ws[0].port, 0])
     frame = bytes(worker_packet(src_mac=ws[0].mac, dst_mac=SW_MAC, src_ip=ws[0].ip,
                                 dst_ip=ws[1].ip, sport=1, dqpn=9, psn=1, pkt_idx=0, npkts=1,
                                 elems=[1] * E, job=7))
@@ -471,7 +472,7 @@ def test_malformed_tag_dropped_and_counted(pipe: Pipeline, field: str, value: in
     setattr(pkt["NRTag"], field, value)
     assert pipe.process(ws[0].port, bytes(pkt)) == []
     assert job_drops(pipe, 1, MALFORMED) == 1
-    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 0
+    assert counter(pipe, nr.AggregationIngressNames.CONTRIBUTIONS, 1) == 0
 
 
 def test_out_of_range_slot_dropped(pipe: Pipeline) -> None:
@@ -597,7 +598,7 @@ def test_elems_256_sums_saturates_and_resends_stored_result(pipe256_program: Pat
     again = job.send([(2, msgs[2][0])])
     first = sums(*vals)[:n]
     assert again == [job.result(2, 0, 2, first, psn=psns[2], overflow=True)]
-    assert counter(pipe, "SwitchIngress.agg.completions", 1) == 2
+    assert counter(pipe, nr.AggregationIngressNames.COMPLETIONS, 1) == 2
 
 
 def test_elems_outside_the_supported_sizes_is_a_compile_error(tmp_path: Path) -> None:
@@ -616,11 +617,11 @@ def test_port_and_direct_counters(pipe: Pipeline) -> None:
     job = Job(pipe, 1, ws)
     a, b = job.message(0, values(0, E)), job.message(1, values(1, E))
     job.send([(0, a[0]), (1, b[0])])
-    assert counter(pipe, "SwitchIngress.port_rx", ws[0].port) == 1
-    assert counter(pipe, "SwitchIngress.port_rx", ws[1].port) == 1
-    assert counter(pipe, "SwitchEgress.port_tx", ws[0].port) == 1
-    assert counter(pipe, "SwitchEgress.port_tx", ws[1].port) == 1
-    hits = [e.packets for e in pipe.tables["SwitchIngress.agg.conn_table"].entries()]
+    assert counter(pipe, nr.SwitchCounters.PORT_RX, ws[0].port) == 1
+    assert counter(pipe, nr.SwitchCounters.PORT_RX, ws[1].port) == 1
+    assert counter(pipe, nr.SwitchCounters.PORT_TX, ws[0].port) == 1
+    assert counter(pipe, nr.SwitchCounters.PORT_TX, ws[1].port) == 1
+    hits = [e.packets for e in pipe.tables[nr.AggregationIngressNames.CONN_TABLE].entries()]
     assert sorted(hits) == [1, 1]
 
 
@@ -651,21 +652,21 @@ class Fabric:
             job.next_psn = [5000 * (i + 1) + 100 * k for k in range(2)]
             self.jobs.append(job)
             # the parent's downlink, and the uplink rewrite
-            insert(leaf, "SwitchIngress.agg.conn_table",
+            insert(leaf, nr.AggregationIngressNames.CONN_TABLE,
                    [ip_int(self.spine_ip), ip_int(self.leaf_ip[i]), 0x900 + i],
-                   "SwitchIngress.agg.set_conn", [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
-            insert(leaf, "SwitchEgress.agg.result_rewrite", [1, PARENT],
-                   "SwitchEgress.agg.to_switch",
+                   nr.AggregationIngressNames.SET_CONN, [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
+            insert(leaf, nr.AggregationEgressNames.RESULT_REWRITE, [1, PARENT],
+                   nr.AggregationEgressNames.TO_SWITCH,
                    [mac_int(self.leaf_mac[i]), mac_int(SPINE_MAC), ip_int(self.leaf_ip[i]),
                     ip_int(self.spine_ip), 4791, 0x800 + i])
-        insert(self.spine, "SwitchIngress.agg.job_table", [1], "SwitchIngress.agg.set_job",
+        insert(self.spine, nr.AggregationIngressNames.JOB_TABLE, [1], nr.AggregationIngressNames.SET_JOB,
                [0, 16, 2, 0b11, 2, ROOT, 1, 0])
         for i in range(2):
-            insert(self.spine, "SwitchIngress.agg.conn_table",
+            insert(self.spine, nr.AggregationIngressNames.CONN_TABLE,
                    [ip_int(self.leaf_ip[i]), ip_int(self.spine_ip), 0x800 + i],
-                   "SwitchIngress.agg.set_conn", [1, i, i, 1 + i, 1 + i, 1])
-            insert(self.spine, "SwitchEgress.agg.result_rewrite", [1, i],
-                   "SwitchEgress.agg.to_switch",
+                   nr.AggregationIngressNames.SET_CONN, [1, i, i, 1 + i, 1 + i, 1])
+            insert(self.spine, nr.AggregationEgressNames.RESULT_REWRITE, [1, i],
+                   nr.AggregationEgressNames.TO_SWITCH,
                    [mac_int(SPINE_MAC), mac_int(self.leaf_mac[i]), ip_int(self.spine_ip),
                     ip_int(self.leaf_ip[i]), 4791, 0x900 + i])
         self.spine.pre.set_group(1, [(1, 0), (2, 1)])
@@ -700,7 +701,7 @@ def test_two_level_leaf_spine_leaf_aggregation(program: ir.Program) -> None:
         for frame in msgs[i][k]:
             delivered += fab.send(i, k, frame)
     assert delivered == []
-    assert counter(fab.leaves[0], "SwitchEgress.agg.partials_sent", 1) == 2
+    assert counter(fab.leaves[0], nr.AggregationEgressNames.PARTIALS_SENT, 1) == 2
     for frame in msgs[1][1]:
         delivered += fab.send(1, 1, frame)
     total = split_message(sums(*(values(w, n) for w in range(4))), E)
@@ -710,7 +711,7 @@ def test_two_level_leaf_spine_leaf_aggregation(program: ir.Program) -> None:
             expected += [(i, port, f) for port, f in
                          all_results(fab.jobs[i], p, 2, total[p], psns[i])]
     assert sorted(delivered) == sorted(expected)
-    assert counter(fab.spine, "SwitchIngress.agg.completions", 1) == 2
+    assert counter(fab.spine, nr.AggregationIngressNames.COMPLETIONS, 1) == 2
 
 
 def test_two_level_retransmission_after_final(program: ir.Program) -> None:
@@ -722,12 +723,12 @@ def test_two_level_retransmission_after_final(program: ir.Program) -> None:
     for i in range(2):
         for k in range(2):
             fab.send(i, k, msgs[i][k][0])
-    spine_rx = counter(fab.spine, "SwitchIngress.port_rx", 1)
+    spine_rx = counter(fab.spine, nr.SwitchCounters.PORT_RX, 1)
     out = fab.send(0, 1, msgs[0][1][0])
     total = sums(*(values(w, E) for w in range(4)))
     port, frame = fab.jobs[0].result(1, 0, 1, total, psn=psns[0][1])
     assert out == [(0, port, frame)]
-    assert counter(fab.spine, "SwitchIngress.port_rx", 1) == spine_rx
+    assert counter(fab.spine, nr.SwitchCounters.PORT_RX, 1) == spine_rx
 
 
 def test_two_level_lost_partial_recovered(program: ir.Program) -> None:
@@ -736,8 +737,8 @@ def test_two_level_lost_partial_recovered(program: ir.Program) -> None:
     psns = [list(j.next_psn) for j in fab.jobs]
     msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)]
             for i in range(2)]
-    loss = "SwitchEgress.loss.port_loss"
-    insert(fab.leaves[0], loss, [LEAF_UP_PORT], "SwitchEgress.loss.lossy", [65536])
+    loss = nr.PortLossNames.EGRESS
+    insert(fab.leaves[0], loss, [LEAF_UP_PORT], nr.PortLossNames.EGRESS_ACTION, [65536])
     for i in range(2):
         for k in range(2):
             assert fab.send(i, k, msgs[i][k][0]) == []
@@ -749,7 +750,7 @@ def test_two_level_lost_partial_recovered(program: ir.Program) -> None:
     expected = [(i, port, f) for i in range(2)
                 for port, f in all_results(fab.jobs[i], 0, 1, total, psns[i])]
     assert sorted(out) == sorted(expected)
-    assert counter(fab.leaves[0], "SwitchEgress.agg.partials_sent", 1) == 2
+    assert counter(fab.leaves[0], nr.AggregationEgressNames.PARTIALS_SENT, 1) == 2
 
 
 # ---------------------------------------------------------------------- reference compiler

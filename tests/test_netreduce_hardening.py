@@ -14,6 +14,8 @@ from scapy.layers.inet import IP, UDP, IPOption_RR
 from scapy.layers.l2 import Ether
 
 from bench.netreduce_job import make_workers
+from protocol import netreduce as nr
+from protocol.netreduce import FLAG_SWITCH
 from softswitch import ir
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
@@ -37,7 +39,7 @@ from tests.test_netreduce import (
     values,
     worker_window,
 )
-from workloads.netreduce_headers import FLAG_SWITCH, split_message
+from workloads.netreduce_headers import split_message
 
 WRONG_PORT, FORGED_SWITCH, REPEAT_RESULT, BAD_INDEX = 15, 16, 18, 19
 
@@ -122,7 +124,7 @@ def test_result_never_sent_with_another_messages_binding(pipe: Pipeline) -> None
     out = job.send([(0, m0[0])])
     total = sums(values(0, E), values(1, E))
     assert out == [job.result(0, 0, 1, total, psn=psns[0])]
-    assert counter(pipe, "SwitchEgress.drops", 17) == 1
+    assert counter(pipe, nr.SwitchCounters.EGRESS_DROPS, 17) == 1
 
 
 # -------------------------------------------------------- 2. delayed older first packet
@@ -144,11 +146,11 @@ def test_delayed_old_first_packet_takes_no_credit_or_binding(pipe: Pipeline) -> 
     psns = list(job.next_psn)
     m4 = [job.message(k, values(k, 2 * E), msg=4, slot=0, version=1) for k in range(2)]
     assert job.send([(0, m4[0][0])]) == []
-    started = register(pipe, "SwitchIngress.agg.conn_started", 0)
+    started = register(pipe, nr.AggregationIngressNames.CONN_STARTED, 0)
     assert job.send([(0, probe), (0, m4[0][1])]) == []
     assert job_drops(pipe, 1, STALE) == 1
     assert job_drops(pipe, 1, UNBOUND) == 0
-    assert register(pipe, "SwitchIngress.agg.conn_started", 0) == started
+    assert register(pipe, nr.AggregationIngressNames.CONN_STARTED, 0) == started
     out = job.send([(1, m4[1][0]), (1, m4[1][1])])
     total = split_message(sums(values(0, 2 * E), values(1, 2 * E)), E)
     expected = []
@@ -175,8 +177,8 @@ def test_spoofed_contribution_from_other_port_changes_nothing(pipe: Pipeline) ->
     total = sums(*(values(k, E) for k in range(3)))
     assert sorted(out) == all_results(job, 0, 1, total, psns)
     assert job_drops(pipe, 1, WRONG_PORT) == 1
-    assert counter(pipe, "SwitchIngress.drops", WRONG_PORT) == 1
-    assert counter(pipe, "SwitchIngress.agg.duplicates", 1) == 0
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, WRONG_PORT) == 1
+    assert counter(pipe, nr.AggregationIngressNames.DUPLICATES, 1) == 0
 
 
 def test_member_cannot_set_switch_flag(pipe: Pipeline) -> None:
@@ -188,7 +190,7 @@ def test_member_cannot_set_switch_flag(pipe: Pipeline) -> None:
     pkt["NRTag"].flags = int(pkt["NRTag"].flags) | FLAG_SWITCH
     assert pipe.process(ws[0].port, bytes(pkt)) == []
     assert job_drops(pipe, 1, FORGED_SWITCH) == 1
-    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 0
+    assert counter(pipe, nr.AggregationIngressNames.CONTRIBUTIONS, 1) == 0
 
 
 def test_forged_parent_result_from_host_port_ignored(program: ir.Program) -> None:
@@ -196,8 +198,8 @@ def test_forged_parent_result_from_host_port_ignored(program: ir.Program) -> Non
     (spine addresses and QP, SWITCH|RESULT) from its host port: dropped, and the workers
     get the real global sum."""
     fab = Fabric(program)
-    loss = "SwitchEgress.loss.port_loss"
-    insert(fab.leaves[0], loss, [LEAF_UP_PORT], "SwitchEgress.loss.lossy", [65536])
+    loss = nr.PortLossNames.EGRESS
+    insert(fab.leaves[0], loss, [LEAF_UP_PORT], nr.PortLossNames.EGRESS_ACTION, [65536])
     msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
     psns = [[5000, 5100], [10000, 10100]]
     for k in range(2):
@@ -230,8 +232,8 @@ def lost_uplink_cost(fab: Fabric, retransmissions: int) -> int:
     workers retransmit ``retransmissions`` times each while the spine's answer is on its
     way (uplink packets are delivered only after all of them)."""
     msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
-    loss = "SwitchEgress.loss.port_loss"
-    insert(fab.leaves[0], loss, [LEAF_UP_PORT], "SwitchEgress.loss.lossy", [65536])
+    loss = nr.PortLossNames.EGRESS
+    insert(fab.leaves[0], loss, [LEAF_UP_PORT], nr.PortLossNames.EGRESS_ACTION, [65536])
     for i in range(2):
         for k in range(2):
             fab.send(i, k, msgs[i][k][0])
@@ -259,7 +261,7 @@ def test_lost_uplink_partial_not_amplified(program: ir.Program) -> None:
     the message costs without loss (the program before the fix sent 27)."""
     fab = Fabric(program)
     assert lost_uplink_cost(fab, 3) == 7
-    assert counter(fab.leaves[0], "SwitchEgress.agg.partials_sent", 1) == 2
+    assert counter(fab.leaves[0], nr.AggregationEgressNames.PARTIALS_SENT, 1) == 2
 
 
 def test_repeated_parent_result_dropped_at_final_copy(program: ir.Program) -> None:
@@ -291,7 +293,7 @@ def test_slot_range_past_the_switch_never_indexes_outside(pipe: Pipeline) -> Non
     out = job.send([(k, job.message(k, values(k, E), slot=8)[0]) for k in range(2)])
     assert out == []
     assert job_drops(pipe, 1, BAD_INDEX) == 2
-    assert counter(pipe, "SwitchIngress.agg.contributions", 1) == 0
+    assert counter(pipe, nr.AggregationIngressNames.CONTRIBUTIONS, 1) == 0
 
 
 def test_connection_index_past_the_switch_dropped(pipe: Pipeline) -> None:
@@ -330,7 +332,7 @@ def test_ipv4_options_bad_checksum_still_dropped(pipe: Pipeline) -> None:
     raw = bytearray(bytes(Ether(src=ws[0].mac, dst=SW_MAC) / ip / UDP() / (b"y" * 8)))
     raw[14 + 20 + 3] ^= 0x01  # inside the option
     assert pipe.process(ws[0].port, bytes(raw)) == []
-    assert counter(pipe, "SwitchIngress.drops", 14) == 1
+    assert counter(pipe, nr.SwitchCounters.INGRESS_DROPS, 14) == 1
 
 
 # ------------------------------------------------------------------ 7. credits mid-job
@@ -346,7 +348,7 @@ def test_credits_lowered_mid_job_admit_messages_already_sent(pipe: Pipeline) -> 
               for m in range(3) for k in range(2)}
     for m in range(2):
         job.send([(0, worker_window(frames[(0, m)], 4))])
-    insert(pipe, "SwitchIngress.agg.job_table", [1], "SwitchIngress.agg.set_job",
+    insert(pipe, nr.AggregationIngressNames.JOB_TABLE, [1], nr.AggregationIngressNames.SET_JOB,
            [0, 4, 2, 0b11, 1, 0, 1, 0], modify=True)
     job.send([(0, worker_window(frames[(0, 2)], 4))])
     assert job_drops(pipe, 1, CREDIT) == 0

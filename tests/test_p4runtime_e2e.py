@@ -18,12 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from softswitch import frontend
 from tests.netns import can_use_netns, topology
-
-pytest.importorskip("softswitch.pipeline", reason="the engine's Pipeline has not landed yet")
-frontend = pytest.importorskip("softswitch.frontend")
-if not hasattr(frontend, "compile_file"):
-    pytest.skip("the front end's compile_file has not landed yet", allow_module_level=True)
 
 pytestmark = [
     pytest.mark.root,

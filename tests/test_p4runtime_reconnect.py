@@ -24,7 +24,7 @@ import grpc
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from tests.netns import Topology, can_use_netns, topology
+from tests.netns import NetnsTopology, can_use_netns, topology
 from tests.p4runtime_fakes import Client
 
 pytestmark = [
@@ -93,7 +93,7 @@ class Lab:
     """The running switch process, its namespaces and the P4Info ids the tests need."""
 
     def __init__(
-        self, topo: Topology, proc: subprocess.Popen[str], address: str, workdir: Path
+        self, topo: NetnsTopology, proc: subprocess.Popen[str], address: str, workdir: Path
     ) -> None:
         self.topo = topo
         self.proc = proc
@@ -148,7 +148,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
 @pytest.fixture
 def start_lab(tmp_path) -> Iterator[Callable[..., Lab]]:
     """Start the switch (with extra flags) between two namespaces; always torn down."""
-    stack: list[tuple[Topology, subprocess.Popen[str]]] = []
+    stack: list[tuple[NetnsTopology, subprocess.Popen[str]]] = []
     topo_cm = topology(2)
     topo = topo_cm.__enter__()
 

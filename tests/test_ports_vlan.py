@@ -16,6 +16,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 
+from protocol import netreduce as nr
 from softswitch.ports import (
     AUXDATA,
     PACKET_AUXDATA,
@@ -25,7 +26,7 @@ from softswitch.ports import (
     AfPacketPort,
     restore_vlan_tag,
 )
-from tests.netns import Topology, can_use_netns, topology
+from tests.netns import NetnsTopology, can_use_netns, topology
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_MAC = "02:00:00:00:00:01"
@@ -209,7 +210,7 @@ def test_tagged_frames_transmitted_intact():
 
 
 @contextmanager
-def running_switch(topo: Topology, pipeline) -> Iterator:
+def running_switch(topo: NetnsTopology, pipeline) -> Iterator:
     """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always stopped."""
     from softswitch.switch import SwitchDataPlane
 
@@ -258,9 +259,9 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
 
     pipe = Pipeline.from_program(compile_p4(str(REPO / "p4src" / "netreduce.p4")))
     dst_ip = "10.0.0.2"
-    pipe.tables["SwitchIngress.fwd.ipv4_lpm"].insert(TableEntry(
+    pipe.tables[nr.Ipv4ForwardingNames.IPV4_LPM].insert(TableEntry(
         matches=(FieldMatch(value=int.from_bytes(socket.inet_aton(dst_ip), "big"), prefix_len=32),),
-        action=ActionCall("SwitchIngress.fwd.set_nhop",
+        action=ActionCall(nr.Ipv4ForwardingNames.SET_NHOP,
                           (int.from_bytes(_mac(SW_MAC), "big"), int.from_bytes(_mac(PEER_MAC), "big"), 2))))
     ip = IP(src="10.0.0.1", dst=dst_ip, ttl=9) / UDP(sport=5, dport=6) / MARK
     tagged = [
@@ -268,7 +269,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
         bytes(Ether(src=HOST_MAC, dst=SW_MAC) / Dot1AD(vlan=100) / Dot1Q(vlan=5) / ip),
     ]
     plain = bytes(Ether(src=HOST_MAC, dst=SW_MAC) / ip)
-    drops = pipe.counters["SwitchIngress.drops"]
+    drops = pipe.counters[nr.SwitchCounters.INGRESS_DROPS]
     not_ipv4 = 11  # DROP_NOT_IPV4 in p4src/include/nr_headers.p4
     with topology(2) as topo, running_switch(topo, pipe):
         h1, h2 = topo.links

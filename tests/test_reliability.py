@@ -30,11 +30,17 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet)")
 
 
 def _run(exact: bool, errors: tuple[str | None, ...], wall: float = 1.0) -> SimpleNamespace:
-    ranks = tuple(SimpleNamespace(error=e, exact=exact and e is None, retransmissions=1,
-                                  loss_seen=0) for e in errors)
-    return SimpleNamespace(exact=exact and all(e is None for e in errors), ranks=ranks,
-                           wall_seconds=wall, seconds=wall / 2,
-                           errors=[f"rank {i}: {e}" for i, e in enumerate(errors) if e])
+    ranks = tuple(
+        SimpleNamespace(error=e, exact=exact and e is None, retransmissions=1, loss_seen=0)
+        for e in errors
+    )
+    return SimpleNamespace(
+        exact=exact and all(e is None for e in errors),
+        ranks=ranks,
+        wall_seconds=wall,
+        seconds=wall / 2,
+        errors=[f"rank {i}: {e}" for i, e in enumerate(errors) if e],
+    )
 
 
 def test_judge_tells_exact_wrong_hang_and_named_failures():
@@ -53,7 +59,9 @@ def test_judge_tells_exact_wrong_hang_and_named_failures():
 def test_hang_bound_follows_the_link_rate():
     slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
     assert slow > fast > 30.0
-    assert hang_bound(8192, 32, 10.0, 0.1) - 30 == pytest.approx(11 * (hang_bound(8192, 32, 10.0) - 30))
+    assert hang_bound(8192, 32, 10.0, 0.1) - 30 == pytest.approx(
+        11 * (hang_bound(8192, 32, 10.0) - 30)
+    )
     # 256 packets of 202 bytes (Ethernet, IPv4, UDP, BTH, tag, 32 int32, ICRC), up and back
     assert ideal_seconds(8192, 32, 10.0) == pytest.approx(2 * 256 * 202 * 8 / 10e6)
 
@@ -61,7 +69,7 @@ def test_hang_bound_follows_the_link_rate():
 def test_frames_cover_every_kind_and_are_wrong_as_announced():
     factory = FrameFactory("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", "10.0.1.2", 3)
     frames = factory.frames(len(KINDS) * 3)
-    assert [k for k, _ in frames[:len(KINDS)]] == list(KINDS)
+    assert [k for k, _ in frames[: len(KINDS)]] == list(KINDS)
     by_kind = dict(frames)
     ip = by_kind["ip_checksum"][14:34]
     assert ip_checksum(ip[:10] + b"\0\0" + ip[12:]) != struct.unpack("!H", ip[10:12])[0]
@@ -80,9 +88,13 @@ def test_frames_cover_every_kind_and_are_wrong_as_announced():
 def test_report_states_each_target_and_the_command():
     tally = JobTally(bound_s=31, count=3, exact=3, seconds=[0.5, 0.6, 0.7], retransmissions=4)
     bad = JobTally(bound_s=31, count=2, exact=1, hangs=1, errors=["hang: rank 1: timed out"])
-    result = CampaignResult(command="sudo make soak", mode="full campaign", started="now",
-                            loss=[LossCell(0.01, 20, tally, 7), LossCell(0.1, 20, bad, 30)],
-                            restart=RestartCell(attempts=2, survived=2))
+    result = CampaignResult(
+        command="sudo make soak",
+        mode="full campaign",
+        started="now",
+        loss=[LossCell(0.01, 20, tally, 7), LossCell(0.1, 20, bad, 30)],
+        restart=RestartCell(attempts=2, survived=2),
+    )
     checks = verdicts(result)
     assert checks[0][1] is False and "1 hangs" in checks[0][2]
     assert checks[1][:2] == ("2/2 switch restarts survived", True)
@@ -131,15 +143,22 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
     port = free_port_block(2)
     first = tmp_path / "runs" / "a"
     argv = run_argv(prefix, port, first, experiment=True)
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         _wait_file(first / "topology.json", proc, 120)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert find_leaks(prefix, tmp_path / "runs", tag).processes  # it did leave things
-        second = subprocess.run(run_argv(prefix, port, tmp_path / "runs" / "b", False),
-                                cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        second = subprocess.run(
+            run_argv(prefix, port, tmp_path / "runs" / "b", False),
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
         assert "cleaned up after an earlier run" in second.stdout
         left = find_leaks(prefix, tmp_path / "runs", tag)
@@ -161,11 +180,27 @@ def test_quick_campaign_meets_every_target(tmp_path):
     """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
     restarts, teardown and bad input, each target met."""
     out = tmp_path / "reliability.md"
-    res = subprocess.run([sys.executable, "-m", "reliability", "--quick", "--parallel",
-                          "--prefix", "rq",
-                          "--runs-root", str(tmp_path / "runs"), "--out", str(out),
-                          "--json", str(tmp_path / "r.json")],
-                         cwd=REPO, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reliability",
+            "--quick",
+            "--parallel",
+            "--prefix",
+            "rq",
+            "--runs-root",
+            str(tmp_path / "runs"),
+            "--out",
+            str(out),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     data = json.loads((tmp_path / "r.json").read_text())
     assert res.returncode == 0, res.stderr[-3000:]
     assert [c["loss"] for c in data["loss"]] == [0.01, 0.05, 0.10]
@@ -187,19 +222,34 @@ def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
     try:
         deadline = time.monotonic() + 10
         while read_cmdline(owner.pid) is None or "time.sleep" not in " ".join(
-                read_cmdline(owner.pid) or []):
+            read_cmdline(owner.pid) or []
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         for run, pid in (("old", 999999), ("live", owner.pid)):
             (tmp_path / run).mkdir()
             cmd = read_cmdline(owner.pid) if run == "live" else ["gone"]
-            (tmp_path / run / "pids.json").write_text(json.dumps({
-                "owner": {"pid": pid, "cmdline": cmd},
-                "processes": [{"name": "rqws1", "kind": "switch", "pid": 999998, "pgid": None,
-                               "cmdline": ["gone"]}]}))
+            (tmp_path / run / "pids.json").write_text(
+                json.dumps(
+                    {
+                        "owner": {"pid": pid, "cmdline": cmd},
+                        "processes": [
+                            {
+                                "name": "rqws1",
+                                "kind": "switch",
+                                "pid": 999998,
+                                "pgid": None,
+                                "cmdline": ["gone"],
+                            }
+                        ],
+                    }
+                )
+            )
         asked: list[list[str]] = []
         monkeypatch.setattr(cleanup, "switch_interfaces", lambda names: sorted(names))
-        monkeypatch.setattr(cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or [])
+        monkeypatch.setattr(
+            cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or []
+        )
         report = cleanup.clean_all(tmp_path)
         assert report.skipped_runs == [str(tmp_path / "live")]
         assert asked == [[]]  # the old run's rqws1 is the live run's too: left alone

@@ -1,4 +1,4 @@
-"""``python -m topo.run`` end to end on the built-in target (needs root).
+"""``python -m experiment.run`` end to end on the built-in target (needs root).
 
 The non-interactive ``make run`` path (``--no-cli``, no terminal) must exit 0 only with exact
 all-reduce results, and must leave nothing behind: after success, after a crash inside the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import topo.run
+import experiment.run
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import port_in_use
 from topo.rundir import read_cmdline, read_pids
@@ -64,11 +64,11 @@ def _no_leftover_interfaces() -> Iterator[None]:
 
 
 def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
-    """`python -m topo.run --no-cli` programs the rack, both all-reduces are exact, status 0."""
+    """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status 0."""
     rundir = tmp_path / "run"
     # wide enough that rich wraps no table cell (a wrapped header breaks the words apart)
     env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "topo.run", *_argv(rundir)], cwd=repo_root,
+    proc = subprocess.run([sys.executable, "-m", "experiment.run", *_argv(rundir)], cwd=repo_root,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
                           env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -97,10 +97,10 @@ def test_crash_in_experiment_exits_one_and_cleans_up(tmp_path, monkeypatch, caps
     def boom(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr(topo.run, "run_allreduce_experiment", boom)
+    monkeypatch.setattr(experiment.run, "run_allreduce_experiment", boom)
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        status = topo.run.main(_argv(tmp_path / "run"))
+        status = experiment.run.main(_argv(tmp_path / "run"))
     finally:
         signal.signal(signal.SIGTERM, previous)
     err = capsys.readouterr().err
@@ -119,7 +119,7 @@ def test_ctrl_c_during_experiment_exits_130_and_cleans_up(tmp_path, repo_root):
     rundir = tmp_path / "run"
     # A shell's background job (`make test &`) starts with SIGINT ignored, and Python keeps an
     # inherited SIG_IGN: give the run the default disposition a terminal's Ctrl-C meets.
-    proc = subprocess.Popen([sys.executable, "-m", "topo.run", *_argv(rundir)], cwd=repo_root,
+    proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *_argv(rundir)], cwd=repo_root,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_sigint)

@@ -47,11 +47,11 @@ def _no_leftover_interfaces() -> Iterator[None]:
 
 
 def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_root):
-    """`python -m topo.run --topo topo/files/fattree.yaml --param k=2`: the job's tree is
+    """`python -m experiment.run --topo topo/files/fattree.yaml --param k=2`: the job's tree is
     leaf -> aggregation -> core, both all-reduces are exact, `job show` prints the tree, and
     nothing is left behind."""
     rundir = tmp_path / "run"
-    argv = [sys.executable, "-m", "topo.run", "--topo", str(repo_root / "topo/files/fattree.yaml"),
+    argv = [sys.executable, "-m", "experiment.run", "--topo", str(repo_root / "topo/files/fattree.yaml"),
             "--param", "k=2", "--target", "softswitch", "--no-cli", "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]

@@ -11,22 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from topo import hostcmd
-from topo.experiment import (
-    AllreduceRun,
-    ExperimentOptions,
-    ExperimentResult,
-    LinkUsage,
-    RankOutcome,
-    allreduce_argv,
-    collect,
-    collect_rows,
-    link_usage,
-)
-from topo.model import describe
-from topo.network import bundle_device_config
-from topo.nodes import ProgramBuild
-from topo.run import (
+from experiment.run import (
     DEFAULT_ELEMENTS,
     DEFAULT_ELEMS,
     Summary,
@@ -41,6 +26,21 @@ from topo.run import (
     ratio_line,
     retransmissions_cell,
 )
+from experiment.session import (
+    AllreduceRun,
+    ExperimentOptions,
+    ExperimentResult,
+    LinkUsage,
+    RankOutcome,
+    allreduce_argv,
+    collect,
+    collect_rows,
+    link_usage,
+)
+from topo import hostcmd
+from topo.model import describe
+from topo.network import bundle_device_config
+from topo.nodes import ProgramBuild
 from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
 
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from experiment.session import AllreduceRun, RankOutcome
 from scenarios.__main__ import main
 from scenarios.junit import junit_xml
 from scenarios.model import ScenarioError, load_scenario
 from scenarios.runner import Case, ScenarioReport, evaluate
-from topo.experiment import AllreduceRun, RankOutcome
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "scenarios" / "examples"
 PASSING = ("rack-exact", "rack-loss", "rack-restart")

@@ -6,15 +6,13 @@ import json
 
 import pytest
 
-from sim import sweeps
+from sim import ns3sim, sweeps
 from sim.fabric import Fabric, datacenter, emulated
 from sim.iteration import iteration_time
 from sim.model import predict
 from sim.schedules import ALGORITHMS, build, chunk_sizes
 from sim.validate import ValidationInputError, report, validate
 from workloads.profiles import get_profile
-
-ns3sim = pytest.importorskip("sim.ns3sim")
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ def test_matrix_file_errors_are_clear(tmp_path):
 
 
 def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64):
-    """A run directory as ``python -m topo.run`` leaves it (the parts rows_from_run reads)."""
+    """A run directory as ``python -m experiment.run`` leaves it (the parts rows_from_run reads)."""
     rundir = tmp_path / kind
     (rundir / "results").mkdir(parents=True)
     switches = ([{"name": f"l{i}", "role": "leaf"} for i in range(leaves)]
@@ -148,12 +148,13 @@ def test_model_ina_link_bound_at_3mbit():
 def test_small_emulation_matches_sim_and_model():
     """2x2x2 at 1 Mbit/s, 256 KiB: ring and in-network within 15 % of ns-3 and of the model,
     both ways."""
-    ns3sim = pytest.importorskip("sim.ns3sim")
+    from sim import ns3sim
+
     if not ns3sim.available():
         pytest.skip("ns-3 (pip package ns3) is not installed")
-    from sim.emulation import run_emulation
+    from experiment.emulation import run_emulation
+    from experiment.matrix import MatrixSpec
     from sim.validate import ns3_simulate
-    from workloads.matrix import MatrixSpec
 
     # At 1 Mbit/s the ~3-second transfers dwarf start-up costs. The ring's TCP needs the links
     # to serve ACKs first (topo.links.ack_first_htb_cmds): in one FIFO they waited behind the

@@ -298,26 +298,16 @@ def _stf_cases() -> list[tuple[Path, Path]]:
     return cases
 
 
-def _pipeline_class() -> type | None:
-    try:
-        from softswitch.pipeline import Pipeline
-    except ImportError:
-        return None
-    return Pipeline
-
-
 @pytest.mark.parametrize(
     "program,stf", _stf_cases(), ids=[c[1].relative_to(REPO).as_posix() for c in _stf_cases()]
 )
 def test_sample_program_stf(program: Path, stf: Path) -> None:
     """The sample program passes its STF test on the built-in target."""
-    pipeline_cls = _pipeline_class()
-    if pipeline_cls is None:
-        pytest.skip("engine (softswitch.pipeline) not available yet")
+    from softswitch.pipeline import Pipeline
     from softswitch.stf import run_stf_file
 
     include = [str(program.parent / "inc")] if (program.parent / "inc").is_dir() else []
-    pipeline = pipeline_cls.from_file(str(program), include)
+    pipeline = Pipeline.from_file(str(program), include)
     result = run_stf_file(pipeline, stf)
     assert result.passed, "\n".join(result.mismatches)
     assert result.expectations > 0

@@ -432,7 +432,7 @@ def test_spineleaf_data_server_with_prefix_and_bad_value():
 def test_default_target_is_the_builtin_one_even_with_bmv2_installed(tmp_path, monkeypatch):
     """``make run`` without ``target=`` measures the built-in target on every machine: once the
     toolchain was installed, the old default (auto) silently switched the main job to BMv2."""
-    from topo.run import parse_args, target_name
+    from experiment.run import parse_args, target_name
     from topo.topofile import load_spec, resolve
 
     _fake_bin(tmp_path, "simple_switch_grpc")

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from experiment.run import run_experiment
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import NetworkError, SwitchStartError
 from topo.links import ACK_CLASS, DATA_CLASS, netem_available
 from topo.network import Network, start_network
 from topo.nodes import SoftSwitch, SwitchLaunch, port_in_use
-from topo.run import run_experiment
 from topo.rundir import load_topology, read_cmdline, read_pids
 from topo.topologies import RackTopo
 

@@ -157,8 +157,8 @@ def test_unreadable_and_unknown_files(tmp_path):
 def test_make_run_flags_set_file_params():
     """`make run topo=spineleaf spines=3` sets the file's parameter; a flag the file lacks is
     an error naming the flag and the file's parameters."""
+    from experiment.run import build_topology, parse_args
     from topo.errors import TopoError
-    from topo.run import build_topology, parse_args
 
     topo = build_topology(parse_args(["--topo", "spineleaf", "--spines", "3", "--leaves", "1",
                                       "--hosts", "2"]))
@@ -174,7 +174,7 @@ def test_make_run_flags_set_file_params():
 def test_file_job_drives_make_run_experiment(tmp_path):
     """make run's job is the file's first job (hosts with the name prefix, root, credits,
     slots); the options win where given."""
-    from topo.run import build_topology, experiment_options, parse_args
+    from experiment.run import build_topology, experiment_options, parse_args
 
     path = _write(tmp_path, GOOD + "jobs:\n  - {name: two, hosts: [h1, h2], root: sp1, credits: 3,"
                   " slots: 96}\n")

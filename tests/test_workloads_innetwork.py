@@ -1,7 +1,7 @@
 """In-network all-reduce (workloads/innetwork.py) through p4src/netreduce.p4.
 
 No Mininet: every host's RoCE endpoint is a UDP socket on 127.0.0.1 and a
-:class:`~workloads.roce.LoopbackFabric` relays the datagrams through a softswitch
+:class:`~bench.loopback_fabric.LoopbackFabric` relays the datagrams through a softswitch
 ``Pipeline`` running the real program, configured as docs/protocol.md section 5 says (and as
 the controller's plan would). Results are compared with numpy exactly.
 """
@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from bench.loopback_fabric import FabricHost, LoopbackFabric
+from protocol import netreduce as nr
 from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
@@ -33,7 +35,7 @@ from workloads.innetwork import (
     innetwork_allreduce,
     worker_qpn,
 )
-from workloads.roce import FabricHost, LoopbackFabric, RoceEndpoint, TransportError
+from workloads.roce import RoceEndpoint, TransportError
 
 P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
 SW_MAC = "02:aa:00:00:00:01"
@@ -116,7 +118,7 @@ class SwitchBench:
         port = {h.ip: h.port for h in self.hosts}
         mac = {h.ip: h.mac for h in self.hosts}
         for h in self.hosts:
-            self._insert("SwitchIngress.fwd.ipv4_lpm", [_ip(h.ip)], "SwitchIngress.fwd.set_nhop",
+            self._insert(nr.Ipv4ForwardingNames.IPV4_LPM, [_ip(h.ip)], nr.Ipv4ForwardingNames.SET_NHOP,
                          [_mac(SW_MAC), _mac(h.mac), h.port], prefix=32)
             if port_loss:
                 for ctl in ("SwitchIngress", "SwitchEgress"):
@@ -127,16 +129,16 @@ class SwitchBench:
                     self._insert(f"{ctl}.reorder.port_reorder", [h.port],
                                  f"{ctl}.reorder.reorder", [reorder, 8])
         p = job.size
-        self._insert("SwitchIngress.agg.job_table", [job.job_id], "SwitchIngress.agg.set_job",
+        self._insert(nr.AggregationIngressNames.JOB_TABLE, [job.job_id], nr.AggregationIngressNames.SET_JOB,
                      [0, slots, p, (1 << p) - 1, job.credits, 0, 1, 0])
         replicas = []
         for w in job.workers:
             peer = job.worker(w.peer)
-            self._insert("SwitchIngress.agg.conn_table",
-                         [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], "SwitchIngress.agg.set_conn",
+            self._insert(nr.AggregationIngressNames.CONN_TABLE,
+                         [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], nr.AggregationIngressNames.SET_CONN,
                          [job.job_id, w.rank, w.position, port[peer.ip], port[w.ip], 0])
-            self._insert("SwitchEgress.agg.result_rewrite", [job.job_id, w.position],
-                         "SwitchEgress.agg.to_worker",
+            self._insert(nr.AggregationEgressNames.RESULT_REWRITE, [job.job_id, w.position],
+                         nr.AggregationEgressNames.TO_WORKER,
                          [_mac(SW_MAC), _mac(mac[peer.ip]), _ip(w.ip), _ip(peer.ip), w.sport,
                           peer.recv_qpn, w.rank])
             replicas.append((port[peer.ip], w.position))
@@ -230,7 +232,7 @@ def test_many_calls_reuse_slots_and_wrap_psn(bench_factory: Callable[..., Switch
     for i in range(10):
         assert all(np.array_equal(out[r][i], exact_sum(inputs[i])) for r in range(2))
     # 200 words = messages of 2 + 2 + 2 + 1 packets of E = 32: seven slots per call
-    assert bench.counter("SwitchIngress.agg.completions") == 10 * 7
+    assert bench.counter(nr.AggregationIngressNames.COMPLETIONS) == 10 * 7
     drain_all(bench)
 
 
@@ -307,8 +309,8 @@ def test_exact_under_switch_port_loss(bench_factory: Callable[..., SwitchBench])
     for res, _ in out:
         assert np.array_equal(res, exact_sum(xs))
     drain_all(bench)
-    assert bench.pipe.counters["SwitchIngress.drops"].packets[9] + \
-        bench.pipe.counters["SwitchEgress.drops"].packets[9] > 0
+    assert bench.pipe.counters[nr.SwitchCounters.INGRESS_DROPS].packets[9] + \
+        bench.pipe.counters[nr.SwitchCounters.EGRESS_DROPS].packets[9] > 0
 
 
 def test_eight_workers_under_port_loss_keep_short_timeouts(
@@ -339,7 +341,7 @@ def test_exact_under_random_egress_order(bench_factory: Callable[..., SwitchBenc
     out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
     for res, _ in out:
         assert np.array_equal(res, exact_sum(xs))
-    assert bench.pipe.counters["SwitchEgress.drops"].packets[17] == 0  # STALE_RESULT
+    assert bench.pipe.counters[nr.SwitchCounters.EGRESS_DROPS].packets[17] == 0  # STALE_RESULT
 
 
 def test_exact_under_port_reordering_and_random_egress(
@@ -366,9 +368,9 @@ def test_credits_lowered_mid_job_learnt_by_workers(
     job = bench.job
 
     def lower() -> None:
-        bench.pipe.tables["SwitchIngress.agg.job_table"].modify(TableEntry(
+        bench.pipe.tables[nr.AggregationIngressNames.JOB_TABLE].modify(TableEntry(
             matches=(FieldMatch(value=job.job_id),),
-            action=ActionCall("SwitchIngress.agg.set_job",
+            action=ActionCall(nr.AggregationIngressNames.SET_JOB,
                               (0, 4 * 2, job.size, (1 << job.size) - 1, 1, 0, 1, 0))))
 
     def work(rank: int, ch: AggregationChannel) -> np.ndarray:
@@ -381,7 +383,7 @@ def test_credits_lowered_mid_job_learnt_by_workers(
     out = bench.run(work)
     for res in out:
         assert np.array_equal(res, exact_sum(xs))
-    credit_drops = bench.pipe.counters["SwitchIngress.agg.job_drops"].packets[
+    credit_drops = bench.pipe.counters[nr.AggregationIngressNames.JOB_DROPS].packets[
         job.job_id * 32 + 5]
     assert credit_drops == 0
     assert [ch.window for ch in bench.channels] == [1, 1, 1]
@@ -432,7 +434,7 @@ def test_unconfigured_job_fails_with_clear_error(
         bench_factory: Callable[..., SwitchBench]) -> None:
     """Workers of a job the switch does not know give up with a TransportError."""
     bench = bench_factory(2, dead_after=0.5)
-    bench.pipe.tables["SwitchIngress.agg.job_table"].delete(TableEntry(
+    bench.pipe.tables[nr.AggregationIngressNames.JOB_TABLE].delete(TableEntry(
         matches=(FieldMatch(value=bench.job.job_id),), action=None))
     with pytest.raises(TransportError, match="is the job configured"):
         bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))

@@ -1,6 +1,6 @@
 """Pieces of the in-network performance work that need no network: the transport's adaptive
 timeout and congestion window (workloads/roce.py) and the matrix driver's plan
-(workloads/matrix.py)."""
+(experiment/matrix.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from softswitch.frontend import compile_file
-from workloads.matrix import (
+from experiment.matrix import (
     MatrixError,
     MatrixSpec,
     cells_of,
@@ -19,6 +18,7 @@ from workloads.matrix import (
     program_for,
     spec_from_args,
 )
+from softswitch.frontend import compile_file
 from workloads.roce import (
     AETH,
     BTH_LEN,

@@ -2,7 +2,7 @@
 
 ONE network per module: 2 spines, 2 leaves, 2 hosts per leaf, 2 GPUs per host (8 workers),
 10 Mbit/s links, ``p4src/netreduce.p4`` (NR_ELEMS 32) programmed by the controller. Each
-test runs one cell through :class:`workloads.matrix.Launcher`: the workers run
+test runs one cell through :class:`experiment.matrix.Launcher`: the workers run
 ``python -m workloads`` inside the hosts and check their own result against the exact one
 (``--check``: bit for bit, also for the fixed-point in-network sums). Data-plane loss is
 injected with the P4 program's ``port_loss`` table through the controller's fault API.
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from experiment.matrix import ALGOS, Launcher, MatrixSpec, free_grpc_base, running_network
 from topo.cleanup import remove_interfaces, switch_interfaces
-from workloads.matrix import ALGOS, Launcher, MatrixSpec, free_grpc_base, running_network
 
 pytestmark = [
     pytest.mark.root,

@@ -17,18 +17,16 @@ from scapy.contrib.roce import AETH, BTH
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from bench.loopback_fabric import FabricHost, LoopbackFabric, udp_frame
 from workloads.netreduce_headers import worker_packet
 from workloads.roce import (
     OP_ACK,
-    FabricHost,
-    LoopbackFabric,
     RoceEndpoint,
     TransportError,
     ack_packet,
     parse_bth,
     psn_add,
     psn_diff,
-    udp_frame,
     write_packets,
 )
 

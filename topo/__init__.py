@@ -1,5 +1,5 @@
 """Topologies (Mininet ``Topo`` descriptions), switch/host nodes, the run directory and the
-``python -m topo.run`` entry point.
+``python -m experiment.run`` entry point.
 
 Importing Mininet makes ``MininetLogger`` the class of every logger created afterwards (each
 with its own console handler at Mininet's "output" level), which silences and duplicates the

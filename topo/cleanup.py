@@ -164,7 +164,7 @@ def _switch_names(run: Path, records: Sequence[ProcessRecord]) -> set[str]:
 def _owner_alive(owner: dict[str, object]) -> bool:
     owner_pid, owner_cmd = owner.get("pid"), owner.get("cmdline")
     return (isinstance(owner_pid, int) and owner_pid != os.getpid() and bool(owner_cmd)
-            and read_cmdline(owner_pid) == list(owner_cmd))  # type: ignore[arg-type]
+            and isinstance(owner_cmd, list) and read_cmdline(owner_pid) == owner_cmd)
 
 
 def clean_run(run: Path, force: bool = False, protect: Iterable[str] = ()) -> CleanupReport:

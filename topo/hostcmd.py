@@ -1,4 +1,4 @@
-"""Small commands that :mod:`topo.experiment` runs *inside* Mininet hosts.
+"""Small commands that :mod:`experiment.session` runs *inside* Mininet hosts.
 
 Each prints exactly one JSON line on stdout when done (and ``ready`` first where a peer must
 wait for it), so the experiment reads results without parsing free text:

@@ -60,8 +60,11 @@ class Stages:
         """Shows ``title`` while the block runs, then how long it took (or that it failed)."""
         t0 = time.monotonic()
         log.info("%s ...", title)
-        status = (self.console.status(f"{title} ...") if self.console is not None
-                  and self.console.is_terminal else contextlib.nullcontext())
+        status = (
+            self.console.status(f"{title} ...")
+            if self.console is not None and self.console.is_terminal
+            else contextlib.nullcontext()
+        )
         try:
             with status:
                 yield
@@ -106,15 +109,20 @@ class Network:
     def __enter__(self) -> Network:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
     def switches(self) -> list[P4Switch]:
         """The switch nodes, in device-id order."""
-        return sorted((s for s in self.net.switches if isinstance(s, P4Switch)),
-                      key=lambda s: s.device_id)
+        return sorted(
+            (s for s in self.net.switches if isinstance(s, P4Switch)), key=lambda s: s.device_id
+        )
 
     @property
     def hosts(self) -> list[TestbedHost]:
@@ -176,19 +184,23 @@ def preflight(topo: TestbedTopo) -> None:
     """Refuses to start over leftovers of an earlier run: switch interfaces that exist
     already, gRPC ports already taken."""
     if os.geteuid() != 0:
-        raise NetworkError("starting a network needs root (Mininet creates network namespaces "
-                           "and veth pairs); run with sudo")
+        raise NetworkError(
+            "starting a network needs root (Mininet creates network namespaces "
+            "and veth pairs); run with sudo"
+        )
     infos = _switch_infos(topo)
     existing = switch_interfaces(i["name"] for i in infos)
     if existing:
         raise NetworkError(
             f"interface(s) {', '.join(existing[:4])} already exist: leftovers of an earlier run "
-            "(or another network with the same switch names); `make clean` removes them")
+            "(or another network with the same switch names); `make clean` removes them"
+        )
     for info in infos:
         if port_in_use(info["grpc_host"], info["grpc_port"]):
             raise NetworkError(
                 f"switch {info['name']}: gRPC address {info['grpc_host']}:{info['grpc_port']} "
-                "is already in use (a switch left over from an earlier run? `make clean`)")
+                "is already in use (a switch left over from an earlier run? `make clean`)"
+            )
 
 
 def _record_shells(net: Mininet, rundir: RunDir) -> None:
@@ -232,7 +244,9 @@ def start_network(
     stages.note(f"target: {description}")
     check_egress_order(switch_cls, egress_order, seed)
     if egress_order != "sync":
-        stages.note(f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else ""))
+        stages.note(
+            f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else "")
+        )
     preflight(topo)
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
@@ -248,27 +262,45 @@ def start_network(
             build = switch_cls.compile_program(Path(program), rundir.build)
             build = bundle_device_config(build, rundir.build)
     switch_factory = functools.partial(
-        switch_cls, rundir=rundir, build=build, preload=preload, pcap=pcap,
-        log_level=log_level, start_timeout=start_timeout, egress_order=egress_order, seed=seed,
+        switch_cls,
+        rundir=rundir,
+        build=build,
+        preload=preload,
+        pcap=pcap,
+        log_level=log_level,
+        start_timeout=start_timeout,
+        egress_order=egress_order,
+        seed=seed,
     )
     net = Mininet(
-        topo=topo, switch=switch_factory, host=TestbedHost,
-        link=functools.partial(ShapedLink, netem=netem), controller=None, build=False,
-        autoSetMacs=False, autoStaticArp=False,
+        topo=topo,
+        switch=switch_factory,
+        host=TestbedHost,
+        link=functools.partial(ShapedLink, netem=netem),
+        controller=None,
+        build=False,
+        autoSetMacs=False,
+        autoStaticArp=False,
     )
     switch_names = [i["name"] for i in _switch_infos(topo)]
     try:
-        with stages.stage(f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
-                          f"{len(topo.links())} links"):
+        with stages.stage(
+            f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
+            f"{len(topo.links())} links"
+        ):
             try:
                 net.build()
             finally:
                 _record_shells(net, rundir)
         topology = describe(
-            topo, target=switch_cls.target, program=str(build.source) if build else None,
+            topo,
+            target=switch_cls.target,
+            program=str(build.source) if build else None,
             p4info=str(build.p4info) if build and build.p4info else None,
             device_config=str(build.device_config) if build and build.device_config else None,
-            netem=netem, rundir=str(rundir.path), log_dir=str(rundir.logs),
+            netem=netem,
+            rundir=str(rundir.path),
+            log_dir=str(rundir.logs),
         )
         with stages.stage("configuring hosts (static ARP)"):
             for host in net.hosts:

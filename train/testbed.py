@@ -107,8 +107,9 @@ class TrainingTestbed:
 
     def start(self) -> None:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
-        from controller.fabric import Controller, ControllerError, ControllerOptions
-        from controller.p4client import P4RuntimeError
+        from controller.fabric import ControllerError
+        from controller.p4client import P4RuntimeRequestError
+        from experiment.session import program_network
         from topo.errors import TopoError
         from topo.network import start_network
         from topo.topologies import SpineLeafTopo
@@ -128,10 +129,8 @@ class TrainingTestbed:
         self.live = start_live_view(self.network.rundir.path, port_or_announce(default=None))
         self.data_host = topo.data_host
         try:
-            self.controller = Controller(ControllerOptions(rundir=Path(self.network.rundir.path)))
-            self.controller.push_pipeline()
-            self.controller.program_routes()
-        except (ControllerError, P4RuntimeError) as exc:
+            self.controller = program_network(self.network)
+        except (ControllerError, P4RuntimeRequestError) as exc:
             self.stop()
             raise TestbedError(f"cannot program the network: {exc}") from exc
         except BaseException:
@@ -173,7 +172,7 @@ class TrainingTestbed:
 
     def port_counters(self) -> dict[tuple[str, int], tuple[int, int]]:
         """{(switch, port): (rx_bytes, tx_bytes)} of every switch port."""
-        from topo.experiment import port_counters
+        from experiment.session import port_counters
 
         return port_counters(self.controller)
 
@@ -181,7 +180,7 @@ class TrainingTestbed:
                    after: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
         """What the links carried between two counter reads: bytes (both directions) on host
         links, on fabric links, and on the data host's link alone (the shard traffic)."""
-        from topo.experiment import link_usage
+        from experiment.session import link_usage
 
         usage = link_usage(self.topology, before, after, 1.0)
         data = next(h for h in self.topology.hosts if h.name == self.data_host)
@@ -199,7 +198,7 @@ class TrainingTestbed:
         first); its plan (``job show --json``) is written to ``path``."""
         from controller.fabric import ControllerError
         from controller.jobs import JobError, JobRequest
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
 
         try:
             if self._job_key is not None:
@@ -210,7 +209,7 @@ class TrainingTestbed:
             plan = self.controller.create_job(JobRequest(
                 name, tuple(self.worker_hosts), credits=self.options.credits,
                 slots=self.options.slots, workers_per_host=1))
-        except (ControllerError, JobError, P4RuntimeError) as exc:
+        except (ControllerError, JobError, P4RuntimeRequestError) as exc:
             raise TestbedError(f"controller: cannot create the training job: {exc}") from exc
         self._job_key = name
         write_json(path, plan.to_dict())
@@ -248,7 +247,7 @@ class TrainingTestbed:
             job_plan = self.new_job(workdir / "job.json")
         config_path = write_json(workdir / "config.json", config.as_dict())
         plan = self._plan(workdir, config_path, config.num_shards, timeout, job_plan)
-        from topo.experiment import switch_cpu_seconds
+        from experiment.session import switch_cpu_seconds
 
         before, cpu0 = self.port_counters(), switch_cpu_seconds(self.network)
         results = execute(plan, timeout, workdir / "logs")

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from algorithms import registry
+from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
@@ -36,7 +38,6 @@ from workloads.innetwork import (
     hierarchical_allreduce,
     innetwork_allreduce,
 )
-from workloads.nr_sizes import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.profiles import DEFAULT_FLOPS_PER_S, PROFILES, get_profile
 from workloads.replay import ReplayConfig, make_reducer, replay
 from workloads.results import (
@@ -54,8 +55,21 @@ from workloads.sparse import block_hosts, hitopk_reference
 
 log = logging.getLogger("workloads")
 
-TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
+TCP_ALGOS = registry.names(transport=registry.TCP)
 ALL_ALGOS = TCP_ALGOS + ("innetwork",)
+
+
+def parse_algo(text: str) -> str:
+    """``--algo``: a registry name or alias, as its canonical name (one of ALL_ALGOS)."""
+    try:
+        name = registry.canonical(text)
+    except registry.UnknownAlgorithmError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if name not in ALL_ALGOS:
+        raise argparse.ArgumentTypeError(
+            f"--algo {text}: choose one of {', '.join(ALL_ALGOS)} (innetwork-hier is "
+            "innetwork with --hierarchical)")
+    return name
 
 
 class UsageError(ValueError):
@@ -257,7 +271,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     """Starts a network (root), runs the experiment matrix, writes JSON and plots."""
-    from workloads.matrix import MatrixError, run_matrix, spec_from_args
+    from experiment.matrix import MatrixError, run_matrix, spec_from_args
 
     try:
         spec = spec_from_args(args)
@@ -285,7 +299,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--algo", choices=ALL_ALGOS, required=True)
+    p.add_argument("--algo", type=parse_algo, required=True,
+                   help=f"one of {', '.join(ALL_ALGOS)} (or an alias: ina, hitopk, ...)")
     p.add_argument("--rank", type=lambda s: [int(x) for x in s.split(",")], default=None,
                    help="this process's rank (TCP) or the local ranks served (in-network)")
     p.add_argument("--peers", help="TCP: HOST:PORT of every rank, in rank order")

@@ -25,7 +25,6 @@ The job layout (QP numbers, peers, credits) comes from the controller's job plan
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +32,21 @@ from typing import Any
 
 import numpy as np
 
+from protocol.netreduce import (
+    FLAG_OVERFLOW,
+    FLAG_RESULT,
+    FLAG_VERSION,
+    NR_MAGIC,
+    PROGRAM_ELEMS,
+    RESV7_OVERFLOW,
+    TAG,
+    TAG_BYTES,
+    Limit,
+    check_elems,
+    worker_qpn,
+    worker_sport,
+)
 from workloads.fixedpoint import RescalePolicy, RetryReport, aggregate_with_retry
-from workloads.nr_sizes import PROGRAM_ELEMS, check_elems
 from workloads.roce import (
     QpStats,
     ReceivedMessage,
@@ -45,12 +57,9 @@ from workloads.roce import (
 
 log = logging.getLogger(__name__)
 
-NR_MAGIC = 0x4E52
-TAG = struct.Struct("!HHHHHHBBH")  # magic, job, msg, slot, npkts, pkt_idx, rank, flags, window
-TAG_LEN = 16
-FLAG_VERSION, FLAG_OVERFLOW, FLAG_RESULT, FLAG_SWITCH = 0x01, 0x02, 0x04, 0x08
+TAG_LEN = TAG_BYTES
 DEFAULT_ELEMS = PROGRAM_ELEMS
-MAX_BIND = 4  # NR_BIND: messages the switch remembers per connection
+MAX_BIND = Limit.BIND  # NR_BIND: messages the switch remembers per connection
 ACK_BYTES = 20  # BTH + AETH + ICRC
 ACK_EVERY = 16  # a receiver ACKs at least every this many packets (and at message ends)
 #: Upper bound of an aggregation connection's retransmission timeout (and of its backoff).
@@ -147,19 +156,14 @@ def ring_job(ips: Sequence[str], *, job_id: int = 1, credits: int = 2, msg_pkts:
     """A one-switch job: rank ``k`` on ``ips[k]`` writes to rank ``k+1 mod P``.
 
     QP numbers and source ports follow the controller's conventions
-    (``controller.netreduce.worker_qpn`` / ``worker_sport``).
+    (``protocol.netreduce.worker_qpn`` / ``worker_sport``).
     """
     p = len(ips)
     workers = tuple(WorkerInfo(
         rank=k, host=(hosts[k] if hosts else f"h{k}"), ip=ips[k], position=k, peer=(k + 1) % p,
         send_qpn=worker_qpn(job_id, k, False), recv_qpn=worker_qpn(job_id, k, True),
-        sport=0xC000 | ((job_id & 0x3F) << 8) | (k & 0xFF)) for k in range(p))
+        sport=worker_sport(job_id, k)) for k in range(p))
     return JobConfig(job_id, credits, msg_pkts, workers, elems, first_psn)
-
-
-def worker_qpn(job: int, rank: int, receiving: bool) -> int:
-    """The controller's QP numbering: ``(job+1) << 12 | rank << 1 | receiving``."""
-    return ((job + 1) << 12) | (rank << 1) | int(receiving)
 
 
 # ------------------------------------------------------------------- statistics
@@ -285,7 +289,7 @@ class AggregationChannel:
                      self.window, min(credits, self.job.credits))
             self.window = min(credits, self.job.credits)
         values = np.frombuffer(data, dtype=">i4", offset=TAG_LEN, count=count).astype(np.int32)
-        overflow = bool(flags & FLAG_OVERFLOW) or bool(msg.resv7_or & 0x01)
+        overflow = bool(flags & FLAG_OVERFLOW) or bool(msg.resv7_or & RESV7_OVERFLOW)
         return values, overflow
 
     def _snapshot(self) -> _Counters:

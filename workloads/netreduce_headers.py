@@ -1,6 +1,7 @@
 """Scapy layers for the testbed's NetReduce aggregation protocol.
 
-The formats are those of ``p4src/netreduce.p4`` and are specified in ``docs/protocol.md``:
+The formats are those of ``p4src/netreduce.p4`` (constants from the contract,
+:mod:`protocol.netreduce`) and are specified in ``docs/protocol.md``:
 a RoCE v2 RDMA WRITE whose first packet carries, after the RETH, a 16-byte aggregation tag
 (:class:`NRTag`), and whose every packet carries ``elems`` signed 32-bit fixed-point values
 (:class:`NRData`).  ``scapy.contrib.roce`` supplies the BTH (including its ICRC trailer);
@@ -29,29 +30,36 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
-from workloads.nr_sizes import PROGRAM_ELEMS
+from protocol.netreduce import (
+    FLAG_OVERFLOW,
+    FLAG_RESULT,
+    FLAG_SWITCH,
+    FLAG_VERSION,
+    ICRC_BYTES,
+    NR_MAGIC,
+    PROGRAM_ELEMS,
+    RC_WRITE_FIRST,
+    RC_WRITE_LAST,
+    RC_WRITE_MIDDLE,
+    RC_WRITE_ONLY,
+    RESV7_OVERFLOW,
+    RETH_BYTES,
+    ROCE_V2_PORT,
+    TAG_BYTES,
+    Flag,
+)
 
-ROCE_V2_PORT = 4791
-NR_MAGIC = 0x4E52
+__all__ = [
+    "DEFAULT_ELEMS", "FLAG_OVERFLOW", "FLAG_RESULT", "FLAG_SWITCH", "FLAG_VERSION", "NR_MAGIC",
+    "RC_WRITE_FIRST", "RC_WRITE_LAST", "RC_WRITE_MIDDLE", "RC_WRITE_ONLY", "RESV7_OVERFLOW",
+    "RETH", "ROCE_V2_PORT", "NRData", "NRTag", "packet_opcode", "pad_elems", "split_message",
+    "worker_packet",
+]
+
 DEFAULT_ELEMS = PROGRAM_ELEMS  # NR_ELEMS of p4src/netreduce.p4 unless redefined
-
-RC_WRITE_FIRST = 0x06
-RC_WRITE_MIDDLE = 0x07
-RC_WRITE_LAST = 0x08
-RC_WRITE_ONLY = 0x0A
-
-# NRTag.flags bits (NR_FLAG_* in p4src/include/nr_headers.p4).
-FLAG_VERSION = 0x01
-FLAG_OVERFLOW = 0x02
-FLAG_RESULT = 0x04
-FLAG_SWITCH = 0x08
-
-# BTH.resv7 value on a result packet whose elements saturated.
-RESV7_OVERFLOW = 0x01
-
-RETH_LEN = 16
-TAG_LEN = 16
-ICRC_LEN = 4
+RETH_LEN = RETH_BYTES
+TAG_LEN = TAG_BYTES
+ICRC_LEN = ICRC_BYTES
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
@@ -85,7 +93,7 @@ class NRTag(Packet):
         ShortField("npkts", 1),
         ShortField("pkt_idx", 0),
         ByteField("rank", 0),
-        FlagsField("flags", 0, 8, ["VERSION", "OVERFLOW", "RESULT", "SWITCH"]),
+        FlagsField("flags", 0, 8, [f.name or "" for f in Flag]),
         ShortField("window", 0),  # worker: messages in flight; result: job credits
     ]
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms import registry
 from workloads.collectives import ring_allreduce, torus2d_allreduce
 from workloads.comm import Communicator
 from workloads.innetwork import (
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 #: ``payload_sent`` and optionally ``retransmissions``.
 Reducer = Callable[[np.ndarray, int, int], tuple[np.ndarray, Any]]
 
-ALGORITHMS = ("ring", "torus", "topk", "hybrid", "innetwork", "innetwork-hier")
+ALGORITHMS = registry.names()
 
 
 @dataclass(frozen=True)
@@ -66,35 +67,32 @@ class ReplayConfig:
             raise ValueError("bucket_bytes must be at least one float")
 
 
-def make_reducer(algorithm: str, *, comm: Communicator | None = None,
-                 channel: AggregationChannel | None = None, gpus_per_host: int = 1,
-                 density: float = 0.01, sparse_epochs: int = 1, iters_per_epoch: int = 1,
-                 intra: IntraHost | None = None) -> Reducer:
-    """A reducer for ``algorithm`` (one of :data:`ALGORITHMS`).
+@dataclass(frozen=True)
+class ReducerInputs:
+    """What a reducer factory may use: a TCP communicator (ranks numbered host by host,
+    ``gpus_per_host`` per host) or an aggregation channel, and the algorithms' options."""
 
-    TCP algorithms need ``comm`` (ranks numbered host by host, ``gpus_per_host`` per host);
-    in-network ones need ``channel``; ``innetwork-hier`` also ``intra`` and ``gpus_per_host``
-    (the host's GPUs, whose tensors are reduced before the network).
-    """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    if algorithm.startswith("innetwork"):
-        if channel is None:
+    comm: Communicator | None = None
+    channel: AggregationChannel | None = None
+    gpus_per_host: int = 1
+    density: float = 0.01
+    sparse_epochs: int = 1
+    iters_per_epoch: int = 1
+    intra: IntraHost | None = None
+
+    def need_comm(self, algorithm: str) -> Communicator:
+        if self.comm is None:
+            raise ValueError(f"{algorithm} needs a TCP communicator (peers)")
+        return self.comm
+
+    def need_channel(self, algorithm: str) -> AggregationChannel:
+        if self.channel is None:
             raise ValueError(f"{algorithm} needs an aggregation channel (a job plan)")
-        if algorithm == "innetwork":
-            return lambda x, it, b: innetwork_allreduce(channel, x)
-        if intra is None:
-            raise ValueError("innetwork-hier needs the intra-host link model (intra=...)")
-        g = gpus_per_host
-        return lambda x, it, b: hierarchical_allreduce(channel, [x] * g, intra)
-    if comm is None:
-        raise ValueError(f"{algorithm} needs a TCP communicator (peers)")
-    if algorithm == "ring":
-        return lambda x, it, b: ring_allreduce(comm, x)
-    hosts = block_hosts(comm.size, gpus_per_host)
-    if algorithm == "torus":
-        rows, cols = comm.size // gpus_per_host, gpus_per_host
-        return lambda x, it, b: torus2d_allreduce(comm, x, rows, cols)
+        return self.channel
+
+
+def _residuals() -> Callable[[int, np.ndarray], np.ndarray]:
+    """Error-feedback residuals, one per fusion bucket (sparse algorithms)."""
     residuals: dict[int, np.ndarray] = {}
 
     def residual(b: int, x: np.ndarray) -> np.ndarray:
@@ -102,12 +100,68 @@ def make_reducer(algorithm: str, *, comm: Communicator | None = None,
             residuals[b] = np.zeros_like(x)
         return residuals[b]
 
-    if algorithm == "topk":
-        return lambda x, it, b: hitopk_allreduce(comm, x, hosts, density,
-                                                 residual=residual(b, x))
-    schedule = make_schedule(sparse_epochs, density, hosts)
-    return lambda x, it, b: schedule.allreduce(comm, x, it // max(1, iters_per_epoch),
-                                               residual(b, x))
+    return residual
+
+
+def ring_reducer(inp: ReducerInputs) -> Reducer:
+    """Flat ring over all ranks (TCP)."""
+    comm = inp.need_comm("ring")
+    return lambda x, it, b: ring_allreduce(comm, x)
+
+
+def torus_reducer(inp: ReducerInputs) -> Reducer:
+    """2D torus: hosts as rows, each host's GPUs as columns (TCP)."""
+    comm = inp.need_comm("torus")
+    rows, cols = comm.size // inp.gpus_per_host, inp.gpus_per_host
+    return lambda x, it, b: torus2d_allreduce(comm, x, rows, cols)
+
+
+def topk_reducer(inp: ReducerInputs) -> Reducer:
+    """HiTopK sparse all-gather with error feedback (TCP)."""
+    comm = inp.need_comm("topk")
+    hosts, residual, density = block_hosts(comm.size, inp.gpus_per_host), _residuals(), inp.density
+    return lambda x, it, b: hitopk_allreduce(comm, x, hosts, density, residual=residual(b, x))
+
+
+def hybrid_reducer(inp: ReducerInputs) -> Reducer:
+    """Sparse for the first ``sparse_epochs`` epochs, then the dense torus (TCP)."""
+    comm = inp.need_comm("hybrid")
+    hosts, residual = block_hosts(comm.size, inp.gpus_per_host), _residuals()
+    schedule = make_schedule(inp.sparse_epochs, inp.density, hosts)
+    per_epoch = max(1, inp.iters_per_epoch)
+    return lambda x, it, b: schedule.allreduce(comm, x, it // per_epoch, residual(b, x))
+
+
+def innetwork_reducer(inp: ReducerInputs) -> Reducer:
+    """In-network aggregation through the switches (one worker per rank)."""
+    channel = inp.need_channel("innetwork")
+    return lambda x, it, b: innetwork_allreduce(channel, x)
+
+
+def innetwork_hier_reducer(inp: ReducerInputs) -> Reducer:
+    """The host's GPUs reduced first, then in-network aggregation (one worker per host)."""
+    channel = inp.need_channel("innetwork-hier")
+    if inp.intra is None:
+        raise ValueError("innetwork-hier needs the intra-host link model (intra=...)")
+    intra, g = inp.intra, inp.gpus_per_host
+    return lambda x, it, b: hierarchical_allreduce(channel, [x] * g, intra)
+
+
+def make_reducer(algorithm: str, *, comm: Communicator | None = None,
+                 channel: AggregationChannel | None = None, gpus_per_host: int = 1,
+                 density: float = 0.01, sparse_epochs: int = 1, iters_per_epoch: int = 1,
+                 intra: IntraHost | None = None) -> Reducer:
+    """A reducer for ``algorithm`` (a name or alias in the :mod:`algorithms` registry).
+
+    TCP algorithms need ``comm`` (ranks numbered host by host, ``gpus_per_host`` per host);
+    in-network ones need ``channel``; ``innetwork-hier`` also ``intra`` and ``gpus_per_host``
+    (the host's GPUs, whose tensors are reduced before the network).
+    """
+    alg = registry.get(algorithm)
+    factory = alg.run_factory()
+    reducer: Reducer = factory(ReducerInputs(comm, channel, gpus_per_host, density,
+                                             sparse_epochs, iters_per_epoch, intra))
+    return reducer
 
 
 def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float, list[tuple[int, float]]]:

@@ -1,7 +1,8 @@
 /* nr_headers.p4 -- constants, header types and metadata of the NetReduce program.
  *
- * Every layout here is documented byte by byte in docs/protocol.md; the scapy layers in
- * workloads/netreduce_headers.py mirror it.  Change all three together. */
+ * Every layout here is documented byte by byte in docs/protocol.md; protocol/netreduce.py is
+ * the Python side's one copy (tests/test_protocol_contract.py checks that it matches).
+ * Change all three together. */
 
 #ifndef NR_HEADERS_P4
 #define NR_HEADERS_P4

@@ -1,7 +1,8 @@
 """Typed syntax tree of P4 statements, expressions and type references, with positions.
 
 The grammar (``p4.lark``) gives lark trees whose children are read by position; for
-statements, expressions and type references :mod:`softswitch.frontend.syntax_build` turns them into these
+statements, expressions and type references :mod:`softswitch.frontend.syntax_build` turns them
+into these
 dataclasses instead, so the checks read named fields. Every node carries ``loc`` (the
 original FILE:LINE:COL, after the preprocessor's line mapping) and ``span`` (offsets into the
 preprocessed text, for messages and P4Info names that quote the source).

@@ -130,7 +130,9 @@ class SyntaxBuilder:
     def _bit_type(self, tree: Tree) -> s.BitTypeRef:
         width = tree.children[0].children[0]
         text = str(width) if isinstance(width, Token) else width
-        return s.BitTypeRef(kind=str(tree.data), width=text, width_loc=self.loc(width), **self._pos(tree))
+        return s.BitTypeRef(
+            kind=str(tree.data), width=text, width_loc=self.loc(width), **self._pos(tree)
+        )
 
     def type_name(self, tree: Tree) -> s.TypeName:
         dotted = False
@@ -247,7 +249,6 @@ class SyntaxBuilder:
     def ctor_call(self, tree: Tree) -> s.CtorCall:
         t, args = tree.children
         return s.CtorCall(type=t, args=args, **self._pos(tree))
-
 
     # ------------------------------------------------------------------ statements
 

@@ -48,7 +48,6 @@ def same_expr(a: object, b: object) -> bool:
     return a is b
 
 
-
 def _subtree(tree: Tree, data: str) -> Tree | None:
     """The first direct child tree of rule ``data``."""
     for c in tree.children:
@@ -70,15 +69,28 @@ class TableChecker:
         assert name_tree is not None
         name = name_of(name_tree)
         loc = self.c.loc(tree)
-        table = ir.TableDecl(name, self.c.cp_name(annos, name), [], [], None, annotations=annos, loc=loc)
+        table = ir.TableDecl(
+            name, self.c.cp_name(annos, name), [], [], None, annotations=annos, loc=loc
+        )
         seen: set[str] = set()
-        props = [c for c in tree.children if isinstance(c, Tree) and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")]
+        props = [
+            c
+            for c in tree.children
+            if isinstance(c, Tree)
+            and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")
+        ]
         # the action list first: default_action and entries refer to it
         order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
         for prop in order:
-            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(str(prop.data))
+            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(
+                str(prop.data)
+            )
             if pname is None:
-                pname = str(next(c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"))
+                pname = str(
+                    next(
+                        c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"
+                    )
+                )
             ploc = self.c.loc(prop)
             if pname in seen:
                 raise P4Error(f"duplicate table property '{pname}'", ploc)
@@ -89,7 +101,11 @@ class TableChecker:
                 table.actions = [self.action_item(a, scope, table) for a in prop.children]
             elif pname == "entries":
                 table.entries_const = _subtree(prop, "const_kw") is not None
-                table.entries = [self.table_entry(e, scope, table) for e in prop.children if isinstance(e, Tree) and e.data == "entry"]
+                table.entries = [
+                    self.table_entry(e, scope, table)
+                    for e in prop.children
+                    if isinstance(e, Tree) and e.data == "entry"
+                ]
             else:
                 self.simple_property(prop, pname, scope, table, ploc)
         if "actions" not in seen:
@@ -123,7 +139,9 @@ class TableChecker:
         if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
             raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.c.loc(expr_tree))
         if "name" not in annos and not _nameable_key(e):
-            raise P4Error("a complex key expression needs a @name annotation", self.c.loc(expr_tree))
+            raise P4Error(
+                "a complex key expression needs a @name annotation", self.c.loc(expr_tree)
+            )
         kname = self.c.cp_name(annos, self.c.source_text(expr_tree))
         return ir.TableKey(e, mk, kname, annos, self.c.loc(tree))
 
@@ -144,21 +162,39 @@ class TableChecker:
         assert name_tree is not None
         action = self.lookup_action(name_tree, scope)
         if any(r.action is action for r in table.actions):
-            raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", self.c.loc(tree))
+            raise P4Error(
+                f"action '{action.name}' appears twice in table '{table.name}'", self.c.loc(tree)
+            )
         args_tree = next((c for c in tree.children if isinstance(c, s.Args)), None)
         directional = [p for p in action.params if p.direction != ""]
         args: list[ir.Expr] = []
         if args_tree is not None:
-            bound = self.c.bind_args(directional, list(args_tree.items), scope, self.c.loc(tree), f"action '{action.name}'", {})
+            bound = self.c.bind_args(
+                directional,
+                list(args_tree.items),
+                scope,
+                self.c.loc(tree),
+                f"action '{action.name}'",
+                {},
+            )
             args = [a for a in bound if a is not None]
             for a in args:
                 if _applies_table(a):
-                    raise P4Error(f"action '{action.name}': a table is applied in an argument of the actions list", a.loc)
+                    raise P4Error(
+                        f"action '{action.name}': a table is applied in an argument of the "
+                        "actions list",
+                        a.loc,
+                    )
         elif directional:
-            raise P4Error(f"action '{action.name}' has directional parameters; give their arguments", self.c.loc(tree))
+            raise P4Error(
+                f"action '{action.name}' has directional parameters; give their arguments",
+                self.c.loc(tree),
+            )
         return ir.ActionRef(action, args, annos, self.c.loc(tree))
 
-    def action_call_ref(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str) -> ir.ActionRef:
+    def action_call_ref(
+        self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str
+    ) -> ir.ActionRef:
         """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
         loc = self.c.loc(tree)
         arg_trees: list[s.Arg]
@@ -173,7 +209,9 @@ class TableChecker:
         action = self.lookup_action(callee, scope)
         listed = next((r for r in table.actions if r.action is action), None)
         if listed is None:
-            raise P4Error(f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc)
+            raise P4Error(
+                f"{what} '{action.name}' is not in the actions list of table '{table.name}'", loc
+            )
         params = action.params
         n_dir = len(params) - len(action.cp_params)
         if "defaultonly" in listed.annotations and what != "default action":
@@ -181,9 +219,15 @@ class TableChecker:
         if "tableonly" in listed.annotations and what == "default action":
             raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
         if len(arg_trees) == len(action.cp_params) and n_dir:
-            bound = self.c.bind_args(action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {})
-            _constant_action_data(bound[-len(action.cp_params) :] if action.cp_params else [], action, loc)
-            return ir.ActionRef(action, list(listed.args) + [a for a in bound if a is not None], {}, loc)
+            bound = self.c.bind_args(
+                action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {}
+            )
+            _constant_action_data(
+                bound[-len(action.cp_params) :] if action.cp_params else [], action, loc
+            )
+            return ir.ActionRef(
+                action, list(listed.args) + [a for a in bound if a is not None], {}, loc
+            )
         bound = self.c.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
         _constant_action_data(bound[n_dir:], action, loc)
         args = [a for a in bound if a is not None]
@@ -206,14 +250,18 @@ class TableChecker:
                 annos.update(self.c.annotation_list(c))
         prio_tree = _subtree(tree, "entry_priority")
         rest = [
-            c for c in tree.children
-            if isinstance(c, s.Node) or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
+            c
+            for c in tree.children
+            if isinstance(c, s.Node)
+            or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
         ]
         keyset_tree, name_tree = rest[0], rest[1]
         args_tree = rest[2] if len(rest) > 2 else None
         if not table.keys:
             raise P4Error(f"table '{table.name}' has entries but no key", loc)
-        keysets = self.c.keysets(keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set")
+        keysets = self.c.keysets(
+            keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set"
+        )
         for key, ks in zip(table.keys, keysets, strict=True):
             _check_entry_keyset(key, ks)
         nloc, nspan = self.c.loc(name_tree), (name_tree.meta.start_pos, name_tree.meta.end_pos)
@@ -239,20 +287,28 @@ class TableChecker:
         table's own convention.
         """
         entries = table.entries or []
-        given = next((e for e in entries if e.priority is not None or e.annotations.get("priority")), None)
+        given = next(
+            (e for e in entries if e.priority is not None or e.annotations.get("priority")), None
+        )
         if given is not None and all(k.match_kind in ("exact", "lpm") for k in table.keys):
             raise P4Error(
-                f"table '{table.name}': its match kinds do not use priorities, but an entry has one", given.loc
+                f"table '{table.name}': its match kinds do not use priorities, but an entry "
+                "has one",
+                given.loc,
             )
         if any(e.priority is not None for e in entries):
             delta = 1
             if "priority_delta" in table.properties:
                 d = table.properties["priority_delta"]
                 if not isinstance(d, ir.Const) or d.value <= 0:
-                    raise P4Error("table property 'priority_delta' must be a positive constant", d.loc)
+                    raise P4Error(
+                        "table property 'priority_delta' must be a positive constant", d.loc
+                    )
                 delta = d.value
             if entries[0].priority is None:
-                raise P4Error(f"the first entry of table '{table.name}' must have a priority", entries[0].loc)
+                raise P4Error(
+                    f"the first entry of table '{table.name}' must have a priority", entries[0].loc
+                )
             current = 0
             for e in entries:
                 if e.priority is None:
@@ -276,7 +332,9 @@ class TableChecker:
         for e, b in zip(entries, bmv2, strict=True):
             e.priority = top - b if table.largest_priority_wins else b
 
-    def simple_property(self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc) -> None:
+    def simple_property(
+        self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc
+    ) -> None:
         """``name = value;`` table properties."""
         value_tree = prop.children[-1]
         if pname not in TABLE_PROPERTIES:
@@ -300,7 +358,9 @@ class TableChecker:
         else:
             table.properties[pname] = self.c.expr(value_tree, scope)
 
-    def property_instance(self, tree: s.Expr, scope: Scope, table: ir.TableDecl, pname: str) -> ir.Instance:
+    def property_instance(
+        self, tree: s.Expr, scope: Scope, table: ir.TableDecl, pname: str
+    ) -> ir.Instance:
         """The extern instance named (or constructed inline) by a table property."""
         expected = {
             "implementation": ("action_profile", "action_selector"),
@@ -318,7 +378,9 @@ class TableChecker:
         t = inst.type
         if not isinstance(t, ir.ExternType) or t.name not in expected:
             raise P4Error(
-                f"table property '{pname}' needs an instance of {' or '.join(expected)}, not {type_str(t)}", loc
+                f"table property '{pname}' needs an instance of {' or '.join(expected)}, "
+                f"not {type_str(t)}",
+                loc,
             )
         return inst
 
@@ -339,8 +401,12 @@ def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
     if allowed is None:
         return
     if not isinstance(ks, allowed):
-        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(type(ks), "this")
-        raise P4Error(f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc)
+        what = {ir.KeysetMask: "a mask", ir.KeysetRange: "a range", ir.KeysetDefault: "'_'"}.get(
+            type(ks), "this"
+        )
+        raise P4Error(
+            f"{what} is not a valid key set for the {key.match_kind} key '{key.name}'", ks.loc
+        )
     if isinstance(ks, ir.KeysetMask) and key.match_kind == "lpm":
         t = ir.strip_newtype(key.expr.type)
         width = t.width if isinstance(t, ir.BitType) else 1
@@ -348,14 +414,23 @@ def _check_entry_keyset(key: ir.TableKey, ks: ir.Keyset) -> None:
         mask = ks.mask & full
         plen = bin(mask).count("1")
         if mask != full ^ ((1 << (width - plen)) - 1):
-            raise P4Error(f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' (not a prefix)", ks.loc)
+            raise P4Error(
+                f"{ks.value} &&& {ks.mask}: invalid mask for the lpm key '{key.name}' "
+                "(not a prefix)",
+                ks.loc,
+            )
 
 
 def _constant_action_data(args: list[ir.Expr | None], action: ir.ActionDecl, loc: ir.Loc) -> None:
     """Action data given in a program (default action, entries) must be known at compile time."""
     for a in args:
-        if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)):
-            raise P4Error(f"action '{action.name}': action data arguments must be compile-time constants", a.loc)
+        if a is not None and not isinstance(
+            a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember)
+        ):
+            raise P4Error(
+                f"action '{action.name}': action data arguments must be compile-time constants",
+                a.loc,
+            )
 
 
 def _nameable_key(e: ir.Expr) -> bool:
@@ -388,7 +463,6 @@ def _no_duplicate_entries(table: ir.TableDecl) -> None:
 
 def _applies_table(e: ir.Expr) -> bool:
     """Whether evaluating ``e`` applies a table."""
-    return any_subexpr(e, lambda n: isinstance(n, ir.MethodCall)
-                       and isinstance(n.type, ir.TableApplyResultType))
-
-
+    return any_subexpr(
+        e, lambda n: isinstance(n, ir.MethodCall) and isinstance(n.type, ir.TableApplyResultType)
+    )

@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_cpu_seconds
 from topo.model import Topology
-from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class ExperimentError(TopoError):
 
 @dataclass(frozen=True)
 class ExperimentOptions:
-    """What to run. The defaults match p4src/netreduce.p4 as it is (E = 32); `topo.run` passes
+    """What to run. The defaults match p4src/netreduce.p4 as it is (E = 32); `experiment.run` passes
     its own, link-bound defaults (65536 float32, E = 64, see docs/topology.md)."""
 
     elements: int = 8192  # float32 values per worker
@@ -440,6 +440,20 @@ def open_controller(network: Any) -> Any:
     return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
 
 
+def program_network(network: Any) -> Any:
+    """A controller of the network's run directory with the pipeline pushed and the IPv4
+    routes programmed: the first steps of every experiment (make run, the matrix, training).
+    The controller is closed again when either step fails."""
+    controller = open_controller(network)
+    try:
+        controller.push_pipeline()
+        controller.program_routes()
+    except BaseException:
+        controller.close()
+        raise
+    return controller
+
+
 def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
                    stages: Any) -> dict[str, Any]:
     """Pipeline, routes and one job over ``opts.hosts`` (default every host with GPUs; one
@@ -466,7 +480,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     all-reduce that finishes wrong (or a rank that fails) is reported in the result."""
     from controller.fabric import ControllerError
     from controller.jobs import JobError
-    from controller.p4client import P4RuntimeError
+    from controller.p4client import P4RuntimeRequestError
     from topo.network import Stages
 
     opts = options or ExperimentOptions()
@@ -491,7 +505,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
                 with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
                                   f"{len(plan['workers'])} hosts"):
                     runs.append(run_allreduce(network, controller, plan, algo, opts, plan_path))
-    except (ControllerError, JobError, P4RuntimeError) as exc:
+    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
         raise ExperimentError(f"controller: {exc}") from None
     check = None
     if opts.measure_seconds > 0 and len(topology.hosts) > 1:

@@ -1,11 +1,11 @@
-"""``python -m topo.run``: the end-to-end demo behind ``make run``.
+"""``python -m experiment.run``: the end-to-end demo behind ``make run``.
 
-    python -m topo.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3
-    python -m topo.run --topo rack --hosts 4 --no-cli
-    python -m topo.run --topo fattree --param k=2 --no-cli      # or --topo path/to/file.yaml
+    python -m experiment.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3
+    python -m experiment.run --topo rack --hosts 4 --no-cli
+    python -m experiment.run --topo fattree --param k=2 --no-cli      # or --topo path/to/file.yaml
 
 It starts the network, lets the controller program routing and one aggregation job over all
-hosts, runs an in-network and a ring all-reduce of the same tensor (``topo.experiment``),
+hosts, runs an in-network and a ring all-reduce of the same tensor (``experiment.session``),
 prints a summary (exact or not, time of each, link utilisation, switch CPU, whether each
 all-reduce was limited by the emulated links or by a switch process's CPU, and the measured
 ring / in-network time ratio beside the ideal ``2(P-1)/P``), then opens the Mininet CLI when
@@ -32,16 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
+from experiment.session import run_experiment as run_allreduce_experiment
 from liveview import add_live_options, live_view
+from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
-from topo.experiment import AllreduceRun, ExperimentOptions, ExperimentResult
-from topo.experiment import run_experiment as run_allreduce_experiment
 from topo.model import Topology
 from topo.network import Network, Stages, start_network
 from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
-from workloads import nr_sizes
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,8 @@ def run_experiment(network: Network, topology: Topology,
                    options: ExperimentOptions | None = None, stages: Stages | None = None,
                    experiment: bool = True) -> Summary:
     """The experiment step of a run: switch readiness, then (when the switches got a program
-    and ``experiment``) controller programming and the all-reduces of ``topo.experiment``.
-    Raises :class:`~topo.experiment.ExperimentError` when the fabric cannot be programmed."""
+    and ``experiment``) controller programming and the all-reduces of ``experiment.session``.
+    Raises :class:`~experiment.session.ExperimentError` when the fabric cannot be programmed."""
     switches = check_switches(network)
     notes = tuple(network.warnings)
     if not experiment or topology.p4info is None or not all(s.ready for s in switches):
@@ -334,7 +334,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command-line options."""
-    p = _Parser(prog="python -m topo.run", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m experiment.run", description=__doc__.splitlines()[0])
     p.add_argument("--topo", default="spineleaf",
                    help=f"a shipped topology ({', '.join(builtin_files())}) or a topology file "
                    "(YAML/JSON, docs/topology.md)")
@@ -441,7 +441,7 @@ def _program(args: argparse.Namespace) -> Path | None:
         return None
     if args.elems == PROGRAM_ELEMS:
         return DEFAULT_PROGRAM
-    from workloads.matrix import program_for
+    from experiment.matrix import program_for
 
     try:
         return program_for(args.elems, Path("build"))

@@ -32,12 +32,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from workloads.nr_sizes import MTU_ELEMS, PROGRAM_ELEMS, elems_error
+from algorithms import registry
+from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 
 log = logging.getLogger(__name__)
 
-TCP_ALGOS = ("ring", "torus", "topk", "hybrid")
-INNETWORK_ALGOS = ("innetwork", "innetwork-hier")
+TCP_ALGOS = registry.names(transport=registry.TCP)
+INNETWORK_ALGOS = registry.names(transport=registry.INNETWORK)
 ALGOS = TCP_ALGOS + INNETWORK_ALGOS
 DEFAULT_MODELS = ("resnet50", "bert-base")
 RING_PORT_BASE = 5600
@@ -77,10 +78,12 @@ class MatrixSpec:
     egress_order: str = "sync"  # the switches' (built-in target); random is seeded by seed
 
     def __post_init__(self) -> None:
-        unknown = [a for a in self.algos if a not in ALGOS]
+        unknown = [a for a in self.algos if a not in registry.REGISTRY_NAMES]
         if unknown:
             raise MatrixError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGOS)}")
+        # aliases (ina, inswitch, hitopk, ...) name the same cells as their canonical names
+        object.__setattr__(self, "algos", tuple(registry.canonical(a) for a in self.algos))
         why = elems_error(self.elems)
         if why is not None:
             raise MatrixError(why)
@@ -252,7 +255,7 @@ class Launcher:
              ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Starts every process of one run, waits, measures; returns ({key: rows or error},
         measurements)."""
-        from topo.experiment import collect_rows, host_popen, port_counters, switch_cpu_seconds
+        from experiment.session import collect_rows, host_popen, port_counters, switch_cpu_seconds
 
         procs_argv, job = self._processes(algo, verb, tag)
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -284,7 +287,7 @@ class Launcher:
 
     def _links(self, meas: dict[str, Any], seconds: float
                ) -> tuple[float | None, str, float | None]:
-        from topo.experiment import link_usage
+        from experiment.session import link_usage
 
         usage = link_usage(self.network.topology, meas["before"], meas["after"], seconds)
         shaped = [u for u in usage if u.utilization is not None]
@@ -372,8 +375,8 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
                     progress: bool = False) -> Iterator[Launcher]:
     """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
     pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
+    from experiment.session import program_network
     from liveview import live_view, port_or_announce
-    from topo.experiment import open_controller
     from topo.network import start_network
 
     topo = build_topology(spec)
@@ -383,9 +386,7 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
     with start_network(topo, "softswitch", rundir, program, progress=progress,
                        egress_order=spec.egress_order, seed=seed) as network, \
             live_view(network.rundir.path, port_or_announce(default=None)):
-        with open_controller(network) as controller:
-            controller.push_pipeline()
-            controller.program_routes()
+        with program_network(network) as controller:
             yield Launcher(network, controller, spec,
                            Path(network.rundir.path) / "results" / "matrix")
 

@@ -1,0 +1,144 @@
+"""One registry of the collective algorithms.
+
+Each :class:`Algorithm` names, in one place, what the rest of the testbed needs to know about
+one all-reduce: its canonical name (the CLI and matrix name), its aliases (the simulator's
+names such as ``ina``/``torus2d``/``hitopk`` and the training names such as ``inswitch``/
+``mstopk``/``fp32-ring``), its transport, the functions that run it on hosts, predict its
+time (cost model) and build its simulator schedule, and its plot label and colour.
+
+The functions are given as ``"module:function"`` strings and imported only when asked for,
+so this module imports nothing of the project and every layer may depend on it without
+crossing the layering (docs/architecture.md). Adding a collective is one module with those
+functions plus one entry in :data:`REGISTRY` (docs/workloads.md shows a worked example).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+TCP = "tcp"
+INNETWORK = "innetwork"
+
+
+class UnknownAlgorithmError(ValueError):
+    """A name that is no algorithm's name or alias (the message lists the known ones)."""
+
+
+def _resolve(ref: str) -> Callable[..., Any]:
+    module, _, attr = ref.partition(":")
+    fn = getattr(importlib.import_module(module), attr)
+    if not callable(fn):
+        raise TypeError(f"{ref} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One collective algorithm.
+
+    ``runner``: ``"module:function"`` of a reducer factory ``(ReducerInputs) -> reducer``
+    (workloads.replay); ``cost_model``: ``(Fabric, nbytes, density) -> seconds`` (sim.model);
+    ``schedule``: ``(Fabric, nbytes, density) -> Schedule`` (sim.schedules). ``sim_name`` is
+    the name the simulator and its result files use; None where the algorithm has no
+    simulator model.
+    """
+
+    name: str
+    aliases: tuple[str, ...]
+    transport: str
+    runner: str
+    label: str
+    color: str
+    sim_name: str | None = None
+    cost_model: str | None = None
+    schedule: str | None = None
+
+    @property
+    def innetwork(self) -> bool:
+        """Runs through the switches' aggregation (needs a controller job plan)."""
+        return self.transport == INNETWORK
+
+    def run_factory(self) -> Callable[..., Any]:
+        """The reducer factory (imported now)."""
+        return _resolve(self.runner)
+
+    def cost_model_fn(self) -> Callable[..., float]:
+        """The cost model; ValueError when the algorithm has none."""
+        if self.cost_model is None:
+            raise ValueError(f"algorithm {self.name!r} has no cost model")
+        return _resolve(self.cost_model)
+
+    def schedule_fn(self) -> Callable[..., Any]:
+        """The simulator schedule builder; ValueError when the algorithm has none."""
+        if self.schedule is None:
+            raise ValueError(f"algorithm {self.name!r} has no simulator schedule")
+        return _resolve(self.schedule)
+
+
+#: Every algorithm, in the order tables and plots list them.
+REGISTRY: tuple[Algorithm, ...] = (
+    Algorithm("ring", ("fp32-ring",), TCP, "workloads.replay:ring_reducer",
+              label="ring (TCP)", color="tab:red", sim_name="ring",
+              cost_model="sim.model:ring_cost", schedule="sim.schedules:ring"),
+    Algorithm("torus", ("torus2d",), TCP, "workloads.replay:torus_reducer",
+              label="2D torus (TCP)", color="tab:orange", sim_name="torus2d",
+              cost_model="sim.model:torus2d_cost", schedule="sim.schedules:torus2d"),
+    Algorithm("innetwork", ("ina", "inswitch"), INNETWORK,
+              "workloads.replay:innetwork_reducer", label="in-network (NetReduce)",
+              color="tab:blue", sim_name="ina", cost_model="sim.model:ina_cost",
+              schedule="sim.schedules:ina"),
+    Algorithm("innetwork-hier", ("ina-hier",), INNETWORK,
+              "workloads.replay:innetwork_hier_reducer",
+              label="in-network, hierarchical", color="tab:green", sim_name="ina-hier",
+              cost_model="sim.model:ina_hier_cost", schedule="sim.schedules:ina_hier"),
+    Algorithm("topk", ("hitopk", "mstopk"), TCP, "workloads.replay:topk_reducer",
+              label="HiTopK (sparse, TCP)", color="tab:purple", sim_name="hitopk",
+              cost_model="sim.model:hitopk_cost", schedule="sim.schedules:hitopk"),
+    Algorithm("hybrid", (), TCP, "workloads.replay:hybrid_reducer",
+              label="hybrid (sparse, then torus)", color="tab:brown"),
+)
+
+
+def _index() -> dict[str, Algorithm]:
+    out: dict[str, Algorithm] = {}
+    for alg in REGISTRY:
+        for key in (alg.name, *alg.aliases, *((alg.sim_name,) if alg.sim_name else ())):
+            if out.get(key, alg) is not alg:
+                raise RuntimeError(f"algorithm name {key!r} registered twice")
+            out[key] = alg
+    return out
+
+
+_BY_NAME = _index()
+#: Every name and alias the registry knows.
+REGISTRY_NAMES = frozenset(_BY_NAME)
+
+
+def get(name: str) -> Algorithm:
+    """The algorithm called ``name`` (its name or an alias)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise UnknownAlgorithmError(
+            f"unknown algorithm {name!r}; choose one of {', '.join(names())} "
+            f"(aliases: {', '.join(sorted(set(_BY_NAME) - set(names())))})") from None
+
+
+def canonical(name: str) -> str:
+    """The canonical name of ``name``."""
+    return get(name).name
+
+
+def names(*, transport: str | None = None, simulated: bool = False) -> tuple[str, ...]:
+    """Canonical names, in registry order; only one transport's, or only the simulated."""
+    return tuple(a.name for a in REGISTRY
+                 if (transport is None or a.transport == transport)
+                 and (not simulated or a.sim_name is not None))
+
+
+def sim_names() -> tuple[str, ...]:
+    """The simulator's names of the algorithms it models, in registry order."""
+    return tuple(a.sim_name for a in REGISTRY if a.sim_name is not None)
