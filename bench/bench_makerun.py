@@ -1,7 +1,7 @@
 """``make run`` on the built-in target and on BMv2, side by side, for both topologies.
 
 Each run is ``python -m experiment.run --topo T --target X --no-cli`` with make run's defaults
-(65,536 float32 per worker, NR_ELEMS 64, 2 credits x 32 packets, 3 Mbit/s links, no loss):
+(65,536 float32 per worker, E 252, 4 credits x 64 packets, 3 Mbit/s links, no loss):
 the same job, in-network then ring. Rows per topology and target: in-network and ring time,
 the ring / in-network ratio, in-network retransmissions and the losses behind them (NAKs and
 timeouts that were not spurious: with no loss configured there should be none), whether every
@@ -117,7 +117,7 @@ def rows(results: dict[tuple[str, str], list[dict[str, float]]]) -> list[dict[st
                 "name": f"make run {topo} on {target}", "metric": metric,
                 "value": statistics.fmean(values), "unit": unit,
                 "notes": (f"runs: {', '.join(fmt.format(v) for v in values)}; 65536 float32 x 4 "
-                          "workers, E 64, 3 Mbit/s, no loss; shared 2-core machine"),
+                          "workers, E 252, 4 credits x 64 packets, 3 Mbit/s, no loss; shared 2-core machine"),
             })
     return out
 
