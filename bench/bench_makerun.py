@@ -117,7 +117,8 @@ def rows(results: dict[tuple[str, str], list[dict[str, float]]]) -> list[dict[st
                 "name": f"make run {topo} on {target}", "metric": metric,
                 "value": statistics.fmean(values), "unit": unit,
                 "notes": (f"runs: {', '.join(fmt.format(v) for v in values)}; 65536 float32 x 4 "
-                          "workers, E 252, 4 credits x 64 packets, 3 Mbit/s, no loss; shared 2-core machine"),
+                          "workers, E 252, 4 credits x 64 packets, 3 Mbit/s, no loss; "
+                          "shared 2-core machine"),
             })
     return out
 
