@@ -90,11 +90,11 @@ def _job_started(bed: Testbed, name: str, before: int, timeout_s: float) -> bool
 
 def _contributions(bed: Testbed, name: str) -> int:
     from controller.fabric import ControllerError
-    from controller.p4client import P4RuntimeError
+    from controller.p4client import P4RuntimeRequestError
 
     try:
         rows = bed.controller.job_counters(bed.plan["name"])
-    except (ControllerError, P4RuntimeError):
+    except (ControllerError, P4RuntimeRequestError):
         return -1
     return sum(int(r.get("contributions", 0)) for r in rows if r["switch"] == name)
 

@@ -33,14 +33,14 @@ def _table_entry(schema: object, table: str) -> tuple[Update, object]:
 def illegal_requests(rundir: Path, switch: str) -> list[dict[str, str]]:
     """Sends every illegal request to ``switch`` of the run in ``rundir``; returns
     ``[{"request": ..., "code": ...}]`` (``OK`` would be a bug: the switch accepted it)."""
-    from controller.p4client import P4Client, P4RuntimeError
-    from controller.schema import P4Schema
+    from controller.p4client import P4Client, P4RuntimeRequestError
+    from controller.schema import ControlPlaneSchema
     from controller.state import next_election_id
     from controller.topology import load_topology
 
     topo = load_topology(rundir)
     info = topo.switch(switch)
-    schema = P4Schema.from_file(topo.p4info)
+    schema = ControlPlaneSchema.from_file(topo.p4info)
     eid = next_election_id(rundir)
     primary = P4Client(info.grpc_addr, info.device_id, eid, timeout_s=30.0)
     primary.connect()
@@ -50,7 +50,7 @@ def illegal_requests(rundir: Path, switch: str) -> list[dict[str, str]]:
         try:
             call()
             code = "OK"
-        except P4RuntimeError as err:
+        except P4RuntimeRequestError as err:
             code = err.code.name if err.code is not None else "UNKNOWN"
             if err.errors:
                 inner = [e for e in err.errors if getattr(e, "code", None)]

@@ -101,12 +101,12 @@ class TolerantReads:
 
     def switch_counters(self, name: str) -> dict[str, Any]:
         from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeError
+        from controller.p4client import P4RuntimeRequestError
 
         for attempt in range(READ_RETRIES):
             try:
                 return self.controller.switch_counters(name)
-            except (ControllerError, P4RuntimeError) as exc:
+            except (ControllerError, P4RuntimeRequestError) as exc:
                 log.debug("%s: counters unavailable (%s)", name, exc)
                 self.controller.switch(name).close()
                 time.sleep(0.25 * (attempt + 1))
