@@ -142,7 +142,7 @@ def test_make_run_passes_options(repo_root: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert re.search(
-        r"-m topo\.run --topo spineleaf --spines 2 --leaves 3 --hosts 4 "
+        r"-m experiment\.run --topo spineleaf --spines 2 --leaves 3 --hosts 4 "
         r"--target softswitch --bw 10\s*$",
         proc.stdout,
         re.MULTILINE,

@@ -436,5 +436,5 @@ def test_unconfigured_job_fails_with_clear_error(
     bench = bench_factory(2, dead_after=0.5)
     bench.pipe.tables[nr.AggregationIngressNames.JOB_TABLE].delete(TableEntry(
         matches=(FieldMatch(value=bench.job.job_id),), action=None))
-    with pytest.raises(TransportError, match="is the job configured"):
+    with pytest.raises(TransportError, match="the job is not configured on the switch"):
         bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))
