@@ -150,3 +150,36 @@ def test_spec_from_command_line():
     assert spec.algos == ("ring", "innetwork-hier") and spec.sizes == (1000, 2000)
     assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 252
     assert isinstance(args, argparse.Namespace)
+
+
+def test_results_keep_a_slow_switchs_window_from_timing_out():
+    """BMv2 on a loaded machine released results far slower than the link: the ACK at a
+    message's end came after the timer, which fired again and again with nothing lost.
+    A result at a position this requester sent restarts the timer; one beyond a probe
+    makes the timeout spurious and nothing more is resent."""
+    req = _requester(min_cwnd=8)
+    _post(req, 8)
+    t0 = time.monotonic()
+    req.transmit(t0)
+    first_deadline = req.next_deadline()
+    req.note_arrived(0, t0 + 0.5)  # the result at position 0 exists: our packet 0 arrived
+    assert req.next_deadline() > first_deadline
+    req.poll_timer(req.next_deadline() + 0.001)  # slow switch: the timer fires anyway
+    assert req.stats.timeouts == 1 and req.stats.lone_timeouts == 0
+    req.transmit(time.monotonic())
+    sent_after_probe = req.stats.packets_sent
+    req.note_arrived(3, time.monotonic())  # beyond the probe: the originals were only late
+    assert req.stats.spurious_timeouts == 1
+    req.transmit(time.monotonic())
+    assert req.stats.packets_sent == sent_after_probe  # nothing resent after the evidence
+    req.note_arrived(0x800000, time.monotonic())  # not a position in flight: ignored
+    assert req.stats.spurious_timeouts == 1
+
+
+def test_a_timeout_with_one_packet_in_flight_is_lone():
+    """With one packet in flight the probe is that packet: delay and loss look the same."""
+    req = _requester(min_cwnd=1)
+    _post(req, 1)
+    req.transmit(time.monotonic())
+    req.poll_timer(req.next_deadline() + 0.001)
+    assert req.stats.timeouts == req.stats.lone_timeouts == 1
