@@ -36,28 +36,32 @@ def _rows(name: str, r: SoakResult, jobs: int = 1) -> list[dict[str, Any]]:
             f"{r.reorder:g} on every link, egress order {r.egress_order}")
     load = (f"shared, loaded 2-core machine, {jobs} cells at once: timeouts "
             f"({SOAK_RTO:g}-{SOAK_MAX_RTO:g} s, adaptive) dominate")
+    return soak_rows(f"soak {name}", r, what + f"; {r.count} run (NR_SOAK_COUNT)", load,
+                     f"{r.stale_results} stale results refused")
+
+
+def soak_rows(label: str, r: SoakResult, what: str, time_note: str,
+              extra: str = "") -> list[dict[str, Any]]:
+    """The report rows of one soak cell (built-in or BMv2): counts, then costs per
+    all-reduce."""
     n = max(1, r.completed)
-    rows = [
-        {"name": f"soak {name}", "metric": "all-reduces completed", "value": r.completed,
-         "unit": f"of {r.count}",
-         "notes": what + f"; {r.count} run (NR_SOAK_COUNT; the issue asks 1000)"},
-        {"name": f"soak {name}", "metric": "wrong sums", "value": r.wrong, "unit": ""},
-        {"name": f"soak {name}", "metric": "hangs", "value": r.hangs, "unit": "",
+    held = f"{r.held} packets held by reordering" + (f", {extra}" if extra else "")
+    return [
+        {"name": label, "metric": "all-reduces completed", "value": r.completed,
+         "unit": f"of {r.count}", "notes": what},
+        {"name": label, "metric": "wrong sums", "value": r.wrong, "unit": ""},
+        {"name": label, "metric": "hangs", "value": r.hangs, "unit": "",
          "notes": "; ".join(r.errors)[:200]},
-        {"name": f"soak {name}", "metric": "retransmitted packets per all-reduce",
+        {"name": label, "metric": "retransmitted packets per all-reduce",
          "value": round(r.retransmitted / n, 2), "unit": "pkt",
          "notes": f"{r.retransmitted} in all, {r.timeouts} timeouts"},
-        {"name": f"soak {name}", "metric": "duplicates per all-reduce",
+        {"name": label, "metric": "duplicates per all-reduce",
          "value": round((r.duplicates_at_workers + r.duplicates_at_switches) / n, 2),
          "unit": "pkt", "notes": f"{r.duplicates_at_switches} at switches, "
-                                 f"{r.duplicates_at_workers} at receivers; "
-                                 f"{r.held} packets held by reordering, "
-                                 f"{r.stale_results} stale results refused"},
-        {"name": f"soak {name}", "metric": "time per all-reduce",
-         "value": round(1000 * r.seconds / n, 1), "unit": "ms",
-         "notes": load},
+                                 f"{r.duplicates_at_workers} at receivers; {held}"},
+        {"name": label, "metric": "time per all-reduce",
+         "value": round(1000 * r.seconds / n, 1), "unit": "ms", "notes": time_note},
     ]
-    return rows
 
 
 DEFAULT_COUNT = 1000

@@ -19,34 +19,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.bench_soak import CELLS, VALUES, counts
+from bench.bench_soak import CELLS, VALUES, counts, soak_rows
 from bench.harness import BenchSkipped
 from bench.netreduce_soak import SOAK_MAX_RTO, SOAK_RTO, SoakResult
 
 
 def _rows(name: str, r: SoakResult) -> list[dict[str, Any]]:
     what = (f"Mininet spine-leaf of simple_switch_grpc, 4 workers on 4 hosts, {VALUES} int32 "
-            f"each, loss {r.loss:g} / reorder {r.reorder:g} on every link direction")
-    n = max(1, r.completed)
-    return [
-        {"name": f"soak bmv2 {name}", "metric": "all-reduces completed", "value": r.completed,
-         "unit": f"of {r.count}", "notes": what + f"; {r.count} run (NR_SOAK_BMV2_COUNT)"},
-        {"name": f"soak bmv2 {name}", "metric": "wrong sums", "value": r.wrong, "unit": ""},
-        {"name": f"soak bmv2 {name}", "metric": "hangs", "value": r.hangs, "unit": "",
-         "notes": "; ".join(r.errors)[:200]},
-        {"name": f"soak bmv2 {name}", "metric": "retransmitted packets per all-reduce",
-         "value": round(r.retransmitted / n, 2), "unit": "pkt",
-         "notes": f"{r.retransmitted} in all, {r.timeouts} timeouts"},
-        {"name": f"soak bmv2 {name}", "metric": "duplicates per all-reduce",
-         "value": round((r.duplicates_at_workers + r.duplicates_at_switches) / n, 2),
-         "unit": "pkt", "notes": f"{r.duplicates_at_switches} at switches, "
-                                 f"{r.duplicates_at_workers} at receivers; "
-                                 f"{r.held} packets held by reordering"},
-        {"name": f"soak bmv2 {name}", "metric": "time per all-reduce",
-         "value": round(1000 * r.seconds / n, 1), "unit": "ms",
-         "notes": f"shared, loaded 2-core machine; hosts' timeouts {SOAK_RTO:g}-"
-                  f"{SOAK_MAX_RTO:g} s (adaptive); includes the hosts' process start"},
-    ]
+            f"each, loss {r.loss:g} / reorder {r.reorder:g} on every link direction; "
+            f"{r.count} run (NR_SOAK_BMV2_COUNT)")
+    return soak_rows(f"soak bmv2 {name}", r, what,
+                     f"shared, loaded 2-core machine; hosts' timeouts {SOAK_RTO:g}-"
+                     f"{SOAK_MAX_RTO:g} s (adaptive); includes the hosts' process start")
 
 
 def _missing() -> str | None:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from experiment.argtypes import int_at_least
 from reliability.campaign import CELLS, FULL, QUICK, Plan, run_campaign
 from reliability.report import plot, render, verdicts
 from reliability.results import CampaignResult
@@ -39,14 +40,7 @@ def _cells(text: str) -> tuple[str, ...]:
     return names
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+_count = int_at_least(1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
-from experiment.matrix import Launcher, MatrixSpec, free_grpc_base, running_network
-from topo.cleanup import remove_interfaces, switch_interfaces
+from experiment.matrix import Launcher, MatrixSpec
+from tests.matrix_network import module_network, with_spec
 
 pytestmark = [
     pytest.mark.root,
@@ -44,18 +43,11 @@ SPEC = MatrixSpec(spines=1, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=10.0, el
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     """The running, programmed network; stopped at the end of the module."""
-    spec = replace(SPEC, grpc_base_port=free_grpc_base(len(SWITCHES), start=47300))
-    rundir = tmp_path_factory.mktemp("disorder") / "run"
-    try:
-        with running_network(spec, rundir) as launch:
-            yield launch
-    finally:
-        remove_interfaces(switch_interfaces(SWITCHES))
+    yield from module_network(SPEC, tmp_path_factory.mktemp("disorder") / "run", SWITCHES, 47300)
 
 
 def _with(launch: Launcher, **changes: object) -> Launcher:
-    launch.spec = replace(SPEC, grpc_base_port=launch.spec.grpc_base_port, **changes)
-    return launch
+    return with_spec(launch, SPEC, **changes)
 
 
 def _held(launch: Launcher) -> int:

@@ -157,7 +157,7 @@ def test_results_keep_a_slow_switchs_window_from_timing_out():
     message's end came after the timer, which fired again and again with nothing lost.
     A result at a position this requester sent restarts the timer; one beyond a probe
     makes the timeout spurious and nothing more is resent."""
-    req = _requester(min_cwnd=8)
+    req = _requester(min_cwnd=16)
     _post(req, 8)
     t0 = time.monotonic()
     req.transmit(t0)
@@ -172,6 +172,9 @@ def test_results_keep_a_slow_switchs_window_from_timing_out():
     assert req.stats.spurious_timeouts == 1
     req.transmit(time.monotonic())
     assert req.stats.packets_sent == sent_after_probe  # nothing resent after the evidence
+    _post(req, 4)  # and the window is open again: new packets go out (a probe allows none)
+    req.transmit(time.monotonic())
+    assert req.stats.packets_sent == sent_after_probe + 4
     req.note_arrived(0x800000, time.monotonic())  # not a position in flight: ignored
     assert req.stats.spurious_timeouts == 1
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from experiment.matrix import ALGOS, Launcher, MatrixSpec, free_grpc_base, running_network
-from topo.cleanup import remove_interfaces, switch_interfaces
+from experiment.matrix import ALGOS, Launcher, MatrixSpec
+from tests.matrix_network import module_network, with_spec
+from topo.cleanup import switch_interfaces
 
 pytestmark = [
     pytest.mark.root,
@@ -45,18 +45,11 @@ SPEC = MatrixSpec(spines=2, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=10.0, el
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     """The running, programmed network; stopped (and checked) at the end of the module."""
-    spec = replace(SPEC, grpc_base_port=free_grpc_base(4, start=45000))
-    rundir = tmp_path_factory.mktemp("workloads") / "run"
-    try:
-        with running_network(spec, rundir) as launch:
-            yield launch
-    finally:
-        remove_interfaces(switch_interfaces(SWITCHES))
+    yield from module_network(SPEC, tmp_path_factory.mktemp("workloads") / "run", SWITCHES, 45000)
 
 
 def _with(launch: Launcher, **changes: object) -> Launcher:
-    launch.spec = replace(SPEC, grpc_base_port=launch.spec.grpc_base_port, **changes)
-    return launch
+    return with_spec(launch, SPEC, **changes)
 
 
 def _assert_exact(cell) -> None:

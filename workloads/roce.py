@@ -413,6 +413,8 @@ class Requester:
         packet arrived, this one's included). The timer restarts instead of firing while a
         slow switch works through the window, and a timeout whose probe is overtaken by such
         evidence was spurious. Nothing is acknowledged by it: that stays the peer's ACK."""
+        if self._high <= self._una:
+            return  # nothing in flight (the common case between all-reduces)
         seq = self._una + psn_diff(psn, psn_add(self.first_psn, self._una))
         if not self._una <= seq < self._high:
             return
