@@ -129,6 +129,8 @@ class AllreduceRun:
     links: tuple[LinkUsage, ...] = ()
     switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over wall_seconds
     wall_seconds: float = 0.0  # from starting the workers to their exit
+    # in-network: the job's counters at each switch during the run (aggregation_counters)
+    switch_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -332,6 +334,28 @@ def switch_cpu_seconds(network: Any) -> dict[str, float]:
     return out
 
 
+def aggregation_counters(controller: Any, plan: dict[str, Any],
+                         before: dict[str, dict[str, Any]] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+    """{switch: the job's counters there} (contributions, duplicates, completions, results
+    and partials sent, drops by reason), minus ``before`` when given: what the switches saw
+    of an in-network all-reduce. With nothing lost every retransmission of a worker arrives
+    at its switch as a duplicate, and every slot gets each member's contribution once.
+    Empty where the controller offers no job counters (the fault campaigns' read wrappers)."""
+    read = getattr(controller, "job_counters", None)
+    if read is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for row in read(str(plan["name"])):
+        old = (before or {}).get(row["switch"], {})
+        counts = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
+                  if k not in ("job", "switch", "drops")}
+        drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
+        counts["drops"] = {k: n for k, n in drops.items() if n}
+        out[row["switch"]] = counts
+    return out
+
+
 def link_usage(topology: Topology, before: dict[tuple[str, int], tuple[int, int]],
                after: dict[tuple[str, int], tuple[int, int]], seconds: float) -> list[LinkUsage]:
     """Per switch port: bytes each way between two counter reads, with the link's rate."""
@@ -393,6 +417,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     process per rank; in-network, one agent per host serving that host's workers."""
     workers = sorted(plan["workers"], key=lambda w: w["rank"])
     before = port_counters(controller)
+    agg0 = aggregation_counters(controller, plan) if algo == "innetwork" else {}
     cpu0 = switch_cpu_seconds(network)
     t0 = time.monotonic()
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -412,6 +437,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     wall = time.monotonic() - t0
     cpu1 = switch_cpu_seconds(network)
     after = port_counters(controller)
+    agg = aggregation_counters(controller, plan, agg0) if algo == "innetwork" else {}
     rows: dict[int, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for key, got in results.items():
@@ -427,7 +453,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in cpu1 if n in cpu0 and wall > 0}
     return AllreduceRun(algo, opts.elements, outcomes,
                         tuple(link_usage(network.topology, before, after,
-                                         seconds * max(1, opts.iters))), cpu, wall)
+                                         seconds * max(1, opts.iters))), cpu, wall, agg)
 
 
 # ----------------------------------------------------------------------------- experiment
