@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from mininet.node import Host, Switch
 
+from topo import p4c_cache
 from topo.errors import ProgramBuildError, SwitchStartError, TargetError
 from topo.rundir import RunDir
 from topo.topologies import GRPC_BASE_PORT, GRPC_HOST
@@ -578,11 +579,18 @@ class BMv2Switch(P4Switch):
 
     @classmethod
     def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
-        """``p4c --target bmv2 --arch v1model`` to ``<stem>.json`` and the P4Info."""
+        """``p4c --target bmv2 --arch v1model`` to ``<stem>.json`` and the P4Info, or both
+        from :mod:`topo.p4c_cache` when p4c compiled the same preprocessed program before."""
         builddir.mkdir(parents=True, exist_ok=True)
         p4info = builddir / f"{program.stem}.p4info.txtpb"
-        argv = ["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
-                "-o", str(builddir), "--p4runtime-files", str(p4info), str(program)]
+        config = builddir / f"{program.stem}.json"
+        flags = ["--target", "bmv2", "--arch", "v1model", "--std", "p4-16"]
+        outputs = (config.name, p4info.name)
+        key = p4c_cache.compile_key(flags, program, outputs)
+        if key is not None and p4c_cache.restore(key, builddir, outputs):
+            return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
+        argv = ["p4c", *flags, "-o", str(builddir), "--p4runtime-files", str(p4info),
+                str(program)]
         try:
             res = subprocess.run(argv, capture_output=True, text=True, check=False)
         except OSError as exc:
@@ -590,7 +598,8 @@ class BMv2Switch(P4Switch):
         if res.returncode != 0:
             raise ProgramBuildError((res.stderr or res.stdout).strip() or
                                     f"p4c failed with status {res.returncode}")
-        config = builddir / f"{program.stem}.json"
+        if key is not None:
+            p4c_cache.store(key, builddir, outputs)
         return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
 
 
