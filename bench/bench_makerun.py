@@ -87,6 +87,8 @@ def summarize(data: dict[str, Any]) -> dict[str, float]:
     ring_s = max(r["seconds"] for r in ring["ranks"])
     cpu = max(list(inn["switch_cpu"].values()) + list(ring["switch_cpu"].values()), default=0.0)
     retx = sum(r["retransmissions"] for r in inn["ranks"])
+    # every retransmission of the agents (barrier and final drain too): what reaches the switches
+    resent = sum(r.get("retransmissions_all", r["retransmissions"]) for r in inn["ranks"])
     counters = inn.get("switch_counters") or {}
     at_workers = {w["switch"] for w in data.get("job", {}).get("workers", [])}
     duplicates = sum(c["duplicates"] for s, c in counters.items() if s in at_workers)
@@ -99,7 +101,7 @@ def summarize(data: dict[str, Any]) -> dict[str, float]:
         "retx": float(retx),
         # without the switches' counters (an older experiment.json): the transport's view,
         # NAKs and timeouts not known to be spurious or lone
-        "lost": float(max(0, retx - duplicates) if counters else sum(
+        "lost": float(max(0, resent - duplicates) if counters else sum(
             r.get("naks", 0) + max(0, r.get("timeouts", 0) - r.get("spurious_timeouts", 0)
                                    - r.get("lone_timeouts", 0)) for r in inn["ranks"])),
         "switch_dups": float(duplicates),

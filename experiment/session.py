@@ -111,6 +111,8 @@ class RankOutcome:
     spurious_timeouts: int = 0  # ... of which ACKs later showed nothing was lost
     naks: int = 0  # in-network: NAKs received (a receiver saw a gap)
     lone_timeouts: int = 0  # ... timeouts with one packet in flight: delay or loss, unknowable
+    # in-network: every retransmission of the process (barrier and final drain included)
+    retransmissions_all: int = 0
 
     @property
     def loss_seen(self) -> int:
@@ -408,7 +410,8 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
                        check is True, int(row.get("retransmissions", 0)), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
-                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)))
+                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)),
+                       int(row.get("retransmissions_all", row.get("retransmissions", 0))))
 
 
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
