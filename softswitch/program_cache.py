@@ -64,6 +64,20 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
     return base / "softswitch" / "programs"
 
 
+def parser_cache_file() -> str | bool:
+    """Where lark keeps the analysed grammar (it checks grammar, options and its own version
+    itself), or False when the cache is off or cannot be made: building the LALR tables takes
+    seconds, which every process that compiles pays once."""
+    where = cache_dir()
+    if where is None:
+        return False
+    try:
+        where.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return False
+    return str(where.parent / "p4-grammar.lark-cache")
+
+
 def entry_key(device_config: bytes, origin: str = "") -> str:
     """The entry name of a device config under the current front end; ``origin`` tells apart
     compiles of the same sources whose locations name different files (the bundle's own

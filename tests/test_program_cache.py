@@ -144,3 +144,20 @@ def test_device_config_loads_through_the_cache_and_errors_still_name_the_bundle_
         load_device_config(make_device_config(bad))
     assert str(err.value).startswith("bad.p4:3:")
     assert len(list((tmp_path / "cache").glob("*.pickle"))) == 1
+
+
+def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(tmp_path, monkeypatch):
+    from softswitch.frontend import parser
+
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "programs"))
+    cache_file = Path(program_cache.parser_cache_file())
+    assert cache_file.parent == tmp_path and not cache_file.exists()
+    lark, terminals = parser._parser.__wrapped__()
+    assert cache_file.stat().st_size > 0
+    again, _ = parser._parser.__wrapped__()  # built from the cache file
+    assert [r.origin.name for r in again.rules] == [r.origin.name for r in lark.rules]
+    cache_file.write_bytes(b"garbage")
+    third, third_terminals = parser._parser.__wrapped__()
+    assert third_terminals == terminals
+    monkeypatch.setenv("SOFTSWITCH_PROGRAM_CACHE", "off")
+    assert program_cache.parser_cache_file() is False
