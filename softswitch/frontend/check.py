@@ -1,20 +1,17 @@
-"""Declarations and the whole program: lark tree -> checked :class:`ir.Program`."""
+"""Declarations and the whole program: typed syntax tree -> checked :class:`ir.Program`."""
 
 from __future__ import annotations
 
 import re
 
-from lark import Token, Tree
-
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import syntax as s
-from softswitch.frontend.exprs import name_of
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
 from softswitch.frontend.literals import check_width, parse_int
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
-from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
+from softswitch.frontend.stmts import Ctx, StmtChecker
 from softswitch.frontend.tables import TableChecker
 from softswitch.frontend.typeops import same_type, substitute, type_str
 
@@ -28,11 +25,6 @@ _BASE_TYPES: dict[str, ir.Type] = {
     "void_type": ir.VoidType(),
     "dontcare_type": ir.DontCareType(),
 }
-
-
-def _plain(tree: Tree) -> list[Tree | Token]:
-    """Children without the annotations node."""
-    return [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
 
 
 class Checker(StmtChecker):
@@ -64,12 +56,11 @@ class Checker(StmtChecker):
 
     # ------------------------------------------------------------------ program
 
-    def program(self, tree: Tree) -> ir.Program:
+    def program(self, tree: s.Program) -> ir.Program:
         """Check every top-level declaration in order."""
-        for decl in tree.children:
-            if isinstance(decl, Tree) and decl.data != "empty_decl":
-                method = getattr(self, "_d_" + str(decl.data))
-                method(decl, self.top)
+        for decl in tree.decls:
+            method = getattr(self, "_d_" + type(decl).__name__)
+            method(decl, self.top)
         if self.main is None:
             raise P4Error("the program has no 'main' package instance", ir.Loc(self.source_file, 1, 1))
         self.check_global_names()
@@ -173,64 +164,50 @@ class Checker(StmtChecker):
     def method_return(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> ir.Type:
         return self.method_info[id(params)][1]
 
-    def type_param_scope(self, tree: Tree, scope: Scope) -> tuple[list[str], Scope]:
-        """Type parameters declared by ``tree`` (if any) and a scope that knows them."""
-        tp = subtree(tree, "type_params")
+    def type_param_scope(self, type_params: tuple[s.Ident, ...], scope: Scope) -> tuple[list[str], Scope]:
+        """Names of the type parameters ``type_params`` and a scope that knows them."""
         inner = scope.child()
         names: list[str] = []
-        if tp is not None:
-            for tok in tp.children:
-                if isinstance(tok, Token) and tok.type == "TYPE_IDENTIFIER":
-                    names.append(str(tok))
-                    inner.declare_type(str(tok), TypeVar(str(tok)), self.loc(tok))
+        for tp in type_params:
+            names.append(tp.name)
+            inner.declare_type(tp.name, TypeVar(tp.name), tp.loc)
         return names, inner
 
-    def params(self, tree: Tree | None, scope: Scope, declare_in: Scope | None = None) -> list[ir.Param]:
+    def params(self, params: tuple[s.Param, ...] | None, scope: Scope, declare_in: Scope | None = None) -> list[ir.Param]:
         """A parameter list; parameters are declared in ``declare_in`` when given."""
         out: list[ir.Param] = []
-        if tree is None:
+        if params is None:
             return out
         seen: set[str] = set()
-        for p in tree.children:
-            annos = self.annotations(p)
-            direction = ""
-            rest = []
-            for c in p.children:
-                if isinstance(c, Tree) and c.data == "annotations":
-                    continue
-                if isinstance(c, Tree) and c.data == "direction":
-                    direction = str(c.children[0])
-                    continue
-                rest.append(c)
-            t = self.resolve_type(rest[0], scope)
-            name = name_of(rest[1])
-            loc = self.loc(p)
+        for p in params:
+            annos = self.annotations(p.annotations)
+            direction = p.direction
+            t = self.resolve_type(p.type, scope)
+            name = p.name
+            loc = p.loc
             if name in seen:
                 raise P4Error(f"duplicate parameter '{name}'", loc)
             seen.add(name)
             if direction and isinstance(ir.strip_newtype(t), (ir.ExternType, ir.StringType)):
                 raise P4Error(f"parameter '{name}': a parameter of type {type_str(t)} cannot have a direction", loc)
-            default = self.expr(rest[2], scope, t) if len(rest) > 2 else None
+            default = self.expr(p.default, scope, t) if p.default is not None else None
             if default is not None:
                 default = self.convert(default, t, loc, "default value")
             param = ir.Param(name, t, self.new_uid(), loc, direction, default, annos)
             out.append(param)
             if declare_in is not None:
-                declare_in.declare(name, param, self.loc(rest[1]))
+                declare_in.declare(name, param, p.name_loc)
         return out
 
     # ------------------------------------------------------------------ type declarations
 
-    def _fields(self, tree: Tree, scope: Scope, kind: str) -> list[ir.StructField]:
+    def _fields(self, tree: s.StructLikeDecl, scope: Scope, kind: str) -> list[ir.StructField]:
         fields: list[ir.StructField] = []
         names: set[str] = set()
-        for f in tree.children:
-            if not (isinstance(f, Tree) and f.data == "struct_field"):
-                continue
-            rest = _plain(f)
-            t = self.resolve_type(rest[0], scope)
-            fname = name_of(rest[1])
-            floc = self.loc(f)
+        for f in tree.fields:
+            t = self.resolve_type(f.type, scope)
+            fname = f.name
+            floc = f.loc
             if fname in names:
                 raise P4Error(f"duplicate field '{fname}'", floc)
             names.add(fname)
@@ -243,75 +220,69 @@ class Checker(StmtChecker):
                 raise P4Error(f"header_union field '{fname}' must be a header, not {type_str(t)}", floc)
             if kind == "header" and isinstance(st, ir.EnumType) and st.underlying is None:
                 raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
-            fields.append(ir.StructField(fname, t, self.annotations(f), floc))
+            fields.append(ir.StructField(fname, t, self.annotations(f.annotations), floc))
         return fields
 
-    def _name_tok(self, tree: Tree) -> Token:
-        return next(c for c in tree.children if isinstance(c, Token) and c.type == "TYPE_IDENTIFIER")
-
-    def _d_header_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.HeaderType(str(tok), self._fields(tree, scope, "header"), self.annotations(tree), self.loc(tok))
+    def _d_HeaderDecl(self, tree: s.HeaderDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        t = ir.HeaderType(name, self._fields(tree, scope, "header"), self.annotations(tree.annotations), nloc)
         if sum(1 for f in t.fields if isinstance(f.type, ir.VarbitType)) > 1:
-            raise P4Error(f"header '{tok}' has more than one varbit field", self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
+            raise P4Error(f"header '{name}' has more than one varbit field", nloc)
+        self._add_type(name, t, scope, nloc)
 
-    def _d_header_union_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.HeaderUnionType(str(tok), self._fields(tree, scope, "header_union"), self.annotations(tree), self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
+    def _d_HeaderUnionDecl(self, tree: s.HeaderUnionDecl, scope: Scope) -> None:
+        annos = self.annotations(tree.annotations)
+        t = ir.HeaderUnionType(tree.name, self._fields(tree, scope, "header_union"), annos, tree.name_loc)
+        self._add_type(tree.name, t, scope, tree.name_loc)
 
-    def _d_struct_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.StructType(str(tok), self._fields(tree, scope, "struct"), self.annotations(tree), self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
+    def _d_StructDecl(self, tree: s.StructDecl, scope: Scope) -> None:
+        annos = self.annotations(tree.annotations)
+        t = ir.StructType(tree.name, self._fields(tree, scope, "struct"), annos, tree.name_loc)
+        self._add_type(tree.name, t, scope, tree.name_loc)
 
-    def _add_type(self, name: str, t: object, scope: Scope, tok: Token) -> None:
-        scope.declare_type(name, t, self.loc(tok))
+    def _add_type(self, name: str, t: object, scope: Scope, loc: ir.Loc) -> None:
+        scope.declare_type(name, t, loc)
         if scope is self.top and isinstance(t, ir.Type) and not isinstance(t, (TypeVar,)):
             if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType, ir.EnumType, ir.NewType)):
                 self.types[name] = t
 
-    def _d_enum_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        members = [name_of(c) for c in tree.children if isinstance(c, Tree) and c.data == "name"]
+    def _d_EnumDecl(self, tree: s.EnumDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        members = [m.name for m in tree.members]
         if len(set(members)) != len(members):
-            raise P4Error(f"duplicate member in enum '{tok}'", self.loc(tok))
-        self._add_type(str(tok), ir.EnumType(str(tok), members, None, {}, self.annotations(tree), self.loc(tok)), scope, tok)
+            raise P4Error(f"duplicate member in enum '{name}'", nloc)
+        annos = self.annotations(tree.annotations)
+        self._add_type(name, ir.EnumType(name, members, None, {}, annos, nloc), scope, nloc)
 
-    def _d_ser_enum_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        rest = _plain(tree)
-        under = self.resolve_type(rest[0], scope)
+    def _d_SerEnumDecl(self, tree: s.SerEnumDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        under = self.resolve_type(tree.underlying, scope)
         if not isinstance(under, ir.BitType):
-            raise P4Error(f"the underlying type of enum '{tok}' must be bit<W> or int<W>", self.loc(tok))
+            raise P4Error(f"the underlying type of enum '{name}' must be bit<W> or int<W>", nloc)
         members: list[str] = []
         values: dict[str, int] = {}
-        for ev in tree.children:
-            if isinstance(ev, Tree) and ev.data == "enum_value":
-                m = name_of(ev.children[0])
-                if m in values:
-                    raise P4Error(f"duplicate member '{m}' in enum '{tok}'", self.loc(ev))
-                v = self.convert(self.expr(ev.children[1], scope, under), under, self.loc(ev), "enum value")
-                if not isinstance(v, ir.Const):
-                    raise P4Error("enum values must be compile-time constants", self.loc(ev))
-                members.append(m)
-                values[m] = v.value
-        self._add_type(str(tok), ir.EnumType(str(tok), members, under, values, self.annotations(tree), self.loc(tok)), scope, tok)
+        for ev in tree.members:
+            m = ev.name
+            if m in values:
+                raise P4Error(f"duplicate member '{m}' in enum '{name}'", ev.loc)
+            v = self.convert(self.expr(ev.value, scope, under), under, ev.loc, "enum value")
+            if not isinstance(v, ir.Const):
+                raise P4Error("enum values must be compile-time constants", ev.loc)
+            members.append(m)
+            values[m] = v.value
+        annos = self.annotations(tree.annotations)
+        self._add_type(name, ir.EnumType(name, members, under, values, annos, nloc), scope, nloc)
 
-    def _d_typedef_decl(self, tree: Tree, scope: Scope) -> None:
-        rest = _plain(tree)
-        t = self.resolve_type(rest[0], scope)
-        name_tree = rest[1]
-        scope.declare_type(name_of(name_tree), t, self.loc(name_tree))
+    def _d_TypedefDecl(self, tree: s.TypedefDecl, scope: Scope) -> None:
+        t = self.resolve_type(tree.type, scope)
+        scope.declare_type(tree.name, t, tree.name_loc)
 
-    def _d_newtype_decl(self, tree: Tree, scope: Scope) -> None:
-        rest = _plain(tree)
-        t = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
+    def _d_NewTypeDecl(self, tree: s.NewTypeDecl, scope: Scope) -> None:
+        t = self.resolve_type(tree.type, scope)
+        name = tree.name
         if not isinstance(ir.strip_newtype(t), (ir.BitType, ir.BoolType, ir.VarbitType, ir.StringType, ir.EnumType)):
-            raise P4Error(f"'type' can only be applied to base types, not {type_str(t)}", self.loc(rest[0]))
-        annos = self.annotations(tree)
+            raise P4Error(f"'type' can only be applied to base types, not {type_str(t)}", tree.type.loc)
+        annos = self.annotations(tree.annotations)
         translation = annos.get("p4runtime_translation")
         if translation and len(translation) > 1 and not (
             isinstance(translation[1], int) or re.fullmatch(r"string|bit\s*<\s*\d+\s*>", str(translation[1]).strip())
@@ -319,106 +290,95 @@ class Checker(StmtChecker):
             raise P4Error(
                 f"@p4runtime_translation of '{name}': the controller type must be bit<W>, string or a width, "
                 f"not {translation[1]}",
-                self.loc(tree),
+                tree.loc,
             )
-        nt = ir.NewType(name, t, annos, self.loc(rest[1]))
-        scope.declare_type(name, nt, self.loc(rest[1]))
+        nt = ir.NewType(name, t, annos, tree.name_loc)
+        scope.declare_type(name, nt, tree.name_loc)
         self.types[name] = nt
 
-    def _d_error_decl(self, tree: Tree, scope: Scope) -> None:
-        for c in tree.children:
-            m = name_of(c)
-            if m in self.errors:
-                raise P4Error(f"duplicate error member '{m}'", self.loc(c))
-            self.errors.append(m)
+    def _d_ErrorDecl(self, tree: s.ErrorDecl, scope: Scope) -> None:
+        for c in tree.members:
+            if c.name in self.errors:
+                raise P4Error(f"duplicate error member '{c.name}'", c.loc)
+            self.errors.append(c.name)
 
-    def _d_match_kind_decl(self, tree: Tree, scope: Scope) -> None:
-        for c in tree.children:
-            m = name_of(c)
-            if m in self.match_kinds:
-                raise P4Error(f"duplicate match_kind member '{m}'", self.loc(c))
-            self.match_kinds.append(m)
+    def _d_MatchKindDecl(self, tree: s.MatchKindDecl, scope: Scope) -> None:
+        for c in tree.members:
+            if c.name in self.match_kinds:
+                raise P4Error(f"duplicate match_kind member '{c.name}'", c.loc)
+            self.match_kinds.append(c.name)
 
-    def _d_const_decl(self, tree: Tree, scope: Scope) -> None:
+    def _d_ConstDecl(self, tree: s.ConstDecl, scope: Scope) -> None:
         value = self.const_decl(tree, scope)
         if isinstance(value, (ir.Const, ir.BoolConst)):
-            self.constants[name_of(_plain(tree)[1])] = value
+            self.constants[tree.name] = value
 
     # ------------------------------------------------------------------ externs
 
-    def _d_extern_obj_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        tparams, inner = self.type_param_scope(tree, scope)
-        decl = ir.ExternDecl(name, tparams, [], {}, self.annotations(tree), self.loc(tok))
-        scope.declare_type(name, decl, self.loc(tok))
+    def _d_ExternObjDecl(self, tree: s.ExternObjDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        tparams, inner = self.type_param_scope(tree.type_params, scope)
+        decl = ir.ExternDecl(name, tparams, [], {}, self.annotations(tree.annotations), nloc)
+        scope.declare_type(name, decl, nloc)
         self.externs[name] = decl
-        for m in tree.children:
-            if not isinstance(m, Tree) or m.data not in ("method", "ctor"):
+        for m in tree.members:
+            if isinstance(m, s.CtorProto):
+                if m.name != name:
+                    raise P4Error(f"constructor name '{m.name}' does not match extern '{name}'", m.name_loc)
+                decl.constructors.append(self.params(m.params, inner))
                 continue
-            if m.data == "ctor":
-                ctok = next(c for c in m.children if isinstance(c, Token))
-                if str(ctok) != name:
-                    raise P4Error(f"constructor name '{ctok}' does not match extern '{name}'", self.loc(ctok))
-                decl.constructors.append(self.params(subtree(m, "params"), inner))
-                continue
-            mtparams, minner = self.type_param_scope(m, inner)
-            rest = [c for c in _plain(m) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
-            rtype = self.resolve_type(rest[0], minner)
-            mname = name_of(rest[1])
-            params = self.params(subtree(m, "params"), minner)
-            decl.methods.setdefault(mname, []).append(params)
+            mtparams, minner = self.type_param_scope(m.type_params, inner)
+            rtype = self.resolve_type(m.return_type, minner)
+            params = self.params(m.params, minner)
+            decl.methods.setdefault(m.name, []).append(params)
             self.method_info[id(params)] = (mtparams, rtype)
 
-    def _d_extern_func_decl(self, tree: Tree, scope: Scope) -> None:
-        tparams, inner = self.type_param_scope(tree, scope)
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
-        rtype = self.resolve_type(rest[0], inner)
-        name = name_of(rest[1])
-        params = self.params(subtree(tree, "params"), inner)
-        decl = ir.ExternFunctionDecl(name, rtype, params, tparams, self.loc(tree))
+    def _d_ExternFuncDecl(self, tree: s.ExternFuncDecl, scope: Scope) -> None:
+        tparams, inner = self.type_param_scope(tree.type_params, scope)
+        rtype = self.resolve_type(tree.return_type, inner)
+        name = tree.name
+        params = self.params(tree.params, inner)
+        decl = ir.ExternFunctionDecl(name, rtype, params, tparams, tree.loc)
         existing = scope.lookup(name) if scope is self.top else None
         if isinstance(existing, Overloads):
             if any(len(d.params) == len(params) for d in existing.decls):
-                raise P4Error(f"duplicate declaration of '{name}' with {len(params)} parameters", self.loc(tree))
+                raise P4Error(f"duplicate declaration of '{name}' with {len(params)} parameters", tree.loc)
             existing.decls.append(decl)
         else:
-            scope.declare(name, Overloads(name, [decl]), self.loc(rest[1]))
+            scope.declare(name, Overloads(name, [decl]), tree.name_loc)
             self.extern_functions[name] = decl
 
-    def _d_parser_type_decl(self, tree: Tree, scope: Scope) -> None:
+    def _d_ParserTypeDecl(self, tree: s.ParserTypeDecl, scope: Scope) -> None:
         self._block_proto(tree, scope, "parser")
 
-    def _d_control_type_decl(self, tree: Tree, scope: Scope) -> None:
+    def _d_ControlTypeDecl(self, tree: s.ControlTypeDecl, scope: Scope) -> None:
         self._block_proto(tree, scope, "control")
 
-    def _block_proto(self, tree: Tree, scope: Scope, kind: str) -> None:
-        tok = self._name_tok(tree)
-        tparams, inner = self.type_param_scope(tree, scope)
-        params = self.params(subtree(tree, "params"), inner)
-        scope.declare_type(str(tok), BlockProto(kind, str(tok), params, self.loc(tok), tparams), self.loc(tok))
+    def _block_proto(self, tree: s.BlockTypeDecl, scope: Scope, kind: str) -> None:
+        name, nloc = tree.name, tree.name_loc
+        tparams, inner = self.type_param_scope(tree.type_params, scope)
+        params = self.params(tree.params, inner)
+        scope.declare_type(name, BlockProto(kind, name, params, nloc, tparams), nloc)
 
-    def _d_package_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        tparams, inner = self.type_param_scope(tree, scope)
-        params = self.params(subtree(tree, "params"), inner)
-        scope.declare_type(str(tok), PackageType(str(tok), tparams, params, self.loc(tok)), self.loc(tok))
+    def _d_PackageDecl(self, tree: s.PackageDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        tparams, inner = self.type_param_scope(tree.type_params, scope)
+        params = self.params(tree.params, inner)
+        scope.declare_type(name, PackageType(name, tparams, params, nloc), nloc)
 
     # ------------------------------------------------------------------ actions / functions
 
-    def _d_action_decl(self, tree: Tree, scope: Scope) -> None:
+    def _d_ActionDecl(self, tree: s.ActionDecl, scope: Scope) -> None:
         action = self.action_decl(tree, scope)
         if scope is self.top:
             self.actions[action.name] = action
 
-    def action_decl(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+    def action_decl(self, tree: s.ActionDecl, scope: Scope) -> ir.ActionDecl:
         """An action; its directionless parameters come from the control plane."""
-        annos = self.annotations(tree)
-        name_tree = subtree(tree, "name")
-        assert name_tree is not None
-        name = name_of(name_tree)
+        annos = self.annotations(tree.annotations)
+        name = tree.name
         inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
+        params = self.params(tree.params, scope, inner)
         seen_cp = False
         for p in params:
             pt = ir.strip_newtype(p.type)
@@ -436,43 +396,39 @@ class Checker(StmtChecker):
                 seen_cp = True
             elif seen_cp:
                 raise P4Error(f"directional parameter '{p.name}' after action data parameters", p.loc)
-        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
-        body = self.block(body_tree, inner, Ctx("action"))
-        action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, self.loc(tree))
-        scope.declare(name, action, self.loc(name_tree))
+        body = self.block(tree.body, inner, Ctx("action"))
+        action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, tree.loc)
+        scope.declare(name, action, tree.name_loc)
         return action
 
-    def _d_function_decl(self, tree: Tree, scope: Scope) -> None:
-        tparams, inner = self.type_param_scope(tree, scope)
+    def _d_FunctionDecl(self, tree: s.FunctionDecl, scope: Scope) -> None:
+        tparams, inner = self.type_param_scope(tree.type_params, scope)
         if tparams:
-            raise UnsupportedError("generic functions", self.loc(tree))
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params")) and not isinstance(c, s.Block)]
-        rtype = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
+            raise UnsupportedError("generic functions", tree.loc)
+        rtype = self.resolve_type(tree.return_type, scope)
+        name = tree.name
         body_scope = inner.child()
-        params = self.params(subtree(tree, "params"), scope, body_scope)
-        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
-        body = self.block(body_tree, body_scope, Ctx("function", rtype))
+        params = self.params(tree.params, scope, body_scope)
+        body = self.block(tree.body, body_scope, Ctx("function", rtype))
         if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
-            raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
-        fn = ir.FunctionDecl(name, rtype, params, body, self.loc(tree))
-        scope.declare(name, fn, self.loc(rest[1]))
+            raise P4Error(f"function '{name}' does not return a value on all paths", tree.loc)
+        fn = ir.FunctionDecl(name, rtype, params, body, tree.loc)
+        scope.declare(name, fn, tree.name_loc)
         self.functions[name] = fn
 
     # ------------------------------------------------------------------ instances
 
-    def _d_instantiation(self, tree: Tree, scope: Scope) -> None:
+    def _d_Instantiation(self, tree: s.Instantiation, scope: Scope) -> None:
         inst = self.instantiation(tree, scope)
         if inst is not None:
             self.instances[inst.name] = inst
 
-    def instantiation(self, tree: Tree, scope: Scope) -> ir.Instance | None:
+    def instantiation(self, tree: s.Instantiation, scope: Scope) -> ir.Instance | None:
         """``T(args) name;`` -> an Instance (or the program's main package)."""
-        annos = self.annotations(tree)
-        rest = _plain(tree)
-        type_tree, args_tree, name_tree = rest[0], rest[1], rest[2]
-        name = name_of(name_tree)
-        loc = self.loc(tree)
+        annos = self.annotations(tree.annotations)
+        type_tree, args_tree = tree.type, tree.args
+        name = tree.name
+        loc = tree.loc
         t = self.resolve_type(type_tree, scope)
         type_args: tuple[ir.Type, ...] = ()
         if isinstance(t, SpecializedType) and isinstance(t.base, PackageType):
@@ -490,7 +446,7 @@ class Checker(StmtChecker):
         inst = self.instance_of(t, list(args_tree.items), name, annos, scope, loc)
         if scope is self.top and isinstance(inst.type, ir.BlockType):
             raise P4Error(f"{name}: a parser or control cannot be instantiated at the top level", loc)
-        scope.declare(name, inst, self.loc(name_tree))
+        scope.declare(name, inst, tree.name_loc)
         return inst
 
     def construct(self, tree: s.CtorCall, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
@@ -625,14 +581,14 @@ class Checker(StmtChecker):
 
     # ------------------------------------------------------------------ parsers
 
-    def block_local(self, c: Tree, inner: Scope, locals_: list) -> bool:
+    def block_local(self, c: s.Decl, inner: Scope, locals_: list) -> bool:
         """Declare a variable, constant or instantiation local to a parser or control;
         False when ``c`` is none of these (the caller handles the block-specific kinds)."""
-        if c.data == "variable_decl":
+        if isinstance(c, s.VariableDecl):
             locals_.append(self.variable_decl(c, inner))
-        elif c.data == "const_decl":
+        elif isinstance(c, s.ConstDecl):
             self.const_decl(c, inner)
-        elif c.data == "instantiation":
+        elif isinstance(c, s.Instantiation):
             inst = self.instantiation(c, inner)
             if inst is not None:
                 locals_.append(inst)
@@ -640,43 +596,40 @@ class Checker(StmtChecker):
             return False
         return True
 
-    def _d_parser_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        if subtree(tree, "type_params") is not None:
-            raise UnsupportedError("generic parser declarations", self.loc(tok))
-        annos = self.annotations(tree)
+    def _d_ParserDecl(self, tree: s.ParserDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        if tree.type_params:
+            raise UnsupportedError("generic parser declarations", nloc)
+        annos = self.annotations(tree.annotations)
         inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
-        ctor_tree = subtree(tree, "ctor_params")
-        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        params = self.params(tree.params, scope, inner)
+        ctor = self.params(tree.ctor_params, scope, inner) if tree.ctor_params is not None else []
         self.check_ctor_params(ctor)
-        decl = ir.ParserDecl(name, params, ctor, [], {}, annos, self.loc(tok))
+        decl = ir.ParserDecl(name, params, ctor, [], {}, annos, nloc)
         outer_direct, self.direct_instances = self.direct_instances, []
-        state_trees = [c for c in tree.children if isinstance(c, Tree) and c.data == "parser_state"]
-        for c in tree.children:
-            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
+        for c in tree.locals:
+            if self.block_local(c, inner, decl.locals):
                 continue
-            if c.data == "value_set_decl":
-                raise UnsupportedError("value_set", self.loc(c))
-        names: dict[str, Tree] = {}
-        for st in state_trees:
-            sname = name_of(subtree(st, "name"))  # type: ignore[arg-type]
+            if isinstance(c, s.ValueSetDecl):
+                raise UnsupportedError("value_set", c.loc)
+        names: dict[str, s.ParserState] = {}
+        for st in tree.states:
+            sname = st.name
             if sname in names or sname in ("accept", "reject"):
-                raise P4Error(f"duplicate state '{sname}'", self.loc(st))
+                raise P4Error(f"duplicate state '{sname}'", st.loc)
             names[sname] = st
         if "start" not in names:
-            raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
+            raise P4Error(f"parser '{name}' has no 'start' state", nloc)
         for sname, st in names.items():
             decl.states[sname] = self.parser_state(st, inner, names)
         if not _reaches_final_state(decl):
-            raise P4Error(f"parser '{name}' never reaches the accept or reject state", self.loc(tok))
+            raise P4Error(f"parser '{name}' never reaches the accept or reject state", nloc)
         for p in params:
             if isinstance(p.type, BlockProto):
                 raise P4Error(f"parameter '{p.name}' cannot have the parser/control type {p.type.name}", p.loc)
         decl.locals[:0] = self.direct_instances
         self.direct_instances = outer_direct
-        scope.declare_type(name, decl, self.loc(tok))
+        scope.declare_type(name, decl, nloc)
         self.parsers[name] = decl
 
     def check_ctor_params(self, ctor: list[ir.Param]) -> None:
@@ -687,81 +640,64 @@ class Checker(StmtChecker):
             if isinstance(p.type, (SpecializedType, PackageType)):
                 raise UnsupportedError(f"a constructor parameter of type {type_str(p.type)}", p.loc)
 
-    def parser_state(self, tree: Tree, scope: Scope, states: dict[str, Tree]) -> ir.ParserState:
+    def parser_state(self, tree: s.ParserState, scope: Scope, states: dict[str, s.ParserState]) -> ir.ParserState:
         """One state: statements and its transition."""
-        sname = name_of(subtree(tree, "name"))  # type: ignore[arg-type]
         inner = scope.child()
         ctx = Ctx("parser")
         stmts: list[ir.Stmt] = []
-        transition = ir.Transition("reject", None, [], self.loc(tree))
-        for c in tree.children:
-            if isinstance(c, Token) or isinstance(c, Tree) and c.data in ("annotations", "name"):
-                continue
-            if isinstance(c, s.Node):
-                st = self.stmt(c, inner, ctx)
-                if st is not None:
-                    stmts.append(st)
-            elif c.data == "transition_direct":
-                target = name_of(c.children[0])
-                self.check_state(target, states, c.children[0])
-                transition = ir.Transition(target, None, [], self.loc(c))
-            elif c.data == "transition_select":
-                exprs = [self.expr(e, inner) for e in c.children[0].items]
-                for e, et in zip(exprs, c.children[0].items, strict=False):
-                    if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-                        raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", self.loc(et))
-                cases: list[ir.SelectCase] = []
-                for case in c.children[1:]:
-                    keysets = self.keysets(case.children[0], [e.type for e in exprs], inner, "select key set")
-                    target = name_of(case.children[1])
-                    self.check_state(target, states, case.children[1])
-                    cases.append(ir.SelectCase(keysets, target, self.loc(case)))
-                transition = ir.Transition(None, exprs, cases, self.loc(c))
-            else:
-                st = self.stmt(c, inner, ctx)
-                if st is not None:
-                    stmts.append(st)
-        return ir.ParserState(sname, stmts, transition, self.annotations(tree), self.loc(tree))
+        for c in tree.body:
+            st = self.stmt(c, inner, ctx)
+            if st is not None:
+                stmts.append(st)
+        transition = ir.Transition("reject", None, [], tree.loc)
+        tr = tree.transition
+        if isinstance(tr, s.DirectTransition):
+            self.check_state(tr.next_state, states, tr.next_loc)
+            transition = ir.Transition(tr.next_state, None, [], tr.loc)
+        elif isinstance(tr, s.SelectTransition):
+            exprs = [self.expr(e, inner) for e in tr.subjects.items]
+            for e, et in zip(exprs, tr.subjects.items, strict=False):
+                if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
+                    raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", et.loc)
+            cases: list[ir.SelectCase] = []
+            for case in tr.cases:
+                keysets = self.keysets(case.keyset, [e.type for e in exprs], inner, "select key set")
+                self.check_state(case.next_state, states, case.next_loc)
+                cases.append(ir.SelectCase(keysets, case.next_state, case.loc))
+            transition = ir.Transition(None, exprs, cases, tr.loc)
+        return ir.ParserState(tree.name, stmts, transition, self.annotations(tree.annotations), tree.loc)
 
-    def check_state(self, target: str, states: dict[str, Tree], node: Tree) -> None:
+    def check_state(self, target: str, states: dict[str, s.ParserState], loc: ir.Loc) -> None:
         """A transition target must be a state of this parser."""
         if target not in states and target not in ("accept", "reject"):
-            raise P4Error(f"no state named '{target}'", self.loc(node))
+            raise P4Error(f"no state named '{target}'", loc)
 
     # ------------------------------------------------------------------ controls
 
-    def _d_control_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        if subtree(tree, "type_params") is not None:
-            raise UnsupportedError("generic control declarations", self.loc(tok))
-        annos = self.annotations(tree)
+    def _d_ControlDecl(self, tree: s.ControlDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        if tree.type_params:
+            raise UnsupportedError("generic control declarations", nloc)
+        annos = self.annotations(tree.annotations)
         inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
-        ctor_tree = subtree(tree, "ctor_params")
-        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
+        params = self.params(tree.params, scope, inner)
+        ctor = self.params(tree.ctor_params, scope, inner) if tree.ctor_params is not None else []
         self.check_ctor_params(ctor)
-        decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
+        decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, nloc)
         outer_direct, self.direct_instances = self.direct_instances, []
-        body_tree: s.Block | None = None
-        for c in tree.children:
-            if isinstance(c, s.Block):
-                body_tree = c
+        for c in tree.locals:
+            if self.block_local(c, inner, decl.locals):
                 continue
-            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
-                continue
-            if c.data == "action_decl":
+            if isinstance(c, s.ActionDecl):
                 decl.locals.append(self.action_decl(c, inner))
-            elif c.data == "table_decl":
+            elif isinstance(c, s.TableDecl):
                 table = self.table_checker.table_decl(c, inner)
-                name_tree = subtree(c, "name")
-                inner.declare(table.name, table, self.loc(name_tree or c))
+                inner.declare(table.name, table, c.name_loc)
                 decl.locals.append(table)
-        assert body_tree is not None
-        decl.body = self.block(body_tree, inner, Ctx("control"))
+        decl.body = self.block(tree.body, inner, Ctx("control"))
         decl.locals[:0] = self.direct_instances
         self.direct_instances = outer_direct
-        scope.declare_type(name, decl, self.loc(tok))
+        scope.declare_type(name, decl, nloc)
         self.controls[name] = decl
 
 

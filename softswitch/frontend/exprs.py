@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from lark import Token, Tree
-
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import syntax as s
@@ -20,7 +18,6 @@ from softswitch.frontend.ir_ext import TypeVar
 from softswitch.frontend.literals import check_width, parse_int, unescape
 from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
-from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
 
 _ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|"}
@@ -58,26 +55,6 @@ def _newtype_name(t: ir.Type) -> str | None:
     return t.name if isinstance(t, ir.NewType) else None
 
 
-def name_of(node: Tree | Token | s.Node) -> str:
-    """Text of a name-like node (``name``, ``prefixed_name``, a type name, a name reference)."""
-    if isinstance(node, s.NameRef):
-        return node.name
-    if isinstance(node, s.TypeRef):
-        return s.type_name_of(node)
-    if isinstance(node, s.Node):
-        return ""
-    return tree_name(node)
-
-
-def is_dotted(node: Tree | Token | s.Node) -> bool:
-    """True for a ``.name`` (top-level) reference."""
-    if isinstance(node, (s.NameRef, s.TypeName)):
-        return node.dotted
-    if isinstance(node, s.Node):
-        return False
-    return tree_dotted(node)
-
-
 class ExprChecker:
     """Typing and folding of expressions; subclassed by the declaration checker."""
 
@@ -87,26 +64,13 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ locations
 
-    def loc(self, node: Tree | Token | s.Node) -> ir.Loc:
-        """Original source location of a syntax node, tree node or token."""
-        if isinstance(node, s.Node):
-            return node.loc
-        if isinstance(node, Token):
-            return self.pre.loc(node.line or 1, node.column or 1)
-        meta = node.meta
-        if getattr(meta, "empty", True):
-            for c in node.children:
-                if isinstance(c, (Tree, Token, s.Node)):
-                    return self.loc(c)
-            return ir.NOLOC
-        return self.pre.loc(meta.line, meta.column)
+    def loc(self, node: s.Node) -> ir.Loc:
+        """Original source location of a syntax node."""
+        return node.loc
 
-    def source_text(self, node: Tree | s.Node) -> str:
+    def source_text(self, node: s.Node) -> str:
         """Source text of a node with whitespace runs collapsed (P4Info key names)."""
-        if isinstance(node, s.Node):
-            start, end = node.span
-        else:
-            start, end = node.meta.start_pos, node.meta.end_pos
+        start, end = node.span
         text = self.pre.text[start:end]
         return " ".join(text.split())
 

@@ -13,8 +13,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lark import Token
-
 from softswitch.errors import P4Error
 from softswitch.frontend.preprocess import Preprocessed
 
@@ -272,12 +270,13 @@ def _is_call_type_args(
     return True
 
 
-def to_lark_tokens(
+def classify_tokens(
     pre: Preprocessed, toks: list[RawTok], terminals: Mapping[str, str]
-) -> list[Token]:
-    """Classify raw tokens into the grammar's terminals (``terminals``: literal -> name)."""
+) -> list[tuple[str, RawTok]]:
+    """Classify raw tokens into the grammar's terminals (``terminals``: literal -> name);
+    the parser turns each (terminal, token) pair into a lark token."""
     names, scoped = find_type_names(toks)
-    out: list[Token] = []
+    out: list[tuple[str, RawTok]] = []
     for i, t in enumerate(toks):
         if t.kind == "id":
             prev = toks[i - 1] if i else None
@@ -306,7 +305,5 @@ def to_lark_tokens(
             ttype = terminals.get(t.text, "")
             if not ttype:
                 raise P4Error(f"syntax error: unexpected '{t.text}'", pre.loc(t.line, t.col))
-        out.append(
-            Token(ttype, t.text, t.pos, t.line, t.col, t.line, t.col + len(t.text), t.pos + len(t.text))
-        )
+        out.append((ttype, t))
     return out

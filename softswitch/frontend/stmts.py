@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lark import Token, Tree
-
 from softswitch import ir
 from softswitch.errors import P4Error
 from softswitch.frontend import syntax as s
-from softswitch.frontend.exprs import ExprChecker, any_subexpr, name_of
+from softswitch.frontend.exprs import ExprChecker, any_subexpr
 from softswitch.frontend.literals import annotation_values
 from softswitch.frontend.scope import Scope
 from softswitch.frontend.typeops import same_type, type_str
@@ -24,19 +22,6 @@ class Ctx:
     in_loop: bool = False  # inside the body of a ``for`` (break/continue allowed)
 
 
-def _is_rule(node: object, data: str) -> bool:
-    """True for a lark tree of rule ``data`` (not a syntax node)."""
-    return isinstance(node, Tree) and node.data == data
-
-
-def subtree(tree: Tree, data: str) -> Tree | None:
-    """The first direct child tree with rule name ``data``."""
-    for c in tree.children:
-        if isinstance(c, Tree) and c.data == data:
-            return c
-    return None
-
-
 class StmtChecker(ExprChecker):
     """Statements, parser keysets and tables; declarations are added by the subclass."""
 
@@ -49,18 +34,11 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- annotations
 
-    def annotations(self, tree: Tree) -> ir.Annotations:
-        """Annotations among the direct children of ``tree``."""
-        found = subtree(tree, "annotations")
-        return self.annotation_list(found) if found is not None else {}
-
-    def annotation_list(self, tree: Tree) -> ir.Annotations:
-        """An ``annotations`` node -> {name: values}."""
+    def annotations(self, annos: s.Annotations) -> ir.Annotations:
+        """Annotations as written -> {name: values} (a repeated name keeps the last)."""
         out: ir.Annotations = {}
-        for a in tree.children:
-            name = name_of(a.children[0])
-            body = next((str(c) for c in a.children if isinstance(c, Token) and c.type == "ANNOTATION_BODY"), None)
-            out[name] = annotation_values(body)
+        for a in annos:
+            out[a.name] = annotation_values(a.body)
         return out
 
     def cp_name(self, annos: ir.Annotations, name: str) -> str:
@@ -115,16 +93,16 @@ class StmtChecker(ExprChecker):
             return ir.Index(e.type, e.loc, base, index)
         return e
 
-    def stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
+    def stmt(self, node: s.Stmt | s.Decl, scope: Scope, ctx: Ctx) -> ir.Stmt | None:
         """One statement or local declaration (constants yield None)."""
-        loc = self.loc(node)
-        if isinstance(node, Tree):  # a local declaration
-            if node.data == "variable_decl":
+        loc = node.loc
+        if isinstance(node, s.Decl):  # a local declaration
+            if isinstance(node, s.VariableDecl):
                 return self.variable_decl(node, scope)
-            if node.data == "const_decl":
+            if isinstance(node, s.ConstDecl):
                 self.const_decl(node, scope)
                 return None
-            if node.data == "instantiation":
+            if isinstance(node, s.Instantiation):
                 raise P4Error("instantiations are not allowed inside a block", loc)
             raise P4Error(f"unexpected statement '{self.source_text(node)}'", loc)
         if isinstance(node, s.AssignStmt):
@@ -186,13 +164,13 @@ class StmtChecker(ExprChecker):
         body = self.sub_stmt(node.body, scope, ctx)
         return ir.For(init, cond, updates, body, loc)
 
-    def for_part(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
+    def for_part(self, node: s.Stmt | s.VariableDecl, scope: Scope, ctx: Ctx, declare: bool) -> ir.Stmt:
         """One initialiser or update of a ``for``: a declaration (init only), an
         assignment or a call, checked as the equivalent statement."""
-        if isinstance(node, Tree):  # for_var: ``T x = e``
+        if isinstance(node, s.VariableDecl):  # ``T x = e``
             if not declare:
-                raise P4Error("a 'for' update cannot declare a variable", self.loc(node))
-            return self.variable_decl(Tree("variable_decl", node.children, node.meta), scope)
+                raise P4Error("a 'for' update cannot declare a variable", node.loc)
+            return self.variable_decl(node, scope)
         stmt = self.stmt(node, scope, ctx)
         assert stmt is not None
         return stmt
@@ -254,10 +232,10 @@ class StmtChecker(ExprChecker):
         call = self.method_call(ref, "apply", [], list(node.args.items), scope, loc)
         return ir.CallStmt(call, loc)
 
-    def sub_stmt(self, node: s.Stmt | Tree, scope: Scope, ctx: Ctx) -> ir.Stmt:
+    def sub_stmt(self, node: s.Stmt, scope: Scope, ctx: Ctx) -> ir.Stmt:
         """Branch of an if: declarations get their own scope."""
         stmt = self.stmt(node, scope.child(), ctx)
-        return stmt if stmt is not None else ir.Empty(self.loc(node))
+        return stmt if stmt is not None else ir.Empty(node.loc)
 
     def call_stmt(self, call: ir.Expr, ctx: Ctx, loc: ir.Loc) -> ir.Stmt:
         """A call used as a statement."""
@@ -337,45 +315,43 @@ class StmtChecker(ExprChecker):
 
     # --------------------------------------------------------------- declarations in blocks
 
-    def variable_decl(self, tree: Tree, scope: Scope) -> ir.VarDecl:
+    def variable_decl(self, tree: s.VariableDecl, scope: Scope) -> ir.VarDecl:
         """``T x;`` / ``T x = e;`` (also control/parser-level locals)."""
-        rest = [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-        t = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
-        loc = self.loc(tree)
+        t = self.resolve_type(tree.type, scope)
+        name = tree.name
+        loc = tree.loc
         if isinstance(ir.strip_newtype(t), (ir.ExternType, ir.VoidType, ir.IntLitType, ir.StringType)):
             raise P4Error(f"cannot declare a variable of type {type_str(t)}", loc)
         init = None
-        if len(rest) > 2:
-            init = self.convert(self.expr(rest[2], scope, t), t, self.loc(rest[2]), "initializer")
+        if tree.init is not None:
+            init = self.convert(self.expr(tree.init, scope, t), t, tree.init.loc, "initializer")
         var = ir.Variable(name, t, self.new_uid(), loc)
         if isinstance(scope.lookup(name), ir.Param):  # an error in p4c, not just a warning
-            raise P4Error(f"declaration of '{name}' shadows a parameter '{name}'", self.loc(rest[1]))
-        scope.declare(name, var, self.loc(rest[1]))
+            raise P4Error(f"declaration of '{name}' shadows a parameter '{name}'", tree.name_loc)
+        scope.declare(name, var, tree.name_loc)
         return ir.VarDecl(var, init, loc)
 
-    def const_decl(self, tree: Tree, scope: Scope) -> ir.Expr:
+    def const_decl(self, tree: s.ConstDecl, scope: Scope) -> ir.Expr:
         """``const T x = e;`` -> the folded value, declared in ``scope``."""
-        rest = [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-        t = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
-        value = self.expr(rest[2], scope, t)
-        value = self.convert(value, t, self.loc(rest[2]), "constant initializer")
+        t = self.resolve_type(tree.type, scope)
+        name = tree.name
+        value = self.expr(tree.value, scope, t)
+        value = self.convert(value, t, tree.value.loc, "constant initializer")
         if not isinstance(value, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit)):
-            raise P4Error(f"the initializer of constant '{name}' is not a compile-time constant", self.loc(rest[2]))
+            raise P4Error(f"the initializer of constant '{name}' is not a compile-time constant", tree.value.loc)
         if isinstance(value, ir.Const) and isinstance(t, ir.NewType):
             value = ir.Const(ir.strip_newtype(t), value.loc, value.value)
-        scope.declare(name, value, self.loc(rest[1]))
+        scope.declare(name, value, tree.name_loc)
         return value
 
     # --------------------------------------------------------------- keysets
 
-    def keysets(self, tree: Tree | s.Expr, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
+    def keysets(self, tree: s.Keyset, types: list[ir.Type], scope: Scope, what: str) -> list[ir.Keyset]:
         """A select case / entry key set: one keyset per expression."""
-        loc = self.loc(tree)
-        if _is_rule(tree, "tuple_keyset"):
-            return self.tuple_keysets(list(tree.children), types, scope, what, loc)
-        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
+        loc = tree.loc
+        if isinstance(tree, s.TupleKeyset):
+            return self.tuple_keysets(list(tree.items), types, scope, what, loc)
+        if isinstance(tree, (s.DefaultKeyset, s.DontCareExpr)):
             return [ir.KeysetDefault(loc) for _ in types]
         if len(types) != 1:
             if isinstance(tree, s.ListExpr):
@@ -384,28 +360,30 @@ class StmtChecker(ExprChecker):
         return [self.simple_keyset(tree, types[0], scope, what)]
 
     def tuple_keysets(
-        self, elems: list[Tree | s.Expr], types: list[ir.Type], scope: Scope, what: str, loc: ir.Loc
+        self, elems: list[s.Keyset], types: list[ir.Type], scope: Scope, what: str, loc: ir.Loc
     ) -> list[ir.Keyset]:
         """``(k1, k2, ...)``: one keyset per key (a lone ``default`` covers them all)."""
-        if len(elems) == 1 and len(types) != 1 and _is_rule(elems[0], "keyset_default"):
+        if len(elems) == 1 and len(types) != 1 and isinstance(elems[0], s.DefaultKeyset):
             return [ir.KeysetDefault(loc) for _ in types]
         if len(elems) != len(types):
             raise P4Error(f"{what} has {len(elems)} elements, but {len(types)} are expected", loc)
         return [self.simple_keyset(e, t, scope, what) for e, t in zip(elems, types, strict=False)]
 
-    def simple_keyset(self, tree: Tree | s.Expr, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
+    def simple_keyset(self, tree: s.Keyset, t: ir.Type, scope: Scope, what: str) -> ir.Keyset:
         """One keyset element: value, ``v &&& m``, ``lo .. hi``, ``default`` or ``_``."""
-        loc = self.loc(tree)
-        if _is_rule(tree, "keyset_default") or isinstance(tree, s.DontCareExpr):
+        loc = tree.loc
+        if isinstance(tree, (s.DefaultKeyset, s.DontCareExpr)):
             return ir.KeysetDefault(loc)
-        if isinstance(tree, Tree) and tree.data == "keyset_mask":
+        if isinstance(tree, s.MaskKeyset):
             st = ir.strip_newtype(t)
             # the mask of a serializable enum key is a plain number of the underlying type
             mt = st.underlying if isinstance(st, ir.EnumType) and st.underlying is not None else t
-            return ir.KeysetMask(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], mt, scope, what), loc)
-        if isinstance(tree, Tree) and tree.data == "keyset_range":
-            return ir.KeysetRange(self.key_value(tree.children[0], t, scope, what), self.key_value(tree.children[1], t, scope, what), loc)
-        assert isinstance(tree, s.Expr)
+            value = self.key_value(tree.value, t, scope, what)
+            return ir.KeysetMask(value, self.key_value(tree.mask, mt, scope, what), loc)
+        if isinstance(tree, s.RangeKeyset):
+            low = self.key_value(tree.low, t, scope, what)
+            return ir.KeysetRange(low, self.key_value(tree.high, t, scope, what), loc)
+        assert isinstance(tree, s.Expr)  # the grammar nests no tuple in a tuple
         return ir.KeysetValue(self.key_value(tree, t, scope, what), loc)
 
     def key_value(self, tree: s.Expr, t: ir.Type, scope: Scope, what: str) -> int:
@@ -447,4 +425,4 @@ def _label_key(e: ir.Expr) -> object:
     return id(e)
 
 
-__all__ = ["Ctx", "StmtChecker", "subtree", "same_type"]
+__all__ = ["Ctx", "StmtChecker", "same_type"]

@@ -10,14 +10,11 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from lark import Token, Tree
-
 from softswitch import ir
 from softswitch.errors import P4Error
 from softswitch.frontend import syntax as s
-from softswitch.frontend.exprs import any_subexpr, is_dotted, name_of
+from softswitch.frontend.exprs import any_subexpr
 from softswitch.frontend.scope import Scope
-from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import type_str
 
 if TYPE_CHECKING:
@@ -48,64 +45,43 @@ def same_expr(a: object, b: object) -> bool:
     return a is b
 
 
-def _subtree(tree: Tree, data: str) -> Tree | None:
-    """The first direct child tree of rule ``data``."""
-    for c in tree.children:
-        if isinstance(c, Tree) and c.data == data:
-            return c
-    return None
-
-
 class TableChecker:
     """Checks one ``table`` declaration at a time into an :class:`ir.TableDecl`."""
 
     def __init__(self, checker: StmtChecker) -> None:
         self.c = checker
 
-    def table_decl(self, tree: Tree, scope: Scope) -> ir.TableDecl:
+    def table_decl(self, tree: s.TableDecl, scope: Scope) -> ir.TableDecl:
         """A ``table`` declaration with its properties checked."""
-        annos = self.c.annotations(tree)
-        name_tree = _subtree(tree, "name")
-        assert name_tree is not None
-        name = name_of(name_tree)
-        loc = self.c.loc(tree)
+        annos = self.c.annotations(tree.annotations)
+        name = tree.name
+        loc = tree.loc
         table = ir.TableDecl(
             name, self.c.cp_name(annos, name), [], [], None, annotations=annos, loc=loc
         )
         seen: set[str] = set()
-        props = [
-            c
-            for c in tree.children
-            if isinstance(c, Tree)
-            and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")
-        ]
         # the action list first: default_action and entries refer to it
-        order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
+        order = sorted(tree.properties, key=lambda p: 0 if isinstance(p, s.ActionsProperty) else 1)
         for prop in order:
-            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(
-                str(prop.data)
-            )
-            if pname is None:
-                pname = str(
-                    next(
-                        c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"
-                    )
-                )
-            ploc = self.c.loc(prop)
+            if isinstance(prop, s.KeyProperty):
+                pname = "key"
+            elif isinstance(prop, s.ActionsProperty):
+                pname = "actions"
+            elif isinstance(prop, s.EntriesProperty):
+                pname = "entries"
+            else:
+                pname = prop.name
+            ploc = prop.loc
             if pname in seen:
                 raise P4Error(f"duplicate table property '{pname}'", ploc)
             seen.add(pname)
-            if pname == "key":
-                table.keys = [self.table_key(k, scope) for k in prop.children]
-            elif pname == "actions":
-                table.actions = [self.action_item(a, scope, table) for a in prop.children]
-            elif pname == "entries":
-                table.entries_const = _subtree(prop, "const_kw") is not None
-                table.entries = [
-                    self.table_entry(e, scope, table)
-                    for e in prop.children
-                    if isinstance(e, Tree) and e.data == "entry"
-                ]
+            if isinstance(prop, s.KeyProperty):
+                table.keys = [self.table_key(k, scope) for k in prop.elements]
+            elif isinstance(prop, s.ActionsProperty):
+                table.actions = [self.action_item(a, scope, table) for a in prop.items]
+            elif isinstance(prop, s.EntriesProperty):
+                table.entries_const = prop.const
+                table.entries = [self.table_entry(e, scope, table) for e in prop.entries]
             else:
                 self.simple_property(prop, pname, scope, table, ploc)
         if "actions" not in seen:
@@ -127,45 +103,41 @@ class TableChecker:
             table.actions.append(ir.ActionRef(no_action, [], {"defaultonly": []}, loc))
         table.default_action = ir.ActionRef(no_action, [], {}, loc)
 
-    def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
+    def table_key(self, tree: s.KeyElement, scope: Scope) -> ir.TableKey:
         """``expr : match_kind @name(..);``"""
-        expr_tree, mk_tree = tree.children[0], tree.children[1]
-        annos = self.c.annotation_list(tree.children[2]) if len(tree.children) > 2 else {}
+        expr_tree = tree.expr
+        annos = self.c.annotations(tree.annotations)
         e = self.c.expr(expr_tree, scope)
-        mk = name_of(mk_tree)
+        mk = tree.match_kind
         if mk not in self.c.match_kinds:
-            raise P4Error(f"unknown match kind '{mk}'", self.c.loc(mk_tree))
+            raise P4Error(f"unknown match kind '{mk}'", tree.match_kind_loc)
         t = ir.strip_newtype(e.type)
         if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-            raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.c.loc(expr_tree))
+            raise P4Error(f"a table key cannot have type {type_str(e.type)}", expr_tree.loc)
         if "name" not in annos and not _nameable_key(e):
-            raise P4Error(
-                "a complex key expression needs a @name annotation", self.c.loc(expr_tree)
-            )
+            raise P4Error("a complex key expression needs a @name annotation", expr_tree.loc)
         kname = self.c.cp_name(annos, self.c.source_text(expr_tree))
-        return ir.TableKey(e, mk, kname, annos, self.c.loc(tree))
+        return ir.TableKey(e, mk, kname, annos, tree.loc)
 
-    def lookup_action(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+    def lookup_action(self, tree: s.NameRef, scope: Scope) -> ir.ActionDecl:
         """An action named in a table."""
-        name = name_of(tree)
-        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+        name = tree.name
+        target = scope.root().lookup(name) if tree.dotted else scope.lookup(name)
         if target is None:
-            raise P4Error(f"no declaration named '{name}'", self.c.loc(tree))
+            raise P4Error(f"no declaration named '{name}'", tree.loc)
         if not isinstance(target, ir.ActionDecl):
-            raise P4Error(f"'{name}' is not an action", self.c.loc(tree))
+            raise P4Error(f"'{name}' is not an action", tree.loc)
         return target
 
-    def action_item(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
+    def action_item(self, tree: s.ActionItem, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
         """An element of the ``actions`` list; arguments bind the directional parameters."""
-        annos = self.c.annotations(tree)
-        name_tree = _subtree(tree, "prefixed_name") or _subtree(tree, "dotted_name")
-        assert name_tree is not None
-        action = self.lookup_action(name_tree, scope)
+        annos = self.c.annotations(tree.annotations)
+        action = self.lookup_action(tree.action, scope)
         if any(r.action is action for r in table.actions):
             raise P4Error(
-                f"action '{action.name}' appears twice in table '{table.name}'", self.c.loc(tree)
+                f"action '{action.name}' appears twice in table '{table.name}'", tree.loc
             )
-        args_tree = next((c for c in tree.children if isinstance(c, s.Args)), None)
+        args_tree = tree.args
         directional = [p for p in action.params if p.direction != ""]
         args: list[ir.Expr] = []
         if args_tree is not None:
@@ -173,7 +145,7 @@ class TableChecker:
                 directional,
                 list(args_tree.items),
                 scope,
-                self.c.loc(tree),
+                tree.loc,
                 f"action '{action.name}'",
                 {},
             )
@@ -188,15 +160,15 @@ class TableChecker:
         elif directional:
             raise P4Error(
                 f"action '{action.name}' has directional parameters; give their arguments",
-                self.c.loc(tree),
+                tree.loc,
             )
-        return ir.ActionRef(action, args, annos, self.c.loc(tree))
+        return ir.ActionRef(action, args, annos, tree.loc)
 
     def action_call_ref(
         self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str
     ) -> ir.ActionRef:
         """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
-        loc = self.c.loc(tree)
+        loc = tree.loc
         arg_trees: list[s.Arg]
         if isinstance(tree, s.Call) and not tree.type_args:
             callee, arg_trees = tree.callee, list(tree.args.items)
@@ -241,22 +213,11 @@ class TableChecker:
                 )
         return ir.ActionRef(action, args, {}, loc)
 
-    def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
+    def table_entry(self, tree: s.Entry, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
         """One entry of ``entries = { ... }``."""
-        loc = self.c.loc(tree)
-        annos: ir.Annotations = {}
-        for c in tree.children:
-            if isinstance(c, Tree) and c.data == "annotations":
-                annos.update(self.c.annotation_list(c))
-        prio_tree = _subtree(tree, "entry_priority")
-        rest = [
-            c
-            for c in tree.children
-            if isinstance(c, s.Node)
-            or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
-        ]
-        keyset_tree, name_tree = rest[0], rest[1]
-        args_tree = rest[2] if len(rest) > 2 else None
+        loc = tree.loc
+        annos = self.c.annotations(tree.annotations)
+        keyset_tree = tree.keyset
         if not table.keys:
             raise P4Error(f"table '{table.name}' has entries but no key", loc)
         keysets = self.c.keysets(
@@ -264,14 +225,10 @@ class TableChecker:
         )
         for key, ks in zip(table.keys, keysets, strict=True):
             _check_entry_keyset(key, ks)
-        nloc, nspan = self.c.loc(name_tree), (name_tree.meta.start_pos, name_tree.meta.end_pos)
-        call: s.Expr = s.NameRef(nloc, nspan, tree_name(name_tree), tree_dotted(name_tree))
-        if args_tree is not None:
-            call = s.Call(nloc, nspan, call, (), args_tree)
-        ref = self.action_call_ref(call, scope, table, "entry action")
+        ref = self.action_call_ref(tree.action, scope, table, "entry action")
         priority: int | None = None
-        if prio_tree is not None:
-            priority = self.c.const_int(prio_tree.children[0], scope, "entry priority")
+        if tree.priority is not None:
+            priority = self.c.const_int(tree.priority, scope, "entry priority")
             if priority < 0:
                 raise P4Error("entry priorities must not be negative", loc)
         return ir.ConstEntry(keysets, ref, priority, annos, loc)
@@ -333,15 +290,15 @@ class TableChecker:
             e.priority = top - b if table.largest_priority_wins else b
 
     def simple_property(
-        self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc
+        self, prop: s.SimpleProperty, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc
     ) -> None:
         """``name = value;`` table properties."""
-        value_tree = prop.children[-1]
+        value_tree = prop.value
         if pname not in TABLE_PROPERTIES:
             raise P4Error(f"unknown table property '{pname}'", loc)
         if pname == "default_action":
             table.default_action = self.action_call_ref(value_tree, scope, table, "default action")
-            table.default_action_const = _subtree(prop, "const_kw") is not None
+            table.default_action_const = prop.const
         elif pname == "size":
             size = self.c.const_int(value_tree, scope, "table size")
             if size < 0:
@@ -367,7 +324,7 @@ class TableChecker:
             "counters": ("direct_counter",),
             "meters": ("direct_meter",),
         }[pname]
-        loc = self.c.loc(tree)
+        loc = tree.loc
         if isinstance(tree, s.CtorCall):
             inst = self.c.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
         else:
