@@ -258,3 +258,22 @@ def test_for_loop_declaration_is_a_variable_declaration() -> None:
     assert isinstance(loop, s.ForStmt)
     (init,) = loop.init
     assert isinstance(init, s.VariableDecl) and init.name == "i" and _at(init.name_loc) == (1, 49)
+
+
+def test_checker_concerns_are_separate_visitors() -> None:
+    """The checker is one visitor per concern around one shared context: none inherits from
+    another, and each dispatches on the syntax node's class."""
+    from softswitch.frontend.check import Checker
+    from softswitch.frontend.visitor import Visitor
+
+    pre = preprocess("", "empty.p4")
+    ctx = Checker(pre, "empty.p4").ctx
+    concerns = [ctx.typing, ctx.exprs, ctx.stmts, ctx.keysets, ctx.decls, ctx.ctors, ctx.tables]
+    concerns.append(ctx.bmv2)
+    for visitor in concerns:
+        assert type(visitor).__mro__ == (type(visitor), Visitor, object)
+        assert visitor.ctx is ctx
+    assert len({type(v) for v in concerns}) == len(concerns)
+    block = _apply_block("control C(inout bit<8> a) { apply { a = 1; } }\n")
+    with pytest.raises(TypeError, match="DeclChecker cannot visit AssignStmt"):
+        ctx.decls.visit(block.items[0], ctx.top)

@@ -105,10 +105,14 @@ def tokenize(pre: Preprocessed) -> list[RawTok]:
                             break
                     p += 1
                 if depth:
-                    raise P4Error("syntax error: unterminated annotation", pre.loc(line, toks[-1].col))
+                    raise P4Error(
+                        "syntax error: unterminated annotation", pre.loc(line, toks[-1].col)
+                    )
                 body = text[body_start:p]
                 if body.strip():
-                    toks.append(RawTok("annbody", body, line, body_start - line_start + 1, body_start))
+                    toks.append(
+                        RawTok("annbody", body, line, body_start - line_start + 1, body_start)
+                    )
                 line += body.count("\n")
                 if "\n" in body:
                     line_start = body_start + body.rfind("\n") + 1
@@ -121,7 +125,12 @@ def tokenize(pre: Preprocessed) -> list[RawTok]:
 
 def _annotation_open(toks: list[RawTok]) -> bool:
     """True when the '(' just appended follows ``@ name`` (an annotation body starts)."""
-    return len(toks) >= 3 and toks[-3].kind == "punct" and toks[-3].text == "@" and toks[-2].kind == "id"
+    return (
+        len(toks) >= 3
+        and toks[-3].kind == "punct"
+        and toks[-3].text == "@"
+        and toks[-2].kind == "id"
+    )
 
 
 def _matching_close(toks: list[RawTok], i: int) -> int:
@@ -264,7 +273,9 @@ def _is_call_type_args(
         x = toks[k]
         if x.kind == "int" or (x.kind == "punct" and x.text in ("<", ">", ",")):
             continue
-        if x.kind == "id" and (x.text in _TYPE_WORDS or x.text in names or x.text in scoped.get(k, ())):
+        if x.kind == "id" and (
+            x.text in _TYPE_WORDS or x.text in names or x.text in scoped.get(k, ())
+        ):
             continue
         return False
     return True
@@ -297,8 +308,11 @@ def classify_tokens(
             ttype = "COMPOUND_ASSIGN"
         elif t.text == "<" and _is_call_type_args(toks, i, names, scoped):
             ttype = "TYPE_ARGS_LT"
-        elif t.text == ">" and i + 1 < len(toks) and toks[i + 1].text == ">" and (
-            toks[i + 1].pos == t.pos + 1
+        elif (
+            t.text == ">"
+            and i + 1 < len(toks)
+            and toks[i + 1].text == ">"
+            and (toks[i + 1].pos == t.pos + 1)
         ):
             ttype = "R_ANGLE_SHIFT"
         else:
