@@ -84,13 +84,14 @@ class SpineLeaf:
         from workloads.innetwork import JobConfig, WorkerInfo, worker_qpn
 
         program = compile_file(program_path or str(PROGRAM))
-        order = {"egress_order": egress_order}
-        if egress_order == "random":
-            order["egress_seed"] = seed
-        self.leaves = [Pipeline.from_program(program, **order) for _ in range(2)]
-        if egress_order == "random":
-            order["egress_seed"] = seed + 100
-        self.spine = Pipeline.from_program(program, **order)
+        seeded = egress_order == "random"
+        self.leaves = [
+            Pipeline.from_program(program, egress_order=egress_order,
+                                  egress_seed=seed if seeded else None)
+            for _ in range(2)
+        ]
+        self.spine = Pipeline.from_program(program, egress_order=egress_order,
+                                           egress_seed=seed + 100 if seeded else None)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.hosts = [FabricHost(f"10.0.{i // 2 + 1}.{i % 2 + 1}", f"02:00:00:00:00:{i + 1:02x}",

@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ def _start_switch(
 
 
 def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: float,
-           limit: float) -> tuple[int, dict]:
+           limit: float) -> tuple[int, dict[str, Any]]:
     rx = _in_ns(namespaces[1], RECEIVER, str(idle), str(limit))
     assert rx.stdout is not None
     if rx.stdout.readline().strip() != "ready":

@@ -8,6 +8,7 @@ these functions return ``p4.v1.Entity`` lists (through the control-block classes
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
@@ -123,7 +124,7 @@ def parent_position(plan: JobPlan, child: str) -> int:
     return parent.child_base + parent.children.index(child)
 
 
-def fault_entities(faults: Iterable[dict], switch: SwitchInfo,
+def fault_entities(faults: Iterable[dict[str, Any]], switch: SwitchInfo,
                    schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
     loss = nr.PortLoss(schema)
     reorder = nr.PortReorder(schema)

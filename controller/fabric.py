@@ -308,10 +308,10 @@ class Controller:
     def clear_faults(self, switch: str | None = None, port: int | None = None) -> int:
         if switch is not None:
             self.switch(switch)
-        removed = []
+        removed: list[dict[str, Any]] = []
 
         def change(state: ControllerState) -> None:
-            keep = []
+            keep: list[dict[str, Any]] = []
             for f in state.faults:
                 hit = (switch is None or f["switch"] == switch) and (port is None or f["port"] == port)
                 (removed if hit else keep).append(f)
@@ -366,9 +366,9 @@ class Controller:
         out: dict[str, dict[int, tuple[int, int]]] = {name: {} for name in names}
         for e in sw.read(requests):
             entry = e.counter_entry
-            name = ids.get(entry.counter_id)
-            if name is not None:
-                out[name][entry.index.index] = (entry.data.packet_count, entry.data.byte_count)
+            given = ids.get(entry.counter_id)
+            if given is not None:
+                out[given][entry.index.index] = (entry.data.packet_count, entry.data.byte_count)
         return out
 
     def read_register(self, switch: str, name: str, index: int | None = None) -> dict[int, int]:

@@ -269,12 +269,12 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
     msg_pkts = _check_request(req, sizes)
     if any(j.name == req.name for j in jobs):
         raise JobError("name", f"a job named {req.name!r} already exists")
-    hosts = []
-    for h in req.hosts:
+    hosts: list[HostInfo] = []
+    for host_name in req.hosts:
         try:
-            hosts.append(topo.host(h))
+            hosts.append(topo.host(host_name))
         except FabricTopologyError:
-            raise JobError("hosts", f"unknown host {h!r} (hosts: "
+            raise JobError("hosts", f"unknown host {host_name!r} (hosts: "
                                     f"{', '.join(x.name for x in topo.hosts)})") from None
     by_leaf: dict[str, list[tuple[HostInfo, int]]] = {}
     for h in hosts:

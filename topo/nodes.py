@@ -454,7 +454,7 @@ class SoftSwitch(P4Switch):
         try:
             from google.protobuf import text_format
 
-            from softswitch.frontend import compile_file  # type: ignore[attr-defined]
+            from softswitch.frontend import compile_file
             from softswitch.p4info import build_p4info
         except ImportError as exc:
             raise ProgramBuildError(

@@ -54,13 +54,13 @@ def _or_template(schema: dict[str, Any]) -> dict[str, Any]:
 
 _NAME = {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9]*$", "maxLength": 10}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 510}
-_LINK_SHAPE = {
+_LINK_SHAPE: dict[str, dict[str, Any]] = {
     "bw": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_BW_MBIT},
     "delay": {"type": ["string", "null"], "pattern": r"^[0-9]+(\.[0-9]+)?(us|ms|s)$"},
     "loss": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
     "queue": {"type": ["integer", "null"], "minimum": 1, "maximum": 100000},
 }
-_SWITCH_OPTIONS = {
+_SWITCH_OPTIONS: dict[str, Any] = {
     "type": "object", "additionalProperties": False,
     "properties": {
         "device_id": {"type": "integer", "minimum": 0, "maximum": 4095},
@@ -636,7 +636,8 @@ def check_graph(spec: TopologySpec) -> None:
 
     src = spec.source
     seen: dict[str, str] = {}
-    for entry in [*spec.switches, *spec.hosts]:
+    named: list[SwitchSpec | HostSpec] = [*spec.switches, *spec.hosts]
+    for entry in named:
         if entry.name in seen:
             raise TopologySpecError(f"{entry.at or src}: {entry.where}.name: {entry.name!r} is already used "
                                     f"by {seen[entry.name]}")

@@ -211,8 +211,9 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
 
             out = agent.run(work, timeout=args.timeout * max(1, args.iters))
             expected = expected_result(args, workers) if args.check else None
-            for rank, (result, stats, load) in sorted(out.items()):
-                ok = bool(np.array_equal(result, expected)) if expected is not None else None
+            for rank, (got, stats, load) in sorted(out.items()):
+                ok = (got is not None and bool(np.array_equal(got, expected))
+                      if expected is not None else None)
                 rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
                                      rank, workers, stats, ok, load))
     for row in rows:

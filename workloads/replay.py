@@ -175,7 +175,7 @@ def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float, li
 
 def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = ReplayConfig(), *,
            algorithm: str = "", rank: int = 0, workers: int = 1,
-           barrier: Callable[[], None] | None = None, scale: float = 1.0) -> RunRecord:
+           barrier: Callable[[], object] | None = None, scale: float = 1.0) -> RunRecord:
     """Replay ``config.warmup + config.iterations`` training iterations of ``profile``.
 
     ``reducer`` is called from one communication thread only (a communicator or channel is
