@@ -20,7 +20,9 @@ from controller.topology import FabricTopology, Port, SwitchInfo
 from controller.trees import next_hops
 
 
-def route_entities(topo: FabricTopology, switch: SwitchInfo, schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
+def route_entities(
+    topo: FabricTopology, switch: SwitchInfo, schema: ControlPlaneSchema
+) -> list[p4runtime_pb2.Entity]:
     """IPv4 routes of one switch, over any graph of switches (``controller.trees.next_hops``).
 
     A /32 per attached host; every other leaf's subnet (or its hosts' /32s when they share

@@ -278,7 +278,10 @@ class ControlPlaneSchema:
         if kind == "optional":
             return name, format_value(decode_int(fm.optional.value), width, name)
         if kind == "lpm":
-            return name, f"{format_value(decode_int(fm.lpm.value), width, name)}/{fm.lpm.prefix_len}"
+            return (
+                name,
+                f"{format_value(decode_int(fm.lpm.value), width, name)}/{fm.lpm.prefix_len}",
+            )
         if kind == "ternary":
             return name, (f"{format_value(decode_int(fm.ternary.value), width, name)}"
                           f" &&& {decode_int(fm.ternary.mask):#x}")

@@ -64,7 +64,8 @@ def _no_leftover_interfaces() -> Iterator[None]:
 
 
 def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
-    """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status 0."""
+    """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status
+    0."""
     rundir = tmp_path / "run"
     # wide enough that rich wraps no table cell (a wrapped header breaks the words apart)
     env = {**os.environ, "COLUMNS": "200"}

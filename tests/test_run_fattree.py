@@ -51,7 +51,8 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
     leaf -> aggregation -> core, both all-reduces are exact, `job show` prints the tree, and
     nothing is left behind."""
     rundir = tmp_path / "run"
-    argv = [sys.executable, "-m", "experiment.run", "--topo", str(repo_root / "topo/files/fattree.yaml"),
+    argv = [sys.executable, "-m", "experiment.run", "--topo",
+            str(repo_root / "topo/files/fattree.yaml"),
             "--param", "k=2", "--target", "softswitch", "--no-cli", "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]
