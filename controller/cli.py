@@ -75,14 +75,16 @@ def add_verbs(sub: Any) -> None:
     sub.add_parser("serve", help="stay connected; restore switches that restart")
     sub.add_parser("shell", help="interactive shell")
 
-    pipe = sub.add_parser("pipeline", help="pipeline push").add_subparsers(dest="action",
-                                                                           required=True)
+    pipe = sub.add_parser("pipeline", help="pipeline push").add_subparsers(
+        dest="action", required=True
+    )
     push = pipe.add_parser("push", help="install the program (where missing, or --force)")
     push.add_argument("--force", action="store_true")
     push.add_argument("--switch", action="append", help="only this switch (repeatable)")
 
-    job = sub.add_parser("job", help="job create|delete|list|show").add_subparsers(dest="action",
-                                                                                   required=True)
+    job = sub.add_parser("job", help="job create|delete|list|show").add_subparsers(
+        dest="action", required=True
+    )
     create = job.add_parser("create", help="place an aggregation job")
     create.add_argument("name")
     create.add_argument("--hosts", type=_hosts, required=True, help="comma-separated host names")
@@ -98,8 +100,9 @@ def add_verbs(sub: Any) -> None:
     show = job.add_parser("show", help="a job's tree, slots and worker connections")
     show.add_argument("job")
 
-    credits = sub.add_parser("credits", help="credits set JOB N").add_subparsers(dest="action",
-                                                                                 required=True)
+    credits = sub.add_parser("credits", help="credits set JOB N").add_subparsers(
+        dest="action", required=True
+    )
     cset = credits.add_parser("set", help="change a job's credits")
     cset.add_argument("job")
     cset.add_argument("credits", type=int)
@@ -322,11 +325,11 @@ class Commands:
     def cmd_tables(self, args: argparse.Namespace) -> int:
         names = [args.switch] if args.switch else list(self.controller.switches)
         if args.table:
-            rows = [{"switch": n, **e} for n in names for e in self.controller.read_table(n,
-                                                                                          args.table)]
+            rows = [
+                {"switch": n, **e} for n in names for e in self.controller.read_table(n, args.table)
+            ]
             self.emit(rows, f"table {args.table}",
-                      ["switch", "match", "priority", "action", "params",
-                                                    "packets"])
+                      ["switch", "match", "priority", "action", "params", "packets"])
             return 0
         rows = [r for n in names for r in self.controller.table_sizes(n)]
         self.emit(rows, "tables", ["switch", "table", "entries", "size"])

@@ -207,8 +207,9 @@ class Controller:
                 _reset_alloc(self.state, name)
 
     # ------------------------------------------------------------- pipeline
-    def push_pipeline(self, names: Iterable[str] | None = None, force: bool = False) -> dict[str,
-                                                                                             bool]:
+    def push_pipeline(
+        self, names: Iterable[str] | None = None, force: bool = False
+    ) -> dict[str, bool]:
         """Install the program where it is missing (everywhere with ``force``), then
         restore each switch's state."""
         targets = list(names) if names is not None else list(self.switches)
@@ -362,9 +363,9 @@ class Controller:
                  "size": t.size} for t in sorted(schema.p4info.tables,
                                                  key=lambda t: t.preamble.name)]
 
-    def read_counter(self, switch: str, name: str, index: int | None = None) -> dict[int,
-                                                                                     tuple[int,
-                                                                                           int]]:
+    def read_counter(
+        self, switch: str, name: str, index: int | None = None
+    ) -> dict[int, tuple[int, int]]:
         """{index: (packets, bytes)} of one indexed counter (all indices by default)."""
         return self.read_counters(switch, [name], index)[name]
 

@@ -262,8 +262,9 @@ class ManagedSwitch:
         for batch in ents.write_order(kind, entities):
             self.write(ents.updates(kind, [_strip(e) for e in batch]))
 
-    def _read_current(self, wanted: Sequence[p4runtime_pb2.Entity]) -> dict[ents.EntityKey,
-                                                                            p4runtime_pb2.Entity]:
+    def _read_current(
+        self, wanted: Sequence[p4runtime_pb2.Entity]
+    ) -> dict[ents.EntityKey, p4runtime_pb2.Entity]:
         schema = self.require_schema()
         requests: list[p4runtime_pb2.Entity] = []
         for table in schema.p4info.tables:

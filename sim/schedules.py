@@ -118,8 +118,9 @@ def _ring_pass(b: _Builder, groups: np.ndarray, sizes: np.ndarray, mode: str,
     prev: np.ndarray | None = None
     for index, (phase, k) in enumerate(plan):
         chunk = (pos - k) % q if phase == "rs" else (pos + 1 - k) % q
-        ids = b.add(OP_SEND, groups, dst, np.broadcast_to(sizes[chunk], (g, q)).copy()).reshape(g,
-                                                                                                q)
+        ids = b.add(OP_SEND, groups, dst, np.broadcast_to(sizes[chunk], (g, q)).copy()).reshape(
+            g, q
+        )
         if prev is None:
             b.depend(ids, ready[groups])
         else:

@@ -524,8 +524,9 @@ class ProcessTarget:
             if u2.entity.HasField("table_entry"):
                 te.table_id = remap.get(te.table_id, te.table_id)
                 if te.action.HasField("action"):
-                    te.action.action.action_id = remap.get(te.action.action.action_id,
-                                                           te.action.action.action_id)
+                    te.action.action.action_id = remap.get(
+                        te.action.action.action_id, te.action.action.action_id
+                    )
             out.append(u2)
         return out
 

@@ -63,8 +63,11 @@ def test_table_with_empty_parentheses_and_in_header() -> None:
 
 def test_package_wrong_type_argument_count() -> None:
     """A package given the wrong number of type arguments is a clean error."""
-    text = (CONF / "package_type_args.p4").read_text().replace("V1Switch<Headers, Meta>",
-                                                               "V1Switch<Headers>")
+    text = (
+        (CONF / "package_type_args.p4")
+        .read_text()
+        .replace("V1Switch<Headers, Meta>", "V1Switch<Headers>")
+    )
     with pytest.raises(P4Error, match="package 'V1Switch' expects 2 type arguments, got 1"):
         compile_source(text, str(CONF / "x.p4"))
 
@@ -125,8 +128,9 @@ def test_v1model_20200408_register_runs() -> None:
 
 def test_v1model_default_version_keeps_old_externs() -> None:
     """Without a version define, register<T> keeps its single type parameter."""
-    text = (CONF / "v1model_20200408.p4").read_text().replace("#define V1MODEL_VERSION 20200408\n",
-                                                              "")
+    text = (
+        (CONF / "v1model_20200408.p4").read_text().replace("#define V1MODEL_VERSION 20200408\n", "")
+    )
     with pytest.raises(P4Error, match="extern 'register' expects 1 type arguments, got 2"):
         compile_source(text, str(CONF / "x.p4"))
 
@@ -278,8 +282,9 @@ def test_compound_assignment_checks_operands() -> None:
 def test_division_by_constant_zero_rejected() -> None:
     """`x / 0` and `x % 8w0` on a run-time value are compile errors, as in p4c (div0)."""
     for expr in ("hdr.h.a / 0", "hdr.h.a % 8w0"):
-        text = (CONF / "compound_assign.p4").read_text().replace("hdr.h.a += 3;",
-                                                                 f"hdr.h.a = {expr};")
+        text = (
+            (CONF / "compound_assign.p4").read_text().replace("hdr.h.a += 3;", f"hdr.h.a = {expr};")
+        )
         with pytest.raises(P4Error, match="division by zero"):
             compile_source(text, str(CONF / "x.p4"))
 
@@ -383,8 +388,10 @@ def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:
     (tmp_path / "a-bmv2.p4").write_text('#include <v1model.p4>\n#include "frag.p4"\n')
     (tmp_path / "b-psa.p4").write_text("#include <psa.p4>\n")
     assert [p.name for p in find_programs(tmp_path)] == ["a-bmv2.p4"]
-    assert [p.name for p in find_programs(tmp_path, v1model_only=False)] == ["a-bmv2.p4",
-                                                                             "b-psa.p4"]
+    assert [p.name for p in find_programs(tmp_path, v1model_only=False)] == [
+        "a-bmv2.p4",
+        "b-psa.p4",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -435,14 +442,18 @@ def test_implicit_default_action_is_defaultonly_noaction() -> None:
 
     from softswitch.p4info import build_p4info
 
-    text = (CONF / "legacy_priority.p4").read_text().replace("actions = { set; NoAction; }",
-                                                             "actions = { set; }")
+    text = (
+        (CONF / "legacy_priority.p4")
+        .read_text()
+        .replace("actions = { set; NoAction; }", "actions = { set; }")
+    )
     prog = compile_source(text, str(CONF / "x.p4"))
     t = _table(prog, "ingress", "t")
     assert t.default_action is not None and t.default_action.action is prog.actions["NoAction"]
-    assert [(r.action.name, r.annotations) for r in t.actions] == [("set", {}),
-                                                                   ("NoAction",
-                                                                    {"defaultonly": []})]
+    assert [(r.action.name, r.annotations) for r in t.actions] == [
+        ("set", {}),
+        ("NoAction", {"defaultonly": []}),
+    ]
     table = build_p4info(prog).tables[0]
     assert [(r.scope, list(r.annotations)) for r in table.action_refs] == [
         (p4info_pb2.ActionRef.TABLE_AND_DEFAULT, []),

@@ -65,8 +65,12 @@ def test_rack_local_job_has_one_root(rundir) -> None:
     plan = plan_job(JobRequest("a", ("h1", "h2")), topo, [], {}, SIZES)
     assert plan.spine is None and list(plan.parts) == ["l1"]
     part = plan.parts["l1"]
-    assert (part.role, part.expected, part.members, part.conns) == ("root", 2, 0b11,
-                                                                    {"w0": 0, "w1": 1})
+    assert (part.role, part.expected, part.members, part.conns) == (
+        "root",
+        2,
+        0b11,
+        {"w0": 0, "w1": 1},
+    )
     assert [(w.rank, w.peer, w.position) for w in plan.workers] == [(0, 1, 0), (1, 0, 1)]
     assert plan.workers[0].recv_qpn == nr.worker_qpn(plan.job_id, 0, True)
 

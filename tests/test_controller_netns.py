@@ -148,8 +148,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                                log_path=base / "switch.log")
         switch.start()
         try:
-            (rundir / "topology.json").write_text(json.dumps(_topology_json(switch, p4info,
-                                                                            config)))
+            (rundir / "topology.json").write_text(
+                json.dumps(_topology_json(switch, p4info, config))
+            )
             assert ctl(rundir, "pipeline", "push")[0] == 0
             assert ctl(rundir, "routes")[0] == 0
             yield Lab(topo, switch, rundir, namespaces)
@@ -274,11 +275,15 @@ def test_two_concurrent_jobs_are_exact(lab: Lab) -> None:
         ("jb", "h3"): [(0, True)], ("jb", "h4"): [(1, True)]}
     counters = {r["job"]: r for r in ctl_json(lab.rundir, "counters")}
     packets = -(-(SIZE + 1) // 32)  # float32 carries one more word: the clamp count
-    assert (counters["ja"]["contributions"], counters["ja"]["completions"]) == (4 * packets,
-                                                                                packets)
+    assert (counters["ja"]["contributions"], counters["ja"]["completions"]) == (
+        4 * packets,
+        packets,
+    )
     packets = -(-SIZE // 32)
-    assert (counters["jb"]["contributions"], counters["jb"]["completions"]) == (2 * packets,
-                                                                                packets)
+    assert (counters["jb"]["contributions"], counters["jb"]["completions"]) == (
+        2 * packets,
+        packets,
+    )
     for name in ("ja", "jb"):
         assert ctl(lab.rundir, "job", "delete", name)[0] == 0
     assert ctl_json(lab.rundir, "tables", "--table", "job_table") == []

@@ -54,8 +54,9 @@ def test_basic_table_shape(basic: ir.Program) -> None:
     """The LPM table has its key, actions, size and default action resolved."""
     t = _local(basic.controls["MyIngress"], "ipv4_lpm")
     assert isinstance(t, ir.TableDecl)
-    assert [(k.name, k.match_kind, k.expr.type) for k in t.keys] == [("hdr.ipv4.dstAddr", "lpm",
-                                                                      ir.BitType(32))]
+    assert [(k.name, k.match_kind, k.expr.type) for k in t.keys] == [
+        ("hdr.ipv4.dstAddr", "lpm", ir.BitType(32))
+    ]
     assert [a.action.name for a in t.actions] == ["ipv4_forward", "drop", "NoAction"]
     assert t.actions[2].action is basic.actions["NoAction"]
     assert (

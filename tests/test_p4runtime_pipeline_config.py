@@ -335,12 +335,14 @@ def test_reconcile_carries_every_kind_of_state(ready):
     mtr = p4runtime_pb2.Update(type=MODIFY)
     mtr.entity.meter_entry.meter_id = METER_ID
     mtr.entity.meter_entry.index.index = 1
-    mtr.entity.meter_entry.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=5, pir=20,
-                                                                     pburst=5))
+    mtr.entity.meter_entry.config.CopyFrom(
+        p4runtime_pb2.MeterConfig(cir=10, cburst=5, pir=20, pburst=5)
+    )
     grp = p4runtime_pb2.Update(type=INSERT)
     grp.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 4
-    grp.entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(egress_port=2,
-                                                                                  instance=1)
+    grp.entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(
+        egress_port=2, instance=1
+    )
     dig = p4runtime_pb2.Update(type=INSERT)
     dig.entity.digest_entry.digest_id = DIGEST_ID
     dig.entity.digest_entry.config.max_list_size = 3

@@ -382,8 +382,9 @@ def test_default_entry_modify_and_reset(ready):
     c.write(u)
     sw.port(1).inject(FRAME)
     assert sw.port(3).receive(2.0) == FRAME
-    probe = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID,
-                                                                      is_default_action=True))
+    probe = p4runtime_pb2.Entity(
+        table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID, is_default_action=True)
+    )
     (ent,) = c.read(probe)
     assert ent.table_entry.action.action.action_id == SET_PORT_ID
     reset = p4runtime_pb2.Update(type=MODIFY)

@@ -207,8 +207,9 @@ def test_junit_xml_is_readable():
 # ------------------------------------------------------------------------- end to end (root)
 
 
-def _cli(tmp_path: Path, repo_root: Path, *files: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                 ET.Element]:
+def _cli(
+    tmp_path: Path, repo_root: Path, *files: str
+) -> tuple[subprocess.CompletedProcess[str], ET.Element]:
     junit = tmp_path / "junit.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "scenarios", "run", *files, "--junit", str(junit),

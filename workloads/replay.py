@@ -164,8 +164,9 @@ def make_reducer(algorithm: str, *, comm: Communicator | None = None,
     return reducer
 
 
-def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float,
-                                                                       list[tuple[int, float]]]:
+def _bucket_plan(
+    profile: ModelProfile, config: ReplayConfig
+) -> tuple[float, list[tuple[int, float]]]:
     """Forward seconds, and per bucket (parameters, backward seconds) in backward order."""
     times = {name: (f, b) for name, f, b in profile.compute_times(config.flops_per_s)}
     forward = sum(f for f, _ in times.values())
