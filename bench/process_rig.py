@@ -73,12 +73,13 @@ def install_routes(address: str, program: Path = PROGRAM) -> None:
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+    from p4schema import P4InfoIndex
     from softswitch.frontend import compile_file
     from softswitch.p4info import build_p4info
 
-    info = build_p4info(compile_file(str(program)))
-    table = next(t for t in info.tables if t.preamble.name == "MyIngress.ipv4_lpm")
-    action = next(a for a in info.actions if a.preamble.name == "MyIngress.ipv4_forward")
+    index = P4InfoIndex(build_p4info(compile_file(str(program))))
+    table = index.table("MyIngress.ipv4_lpm")
+    action = index.action("MyIngress.ipv4_forward")
     with grpc.insecure_channel(address) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
