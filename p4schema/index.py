@@ -91,12 +91,18 @@ class Entities(Generic[T]):
         self.by_name: dict[str, T] = {}
         self.by_id: dict[int, T] = {}
         self.aliases: dict[str, list[str]] = {}
+        # every short name (alias, dot-separated suffix) -> the full names it fits
+        self._short: dict[str, list[str]] = {}
         for item in items:
             pre = item.preamble
             self.by_name[pre.name] = item
             self.by_id[pre.id] = item
+            shorts = {".".join(pre.name.split(".")[k:]) for k in range(1, pre.name.count(".") + 1)}
             if pre.alias and pre.alias != pre.name:
                 self.aliases.setdefault(pre.alias, []).append(pre.name)
+                shorts.add(pre.alias)
+            for short in shorts:
+                self._short.setdefault(short, []).append(pre.name)
 
     def find(self, key: str | int) -> T:
         """The object with this id, or this full name, alias or unique dot-suffix."""
@@ -107,7 +113,15 @@ class Entities(Generic[T]):
                 raise P4InfoLookupError(
                     f"no {self.kind} with id {key} ({key:#x})", self.kind, key
                 ) from None
-        return self.by_name[resolve_name(key, list(self.by_name), self.kind, self.aliases)]
+        found = self.by_name.get(key)
+        if found is not None:
+            return found
+        owners = self._short.get(key, [])
+        if len(owners) == 1:
+            return self.by_name[owners[0]]
+        if owners:
+            raise _ambiguous(self.kind, key, owners)
+        raise _missing(self.kind, key, list(self.by_name))
 
     def get(self, key: str | int) -> T | None:
         """Like :meth:`find`, but None when nothing (or more than one object) matches."""
