@@ -7,8 +7,9 @@ retransmission (a probe after a timer fired while BMv2 was starved of CPU on a l
 machine) arriving as a duplicate, and every slot getting each member's contribution once.
 Before BMv2's ports had their offloads turned off (``topo.nodes.pcap_ring_offloads_off``) its
 8-frame receive rings dropped hundreds of packets per run. Node names carry a per-process
-prefix, gRPC and Thrift ports are found free at run time, ``experiment.run`` is stopped with SIGTERM (it then takes its network down)
-if it overruns, and leftover interfaces of our switches are removed after each test.
+prefix, gRPC and Thrift ports are found free at run time, ``experiment.run`` is stopped with
+SIGTERM (it then takes its network down) if it overruns, and leftover interfaces of our
+switches are removed after each test.
 """
 
 from __future__ import annotations
