@@ -5,7 +5,7 @@ statements once per element (``netreduce.p4``'s ``NR_FOR_EACH_ELEM``): element *
 ``r[base + c + j]`` and field ``e<d + j>`` of one header. Executed statement by statement,
 that costs the Python target about a microsecond per element, so a 256-element packet cost
 five times a 32-element one. Here such a sequence is recognised inside a register run
-(:meth:`StmtMixin._emit_register_run`, whose one bounds check already covers every index)
+(:meth:`StmtGen._emit_register_run`, whose one bounds check already covers every index)
 and executed once over all elements: the header's fields are one ``int64`` array
 (:func:`softswitch.engine.codegen_types.vector_header_width`), register cells a list slice.
 
@@ -24,14 +24,17 @@ element by element as before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_stmt import register_index_base, walk
+from softswitch.engine.codegen_walk import register_index_base, walk
 from softswitch.engine.codegen_types import attr, vector_header_width
 from softswitch.engine.externs import Register
+
+if TYPE_CHECKING:
+    from softswitch.engine.codegen_context import GenContext
 
 MIN_ELEMENTS = 128  # repetitions that pay for the array set-up (at 32 and 64 they do not)
 MAX_TEMPLATE = 8  # statements per element
@@ -122,25 +125,21 @@ def _path(e: ir.Expr) -> tuple[Any, ...]:
     return tuple(reversed(parts))
 
 
-class VectorMixin:
-    """Finds and emits whole-payload runs; mixed into the code generator."""
+class VectorGen:
+    """Finds whole-payload runs in a register run's fast path and emits them as arrays."""
 
-    # ns, expr, stmt and tmp come from the code generator this is mixed into (before the
-    # statement mixin, whose run_stmts this overrides)
-    ns: dict[str, Any]
-    expr: Callable[[ir.Expr, Scope, Emitter], str]
-    stmt: Callable[[ir.Stmt, Scope, Emitter], None]
-    tmp: Callable[..., str]
+    def __init__(self, ctx: GenContext) -> None:
+        self.ctx = ctx
 
     def run_stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
         """The statements of a register run's fast path, element-wise sequences as arrays."""
         assert sc.reg_run is not None
-        canon = _Canon(sc.reg_run[0], _field_position, lambda c: self._register_of(c, sc))
+        canon = _Canon(sc.reg_run[0], _field_position, lambda c: self.register_of(c, sc))
         i = 0
         while i < len(stmts):
             found = self._find_run(stmts, i, canon)
             if found is None:
-                self.stmt(stmts[i], sc, em)
+                self.ctx.stmts.stmt(stmts[i], sc, em)
                 i += 1
                 continue
             length, count = found
@@ -148,20 +147,20 @@ class VectorMixin:
                 sub = Emitter(em.indent)
                 _VectorEmitter(self, sc, sub, count).emit(stmts[i:i + length])
             except _NotVector:
-                self.stmt(stmts[i], sc, em)
+                self.ctx.stmts.stmt(stmts[i], sc, em)
                 i += 1
                 continue
             em.lines += sub.lines
             i += length * count
 
-    def _register_of(self, call: ir.MethodCall, sc: Scope) -> str | None:
+    def register_of(self, call: ir.MethodCall, sc: Scope) -> str | None:
         tt = ir.strip_newtype(call.target.type)
         if not (isinstance(tt, ir.ExternType) and tt.name == "register"):
             return None
         if not isinstance(call.target, ir.InstanceRef):
             return None
         obj = sc.names.get(id(call.target.instance))
-        if not isinstance(obj, str) or not isinstance(self.ns.get(obj), Register):
+        if not isinstance(obj, str) or not isinstance(self.ctx.ns.get(obj), Register):
             return None
         assert sc.reg_run is not None
         return obj if obj in sc.reg_run[1] else None
@@ -206,7 +205,7 @@ def _field_position(e: ir.Member) -> int | None:
 class _VectorEmitter:
     """Emits one template (element 0's statements) as array code over ``count`` elements."""
 
-    def __init__(self, gen: VectorMixin, sc: Scope, em: Emitter, count: int) -> None:
+    def __init__(self, gen: VectorGen, sc: Scope, em: Emitter, count: int) -> None:
         self.gen = gen
         self.sc = sc
         self.em = em
@@ -278,7 +277,7 @@ class _VectorEmitter:
             return
         if isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall):
             call = s.call
-            reg = self.gen._register_of(call, self.sc)  # noqa: SLF001
+            reg = self.gen.register_of(call, self.sc)
             assert reg is not None
             idx = call.args[1] if call.method == "read" else call.args[0]
             base = register_index_base(idx)  # type: ignore[arg-type]
@@ -299,7 +298,7 @@ class _VectorEmitter:
                 raise _NotVector
             assigned.add(e.var)
             if e.var not in self.vec:
-                self.vec[e.var] = self.gen.tmp("vv")
+                self.vec[e.var] = self.gen.ctx.tmp("vv")
             return
         if isinstance(e, ir.Member) and _field_position(e) is not None:
             self._header(e)
@@ -351,7 +350,7 @@ class _VectorEmitter:
             body = s.then.stmts[0] if isinstance(s.then, ir.Block) else s.then  # type: ignore[attr-defined]
             cond, vector = self._expr(s.cond)
             with em.block(f"if _vec_any({cond}):" if vector else f"if {cond}:"):
-                em.line(f"{self.sc.env[body.lhs.var]} = {self.gen.expr(body.rhs, self.sc, em)}")
+                em.line(f"{self.sc.env[body.lhs.var]} = {self.gen.ctx.exprs.expr(body.rhs, self.sc, em)}")
             return
         if isinstance(s, ir.Assign):
             val, _ = self._expr(s.rhs)
@@ -359,7 +358,7 @@ class _VectorEmitter:
             return
         assert isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall)
         call = s.call
-        reg = self.gen._register_of(call, self.sc)  # noqa: SLF001
+        reg = self.gen.register_of(call, self.sc)
         assert reg is not None
         cells = self._cells(reg)
         if call.method == "read":
@@ -381,7 +380,7 @@ class _VectorEmitter:
             self.em.line(f"{self.vec[lhs.var]} = {val}")
             return
         assert isinstance(lhs, ir.Member)
-        h = self.gen.expr(lhs.base, self.sc, self.em)
+        h = self.gen.ctx.exprs.expr(lhs.base, self.sc, self.em)
         lo = _field_position(lhs)
         self.em.line(f"{h}._a[{lo}:{lo + self.count}] = {val}")  # type: ignore[operator]
 
@@ -390,24 +389,24 @@ class _VectorEmitter:
         if isinstance(e, ir.VarRef) and e.var in self.vec:
             return self.vec[e.var], True
         if isinstance(e, ir.Member) and _field_position(e) is not None:
-            h = self.gen.expr(e.base, self.sc, self.em)
+            h = self.gen.ctx.exprs.expr(e.base, self.sc, self.em)
             lo = _field_position(e)
             return f"{h}._a[{lo}:{lo + self.count}]", True  # type: ignore[operator]
         if isinstance(e, ir.Cast):
             x, vector = self._expr(e.operand)
             if not vector:
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             return self._cast(x, e.operand.type, e.type), True
         if isinstance(e, ir.Binary):
             left, lv = self._expr(e.left)
             right, rv = self._expr(e.right)
             if not (lv or rv):
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             return self._binary(e, left, right), True
         if isinstance(e, ir.Unary):
             x, vector = self._expr(e.operand)
             if not vector:
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             t = ir.strip_newtype(e.type)
             if e.op == "!" and isinstance(t, ir.BoolType):
                 return f"(~{x})", True
@@ -417,7 +416,7 @@ class _VectorEmitter:
                 return f"((-{x}) & {mask(t.width):#x})", True
             raise _NotVector
         if isinstance(e, (ir.Const, ir.BoolConst, ir.VarRef, ir.Member)):
-            return self.gen.expr(e, self.sc, self.em), False
+            return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
         raise _NotVector
 
     @staticmethod
@@ -522,4 +521,4 @@ def vector_parse(data: bytes, pos: int, count: int, dtype: str) -> Any:
     return np.frombuffer(data, dtype=dtype, count=count, offset=pos).astype(np.int64)
 
 
-__all__ = ["VectorMixin", "runtime_globals", "MIN_ELEMENTS", "MAX_TEMPLATE", "attr"]
+__all__ = ["VectorGen", "runtime_globals", "MIN_ELEMENTS", "MAX_TEMPLATE", "attr"]
