@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 class BlockGen:
     """Top-level block functions and block instantiation (the architecture's hooks run at
-    the start and end of each top-level block, see :class:`~softswitch.engine.target.TargetSpec`)."""
+    the start and end of each top-level block, see
+    :class:`~softswitch.engine.target.TargetSpec`)."""
 
     def __init__(self, ctx: GenContext) -> None:
         self.ctx = ctx
@@ -125,7 +126,9 @@ class BlockGen:
                 self.ctx.parsers.gen_parser_body(decl, sc, em)
             with em.block("except _ParserReject as _err:"):
                 em.line("_ctx.pos = _pos")
-                em.line("return _tr.parser_end(_err.code)" if self.ctx.trace else "return _err.code")
+                em.line(
+                    "return _tr.parser_end(_err.code)" if self.ctx.trace else "return _err.code"
+                )
             em.line("_ctx.pos = _pos")
             noerr = self.ctx.err_code("NoError")
             em.line(f"return _tr.parser_end({noerr})" if self.ctx.trace else f"return {noerr}")
@@ -153,7 +156,6 @@ class BlockGen:
         src = [f"def {fname}(_ctx, {', '.join(args)}):"] + binds + (em.lines or ["    pass"])
         self.ctx.functions.append("\n".join(src))
         self.ctx.out.block_params[role] = list(decl.params)
-
 
     def _begin_block(
         self, role: str, decl: ir.ParserDecl | ir.ControlDecl, sc: Scope, em: Emitter

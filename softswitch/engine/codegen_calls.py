@@ -90,7 +90,10 @@ class CallGen:
         overwritten by the copy-out, as P4's copy-in/copy-out prescribes."""
         outs: list[tuple[ir.Expr, str]] = []
         # variables reached through more than one out/inout argument (``in`` ones are copies)
-        roots = [root_var(a) if p.direction in ("out", "inout") else None for p, a in zip(params, args, strict=False)]
+        roots = [
+            root_var(a) if p.direction in ("out", "inout") else None
+            for p, a in zip(params, args, strict=False)
+        ]
         for p, a in zip(params, args, strict=False):
             t = strip(p.type)
             if isinstance(t, ir.ExternType):  # packet_in / packet_out pass through
@@ -195,7 +198,9 @@ class CallGen:
                 else:
                     inner.env[p] = n
                     em.line(f"{n} = {v}")
-        self.inline_body(action.body, inner, sc, em, outs, self.ctx.stmts.decl_exits(action, action.body))
+        self.inline_body(
+            action.body, inner, sc, em, outs, self.ctx.stmts.decl_exits(action, action.body)
+        )
 
     def call_function(self, e: ir.Call, sc: Scope, em: Emitter) -> str:
         """Call of a P4 function (compiled to a module-level Python function)."""
@@ -231,7 +236,6 @@ class CallGen:
             else:
                 em.line(f"{self.ctx.exprs.lvalue(a, sc, em)} = {r}[{i}]")
         return f"{r}[0]"
-
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
         """``c.apply(args)`` of a sub-control or sub-parser instance, or of a constructor
@@ -311,7 +315,11 @@ def _reaches(body: object, var: ir.Variable, seen: set[int] | None = None) -> bo
     for n in walk(body):
         if isinstance(n, ir.VarRef) and n.var is var:
             return True
-        if isinstance(n, ir.Call) and isinstance(n.callee, ir.ActionDecl) and id(n.callee) not in seen:
+        if (
+            isinstance(n, ir.Call)
+            and isinstance(n.callee, ir.ActionDecl)
+            and id(n.callee) not in seen
+        ):
             seen.add(id(n.callee))
             if _reaches(n.callee.body, var, seen):
                 return True

@@ -1,8 +1,8 @@
 """The state every part of the code generator shares, and the names the generated code sees.
 
 The generator is a set of visitors, one per concern (expressions, statements, calls,
-externs, packets, extern instances, tables, parsers, blocks, element-wise vector runs), none derived from
-another. Each holds this one :class:`GenContext` and reaches the others through it
+externs, packets, extern instances, tables, parsers, blocks, element-wise vector runs),
+none derived from another. Each holds this one :class:`GenContext` and reaches the others through it
 (``ctx.exprs.expr(...)``), so what a visitor shares is explicit: the program, the
 target, the type registry, the module's globals and the temporary-name counter.
 """
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from softswitch.engine.codegen_blocks import BlockGen
     from softswitch.engine.codegen_calls import CallGen
     from softswitch.engine.codegen_expr import ExprGen
-    from softswitch.engine.codegen_instances import InstanceGen
     from softswitch.engine.codegen_externs import ExternGen
+    from softswitch.engine.codegen_instances import InstanceGen
     from softswitch.engine.codegen_packets import PacketGen
     from softswitch.engine.codegen_parser import ParserGen
     from softswitch.engine.codegen_stmt import StmtGen

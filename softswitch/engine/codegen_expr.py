@@ -16,8 +16,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
-from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_context import runtime_globals
+from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
 from softswitch.errors import P4Error, UnsupportedError
 
@@ -158,7 +158,9 @@ class ExprGen:
         t = strip(e.type)
         cls = self.ctx.types.cls(t)
         name = self.ctx.tmp("s")
-        vals = dict(zip(e.fields, self.values_in_order(list(e.fields.values()), sc, em), strict=True))
+        vals = dict(
+            zip(e.fields, self.values_in_order(list(e.fields.values()), sc, em), strict=True)
+        )
         em.line(f"{name} = {cls}()")
         for k, v in vals.items():
             if is_composite(e.fields[k].type):
@@ -344,8 +346,9 @@ class ExprGen:
                 # offset binary: (x ^ sb) is x + sb, so the sum of both is the true sum
                 # plus 2**w, in range exactly when it lies in [sb, 3 * sb)
                 sb = 1 << (w - 1)
+                total = f"({left} ^ {sb:#x}) + ({right} ^ {sb:#x})"
                 return (
-                    f"(({t} & {m:#x}) if {sb:#x} <= ({t} := ({left} ^ {sb:#x}) + ({right} ^ {sb:#x}))"
+                    f"(({t} & {m:#x}) if {sb:#x} <= ({t} := {total})"
                     f" <= {3 * sb - 1:#x} else ({sb - 1:#x} if {t} > {sb:#x} else {sb:#x}))"
                 )
             return f"({t} if ({t} := {left} + {right}) <= {m:#x} else {m:#x})"
@@ -353,8 +356,9 @@ class ExprGen:
             t = self.ctx.tmp("sat")
             if signed:
                 sb = 1 << (w - 1)
+                diff = f"({left} ^ {sb:#x}) - ({right} ^ {sb:#x})"
                 return (
-                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := ({left} ^ {sb:#x}) - ({right} ^ {sb:#x}))"
+                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := {diff})"
                     f" <= {sb - 1:#x} else ({sb - 1:#x} if {t} > 0 else {sb:#x}))"
                 )
             return f"({t} if ({t} := {left} - {right}) > 0 else 0)"

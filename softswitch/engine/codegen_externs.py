@@ -211,9 +211,7 @@ class ExternGen:
         elif m != "isValid":
             raise UnsupportedError(f"header method {m}", e.loc)
 
-    def method_StackType(
-        self, e: ir.MethodCall, tt: ir.StackType, sc: Scope, em: Emitter
-    ) -> None:
+    def method_StackType(self, e: ir.MethodCall, tt: ir.StackType, sc: Scope, em: Emitter) -> None:
         m = e.method
         s = self.ctx.exprs.expr(e.target, sc, em)
         if m not in ("push_front", "pop_front"):
@@ -281,7 +279,8 @@ class ExternGen:
                 with em.block(f"if 0 <= {t} < {obj}.size:"):
                     self.write_out(a[0], f"{obj}.values[{t}]", sc, em)
             else:
-                em.line(f"{obj}.write({self.ctx.exprs.expr(a[0], sc, em)}, {self.ctx.exprs.expr(a[1], sc, em)})")  # type: ignore[arg-type]
+                idx = self._arg(e, 0, sc, em)
+                em.line(f"{obj}.write({idx}, {self._arg(e, 1, sc, em)})")
             return
         run = sc.reg_run
         if run is not None and obj in run[1]:

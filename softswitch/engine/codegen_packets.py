@@ -58,7 +58,9 @@ class PacketGen:
                 stack_base = self.ctx.tmp("stk")
                 union = self.ctx.tmp("u")
                 em.line(f"{stack_base} = {self.ctx.exprs.expr(target.base.base, sc, em)}")
-                em.line(f"{union} = _stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})")
+                em.line(
+                    f"{union} = _stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})"
+                )
                 h = f"{union}.{attr(target.name)}"
             else:
                 h = self.ctx.exprs.expr(target, sc, em)
@@ -102,9 +104,10 @@ class PacketGen:
                 em.line(line)
         elif len(a) > 1 and a[1] is not None:
             nbits = self.ctx.exprs.expr(a[1], sc, em)
+            too_short = self.ctx.err_code("HeaderTooShort")
+            invalid = self.ctx.err_code("ParserInvalidArgument")
             em.line(
-                f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, "
-                f"{self.ctx.err_code('HeaderTooShort')}, {self.ctx.err_code('ParserInvalidArgument')})"
+                f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, {too_short}, {invalid})"
             )
         else:
             em.line(f"{pos} = {hv}._ext({data}, {pos}, {pts})")

@@ -86,9 +86,7 @@ class TableGen:
             impl = self.ctx.ns[impl_name]  # type: ignore[index]
         meter_kind = None
         if decl.meters is not None:
-            meter_kind = (
-                enum_name(decl.meters.args[0], "bytes") if decl.meters.args else "bytes"
-            )
+            meter_kind = enum_name(decl.meters.args[0], "bytes") if decl.meters.args else "bytes"
         table = Table(
             name,
             keys,
@@ -161,8 +159,15 @@ class TableGen:
         assert isinstance(decl, ir.TableDecl)
         info = self.table_info(decl, sc)
         T = info.gname
-        keys = [self.ctx.exprs.expr(k.expr, sc, em) for k in decl.keys if k.match_kind != "selector"]
-        ent, hit, ac, an = self.ctx.tmp("ent"), self.ctx.tmp("hit"), self.ctx.tmp("ac"), self.ctx.tmp("an")
+        keys = [
+            self.ctx.exprs.expr(k.expr, sc, em) for k in decl.keys if k.match_kind != "selector"
+        ]
+        ent, hit, ac, an = (
+            self.ctx.tmp("ent"),
+            self.ctx.tmp("hit"),
+            self.ctx.tmp("ac"),
+            self.ctx.tmp("an"),
+        )
         if keys:
             em.line(f"{ent} = {T}.lookup(({''.join(k + ', ' for k in keys)}))")
         else:
@@ -188,7 +193,8 @@ class TableGen:
                         decl.loc,
                         [k.expr for k in sel],
                     )
-                    h = f"{T}.implementation.selector_hash({self.ctx.exprs.packed_bytes(data, sc, em)})"
+                    packed = self.ctx.exprs.packed_bytes(data, sc, em)
+                    h = f"{T}.implementation.selector_hash({packed})"
                 em.line(f"{ac} = {T}.action_for({ent}, {h})")
                 with em.block(f"if {ac} is None:"):
                     em.line(f"{ac} = {T}.default_action")

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_walk import register_index_base, walk
 from softswitch.engine.codegen_types import attr, vector_header_width
+from softswitch.engine.codegen_walk import register_index_base, walk
 from softswitch.engine.externs import Register
 
 if TYPE_CHECKING:
@@ -58,8 +58,12 @@ def _type_key(t: ir.Type) -> tuple[Any, ...]:
 class _Canon:
     """Canonical form of a statement for element ``j``: equal for every element of a run."""
 
-    def __init__(self, base_var: ir.Variable, field_pos: Callable[[ir.Member], int | None],
-                 reg_of: Callable[[ir.MethodCall], str | None]) -> None:
+    def __init__(
+        self,
+        base_var: ir.Variable,
+        field_pos: Callable[[ir.Member], int | None],
+        reg_of: Callable[[ir.MethodCall], str | None],
+    ) -> None:
         self.base_var = base_var
         self.field_pos = field_pos
         self.reg_of = reg_of
@@ -68,8 +72,12 @@ class _Canon:
         if isinstance(s, ir.Assign):
             return ("A", self.expr(s.lhs, j), self.expr(s.rhs, j))
         if isinstance(s, ir.If):
-            return ("I", self.expr(s.cond, j), self.stmt(s.then, j),
-                    None if s.else_ is None else self.stmt(s.else_, j))
+            return (
+                "I",
+                self.expr(s.cond, j),
+                self.stmt(s.then, j),
+                None if s.else_ is None else self.stmt(s.else_, j),
+            )
         if isinstance(s, ir.Block):
             return ("K", tuple(self.stmt(x, j) for x in s.stmts))
         if isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall):
@@ -95,8 +103,11 @@ class _Canon:
         if isinstance(e, ir.Member):
             pos = self.field_pos(e)
             if pos is not None:
-                return ("F", self.expr(e.base, j) if not _is_path(e.base) else _path(e.base),
-                        pos - j)
+                return (
+                    "F",
+                    self.expr(e.base, j) if not _is_path(e.base) else _path(e.base),
+                    pos - j,
+                )
             if not _is_path(e):
                 raise _NotVector
             return ("M", _path(e), _type_key(e.type))
@@ -145,7 +156,7 @@ class VectorGen:
             length, count = found
             try:
                 sub = Emitter(em.indent)
-                _VectorEmitter(self, sc, sub, count).emit(stmts[i:i + length])
+                _VectorEmitter(self, sc, sub, count).emit(stmts[i : i + length])
             except _NotVector:
                 self.ctx.stmts.stmt(stmts[i], sc, em)
                 i += 1
@@ -173,14 +184,14 @@ class VectorGen:
             if start + length * MIN_ELEMENTS > len(stmts):
                 break
             try:
-                first = tuple(canon.stmt(s, 0) for s in stmts[start:start + length])
+                first = tuple(canon.stmt(s, 0) for s in stmts[start : start + length])
             except _NotVector:
                 continue
             count = 1
             while start + (count + 1) * length <= len(stmts):
                 lo = start + count * length
                 try:
-                    group = tuple(canon.stmt(s, count) for s in stmts[lo:lo + length])
+                    group = tuple(canon.stmt(s, count) for s in stmts[lo : lo + length])
                 except _NotVector:
                     break
                 if group != first:
@@ -236,8 +247,12 @@ class _VectorEmitter:
                 flag_writes.update(targets)
             elif isinstance(s, ir.Assign) and isinstance(s.lhs, ir.VarRef):
                 written.add(s.lhs.var)
-            elif isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall) \
-                    and s.call.method == "read" and isinstance(s.call.args[0], ir.VarRef):
+            elif (
+                isinstance(s, ir.CallStmt)
+                and isinstance(s.call, ir.MethodCall)
+                and s.call.method == "read"
+                and isinstance(s.call.args[0], ir.VarRef)
+            ):
                 written.add(s.call.args[0].var)
 
         for s in template:
@@ -254,8 +269,12 @@ class _VectorEmitter:
         body = s.then
         if isinstance(body, ir.Block) and len(body.stmts) == 1:
             body = body.stmts[0]
-        if s.else_ is None and isinstance(body, ir.Assign) and isinstance(body.lhs, ir.VarRef) \
-                and isinstance(body.rhs, (ir.Const, ir.BoolConst)):
+        if (
+            s.else_ is None
+            and isinstance(body, ir.Assign)
+            and isinstance(body.lhs, ir.VarRef)
+            and isinstance(body.rhs, (ir.Const, ir.BoolConst))
+        ):
             return [body.lhs.var]
         return []
 
@@ -268,8 +287,13 @@ class _VectorEmitter:
             self._reads(s.cond, assigned, flags)
             if not self._flag_targets(s):
                 raise _NotVector  # element-dependent control flow
-            self._reads(s.then.stmts[0].rhs if isinstance(s.then, ir.Block)  # type: ignore[attr-defined]
-                        else s.then.rhs, assigned, flags)  # type: ignore[attr-defined]
+            self._reads(
+                s.then.stmts[0].rhs
+                if isinstance(s.then, ir.Block)  # type: ignore[attr-defined]
+                else s.then.rhs,
+                assigned,
+                flags,
+            )  # type: ignore[attr-defined]
             return
         if isinstance(s, ir.Assign):
             self._reads(s.rhs, assigned, flags)
@@ -350,7 +374,8 @@ class _VectorEmitter:
             body = s.then.stmts[0] if isinstance(s.then, ir.Block) else s.then  # type: ignore[attr-defined]
             cond, vector = self._expr(s.cond)
             with em.block(f"if _vec_any({cond}):" if vector else f"if {cond}:"):
-                em.line(f"{self.sc.env[body.lhs.var]} = {self.gen.ctx.exprs.expr(body.rhs, self.sc, em)}")
+                value = self.gen.ctx.exprs.expr(body.rhs, self.sc, em)
+                em.line(f"{self.sc.env[body.lhs.var]} = {value}")
             return
         if isinstance(s, ir.Assign):
             val, _ = self._expr(s.rhs)
@@ -465,8 +490,10 @@ class _VectorEmitter:
             return f"_vec_max({left} - {right}, 0)"
         sb = 1 << (t.width - 1)
         pyop = op[1]
-        return (f"(_vec_min(_vec_max((({left} ^ {sb:#x}) - {sb:#x}) {pyop} (({right} ^ {sb:#x})"
-                f" - {sb:#x}), {-sb}), {sb - 1}) & {m:#x})")
+        return (
+            f"(_vec_min(_vec_max((({left} ^ {sb:#x}) - {sb:#x}) {pyop} (({right} ^ {sb:#x})"
+            f" - {sb:#x}), {-sb}), {sb - 1}) & {m:#x})"
+        )
 
 
 def runtime_globals() -> dict[str, Any]:
@@ -490,10 +517,18 @@ def runtime_globals() -> dict[str, Any]:
     def vec_int(x: Any) -> Any:
         return np.asarray(x).astype(np.int64)
 
-    return {"_vec_array": vec_array, "_vec_list": vec_list, "_vec_last": vec_last,
-            "_vec_any": vec_any, "_vec_int": vec_int, "_vec_min": np.minimum,
-            "_vec_max": np.maximum,
-            "_vec_field": vector_field, "_vec_zeros": _zeros, "_vec_parse": vector_parse}
+    return {
+        "_vec_array": vec_array,
+        "_vec_list": vec_list,
+        "_vec_last": vec_last,
+        "_vec_any": vec_any,
+        "_vec_int": vec_int,
+        "_vec_min": np.minimum,
+        "_vec_max": np.maximum,
+        "_vec_field": vector_field,
+        "_vec_zeros": _zeros,
+        "_vec_parse": vector_parse,
+    }
 
 
 def vector_field(k: int) -> property:

@@ -46,7 +46,6 @@ def register_index_base(e: ir.Expr) -> tuple[ir.Variable, int] | None:
     return None
 
 
-
 def root_var(e: ir.Expr | None) -> ir.Variable | None:
     while isinstance(e, (ir.Member, ir.Index, ir.Slice)):
         e = e.base
