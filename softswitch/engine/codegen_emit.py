@@ -83,7 +83,7 @@ class Scope:
     # control-plane path where it was declared
     block_args: dict[ir.Variable, BlockArg] = field(default_factory=dict)
     # inside a run of register accesses at ``base + constant`` whose bounds were checked
-    # once (see StmtMixin.stmts): the base variable and, per register global, the local
+    # once (see StmtGen.stmts): the base variable and, per register global, the local
     # bound to its value list
     reg_run: tuple[ir.Variable, dict[str, str]] | None = None
 

@@ -23,67 +23,77 @@ class PacketGen:
         self.ctx = ctx
 
     def packet_in_stmt(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        """A ``packet_in`` method call statement: ``in_<method>``."""
         if sc.pkt is None:
             raise P4Error("packet_in used outside a parser", e.loc)
+        meth = getattr(self, "in_" + e.method, None)
+        if meth is None:
+            raise UnsupportedError(f"packet_in.{e.method}", e.loc)
+        meth(e, sc, em)
+
+    def in_extract(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        assert sc.pkt is not None
         data, pos = sc.pkt
-        m = e.method
         a = e.args
         pts = self.ctx.err_code("PacketTooShort")
-        if m == "extract":
-            target = a[0]
-            if target is None or isinstance(target, ir.DontCare):  # extract<T>(_): read and drop
-                if not e.type_args:
-                    raise P4Error("extract into _ needs a type argument", e.loc)
-                target = ir.DontCare(e.type_args[0], e.loc)
-                hv = self.ctx.tmp("h")
-                em.line(f"{hv} = {self.ctx.types.cls(strip(e.type_args[0]))}()")
-                self._extract_into(hv, target, a, data, pos, pts, sc, em)
-                return
-            stack_base: str | None = None
-            union: str | None = None
-            if (
-                isinstance(target, ir.Member)
-                and target.name == "next"
-                and isinstance(strip(target.base.type), ir.StackType)
-            ):
-                stack_base = self.ctx.tmp("stk")
-                em.line(f"{stack_base} = {self.ctx.exprs.expr(target.base, sc, em)}")
-                h = f"_stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})"
-            elif (
-                isinstance(target, ir.Member)
-                and isinstance(target.base, ir.Member)
-                and target.base.name == "next"
-                and isinstance(strip(target.base.base.type), ir.StackType)
-            ):  # stack_of_unions.next.member: the union at nextIndex; the stack advances
-                stack_base = self.ctx.tmp("stk")
-                union = self.ctx.tmp("u")
-                em.line(f"{stack_base} = {self.ctx.exprs.expr(target.base.base, sc, em)}")
-                em.line(
-                    f"{union} = _stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})"
-                )
-                h = f"{union}.{attr(target.name)}"
-            else:
-                h = self.ctx.exprs.expr(target, sc, em)
-            hv = h if sc.is_stable_object(h) else self.ctx.tmp("h")
-            if hv != h:
-                em.line(f"{hv} = {h}")
+        target = a[0]
+        if target is None or isinstance(target, ir.DontCare):  # extract<T>(_): read and drop
+            if not e.type_args:
+                raise P4Error("extract into _ needs a type argument", e.loc)
+            target = ir.DontCare(e.type_args[0], e.loc)
+            hv = self.ctx.tmp("h")
+            em.line(f"{hv} = {self.ctx.types.cls(strip(e.type_args[0]))}()")
             self._extract_into(hv, target, a, data, pos, pts, sc, em)
-            if stack_base is not None:
-                em.line(f"{stack_base}.n += 1")
-            if self.ctx.trace:
-                em.line(f"_tr.extract({expr_text(target)!r})")
-            if union is not None:
-                assert isinstance(target, ir.Member)
-                with em.block(f"if {hv}._v:"):
-                    em.line(f"{union}._only({attr(target.name)!r})")
-            else:
-                self.ctx.stmts.union_fixup(target, sc, em)
-        elif m == "advance":
-            em.line(f"{pos} = _advance({data}, {pos}, {self.ctx.exprs.expr(a[0], sc, em)}, {pts})")  # type: ignore[arg-type]
-        elif m in ("lookahead", "length"):
-            em.line(self.packet_expr(e, sc, em))
+            return
+        stack_base: str | None = None
+        union: str | None = None
+        if (
+            isinstance(target, ir.Member)
+            and target.name == "next"
+            and isinstance(strip(target.base.type), ir.StackType)
+        ):
+            stack_base = self.ctx.tmp("stk")
+            em.line(f"{stack_base} = {self.ctx.exprs.expr(target.base, sc, em)}")
+            h = f"_stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})"
+        elif (
+            isinstance(target, ir.Member)
+            and isinstance(target.base, ir.Member)
+            and target.base.name == "next"
+            and isinstance(strip(target.base.base.type), ir.StackType)
+        ):  # stack_of_unions.next.member: the union at nextIndex; the stack advances
+            stack_base = self.ctx.tmp("stk")
+            union = self.ctx.tmp("u")
+            em.line(f"{stack_base} = {self.ctx.exprs.expr(target.base.base, sc, em)}")
+            em.line(f"{union} = _stack_next({stack_base}, {self.ctx.err_code('StackOutOfBounds')})")
+            h = f"{union}.{attr(target.name)}"
         else:
-            raise UnsupportedError(f"packet_in.{m}", e.loc)
+            h = self.ctx.exprs.expr(target, sc, em)
+        hv = h if sc.is_stable_object(h) else self.ctx.tmp("h")
+        if hv != h:
+            em.line(f"{hv} = {h}")
+        self._extract_into(hv, target, a, data, pos, pts, sc, em)
+        if stack_base is not None:
+            em.line(f"{stack_base}.n += 1")
+        if self.ctx.trace:
+            em.line(f"_tr.extract({expr_text(target)!r})")
+        if union is not None:
+            assert isinstance(target, ir.Member)
+            with em.block(f"if {hv}._v:"):
+                em.line(f"{union}._only({attr(target.name)!r})")
+        else:
+            self.ctx.stmts.union_fixup(target, sc, em)
+
+    def in_advance(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        assert sc.pkt is not None
+        data, pos = sc.pkt
+        pts = self.ctx.err_code("PacketTooShort")
+        nbits = self.ctx.exprs.expr(e.args[0], sc, em)  # type: ignore[arg-type]
+        em.line(f"{pos} = _advance({data}, {pos}, {nbits}, {pts})")
+
+    def in_lookahead(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
+        em.line(self.packet_expr(e, sc, em))
+
+    in_length = in_lookahead
 
     def _extract_into(
         self,
@@ -106,9 +116,7 @@ class PacketGen:
             nbits = self.ctx.exprs.expr(a[1], sc, em)
             too_short = self.ctx.err_code("HeaderTooShort")
             invalid = self.ctx.err_code("ParserInvalidArgument")
-            em.line(
-                f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, {too_short}, {invalid})"
-            )
+            em.line(f"{pos} = {hv}._extv({data}, {pos}, {nbits}, {pts}, {too_short}, {invalid})")
         else:
             em.line(f"{pos} = {hv}._ext({data}, {pos}, {pts})")
 
@@ -150,23 +158,33 @@ class PacketGen:
         raise UnsupportedError(f"lookahead of {type(t).__name__}", e.loc)
 
     def emit_value(self, x: str, t: ir.Type, out: str, em: Emitter) -> None:
-        """``packet.emit(x)``: valid headers in order, recursively through structs."""
+        """``packet.emit(x)``: valid headers in order, recursively through structs
+        (``emit_<type class>``)."""
         t = strip(t)
-        if isinstance(t, ir.HeaderType):
-            with em.block(f"if {x}._v:"):
-                if self.ctx.types.fixed_size(t) is not None:
-                    em.line(f"{out} += {self.ctx.types.pack_expr(t, x)}")
-                else:
-                    em.line(f"{out} += {x}._pack()")
-        elif isinstance(t, (ir.StructType, ir.HeaderUnionType)):
-            for f in t.fields:
-                self.emit_value(f"{x}.{attr(f.name)}", f.type, out, em)
-        elif isinstance(t, ir.StackType):
-            v = self.ctx.tmp("e")
-            with em.block(f"for {v} in {x}.h:"):
-                self.emit_value(v, t.elem, out, em)
-        else:
+        meth = getattr(self, "emit_" + type(t).__name__, None)
+        if meth is None:
             raise UnsupportedError(f"emit of {type(t).__name__}")
+        meth(x, t, out, em)
+
+    def emit_HeaderType(self, x: str, t: ir.HeaderType, out: str, em: Emitter) -> None:
+        with em.block(f"if {x}._v:"):
+            if self.ctx.types.fixed_size(t) is not None:
+                em.line(f"{out} += {self.ctx.types.pack_expr(t, x)}")
+            else:
+                em.line(f"{out} += {x}._pack()")
+
+    def emit_StructType(
+        self, x: str, t: ir.StructType | ir.HeaderUnionType, out: str, em: Emitter
+    ) -> None:
+        for f in t.fields:
+            self.emit_value(f"{x}.{attr(f.name)}", f.type, out, em)
+
+    emit_HeaderUnionType = emit_StructType
+
+    def emit_StackType(self, x: str, t: ir.StackType, out: str, em: Emitter) -> None:
+        v = self.ctx.tmp("e")
+        with em.block(f"for {v} in {x}.h:"):
+            self.emit_value(v, t.elem, out, em)
 
 
 def expr_text(e: ir.Expr) -> str:

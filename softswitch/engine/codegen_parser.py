@@ -3,7 +3,8 @@ state inlined where it is entered), else as a state machine with a loop guard.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
@@ -112,17 +113,12 @@ class ParserGen:
         for case in tr.cases:
             conds = []
             for k, w, ks in zip(keys, widths, case.keysets, strict=False):
-                m = (1 << w) - 1 if w else -1
-                if isinstance(ks, ir.KeysetDefault):
-                    continue
-                if isinstance(ks, ir.KeysetValue):
-                    conds.append(f"{k} == {ks.value & m}")
-                elif isinstance(ks, ir.KeysetMask):
-                    conds.append(f"({k} & {ks.mask & m}) == {ks.value & ks.mask & m}")
-                elif isinstance(ks, ir.KeysetRange):
-                    conds.append(f"{ks.low & m} <= {k} <= {ks.high & m}")
-                else:
+                match = _KEYSET_MATCH.get(type(ks))
+                if match is None:
                     raise UnsupportedError(f"select keyset {type(ks).__name__}", case.loc)
+                cond = match(k, ks, (1 << w) - 1 if w else -1)
+                if cond is not None:
+                    conds.append(cond)
             if not conds:
                 out.append((None, case.next_state))
                 break
@@ -201,3 +197,13 @@ def _tree_size(decl: ir.ParserDecl, name: str, depth: int) -> int:
         if total > PARSER_TREE_LIMIT:
             break
     return total
+
+
+# keyset class -> (key temporary, keyset, mask of the key's width) -> Python condition, or
+# None for a keyset that matches everything
+_KEYSET_MATCH: dict[type, Callable[[str, Any, int], str | None]] = {
+    ir.KeysetDefault: lambda k, ks, m: None,
+    ir.KeysetValue: lambda k, ks, m: f"{k} == {ks.value & m}",
+    ir.KeysetMask: lambda k, ks, m: f"({k} & {ks.mask & m}) == {ks.value & ks.mask & m}",
+    ir.KeysetRange: lambda k, ks, m: f"{ks.low & m} <= {k} <= {ks.high & m}",
+}

@@ -1,13 +1,9 @@
-"""Statement translation: assignments, control flow, inlined calls, table applies.
+"""Statements: assignments, control flow, loops, and the register-run fast path.
 
-Actions, sub-controls and sub-parsers are *inlined* at their call sites, so the body of a
-control instance becomes one Python function whose locals are the P4 locals. Calls follow
-P4's copy-in/copy-out rules: scalar ``inout``/``out`` arguments go through temporaries that
-are written back after the body (also when ``exit`` unwinds through it); composite
-``inout``/``out`` arguments are passed by reference (``out`` ones reset first), composite
-``in`` arguments are copied. ``return`` in an inlined body becomes ``break`` out of a
-``while True`` wrapper; ``exit`` raises :class:`softswitch.engine.runtime.P4Exit`, caught
-by the control the architecture invoked.
+The body of a control instance becomes one Python function whose locals are the P4 locals;
+calls in it (actions, functions, sub-blocks) are inlined by
+:mod:`softswitch.engine.codegen_calls`, table applies by
+:mod:`softswitch.engine.codegen_tables`.
 
 Run-time header-stack indexes in controls follow p4c's BMv2 back end (its
 ``HSIndexSimplifier`` turns ``hs[i]`` into one branch per element): the index is evaluated
