@@ -454,13 +454,19 @@ class SoftSwitch(P4Switch):
         try:
             from google.protobuf import text_format
 
+            from softswitch.device_config import make_device_config
             from softswitch.frontend import compile_file  # type: ignore[attr-defined]
             from softswitch.p4info import build_p4info
+            from softswitch.program_cache import cached_program
         except ImportError as exc:
             raise ProgramBuildError(
                 f"{program}: the built-in front end is not available ({exc})") from None
         try:
-            ir_program = compile_file(str(program))
+            # every switch process of the network compiles the same sources: the first
+            # compile here fills the program cache that their start-up reads
+            ir_program = cached_program(make_device_config(program),
+                                        lambda: compile_file(str(program)),
+                                        origin=str(program.resolve()))
         except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
             raise ProgramBuildError(str(exc)) from None
         try:

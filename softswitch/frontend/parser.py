@@ -20,6 +20,7 @@ from lark.lexer import Lexer, PatternStr
 from softswitch.errors import P4Error
 from softswitch.frontend.lexer import to_lark_tokens, tokenize
 from softswitch.frontend.preprocess import Preprocessed
+from softswitch.program_cache import parser_cache_file
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def _parser() -> tuple[Lark, dict[str, str]]:
         lexer=_TokenListLexer,
         propagate_positions=True,
         maybe_placeholders=False,
+        cache=parser_cache_file(),
     )
     terminals = {
         t.pattern.value: t.name for t in lark.terminals if isinstance(t.pattern, PatternStr)
