@@ -179,7 +179,13 @@ class StmtGen:
             if dyn:
                 self._guarded_stmt(s, dyn, sc, em)
                 return
-        self._stmt(s, sc, em)
+        # dispatched here rather than through _stmt: one Python frame less per nesting
+        # level of the P4 code (with the extra frame, generating netreduce.p4's code took
+        # some 20% more CPU time, measured against the mixin version in alternating runs)
+        meth = getattr(self, "visit_" + type(s).__name__, None)
+        if meth is None:
+            raise UnsupportedError(f"statement {type(s).__name__}", getattr(s, "loc", None))
+        meth(s, sc, em)
 
     def _stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
         meth = getattr(self, "visit_" + type(s).__name__, None)
