@@ -252,8 +252,8 @@ class Launcher:
         before = self.lab.snapshot()
         try:
             results = self.lab.run_processes(procs_argv, self.spec.timeout_s + 60.0)
-        finally:
             window = Window(before, self.lab.snapshot())
+        finally:
             if job is not None:
                 try:
                     self.controller.delete_job(job)
