@@ -41,7 +41,9 @@ def tally(report: Path) -> tuple[Counter[str], Counter[str], list[str]]:
     skipped: Counter[str] = Counter()
     reasons: list[str] = []
     for case in ET.parse(report).getroot().iter("testcase"):
-        target = "bmv2" if case.get("classname", "").startswith(BMV2_MODULE_PREFIX) else "softswitch"
+        target = (
+            "bmv2" if case.get("classname", "").startswith(BMV2_MODULE_PREFIX) else "softswitch"
+        )
         skip = case.find("skipped")
         if skip is None:
             ran[target] += 1

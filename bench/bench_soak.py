@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.netreduce_soak import SOAK_MAX_RTO, SOAK_RTO, SoakResult, soak
 
-CELLS: dict[str, dict[str, float]] = {
+
+class Cell(TypedDict, total=False):
+    """The impairments of one soak cell (keyword arguments of ``soak``)."""
+
+    loss: float
+    reorder: float
+
+
+CELLS: dict[str, Cell] = {
     "loss1": {"loss": 0.01},
     "loss5": {"loss": 0.05},
     "loss10": {"loss": 0.10},

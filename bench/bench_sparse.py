@@ -10,6 +10,7 @@ checked to give exactly the loop's result before it is timed.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -72,7 +73,7 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, object]]:
     forms["fancy (unique blocks)"] = fancy
     budget = max(0.05, seconds / len(forms))
     dense = base.copy()
-    timings = {name: _time(lambda fn=fn: fn(dense), budget) for name, fn in forms.items()}
+    timings = {name: _time(functools.partial(fn, dense), budget) for name, fn in forms.items()}
     note = f"{WORKERS} x {idx.size // WORKERS} updates into {ELEMENTS} float32"
     rows: list[dict[str, object]] = []
     for name, secs in timings.items():

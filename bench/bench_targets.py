@@ -179,7 +179,9 @@ def measure(target: str, seconds: float, workdir: Path) -> float:
                     raise RuntimeError("receiver failed to start")
                 _run([*ex, sys.executable, "-c", SEND, str(seconds), str(FRAME_BYTES)],
                      timeout=seconds + 60)
-                result = json.loads(rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1])
+                result = json.loads(
+                    rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]
+                )
             finally:
                 if rx.poll() is None:
                     rx.kill()

@@ -109,7 +109,8 @@ def run() -> list[dict[str, Any]]:
         raise BenchSkipped("needs root (Mininet network of built-in switches)")
     from experiment.matrix import MatrixSpec, free_grpc_base
 
-    spec = MatrixSpec(grpc_base_port=free_grpc_base(4), spines=2, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=3.0, elems=64,
+    spec = MatrixSpec(grpc_base_port=free_grpc_base(4), spines=2, leaves=2, hosts_per_leaf=2,
+                      gpus=2, bw_mbit=3.0, elems=64,
                       credits=4, slots=256, msg_pkts=64, scale=2000.0, replay_iters=2,
                       timeout_s=120.0, name_prefix="bw")
     return _network_rows(spec)

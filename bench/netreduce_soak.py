@@ -84,13 +84,14 @@ class SpineLeaf:
         from workloads.innetwork import JobConfig, WorkerInfo, worker_qpn
 
         program = compile_file(program_path or str(PROGRAM))
-        order = {"egress_order": egress_order}
-        if egress_order == "random":
-            order["egress_seed"] = seed
-        self.leaves = [Pipeline.from_program(program, **order) for _ in range(2)]
-        if egress_order == "random":
-            order["egress_seed"] = seed + 100
-        self.spine = Pipeline.from_program(program, **order)
+        seeded = egress_order == "random"
+        self.leaves = [
+            Pipeline.from_program(program, egress_order=egress_order,
+                                  egress_seed=seed if seeded else None)
+            for _ in range(2)
+        ]
+        self.spine = Pipeline.from_program(program, egress_order=egress_order,
+                                           egress_seed=seed + 100 if seeded else None)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.hosts = [FabricHost(f"10.0.{i // 2 + 1}.{i % 2 + 1}", f"02:00:00:00:00:{i + 1:02x}",
@@ -152,7 +153,8 @@ class SpineLeaf:
             ins(leaf, "SwitchIngress.agg.conn_table",
                 [_ip(self.spine_ip), _ip(self.leaf_ip[i]), 0x900 + i],
                 "SwitchIngress.agg.set_conn", [JOB, 50, PARENT, UPLINK, UPLINK, 1])
-            ins(leaf, "SwitchEgress.agg.result_rewrite", [JOB, PARENT], "SwitchEgress.agg.to_switch",
+            ins(leaf, "SwitchEgress.agg.result_rewrite", [JOB, PARENT],
+                "SwitchEgress.agg.to_switch",
                 [_mac(self.leaf_mac[i]), _mac(SPINE_MAC), _ip(self.leaf_ip[i]),
                  _ip(self.spine_ip), 4791, 0x800 + i])
             self._faults(leaf, [1, 2, UPLINK], [1, 2], loss, reorder)
@@ -162,7 +164,8 @@ class SpineLeaf:
             ins(self.spine, "SwitchIngress.agg.conn_table",
                 [_ip(self.leaf_ip[i]), _ip(self.spine_ip), 0x800 + i],
                 "SwitchIngress.agg.set_conn", [JOB, i, i, 1 + i, 1 + i, 1])
-            ins(self.spine, "SwitchEgress.agg.result_rewrite", [JOB, i], "SwitchEgress.agg.to_switch",
+            ins(self.spine, "SwitchEgress.agg.result_rewrite", [JOB, i],
+                "SwitchEgress.agg.to_switch",
                 [_mac(SPINE_MAC), _mac(self.leaf_mac[i]), _ip(self.spine_ip),
                  _ip(self.leaf_ip[i]), 4791, 0x900 + i])
         self.spine.pre.set_group(1, [(1, 0), (2, 1)])

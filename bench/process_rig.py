@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +73,13 @@ def install_routes(address: str, program: Path = PROGRAM) -> None:
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+    from p4schema import P4InfoIndex
     from softswitch.frontend import compile_file
     from softswitch.p4info import build_p4info
 
-    info = build_p4info(compile_file(str(program)))
-    table = next(t for t in info.tables if t.preamble.name == "MyIngress.ipv4_lpm")
-    action = next(a for a in info.actions if a.preamble.name == "MyIngress.ipv4_forward")
+    index = P4InfoIndex(build_p4info(compile_file(str(program))))
+    table = index.table("MyIngress.ipv4_lpm")
+    action = index.action("MyIngress.ipv4_forward")
     with grpc.insecure_channel(address) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
@@ -249,7 +251,7 @@ def _start_switch(
 
 
 def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: float,
-           limit: float) -> tuple[int, dict]:
+           limit: float) -> tuple[int, dict[str, Any]]:
     rx = _in_ns(namespaces[1], RECEIVER, str(idle), str(limit))
     assert rx.stdout is not None
     if rx.stdout.readline().strip() != "ready":

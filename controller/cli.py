@@ -32,7 +32,8 @@ from controller.topology import FabricTopologyError
 from controller.trees import Tree, describe_tree
 
 log = logging.getLogger(__name__)
-USER_ERRORS = (ControllerError, JobError, SchemaError, FabricTopologyError, StateError, P4RuntimeRequestError)
+USER_ERRORS = (ControllerError, JobError, SchemaError, FabricTopologyError, StateError,
+               P4RuntimeRequestError)
 DEFAULT_RUNDIR = Path("run/latest")
 
 
@@ -74,12 +75,16 @@ def add_verbs(sub: Any) -> None:
     sub.add_parser("serve", help="stay connected; restore switches that restart")
     sub.add_parser("shell", help="interactive shell")
 
-    pipe = sub.add_parser("pipeline", help="pipeline push").add_subparsers(dest="action", required=True)
+    pipe = sub.add_parser("pipeline", help="pipeline push").add_subparsers(
+        dest="action", required=True
+    )
     push = pipe.add_parser("push", help="install the program (where missing, or --force)")
     push.add_argument("--force", action="store_true")
     push.add_argument("--switch", action="append", help="only this switch (repeatable)")
 
-    job = sub.add_parser("job", help="job create|delete|list|show").add_subparsers(dest="action", required=True)
+    job = sub.add_parser("job", help="job create|delete|list|show").add_subparsers(
+        dest="action", required=True
+    )
     create = job.add_parser("create", help="place an aggregation job")
     create.add_argument("name")
     create.add_argument("--hosts", type=_hosts, required=True, help="comma-separated host names")
@@ -95,7 +100,9 @@ def add_verbs(sub: Any) -> None:
     show = job.add_parser("show", help="a job's tree, slots and worker connections")
     show.add_argument("job")
 
-    credits = sub.add_parser("credits", help="credits set JOB N").add_subparsers(dest="action", required=True)
+    credits = sub.add_parser("credits", help="credits set JOB N").add_subparsers(
+        dest="action", required=True
+    )
     cset = credits.add_parser("set", help="change a job's credits")
     cset.add_argument("job")
     cset.add_argument("credits", type=int)
@@ -119,8 +126,9 @@ def add_verbs(sub: Any) -> None:
     regs.add_argument("--set", type=int, dest="value", metavar="VALUE",
                       help="write VALUE into cell --index, then read it back")
 
-    fault = sub.add_parser("fault", help="fault set|clear: data-plane loss/reordering per port").add_subparsers(
-        dest="action", required=True)
+    fault = sub.add_parser(
+        "fault", help="fault set|clear: data-plane loss/reordering per port"
+    ).add_subparsers(dest="action", required=True)
     fset = fault.add_parser("set", help="drop packets on a switch port with a probability")
     fset.add_argument("switch")
     fset.add_argument("port", type=int)
@@ -230,7 +238,9 @@ class Commands:
         return 0
 
     def _state(self) -> Any:
-        return self._controller.state if self._controller is not None else load_state(self.args.rundir)
+        return (
+            self._controller.state if self._controller is not None else load_state(self.args.rundir)
+        )
 
     def cmd_job_list(self, args: argparse.Namespace) -> int:
         rows = [_job_row(p) for p in sorted(self._state().jobs.values(), key=lambda p: p.job_id)]
@@ -250,13 +260,15 @@ class Commands:
         self.console.print("tree (root first; slots and credits per switch):", highlight=False)
         for line in job_tree_lines(plan):
             self.console.print("  " + line, highlight=False, markup=False)
-        self.emit([{"switch": n, "level": p.level, "role": p.role, "slot_base": p.slot_base, "slot_count": p.slot_count,
+        self.emit([{"switch": n, "level": p.level, "role": p.role, "slot_base": p.slot_base,
+                    "slot_count": p.slot_count,
                     "members": f"{p.members:#x}", "expected": p.expected, "mcast_grp": p.mcast_grp,
                     "upstream_port": p.upstream_port, "parent": p.parent}
                    for n, p in plan.parts.items()], "switches")
         self.emit([{"rank": w.rank, "host": w.host, "gpu": w.gpu, "ip": w.ip, "switch": w.switch,
                     "position": w.position, "peer": w.peer, "send_qpn": f"{w.send_qpn:#x}",
-                    "recv_qpn": f"{w.recv_qpn:#x}", "sport": w.sport} for w in plan.workers], "workers")
+                    "recv_qpn": f"{w.recv_qpn:#x}", "sport": w.sport} for w in plan.workers],
+                    "workers")
         return 0
 
     def cmd_credits_set(self, args: argparse.Namespace) -> int:
@@ -270,9 +282,19 @@ class Commands:
         if args.json:
             print(json.dumps(rows, indent=1))
             return 0
-        self.emit([{"switch": r["switch"], "used": f"{r['used']}/{r['total']}",
-                    "ranges": ", ".join(f"{x['job']}:{x['base']}+{x['count']}" for x in r["ranges"])}
-                   for r in rows], "slots")
+        self.emit(
+            [
+                {
+                    "switch": r["switch"],
+                    "used": f"{r['used']}/{r['total']}",
+                    "ranges": ", ".join(
+                        f"{x['job']}:{x['base']}+{x['count']}" for x in r["ranges"]
+                    ),
+                }
+                for r in rows
+            ],
+            "slots",
+        )
         return 0
 
     def cmd_counters(self, args: argparse.Namespace) -> int:
@@ -290,7 +312,8 @@ class Commands:
             else:
                 rows = self.controller.job_counters(args.job)
                 self.emit(rows, "job counters", ["job", "switch", "contributions", "duplicates",
-                                                 "completions", "results_sent", "partials_sent", "drops"])
+                                                 "completions", "results_sent", "partials_sent",
+                                                 "drops"])
             rounds += 1
             if args.watch is None or (args.count is not None and rounds >= args.count):
                 return 0
@@ -302,9 +325,11 @@ class Commands:
     def cmd_tables(self, args: argparse.Namespace) -> int:
         names = [args.switch] if args.switch else list(self.controller.switches)
         if args.table:
-            rows = [{"switch": n, **e} for n in names for e in self.controller.read_table(n, args.table)]
-            self.emit(rows, f"table {args.table}", ["switch", "match", "priority", "action", "params",
-                                                    "packets"])
+            rows = [
+                {"switch": n, **e} for n in names for e in self.controller.read_table(n, args.table)
+            ]
+            self.emit(rows, f"table {args.table}",
+                      ["switch", "match", "priority", "action", "params", "packets"])
             return 0
         rows = [r for n in names for r in self.controller.table_sizes(n)]
         self.emit(rows, "tables", ["switch", "table", "entries", "size"])
@@ -316,7 +341,8 @@ class Commands:
                 raise ControllerError("index: --set needs --index (the cell to write)")
             self.controller.write_register(args.switch, args.register, args.index, args.value)
         values = self.controller.read_register(args.switch, args.register, args.index)
-        self.emit([{"index": i, "value": v} for i, v in sorted(values.items()) if v or args.index is not None],
+        self.emit([{"index": i, "value": v} for i,
+                   v in sorted(values.items()) if v or args.index is not None],
                   f"{args.switch} {args.register} (non-zero cells)", ["index", "value"])
         return 0
 
@@ -336,7 +362,8 @@ class Commands:
 
     def cmd_serve(self, args: argparse.Namespace) -> int:
         stop = threading.Event()
-        self.console.print(f"serving {self.args.rundir} as election id {self.controller.election_id}; "
+        self.console.print(f"serving {self.args.rundir} as election id "
+                           f"{self.controller.election_id}; "
                            "Ctrl-C stops")
         try:
             self.controller.serve(stop, on_event=lambda e: self.console.print(e))
@@ -385,7 +412,8 @@ def job_tree_lines(plan: JobPlan) -> list[str]:
 def _job_row(plan: JobPlan) -> dict[str, Any]:
     return {"name": plan.name, "id": plan.job_id, "workers": len(plan.workers),
             "hosts": ",".join(plan.hosts()), "switches": ",".join(plan.parts),
-            "spine": plan.spine or "", "root": plan.root or "", "credits": plan.credits, "slots": plan.slots,
+            "spine": plan.spine or "", "root": plan.root or "", "credits": plan.credits,
+            "slots": plan.slots,
             "msg_pkts": plan.msg_pkts}
 
 
@@ -418,7 +446,8 @@ class Shell(cmd.Cmd):
         self._run("status", line)
 
     def do_job(self, line: str) -> None:
-        """job create NAME --hosts h1,h2 [--credits C --slots N] | job delete JOB | job list | job show JOB"""
+        """job create NAME --hosts h1,h2 [--credits C --slots N] | job delete JOB | job list |
+        job show JOB"""
         self._run("job", line)
 
     def do_credits(self, line: str) -> None:
@@ -442,7 +471,8 @@ class Shell(cmd.Cmd):
         self._run("registers", line)
 
     def do_fault(self, line: str) -> None:
-        """fault set SWITCH PORT LOSS [--reorder F --max-hold N] [--direction in|out|both] | fault clear [SWITCH [PORT]]"""
+        """fault set SWITCH PORT LOSS [--reorder F --max-hold N] [--direction in|out|both] |
+        fault clear [SWITCH [PORT]]"""
         self._run("fault", line)
 
     def do_pipeline(self, line: str) -> None:

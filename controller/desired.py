@@ -8,6 +8,7 @@ these functions return ``p4.v1.Entity`` lists (through the control-block classes
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
@@ -19,7 +20,9 @@ from controller.topology import FabricTopology, Port, SwitchInfo
 from controller.trees import next_hops
 
 
-def route_entities(topo: FabricTopology, switch: SwitchInfo, schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
+def route_entities(
+    topo: FabricTopology, switch: SwitchInfo, schema: ControlPlaneSchema
+) -> list[p4runtime_pb2.Entity]:
     """IPv4 routes of one switch, over any graph of switches (``controller.trees.next_hops``).
 
     A /32 per attached host; every other leaf's subnet (or its hosts' /32s when they share
@@ -123,7 +126,7 @@ def parent_position(plan: JobPlan, child: str) -> int:
     return parent.child_base + parent.children.index(child)
 
 
-def fault_entities(faults: Iterable[dict], switch: SwitchInfo,
+def fault_entities(faults: Iterable[dict[str, Any]], switch: SwitchInfo,
                    schema: ControlPlaneSchema) -> list[p4runtime_pb2.Entity]:
     loss = nr.PortLoss(schema)
     reorder = nr.PortReorder(schema)

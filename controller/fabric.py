@@ -67,7 +67,11 @@ class Controller:
         self.topology = topology if topology is not None else load_topology(options.rundir)
         self.rundir = options.rundir
         self.state = load_state(self.rundir)
-        eid = options.election_id if options.election_id is not None else next_election_id(self.rundir)
+        eid = (
+            options.election_id
+            if options.election_id is not None
+            else next_election_id(self.rundir)
+        )
         self.election_id = eid
         p4info = options.p4info or self.topology.p4info
         device_config = options.device_config or self.topology.device_config
@@ -80,11 +84,18 @@ class Controller:
         self.switches: dict[str, ManagedSwitch] = {}
         for info in self.topology.switches:
             opts = SwitchOptions(
-                name=info.name, address=info.grpc_addr, device_id=info.device_id,
-                election_id=eid, p4info=p4info, device_config=device_config,
-                connect_timeout_s=options.connect_timeout_s, rpc_timeout_s=options.rpc_timeout_s,
+                name=info.name,
+                address=info.grpc_addr,
+                device_id=info.device_id,
+                election_id=eid,
+                p4info=p4info,
+                device_config=device_config,
+                connect_timeout_s=options.connect_timeout_s,
+                rpc_timeout_s=options.rpc_timeout_s,
                 reconnect=options.reconnect,
-                request_log=(self.rundir / f"p4rt-{info.name}.log") if options.request_log else None,
+                request_log=(self.rundir / f"p4rt-{info.name}.log")
+                if options.request_log
+                else None,
             )
             sw = ManagedSwitch(opts)
             sw.on_recovered = self._on_recovered
@@ -140,7 +151,9 @@ class Controller:
         self.close()
 
     # -------------------------------------------------------------- desired
-    def desired(self, name: str, state: ControllerState | None = None) -> list[p4runtime_pb2.Entity]:
+    def desired(
+        self, name: str, state: ControllerState | None = None
+    ) -> list[p4runtime_pb2.Entity]:
         """Every entity switch ``name`` should hold according to ``state``."""
         st = state if state is not None else self.state
         schema = self.switch(name).require_schema()
@@ -194,7 +207,9 @@ class Controller:
                 _reset_alloc(self.state, name)
 
     # ------------------------------------------------------------- pipeline
-    def push_pipeline(self, names: Iterable[str] | None = None, force: bool = False) -> dict[str, bool]:
+    def push_pipeline(
+        self, names: Iterable[str] | None = None, force: bool = False
+    ) -> dict[str, bool]:
         """Install the program where it is missing (everywhere with ``force``), then
         restore each switch's state."""
         targets = list(names) if names is not None else list(self.switches)
@@ -296,7 +311,9 @@ class Controller:
             raise ControllerError(f"max_hold: {max_hold} outside 0..255")
 
         def change(state: ControllerState) -> None:
-            state.faults = [f for f in state.faults if not (f["switch"] == switch and f["port"] == port)]
+            state.faults = [
+                f for f in state.faults if not (f["switch"] == switch and f["port"] == port)
+            ]
             if threshold or reorder_threshold:
                 state.faults.append({"switch": switch, "port": port, "direction": direction,
                                      "threshold": threshold, "loss": loss,
@@ -308,12 +325,14 @@ class Controller:
     def clear_faults(self, switch: str | None = None, port: int | None = None) -> int:
         if switch is not None:
             self.switch(switch)
-        removed = []
+        removed: list[dict[str, Any]] = []
 
         def change(state: ControllerState) -> None:
-            keep = []
+            keep: list[dict[str, Any]] = []
             for f in state.faults:
-                hit = (switch is None or f["switch"] == switch) and (port is None or f["port"] == port)
+                hit = (switch is None or f["switch"] == switch) and (
+                    port is None or f["port"] == port
+                )
                 (removed if hit else keep).append(f)
             state.faults = keep
 
@@ -339,10 +358,14 @@ class Controller:
         counts: dict[int, int] = {}
         for e in sw.read([req]):
             counts[e.table_entry.table_id] = counts.get(e.table_entry.table_id, 0) + 1
-        return [{"switch": switch, "table": t.preamble.name, "entries": counts.get(t.preamble.id, 0),
-                 "size": t.size} for t in sorted(schema.p4info.tables, key=lambda t: t.preamble.name)]
+        return [{"switch": switch, "table": t.preamble.name,
+                 "entries": counts.get(t.preamble.id, 0),
+                 "size": t.size} for t in sorted(schema.p4info.tables,
+                                                 key=lambda t: t.preamble.name)]
 
-    def read_counter(self, switch: str, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
+    def read_counter(
+        self, switch: str, name: str, index: int | None = None
+    ) -> dict[int, tuple[int, int]]:
         """{index: (packets, bytes)} of one indexed counter (all indices by default)."""
         return self.read_counters(switch, [name], index)[name]
 
@@ -366,9 +389,9 @@ class Controller:
         out: dict[str, dict[int, tuple[int, int]]] = {name: {} for name in names}
         for e in sw.read(requests):
             entry = e.counter_entry
-            name = ids.get(entry.counter_id)
-            if name is not None:
-                out[name][entry.index.index] = (entry.data.packet_count, entry.data.byte_count)
+            given = ids.get(entry.counter_id)
+            if given is not None:
+                out[given][entry.index.index] = (entry.data.packet_count, entry.data.byte_count)
         return out
 
     def read_register(self, switch: str, name: str, index: int | None = None) -> dict[int, int]:

@@ -177,7 +177,8 @@ def check_credits(credits: int, msg_pkts: int, slots: int, sizes: nr.Sizes,
                                    f"{slots} slots")
     if credits * msg_pkts > slots:
         raise JobError("credits", f"credits too high: {credits} credits x {msg_pkts} packets "
-                                  f"per message need {credits * msg_pkts} slots, the job has {slots}")
+                                  f"per message need {credits * msg_pkts} slots, the job has "
+                                  f"{slots}")
 
 
 def _check_request(req: JobRequest, sizes: nr.Sizes) -> int:
@@ -218,9 +219,12 @@ def leaf_ring(local: Sequence[tuple[HostInfo, int]], leaf: str) -> list[int]:
         counts[host.name] = counts.get(host.name, 0) + 1
     if n == 1:
         host = local[0][0]
-        raise JobError("hosts", f"only one worker behind switch {leaf} ({host.name}): its "
-                                "connection would go to itself over the host's loopback and never "
-                                f"reach the switch; put at least two hosts behind {leaf} in the job")
+        raise JobError(
+            "hosts",
+            f"only one worker behind switch {leaf} ({host.name}): its "
+            "connection would go to itself over the host's loopback and never "
+            f"reach the switch; put at least two hosts behind {leaf} in the job",
+        )
     if len(counts) == 1:
         raise JobError("hosts", f"all {n} workers behind switch {leaf} are on host "
                                 f"{local[0][0].name}: connections inside one host go over its "
@@ -235,7 +239,8 @@ def leaf_ring(local: Sequence[tuple[HostInfo, int]], leaf: str) -> list[int]:
         name = next(h for h, c in counts.items() if c == busiest)
         raise JobError("hosts", f"host {name} has {busiest} of the {n} workers behind switch "
                                 f"{leaf}: every connection must go to another host, so no host may "
-                                "have more than half of a switch's workers; use --workers-per-host 1 "
+                                "have more than half of a switch's workers; use "
+                                "--workers-per-host 1 "
                                 "(hierarchical mode sums a host's GPUs locally) or add hosts")
     first_seen = {h: k for k, h in enumerate(counts)}
     deal = sorted(range(n), key=lambda i: (-counts[local[i][0].name],
@@ -269,12 +274,12 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
     msg_pkts = _check_request(req, sizes)
     if any(j.name == req.name for j in jobs):
         raise JobError("name", f"a job named {req.name!r} already exists")
-    hosts = []
-    for h in req.hosts:
+    hosts: list[HostInfo] = []
+    for host_name in req.hosts:
         try:
-            hosts.append(topo.host(h))
+            hosts.append(topo.host(host_name))
         except FabricTopologyError:
-            raise JobError("hosts", f"unknown host {h!r} (hosts: "
+            raise JobError("hosts", f"unknown host {host_name!r} (hosts: "
                                     f"{', '.join(x.name for x in topo.hosts)})") from None
     by_leaf: dict[str, list[tuple[HostInfo, int]]] = {}
     for h in hosts:

@@ -78,8 +78,18 @@ class AggregationIngress(AggregationIngressNames):
     def __init__(self, schema: ControlPlaneSchema) -> None:
         self.schema = schema
 
-    def job(self, job: int, slot_base: int, slot_count: int, expected: int, members: int,
-            credits: int, role: Role, mcast_grp: int, upstream_port: int) -> p4runtime_pb2.TableEntry:
+    def job(
+        self,
+        job: int,
+        slot_base: int,
+        slot_count: int,
+        expected: int,
+        members: int,
+        credits: int,
+        role: Role,
+        mcast_grp: int,
+        upstream_port: int,
+    ) -> p4runtime_pb2.TableEntry:
         return self.schema.table_entry(
             self.JOB_TABLE, {"meta.nr.job": job}, self.SET_JOB,
             {"slot_base": slot_base, "slot_count": slot_count, "expected": expected,

@@ -231,7 +231,8 @@ class P4Client:
             raise P4RuntimeRequestError(
                 "connect",
                 grpc.StatusCode.UNAVAILABLE,
-                f"switch at {self.address} (device {self.device_id}) did not answer in {timeout:g} s",
+                f"switch at {self.address} (device {self.device_id}) did not answer in "
+                f"{timeout:g} s",
             ) from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
@@ -303,7 +304,8 @@ class P4Client:
 
     # ----------------------------------------------------------------- stream
     def _receive(self, stream: _Stream) -> None:
-        error = P4RuntimeRequestError("stream", grpc.StatusCode.UNAVAILABLE, "stream closed by the switch")
+        error = P4RuntimeRequestError("stream", grpc.StatusCode.UNAVAILABLE,
+                                      "stream closed by the switch")
         try:
             for msg in stream.call:  # type: ignore[attr-defined]
                 self._dispatch(msg)
@@ -406,7 +408,8 @@ class P4Client:
             raise error from None
 
     def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
-        """One Write batch (CONTINUE_ON_ERROR); raises P4RuntimeRequestError with per-update errors."""
+        """One Write batch (CONTINUE_ON_ERROR); raises P4RuntimeRequestError with per-update
+        errors."""
         batch = list(updates)
         if not batch:
             return

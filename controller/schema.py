@@ -1,27 +1,27 @@
 """One index over a P4Info: find P4 objects by name and encode values the P4Runtime way.
 
-:class:`ControlPlaneSchema` answers ``schema.table("ipv4_lpm")`` with the P4Info table whose full name
-is ``MyIngress.ipv4_lpm`` (a unique suffix at a dot boundary is enough), and a miss with
-``no table named 'ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'?``. The encoders turn Python
-values (ints, dotted IPv4 addresses, colon MAC addresses, ``"10.0.1.0/24"`` prefixes) into the
-canonical bytestrings P4Runtime requires (big-endian, leading zero bytes stripped, at least
-one byte) and back.
+:class:`ControlPlaneSchema` answers ``schema.table("ipv4_lpm")`` with the P4Info table whose
+full name is ``MyIngress.ipv4_lpm`` (the alias or a unique suffix at a dot boundary is
+enough), and a miss with ``no table named 'ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'?``;
+the look-ups are the shared :class:`p4schema.P4InfoIndex`, so the server resolves names the
+same way. The encoders turn Python values (ints, dotted IPv4 addresses, colon MAC addresses,
+``"10.0.1.0/24"`` prefixes) into the canonical bytestrings P4Runtime requires (big-endian,
+leading zero bytes stripped, at least one byte) and back.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-T = TypeVar("T")
+from p4schema import P4InfoIndex, P4InfoLookupError
+
 MatchType = p4info_pb2.MatchField.MatchType
 
 # A match value as the caller writes it: exact/optional -> value; lpm -> (value, prefix_len)
@@ -96,147 +96,79 @@ def format_value(value: int, bitwidth: int, hint: str = "") -> str:
 
 
 # --------------------------------------------------------------- the index
-@dataclass(frozen=True)
-class _Index(Generic[T]):
-    kind: str  # "table", "action", ...
-    by_name: Mapping[str, T]
-    by_id: Mapping[int, T]
-
-    def find(self, key: str | int) -> T:
-        if isinstance(key, int):
-            try:
-                return self.by_id[key]
-            except KeyError:
-                raise SchemaError(f"no {self.kind} with id {key}") from None
-        found = self.by_name.get(key)
-        if found is not None:
-            return found
-        matches = [n for n in self.by_name if n.endswith("." + key)]
-        if len(matches) == 1:
-            return self.by_name[matches[0]]
-        if len(matches) > 1:
-            raise SchemaError(
-                f"{self.kind} name {key!r} is ambiguous: {', '.join(sorted(matches))}"
-            )
-        raise SchemaError(self._miss(key))
-
-    def _miss(self, key: str) -> str:
-        names = list(self.by_name)
-        short = {n.rsplit(".", 1)[-1]: n for n in names}
-        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-        if not close:
-            near = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(short), n=1, cutoff=0.6)
-            close = [short[near[0]]] if near else []
-        msg = f"no {self.kind} named {key!r}"
-        if close:
-            msg += f". Did you mean {close[0]!r}?"
-        elif not names:
-            msg += f" (the program has no {self.kind}s)"
-        return msg
-
-    def names(self) -> list[str]:
-        return sorted(self.by_name)
+R = TypeVar("R")
 
 
-def _index(kind: str, items: Iterable[Any]) -> _Index[Any]:
-    by_name: dict[str, Any] = {}
-    by_id: dict[int, Any] = {}
-    for item in items:
-        by_name[item.preamble.name] = item
-        by_id[item.preamble.id] = item
-    return _Index(kind, by_name, by_id)
+def _found(find: Callable[[], R]) -> R:
+    """The result of a look-up in the shared index, its miss raised as a SchemaError."""
+    try:
+        return find()
+    except P4InfoLookupError as err:
+        raise SchemaError(str(err)) from None
 
 
 class ControlPlaneSchema:
-    """Read-only index of one P4Info."""
+    """Read-only index of one P4Info (the shared :class:`p4schema.P4InfoIndex`) with the
+    controller's encoders; every miss raises :class:`SchemaError`."""
 
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
         self.p4info = p4info
-        self._tables = _index("table", p4info.tables)
-        self._actions = _index("action", p4info.actions)
-        self._counters = _index("counter", p4info.counters)
-        self._direct_counters = _index("direct counter", p4info.direct_counters)
-        self._registers = _index("register", p4info.registers)
-        self._meters = _index("meter", p4info.meters)
-        self._profiles = _index("action profile", p4info.action_profiles)
-        self._digests = _index("digest", p4info.digests)
-        self._packet_metadata = _index("controller packet metadata",
-                                       p4info.controller_packet_metadata)
+        self.index = P4InfoIndex(p4info)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ControlPlaneSchema:
         return cls(load_p4info(path))
 
-    # ---- look-ups (by full name, unique suffix, or id)
+    # ---- look-ups (by full name, alias, unique suffix, or id)
     def table(self, key: str | int) -> p4info_pb2.Table:
-        return self._tables.find(key)
+        return _found(lambda: self.index.table(key))
 
     def action(self, key: str | int) -> p4info_pb2.Action:
-        return self._actions.find(key)
+        return _found(lambda: self.index.action(key))
 
     def counter(self, key: str | int) -> p4info_pb2.Counter:
-        return self._counters.find(key)
+        return _found(lambda: self.index.counter(key))
 
     def direct_counter(self, key: str | int) -> p4info_pb2.DirectCounter:
-        return self._direct_counters.find(key)
+        return _found(lambda: self.index.direct_counter(key))
 
     def register(self, key: str | int) -> p4info_pb2.Register:
-        return self._registers.find(key)
+        return _found(lambda: self.index.register(key))
 
     def meter(self, key: str | int) -> p4info_pb2.Meter:
-        return self._meters.find(key)
+        return _found(lambda: self.index.meter(key))
 
     def action_profile(self, key: str | int) -> p4info_pb2.ActionProfile:
-        return self._profiles.find(key)
+        return _found(lambda: self.index.action_profile(key))
 
     def digest(self, key: str | int) -> p4info_pb2.Digest:
-        return self._digests.find(key)
+        return _found(lambda: self.index.digest(key))
 
     def packet_metadata(self, key: str | int) -> p4info_pb2.ControllerPacketMetadata:
-        return self._packet_metadata.find(key)
+        return _found(lambda: self.index.packet_metadata(key))
 
     def table_names(self) -> list[str]:
-        return self._tables.names()
+        return sorted(self.index.tables.names())
 
     def counter_names(self) -> list[str]:
-        return self._counters.names()
+        return sorted(self.index.counters.names())
 
     def register_names(self) -> list[str]:
-        return self._registers.names()
+        return sorted(self.index.registers.names())
 
     def has_table(self, key: str) -> bool:
-        try:
-            self.table(key)
-        except SchemaError:
-            return False
-        return True
+        return self.index.tables.get(key) is not None
 
     @staticmethod
     def match_field(table: p4info_pb2.Table, key: str | int) -> p4info_pb2.MatchField:
-        for mf in table.match_fields:
-            if mf.id == key or mf.name == key:
-                return mf
-        names = [mf.name for mf in table.match_fields]
-        if isinstance(key, str):
-            suffix = [n for n in names if n.endswith("." + key)]
-            if len(suffix) == 1:
-                return next(mf for mf in table.match_fields if mf.name == suffix[0])
-        close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
-        hint = f". Did you mean {close[0]!r}?" if close else f" (fields: {', '.join(names)})"
-        raise SchemaError(f"table {table.preamble.name!r} has no match field named {key!r}{hint}")
+        return _found(lambda: P4InfoIndex.match_field(table, key))
 
     @staticmethod
     def action_param(action: p4info_pb2.Action, key: str | int) -> p4info_pb2.Action.Param:
-        for p in action.params:
-            if p.id == key or p.name == key:
-                return p
-        names = [p.name for p in action.params]
-        close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
-        hint = f". Did you mean {close[0]!r}?" if close else f" (params: {', '.join(names) or 'none'})"
-        raise SchemaError(f"action {action.preamble.name!r} has no parameter named {key!r}{hint}")
+        return _found(lambda: P4InfoIndex.param(action, key))
 
     def table_actions(self, table: p4info_pb2.Table) -> list[str]:
-        return [self.action(ref.id).preamble.name for ref in table.action_refs]
+        return _found(lambda: self.index.table_actions(table))
 
     # ---- encoders
     def field_match(self, table: p4info_pb2.Table, name: str | int,
@@ -346,7 +278,10 @@ class ControlPlaneSchema:
         if kind == "optional":
             return name, format_value(decode_int(fm.optional.value), width, name)
         if kind == "lpm":
-            return name, f"{format_value(decode_int(fm.lpm.value), width, name)}/{fm.lpm.prefix_len}"
+            return (
+                name,
+                f"{format_value(decode_int(fm.lpm.value), width, name)}/{fm.lpm.prefix_len}",
+            )
         if kind == "ternary":
             return name, (f"{format_value(decode_int(fm.ternary.value), width, name)}"
                           f" &&& {decode_int(fm.ternary.mask):#x}")

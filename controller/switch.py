@@ -1,7 +1,7 @@
 """One switch as the controller sees it: its connection, its pipeline and its wanted state.
 
-A :class:`ManagedSwitch` owns a :class:`P4Client` and the :class:`ControlPlaneSchema` of the program it runs.
-The layer above hands it the complete list of entities that should be on the device
+A :class:`ManagedSwitch` owns a :class:`P4Client` and the :class:`ControlPlaneSchema` of the
+program it runs. The layer above hands it the complete list of entities that should be on the device
 (:meth:`ManagedSwitch.sync`); the switch reads what is there and writes only the difference, so the
 same call serves first configuration, a controller restart (nothing running is touched when
 nothing changed) and recovery after the switch process restarted (the pipeline is pushed
@@ -146,7 +146,11 @@ class ManagedSwitch:
     def require_primary(self, operation: str) -> None:
         arb = self.client.arbitration
         if arb is None or not arb.primary:
-            who = f"election id {arb.election_id}" if arb is not None and arb.election_id else "another client"
+            who = (
+                f"election id {arb.election_id}"
+                if arb is not None and arb.election_id
+                else "another client"
+            )
             raise P4RuntimeRequestError(
                 operation, grpc.StatusCode.PERMISSION_DENIED,
                 f"switch {self.name}: this controller (election id {self.options.election_id}) "
@@ -156,7 +160,9 @@ class ManagedSwitch:
     # ---------------------------------------------------------------- pipeline
     def device_cookie(self) -> int | None:
         """The cookie of the pipeline on the device; None when it has none (or no pipeline)."""
-        config = self.client.get_pipeline(p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+        config = self.client.get_pipeline(
+            p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        )
         if config is None or not config.HasField("cookie"):
             return None
         return config.cookie.cookie or None
@@ -237,12 +243,17 @@ class ManagedSwitch:
                 else:
                     modifies.append(ent)
             deletes = [] if not prune else [
-                e for k, e in current.items() if k not in want_by_key and not ents.is_default_entry(e)
+                e for k,
+                e in current.items() if k not in want_by_key and not ents.is_default_entry(e)
             ]
             self._apply(Update.DELETE, deletes)
             self._apply(Update.INSERT, inserts)
             self._apply(Update.MODIFY, modifies)
-            report.inserted, report.modified, report.deleted = len(inserts), len(modifies), len(deletes)
+            report.inserted, report.modified, report.deleted = (
+                len(inserts),
+                len(modifies),
+                len(deletes),
+            )
             if report.changed or report.pipeline_pushed:
                 log.info("%s: sync: %s", self.name, report)
             return report
@@ -251,7 +262,9 @@ class ManagedSwitch:
         for batch in ents.write_order(kind, entities):
             self.write(ents.updates(kind, [_strip(e) for e in batch]))
 
-    def _read_current(self, wanted: Sequence[p4runtime_pb2.Entity]) -> dict[ents.EntityKey, p4runtime_pb2.Entity]:
+    def _read_current(
+        self, wanted: Sequence[p4runtime_pb2.Entity]
+    ) -> dict[ents.EntityKey, p4runtime_pb2.Entity]:
         schema = self.require_schema()
         requests: list[p4runtime_pb2.Entity] = []
         for table in schema.p4info.tables:

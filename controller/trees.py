@@ -128,9 +128,9 @@ def aggregation_tree(topo: FabricTopology, leaves: Sequence[str], root: str | No
     for name in tree.parent:
         tree.level[name] = dist[name]
         tree.children.setdefault(name, [])
-    for name, parent in tree.parent.items():
-        if parent is not None:
-            tree.children[parent].append(name)
+    for name, up in tree.parent.items():
+        if up is not None:
+            tree.children[up].append(name)
     for kids in tree.children.values():
         kids.sort(key=lambda n: info[n].device_id)
     return tree

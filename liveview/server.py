@@ -142,8 +142,7 @@ class LiveServer:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/"
+        return f"http://{HOST}:{self.httpd.server_port}/"
 
     def latest(self) -> dict[str, Any] | None:
         with self._cond:

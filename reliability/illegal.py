@@ -14,17 +14,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from p4.v1 import p4runtime_pb2
 
+if TYPE_CHECKING:
+    from controller.schema import ControlPlaneSchema
+
 log = logging.getLogger(__name__)
 
-Update = p4runtime_pb2.Update
+Update: TypeAlias = p4runtime_pb2.Update
 BAD_ID = 0x0200FFFF
 
 
-def _table_entry(schema: object, table: str) -> tuple[Update, object]:
-    info = schema.table(table)  # type: ignore[attr-defined]
+def _table_entry(schema: ControlPlaneSchema, table: str) -> tuple[Update, Any]:
+    info = schema.table(table)
     u = Update(type=Update.INSERT)
     u.entity.table_entry.table_id = info.preamble.id
     return u, info
@@ -40,6 +44,8 @@ def illegal_requests(rundir: Path, switch: str) -> list[dict[str, str]]:
 
     topo = load_topology(rundir)
     info = topo.switch(switch)
+    if topo.p4info is None:
+        raise ValueError(f"{rundir}: the run has no P4Info (no program was pushed)")
     schema = ControlPlaneSchema.from_file(topo.p4info)
     eid = next_election_id(rundir)
     primary = P4Client(info.grpc_addr, info.device_id, eid, timeout_s=30.0)

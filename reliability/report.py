@@ -256,7 +256,7 @@ def render(result: CampaignResult, figure: str | None) -> str:
             lines.append(f"- {err}")
         lines.append("")
     if result.controller is not None:
-        c = result.controller
+        ctl = result.controller
         lines += [
             "## Controller restart",
             "",
@@ -265,17 +265,17 @@ def render(result: CampaignResult, figure: str | None) -> str:
             "it serves) and started again, while in-network all-reduces run back to "
             "back; afterwards `ina-controller --json reconcile` must write nothing.",
             "",
-            f"{c.restarts} restarts; {c.tally.count} all-reduces ran meanwhile. "
-            f"Reconcile afterwards: {c.reconcile_changes} entities written, "
-            f"{c.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
-            f"{_med(c.serve_seconds)} s.",
+            f"{ctl.restarts} restarts; {ctl.tally.count} all-reduces ran meanwhile. "
+            f"Reconcile afterwards: {ctl.reconcile_changes} entities written, "
+            f"{ctl.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
+            f"{_med(ctl.serve_seconds)} s.",
             "",
             head,
             rule,
-            _tally_row("controller restarts", c.tally),
+            _tally_row("controller restarts", ctl.tally),
             "",
         ]
-        for err in (c.errors + c.tally.errors)[:8]:
+        for err in (ctl.errors + ctl.tally.errors)[:8]:
             lines.append(f"- {err}")
         lines.append("")
     if result.teardown is not None:

@@ -229,6 +229,10 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str | None]:
     return lambda v: v if v in options else None
 
 
+def _port_in(ports: tuple[int, ...]) -> Callable[[Any], int | None]:
+    return lambda v: v if not isinstance(v, bool) and v in ports else None
+
+
 def _run_ref(v: Any) -> tuple[str, str] | None:
     if not isinstance(v, str) or v.count(".") != 1:
         return None
@@ -306,8 +310,8 @@ def build_topo(spec: TopologySpec, name_prefix: str = "", grpc_base_port: int | 
                ) -> Any:
     """The :class:`~topo.topologies.TestbedTopo` of a topology spec (starts nothing)."""
     if spec.file is not None:
-        from topo import topofile  # type: ignore[attr-defined]  # (the topology-file loader)
-        from topo.topologies import FileTopo  # type: ignore[attr-defined]
+        from topo import topofile
+        from topo.topologies import FileTopo
 
         extra = {"grpc_base_port": grpc_base_port} if grpc_base_port is not None else {}
         return FileTopo(topofile.load_spec(topofile.resolve(spec.file), spec.params),
@@ -394,8 +398,7 @@ def _faults(doc: _Doc, items: list[Any], names: _Names) -> tuple[FaultSpec, ...]
         port = None
         if action != "restart":
             ports = names.ports.get(switch or "", ())
-            port = b.get("port", lambda v, ports=ports: v if not isinstance(v, bool) and v in ports
-                         else None,
+            port = b.get("port", _port_in(ports),
                           f"a port of switch {switch} (ports: "
                           f"{', '.join(map(str, ports))})",
                           required if action == "loss" else None)

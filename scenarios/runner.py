@@ -333,14 +333,14 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
                 wait = timeline.t0 + job.start - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                plan, path = plans[job.name]
+                job_plan, path = plans[job.name]
                 for algo in job.algorithms:
                     if time.monotonic() > deadline:
                         report.cases.append(Case("jobs", f"{job.name} {algo} all-reduce",
                                                  error=f"not run: the scenario's timeout "
                                                  f"({scenario.timeout_s:g} s) passed"))
                         continue
-                    run = run_allreduce(network, reads, plan, algo,
+                    run = run_allreduce(network, reads, job_plan, algo,
                                         _job_options(scenario, job, index), path)
                     runs[f"{job.name}.{algo}"] = run
                     report.cases.append(_run_case(job, algo, run))
@@ -378,21 +378,25 @@ def evaluate(spec: AssertionSpec, runs: dict[str, Any],
             case.output = "every rank's result equals the exact sum"
         return case
     if spec.kind in ("time_ratio", "max_seconds"):
-        keys = ([spec.numerator, spec.denominator] if spec.kind == "time_ratio"
+        # the scenario parser requires these references for these kinds ("JOB.ALGO")
+        refs = ([spec.numerator, spec.denominator] if spec.kind == "time_ratio"
                 else [spec.run])
+        keys = [k for k in refs if k is not None]
         missing = [k for k in keys if k not in runs or not runs[k].exact]
         if missing:
             case.failure = ("cannot measure: " + ", ".join(
                 f"{k} {'did not run' if k not in runs else 'was not exact'}" for k in missing))
             return case
         if spec.kind == "time_ratio":
-            num, den = runs[spec.numerator].seconds, runs[spec.denominator].seconds
+            num_key, den_key = keys
+            num, den = runs[num_key].seconds, runs[den_key].seconds
             value = num / den if den > 0 else float("inf")
-            shown = (f"{spec.numerator} took {num:.3f} s, {spec.denominator} {den:.3f} s: "
+            shown = (f"{num_key} took {num:.3f} s, {den_key} {den:.3f} s: "
                      f"ratio {value:.3f}")
         else:
-            value = runs[spec.run].seconds
-            shown = f"{spec.run} took {value:.3f} s"
+            (run_key,) = keys
+            value = runs[run_key].seconds
+            shown = f"{run_key} took {value:.3f} s"
         return _bounded(case, value, spec, shown)
     # drops
     if spec.job is not None:

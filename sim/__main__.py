@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.progress import Progress
 
@@ -43,7 +45,7 @@ def _sweep(args: argparse.Namespace) -> int:
         for name in names:
             task = progress.add_task(name, total=sweeps.plan_size(name, args.small))
             result = sweeps.run(name, simulate, args.small,
-                                tick=lambda t=task: progress.advance(t))
+                                tick=functools.partial(progress.advance, task))
             path = out / f"{name}.json"
             path.write_text(json.dumps(result, indent=1))
             progress.console.print(f"wrote {path}")
@@ -53,7 +55,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_rows(rows: list[dict], no_sim: bool, out: str) -> int:
+def _check_rows(rows: list[dict[str, Any]], no_sim: bool, out: str) -> int:
     simulate = None if no_sim else _ns3()
     results = validate(rows, simulate)
     print(report(results))

@@ -151,7 +151,7 @@ def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
     roles = [sw.get("role") for sw in topology.get("switches", [])]
     leaves = roles.count("leaf")
     workers = [h for h in topology.get("hosts", []) if int(h.get("gpus", 1)) > 0]
-    kinds: dict[str, set] = {}
+    kinds: dict[str, set[Any]] = {}
     for link in topology.get("links", []):
         kinds.setdefault(link.get("kind"), set()).add(link.get("bw_mbit"))
     if any(len(values) > 1 for values in kinds.values()):

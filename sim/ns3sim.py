@@ -54,7 +54,8 @@ def _namespace() -> Any:
         from ns import ns  # noqa: F401  (loads the ns-3 libraries into cppyy)
     except ImportError as exc:  # the wheel is missing or cppyy cannot build
         raise SimulatorUnavailable(
-            f"ns-3 is not available ({exc}); install it with `.venv/bin/pip install ns3==3.44.post0`"
+            f"ns-3 is not available ({exc}); install it with `.venv/bin/pip install "
+            "ns3==3.44.post0`"
         ) from exc
     if not hasattr(cppyy.gbl, "inasim"):
         cppyy.cppdef(_ENGINE_SOURCE.read_text())

@@ -47,7 +47,7 @@ class Schedule:
 
 def _column(values: np.ndarray | int, n: int, dtype: type) -> np.ndarray:
     """``values`` as a flat array of ``n`` entries (a scalar is repeated)."""
-    arr = np.asarray(values, dtype=dtype)
+    arr: np.ndarray = np.asarray(values, dtype=dtype)
     return np.full(n, arr, dtype=dtype) if arr.ndim == 0 else arr.ravel()
 
 
@@ -59,7 +59,7 @@ class _Builder:
         self.deps: list[tuple[np.ndarray, np.ndarray]] = []
         self.count = 0
 
-    def add(self, kind: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+    def add(self, kind: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray | int,
             job: np.ndarray | int = -1) -> np.ndarray:
         src = np.asarray(src, dtype=np.int32).ravel()
         n = src.size
@@ -118,7 +118,9 @@ def _ring_pass(b: _Builder, groups: np.ndarray, sizes: np.ndarray, mode: str,
     prev: np.ndarray | None = None
     for index, (phase, k) in enumerate(plan):
         chunk = (pos - k) % q if phase == "rs" else (pos + 1 - k) % q
-        ids = b.add(OP_SEND, groups, dst, np.broadcast_to(sizes[chunk], (g, q)).copy()).reshape(g, q)
+        ids = b.add(OP_SEND, groups, dst, np.broadcast_to(sizes[chunk], (g, q)).copy()).reshape(
+            g, q
+        )
         if prev is None:
             b.depend(ids, ready[groups])
         else:

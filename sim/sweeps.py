@@ -31,8 +31,8 @@ Tick = Callable[[], None]
 SWEEPS = ("emulated", "scaling", "crossover", "speedup")
 #: Inter-machine link rates (Gbit/s) of the speedup sweep's second part: where the papers'
 #: iteration speedups need communication-bound iterations, slower networks make them so.
-SPEEDUP_RATES_GBIT = (10.0, 25.0, 40.0, 100.0)
-SPEEDUP_RATES_GBIT_SMALL = (10.0, 100.0)
+SPEEDUP_RATES_GBIT: tuple[float, ...] = (10.0, 25.0, 40.0, 100.0)
+SPEEDUP_RATES_GBIT_SMALL: tuple[float, ...] = (10.0, 100.0)
 
 
 def _noop() -> None:
@@ -57,7 +57,7 @@ def emulated_scale(simulate: Simulate, small: bool = False, tick: Tick = _noop) 
     """Simulator vs cost model for every algorithm on the emulated 2x2x2 fabric."""
     rates = (10.0,) if small else (10.0, 20.0)
     sizes = (256 << 10,) if small else (256 << 10, 1 << 20)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for bw in rates:
         f = emulated(bw)
         for algorithm in ("ring", "torus2d", "ina", "ina-hier", "hitopk"):
@@ -75,11 +75,12 @@ def emulated_scale(simulate: Simulate, small: bool = False, tick: Tick = _noop) 
 
 def scaling(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict[str, Any]:
     """All-reduce time against the number of workers (one GPU per host, 100 GbE)."""
+    workers: tuple[int, ...]
     if small:
         workers, per_leaf, nbytes = (8, 16, 32), 8, 1 << 20
     else:
         workers, per_leaf, nbytes = (8, 16, 32, 64, 128, 256, 512, 1024), 32, 25 << 20
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in workers:
         f = datacenter(p, hosts_per_leaf=per_leaf)
         for algorithm in ("ring", "torus2d", "ina"):
@@ -135,7 +136,7 @@ def crossover(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> di
     f = datacenter(32, gpus_per_host=8, hosts_per_leaf=2, spines=2, segment_bytes=8192)
     count = 5 if small else 9
     ratios = [float(r) for r in np.geomspace(1.0, 16.0, count)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for ratio in ratios:
         g = f.replace(intra_bps=ratio * f.host_bps)
         for algorithm in ("ring", "ina-hier"):
@@ -161,6 +162,7 @@ def speedup(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict
     of :data:`SPEEDUP_RATES_GBIT` (``by_rate``), with the communication-only speedup beside
     the iteration speedup (compute overlaps communication, so the first bounds the second).
     Each (model, rate, algorithm) is simulated once; the 100 GbE pair is shared."""
+    models: tuple[str, ...]
     if small:
         f = datacenter(16, gpus_per_host=8, hosts_per_leaf=1, spines=2)
         models, scale, rates = ("resnet50",), 10.0, SPEEDUP_RATES_GBIT_SMALL
@@ -181,7 +183,7 @@ def speedup(simulate: Simulate, small: bool = False, tick: Tick = _noop) -> dict
         return done[key]
 
     base_gbit = f.host_bps / 1e9
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in models:
         ring_sim, ring_model = iterations(name, base_gbit, "ring")
         for algorithm in ("ring", "torus2d", "ina", "ina-hier"):

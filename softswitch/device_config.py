@@ -173,10 +173,18 @@ def parse_device_config(data: bytes) -> DeviceConfig | str:
 
 
 def load_device_config(data: bytes) -> ir.Program:
-    """Compile the program in a device config (a bundle, or plain single-file P4 source).
+    """Compile the program in a device config (a bundle, or plain single-file P4 source),
+    or take it from the program cache (:mod:`softswitch.program_cache`).
 
     Compile errors surface as :class:`P4Error` (``FILE:LINE:COL: error: ...``).
     """
+    from softswitch.program_cache import cached_program
+
+    return cached_program(data, lambda: compile_device_config(data))
+
+
+def compile_device_config(data: bytes) -> ir.Program:
+    """Compile the program in a device config, always (see :func:`load_device_config`)."""
     from softswitch import frontend
 
     parsed = parse_device_config(data)

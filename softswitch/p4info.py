@@ -16,13 +16,12 @@ writes:
   their ids and take part in alias computation;
 * the alias of an object is its shortest unique dot-separated suffix among all names.
 
-Besides :func:`build_p4info`, this module holds the text-format helpers and
-:class:`P4InfoIndex`, the name index used by the STF runner and the CLI.
+Besides :func:`build_p4info`, this module holds the text-format helpers; look-ups by name or
+id go through the shared index, :class:`p4schema.P4InfoIndex`.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -991,117 +990,3 @@ def p4info_from_text(text: str) -> p4info_pb2.P4Info:
     except text_format.ParseError as err:
         raise P4InfoError(f"not a valid P4Info text file: {err}") from None
     return p4info
-
-
-# --------------------------------------------------------------------------- name index
-
-_KINDS: dict[str, str] = {
-    "table": "tables",
-    "action": "actions",
-    "action_profile": "action_profiles",
-    "counter": "counters",
-    "direct_counter": "direct_counters",
-    "meter": "meters",
-    "direct_meter": "direct_meters",
-    "controller_packet_metadata": "controller_packet_metadata",
-    "value_set": "value_sets",
-    "register": "registers",
-    "digest": "digests",
-}
-
-
-class P4InfoLookupError(LookupError):
-    """A name that matches no object (or several) of the requested kind."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class P4InfoIndex:
-    """Finds P4Info objects by full name, alias or unique dot-suffix, or by id.
-
-    Misses answer "no table named 'x'. Did you mean 'y'?" so that typos in STF files and
-    controller code are quick to fix.
-    """
-
-    def __init__(self, p4info: p4info_pb2.P4Info) -> None:
-        self.p4info = p4info
-        self._by_name: dict[str, dict[str, object]] = {}
-        self._by_id: dict[int, object] = {}
-        for kind, field_name in _KINDS.items():
-            objs: dict[str, object] = {}
-            for obj in getattr(p4info, field_name):
-                objs[obj.preamble.name] = obj
-                self._by_id[obj.preamble.id] = obj
-            self._by_name[kind] = objs
-
-    def names(self, kind: str) -> list[str]:
-        """Full names of every object of ``kind`` ("table", "action", ...)."""
-        return list(self._kind(kind))
-
-    def _kind(self, kind: str) -> dict[str, object]:
-        try:
-            return self._by_name[kind]
-        except KeyError:
-            raise ValueError(f"unknown P4Info object kind {kind!r}") from None
-
-    def find(self, kind: str, name: str) -> object:
-        """The object of ``kind`` called ``name`` (full name, alias or unique suffix)."""
-        objs = self._kind(kind)
-        full = resolve_name(name, list(objs), kind.replace("_", " "))
-        return objs[full]
-
-    def by_id(self, ident: int) -> object:
-        try:
-            return self._by_id[ident]
-        except KeyError:
-            raise P4InfoLookupError(f"no P4Info object has id {ident:#x}") from None
-
-    def table(self, name: str) -> p4info_pb2.Table:
-        return self.find("table", name)  # type: ignore[return-value]
-
-    def action(self, name: str) -> p4info_pb2.Action:
-        return self.find("action", name)  # type: ignore[return-value]
-
-    def register(self, name: str) -> p4info_pb2.Register:
-        return self.find("register", name)  # type: ignore[return-value]
-
-    def counter(self, name: str) -> p4info_pb2.Counter:
-        return self.find("counter", name)  # type: ignore[return-value]
-
-
-def resolve_name(name: str, candidates: list[str], kind: str) -> str:
-    """``name`` itself, or the one candidate it is a dot-suffix of (then a plain suffix).
-
-    Raises :class:`P4InfoLookupError` with a "Did you mean" hint or the ambiguous choices.
-    """
-    if name in candidates:
-        return name
-    for matches in (
-        [c for c in candidates if c.endswith("." + name)],
-        [c for c in candidates if c.endswith(name)],
-    ):
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            choices = ", ".join(sorted(matches))
-            raise P4InfoLookupError(f"{kind} name '{name}' is ambiguous: {choices}")
-    pool = candidates + [c.rsplit(".", 1)[-1] for c in candidates]
-    close = difflib.get_close_matches(name, pool, n=1)
-    hint = ""
-    if close:
-        target = (
-            close[0]
-            if close[0] in candidates
-            else next(c for c in candidates if c.rsplit(".", 1)[-1] == close[0])
-        )
-        hint = f". Did you mean '{target}'?"
-    return _raise_missing(kind, name, hint)
-
-
-def _raise_missing(kind: str, name: str, hint: str) -> str:
-    raise P4InfoLookupError(f"no {kind} named '{name}'{hint}")

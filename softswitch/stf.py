@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from p4schema import P4InfoLookupError, resolve_name
 from softswitch.errors import TableError
-from softswitch.p4info import P4InfoLookupError, resolve_name
 
 log = logging.getLogger(__name__)
 
@@ -519,13 +519,15 @@ class StfRunner:
             raise ValueError(f"action '{action}' is not visible to the control plane") from None
 
     def _table(self, name: str) -> object:
-        full = resolve_name(name, list(self.pipeline.tables), "table")
+        full = resolve_name(name, list(self.pipeline.tables), "table", plain_suffix=True)
         return self.pipeline.tables[full]
 
     def _action_call(self, table: object, name: str, args: tuple[tuple[str, str], ...]) -> object:
         from softswitch.engine.tables import ActionCall
 
-        action = resolve_name(name, list(table.action_names), "action")  # type: ignore[attr-defined]
+        action = resolve_name(
+            name, list(table.action_names), "action", plain_suffix=True  # type: ignore[attr-defined]
+        )
         params = self._params_of(action)
         given = dict(args)
         unknown = [k for k in given if k not in {p for p, _ in params}]
@@ -554,7 +556,8 @@ class StfRunner:
         matches: list[object] = [None] * len(keys)
         for raw_name, value in cmd.keys:
             key_name = _normalise_key_name(raw_name)
-            full = resolve_name(key_name, names, f"key field of table {table.name}")  # type: ignore[attr-defined]
+            what = f"key field of table {table.name}"  # type: ignore[attr-defined]
+            full = resolve_name(key_name, names, what, plain_suffix=True)
             index = names.index(full)
             kf = keys[index]
             kind = getattr(kf.match_kind, "value", kf.match_kind)
@@ -608,7 +611,9 @@ class StfRunner:
             elif isinstance(cmd, MirroringAdd):
                 self.pipeline.pre.set_clone_session(cmd.session, cmd.port)  # type: ignore[attr-defined]
             elif isinstance(cmd, RegisterWrite):
-                full = resolve_name(cmd.register, list(self.pipeline.registers), "register")
+                full = resolve_name(
+                    cmd.register, list(self.pipeline.registers), "register", plain_suffix=True
+                )
                 self.pipeline.registers[full].write(cmd.index, cmd.value)
             elif isinstance(cmd, CheckCounter):
                 self._check_counter(cmd, item, result)
@@ -617,7 +622,9 @@ class StfRunner:
             raise StfError(text, item.file, item.line) from None
 
     def _check_counter(self, cmd: CheckCounter, item: StfLine, result: StfResult) -> None:
-        full = resolve_name(cmd.counter, list(self.pipeline.counters), "counter")
+        full = resolve_name(
+            cmd.counter, list(self.pipeline.counters), "counter", plain_suffix=True
+        )
         counter = self.pipeline.counters[full]
         values = counter.packets if cmd.kind == "packets" else counter.bytes
         if not 0 <= cmd.index < len(values):

@@ -527,9 +527,12 @@ def load_program(path: str, trace: bool = False, **tm: Any) -> tuple[Any, Any, b
 
     if path.endswith(".p4"):
         from softswitch.frontend import compile_file
+        from softswitch.program_cache import cached_program
 
-        program = compile_file(path)  # errors name the real files
         data = make_device_config(path)
+        # compiled from the real files, so that errors and locations name them
+        program = cached_program(data, lambda: compile_file(path),
+                                 origin=str(Path(path).resolve()))
     else:
         data = Path(path).read_bytes()
         program = load_device_config(data)

@@ -73,8 +73,12 @@ class Bmv2Process:
             code = self.proc.poll()
             if code is not None or time.monotonic() > deadline:
                 self.stop()
-                why = f"exited with status {code}" if code is not None else \
-                    f"ports {self.grpc_port}/{self.thrift_port} not open after {self.start_timeout_s:g} s"
+                why = (
+                    f"exited with status {code}"
+                    if code is not None
+                    else f"ports {self.grpc_port}/{self.thrift_port} not open after "
+                    f"{self.start_timeout_s:g} s"
+                )
                 raise Bmv2StartError(f"simple_switch_grpc {self.name} {why}: "
                                      + " | ".join(log_tail(self.log_path)))
             try:
@@ -124,8 +128,8 @@ def free_port_block(count: int, start: int | None = None, stop: int = 44000) -> 
 
 
 def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """``python -m experiment.run ARGV`` as a child; on timeout SIGTERM (experiment.run then takes its
-    network down), then SIGKILL its process group, and the result says so."""
+    """``python -m experiment.run ARGV`` as a child; on timeout SIGTERM (experiment.run then
+    takes its network down), then SIGKILL its process group, and the result says so."""
     proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *argv], cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

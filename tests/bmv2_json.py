@@ -65,7 +65,9 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
     structs = {name: s for name, s in p4info.type_info.structs.items()}
     for i, d in enumerate(p4info.digests, 1):
         struct = structs.get(d.type_spec.struct.name)
-        widths = [m.type_spec.bitstring.bit.bitwidth or 8 for m in struct.members] if struct else [8]
+        widths = (
+            [m.type_spec.bitstring.bit.bitwidth or 8 for m in struct.members] if struct else [8]
+        )
         elements = []
         for j, w in enumerate(widths):
             fname = f"learn_{i}_{j}"
@@ -76,7 +78,8 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
         scalars.append(("unused", 8))
     header_types = [
         {"name": "scalars_0", "id": 0, "fields": _padded(scalars)},
-        {"name": "standard_metadata", "id": 1, "fields": [[n, w, False] for n, w in STANDARD_METADATA]},
+        {"name": "standard_metadata", "id": 1,
+         "fields": [[n, w, False] for n, w in STANDARD_METADATA]},
     ]
     header_list = [
         {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": True, "pi_omit": True},
@@ -84,7 +87,8 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
          "pi_omit": True},
     ]
     for k, (hdr, fields) in enumerate(sorted(headers.items()), 2):
-        header_types.append({"name": f"{hdr}_t", "id": k, "fields": _padded(sorted(fields.items()))})
+        header_types.append({"name": f"{hdr}_t", "id": k,
+                             "fields": _padded(sorted(fields.items()))})
         header_list.append({"name": hdr, "id": k, "header_type": f"{hdr}_t", "metadata": True,
                             "pi_omit": True})
 
@@ -136,8 +140,10 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
             }
         tables.append(table)
 
-    first_field = next(({"type": "field", "value": k["target"]} for tb in tables for k in tb["key"]),
-                       {"type": "field", "value": ["standard_metadata", "ingress_port"]})
+    first_field = next(
+        ({"type": "field", "value": k["target"]} for tb in tables for k in tb["key"]),
+        {"type": "field", "value": ["standard_metadata", "ingress_port"]},
+    )
     action_profiles = []
     for i, prof in enumerate(p4info.action_profiles):
         ap = {"name": prof.preamble.name, "id": i, "max_size": prof.size or 128}
@@ -151,7 +157,8 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
                   "binding": next(t.preamble.name for t in p4info.tables
                                   if t.preamble.id == c.direct_table_id)}
                  for i, c in enumerate(p4info.direct_counters)]
-    meters = [{"name": m.preamble.name, "id": i, "is_direct": False, "size": m.size, "rate_count": 2,
+    meters = [{"name": m.preamble.name, "id": i, "is_direct": False, "size": m.size,
+               "rate_count": 2,
                "type": "packets" if m.spec.unit == p4info_pb2.MeterSpec.PACKETS else "bytes"}
               for i, m in enumerate(p4info.meters)]
     registers = [{"name": r.preamble.name, "id": i, "size": r.size,
@@ -160,14 +167,39 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
     doc = {
         "header_types": header_types,
         "headers": header_list,
-        "header_stacks": [], "header_union_types": [], "header_unions": [], "header_union_stacks": [],
+        "header_stacks": [],
+        "header_union_types": [],
+        "header_unions": [],
+        "header_union_stacks": [],
         "field_lists": [],
-        "errors": [["NoError", 0], ["PacketTooShort", 1], ["NoMatch", 2], ["StackOutOfBounds", 3],
-                   ["HeaderTooShort", 4], ["ParserTimeout", 5], ["ParserInvalidArgument", 6]],
+        "errors": [
+            ["NoError", 0],
+            ["PacketTooShort", 1],
+            ["NoMatch", 2],
+            ["StackOutOfBounds", 3],
+            ["HeaderTooShort", 4],
+            ["ParserTimeout", 5],
+            ["ParserInvalidArgument", 6],
+        ],
         "enums": [],
-        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
-            {"name": "start", "id": 0, "parser_ops": [], "transition_key": [],
-             "transitions": [{"type": "default", "value": None, "mask": None, "next_state": None}]}]}],
+        "parsers": [
+            {
+                "name": "parser",
+                "id": 0,
+                "init_state": "start",
+                "parse_states": [
+                    {
+                        "name": "start",
+                        "id": 0,
+                        "parser_ops": [],
+                        "transition_key": [],
+                        "transitions": [
+                            {"type": "default", "value": None, "mask": None, "next_state": None}
+                        ],
+                    }
+                ],
+            }
+        ],
         "parse_vsets": [],
         "deparsers": [{"name": "deparser", "id": 0, "order": [], "primitives": []}],
         "meter_arrays": meters,
@@ -177,14 +209,29 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
         "learn_lists": learn_lists,
         "actions": actions,
         "pipelines": [
-            {"name": "ingress", "id": 0, "init_table": names[0] if names else None,
-             "tables": tables, "action_profiles": action_profiles, "conditionals": [],
-             "action_calls": []},
-            {"name": "egress", "id": 1, "init_table": None, "tables": [], "action_profiles": [],
-             "action_calls": [],
-             "conditionals": []},
+            {
+                "name": "ingress",
+                "id": 0,
+                "init_table": names[0] if names else None,
+                "tables": tables,
+                "action_profiles": action_profiles,
+                "conditionals": [],
+                "action_calls": [],
+            },
+            {
+                "name": "egress",
+                "id": 1,
+                "init_table": None,
+                "tables": [],
+                "action_profiles": [],
+                "action_calls": [],
+                "conditionals": [],
+            },
         ],
-        "checksums": [], "force_arith": [], "extern_instances": [], "field_aliases": [],
+        "checksums": [],
+        "force_arith": [],
+        "extern_instances": [],
+        "field_aliases": [],
         "program": program,
         "__meta__": {"version": [2, 23], "compiler": "tests/bmv2_json.py"},
     }

@@ -383,7 +383,9 @@ print(json.dumps({"frames": got, "errors": errors}), flush=True)
 """
 
 
-def _run(cmd: list[str], timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
@@ -465,7 +467,8 @@ class ProcessTarget:
         _run([*ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"], check=False)
         _run(["ip", "-n", self.ns, "link", "set", "lo", "up"])
         for p in self.ports:
-            _run(["ip", "-n", self.ns, "link", "add", f"s{p}", "type", "veth", "peer", "name", f"h{p}"])
+            _run(["ip", "-n", self.ns, "link", "add", f"s{p}", "type", "veth", "peer", "name",
+                  f"h{p}"])
             for end in (f"s{p}", f"h{p}"):
                 _run(["ip", "-n", self.ns, "link", "set", end, "up"])
         sock = self.tmp / "grpc.sock"
@@ -521,8 +524,9 @@ class ProcessTarget:
             if u2.entity.HasField("table_entry"):
                 te.table_id = remap.get(te.table_id, te.table_id)
                 if te.action.HasField("action"):
-                    te.action.action.action_id = remap.get(te.action.action.action_id,
-                                                           te.action.action.action_id)
+                    te.action.action.action_id = remap.get(
+                        te.action.action.action_id, te.action.action.action_id
+                    )
             out.append(u2)
         return out
 
@@ -544,10 +548,14 @@ class ProcessTarget:
         )
         assert pump.stdin is not None and pump.stdout is not None
         try:
-            pump.stdin.write(json.dumps({"ports": self.ports, "idle": 0.5, "gap": self.gap_s}) + "\n")
+            pump.stdin.write(
+                json.dumps({"ports": self.ports, "idle": 0.5, "gap": self.gap_s}) + "\n"
+            )
             pump.stdin.flush()
             if pump.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"frame pump failed: {pump.stderr.read() if pump.stderr else ''}")
+                raise RuntimeError(
+                    f"frame pump failed: {pump.stderr.read() if pump.stderr else ''}"
+                )
             for step in case.steps:
                 if step.kind == "updates":
                     pump.stdin.flush()
@@ -562,7 +570,9 @@ class ProcessTarget:
             pump.stdin.flush()
             reply = pump.stdout.readline()
             if not reply:
-                raise RuntimeError(f"frame pump failed: {pump.stderr.read() if pump.stderr else ''}")
+                raise RuntimeError(
+                    f"frame pump failed: {pump.stderr.read() if pump.stderr else ''}"
+                )
             result = json.loads(reply)
             if result["errors"]:
                 raise RuntimeError("; ".join(result["errors"]))
@@ -570,7 +580,8 @@ class ProcessTarget:
         finally:
             pump.kill()
             pump.wait()
-        outputs = {int(p): [bytes.fromhex(h) for h in frames] for p, frames in got.items() if frames}
+        outputs = {int(p): [bytes.fromhex(h) for h in frames] for p,
+                   frames in got.items() if frames}
         out = Outcome(outputs)
         for name in case.counters:
             out.counters[name] = self._read_counter(name, ours)
@@ -663,7 +674,11 @@ def compare(a: Outcome, b: Outcome, names: tuple[str, str] = ("built-in", "BMv2"
             if va != vb:
                 idx = next((i for i, (x, y) in enumerate(zip(va or [], vb or [], strict=False))
                             if x != y), None)
-                where = f" first at index {idx}: {va[idx]} vs {vb[idx]}" if idx is not None and va and vb else ""
+                where = (
+                    f" first at index {idx}: {va[idx]} vs {vb[idx]}"
+                    if idx is not None and va and vb
+                    else ""
+                )
                 diffs.append(f"{kind[:-1]} {name} differs{where}")
     return diffs
 
@@ -684,7 +699,8 @@ def differential(case: Case, kind: str = "bmv2") -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.difftest", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.difftest",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("program", type=Path)
     parser.add_argument("--stf", type=Path)
     parser.add_argument("--random", type=int, default=0, metavar="N", help="N random frames")

@@ -102,4 +102,6 @@ def topology(hosts: int) -> Iterator[NetnsTopology]:
 
 
 def can_use_netns() -> bool:
-    return os.geteuid() == 0 and subprocess.run(["which", "ip"], capture_output=True).returncode == 0
+    return (
+        os.geteuid() == 0 and subprocess.run(["which", "ip"], capture_output=True).returncode == 0
+    )

@@ -220,7 +220,9 @@ class Client:
 
     def set_config(self, action: int = 3, device_config: bytes = b"fake",
                    p4info: p4info_pb2.P4Info | None = None, cookie: int | None = None) -> Any:
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(device_id=self.device_id, action=action)
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id, action=action
+        )
         req.election_id.high, req.election_id.low = self.election_id
         req.config.p4info.CopyFrom(p4info if p4info is not None else fake_p4info())
         req.config.p4_device_config = device_config

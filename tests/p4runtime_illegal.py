@@ -162,7 +162,9 @@ def register(ids: Ids, index: int) -> Update:
     return u
 
 
-def mcast(gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),), utype: int = Update.INSERT) -> Update:
+def mcast(
+    gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),), utype: int = Update.INSERT
+) -> Update:
     u = Update(type=utype)
     g = u.entity.packet_replication_engine_entry.multicast_group_entry
     g.multicast_group_id = gid
@@ -191,7 +193,8 @@ def direct_counter(ids: Ids, src: bytes) -> Update:
     d = u.entity.direct_counter_entry
     d.table_entry.table_id = ids["t_acl"]
     d.table_entry.priority = 10
-    d.table_entry.match.add(field_id=1, ternary=p4runtime_pb2.FieldMatch.Ternary(value=src, mask=b"\xff"))
+    d.table_entry.match.add(field_id=1,
+                            ternary=p4runtime_pb2.FieldMatch.Ternary(value=src, mask=b"\xff"))
     d.data.packet_count = 5
     return u
 
@@ -250,9 +253,11 @@ CASES: list[Case] = [
     # ---- the Write RPC itself
     Case("write: unknown device id", "write_rpc",
          lambda ids: (_write_req(ids, device_id=7), [exact_entry(ids, port=b"\x05")]),
-         NF, NF, PD, "BMv2 makes a new empty device for any id; its check then fails on arbitration"),
+         NF, NF, PD,
+         "BMv2 makes a new empty device for any id; its check then fails on arbitration"),
     Case("write: election id of a backup", "write_rpc",
-         lambda ids: (_write_req(ids, election_id=p4runtime_pb2.Uint128(low=0)), [exact_entry(ids, port=b"\x05")]),
+         lambda ids: (_write_req(ids, election_id=p4runtime_pb2.Uint128(low=0)),
+                      [exact_entry(ids, port=b"\x05")]),
          PD, PD, PD),
     Case("write: ROLLBACK_ON_ERROR atomicity", "write_rpc",
          lambda ids: (_write_req(ids, atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR),
@@ -263,8 +268,10 @@ CASES: list[Case] = [
          NF, NF, OK, "BMv2's server has no roles: it ignores the field and applies the write"),
     # ---- table entries
     Case("table: unknown table id", "write",
-         lambda ids: edit(exact_entry(ids), lambda te: setattr(te, "table_id", BAD_TABLE)), "-", IA, IA),
-    Case("table: unknown action id", "write", lambda ids: exact_entry(ids, b"\x08\x06", action=""), "-", IA, IA),
+         lambda ids: edit(exact_entry(ids), lambda te: setattr(te, "table_id", BAD_TABLE)), "-", IA,
+         IA),
+    Case("table: unknown action id", "write", lambda ids: exact_entry(ids, b"\x08\x06", action=""),
+         "-", IA, IA),
     Case("table: action not in the table", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", action="acl_drop", params=()), IA, IA, IA),
     Case("table: @defaultonly action in an entry", "write",
@@ -274,39 +281,49 @@ CASES: list[Case] = [
     Case("table: exact value wider than the field", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", port=b"\x02\x00"), IA, IA, IA,
          "the match-format rules say INVALID_ARGUMENT (the generic bytestring rule OUT_OF_RANGE)"),
-    Case("table: exact value empty", "write", lambda ids: exact_entry(ids, b"", port=b"\x07"), IA, IA, OK,
+    Case("table: exact value empty", "write", lambda ids: exact_entry(ids, b"", port=b"\x07"), IA,
+         IA, OK,
          "BMv2 pads the empty string to zero; the specification always rejects it"),
     Case("table: exact value with leading zero bytes", "write",
          lambda ids: exact_entry(ids, b"\x00\x00\x08\x07", port=b"\x01"), OK, OK, OK),
-    Case("table: missing exact field", "write", lambda ids: exact_entry(ids, b"\x08\x06", port=None), IA, IA, IA),
+    Case("table: missing exact field", "write",
+         lambda ids: exact_entry(ids, b"\x08\x06", port=None), IA, IA, IA),
     Case("table: unknown match field id", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: setattr(te.match[1], "field_id", 9)), IA, IA, IA),
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"),
+                          lambda te: setattr(te.match[1], "field_id", 9)), IA, IA, IA),
     Case("table: match field given twice", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: te.match.add().CopyFrom(te.match[1])), IA, IA, IA),
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"),
+                          lambda te: te.match.add().CopyFrom(te.match[1])), IA, IA, IA),
     Case("table: ternary match on an exact field", "write",
          lambda ids: edit(exact_entry(ids, b"\x08\x06", port=None), lambda te: te.match.add(
-             field_id=2, ternary=p4runtime_pb2.FieldMatch.Ternary(value=b"\x01", mask=b"\x01"))), IA, IA, IA),
+             field_id=2, ternary=p4runtime_pb2.FieldMatch.Ternary(value=b"\x01", mask=b"\x01"))),
+             IA, IA, IA),
     Case("table: action parameter too wide", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", params=(b"\x02\x00",)), IA, IA, IA),
     Case("table: action parameter missing", "write",
-         lambda ids: exact_entry(ids, b"\x08\x06", action="set_both", params=(b"\x01",)), IA, IA, IA),
+         lambda ids: exact_entry(ids, b"\x08\x06", action="set_both", params=(b"\x01",)), IA, IA,
+         IA),
     Case("table: unknown action parameter id", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", params=(b"\x01", b"\x02")), IA, IA, IA),
     Case("table: action parameter empty", "write",
          lambda ids: exact_entry(ids, b"\x08\x08", params=(b"",)), IA, IA, OK,
          "BMv2 pads the empty string to zero; the specification always rejects it"),
     Case("table: entry without an action", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: te.ClearField("action")), IA, IA, IA),
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: te.ClearField("action")), IA,
+         IA, IA),
     Case("table: priority on an exact table", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: setattr(te, "priority", 5)), IA, IA, IA),
-    Case("table: ternary table without priority", "write", lambda ids: acl_entry(ids, priority=0), IA, IA, IA),
+         lambda ids: edit(exact_entry(ids, b"\x08\x06"), lambda te: setattr(te, "priority", 5)), IA,
+         IA, IA),
+    Case("table: ternary table without priority", "write", lambda ids: acl_entry(ids, priority=0),
+         IA, IA, IA),
     Case("table: ternary value outside the mask", "write",
          lambda ids: acl_entry(ids, value=b"\x03", mask=b"\x01"), IA, IA, IA),
     Case("table: ternary mask zero (don't care)", "write",
          lambda ids: acl_entry(ids, value=b"\x00", mask=b"\x00"), IA, IA, IA),
     Case("table: range low above high", "write",
          lambda ids: acl_entry(ids, value=b"\x04", low=b"\x09", high=b"\x01"), IA, IA, IA),
-    Case("table: LPM prefix longer than the field", "write", lambda ids: lpm_entry(ids, b"\x0a", 49), IA, IA, IA),
+    Case("table: LPM prefix longer than the field", "write",
+         lambda ids: lpm_entry(ids, b"\x0a", 49), IA, IA, IA),
     Case("table: LPM bits beyond the prefix", "write",
          lambda ids: lpm_entry(ids, b"\x0a\x00\x00\x00\x00\x01", 8), IA, IA, IA),
     Case("table: duplicate entry", "write", lambda ids: exact_entry(ids), AE, AE, AE),
@@ -317,7 +334,8 @@ CASES: list[Case] = [
     Case("table: update type UNSPECIFIED", "write",
          lambda ids: with_type(exact_entry(ids, b"\x08\x06"), Update.UNSPECIFIED), "-", IA, IA),
     Case("table: is_const set in a write", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x0a"), lambda te: setattr(te, "is_const", True)), IA, IA, OK,
+         lambda ids: edit(exact_entry(ids, b"\x08\x0a"), lambda te: setattr(te, "is_const", True)),
+         IA, IA, OK,
          "BMv2 ignores the flag and inserts the entry"),
     Case("table: INSERT of the default entry", "write",
          lambda ids: with_type(default_entry(ids, "t_exact", "drop"), Update.INSERT), IA, IA, IA),
@@ -330,7 +348,8 @@ CASES: list[Case] = [
          lambda ids: _keyless_insert(ids), IA, IA, UK,
          "BMv2 does not check for a match key; its target then fails (UNKNOWN)"),
     Case("table: time_since_last_hit in a write", "write",
-         lambda ids: edit(exact_entry(ids, b"\x08\x0b"), lambda te: te.time_since_last_hit.SetInParent()),
+         lambda ids: edit(exact_entry(ids, b"\x08\x0b"),
+                          lambda te: te.time_since_last_hit.SetInParent()),
          "-", IA, IA),
     Case("table: direct action in an indirect table", "write",
          lambda ids: edit(indirect_entry(ids, b"\x01", 1), lambda te: te.action.action.__setattr__(
@@ -342,20 +361,26 @@ CASES: list[Case] = [
          lambda ids: indirect_entry(ids, b"\x02", 99), NF, NF, IA,
          "the specification prescribes NOT_FOUND for a member that was not inserted"),
     # ---- action profiles
-    Case("profile: unknown action profile id", "write", lambda ids: member(ids, 2, profile=0x1100FFFF), "-", IA, IA),
+    Case("profile: unknown action profile id", "write",
+         lambda ids: member(ids, 2, profile=0x1100FFFF), "-", IA, IA),
     Case("profile: duplicate member", "write", lambda ids: member(ids, 1), AE, AE, AE),
     Case("profile: delete a missing member", "write",
          lambda ids: with_type(member(ids, 77), Update.DELETE), NF, NF, NF),
-    Case("profile: group with a missing member", "write", lambda ids: group(ids, 1, (55,)), NF, NF, NF),
+    Case("profile: group with a missing member", "write", lambda ids: group(ids, 1, (55,)), NF, NF,
+         NF),
     # ---- counters, meters, registers
-    Case("counter: unknown counter id", "write", lambda ids: counter(ids, 0, cid=0x1200FFFF), "-", IA, IA),
+    Case("counter: unknown counter id", "write", lambda ids: counter(ids, 0, cid=0x1200FFFF), "-",
+         IA, IA),
     Case("counter: index past the end", "write", lambda ids: counter(ids, 8), OOR, OOR, UK,
          "BMv2 reports its target's failure as UNKNOWN"),
     Case("counter: negative index", "write", lambda ids: counter(ids, -1), IA, IA, IA),
     Case("counter: INSERT", "write", lambda ids: counter(ids, 0, Update.INSERT), IA, IA, IA),
-    Case("direct counter: no such entry", "write", lambda ids: direct_counter(ids, b"\x09"), NF, NF, IA,
-         "the specification prescribes NOT_FOUND; BMv2 cannot map the entry and says INVALID_ARGUMENT"),
-    Case("meter: unknown meter id", "write", lambda ids: meter(ids, 0, mid=0x1500FFFF), "-", IA, IA),
+    Case("direct counter: no such entry", "write", lambda ids: direct_counter(ids, b"\x09"), NF, NF,
+         IA,
+         "the specification prescribes NOT_FOUND; BMv2 cannot map the entry and says "
+         "INVALID_ARGUMENT"),
+    Case("meter: unknown meter id", "write", lambda ids: meter(ids, 0, mid=0x1500FFFF), "-", IA,
+         IA),
     Case("meter: index past the end", "write", lambda ids: meter(ids, 4), OOR, OOR, UK,
          "BMv2 reports its target's failure as UNKNOWN"),
     Case("meter: negative rate", "write", lambda ids: meter(ids, 0, cir=-5), IA, IA, IA),
@@ -364,8 +389,10 @@ CASES: list[Case] = [
     # ---- packet replication engine, digests
     Case("multicast: group id 0", "write", lambda ids: mcast(0), IA, IA, IA),
     Case("multicast: duplicate group", "write", lambda ids: mcast(1), AE, AE, AE),
-    Case("multicast: modify a missing group", "write", lambda ids: mcast(9, utype=Update.MODIFY), NF, NF, NF),
-    Case("multicast: duplicate replica", "write", lambda ids: mcast(2, ((1, 0), (1, 0))), "-", IA, IA),
+    Case("multicast: modify a missing group", "write", lambda ids: mcast(9, utype=Update.MODIFY),
+         NF, NF, NF),
+    Case("multicast: duplicate replica", "write", lambda ids: mcast(2, ((1, 0), (1, 0))), "-", IA,
+         IA),
     Case("clone session: id 0", "write", lambda ids: clone(0), IA, IA, IA),
     Case("digest: unknown digest id", "write", lambda ids: digest(0x1800FFFF), "-", NF, NF),
     Case("digest: configured twice", "write", lambda ids: digest(ids["learn_t"]), AE, AE, AE),
@@ -374,29 +401,41 @@ CASES: list[Case] = [
     # ---- Read
     Case("read: unknown device id", "read", _read({"table_entry": {}}, device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
-    Case("read: unknown table id", "read", _read({"table_entry": {"table_id": BAD_TABLE}}), "-", IA, IA),
-    Case("read: unknown counter id", "read", _read({"counter_entry": {"counter_id": 0x1200FFFF}}), "-", IA, IA),
-    Case("read: unknown meter id", "read", _read({"meter_entry": {"meter_id": 0x1500FFFF}}), "-", IA, IA),
+    Case("read: unknown table id", "read", _read({"table_entry": {"table_id": BAD_TABLE}}), "-", IA,
+         IA),
+    Case("read: unknown counter id", "read", _read({"counter_entry": {"counter_id": 0x1200FFFF}}),
+         "-", IA, IA),
+    Case("read: unknown meter id", "read", _read({"meter_entry": {"meter_id": 0x1500FFFF}}), "-",
+         IA, IA),
     Case("read: unknown action profile id", "read",
          _read({"action_profile_member": {"action_profile_id": 0x1100FFFF}}), "-", IA, IA),
-    Case("read: counter index past the end", "read", _read({"counter_entry": {"counter_id": "ctr", "index": 8}}),
+    Case("read: counter index past the end", "read",
+         _read({"counter_entry": {"counter_id": "ctr", "index": 8}}),
          "-", OOR, UK, "as for writes, where the specification says OUT_OF_RANGE"),
-    Case("read: negative counter index", "read", _read({"counter_entry": {"counter_id": "ctr", "index": -1}}),
+    Case("read: negative counter index", "read",
+         _read({"counter_entry": {"counter_id": "ctr", "index": -1}}),
          "-", IA, IA),
     # ---- GetForwardingPipelineConfig
     Case("get config: unknown device id", "get", lambda ids: GetReq(device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
-    Case("get config: unknown response type", "get", lambda ids: GetReq(response_type=9), "-", IA, IA),
+    Case("get config: unknown response type", "get", lambda ids: GetReq(response_type=9), "-", IA,
+         IA),
     # ---- SetForwardingPipelineConfig (last: BMv2 may change its pipeline here)
-    Case("set config: unknown device id", "set", lambda ids: _set(ids, FwdReq.VERIFY, device_id=7), NF, NF, PD,
+    Case("set config: unknown device id", "set", lambda ids: _set(ids, FwdReq.VERIFY, device_id=7),
+         NF, NF, PD,
          "BMv2 makes a new device for any id; no client is primary there"),
-    Case("set config: election id of a backup", "set", lambda ids: _set(ids, FwdReq.VERIFY, election=0), PD, PD, PD),
-    Case("set config: action UNSPECIFIED", "set", lambda ids: _set(ids, FwdReq.UNSPECIFIED), "-", IA, IA),
-    Case("set config: VERIFY without a config", "set", lambda ids: _set(ids, FwdReq.VERIFY, config=False),
+    Case("set config: election id of a backup", "set",
+         lambda ids: _set(ids, FwdReq.VERIFY, election=0), PD, PD, PD),
+    Case("set config: action UNSPECIFIED", "set", lambda ids: _set(ids, FwdReq.UNSPECIFIED), "-",
+         IA, IA),
+    Case("set config: VERIFY without a config", "set",
+         lambda ids: _set(ids, FwdReq.VERIFY, config=False),
          IA, IA, OK, "BMv2 verifies the empty P4Info and accepts it"),
-    Case("set config: COMMIT with a config", "set", lambda ids: _set(ids, FwdReq.COMMIT), IA, IA, UK,
+    Case("set config: COMMIT with a config", "set", lambda ids: _set(ids, FwdReq.COMMIT), IA, IA,
+         UK,
          "BMv2 ignores the config, ends a device update never started and fails (UNKNOWN)"),
-    Case("set config: COMMIT with nothing saved", "set", lambda ids: _set(ids, FwdReq.COMMIT, config=False),
+    Case("set config: COMMIT with nothing saved", "set",
+         lambda ids: _set(ids, FwdReq.COMMIT, config=False),
          NF, NF, UK, "BMv2 ends a device update that was never started and fails (UNKNOWN)"),
 ]
 
@@ -409,7 +448,9 @@ def _keyless_insert(ids: Ids) -> Update:
     return u
 
 
-def _set(ids: Ids, action: int, device_id: int = 0, election: int = 1, config: bool = True) -> FwdReq:
+def _set(
+    ids: Ids, action: int, device_id: int = 0, election: int = 1, config: bool = True
+) -> FwdReq:
     req = FwdReq(device_id=device_id, action=action)
     req.election_id.low = election
     if config:

@@ -87,7 +87,9 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 msg.arbitration.status.code = code_pb2.ALREADY_EXISTS
             s.send(msg)
 
-    def StreamChannel(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+    def StreamChannel(
+        self, request_iterator: Iterator[Any], context: grpc.ServicerContext
+    ) -> Iterator[Any]:
         session = _Session()
 
         def reader() -> None:
@@ -101,7 +103,9 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                             return
                         eid = from_uint128(arb.election_id)
                         with self.lock:
-                            if any(o is not session and o.election_id == eid for o in self.sessions):
+                            if any(
+                                o is not session and o.election_id == eid for o in self.sessions
+                            ):
                                 session.refused = f"election id {eid} is in use"
                                 session.send(None)
                                 return
@@ -219,7 +223,10 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if e.WhichOneof("entity") != kind:
                     continue
                 if kind == "table_entry":
-                    if req.table_entry.table_id and req.table_entry.table_id != e.table_entry.table_id:
+                    if (
+                        req.table_entry.table_id
+                        and req.table_entry.table_id != e.table_entry.table_id
+                    ):
                         continue
                     if req.table_entry.is_default_action != e.table_entry.is_default_action:
                         continue

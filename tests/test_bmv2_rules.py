@@ -45,9 +45,11 @@ control CC(inout headers hdr, inout meta_t meta) { apply { } }
 control D(packet_out pk, in headers hdr) { apply { pk.emit(hdr.h); } }
 V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
-TABLE_LINE = TEMPLATE.splitlines().index("    table t { key = { hdr.h.a: exact; } actions = { set; other; NoAction; } }") + 1
+TABLE_LINE = TEMPLATE.splitlines().index("    table t { key = { hdr.h.a: exact; } actions = { "
+                                         "set; other; NoAction; } }") + 1
 SUCCESSORS = "Program is not supported by this target, because table I.t has multiple successors"
-SELF_PATH = "Program can not be implemented on this target since it contains a path from table I.t back to itself"
+SELF_PATH = ("Program can not be implemented on this target since it contains a path from table "
+             "I.t back to itself")
 
 CASES: dict[str, tuple[str, str | None]] = {
     # the table is applied in two branches that continue differently
@@ -72,7 +74,8 @@ CASES: dict[str, tuple[str, str | None]] = {
         "if (hdr.h.a == 0) { t.apply(); } else { t.apply(); }\n        hdr.h.b = 3;",
         None,
     ),
-    "both_branches_end": ("if (hdr.h.a == 0) { t.apply(); } else { hdr.h.b = 1; t.apply(); }", None),
+    "both_branches_end": ("if (hdr.h.a == 0) { t.apply(); } else { hdr.h.b = 1; t.apply(); }",
+                          None),
     "applied_once_hit_miss": (
         "if (t.apply().hit) { hdr.h.b = 1; } else { u.apply(); }",
         None,

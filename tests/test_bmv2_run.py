@@ -3,9 +3,9 @@
 ``python -m experiment.run --target bmv2 --no-cli`` must run the same job as on the built-in target
 and print the same summary, with both all-reduces exact and, with no loss configured, no
 in-network retransmission caused by a loss (a timer firing late on a loaded machine is told
-apart by the transport as spurious). Node names carry a per-process prefix, gRPC and Thrift ports are
-found free at run time, ``experiment.run`` is stopped with SIGTERM (it then takes its network down)
-if it overruns, and leftover interfaces of our switches are removed after each test.
+apart by the transport as spurious). Node names carry a per-process prefix, gRPC and Thrift ports
+are found free at run time, ``experiment.run`` is stopped with SIGTERM (it then takes its network
+down) if it overruns, and leftover interfaces of our switches are removed after each test.
 """
 
 from __future__ import annotations

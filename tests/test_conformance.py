@@ -36,7 +36,9 @@ def _stf(program: str, text: str) -> None:
 
 
 def _table(prog: ir.Program, control: str, name: str) -> ir.TableDecl:
-    return next(t for t in prog.controls[control].locals if isinstance(t, ir.TableDecl) and t.name == name)
+    return next(
+        t for t in prog.controls[control].locals if isinstance(t, ir.TableDecl) and t.name == name
+    )
 
 
 # ----------------------------------------------------------------------- front end
@@ -54,13 +56,18 @@ def test_package_type_arguments() -> None:
 
 
 def test_table_with_empty_parentheses_and_in_header() -> None:
-    """`table t() {..}` parses and an `in` header parameter is accepted where the block type says inout."""
+    """`table t() {..}` parses and an `in` header parameter is accepted where the block type says
+    inout."""
     _stf("package_type_args.p4", "packet 0 07 00\nexpect 2 07 07 $\n")
 
 
 def test_package_wrong_type_argument_count() -> None:
     """A package given the wrong number of type arguments is a clean error."""
-    text = (CONF / "package_type_args.p4").read_text().replace("V1Switch<Headers, Meta>", "V1Switch<Headers>")
+    text = (
+        (CONF / "package_type_args.p4")
+        .read_text()
+        .replace("V1Switch<Headers, Meta>", "V1Switch<Headers>")
+    )
     with pytest.raises(P4Error, match="package 'V1Switch' expects 2 type arguments, got 1"):
         compile_source(text, str(CONF / "x.p4"))
 
@@ -91,7 +98,8 @@ def test_entry_priority_continues_by_delta() -> None:
 
 def test_entry_priority_behaviour() -> None:
     """Priority 95 beats the derived 90 for a key both entries match."""
-    _stf("entry_priorities.p4", "packet 0 1001 00\nexpect 1 1001 01 $\npacket 0 1000 00\nexpect 1 1000 03 $\n")
+    _stf("entry_priorities.p4",
+         "packet 0 1001 00\nexpect 1 1001 01 $\npacket 0 1000 00\nexpect 1 1000 03 $\n")
 
 
 def test_entry_priority_first_entry_required() -> None:
@@ -120,7 +128,9 @@ def test_v1model_20200408_register_runs() -> None:
 
 def test_v1model_default_version_keeps_old_externs() -> None:
     """Without a version define, register<T> keeps its single type parameter."""
-    text = (CONF / "v1model_20200408.p4").read_text().replace("#define V1MODEL_VERSION 20200408\n", "")
+    text = (
+        (CONF / "v1model_20200408.p4").read_text().replace("#define V1MODEL_VERSION 20200408\n", "")
+    )
     with pytest.raises(P4Error, match="extern 'register' expects 1 type arguments, got 2"):
         compile_source(text, str(CONF / "x.p4"))
 
@@ -148,7 +158,8 @@ def _stf_file(program: str, trace: bool = False) -> None:
 
 
 def test_for_loops_run() -> None:
-    """`for` loops (C-style with break/continue, ranges, lists, stacks, return/exit inside) run as BMv2 runs them."""
+    """`for` loops (C-style with break/continue, ranges, lists, stacks, return/exit inside) run
+    as BMv2 runs them."""
     _stf_file("for_loop.p4")
 
 
@@ -161,7 +172,9 @@ def test_for_loop_ir_nodes() -> None:
     """The front end lowers loops to ir.For / ir.ForIn with Break and Continue inside."""
     prog = compile_file(CONF / "for_loop.p4")
     ingress = prog.controls["ingress"]
-    sum_even = next(a for a in ingress.locals if isinstance(a, ir.ActionDecl) and a.name == "sum_even")
+    sum_even = next(
+        a for a in ingress.locals if isinstance(a, ir.ActionDecl) and a.name == "sum_even"
+    )
     loop = sum_even.body.stmts[1]
     assert isinstance(loop, ir.For) and len(loop.init) == 1 and len(loop.updates) == 1
     kinds = {type(n).__name__ for n in _stmts(loop.body)}
@@ -185,11 +198,17 @@ def _stmts(s: ir.Stmt) -> list[ir.Stmt]:
     ("old", "new", "message"),
     [
         ("break;", "", None),  # sanity: still compiles without the break
-        ("hdr.h.a = 0;\n        for", "hdr.h.a = 0;\n        break;\n        for", "'break' outside a loop"),
-        ("for (bit<8> x in {hdr.h.n, 8w2, 8w3})", "for (bit<8> x in hdr.h)", "cannot iterate over an expression of type hdr_t"),
-        ("for (item_t e in hdr.it)", "for (hdr_t e in hdr.it)", "loop variable of type hdr_t cannot iterate over item_t\\[3\\]"),
-        ("for (int<8> i in -3 .. 2)", "for (bool i in true .. false)", "a range loop variable must be bit<W> or int<W>"),
-        ("pkt.extract(hdr.h);", "pkt.extract(hdr.h);\n        for (bit<8> i = 0; i < 2; i = i + 1) { }", "'for' statements are not allowed in a parser"),
+        ("hdr.h.a = 0;\n        for", "hdr.h.a = 0;\n        break;\n        for",
+         "'break' outside a loop"),
+        ("for (bit<8> x in {hdr.h.n, 8w2, 8w3})", "for (bit<8> x in hdr.h)",
+         "cannot iterate over an expression of type hdr_t"),
+        ("for (item_t e in hdr.it)", "for (hdr_t e in hdr.it)",
+         "loop variable of type hdr_t cannot iterate over item_t\\[3\\]"),
+        ("for (int<8> i in -3 .. 2)", "for (bool i in true .. false)",
+         "a range loop variable must be bit<W> or int<W>"),
+        ("pkt.extract(hdr.h);",
+         "pkt.extract(hdr.h);\n        for (bit<8> i = 0; i < 2; i = i + 1) { }",
+         "'for' statements are not allowed in a parser"),
     ],
 )
 def test_for_loop_checks(old: str, new: str, message: str | None) -> None:
@@ -236,7 +255,8 @@ def test_block_constructor_argument_must_match_prototype() -> None:
     text = (CONF / "block_ctor_arg.p4").read_text().replace(
         "control Inc(inout bit<16> x) {", "control Inc(inout bit<8> x) {"
     ).replace("x = x + 1;", "x = x + 8w1;")
-    with pytest.raises(P4Error, match="argument of type Inc does not match parameter 's' of type step_t"):
+    with pytest.raises(P4Error,
+                       match="argument of type Inc does not match parameter 's' of type step_t"):
         compile_source(text, str(CONF / "x.p4"))
 
 
@@ -262,7 +282,9 @@ def test_compound_assignment_checks_operands() -> None:
 def test_division_by_constant_zero_rejected() -> None:
     """`x / 0` and `x % 8w0` on a run-time value are compile errors, as in p4c (div0)."""
     for expr in ("hdr.h.a / 0", "hdr.h.a % 8w0"):
-        text = (CONF / "compound_assign.p4").read_text().replace("hdr.h.a += 3;", f"hdr.h.a = {expr};")
+        text = (
+            (CONF / "compound_assign.p4").read_text().replace("hdr.h.a += 3;", f"hdr.h.a = {expr};")
+        )
         with pytest.raises(P4Error, match="division by zero"):
             compile_source(text, str(CONF / "x.p4"))
 
@@ -276,12 +298,14 @@ def test_default_action_with_other_bound_argument_rejected() -> None:
     """A default_action binding another directional argument is rejected (p4c action-bind)."""
     text = (CONF / "action_bind.p4").read_text()
     text = text.replace("default_action = set(hdr.h.b, 7);", "default_action = set(hdr.h.a, 7);")
-    with pytest.raises(P4Error, match="argument of 'target' differs from the one bound in the actions list"):
+    with pytest.raises(P4Error,
+                       match="argument of 'target' differs from the one bound in the actions list"):
         compile_source(text, str(CONF / "x.p4"))
 
 
 def test_struct_in_header_runs() -> None:
-    """A struct of bit-vectors in a header: extract, member access, table key, checksum, emit (p4c bvec_union-bmv2)."""
+    """A struct of bit-vectors in a header: extract, member access, table key, checksum, emit
+    (p4c bvec_union-bmv2)."""
     _stf_file("struct_in_header.p4")
 
 
@@ -300,7 +324,8 @@ def test_struct_with_varbit_in_header_is_an_error() -> None:
 
 
 def test_extract_into_dont_care_and_struct_lookahead() -> None:
-    """`extract<T>(_)` skips a header; `lookahead<S>()` of a struct peeks at its fields (p4c issue774-4, issue1768)."""
+    """`extract<T>(_)` skips a header; `lookahead<S>()` of a struct peeks at its fields (p4c
+    issue774-4, issue1768)."""
     _stf_file("parser_skip_lookahead.p4")
 
 
@@ -310,7 +335,8 @@ def test_extract_into_union_of_stack_next() -> None:
 
 
 def test_copy_in_copy_out_of_composite_arguments() -> None:
-    """An action writing its inout argument's variable directly loses that write at the copy-out (p4c gauntlet_indirect_hdr_assign_1)."""
+    """An action writing its inout argument's variable directly loses that write at the copy-out
+    (p4c gauntlet_indirect_hdr_assign_1)."""
     _stf_file("copy_in_copy_out.p4")
 
 
@@ -320,7 +346,8 @@ def test_initialiser_evaluation_order() -> None:
 
 
 def test_nested_slice_indexed_compound_and_ser_enum_mask() -> None:
-    """`x[7:4][2:1] = ..`, `s[f(i)].x |= ..` (f runs once) and `E.M &&& 0xF0` entries (p4c gauntlet_nested_slice, opassign2, table-entries-ser-enum)."""
+    """`x[7:4][2:1] = ..`, `s[f(i)].x |= ..` (f runs once) and `E.M &&& 0xF0` entries (p4c
+    gauntlet_nested_slice, opassign2, table-entries-ser-enum)."""
     _stf_file("lvalue_forms.p4")
 
 
@@ -361,7 +388,10 @@ def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:
     (tmp_path / "a-bmv2.p4").write_text('#include <v1model.p4>\n#include "frag.p4"\n')
     (tmp_path / "b-psa.p4").write_text("#include <psa.p4>\n")
     assert [p.name for p in find_programs(tmp_path)] == ["a-bmv2.p4"]
-    assert [p.name for p in find_programs(tmp_path, v1model_only=False)] == ["a-bmv2.p4", "b-psa.p4"]
+    assert [p.name for p in find_programs(tmp_path, v1model_only=False)] == [
+        "a-bmv2.p4",
+        "b-psa.p4",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -370,7 +400,8 @@ def test_find_programs_skips_fragments_and_other_archs(tmp_path: Path) -> None:
         (0, "", True, "pass"),
         (1, "FAIL: port 0: expected 00 got nothing", True, "stf-fail"),
         (1, "t.stf:3: error: unknown table 'x'", True, "stf-error"),
-        (1, "p.p4:1:2: error: value_set is not supported by the built-in target", False, "unsupported"),
+        (1, "p.p4:1:2: error: value_set is not supported by the built-in target", False,
+         "unsupported"),
         (1, "p.p4:1:2: error: no type named 'X'", False, "rejected"),
         (1, "Traceback (most recent call last):\n  ...\nKeyError: 'x'", True, "crash"),
     ],
@@ -411,11 +442,18 @@ def test_implicit_default_action_is_defaultonly_noaction() -> None:
 
     from softswitch.p4info import build_p4info
 
-    text = (CONF / "legacy_priority.p4").read_text().replace("actions = { set; NoAction; }", "actions = { set; }")
+    text = (
+        (CONF / "legacy_priority.p4")
+        .read_text()
+        .replace("actions = { set; NoAction; }", "actions = { set; }")
+    )
     prog = compile_source(text, str(CONF / "x.p4"))
     t = _table(prog, "ingress", "t")
     assert t.default_action is not None and t.default_action.action is prog.actions["NoAction"]
-    assert [(r.action.name, r.annotations) for r in t.actions] == [("set", {}), ("NoAction", {"defaultonly": []})]
+    assert [(r.action.name, r.annotations) for r in t.actions] == [
+        ("set", {}),
+        ("NoAction", {"defaultonly": []}),
+    ]
     table = build_p4info(prog).tables[0]
     assert [(r.scope, list(r.annotations)) for r in table.action_refs] == [
         (p4info_pb2.ActionRef.TABLE_AND_DEFAULT, []),

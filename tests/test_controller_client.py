@@ -89,9 +89,12 @@ def test_schema_finds_by_suffix_and_full_name(p4info) -> None:
 def test_schema_miss_suggests_close_name(p4info) -> None:
     """A misspelt name is answered with the closest one."""
     schema = ControlPlaneSchema(p4info)
-    with pytest.raises(SchemaError, match=r"no table named 'MyIngress.ipv4_lpn'. Did you mean 'MyIngress.ipv4_lpm'\?"):
+    with pytest.raises(SchemaError,
+                       match=r"no table named 'MyIngress.ipv4_lpn'. Did you mean "
+                             r"'MyIngress.ipv4_lpm'\?"):
         schema.table("MyIngress.ipv4_lpn")
-    with pytest.raises(SchemaError, match=r"no action named 'set_nhp'. Did you mean 'MyIngress.set_nhop'\?"):
+    with pytest.raises(SchemaError,
+                       match=r"no action named 'set_nhp'. Did you mean 'MyIngress.set_nhop'\?"):
         schema.action("set_nhp")
 
 
@@ -201,7 +204,8 @@ def test_write_errors_are_decoded_per_update(server, p4info) -> None:
     """Per-update p4.v1.Error details come back with their batch index."""
     schema = ControlPlaneSchema(p4info)
     a = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.0.0/8"}, "NoAction"))
-    b = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.1.0.0/16"}, "NoAction"))
+    b = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.1.0.0/16"},
+                                       "NoAction"))
     with P4Client(server.address, 3, election_id=1) as client:
         client.connect()
         client.write([ents.update(p4runtime_pb2.Update.INSERT, a)])
@@ -267,7 +271,8 @@ def test_sync_modifies_and_prunes(server, p4info) -> None:
         report = sw.sync([r1b])
         assert (report.modified, report.deleted, report.inserted) == (1, 1, 0)
         stored = [schema.describe_entry(e.table_entry) for e in server.entities]
-        assert stored == [{"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": "10.0.1.0/24"},
+        assert stored == [{"table": "MyIngress.ipv4_lpm",
+                           "match": {"hdr.ipv4.dstAddr": "10.0.1.0/24"},
                            "action": "MyIngress.set_nhop", "params": {"dmac": 1, "port": 3}}]
     finally:
         sw.close()
@@ -288,12 +293,14 @@ def test_backup_switch_refuses_to_sync(server, p4info) -> None:
 
 
 def test_reconnect_after_server_restart_resyncs(p4info) -> None:
-    """When the switch restarts, the ManagedSwitch reconnects, re-pushes the pipeline and its entries."""
+    """When the switch restarts, the ManagedSwitch reconnects, re-pushes the pipeline and its
+    entries."""
     first = FakeP4RuntimeServer(device_id=3).start()
     port = first.port
     schema = ControlPlaneSchema(p4info)
     want = [ents.multicast_group(7, [(1, 0)])]
-    sw = ManagedSwitch(SwitchOptions("s1", first.address, 3, reconnect=True, reconnect_deadline_s=20))
+    sw = ManagedSwitch(SwitchOptions("s1", first.address, 3, reconnect=True,
+                                     reconnect_deadline_s=20))
     sw.load_program(p4info, b"cfg")
     second = None
     try:

@@ -65,7 +65,12 @@ def test_rack_local_job_has_one_root(rundir) -> None:
     plan = plan_job(JobRequest("a", ("h1", "h2")), topo, [], {}, SIZES)
     assert plan.spine is None and list(plan.parts) == ["l1"]
     part = plan.parts["l1"]
-    assert (part.role, part.expected, part.members, part.conns) == ("root", 2, 0b11, {"w0": 0, "w1": 1})
+    assert (part.role, part.expected, part.members, part.conns) == (
+        "root",
+        2,
+        0b11,
+        {"w0": 0, "w1": 1},
+    )
     assert [(w.rank, w.peer, w.position) for w in plan.workers] == [(0, 1, 0), (1, 0, 1)]
     assert plan.workers[0].recv_qpn == nr.worker_qpn(plan.job_id, 0, True)
 
@@ -132,7 +137,8 @@ def _ring_ok(plan: JobPlan) -> bool:
 def test_workers_pair_across_hosts(tmp_path) -> None:
     """With two GPUs per host every connection goes to a worker on another host of the leaf."""
     (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus=2)), encoding="utf-8")
-    plan = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), load_topology(tmp_path), [], {}, SIZES)
+    plan = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), load_topology(tmp_path), [], {},
+                    SIZES)
     assert [(w.rank, w.host, w.gpu, w.position) for w in plan.workers[:4]] == [
         (0, "h1", 0, 0), (1, "h1", 1, 1), (2, "h2", 0, 2), (3, "h2", 1, 3)]
     assert [w.peer for w in plan.workers] == [2, 3, 1, 0, 6, 7, 5, 4]  # (gpu, host) order
@@ -249,7 +255,8 @@ def test_cli_usage_errors_exit_2(rundir, capsys) -> None:
     """Syntax errors and a missing run directory are one line with exit 2."""
     assert main(["--rundir", str(rundir), "job", "create", "x"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: controller job create: the following arguments are required: --hosts")
+    assert err.startswith("error: controller job create: the following arguments are required: "
+                          "--hosts")
     assert main(["--rundir", str(rundir / "missing"), "status"]) == 2
     assert "no such file (is this a run directory?)" in capsys.readouterr().err
 

@@ -148,7 +148,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                                log_path=base / "switch.log")
         switch.start()
         try:
-            (rundir / "topology.json").write_text(json.dumps(_topology_json(switch, p4info, config)))
+            (rundir / "topology.json").write_text(
+                json.dumps(_topology_json(switch, p4info, config))
+            )
             assert ctl(rundir, "pipeline", "push")[0] == 0
             assert ctl(rundir, "routes")[0] == 0
             yield Lab(topo, switch, rundir, namespaces)
@@ -263,7 +265,9 @@ def test_two_concurrent_jobs_are_exact(lab: Lab) -> None:
         for job, h, proc in runs:
             out, err = proc.communicate(timeout=150)
             assert proc.returncode == 0, err
-            results[(job, h)] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+            results[(job, h)] = [
+                json.loads(line) for line in out.splitlines() if line.startswith("{")
+            ]
     finally:
         _kill([p for _j, _h, p in runs])
     assert {k: [(r["rank"], r["check"]) for r in v] for k, v in results.items()} == {
@@ -271,9 +275,15 @@ def test_two_concurrent_jobs_are_exact(lab: Lab) -> None:
         ("jb", "h3"): [(0, True)], ("jb", "h4"): [(1, True)]}
     counters = {r["job"]: r for r in ctl_json(lab.rundir, "counters")}
     packets = -(-(SIZE + 1) // 32)  # float32 carries one more word: the clamp count
-    assert (counters["ja"]["contributions"], counters["ja"]["completions"]) == (4 * packets, packets)
+    assert (counters["ja"]["contributions"], counters["ja"]["completions"]) == (
+        4 * packets,
+        packets,
+    )
     packets = -(-SIZE // 32)
-    assert (counters["jb"]["contributions"], counters["jb"]["completions"]) == (2 * packets, packets)
+    assert (counters["jb"]["contributions"], counters["jb"]["completions"]) == (
+        2 * packets,
+        packets,
+    )
     for name in ("ja", "jb"):
         assert ctl(lab.rundir, "job", "delete", name)[0] == 0
     assert ctl_json(lab.rundir, "tables", "--table", "job_table") == []

@@ -39,7 +39,8 @@ def _port(port: int, mac: str, peer: str, peer_port: int) -> dict:
 
 
 def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config: Path) -> dict:
-    """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the spines."""
+    """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the
+    spines."""
     def mac(dev: int, port: int) -> str:
         return f"00:0b:00:{dev:02x}:00:{port:02x}"
 
@@ -57,7 +58,8 @@ def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config
                    "role": role, "index": index, "target": "softswitch", "cpu_port": None,
                    "ports": ports, "subnet": f"10.0.{index}.0/24" if role == "leaf" else None})
     hosts = []
-    for name, leaf, slot, gpus in (("h1", 1, 1, 2), ("h2", 1, 2, 2), ("h3", 2, 1, 1), ("h4", 2, 2, 1)):
+    for name, leaf, slot, gpus in (("h1", 1, 1, 2), ("h2", 1, 2, 2), ("h3", 2, 1, 1),
+                                   ("h4", 2, 2, 1)):
         hosts.append({"name": name, "ip": f"10.0.{leaf}.{slot}", "prefix_len": 24,
                       "mac": f"00:00:0a:00:{leaf:02x}:{slot:02x}", "intf": f"{name}-eth0",
                       "switch": f"l{leaf}", "switch_port": slot, "leaf": leaf, "slot": slot,
@@ -117,8 +119,10 @@ def test_routes_are_read_back(rundir, capsys) -> None:
         lpm = {e["match"]["hdr.ipv4.dstAddr"]: (e["action"].rsplit(".", 1)[1], e["params"])
                for e in ctl.read_table("l1", nr.Ipv4ForwardingNames.IPV4_LPM)}
         assert lpm == {
-            "10.0.1.1/32": ("set_nhop", {"smac": 0x000B00010001, "dmac": 0x00000A000101, "port": 1}),
-            "10.0.1.2/32": ("set_nhop", {"smac": 0x000B00010002, "dmac": 0x00000A000102, "port": 2}),
+            "10.0.1.1/32": ("set_nhop",
+                            {"smac": 0x000B00010001, "dmac": 0x00000A000101, "port": 1}),
+            "10.0.1.2/32": ("set_nhop",
+                            {"smac": 0x000B00010002, "dmac": 0x00000A000102, "port": 2}),
             "10.0.2.0/24": ("set_ecmp", {"group": 1, "group_size": 2}),
         }
         ecmp = sorted((e["match"]["meta.fwd.ecmp_member"], e["params"]["port"])
@@ -134,7 +138,8 @@ def _read(ctl: Controller, switch: str, table: str) -> list[dict]:
 
 
 def test_job_create_and_delete_read_back(rundir, capsys) -> None:
-    """A two-leaf job configures job/conn/rewrite tables and groups on its tree; delete removes them."""
+    """A two-leaf job configures job/conn/rewrite tables and groups on its tree; delete removes
+    them."""
     code, out, err = cli(rundir, "job", "create", "j1", "--hosts", "h1,h2,h3,h4", "--credits", "2",
                          "--slots", "16", capsys=capsys)
     assert code == 0, err
@@ -399,5 +404,6 @@ def test_switch_counters_watch_and_table_occupancy(rundir, capsys) -> None:
     code, out, err = cli(rundir, "tables", "--switch", "l2", capsys=capsys)
     assert code == 0, err
     sizes = {r["table"]: r["entries"] for r in json.loads(out)}
-    assert (sizes[nr.AggregationIngressNames.JOB_TABLE], sizes[nr.AggregationIngressNames.CONN_TABLE],
+    assert (sizes[nr.AggregationIngressNames.JOB_TABLE],
+            sizes[nr.AggregationIngressNames.CONN_TABLE],
             sizes[nr.AggregationEgressNames.RESULT_REWRITE]) == (1, 2, 2)

@@ -26,7 +26,9 @@ parser P(packet_in b, out H hdr, inout M m, inout standard_metadata_t sm) {
     state start { b.extract(hdr.h); transition accept; }
 }
 control V(inout H hdr, inout M m) { apply { } }
-control I(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { sm.egress_spec = hdr.h.p; } }
+control I(inout H hdr, inout M m, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = hdr.h.p; }
+}
 control E(inout H hdr, inout M m, inout standard_metadata_t sm) { apply { } }
 control C(inout H hdr, inout M m) { apply { } }
 control D(packet_out b, in H hdr) { apply { b.emit(hdr.h); } }

@@ -43,7 +43,9 @@ def test_case_from_stf_reproduces_the_stf_expectations(name: str) -> None:
     outcome = dt.BuiltinTarget(case.program).run(case)
     for port, expected in _expectations(P4 / f"{name}.stf").items():
         got = outcome.outputs.get(port, [])
-        assert len(got) >= len(expected), f"port {port}: {len(got)} frames, {len(expected)} expected"
+        assert len(got) >= len(expected), (
+            f"port {port}: {len(got)} frames, {len(expected)} expected"
+        )
         for (pattern, exact), frame in zip(expected, got, strict=False):
             assert stf_mod.compare_packet(pattern, exact, frame) is None
 

@@ -26,7 +26,12 @@ def features() -> ir.Program:
 
 
 def _local(ctl: ir.ControlDecl, name: str) -> object:
-    return next(x for x in ctl.locals if getattr(x, "name", None) == name or getattr(getattr(x, "var", None), "name", None) == name)
+    return next(
+        x
+        for x in ctl.locals
+        if getattr(x, "name", None) == name
+        or getattr(getattr(x, "var", None), "name", None) == name
+    )
 
 
 def test_basic_main_blocks(basic: ir.Program) -> None:
@@ -49,10 +54,14 @@ def test_basic_table_shape(basic: ir.Program) -> None:
     """The LPM table has its key, actions, size and default action resolved."""
     t = _local(basic.controls["MyIngress"], "ipv4_lpm")
     assert isinstance(t, ir.TableDecl)
-    assert [(k.name, k.match_kind, k.expr.type) for k in t.keys] == [("hdr.ipv4.dstAddr", "lpm", ir.BitType(32))]
+    assert [(k.name, k.match_kind, k.expr.type) for k in t.keys] == [
+        ("hdr.ipv4.dstAddr", "lpm", ir.BitType(32))
+    ]
     assert [a.action.name for a in t.actions] == ["ipv4_forward", "drop", "NoAction"]
     assert t.actions[2].action is basic.actions["NoAction"]
-    assert t.size == 1024 and t.default_action is not None and t.default_action.action.name == "drop"
+    assert (
+        t.size == 1024 and t.default_action is not None and t.default_action.action.name == "drop"
+    )
 
 
 def test_basic_action_params_typedefs_resolved(basic: ir.Program) -> None:
@@ -94,16 +103,25 @@ def test_basic_apply_is_method_call(basic: ir.Program) -> None:
     assert if_stmt.cond.method == "isValid"
     call = if_stmt.then.stmts[0].call
     assert isinstance(call, ir.MethodCall) and call.method == "apply"
-    assert isinstance(call.type, ir.TableApplyResultType) and call.target.instance.name == "ipv4_lpm"
+    assert (
+        isinstance(call.type, ir.TableApplyResultType) and call.target.instance.name == "ipv4_lpm"
+    )
 
 
 def test_features_const_entries(features: ir.Program) -> None:
     """const entries keep ranges, masks and don't-cares; a missing priority continues by one."""
     t = _local(features.controls["Ing"], "t_entries")
     e0, e1, e2 = t.entries
-    assert isinstance(e0.keysets[1], ir.KeysetRange) and (e0.keysets[1].low, e0.keysets[1].high) == (1, 10)
+    assert isinstance(e0.keysets[1], ir.KeysetRange) and (
+        e0.keysets[1].low,
+        e0.keysets[1].high,
+    ) == (1, 10)
     assert [a.value for a in e0.action.args] == [1, 2] and e0.priority == 10
-    assert isinstance(e1.keysets[0], ir.KeysetMask) and e1.keysets[0].mask == 0xFF00 and e1.priority == 5
+    assert (
+        isinstance(e1.keysets[0], ir.KeysetMask)
+        and e1.keysets[0].mask == 0xFF00
+        and e1.priority == 5
+    )
     assert isinstance(e2.keysets[0], ir.KeysetDefault) and e2.priority == 4
     assert t.entries_const
 
@@ -161,7 +179,9 @@ const bit<4> D = (bit<4>) 8w0xAB;
 const bit<8> E = 8w250 |+| 8w10;
 const bit<12> F = 4w0xA ++ 8w0xBC;
 const bit<8> G = 1_000;
-parser P(packet_in b, out bit<8> h, inout bit<8> m, inout standard_metadata_t s) { state start { transition accept; } }
+parser P(packet_in b, out bit<8> h, inout bit<8> m, inout standard_metadata_t s) {
+    state start { transition accept; }
+}
 control C0(inout bit<8> h, inout bit<8> m) { apply { } }
 control C1(inout bit<8> h, inout bit<8> m, inout standard_metadata_t s) { apply { } }
 control Dp(packet_out b, in bit<8> h) { apply { } }
@@ -189,11 +209,14 @@ REJECTED_CASES = {
     "assign_constant": "13:9: error: expression is not assignable",
     "assign_in_param": "11:29: error: cannot assign to in parameter 'x'",
     "bool_condition": "12:13: error: if condition must be a bool, not bit<8>",
-    "default_action_not_listed": "15:26: error: default action 'drop' is not in the actions list of table 't'",
+    "default_action_not_listed": "15:26: error: default action 'drop' is not in the actions list "
+                                 "of table 't'",
     "duplicate_declaration": "7:8: error: duplicate declaration of 'meta_t'",
     "missing_start_state": "7:8: error: parser 'P' has no 'start' state",
-    "out_arg_not_lvalue": "13:16: error: method 'read': the argument for out parameter 'result' must be assignable",
-    "select_width_mismatch": "11:13: error: select key set: value of type bit<8> does not match the key type bit<16>",
+    "out_arg_not_lvalue": "13:16: error: method 'read': the argument for out parameter 'result' "
+                          "must be assignable",
+    "select_width_mismatch": "11:13: error: select key set: value of type bit<8> does not match "
+                             "the key type bit<16>",
     "syntax_missing_semicolon": "13:9: error: syntax error: unexpected 'meta', expected ';'",
     "undefined_name": "12:18: error: no declaration named 'nosuch'",
     "unexpected_char": "12:20: error: syntax error: unexpected character '$'",
@@ -250,7 +273,8 @@ def test_missing_main() -> None:
     ],
 )
 def test_absurd_widths_are_refused_with_a_location(snippet: str, col: int) -> None:
-    """Widths beyond 2048 bits are refused before anything that large is built (p4c width_e, issue2496)."""
+    """Widths beyond 2048 bits are refused before anything that large is built (p4c width_e,
+    issue2496)."""
     with pytest.raises(P4Error, match=rf"^x\.p4:1:{col}: error: .*at most 2048 bits are supported"):
         compile_source(snippet, "x.p4")
 

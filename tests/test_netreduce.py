@@ -127,7 +127,8 @@ class Job:
         n = len(self.workers)
         # Worker 2 starts just below the 24-bit PSN wrap.
         self.next_psn = [(0xFFFFFE if k == 2 else 1000 * (k + 1)) for k in range(n)]
-        insert(pipe, nr.AggregationIngressNames.JOB_TABLE, [job], nr.AggregationIngressNames.SET_JOB,
+        insert(pipe, nr.AggregationIngressNames.JOB_TABLE, [job],
+               nr.AggregationIngressNames.SET_JOB,
                [slot_base, slot_count, n, (1 << n) - 1, credits, role, mcast_grp,
                 upstream_port])
         replicas = []
@@ -443,7 +444,8 @@ def test_rank_outside_member_bitmap_dropped(pipe: Pipeline) -> None:
     pipe.tables[nr.AggregationIngressNames.CONN_TABLE].modify(TableEntry(
         matches=tuple(FieldMatch(value=v) for v in
                       (ip_int(ws[2].ip), ip_int(ws[0].ip), job.qp(2))),
-        action=ActionCall(nr.AggregationIngressNames.SET_CONN, (5, 2, 2, ws[0].port, ws[2].port, 0))))
+        action=ActionCall(nr.AggregationIngressNames.SET_CONN,
+                          (5, 2, 2, ws[0].port, ws[2].port, 0))))
     frame = bytes(worker_packet(src_mac=ws[2].mac, dst_mac=SW_MAC, src_ip=ws[2].ip,
                                 dst_ip=ws[0].ip, sport=1, dqpn=job.qp(2), psn=1, pkt_idx=0,
                                 npkts=1, elems=[1] * E, job=5))
@@ -654,12 +656,14 @@ class Fabric:
             # the parent's downlink, and the uplink rewrite
             insert(leaf, nr.AggregationIngressNames.CONN_TABLE,
                    [ip_int(self.spine_ip), ip_int(self.leaf_ip[i]), 0x900 + i],
-                   nr.AggregationIngressNames.SET_CONN, [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
+                   nr.AggregationIngressNames.SET_CONN,
+                   [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
             insert(leaf, nr.AggregationEgressNames.RESULT_REWRITE, [1, PARENT],
                    nr.AggregationEgressNames.TO_SWITCH,
                    [mac_int(self.leaf_mac[i]), mac_int(SPINE_MAC), ip_int(self.leaf_ip[i]),
                     ip_int(self.spine_ip), 4791, 0x800 + i])
-        insert(self.spine, nr.AggregationIngressNames.JOB_TABLE, [1], nr.AggregationIngressNames.SET_JOB,
+        insert(self.spine, nr.AggregationIngressNames.JOB_TABLE, [1],
+               nr.AggregationIngressNames.SET_JOB,
                [0, 16, 2, 0b11, 2, ROOT, 1, 0])
         for i in range(2):
             insert(self.spine, nr.AggregationIngressNames.CONN_TABLE,

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from p4.config.v1 import p4info_pb2
 
+from p4schema import P4InfoIndex, P4InfoLookupError
 from softswitch import ir
 from softswitch.p4info import (
     P4InfoError,
-    P4InfoIndex,
-    P4InfoLookupError,
     build_p4info,
     field_ids,
     jenkins_hash,

@@ -146,7 +146,8 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]
         log.close()
 
 
-@pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc not installed")
+@pytest.mark.skipif(shutil.which("simple_switch_grpc") is None,
+                    reason="BMv2 simple_switch_grpc not installed")
 def test_bmv2_status_codes(bmv2):
     """BMv2 answers every illegal request with the code in the table (so the table's
     differences are real and up to date)."""
@@ -154,7 +155,9 @@ def test_bmv2_status_codes(bmv2):
     try:
         target = Target(address, p4info, device_config)
     except Exception as exc:  # not ready: show what BMv2 said
-        pytest.fail(f"simple_switch_grpc did not serve P4Runtime ({exc}): {log.read_text()[-2000:]}")
+        pytest.fail(
+            f"simple_switch_grpc did not serve P4Runtime ({exc}): {log.read_text()[-2000:]}"
+        )
     try:
         wrong = run_cases(target, "bmv2")
     finally:

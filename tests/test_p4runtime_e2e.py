@@ -135,7 +135,8 @@ def lab(tmp_path) -> Iterator[dict]:
                "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", str(CPU_PORT),
                "--pcap", str(tmp_path / "pcaps"), "--log-file", str(tmp_path / "switch.log"),
                "-i", f"1@{topo.links[0].switch_end}", "-i", f"2@{topo.links[1].switch_end}"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=REPO)
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:
@@ -242,7 +243,8 @@ def test_packet_in_from_h1(lab, shell):
     te.match["standard_metadata.ingress_port"] = "1"
     te.insert()
     sniff = shell.PacketIn()
-    res = lab["topo"].run_in(lab["topo"].links[0].netns, SCAPY_SEND, args=[FRAME.hex(), "1"], timeout=120)
+    res = lab["topo"].run_in(lab["topo"].links[0].netns, SCAPY_SEND, args=[FRAME.hex(), "1"],
+                             timeout=120)
     assert res.returncode == 0, res.stderr
     got = []
     for msg in sniff.sniff(timeout=10):

@@ -40,7 +40,9 @@ def ready() -> Iterator[tuple[InProcessSwitch, Client]]:
         sw.stop()
 
 
-def request(c: Client, action: int, with_config: bool = False, device_config: bytes = b"fake") -> FwdReq:
+def request(
+    c: Client, action: int, with_config: bool = False, device_config: bytes = b"fake"
+) -> FwdReq:
     req = FwdReq(device_id=0, action=action)
     req.election_id.high, req.election_id.low = c.election_id
     if with_config:
@@ -64,7 +66,9 @@ def test_commit_without_save_fails_and_keeps_state(ready):
     both cases the running pipeline and its entries are untouched (they used to be wiped)."""
     sw, c = ready
     running = sw.switch.pipeline
-    assert code_of(c, request(c, FwdReq.COMMIT, with_config=True)) == grpc.StatusCode.INVALID_ARGUMENT
+    assert (
+        code_of(c, request(c, FwdReq.COMMIT, with_config=True)) == grpc.StatusCode.INVALID_ARGUMENT
+    )
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
     assert sw.switch.pipeline is running
     assert len(c.read(FWD_ENTITY)) == 1
@@ -169,8 +173,14 @@ class RealSwitch:
         return code_of(self.client, req)
 
     def fwd_entries(self) -> list[p4runtime_pb2.Entity]:
-        tid = next(t.preamble.id for t in self.service.state.p4info.tables if t.preamble.name.endswith("fwd"))
-        return self.client.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=tid)))
+        tid = next(
+            t.preamble.id
+            for t in self.service.state.p4info.tables
+            if t.preamble.name.endswith("fwd")
+        )
+        return self.client.read(
+            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=tid))
+        )
 
     def stop(self) -> None:
         self.client.close()
@@ -221,7 +231,9 @@ def test_reconcile_keeps_entries_across_programs(real):
     """RECONCILE_AND_COMMIT to a program with one more table keeps the fwd entries (they
     forward packets right after) and the default action set by the client, where
     VERIFY_AND_COMMIT would start empty."""
-    assert real.push(PORT_FORWARD, FwdReq.RECONCILE_AND_COMMIT) == grpc.StatusCode.OK  # first: a commit
+    assert (
+        real.push(PORT_FORWARD, FwdReq.RECONCILE_AND_COMMIT) == grpc.StatusCode.OK
+    )  # first: a commit
     _fwd_insert(real, 1, 2)
     default = _fwd_default(real, 3)
     before = real.switch.pipeline
@@ -268,7 +280,8 @@ def test_batch_status_capped_and_summarised():
     first = p4runtime_pb2.Error()
     status.details[1].Unpack(first)
     assert first.canonical_code == code_pb2.INVALID_ARGUMENT and len(first.message) <= 160
-    assert status.message.startswith("2000 of 3000 updates failed (INVALID_ARGUMENT x1999, NOT_FOUND x1)")
+    assert status.message.startswith("2000 of 3000 updates failed (INVALID_ARGUMENT x1999, "
+                                     "NOT_FOUND x1)")
     assert f"details only for updates 0-{shown - 1}" in status.message
 
 
@@ -306,7 +319,9 @@ def test_reconcile_carries_every_kind_of_state(ready):
     from tests.p4runtime_fakes import CTR_ID, DIGEST_ID, METER_ID, REG_ID, FakePipeline, fake_p4info
 
     sw, c = ready
-    sw.service.loader = lambda dc: (FakePipeline(), fake_p4info()) if dc in (b"fake", b"fake2") else 1 / 0
+    sw.service.loader = lambda dc: (
+        (FakePipeline(), fake_p4info()) if dc in (b"fake", b"fake2") else 1 / 0
+    )
     MODIFY = p4runtime_pb2.Update.MODIFY
     reg = p4runtime_pb2.Update(type=MODIFY)
     reg.entity.register_entry.register_id = REG_ID
@@ -320,10 +335,14 @@ def test_reconcile_carries_every_kind_of_state(ready):
     mtr = p4runtime_pb2.Update(type=MODIFY)
     mtr.entity.meter_entry.meter_id = METER_ID
     mtr.entity.meter_entry.index.index = 1
-    mtr.entity.meter_entry.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=10, cburst=5, pir=20, pburst=5))
+    mtr.entity.meter_entry.config.CopyFrom(
+        p4runtime_pb2.MeterConfig(cir=10, cburst=5, pir=20, pburst=5)
+    )
     grp = p4runtime_pb2.Update(type=INSERT)
     grp.entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 4
-    grp.entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(egress_port=2, instance=1)
+    grp.entity.packet_replication_engine_entry.multicast_group_entry.replicas.add(
+        egress_port=2, instance=1
+    )
     dig = p4runtime_pb2.Update(type=INSERT)
     dig.entity.digest_entry.digest_id = DIGEST_ID
     dig.entity.digest_entry.config.max_list_size = 3

@@ -148,7 +148,10 @@ def test_reconcile_keeps_state_for_same_config(ready):
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
     c.set_config(action=FwdReq.RECONCILE_AND_COMMIT)
-    assert len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID)))) == 1
+    assert (
+        len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID))))
+        == 1
+    )
 
 
 def test_verify_and_commit_resets_state(ready):
@@ -244,7 +247,10 @@ def test_batch_reports_each_update(ready):
                 table_entry_update(INSERT, 2, 1))
     codes = [code for code, _ in write_errors(info.value)]
     assert codes == [code_pb2.OK, code_pb2.ALREADY_EXISTS, code_pb2.OK]
-    assert len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID)))) == 2
+    assert (
+        len(c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID))))
+        == 2
+    )
 
 
 def test_value_too_wide_invalid_argument(ready):
@@ -376,7 +382,9 @@ def test_default_entry_modify_and_reset(ready):
     c.write(u)
     sw.port(1).inject(FRAME)
     assert sw.port(3).receive(2.0) == FRAME
-    probe = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID, is_default_action=True))
+    probe = p4runtime_pb2.Entity(
+        table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID, is_default_action=True)
+    )
     (ent,) = c.read(probe)
     assert ent.table_entry.action.action.action_id == SET_PORT_ID
     reset = p4runtime_pb2.Update(type=MODIFY)
@@ -467,7 +475,10 @@ def test_counter_counts_packets(ready):
     probe.counter_entry.counter_id = CTR_ID
     probe.counter_entry.index.index = 1
     (ent,) = c.read(probe)
-    assert (ent.counter_entry.data.packet_count, ent.counter_entry.data.byte_count) == (3, 3 * len(FRAME))
+    assert (ent.counter_entry.data.packet_count, ent.counter_entry.data.byte_count) == (
+        3,
+        3 * len(FRAME),
+    )
     u = p4runtime_pb2.Update(type=MODIFY)
     u.entity.counter_entry.CopyFrom(probe.counter_entry)
     c.write(u)

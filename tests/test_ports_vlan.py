@@ -90,23 +90,30 @@ def test_restore_tag_with_tpid():
     """An 802.1ad tag reported with its TPID goes back after the MAC addresses."""
     stripped = UNTAGGED
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0x2064, 0x88A8)
-    assert restore_vlan_tag(stripped, aux) == UNTAGGED[:12] + bytes.fromhex("88a82064") + UNTAGGED[12:]
+    assert (
+        restore_vlan_tag(stripped, aux) == UNTAGGED[:12] + bytes.fromhex("88a82064") + UNTAGGED[12:]
+    )
 
 
 def test_restore_tag_without_tpid_is_8021q():
     """Kernels that report no TPID get 802.1Q, as libpcap assumes."""
     aux = _aux(TP_STATUS_VLAN_VALID, 0x0005, 0)
-    assert restore_vlan_tag(UNTAGGED, aux) == UNTAGGED[:12] + bytes.fromhex("81000005") + UNTAGGED[12:]
+    assert (
+        restore_vlan_tag(UNTAGGED, aux) == UNTAGGED[:12] + bytes.fromhex("81000005") + UNTAGGED[12:]
+    )
 
 
 def test_restore_priority_tag_vid_zero():
     """A tag with TCI 0 (priority 0, VID 0) is still a tag when the kernel says it is valid."""
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0, 0x8100)
-    assert restore_vlan_tag(UNTAGGED, aux) == UNTAGGED[:12] + bytes.fromhex("81000000") + UNTAGGED[12:]
+    assert (
+        restore_vlan_tag(UNTAGGED, aux) == UNTAGGED[:12] + bytes.fromhex("81000000") + UNTAGGED[12:]
+    )
 
 
 def test_no_tag_leaves_frame_alone():
-    """Without the valid flag and with TCI 0 there was no tag; other control messages are ignored."""
+    """Without the valid flag and with TCI 0 there was no tag; other control messages are
+    ignored."""
     assert restore_vlan_tag(UNTAGGED, _aux(0, 0, 0)) == UNTAGGED
     assert restore_vlan_tag(UNTAGGED, [(socket.SOL_SOCKET, 1, b"\x00" * 20)]) == UNTAGGED
     assert restore_vlan_tag(UNTAGGED, []) == UNTAGGED
@@ -211,7 +218,8 @@ def test_tagged_frames_transmitted_intact():
 
 @contextmanager
 def running_switch(topo: NetnsTopology, pipeline) -> Iterator:
-    """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always stopped."""
+    """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always
+    stopped."""
     from softswitch.switch import SwitchDataPlane
 
     ports = []
@@ -262,7 +270,8 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
     pipe.tables[nr.Ipv4ForwardingNames.IPV4_LPM].insert(TableEntry(
         matches=(FieldMatch(value=int.from_bytes(socket.inet_aton(dst_ip), "big"), prefix_len=32),),
         action=ActionCall(nr.Ipv4ForwardingNames.SET_NHOP,
-                          (int.from_bytes(_mac(SW_MAC), "big"), int.from_bytes(_mac(PEER_MAC), "big"), 2))))
+                          (int.from_bytes(_mac(SW_MAC), "big"),
+                           int.from_bytes(_mac(PEER_MAC), "big"), 2))))
     ip = IP(src="10.0.0.1", dst=dst_ip, ttl=9) / UDP(sport=5, dport=6) / MARK
     tagged = [
         bytes(Ether(src=HOST_MAC, dst=SW_MAC) / Dot1Q(vlan=7) / ip),
@@ -282,7 +291,11 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
             res = topo.run_in(h1.netns, SEND_RAW, args=[plain.hex()])
             assert res.returncode == 0, res.stderr
             out, err = rx.communicate(timeout=20)
-            first = bytes.fromhex(out.split()[0]) if out.split() and out.split()[0] != "timeout" else b""
+            first = (
+                bytes.fromhex(out.split()[0])
+                if out.split() and out.split()[0] != "timeout"
+                else b""
+            )
             # The first frame out of port 2 is the untagged one, routed (TTL 8):
             assert first[12:14] == b"\x08\x00", (out, err)
             assert first[14 + 8] == 8 and first.endswith(MARK)

@@ -64,7 +64,8 @@ def _no_leftover_interfaces() -> Iterator[None]:
 
 
 def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
-    """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status 0."""
+    """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status
+    0."""
     rundir = tmp_path / "run"
     # wide enough that rich wraps no table cell (a wrapped header breaks the words apart)
     env = {**os.environ, "COLUMNS": "200"}
@@ -74,8 +75,10 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((rundir / "results" / "experiment.json").read_text())
     assert data["exact"] is True and data["elems"] == 252  # sim validate derives frames from it
-    assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [("innetwork", True),
-                                                                    ("ring", True)]
+    assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [
+        ("innetwork", True),
+        ("ring", True),
+    ]
     assert "exact" in proc.stdout and "NOT exact" not in proc.stdout
     # the summary says what limited each run and puts the measured ratio beside the ideal
     # (whether a 2048-element run is link-bound depends on timing: not asserted)

@@ -51,7 +51,8 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
     leaf -> aggregation -> core, both all-reduces are exact, `job show` prints the tree, and
     nothing is left behind."""
     rundir = tmp_path / "run"
-    argv = [sys.executable, "-m", "experiment.run", "--topo", str(repo_root / "topo/files/fattree.yaml"),
+    argv = [sys.executable, "-m", "experiment.run", "--topo",
+            str(repo_root / "topo/files/fattree.yaml"),
             "--param", "k=2", "--target", "softswitch", "--no-cli", "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]
@@ -59,8 +60,10 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((rundir / "results" / "experiment.json").read_text())
-    assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [("innetwork", True),
-                                                                    ("ring", True)]
+    assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [
+        ("innetwork", True),
+        ("ring", True),
+    ]
     parts = data["job"]["parts"]
     assert data["job"]["root"] == f"{PREFIX}c1"
     assert {name: (p["level"], p["parent"]) for name, p in parts.items()} == {
@@ -72,8 +75,13 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
     assert len(core) == 2 and all(u["rx_bytes"] > 0 and u["tx_bytes"] > 0 for u in core)
     topology = json.loads((rundir / "topology.json").read_text())
     assert topology["kind"] == "fattree" and topology["extra"]["params"]["k"] == 2
-    assert [s["role"] for s in topology["switches"]] == ["leaf", "leaf", "aggregation",
-                                                         "aggregation", "core"]
+    assert [s["role"] for s in topology["switches"]] == [
+        "leaf",
+        "leaf",
+        "aggregation",
+        "aggregation",
+        "core",
+    ]
     show = subprocess.run([sys.executable, "-m", "controller", "--rundir", str(rundir), "job",
                            "show", "allreduce"], cwd=repo_root, capture_output=True, text=True,
                           timeout=60)

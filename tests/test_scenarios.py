@@ -140,7 +140,8 @@ def test_topology_file_fields(tmp_path):
 def test_missing_and_unparsable(tmp_path):
     with pytest.raises(ScenarioError, match=r"s.yaml:1: jobs: \(missing\): required"):
         load_scenario(_write(tmp_path, "topology: {kind: rack}\nassertions: [{exact: all}]\n"))
-    with pytest.raises(ScenarioError, match=r"s.yaml:3:2: not valid YAML/JSON: expected ',' or ']', but got ':'"):
+    with pytest.raises(ScenarioError,
+                       match=r"s.yaml:3:2: not valid YAML/JSON: expected ',' or ']', but got ':'"):
         load_scenario(_write(tmp_path, "name: x\njobs: [a\nb: ]: c\n"))
     with pytest.raises(ScenarioError, match=r"nope.yaml: no such file"):
         load_scenario(tmp_path / "nope.yaml")
@@ -206,8 +207,9 @@ def test_junit_xml_is_readable():
 # ------------------------------------------------------------------------- end to end (root)
 
 
-def _cli(tmp_path: Path, repo_root: Path, *files: str) -> tuple[subprocess.CompletedProcess[str],
-                                                                 ET.Element]:
+def _cli(
+    tmp_path: Path, repo_root: Path, *files: str
+) -> tuple[subprocess.CompletedProcess[str], ET.Element]:
     junit = tmp_path / "junit.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "scenarios", "run", *files, "--junit", str(junit),

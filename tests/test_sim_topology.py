@@ -41,6 +41,7 @@ def test_non_uniform_file_is_refused(tmp_path):
                     "hosts:\n  - {name: a, switch: l1}\n  - {name: b, switch: l1}\n"
                     "  - {name: c, switch: l2}\n"
                     "links:\n  - {a: l1, b: l2}\n  - {a: l1, b: l2}\n", encoding="utf-8")
-    with pytest.raises(TopologyFileMismatch, match=r"odd\.yaml: .*one number of worker hosts per leaf "
+    with pytest.raises(TopologyFileMismatch,
+                       match=r"odd\.yaml: .*one number of worker hosts per leaf "
                                                    r"for the whole fabric, the file has 1, 2"):
         fabric_from_file(path)

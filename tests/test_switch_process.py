@@ -305,7 +305,9 @@ def test_fuzz_real_pipeline_keeps_forwarding(tmp_path):
     n = 2000
     try:
         for _ in range(n):
-            ports[0].inject(rng.randbytes(rng.choice([0, 1, 7, 13, 14, 15, rng.randrange(0, 1600)])))
+            ports[0].inject(
+                rng.randbytes(rng.choice([0, 1, 7, 13, 14, 15, rng.randrange(0, 1600)]))
+            )
         marker = FRAME + b"marker"
         ports[0].inject(marker)
         while True:

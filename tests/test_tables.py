@@ -342,7 +342,7 @@ def test_const_entries_textual_order() -> None:
     assert t.lookup((IP, 0)).action == fwd(1)  # type: ignore[union-attr]
 
 
-# ----------------------------------------------------------------------------- counters, meters, timeouts
+# ------------------------------------------------------------------ counters, meters, timeouts
 
 
 def test_direct_counter_and_idle_time() -> None:

@@ -76,7 +76,8 @@ def test_oversubscribed_spineleaf_rates():
 
 def test_json_file_and_auto_ports(tmp_path):
     """A JSON file works like YAML; ports not given are the lowest free ones in file order."""
-    data = {"schema": 1, "switches": [{"name": "s1", "role": "leaf"}, {"name": "s2", "role": "leaf"}],
+    data = {"schema": 1,
+            "switches": [{"name": "s1", "role": "leaf"}, {"name": "s2", "role": "leaf"}],
             "hosts": [{"name": "a", "switch": "s1", "port": 1}, {"name": "b", "switch": "s1"},
                       {"name": "c", "switch": "s2"}, {"name": "d", "switch": "s2"}],
             "links": [{"a": "s1", "b": "s2", "a_port": 7, "queue": 50, "bw": 2}]}
@@ -91,7 +92,8 @@ def test_json_file_and_auto_ports(tmp_path):
 
 def test_params_and_templates(tmp_path):
     """Parameters have defaults and bounds; templates repeat entries; `when` filters."""
-    path = _write(tmp_path, GOOD.replace("schema: 1", "schema: 1\nparams:\n  n: {default: 2, min: 1, max: 3}")
+    path = _write(tmp_path,
+                  GOOD.replace("schema: 1", "schema: 1\nparams:\n  n: {default: 2, min: 1, max: 3}")
                   .replace('"1..2", j', '"1..n", j').replace("{l: \"1..2\"}", "{l: \"1..n\"}"))
     assert len(load_spec(path).hosts) == 4
     with pytest.raises(TopologySpecError, match=r"params\.n: 5 is outside 1\.\.3"):

@@ -53,7 +53,9 @@ def test_unknown_collective_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert "bogus" in capsys.readouterr().err
 
 
-def test_missing_rundir_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_rundir_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--rundir without a running network exits 2 with a one-line reason."""
     code = main(["compare", "--collectives", "fp32-ring", "--rundir", str(tmp_path / "none"),
                  "--outdir", str(tmp_path / "out")])
@@ -205,7 +207,9 @@ def test_compare_writes_extra_plot(tmp_path: Path) -> None:
     code = main(["compare", "--collectives", "fp32-ring", "--epochs", "1", "--workers", "2",
                  "--outdir", str(tmp_path / "out"), "--plot", str(tmp_path / "img" / "a.png")])
     assert code == 0
-    assert (tmp_path / "img" / "a.png").read_bytes() == (tmp_path / "out" / "compare.png").read_bytes()
+    assert (tmp_path / "img" / "a.png").read_bytes() == (
+        tmp_path / "out" / "compare.png"
+    ).read_bytes()
     doc = json.loads((tmp_path / "out" / "compare.json").read_text())
     rows = doc["runs"][0]["cache_per_epoch"]
     assert rows[0]["epoch"] == 1 and rows[0]["hit_rate"]["remote"] == 1.0

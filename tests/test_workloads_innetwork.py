@@ -118,7 +118,8 @@ class SwitchBench:
         port = {h.ip: h.port for h in self.hosts}
         mac = {h.ip: h.mac for h in self.hosts}
         for h in self.hosts:
-            self._insert(nr.Ipv4ForwardingNames.IPV4_LPM, [_ip(h.ip)], nr.Ipv4ForwardingNames.SET_NHOP,
+            self._insert(nr.Ipv4ForwardingNames.IPV4_LPM, [_ip(h.ip)],
+                         nr.Ipv4ForwardingNames.SET_NHOP,
                          [_mac(SW_MAC), _mac(h.mac), h.port], prefix=32)
             if port_loss:
                 for ctl in ("SwitchIngress", "SwitchEgress"):
@@ -129,13 +130,15 @@ class SwitchBench:
                     self._insert(f"{ctl}.reorder.port_reorder", [h.port],
                                  f"{ctl}.reorder.reorder", [reorder, 8])
         p = job.size
-        self._insert(nr.AggregationIngressNames.JOB_TABLE, [job.job_id], nr.AggregationIngressNames.SET_JOB,
+        self._insert(nr.AggregationIngressNames.JOB_TABLE, [job.job_id],
+                     nr.AggregationIngressNames.SET_JOB,
                      [0, slots, p, (1 << p) - 1, job.credits, 0, 1, 0])
         replicas = []
         for w in job.workers:
             peer = job.worker(w.peer)
             self._insert(nr.AggregationIngressNames.CONN_TABLE,
-                         [_ip(w.ip), _ip(peer.ip), peer.recv_qpn], nr.AggregationIngressNames.SET_CONN,
+                         [_ip(w.ip), _ip(peer.ip), peer.recv_qpn],
+                         nr.AggregationIngressNames.SET_CONN,
                          [job.job_id, w.rank, w.position, port[peer.ip], port[w.ip], 0])
             self._insert(nr.AggregationEgressNames.RESULT_REWRITE, [job.job_id, w.position],
                          nr.AggregationEgressNames.TO_WORKER,

@@ -216,7 +216,8 @@ def clean_all(root: str | Path = DEFAULT_RUNS_ROOT, force: bool = False) -> Clea
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m topo.cleanup [--runs DIR] [--force]``."""
-    parser = argparse.ArgumentParser(prog="python -m topo.cleanup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m topo.cleanup",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=str(DEFAULT_RUNS_ROOT), help="runs root (default run/)")
     parser.add_argument("--force", action="store_true",
                         help="also clean runs whose starting process is still alive")

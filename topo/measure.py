@@ -138,7 +138,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     span = float(got["seconds"])
     npk = int(got["packets"])
     achieved = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
-    cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in pids
-           if cpu0.get(n) is not None and cpu1.get(n) is not None}
+    cpu = {n: (after - before) / wall for n in pids
+           if (before := cpu0.get(n)) is not None and (after := cpu1.get(n)) is not None}
     return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]), npk,
                            float(sent["seconds"]), cpu)

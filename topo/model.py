@@ -246,7 +246,8 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
         raise TopologyFileError(f"{source}: expected a JSON object at the top level")
     schema = _get(data, "schema", int, top)
     if schema != SCHEMA_VERSION:
-        raise TopologyFileError(f"{source}: schema {schema} is not supported (expected {SCHEMA_VERSION})")
+        raise TopologyFileError(f"{source}: schema {schema} is not supported (expected "
+                                f"{SCHEMA_VERSION})")
     switches = []
     for i, sw in enumerate(_get(data, "switches", list, top)):
         where = f"{source}: switches[{i}]."
@@ -302,7 +303,8 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
     known = set(names)
     for h in hosts:
         if h.switch not in known:
-            raise TopologyFileError(f"{source}: host {h.name} is attached to unknown switch {h.switch!r}")
+            raise TopologyFileError(f"{source}: host {h.name} is attached to unknown switch "
+                                    f"{h.switch!r}")
     extra = data.get("extra", {})
     if not isinstance(extra, dict):
         raise TopologyFileError(f"{source}: extra: expected an object")

@@ -454,13 +454,19 @@ class SoftSwitch(P4Switch):
         try:
             from google.protobuf import text_format
 
-            from softswitch.frontend import compile_file  # type: ignore[attr-defined]
+            from softswitch.device_config import make_device_config
+            from softswitch.frontend import compile_file
             from softswitch.p4info import build_p4info
+            from softswitch.program_cache import cached_program
         except ImportError as exc:
             raise ProgramBuildError(
                 f"{program}: the built-in front end is not available ({exc})") from None
         try:
-            ir_program = compile_file(str(program))
+            # every switch process of the network compiles the same sources: the first
+            # compile here fills the program cache that their start-up reads
+            ir_program = cached_program(make_device_config(program),
+                                        lambda: compile_file(str(program)),
+                                        origin=str(program.resolve()))
         except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
             raise ProgramBuildError(str(exc)) from None
         try:
@@ -539,7 +545,8 @@ def choose_target(name: str = "auto") -> tuple[type[P4Switch], str]:
     if name == "auto":
         if BMv2Switch.available():
             return BMv2Switch, (f"bmv2 (auto: simple_switch_grpc at "
-                                f"{shutil.which('simple_switch_grpc')}, p4c at {shutil.which('p4c')})")
+                                f"{shutil.which('simple_switch_grpc')}, p4c at "
+                                f"{shutil.which('p4c')})")
         missing = [b for b in BMv2Switch.binaries if shutil.which(b) is None]
         return SoftSwitch, f"softswitch (auto: {' and '.join(missing)} not on PATH)"
     cls = TARGETS.get(name)

@@ -160,7 +160,8 @@ def read_pids(path: str | Path) -> tuple[dict[str, Any], list[ProcessRecord]]:
         raise TopologyFileError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise TopologyFileError(f"{path}: expected a JSON object")
-    owner = data.get("owner") if isinstance(data.get("owner"), dict) else {}
+    found = data.get("owner")
+    owner: dict[str, Any] = found if isinstance(found, dict) else {}
     records = []
     for item in data.get("processes", []):
         try:

@@ -54,13 +54,13 @@ def _or_template(schema: dict[str, Any]) -> dict[str, Any]:
 
 _NAME = {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9]*$", "maxLength": 10}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 510}
-_LINK_SHAPE = {
+_LINK_SHAPE: dict[str, dict[str, Any]] = {
     "bw": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_BW_MBIT},
     "delay": {"type": ["string", "null"], "pattern": r"^[0-9]+(\.[0-9]+)?(us|ms|s)$"},
     "loss": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
     "queue": {"type": ["integer", "null"], "minimum": 1, "maximum": 100000},
 }
-_SWITCH_OPTIONS = {
+_SWITCH_OPTIONS: dict[str, Any] = {
     "type": "object", "additionalProperties": False,
     "properties": {
         "device_id": {"type": "integer", "minimum": 0, "maximum": 4095},
@@ -427,7 +427,9 @@ def _read(path: Path) -> tuple[Any, yaml.Node | None]:
         try:
             return json.loads(text), None
         except json.JSONDecodeError as exc:
-            raise TopologySpecError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+            raise TopologySpecError(
+                f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}"
+            ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -521,7 +523,9 @@ def _params(source: str, declared: Mapping[str, Any], given: Mapping[str, Any],
         if isinstance(value, int | float) and not isinstance(value, bool):
             low, high = decl.get("min"), decl.get("max")
             if (low is not None and value < low) or (high is not None and value > high):
-                bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+                bounds = (
+                    f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+                )
                 line = _line(node, ["params", name])
                 at = f":{line}" if line and name not in given else ""
                 raise TopologySpecError(f"{source}{at}: params.{name}: {value!r} is outside "
@@ -636,9 +640,11 @@ def check_graph(spec: TopologySpec) -> None:
 
     src = spec.source
     seen: dict[str, str] = {}
-    for entry in [*spec.switches, *spec.hosts]:
+    named: list[SwitchSpec | HostSpec] = [*spec.switches, *spec.hosts]
+    for entry in named:
         if entry.name in seen:
-            raise TopologySpecError(f"{entry.at or src}: {entry.where}.name: {entry.name!r} is already used "
+            raise TopologySpecError(f"{entry.at or src}: {entry.where}.name: {entry.name!r} is "
+                                    "already used "
                                     f"by {seen[entry.name]}")
         seen[entry.name] = entry.where
     if not spec.switches:
@@ -648,18 +654,25 @@ def check_graph(spec: TopologySpec) -> None:
     for s in spec.switches:
         if s.device_id is not None:
             if s.device_id in ids:
-                raise TopologySpecError(f"{s.at or src}: {s.where}.options.device_id: {s.device_id} is "
+                raise TopologySpecError(f"{s.at or src}: {s.where}.options.device_id: "
+                                        f"{s.device_id} is "
                                         f"already used by {ids[s.device_id]}")
             ids[s.device_id] = s.where
     targets = {s.target for s in spec.switches if s.target is not None}
     if len(targets) > 1:
-        odd = next(s for s in spec.switches if s.target is not None and s.target != sorted(targets)[0])
-        raise TopologySpecError(f"{odd.at or src}: {odd.where}.target: {odd.target!r}: every switch of a run "
+        odd = next(
+            s for s in spec.switches if s.target is not None and s.target != sorted(targets)[0]
+        )
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.target: {odd.target!r}: every "
+                                "switch of a run "
                                 "uses one target (mixed targets are not supported)")
     programs = {s.program for s in spec.switches if s.program is not None}
     if len(programs) > 1:
-        odd = next(s for s in spec.switches if s.program is not None and s.program != sorted(programs)[0])
-        raise TopologySpecError(f"{odd.at or src}: {odd.where}.program: {odd.program!r}: every switch of a "
+        odd = next(
+            s for s in spec.switches if s.program is not None and s.program != sorted(programs)[0]
+        )
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.program: {odd.program!r}: every "
+                                "switch of a "
                                 "run runs one program (per-switch programs are not supported)")
     used: dict[tuple[str, int], str] = {}
 
@@ -676,10 +689,12 @@ def check_graph(spec: TopologySpec) -> None:
         if h.switch not in roles:
             raise TopologySpecError(f"{h.at or src}: {h.where}.switch: unknown switch {h.switch!r}")
         if roles[h.switch] != "leaf":
-            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: hosts attach to leaf switches; "
+            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: hosts attach to leaf "
+                                    "switches; "
                                     f"{h.switch!r} is a {roles[h.switch]}")
         if h.role == "data" and h.gpus:
-            raise TopologySpecError(f"{h.at or src}: {h.where}.gpus: a data server runs no workers, "
+            raise TopologySpecError(f"{h.at or src}: {h.where}.gpus: a data server runs no "
+                                    "workers, "
                                     f"got {h.gpus}")
         workers += h.role == "worker"
         take(h.switch, h.port, f"{h.where}.port", h.at)
@@ -689,7 +704,8 @@ def check_graph(spec: TopologySpec) -> None:
         for end, port_key in ((ln.a, "a"), (ln.b, "b")):
             if end not in roles:
                 what = "a host" if end in seen else "unknown"
-                raise TopologySpecError(f"{ln.at or src}: {ln.where}.{port_key}: {what} switch {end!r} "
+                raise TopologySpecError(f"{ln.at or src}: {ln.where}.{port_key}: {what} switch "
+                                        f"{end!r} "
                                         "(links join switches; a host's link is in its entry)")
         if ln.a == ln.b:
             raise TopologySpecError(f"{ln.at or src}: {ln.where}: a link from {ln.a!r} to itself")

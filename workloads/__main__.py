@@ -1,8 +1,10 @@
 """Command line of the host workloads, for Mininet hosts and scripts.
 
-    python -m workloads allreduce --algo ring --rank 0 --peers 10.0.0.1:5000,10.0.0.2:5000 --size 100000
+    python -m workloads allreduce --algo ring --rank 0 --peers 10.0.0.1:5000,10.0.0.2:5000 \\
+        --size 100000
     python -m workloads allreduce --algo innetwork --job plan.json --host h1 --size 100000 --check
-    python -m workloads replay --model resnet50 --scale 100 --algo ring --rank 0 --peers ... --out r0.json
+    python -m workloads replay --model resnet50 --scale 100 --algo ring --rank 0 --peers ... \\
+        --out r0.json
     python -m workloads plot results/*.json --out replay.png
 
 TCP algorithms (ring, torus, topk, hybrid) run one process per rank and need every rank's
@@ -211,8 +213,9 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
 
             out = agent.run(work, timeout=args.timeout * max(1, args.iters))
             expected = expected_result(args, workers) if args.check else None
-            for rank, (result, stats, load) in sorted(out.items()):
-                ok = bool(np.array_equal(result, expected)) if expected is not None else None
+            for rank, (got, stats, load) in sorted(out.items()):
+                ok = (got is not None and bool(np.array_equal(got, expected))
+                      if expected is not None else None)
                 rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
                                      rank, workers, stats, ok, load))
     for row in rows:

@@ -206,11 +206,11 @@ class Communicator:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
-            peer = self._greet(conn, deadline)
-            if peer is None:
+            dialled = self._greet(conn, deadline)
+            if dialled is None:
                 conn.close()
                 continue
-            self._socks[peer] = conn
+            self._socks[dialled] = conn
             expected -= 1
 
     def _dial(self, address: Address, deadline: float) -> socket.socket:
@@ -332,7 +332,7 @@ class Communicator:
         with self._send_locks[dst]:
             self._send_all(sock, dst, memoryview(header))
             if data.nbytes:
-                self._send_all(sock, dst, memoryview(data).cast("B"))
+                self._send_all(sock, dst, data.data.cast("B"))
         self._sent[0] += len(header) + data.nbytes
         self._sent[1] += data.nbytes
         self._sent[2] += 1

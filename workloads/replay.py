@@ -164,7 +164,9 @@ def make_reducer(algorithm: str, *, comm: Communicator | None = None,
     return reducer
 
 
-def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float, list[tuple[int, float]]]:
+def _bucket_plan(
+    profile: ModelProfile, config: ReplayConfig
+) -> tuple[float, list[tuple[int, float]]]:
     """Forward seconds, and per bucket (parameters, backward seconds) in backward order."""
     times = {name: (f, b) for name, f, b in profile.compute_times(config.flops_per_s)}
     forward = sum(f for f, _ in times.values())
@@ -175,7 +177,7 @@ def _bucket_plan(profile: ModelProfile, config: ReplayConfig) -> tuple[float, li
 
 def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = ReplayConfig(), *,
            algorithm: str = "", rank: int = 0, workers: int = 1,
-           barrier: Callable[[], None] | None = None, scale: float = 1.0) -> RunRecord:
+           barrier: Callable[[], object] | None = None, scale: float = 1.0) -> RunRecord:
     """Replay ``config.warmup + config.iterations`` training iterations of ``profile``.
 
     ``reducer`` is called from one communication thread only (a communicator or channel is

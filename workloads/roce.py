@@ -544,7 +544,7 @@ class Responder:
 
     # -- I/O thread ---------------------------------------------------------------------
 
-    def on_write(self, hdr: Header, data: memoryview) -> bool:
+    def on_write(self, hdr: Header, data: bytes | memoryview) -> bool:
         """Handle one WRITE packet; True when a message was delivered."""
         self.stats.packets_received += 1
         self.stats.bytes_received += len(data)

@@ -1,9 +1,10 @@
 """Front end of the built-in P4 target: P4_16 source -> checked :class:`softswitch.ir.Program`.
 
 Stages: C preprocessing (:mod:`.preprocess`), tokenising with type-name detection
-(:mod:`.lexer`), LALR parsing (:mod:`.parser`, grammar in ``p4.lark``), then name
-resolution, type checking and constant folding (:mod:`.check`, :mod:`.stmts`,
-:mod:`.exprs`). Every problem is raised as :class:`softswitch.errors.P4Error`.
+(:mod:`.lexer`), LALR parsing (:mod:`.parser`, grammar in ``p4.lark``), the typed syntax
+tree (:mod:`.syntax`, built by :mod:`.syntax_build`), then name resolution, type checking and
+constant folding by the checker's visitors (:mod:`.check`). Every problem is raised as
+:class:`softswitch.errors.P4Error`.
 """
 
 from __future__ import annotations

@@ -1,816 +1,89 @@
-"""Declarations and the whole program: lark tree -> checked :class:`ir.Program`."""
+"""The checker: typed syntax tree -> checked :class:`ir.Program`.
+
+:class:`Checker` composes one visitor per concern around one :class:`CheckContext`:
+type references (:mod:`.typerefs`), expressions (:mod:`.exprs`), statements (:mod:`.stmts`),
+key sets (:mod:`.keysets`), declarations and scopes (:mod:`.decls`), instantiations
+(:mod:`.instances`), tables (:mod:`.tables`) and the BMv2 back end's restrictions
+(:mod:`.bmv2_limits`). None of them inherits from another; each reaches the others through
+the context.
+"""
 
 from __future__ import annotations
 
-import re
-
-from lark import Token, Tree
-
 from softswitch import ir
-from softswitch.errors import P4Error, UnsupportedError
+from softswitch.errors import P4Error
 from softswitch.frontend import syntax as s
-from softswitch.frontend.exprs import name_of
-from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
-from softswitch.frontend.literals import check_width, parse_int
+from softswitch.frontend.bmv2_limits import Bmv2Limits
+from softswitch.frontend.context import CheckContext
+from softswitch.frontend.decls import DeclChecker
+from softswitch.frontend.exprs import ExprChecker
+from softswitch.frontend.instances import InstanceChecker
+from softswitch.frontend.keysets import KeysetChecker
 from softswitch.frontend.preprocess import Preprocessed
-from softswitch.frontend.scope import Overloads, Scope
-from softswitch.frontend.stmts import Ctx, StmtChecker, subtree
+from softswitch.frontend.stmts import StmtChecker
 from softswitch.frontend.tables import TableChecker
-from softswitch.frontend.typeops import same_type, substitute, type_str
-
-_BASE_TYPES: dict[str, ir.Type] = {
-    "bool_type": ir.BoolType(),
-    "error_type": ir.ErrorType(),
-    "string_type": ir.StringType(),
-    "match_kind_type": ir.MatchKindType(),
-    "bit1_type": ir.BitType(1),
-    "int_any_type": ir.IntLitType(),
-    "void_type": ir.VoidType(),
-    "dontcare_type": ir.DontCareType(),
-}
+from softswitch.frontend.typerefs import TypeResolver
 
 
-def _plain(tree: Tree) -> list[Tree | Token]:
-    """Children without the annotations node."""
-    return [c for c in tree.children if not (isinstance(c, Tree) and c.data == "annotations")]
-
-
-class Checker(StmtChecker):
-    """Checks one parse tree and assembles the program."""
+class Checker:
+    """Checks one program's syntax tree and assembles the :class:`ir.Program`."""
 
     def __init__(self, pre: Preprocessed, source_file: str) -> None:
-        self.pre = pre
-        self.source_file = source_file
-        self.errors: list[str] = []
-        self.match_kinds: list[str] = []
-        self.uid_counter = 0
-        self.top = Scope()
-        self.types: dict[str, ir.Type] = {}
-        self.constants: dict[str, ir.Const | ir.BoolConst] = {}
-        self.externs: dict[str, ir.ExternDecl] = {}
-        self.extern_functions: dict[str, ir.ExternFunctionDecl] = {}
-        self.actions: dict[str, ir.ActionDecl] = {}
-        self.functions: dict[str, ir.FunctionDecl] = {}
-        self.parsers: dict[str, ir.ParserDecl] = {}
-        self.controls: dict[str, ir.ControlDecl] = {}
-        self.instances: dict[str, ir.Instance] = {}
-        self.main: ir.PackageInstance | None = None
-        # per method overload (keyed by the id of its parameter list): type params, return type
-        self.method_info: dict[int, tuple[list[str], ir.Type]] = {}
-        # instances created for direct applications ``C.apply()`` in the current block
-        self.direct_instances: list[ir.Instance] = []
-        # one concern per composed checker: tables (keys, actions, entries, properties)
-        self.table_checker = TableChecker(self)
+        self.ctx = ctx = CheckContext(pre, source_file)
+        ctx.typing = TypeResolver(ctx)
+        ctx.exprs = ExprChecker(ctx)
+        ctx.stmts = StmtChecker(ctx)
+        ctx.keysets = KeysetChecker(ctx)
+        ctx.decls = DeclChecker(ctx)
+        ctx.ctors = InstanceChecker(ctx)
+        ctx.tables = TableChecker(ctx)
+        ctx.bmv2 = Bmv2Limits(ctx)
 
-    # ------------------------------------------------------------------ program
-
-    def program(self, tree: Tree) -> ir.Program:
+    def program(self, tree: s.Program) -> ir.Program:
         """Check every top-level declaration in order."""
-        for decl in tree.children:
-            if isinstance(decl, Tree) and decl.data != "empty_decl":
-                method = getattr(self, "_d_" + str(decl.data))
-                method(decl, self.top)
-        if self.main is None:
-            raise P4Error("the program has no 'main' package instance", ir.Loc(self.source_file, 1, 1))
+        ctx = self.ctx
+        for decl in tree.decls:
+            ctx.decls.visit(decl, ctx.top)
+        if ctx.main is None:
+            raise P4Error(
+                "the program has no 'main' package instance", ir.Loc(ctx.source_file, 1, 1)
+            )
         self.check_global_names()
         return ir.Program(
-            source_file=self.source_file,
-            types=self.types,
-            errors=self.errors,
-            match_kinds=self.match_kinds,
-            constants=self.constants,
-            externs=self.externs,
-            extern_functions=self.extern_functions,
-            actions=self.actions,
-            functions=self.functions,
-            parsers=self.parsers,
-            controls=self.controls,
-            instances=self.instances,
-            main=self.main,
+            source_file=ctx.source_file,
+            types=ctx.types,
+            errors=ctx.errors,
+            match_kinds=ctx.match_kinds,
+            constants=ctx.constants,
+            externs=ctx.externs,
+            extern_functions=ctx.extern_functions,
+            actions=ctx.actions,
+            functions=ctx.functions,
+            parsers=ctx.parsers,
+            controls=ctx.controls,
+            instances=ctx.instances,
+            main=ctx.main,
         )
 
     def check_global_names(self) -> None:
         """Two actions (or tables) may not share one global control-plane name: top-level
-        actions and declarations named ``@name(".x")`` (p4c: "conflicting control plane name")."""
+        actions and declarations named ``@name(".x")`` (p4c: "conflicting control plane
+        name")."""
         seen: dict[tuple[str, str], object] = {}
 
         def claim(kind: str, name: str, decl: object, loc: ir.Loc) -> None:
             other = seen.setdefault((kind, name), decl)
             if other is not decl:
-                raise P4Error(f"conflicting control plane name '.{name}' (another {kind} has it)", loc)
+                raise P4Error(
+                    f"conflicting control plane name '.{name}' (another {kind} has it)", loc
+                )
 
-        for action in self.actions.values():
+        for action in self.ctx.actions.values():
             claim("action", action.cp_name.lstrip("."), action, action.loc)
-        for block in [*self.controls.values(), *self.parsers.values()]:
+        for block in [*self.ctx.controls.values(), *self.ctx.parsers.values()]:
             for local in block.locals:
-                if isinstance(local, (ir.ActionDecl, ir.TableDecl)) and local.cp_name.startswith("."):
+                if isinstance(local, (ir.ActionDecl, ir.TableDecl)) and local.cp_name.startswith(
+                    "."
+                ):
                     kind = "action" if isinstance(local, ir.ActionDecl) else "table"
                     claim(kind, local.cp_name[1:], local, local.loc)
-
-    # ------------------------------------------------------------------ types
-
-    def resolve_type(self, tree: s.TypeRef, scope: Scope) -> ir.Type:
-        """A type reference -> ir.Type (typedefs resolved away)."""
-        if isinstance(tree, s.BaseTypeRef):
-            return _BASE_TYPES[tree.kind]
-        loc = tree.loc
-        if isinstance(tree, s.BitTypeRef):
-            kind = tree.kind
-            if isinstance(tree.width, str):
-                width = parse_int(tree.width, tree.width_loc).value
-            else:
-                width = self.const_int(tree.width, scope, "type width")
-            if width <= 0 and kind != "bit_type" or width < 0:
-                raise P4Error(f"invalid width {width}", loc)
-            check_width(width, loc, "type")
-            if kind == "varbit_type":
-                return ir.VarbitType(width)
-            return ir.BitType(width, kind == "int_type")
-        if isinstance(tree, s.TypeName):
-            return self.named_type(tree.name, self.top if tree.dotted else scope, loc)
-        if isinstance(tree, s.SpecializedTypeRef):
-            base = self.resolve_type(tree.base, scope)
-            args = tuple(self.resolve_type(a, scope) for a in tree.args)
-            if isinstance(base, ir.ExternType):
-                decl = self.externs.get(base.name)
-                if decl is not None and len(decl.type_params) != len(args):
-                    raise P4Error(f"extern '{base.name}' expects {len(decl.type_params)} type arguments, got {len(args)}", loc)
-                return ir.ExternType(base.name, args)
-            return SpecializedType(base, args)
-        if isinstance(tree, s.StackTypeRef):
-            elem = self.resolve_type(tree.elem, scope)
-            size = self.const_int(tree.size, scope, "stack size")
-            if not isinstance(ir.strip_newtype(elem), (ir.HeaderType, ir.HeaderUnionType)):
-                raise P4Error(f"header stacks need a header element type, not {type_str(elem)}", loc)
-            if size <= 0:
-                raise P4Error(f"invalid header stack size {size}", loc)
-            return ir.StackType(elem, size)
-        if isinstance(tree, s.TupleTypeRef):
-            return ir.TupleType(tuple(self.resolve_type(a, scope) for a in tree.elems))
-        raise P4Error(f"unsupported type '{self.source_text(tree)}'", loc)
-
-    def named_type(self, name: str, scope: Scope, loc: ir.Loc) -> ir.Type:
-        """The type a type name refers to."""
-        t = scope.lookup_type(name)
-        if t is None:
-            raise P4Error(f"no type named '{name}'", loc)
-        if isinstance(t, ir.ExternDecl):
-            return ir.ExternType(t.name)
-        if isinstance(t, (ir.ParserDecl, ir.ControlDecl)):
-            return ir.BlockType(t)
-        assert isinstance(t, ir.Type)
-        return t
-
-    def extern_decl(self, name: str, loc: ir.Loc) -> ir.ExternDecl:
-        decl = self.externs.get(name)
-        if decl is None:
-            raise P4Error(f"no extern named '{name}'", loc)
-        return decl
-
-    def method_type_params(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> list[str]:
-        return self.method_info[id(params)][0]
-
-    def method_return(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> ir.Type:
-        return self.method_info[id(params)][1]
-
-    def type_param_scope(self, tree: Tree, scope: Scope) -> tuple[list[str], Scope]:
-        """Type parameters declared by ``tree`` (if any) and a scope that knows them."""
-        tp = subtree(tree, "type_params")
-        inner = scope.child()
-        names: list[str] = []
-        if tp is not None:
-            for tok in tp.children:
-                if isinstance(tok, Token) and tok.type == "TYPE_IDENTIFIER":
-                    names.append(str(tok))
-                    inner.declare_type(str(tok), TypeVar(str(tok)), self.loc(tok))
-        return names, inner
-
-    def params(self, tree: Tree | None, scope: Scope, declare_in: Scope | None = None) -> list[ir.Param]:
-        """A parameter list; parameters are declared in ``declare_in`` when given."""
-        out: list[ir.Param] = []
-        if tree is None:
-            return out
-        seen: set[str] = set()
-        for p in tree.children:
-            annos = self.annotations(p)
-            direction = ""
-            rest = []
-            for c in p.children:
-                if isinstance(c, Tree) and c.data == "annotations":
-                    continue
-                if isinstance(c, Tree) and c.data == "direction":
-                    direction = str(c.children[0])
-                    continue
-                rest.append(c)
-            t = self.resolve_type(rest[0], scope)
-            name = name_of(rest[1])
-            loc = self.loc(p)
-            if name in seen:
-                raise P4Error(f"duplicate parameter '{name}'", loc)
-            seen.add(name)
-            if direction and isinstance(ir.strip_newtype(t), (ir.ExternType, ir.StringType)):
-                raise P4Error(f"parameter '{name}': a parameter of type {type_str(t)} cannot have a direction", loc)
-            default = self.expr(rest[2], scope, t) if len(rest) > 2 else None
-            if default is not None:
-                default = self.convert(default, t, loc, "default value")
-            param = ir.Param(name, t, self.new_uid(), loc, direction, default, annos)
-            out.append(param)
-            if declare_in is not None:
-                declare_in.declare(name, param, self.loc(rest[1]))
-        return out
-
-    # ------------------------------------------------------------------ type declarations
-
-    def _fields(self, tree: Tree, scope: Scope, kind: str) -> list[ir.StructField]:
-        fields: list[ir.StructField] = []
-        names: set[str] = set()
-        for f in tree.children:
-            if not (isinstance(f, Tree) and f.data == "struct_field"):
-                continue
-            rest = _plain(f)
-            t = self.resolve_type(rest[0], scope)
-            fname = name_of(rest[1])
-            floc = self.loc(f)
-            if fname in names:
-                raise P4Error(f"duplicate field '{fname}'", floc)
-            names.add(fname)
-            st = ir.strip_newtype(t)
-            # P4_16 allows a struct of fixed-width fields in a header (laid out in place)
-            struct_ok = isinstance(st, ir.StructType) and _fixed_width_struct(st)
-            if kind == "header" and not struct_ok and not isinstance(st, (ir.BitType, ir.VarbitType, ir.BoolType, ir.EnumType)):
-                raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
-            if kind == "header_union" and not isinstance(st, ir.HeaderType):
-                raise P4Error(f"header_union field '{fname}' must be a header, not {type_str(t)}", floc)
-            if kind == "header" and isinstance(st, ir.EnumType) and st.underlying is None:
-                raise P4Error(f"header field '{fname}' cannot have type {type_str(t)}", floc)
-            fields.append(ir.StructField(fname, t, self.annotations(f), floc))
-        return fields
-
-    def _name_tok(self, tree: Tree) -> Token:
-        return next(c for c in tree.children if isinstance(c, Token) and c.type == "TYPE_IDENTIFIER")
-
-    def _d_header_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.HeaderType(str(tok), self._fields(tree, scope, "header"), self.annotations(tree), self.loc(tok))
-        if sum(1 for f in t.fields if isinstance(f.type, ir.VarbitType)) > 1:
-            raise P4Error(f"header '{tok}' has more than one varbit field", self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
-
-    def _d_header_union_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.HeaderUnionType(str(tok), self._fields(tree, scope, "header_union"), self.annotations(tree), self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
-
-    def _d_struct_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        t = ir.StructType(str(tok), self._fields(tree, scope, "struct"), self.annotations(tree), self.loc(tok))
-        self._add_type(str(tok), t, scope, tok)
-
-    def _add_type(self, name: str, t: object, scope: Scope, tok: Token) -> None:
-        scope.declare_type(name, t, self.loc(tok))
-        if scope is self.top and isinstance(t, ir.Type) and not isinstance(t, (TypeVar,)):
-            if isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType, ir.EnumType, ir.NewType)):
-                self.types[name] = t
-
-    def _d_enum_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        members = [name_of(c) for c in tree.children if isinstance(c, Tree) and c.data == "name"]
-        if len(set(members)) != len(members):
-            raise P4Error(f"duplicate member in enum '{tok}'", self.loc(tok))
-        self._add_type(str(tok), ir.EnumType(str(tok), members, None, {}, self.annotations(tree), self.loc(tok)), scope, tok)
-
-    def _d_ser_enum_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        rest = _plain(tree)
-        under = self.resolve_type(rest[0], scope)
-        if not isinstance(under, ir.BitType):
-            raise P4Error(f"the underlying type of enum '{tok}' must be bit<W> or int<W>", self.loc(tok))
-        members: list[str] = []
-        values: dict[str, int] = {}
-        for ev in tree.children:
-            if isinstance(ev, Tree) and ev.data == "enum_value":
-                m = name_of(ev.children[0])
-                if m in values:
-                    raise P4Error(f"duplicate member '{m}' in enum '{tok}'", self.loc(ev))
-                v = self.convert(self.expr(ev.children[1], scope, under), under, self.loc(ev), "enum value")
-                if not isinstance(v, ir.Const):
-                    raise P4Error("enum values must be compile-time constants", self.loc(ev))
-                members.append(m)
-                values[m] = v.value
-        self._add_type(str(tok), ir.EnumType(str(tok), members, under, values, self.annotations(tree), self.loc(tok)), scope, tok)
-
-    def _d_typedef_decl(self, tree: Tree, scope: Scope) -> None:
-        rest = _plain(tree)
-        t = self.resolve_type(rest[0], scope)
-        name_tree = rest[1]
-        scope.declare_type(name_of(name_tree), t, self.loc(name_tree))
-
-    def _d_newtype_decl(self, tree: Tree, scope: Scope) -> None:
-        rest = _plain(tree)
-        t = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
-        if not isinstance(ir.strip_newtype(t), (ir.BitType, ir.BoolType, ir.VarbitType, ir.StringType, ir.EnumType)):
-            raise P4Error(f"'type' can only be applied to base types, not {type_str(t)}", self.loc(rest[0]))
-        annos = self.annotations(tree)
-        translation = annos.get("p4runtime_translation")
-        if translation and len(translation) > 1 and not (
-            isinstance(translation[1], int) or re.fullmatch(r"string|bit\s*<\s*\d+\s*>", str(translation[1]).strip())
-        ):
-            raise P4Error(
-                f"@p4runtime_translation of '{name}': the controller type must be bit<W>, string or a width, "
-                f"not {translation[1]}",
-                self.loc(tree),
-            )
-        nt = ir.NewType(name, t, annos, self.loc(rest[1]))
-        scope.declare_type(name, nt, self.loc(rest[1]))
-        self.types[name] = nt
-
-    def _d_error_decl(self, tree: Tree, scope: Scope) -> None:
-        for c in tree.children:
-            m = name_of(c)
-            if m in self.errors:
-                raise P4Error(f"duplicate error member '{m}'", self.loc(c))
-            self.errors.append(m)
-
-    def _d_match_kind_decl(self, tree: Tree, scope: Scope) -> None:
-        for c in tree.children:
-            m = name_of(c)
-            if m in self.match_kinds:
-                raise P4Error(f"duplicate match_kind member '{m}'", self.loc(c))
-            self.match_kinds.append(m)
-
-    def _d_const_decl(self, tree: Tree, scope: Scope) -> None:
-        value = self.const_decl(tree, scope)
-        if isinstance(value, (ir.Const, ir.BoolConst)):
-            self.constants[name_of(_plain(tree)[1])] = value
-
-    # ------------------------------------------------------------------ externs
-
-    def _d_extern_obj_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        tparams, inner = self.type_param_scope(tree, scope)
-        decl = ir.ExternDecl(name, tparams, [], {}, self.annotations(tree), self.loc(tok))
-        scope.declare_type(name, decl, self.loc(tok))
-        self.externs[name] = decl
-        for m in tree.children:
-            if not isinstance(m, Tree) or m.data not in ("method", "ctor"):
-                continue
-            if m.data == "ctor":
-                ctok = next(c for c in m.children if isinstance(c, Token))
-                if str(ctok) != name:
-                    raise P4Error(f"constructor name '{ctok}' does not match extern '{name}'", self.loc(ctok))
-                decl.constructors.append(self.params(subtree(m, "params"), inner))
-                continue
-            mtparams, minner = self.type_param_scope(m, inner)
-            rest = [c for c in _plain(m) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
-            rtype = self.resolve_type(rest[0], minner)
-            mname = name_of(rest[1])
-            params = self.params(subtree(m, "params"), minner)
-            decl.methods.setdefault(mname, []).append(params)
-            self.method_info[id(params)] = (mtparams, rtype)
-
-    def _d_extern_func_decl(self, tree: Tree, scope: Scope) -> None:
-        tparams, inner = self.type_param_scope(tree, scope)
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params"))]
-        rtype = self.resolve_type(rest[0], inner)
-        name = name_of(rest[1])
-        params = self.params(subtree(tree, "params"), inner)
-        decl = ir.ExternFunctionDecl(name, rtype, params, tparams, self.loc(tree))
-        existing = scope.lookup(name) if scope is self.top else None
-        if isinstance(existing, Overloads):
-            if any(len(d.params) == len(params) for d in existing.decls):
-                raise P4Error(f"duplicate declaration of '{name}' with {len(params)} parameters", self.loc(tree))
-            existing.decls.append(decl)
-        else:
-            scope.declare(name, Overloads(name, [decl]), self.loc(rest[1]))
-            self.extern_functions[name] = decl
-
-    def _d_parser_type_decl(self, tree: Tree, scope: Scope) -> None:
-        self._block_proto(tree, scope, "parser")
-
-    def _d_control_type_decl(self, tree: Tree, scope: Scope) -> None:
-        self._block_proto(tree, scope, "control")
-
-    def _block_proto(self, tree: Tree, scope: Scope, kind: str) -> None:
-        tok = self._name_tok(tree)
-        tparams, inner = self.type_param_scope(tree, scope)
-        params = self.params(subtree(tree, "params"), inner)
-        scope.declare_type(str(tok), BlockProto(kind, str(tok), params, self.loc(tok), tparams), self.loc(tok))
-
-    def _d_package_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        tparams, inner = self.type_param_scope(tree, scope)
-        params = self.params(subtree(tree, "params"), inner)
-        scope.declare_type(str(tok), PackageType(str(tok), tparams, params, self.loc(tok)), self.loc(tok))
-
-    # ------------------------------------------------------------------ actions / functions
-
-    def _d_action_decl(self, tree: Tree, scope: Scope) -> None:
-        action = self.action_decl(tree, scope)
-        if scope is self.top:
-            self.actions[action.name] = action
-
-    def action_decl(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
-        """An action; its directionless parameters come from the control plane."""
-        annos = self.annotations(tree)
-        name_tree = subtree(tree, "name")
-        assert name_tree is not None
-        name = name_of(name_tree)
-        inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
-        seen_cp = False
-        for p in params:
-            pt = ir.strip_newtype(p.type)
-            if isinstance(pt, (ir.ExternType, ir.BlockProtoType)):
-                raise P4Error(f"action parameter '{p.name}' cannot have type {type_str(p.type)}", p.loc)
-            if p.direction == "" and not (
-                isinstance(pt, (ir.BitType, ir.BoolType)) or (isinstance(pt, ir.EnumType) and pt.underlying is not None)
-            ):
-                raise P4Error(
-                    f"action data parameter '{p.name}' has type {type_str(p.type)}; it must be bit<>, int<>, "
-                    "bool, a type of those or a serializable enum",
-                    p.loc,
-                )
-            if p.direction == "":
-                seen_cp = True
-            elif seen_cp:
-                raise P4Error(f"directional parameter '{p.name}' after action data parameters", p.loc)
-        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
-        body = self.block(body_tree, inner, Ctx("action"))
-        action = ir.ActionDecl(name, self.cp_name(annos, name), params, body, annos, self.loc(tree))
-        scope.declare(name, action, self.loc(name_tree))
-        return action
-
-    def _d_function_decl(self, tree: Tree, scope: Scope) -> None:
-        tparams, inner = self.type_param_scope(tree, scope)
-        if tparams:
-            raise UnsupportedError("generic functions", self.loc(tree))
-        rest = [c for c in _plain(tree) if not (isinstance(c, Tree) and c.data in ("type_params", "params")) and not isinstance(c, s.Block)]
-        rtype = self.resolve_type(rest[0], scope)
-        name = name_of(rest[1])
-        body_scope = inner.child()
-        params = self.params(subtree(tree, "params"), scope, body_scope)
-        body_tree = next(c for c in tree.children if isinstance(c, s.Block))
-        body = self.block(body_tree, body_scope, Ctx("function", rtype))
-        if not isinstance(rtype, ir.VoidType) and not _always_leaves(body):
-            raise P4Error(f"function '{name}' does not return a value on all paths", self.loc(tree))
-        fn = ir.FunctionDecl(name, rtype, params, body, self.loc(tree))
-        scope.declare(name, fn, self.loc(rest[1]))
-        self.functions[name] = fn
-
-    # ------------------------------------------------------------------ instances
-
-    def _d_instantiation(self, tree: Tree, scope: Scope) -> None:
-        inst = self.instantiation(tree, scope)
-        if inst is not None:
-            self.instances[inst.name] = inst
-
-    def instantiation(self, tree: Tree, scope: Scope) -> ir.Instance | None:
-        """``T(args) name;`` -> an Instance (or the program's main package)."""
-        annos = self.annotations(tree)
-        rest = _plain(tree)
-        type_tree, args_tree, name_tree = rest[0], rest[1], rest[2]
-        name = name_of(name_tree)
-        loc = self.loc(tree)
-        t = self.resolve_type(type_tree, scope)
-        type_args: tuple[ir.Type, ...] = ()
-        if isinstance(t, SpecializedType) and isinstance(t.base, PackageType):
-            # ``V1Switch<headers, metadata>(...) main;``: explicit type arguments
-            if len(t.args) != len(t.base.type_params):
-                raise P4Error(
-                    f"package '{t.base.name}' expects {len(t.base.type_params)} type arguments, got {len(t.args)}", loc
-                )
-            t, type_args = t.base, t.args
-        if isinstance(t, PackageType):
-            if scope is not self.top:
-                raise P4Error("packages can only be instantiated at the top level", loc)
-            self.main = self.package_instance(t, args_tree, name, scope, loc, type_args)
-            return None
-        inst = self.instance_of(t, list(args_tree.items), name, annos, scope, loc)
-        if scope is self.top and isinstance(inst.type, ir.BlockType):
-            raise P4Error(f"{name}: a parser or control cannot be instantiated at the top level", loc)
-        scope.declare(name, inst, self.loc(name_tree))
-        return inst
-
-    def construct(self, tree: s.CtorCall, scope: Scope, name: str, annos: ir.Annotations, loc: ir.Loc) -> ir.Instance:
-        t = self.resolve_type(tree.type, scope)
-        return self.instance_of(t, list(tree.args.items), name, annos, scope, loc)
-
-    def instance_of(
-        self, t: ir.Type, arg_trees: list[s.Arg], name: str, annos: ir.Annotations, scope: Scope, loc: ir.Loc
-    ) -> ir.Instance:
-        """Check a constructor call of an extern or a parser/control."""
-        if isinstance(t, ir.ExternType):
-            decl = self.extern_decl(t.name, loc)
-            if not decl.constructors:
-                raise P4Error(f"extern '{t.name}' cannot be instantiated", loc)
-            params = self.pick_overload([(c, c) for c in decl.constructors], arg_trees, loc, f"constructor of '{t.name}'")
-            binding = dict(zip(decl.type_params, t.type_args, strict=False))
-            args = self.bind_args(params, arg_trees, scope, loc, f"constructor of '{t.name}'", binding)
-            for a in args:
-                if a is not None and not isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit)):
-                    raise P4Error(f"constructor arguments of '{t.name}' must be compile-time constants", a.loc)
-            targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
-            if decl.type_params and any(isinstance(x, ir.DontCareType) for x in targs):
-                raise P4Error(f"cannot infer the type arguments of '{t.name}'", loc)
-            return ir.Instance(name, self.cp_name(annos, name), ir.ExternType(t.name, targs), [a for a in args if a is not None], annos, loc)
-        if isinstance(t, ir.BlockType):
-            what = f"constructor of '{t.decl.name}'"
-            args = self.bind_args(t.decl.ctor_params, arg_trees, scope, loc, what, {})
-            for p, a in zip(t.decl.ctor_params, args, strict=True):
-                if isinstance(ir.strip_newtype(p.type), (ir.BlockType, ir.BlockProtoType)):
-                    self.check_block_arg_ref(a, p, what, loc)
-                elif a is not None and not (
-                    isinstance(a, (ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr, ir.StructInit))
-                    or (isinstance(a, ir.VarRef) and isinstance(a.var, ir.Param) and a.var.direction == "")
-                ):
-                    raise P4Error(f"{what}: the argument of '{p.name}' must be a compile-time constant", a.loc)
-            return ir.Instance(name, self.cp_name(annos, name), t, [a for a in args if a is not None], annos, loc)
-        raise P4Error(f"type {type_str(t)} cannot be instantiated", loc)
-
-    def check_block_arg_ref(self, a: ir.Expr | None, p: ir.Param, what: str, loc: ir.Loc) -> None:
-        """A parser/control passed to a constructor is a named instance of the enclosing
-        block or a constructor parameter of it (p4c names the instance in P4Info)."""
-        if isinstance(a, ir.InstanceRef) and isinstance(a.instance, ir.Instance):
-            return
-        if isinstance(a, ir.VarRef) and isinstance(a.var, ir.Param) and a.var.direction == "":
-            return
-        if isinstance(a, ir.InstanceRef):
-            raise UnsupportedError(f"{what}: a parser or control constructed inside the argument list", loc)
-        raise P4Error(f"{what}: parameter '{p.name}' needs a parser or control instance", loc)
-
-    def package_instance(
-        self,
-        pkg: PackageType,
-        args_tree: s.Args,
-        name: str,
-        scope: Scope,
-        loc: ir.Loc,
-        type_args: tuple[ir.Type, ...] = (),
-    ) -> ir.PackageInstance:
-        """``V1Switch(MyParser(), ...) main;`` with each block checked against the package."""
-        arg_trees = list(args_tree.items)
-        if len(arg_trees) != len(pkg.params):
-            raise P4Error(f"package '{pkg.name}' expects {len(pkg.params)} arguments, got {len(arg_trees)}", loc)
-        binding: dict[str, ir.Type] = dict(zip(pkg.type_params, type_args, strict=False))
-        instances: list[ir.Instance] = []
-        for p, a in zip(pkg.params, arg_trees, strict=False):
-            aloc = self.loc(a)
-            if isinstance(a, s.NamedArg):
-                raise UnsupportedError("named package arguments", aloc)
-            if isinstance(a, s.CtorCall):
-                t = self.resolve_type(a.type, scope)
-                if not isinstance(t, ir.BlockType):
-                    raise P4Error(f"argument '{p.name}' of package '{pkg.name}' must be a parser or control", aloc)
-                decl = t.decl
-                inst = self.instance_of(t, list(a.args.items), decl.name, {}, scope, aloc)
-                inst.cp_name = self.cp_name(decl.annotations, decl.name)
-            else:
-                e = self.expr(a, scope)
-                if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance) or not isinstance(e.type, ir.BlockType):
-                    raise P4Error(f"argument '{p.name}' of package '{pkg.name}' must be a parser or control", aloc)
-                inst = e.instance
-                decl = e.type.decl
-            self.check_block_arg(p, decl, binding, aloc)
-            instances.append(inst)
-        return ir.PackageInstance(pkg.name, name, instances, loc)
-
-    def check_block_arg(self, p: ir.Param, decl: ir.ParserDecl | ir.ControlDecl, binding: dict[str, ir.Type], loc: ir.Loc) -> None:
-        """The block passed for package parameter ``p`` must match its prototype."""
-        pt = p.type
-        proto = pt.base if isinstance(pt, SpecializedType) else pt
-        if not isinstance(proto, BlockProto):
-            return
-        kind = "parser" if isinstance(decl, ir.ParserDecl) else "control"
-        if kind != proto.kind:
-            raise P4Error(f"argument '{p.name}' must be a {proto.kind}, but '{decl.name}' is a {kind}", loc)
-        if len(decl.params) != len(proto.params):
-            raise P4Error(
-                f"{kind} '{decl.name}' has {len(decl.params)} parameters, but '{proto.name}' needs {len(proto.params)}",
-                loc,
-            )
-        local: dict[str, ir.Type] = {}
-        if isinstance(pt, SpecializedType):
-            for tp, arg in zip(proto.type_params, pt.args, strict=False):
-                if isinstance(arg, TypeVar) and arg.name in binding:
-                    local[tp] = binding[arg.name]
-        for want, have in zip(proto.params, decl.params, strict=False):
-            # p4c accepts an 'in' block parameter where the prototype says 'inout' (the
-            # block then only reads it), e.g. ``control vrfy(in H hdr, inout M meta)``.
-            if want.direction != have.direction and not (want.direction == "inout" and have.direction == "in"):
-                raise P4Error(
-                    f"parameter '{have.name}' of '{decl.name}' must be '{want.direction or 'directionless'}' as in '{proto.name}'",
-                    have.loc,
-                )
-            w = substitute(want.type, local)
-            if isinstance(w, TypeVar):
-                local[w.name] = have.type
-                if isinstance(pt, SpecializedType):
-                    for tp, arg in zip(proto.type_params, pt.args, strict=False):
-                        if tp == w.name and isinstance(arg, TypeVar):
-                            binding.setdefault(arg.name, have.type)
-                            if binding[arg.name] is not have.type and type_str(binding[arg.name]) != type_str(have.type):
-                                raise P4Error(
-                                    f"parameter '{have.name}' of '{decl.name}' has type {type_str(have.type)}, "
-                                    f"but {type_str(binding[arg.name])} is used by the other blocks",
-                                    have.loc,
-                                )
-                continue
-            if not same_type(w, have.type):
-                raise P4Error(
-                    f"parameter '{have.name}' of '{decl.name}' has type {type_str(have.type)}, expected {type_str(w)}",
-                    have.loc,
-                )
-
-    # ------------------------------------------------------------------ parsers
-
-    def block_local(self, c: Tree, inner: Scope, locals_: list) -> bool:
-        """Declare a variable, constant or instantiation local to a parser or control;
-        False when ``c`` is none of these (the caller handles the block-specific kinds)."""
-        if c.data == "variable_decl":
-            locals_.append(self.variable_decl(c, inner))
-        elif c.data == "const_decl":
-            self.const_decl(c, inner)
-        elif c.data == "instantiation":
-            inst = self.instantiation(c, inner)
-            if inst is not None:
-                locals_.append(inst)
-        else:
-            return False
-        return True
-
-    def _d_parser_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        if subtree(tree, "type_params") is not None:
-            raise UnsupportedError("generic parser declarations", self.loc(tok))
-        annos = self.annotations(tree)
-        inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
-        ctor_tree = subtree(tree, "ctor_params")
-        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
-        self.check_ctor_params(ctor)
-        decl = ir.ParserDecl(name, params, ctor, [], {}, annos, self.loc(tok))
-        outer_direct, self.direct_instances = self.direct_instances, []
-        state_trees = [c for c in tree.children if isinstance(c, Tree) and c.data == "parser_state"]
-        for c in tree.children:
-            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
-                continue
-            if c.data == "value_set_decl":
-                raise UnsupportedError("value_set", self.loc(c))
-        names: dict[str, Tree] = {}
-        for st in state_trees:
-            sname = name_of(subtree(st, "name"))  # type: ignore[arg-type]
-            if sname in names or sname in ("accept", "reject"):
-                raise P4Error(f"duplicate state '{sname}'", self.loc(st))
-            names[sname] = st
-        if "start" not in names:
-            raise P4Error(f"parser '{name}' has no 'start' state", self.loc(tok))
-        for sname, st in names.items():
-            decl.states[sname] = self.parser_state(st, inner, names)
-        if not _reaches_final_state(decl):
-            raise P4Error(f"parser '{name}' never reaches the accept or reject state", self.loc(tok))
-        for p in params:
-            if isinstance(p.type, BlockProto):
-                raise P4Error(f"parameter '{p.name}' cannot have the parser/control type {p.type.name}", p.loc)
-        decl.locals[:0] = self.direct_instances
-        self.direct_instances = outer_direct
-        scope.declare_type(name, decl, self.loc(tok))
-        self.parsers[name] = decl
-
-    def check_ctor_params(self, ctor: list[ir.Param]) -> None:
-        """Constructor parameters are values or (non-generic) parser/control instances."""
-        for p in ctor:
-            if isinstance(p.type, BlockProto) and p.type.type_params:
-                raise UnsupportedError("a generic parser or control type as a constructor parameter", p.loc)
-            if isinstance(p.type, (SpecializedType, PackageType)):
-                raise UnsupportedError(f"a constructor parameter of type {type_str(p.type)}", p.loc)
-
-    def parser_state(self, tree: Tree, scope: Scope, states: dict[str, Tree]) -> ir.ParserState:
-        """One state: statements and its transition."""
-        sname = name_of(subtree(tree, "name"))  # type: ignore[arg-type]
-        inner = scope.child()
-        ctx = Ctx("parser")
-        stmts: list[ir.Stmt] = []
-        transition = ir.Transition("reject", None, [], self.loc(tree))
-        for c in tree.children:
-            if isinstance(c, Token) or isinstance(c, Tree) and c.data in ("annotations", "name"):
-                continue
-            if isinstance(c, s.Node):
-                st = self.stmt(c, inner, ctx)
-                if st is not None:
-                    stmts.append(st)
-            elif c.data == "transition_direct":
-                target = name_of(c.children[0])
-                self.check_state(target, states, c.children[0])
-                transition = ir.Transition(target, None, [], self.loc(c))
-            elif c.data == "transition_select":
-                exprs = [self.expr(e, inner) for e in c.children[0].items]
-                for e, et in zip(exprs, c.children[0].items, strict=False):
-                    if not isinstance(ir.strip_newtype(e.type), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-                        raise P4Error(f"cannot select on an expression of type {type_str(e.type)}", self.loc(et))
-                cases: list[ir.SelectCase] = []
-                for case in c.children[1:]:
-                    keysets = self.keysets(case.children[0], [e.type for e in exprs], inner, "select key set")
-                    target = name_of(case.children[1])
-                    self.check_state(target, states, case.children[1])
-                    cases.append(ir.SelectCase(keysets, target, self.loc(case)))
-                transition = ir.Transition(None, exprs, cases, self.loc(c))
-            else:
-                st = self.stmt(c, inner, ctx)
-                if st is not None:
-                    stmts.append(st)
-        return ir.ParserState(sname, stmts, transition, self.annotations(tree), self.loc(tree))
-
-    def check_state(self, target: str, states: dict[str, Tree], node: Tree) -> None:
-        """A transition target must be a state of this parser."""
-        if target not in states and target not in ("accept", "reject"):
-            raise P4Error(f"no state named '{target}'", self.loc(node))
-
-    # ------------------------------------------------------------------ controls
-
-    def _d_control_decl(self, tree: Tree, scope: Scope) -> None:
-        tok = self._name_tok(tree)
-        name = str(tok)
-        if subtree(tree, "type_params") is not None:
-            raise UnsupportedError("generic control declarations", self.loc(tok))
-        annos = self.annotations(tree)
-        inner = scope.child()
-        params = self.params(subtree(tree, "params"), scope, inner)
-        ctor_tree = subtree(tree, "ctor_params")
-        ctor = self.params(subtree(ctor_tree, "params"), scope, inner) if ctor_tree is not None else []
-        self.check_ctor_params(ctor)
-        decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, self.loc(tok))
-        outer_direct, self.direct_instances = self.direct_instances, []
-        body_tree: s.Block | None = None
-        for c in tree.children:
-            if isinstance(c, s.Block):
-                body_tree = c
-                continue
-            if not isinstance(c, Tree) or self.block_local(c, inner, decl.locals):
-                continue
-            if c.data == "action_decl":
-                decl.locals.append(self.action_decl(c, inner))
-            elif c.data == "table_decl":
-                table = self.table_checker.table_decl(c, inner)
-                name_tree = subtree(c, "name")
-                inner.declare(table.name, table, self.loc(name_tree or c))
-                decl.locals.append(table)
-        assert body_tree is not None
-        decl.body = self.block(body_tree, inner, Ctx("control"))
-        decl.locals[:0] = self.direct_instances
-        self.direct_instances = outer_direct
-        scope.declare_type(name, decl, self.loc(tok))
-        self.controls[name] = decl
-
-
-def _reaches_final_state(decl: ir.ParserDecl) -> bool:
-    """Whether some path from ``start`` ends in accept or reject (a select without a
-    default case rejects when nothing matches)."""
-    seen, todo = set(), ["start"]
-    while todo:
-        name = todo.pop()
-        if name in ("accept", "reject"):
-            return True
-        if name in seen or name not in decl.states:
-            continue
-        seen.add(name)
-        tr = decl.states[name].transition
-        if tr.select is None:
-            todo.append(tr.next_state or "reject")
-            continue
-        if not any(all(isinstance(k, ir.KeysetDefault) for k in c.keysets) for c in tr.cases):
-            return True
-        todo += [c.next_state for c in tr.cases]
-    return False
-
-
-def _always_leaves(s: ir.Stmt | None) -> bool:
-    """Whether every path through ``s`` ends in ``return`` or ``exit``."""
-    if isinstance(s, (ir.Return, ir.Exit)):
-        return True
-    if isinstance(s, ir.Block):
-        return any(_always_leaves(x) for x in s.stmts)
-    if isinstance(s, ir.If):
-        return _always_leaves(s.then) and s.else_ is not None and _always_leaves(s.else_)
-    if isinstance(s, ir.SwitchStmt):
-        has_default = any("default" in c.labels for c in s.cases)
-        return has_default and all(_always_leaves(c.body) for c in s.cases if c.body is not None)
-    return False
-
-
-def _fixed_width_struct(t: ir.StructType) -> bool:
-    """A struct that P4_16 allows inside a header: only bit<W>, int<W>, bool, serializable
-    enums and such structs, recursively."""
-    for f in t.fields:
-        ft = ir.strip_newtype(f.type)
-        if isinstance(ft, ir.StructType):
-            if not _fixed_width_struct(ft):
-                return False
-        elif isinstance(ft, ir.EnumType):
-            if ft.underlying is None:
-                return False
-        elif not isinstance(ft, (ir.BitType, ir.BoolType)):
-            return False
-    return True

@@ -1,16 +1,9 @@
-"""Expression checking: name resolution, type inference, implicit conversions and folding.
-
-:class:`ExprChecker` is the half of the checker that turns lark expression trees into typed
-:mod:`softswitch.ir` expressions; :mod:`softswitch.frontend.check` adds declarations and
-statements on top of it.
-"""
+"""Expression typing: name resolution, type inference, implicit conversions and folding."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-
-from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
@@ -18,14 +11,18 @@ from softswitch.frontend import syntax as s
 from softswitch.frontend.folding import fold_binary, fold_cast, fold_unary, mask
 from softswitch.frontend.ir_ext import TypeVar
 from softswitch.frontend.literals import check_width, parse_int, unescape
-from softswitch.frontend.preprocess import Preprocessed
 from softswitch.frontend.scope import Overloads, Scope
-from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
+from softswitch.frontend.visitor import Visitor
 
 _ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|"}
+
+
 _BITWISE = {"&", "|", "^"}
+
+
 _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
+
 
 #: Pseudo-type of a name that refers to a table (the target of ``t.apply()``).
 TABLE_REF_TYPE = ir.VoidType()
@@ -48,109 +45,56 @@ def any_subexpr(e: ir.Expr, pred: Callable[[object], bool]) -> bool:
     return False
 
 
-def _reads_parameter(e: ir.Expr) -> bool:
-    """Whether ``e`` reads a parameter (a value known only at run time)."""
-    return any_subexpr(e, lambda n: isinstance(n, ir.VarRef) and isinstance(n.var, ir.Param))
-
-
 def _newtype_name(t: ir.Type) -> str | None:
     """The name of a ``type``-declared type, None for any other type."""
     return t.name if isinstance(t, ir.NewType) else None
 
 
-def name_of(node: Tree | Token | s.Node) -> str:
-    """Text of a name-like node (``name``, ``prefixed_name``, a type name, a name reference)."""
-    if isinstance(node, s.NameRef):
-        return node.name
-    if isinstance(node, s.TypeRef):
-        return s.type_name_of(node)
-    if isinstance(node, s.Node):
-        return ""
-    return tree_name(node)
-
-
-def is_dotted(node: Tree | Token | s.Node) -> bool:
-    """True for a ``.name`` (top-level) reference."""
-    if isinstance(node, (s.NameRef, s.TypeName)):
-        return node.dotted
-    if isinstance(node, s.Node):
-        return False
-    return tree_dotted(node)
-
-
-class ExprChecker:
-    """Typing and folding of expressions; subclassed by the declaration checker."""
-
-    pre: Preprocessed
-    errors: list[str]
-    match_kinds: list[str]
-
-    # ------------------------------------------------------------------ locations
-
-    def loc(self, node: Tree | Token | s.Node) -> ir.Loc:
-        """Original source location of a syntax node, tree node or token."""
-        if isinstance(node, s.Node):
-            return node.loc
-        if isinstance(node, Token):
-            return self.pre.loc(node.line or 1, node.column or 1)
-        meta = node.meta
-        if getattr(meta, "empty", True):
-            for c in node.children:
-                if isinstance(c, (Tree, Token, s.Node)):
-                    return self.loc(c)
-            return ir.NOLOC
-        return self.pre.loc(meta.line, meta.column)
-
-    def source_text(self, node: Tree | s.Node) -> str:
-        """Source text of a node with whitespace runs collapsed (P4Info key names)."""
-        if isinstance(node, s.Node):
-            start, end = node.span
-        else:
-            start, end = node.meta.start_pos, node.meta.end_pos
-        text = self.pre.text[start:end]
-        return " ".join(text.split())
-
-    # ------------------------------------------------------------------ types
-
-    def resolve_type(self, tree: s.TypeRef, scope: Scope) -> ir.Type:
-        """A type expression -> ir.Type (typedefs resolved away)."""
-        raise NotImplementedError  # provided by the declaration checker
-
-    # ------------------------------------------------------------------ expressions
+class ExprChecker(Visitor):
+    """Turns expression nodes into typed :mod:`softswitch.ir` expressions."""
 
     def expr(self, node: s.Expr, scope: Scope, expected: ir.Type | None = None) -> ir.Expr:
         """Check one expression; ``expected`` guides list/struct initialisers and literals."""
-        if isinstance(node, s.Binary):
-            return self.binary(node.op, node.left, node.right, scope, node.loc)
-        method = getattr(self, "_e_" + type(node).__name__, None)
-        if method is None:
-            raise P4Error(f"unsupported expression '{self.source_text(node)}'", self.loc(node))
-        result: ir.Expr = method(node, scope, node.loc, expected)
+        result: ir.Expr = self.visit(node, scope, node.loc, expected)
         return result
 
-    def _e_IntLit(self, node: s.IntLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_other(self, node: s.Node, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        raise P4Error(f"unsupported expression '{self.ctx.source_text(node)}'", loc)
+
+    def visit_Binary(self, node: s.Binary, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        return self.binary(node.op, node.left, node.right, scope, loc)
+
+    def visit_IntLit(self, node: s.IntLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         return parse_int(node.text, loc)
 
-    def _e_StrLit(self, node: s.StrLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_StrLit(self, node: s.StrLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         return ir.StringConst(ir.StringType(), loc, unescape(node.text))
 
-    def _e_BoolLit(self, node: s.BoolLit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_BoolLit(
+        self, node: s.BoolLit, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         return ir.BoolConst(ir.BoolType(), loc, node.value)
 
-    def _e_DontCareExpr(self, node: s.DontCareExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_DontCareExpr(
+        self, node: s.DontCareExpr, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         return ir.DontCare(ir.DontCareType(), loc)
 
-    def _e_InvalidExpr(self, node: s.InvalidExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_InvalidExpr(
+        self, node: s.InvalidExpr, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         t = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if not isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
             return ir.InvalidHeader(ir.DontCareType(), loc)
         return ir.InvalidHeader(t, loc)
 
-    def _e_NameRef(self, node: s.NameRef, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_NameRef(
+        self, node: s.NameRef, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         name = node.name
         target = scope.root().lookup(name) if node.dotted else scope.lookup(name)
         if target is None:
-            if name in self.match_kinds:
+            if name in self.ctx.match_kinds:
                 return ir.MatchKindMember(ir.MatchKindType(), loc, name)
             raise P4Error(f"no declaration named '{name}'", loc)
         return self.ref_to(target, name, loc)
@@ -169,8 +113,10 @@ class ExprChecker:
             raise P4Error(f"'{name}' is a callable; it can only be called", loc)
         raise P4Error(f"'{name}' cannot be used in an expression", loc)
 
-    def _e_TypeMember(self, node: s.TypeMember, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        t = self.resolve_type(node.type, scope)
+    def visit_TypeMember(
+        self, node: s.TypeMember, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
+        t = self.ctx.typing.resolve_type(node.type, scope)
         member = node.member
         et = ir.strip_newtype(t)
         if isinstance(et, ir.EnumType):
@@ -179,13 +125,17 @@ class ExprChecker:
             return ir.EnumMember(et, loc, member)
         raise P4Error(f"type '{type_str(t)}' has no member '{member}'", loc)
 
-    def _e_ErrorMember(self, node: s.ErrorMember, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_ErrorMember(
+        self, node: s.ErrorMember, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         member = node.member
-        if member not in self.errors:
+        if member not in self.ctx.errors:
             raise P4Error(f"no error named '{member}'", loc)
-        return ir.ErrorMember(ir.ErrorType(), loc, member, self.errors.index(member))
+        return ir.ErrorMember(ir.ErrorType(), loc, member, self.ctx.errors.index(member))
 
-    def _e_ListExpr(self, node: s.ListExpr, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_ListExpr(
+        self, node: s.ListExpr, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         elem_trees = node.items
         exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if isinstance(exp, (ir.StructType, ir.HeaderType)):
@@ -196,17 +146,21 @@ class ExprChecker:
                     loc,
                 )
             fields = {
-                f.name: self.convert(self.expr(e, scope, f.type), f.type, self.loc(e), "initializer")
+                f.name: self.convert(self.expr(e, scope, f.type), f.type, e.loc, "initializer")
                 for f, e in zip(exp.fields, elem_trees, strict=False)
             }
             return ir.StructInit(exp, loc, fields)
         hints: Sequence[ir.Type | None] = (
-            exp.elems if isinstance(exp, ir.TupleType) and len(exp.elems) == len(elem_trees) else [None] * len(elem_trees)
+            exp.elems
+            if isinstance(exp, ir.TupleType) and len(exp.elems) == len(elem_trees)
+            else [None] * len(elem_trees)
         )
         elems = [self.expr(e, scope, h) for e, h in zip(elem_trees, hints, strict=False)]
         return ir.ListExpr(ir.TupleType(tuple(e.type for e in elems)), loc, elems)
 
-    def _e_StructInit(self, node: s.StructInit, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_StructInit(
+        self, node: s.StructInit, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         exp = ir.strip_newtype(expected) if isinstance(expected, ir.Type) else None
         if not isinstance(exp, (ir.StructType, ir.HeaderType)):
             raise P4Error("cannot infer the type of this structure initializer", loc)
@@ -220,17 +174,15 @@ class ExprChecker:
             if f.name not in given:
                 raise P4Error(f"field '{f.name}' of '{exp.name}' is not initialized", loc)
             e = given.pop(f.name)
-            fields[f.name] = self.convert(self.expr(e, scope, f.type), f.type, self.loc(e), "initializer")
+            fields[f.name] = self.convert(self.expr(e, scope, f.type), f.type, e.loc, "initializer")
         if given:
             extra = next(iter(given))
             raise P4Error(f"'{exp.name}' has no field '{extra}'", loc)
         return ir.StructInit(exp, loc, fields)
 
-    # ------------------------------------------------------------------ operators
-
-    def _e_Mux(self, node: s.Mux, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_Mux(self, node: s.Mux, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         c_tree, t_tree, e_tree = node.cond, node.then, node.else_
-        cond = self.expect_bool(self.expr(c_tree, scope), self.loc(c_tree), "condition of '?:'")
+        cond = self.expect_bool(self.expr(c_tree, scope), c_tree.loc, "condition of '?:'")
         then = self.expr(t_tree, scope, expected if isinstance(expected, ir.Type) else None)
         else_ = self.expr(e_tree, scope, expected if isinstance(expected, ir.Type) else None)
         then, else_ = self.unify(then, else_, loc, "?:")
@@ -240,7 +192,7 @@ class ExprChecker:
             raise P4Error("cannot infer the width of the operands of '?:'", loc)
         return ir.Mux(then.type, loc, cond, then, else_)
 
-    def _e_Unary(self, node: s.Unary, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_Unary(self, node: s.Unary, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         op = {"!": self._not, "~": self._compl, "-": self._neg, "+": self._pos}[node.op]
         return op(node.operand, scope, loc)
 
@@ -274,21 +226,27 @@ class ExprChecker:
             raise P4Error(f"'+' cannot be applied to an operand of type {type_str(e.type)}", loc)
         return e
 
-    def _e_Cast(self, node: s.Cast, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        t = self.resolve_type(node.type, scope)
+    def visit_Cast(self, node: s.Cast, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        t = self.ctx.typing.resolve_type(node.type, scope)
         e = self.expr(node.operand, scope, t)
         return self.cast(e, t, loc)
 
     def cast(self, e: ir.Expr, t: ir.Type, loc: ir.Loc) -> ir.Expr:
         """An explicit cast ``(t) e`` (folded when ``e`` is constant)."""
         src, dst = ir.strip_newtype(e.type), ir.strip_newtype(t)
-        if same_type(src, dst) and not isinstance(t, ir.NewType) and not isinstance(e.type, ir.NewType):
+        if (
+            same_type(src, dst)
+            and not isinstance(t, ir.NewType)
+            and not isinstance(e.type, ir.NewType)
+        ):
             return e
         ok = False
         if isinstance(dst, ir.BitType):
-            ok = isinstance(src, (ir.BitType, ir.IntLitType)) or (
-                isinstance(src, ir.BoolType) and dst.width == 1 and not dst.signed
-            ) or (isinstance(src, ir.EnumType) and src.underlying is not None)
+            ok = (
+                isinstance(src, (ir.BitType, ir.IntLitType))
+                or (isinstance(src, ir.BoolType) and dst.width == 1 and not dst.signed)
+                or (isinstance(src, ir.EnumType) and src.underlying is not None)
+            )
         elif isinstance(dst, ir.BoolType):
             ok = (isinstance(src, ir.BitType) and src.width == 1 and not src.signed) or (
                 isinstance(src, ir.IntLitType)
@@ -302,35 +260,61 @@ class ExprChecker:
         elif same_type(src, dst):
             ok = True
         if not ok:
-            raise P4Error(f"cannot cast an expression of type {type_str(e.type)} to {type_str(t)}", loc)
-        if isinstance(e, (ir.Const, ir.BoolConst)) and isinstance(dst, (ir.BitType, ir.BoolType, ir.IntLitType)):
+            raise P4Error(
+                f"cannot cast an expression of type {type_str(e.type)} to {type_str(t)}", loc
+            )
+        if isinstance(e, (ir.Const, ir.BoolConst)) and isinstance(
+            dst, (ir.BitType, ir.BoolType, ir.IntLitType)
+        ):
             return fold_cast(e, dst, loc)
         return ir.Cast(t, loc, e)
 
     def binary(
-        self, op: str, lt: s.Expr, rt: s.Expr, scope: Scope, loc: ir.Loc, left: ir.Expr | None = None
+        self,
+        op: str,
+        lt: s.Expr,
+        rt: s.Expr,
+        scope: Scope,
+        loc: ir.Loc,
+        left: ir.Expr | None = None,
     ) -> ir.Expr:
         """Check and fold a binary operation (``left``: the left operand already checked)."""
         left = self.expr(lt, scope) if left is None else left
-        right = self.expr(rt, scope, left.type if not isinstance(left.type, ir.IntLitType) else None)
+        right = self.expr(
+            rt, scope, left.type if not isinstance(left.type, ir.IntLitType) else None
+        )
         if isinstance(left, ir.DontCare) or isinstance(right, ir.DontCare):
             raise P4Error(f"'_' cannot be an operand of '{op}'", loc)
         if op in ("&&", "||"):
-            left = self.expect_bool(left, self.loc(lt), f"operand of '{op}'")
-            right = self.expect_bool(right, self.loc(rt), f"operand of '{op}'")
+            left = self.expect_bool(left, lt.loc, f"operand of '{op}'")
+            right = self.expect_bool(right, rt.loc, f"operand of '{op}'")
             if isinstance(left, ir.BoolConst) and isinstance(right, ir.BoolConst):
                 v = (left.value and right.value) if op == "&&" else (left.value or right.value)
                 return ir.BoolConst(ir.BoolType(), loc, v)
             return ir.Binary(ir.BoolType(), loc, op, left, right)
         for operand in (left, right):
             ot = ir.strip_newtype(operand.type)
-            if isinstance(ot, (ir.VoidType, ir.TableApplyResultType, ir.ActionRunType, ir.ExternType, ir.BlockType)) or (
-                isinstance(operand, ir.InstanceRef)
-            ):
-                what = "a table application result" if isinstance(ot, ir.TableApplyResultType) else (
-                    "action_run (only allowed as a switch subject)" if isinstance(ot, ir.ActionRunType) else
-                    "a table or instance" if isinstance(operand, ir.InstanceRef) else
-                    "a value of type " + type_str(operand.type))
+            if isinstance(
+                ot,
+                (
+                    ir.VoidType,
+                    ir.TableApplyResultType,
+                    ir.ActionRunType,
+                    ir.ExternType,
+                    ir.BlockType,
+                ),
+            ) or (isinstance(operand, ir.InstanceRef)):
+                what = (
+                    "a table application result"
+                    if isinstance(ot, ir.TableApplyResultType)
+                    else (
+                        "action_run (only allowed as a switch subject)"
+                        if isinstance(ot, ir.ActionRunType)
+                        else "a table or instance"
+                        if isinstance(operand, ir.InstanceRef)
+                        else "a value of type " + type_str(operand.type)
+                    )
+                )
                 raise P4Error(f"'{op}' cannot be applied to {what}", loc)
         if op not in ("==", "!=") and op not in ("<<", ">>"):
             for operand in (left, right):
@@ -338,13 +322,16 @@ class ExprChecker:
                     # p4c: a 'type' is a distinct type; only == and != apply without a cast
                     raise P4Error(
                         f"'{op}' cannot be applied to a value of type {type_str(operand.type)} "
-                        f"('type' declares a distinct type: cast it to {type_str(ir.strip_newtype(operand.type))} first)",
+                        "('type' declares a distinct type: cast it to "
+                        f"{type_str(ir.strip_newtype(operand.type))} first)",
                         operand.loc,
                     )
         if op in ("<<", ">>"):
             if isinstance(right.type, ir.NewType):
                 raise P4Error(
-                    f"the shift amount of '{op}' must be bit<S> or a non-negative constant, not {type_str(right.type)}", loc
+                    f"the shift amount of '{op}' must be bit<S> or a non-negative constant, not "
+                    f"{type_str(right.type)}",
+                    loc,
                 )
             return self.shift(op, left, right, loc)
         if op == "++":
@@ -354,11 +341,15 @@ class ExprChecker:
         if op in _COMPARE:
             if op not in ("==", "!=") and not isinstance(t, (ir.BitType, ir.IntLitType)):
                 raise P4Error(f"'{op}' cannot compare operands of type {type_str(left.type)}", loc)
-            if isinstance(left, (ir.Const, ir.BoolConst)) and isinstance(right, (ir.Const, ir.BoolConst)):
+            if isinstance(left, (ir.Const, ir.BoolConst)) and isinstance(
+                right, (ir.Const, ir.BoolConst)
+            ):
                 return fold_binary(op, left, right, loc)
             return ir.Binary(ir.BoolType(), loc, op, left, right)
         if not isinstance(t, (ir.BitType, ir.IntLitType)):
-            raise P4Error(f"'{op}' cannot be applied to operands of type {type_str(left.type)}", loc)
+            raise P4Error(
+                f"'{op}' cannot be applied to operands of type {type_str(left.type)}", loc
+            )
         if op in ("|+|", "|-|") and isinstance(t, ir.IntLitType):
             raise P4Error(f"'{op}' needs operands of a fixed width", loc)
         if op in ("/", "%") and isinstance(t, ir.BitType) and t.signed:
@@ -367,18 +358,7 @@ class ExprChecker:
             raise P4Error("division by zero", loc)
         if isinstance(left, ir.Const) and isinstance(right, ir.Const):
             return fold_binary(op, left, right, loc)
-        if (
-            op in ("/", "%")
-            and not (isinstance(right, ir.Const) and right.value & (right.value - 1) == 0)
-            and not (isinstance(left, ir.Const) and left.value == 0)  # 0 / x is 0 (x still runs)
-        ):
-            # as p4c (CompileTimeOperations after strength reduction): only a division by a
-            # power of two (a shift or a mask) can be computed at run time on BMv2
-            raise P4Error(
-                f"'{op}' could not be evaluated at compile time: at run time only a division "
-                "by a constant power of two is supported",
-                loc,
-            )
+        self.ctx.bmv2.runtime_division(op, left, right, loc)
         return ir.Binary(left.type, loc, op, left, right)
 
     def shift(self, op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
@@ -386,7 +366,9 @@ class ExprChecker:
         lt, rt = ir.strip_newtype(left.type), ir.strip_newtype(right.type)
         if not isinstance(lt, (ir.BitType, ir.IntLitType)):
             raise P4Error(f"'{op}' cannot shift a value of type {type_str(left.type)}", loc)
-        if not isinstance(rt, (ir.BitType, ir.IntLitType)) or (isinstance(rt, ir.BitType) and rt.signed):
+        if not isinstance(rt, (ir.BitType, ir.IntLitType)) or (
+            isinstance(rt, ir.BitType) and rt.signed
+        ):
             raise P4Error(f"the shift amount of '{op}' must be an unsigned number", loc)
         if isinstance(right, ir.Const) and isinstance(rt, ir.IntLitType) and right.value < 0:
             raise P4Error(f"negative shift amount {right.value}", loc)
@@ -422,11 +404,13 @@ class ExprChecker:
         if not same_type(at, bt):
             if isinstance(at, ir.BitType) and isinstance(bt, ir.BitType):
                 raise P4Error(
-                    f"operands of '{op}' have different types: {type_str(a.type)} and {type_str(b.type)}",
+                    f"operands of '{op}' have different types: {type_str(a.type)} and "
+                    f"{type_str(b.type)}",
                     loc,
                 )
             raise P4Error(
-                f"operands of '{op}' have incompatible types: {type_str(a.type)} and {type_str(b.type)}",
+                f"operands of '{op}' have incompatible types: {type_str(a.type)} and "
+                f"{type_str(b.type)}",
                 loc,
             )
         return a, b
@@ -445,7 +429,9 @@ class ExprChecker:
             return e
         if same_type(src, dst):
             # constants stay convertible: a folded cast (N)5 has lost its 'type' (lenient)
-            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(e, (ir.Const, ir.BoolConst)):
+            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(
+                e, (ir.Const, ir.BoolConst)
+            ):
                 raise P4Error(
                     f"{what}: an expression of type {type_str(e.type)} needs an explicit cast to "
                     f"{type_str(t)} ('type' declares a distinct type)",
@@ -460,11 +446,15 @@ class ExprChecker:
         if isinstance(e, ir.ListExpr):
             if isinstance(dst, (ir.StructType, ir.HeaderType)) and len(e.elems) == len(dst.fields):
                 fields = {
-                    f.name: self.convert(x, f.type, x.loc, what) for f, x in zip(dst.fields, e.elems, strict=False)
+                    f.name: self.convert(x, f.type, x.loc, what)
+                    for f, x in zip(dst.fields, e.elems, strict=False)
                 }
                 return ir.StructInit(dst, e.loc, fields)
             if isinstance(dst, ir.TupleType) and len(e.elems) == len(dst.elems):
-                elems = [self.convert(x, y, x.loc, what) for x, y in zip(e.elems, dst.elems, strict=False)]
+                elems = [
+                    self.convert(x, y, x.loc, what)
+                    for x, y in zip(e.elems, dst.elems, strict=False)
+                ]
                 return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
         if isinstance(e, ir.InvalidHeader) and isinstance(dst, (ir.HeaderType, ir.HeaderUnionType)):
             return ir.InvalidHeader(dst, e.loc)
@@ -473,7 +463,9 @@ class ExprChecker:
         if isinstance(dst, ir.BlockProtoType) and isinstance(src, ir.BlockType):
             self.check_block_fits(src.decl, dst, loc, what)
             return e
-        raise P4Error(f"{what}: cannot convert an expression of type {type_str(e.type)} to {type_str(t)}", loc)
+        raise P4Error(
+            f"{what}: cannot convert an expression of type {type_str(e.type)} to {type_str(t)}", loc
+        )
 
     def check_block_fits(
         self, decl: ir.ParserDecl | ir.ControlDecl, proto: ir.BlockProtoType, loc: ir.Loc, what: str
@@ -487,11 +479,11 @@ class ExprChecker:
                 if want.direction != have.direction or not same_type(want.type, have.type):
                     ok = False
         if not ok:
-            raise P4Error(f"{what}: {kind} '{decl.name}' does not match the type '{proto.name}'", loc)
+            raise P4Error(
+                f"{what}: {kind} '{decl.name}' does not match the type '{proto.name}'", loc
+            )
 
-    # ------------------------------------------------------------------ members / indexing
-
-    def _e_Member(self, node: s.Member, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_Member(self, node: s.Member, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         base = self.expr(node.base, scope)
         return self.member(base, node.member, loc)
 
@@ -502,7 +494,11 @@ class ExprChecker:
             for f in t.fields:
                 if f.name == member:
                     return ir.Member(f.type, loc, base, member)
-            kind = {ir.HeaderType: "header", ir.StructType: "struct", ir.HeaderUnionType: "header_union"}[type(t)]
+            kind = {
+                ir.HeaderType: "header",
+                ir.StructType: "struct",
+                ir.HeaderUnionType: "header_union",
+            }[type(t)]
             raise P4Error(f"{kind} '{t.name}' has no field '{member}'", loc)
         if isinstance(t, ir.StackType):
             if member in ("next", "last"):
@@ -518,7 +514,7 @@ class ExprChecker:
             raise P4Error(f"table apply result has no member '{member}'", loc)
         raise P4Error(f"expression of type {type_str(base.type)} has no member '{member}'", loc)
 
-    def _e_Index(self, node: s.Index, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_Index(self, node: s.Index, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         base = self.expr(node.base, scope)
         index = self.expr(node.index, scope)
         t = ir.strip_newtype(base.type)
@@ -529,16 +525,16 @@ class ExprChecker:
             raise P4Error(f"a stack index must be a number, not {type_str(index.type)}", loc)
         if isinstance(index, ir.Const):
             if not 0 <= index.value < t.size:
-                raise P4Error(f"index {index.value} is out of range for a stack of size {t.size}", loc)
+                raise P4Error(
+                    f"index {index.value} is out of range for a stack of size {t.size}", loc
+                )
             if isinstance(it, ir.IntLitType):
                 index = ir.Const(ir.BitType(32), index.loc, index.value)
-        elif isinstance(ir.strip_newtype(t.elem), ir.HeaderUnionType) and _reads_parameter(index):
-            # p4c flattens union stacks and needs the index constant after constant propagation;
-            # an index read from a parameter (packet data, metadata) can never be
-            raise P4Error("a header union stack needs a constant index on the v1model target (BMv2)", loc)
+        else:
+            self.ctx.bmv2.union_stack_index(t, index, loc)
         return ir.Index(t.elem, loc, base, index)
 
-    def _e_Slice(self, node: s.Slice, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_Slice(self, node: s.Slice, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
         base = self.expr(node.base, scope)
         hi = self.const_int(node.hi, scope, "slice bound")
         lo = self.const_int(node.lo, scope, "slice bound")
@@ -558,10 +554,8 @@ class ExprChecker:
         """A compile-time integer."""
         e = self.expr(tree, scope)
         if not isinstance(e, ir.Const):
-            raise P4Error(f"{what} must be a compile-time constant", self.loc(tree))
+            raise P4Error(f"{what} must be a compile-time constant", tree.loc)
         return e.value
-
-    # ------------------------------------------------------------------ lvalues
 
     def check_lvalue(self, e: ir.Expr, loc: ir.Loc) -> None:
         """``e`` must be assignable."""
@@ -573,7 +567,10 @@ class ExprChecker:
                 raise P4Error(f"cannot assign to read-only parameter '{v.name}'", loc)
             return
         if isinstance(e, ir.Member):
-            if isinstance(ir.strip_newtype(e.base.type), ir.StackType) and e.name in ("lastIndex", "size"):
+            if isinstance(ir.strip_newtype(e.base.type), ir.StackType) and e.name in (
+                "lastIndex",
+                "size",
+            ):
                 raise P4Error("expression is not assignable", loc)
             if isinstance(ir.strip_newtype(e.base.type), ir.TableApplyResultType):
                 raise P4Error("expression is not assignable", loc)
@@ -584,15 +581,17 @@ class ExprChecker:
             return
         raise P4Error("expression is not assignable", loc)
 
-    # ------------------------------------------------------------------ calls
-
-    def _e_Call(self, node: s.Call, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
-        type_args = [self.resolve_type(t, scope) for t in node.type_args]
+    def visit_Call(self, node: s.Call, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+        type_args = [self.ctx.typing.resolve_type(t, scope) for t in node.type_args]
         return self.call(node.callee, type_args, node.args, scope, loc)
 
-    def _e_CtorCall(self, node: s.CtorCall, scope: Scope, loc: ir.Loc, expected: object) -> ir.Expr:
+    def visit_CtorCall(
+        self, node: s.CtorCall, scope: Scope, loc: ir.Loc, expected: object
+    ) -> ir.Expr:
         if isinstance(expected, (ir.BlockType, ir.BlockProtoType)):
-            raise UnsupportedError("a parser or control constructed inside a constructor argument list", loc)
+            raise UnsupportedError(
+                "a parser or control constructed inside a constructor argument list", loc
+            )
         raise P4Error("a constructor call is only allowed in an instantiation", loc)
 
     def call(
@@ -604,12 +603,16 @@ class ExprChecker:
             name = callee.name
             target = scope.root().lookup(name) if callee.dotted else scope.lookup(name)
             if target is None:
-                raise P4Error(f"no declaration named '{name}'", self.loc(callee))
+                raise P4Error(f"no declaration named '{name}'", callee.loc)
             if isinstance(target, ir.ActionDecl):
-                call_args = self.bind_args(target.params, arg_trees, scope, loc, f"action '{name}'", {})
+                call_args = self.bind_args(
+                    target.params, arg_trees, scope, loc, f"action '{name}'", {}
+                )
                 return ir.Call(ir.VoidType(), loc, target, call_args)
             if isinstance(target, ir.FunctionDecl):
-                call_args = self.bind_args(target.params, arg_trees, scope, loc, f"function '{name}'", {})
+                call_args = self.bind_args(
+                    target.params, arg_trees, scope, loc, f"function '{name}'", {}
+                )
                 return ir.Call(target.return_type, loc, target, call_args)
             if isinstance(target, Overloads):
                 decl = self.pick_overload(
@@ -622,20 +625,22 @@ class ExprChecker:
                         f"got {len(type_args)}",
                         loc,
                     )
-                call_args = self.bind_args(decl.params, arg_trees, scope, loc, f"function '{name}'", binding)
+                call_args = self.bind_args(
+                    decl.params, arg_trees, scope, loc, f"function '{name}'", binding
+                )
                 if name == "static_assert" and decl.name == "static_assert":
                     return self.static_assert(call_args, loc)
-                self.check_nested_out_struct(decl, call_args, loc)
+                self.ctx.bmv2.check_nested_out_struct(decl, call_args, loc)
                 rt = self.finish_return(decl.return_type, binding, loc, name)
                 targs = tuple(binding.get(p, ir.DontCareType()) for p in decl.type_params)
                 return ir.Call(rt, loc, decl, call_args, targs)
-            raise P4Error(f"'{name}' is not a function, action or method", self.loc(callee))
+            raise P4Error(f"'{name}' is not a function, action or method", callee.loc)
         if isinstance(callee, s.Member):
             base = self.expr(callee.base, scope)
             return self.method_call(base, callee.member, type_args, arg_trees, scope, loc)
         if isinstance(callee, s.TypeMember):
             raise UnsupportedError("calling a method of a type", loc)
-        raise P4Error(f"'{self.source_text(callee)}' cannot be called", loc)
+        raise P4Error(f"'{self.ctx.source_text(callee)}' cannot be called", loc)
 
     def static_assert(self, args: list[ir.Expr | None], loc: ir.Loc) -> ir.Expr:
         """``static_assert(check[, message])`` is decided here, at compile time."""
@@ -643,18 +648,30 @@ class ExprChecker:
         if not isinstance(check, ir.BoolConst):
             raise P4Error("static_assert needs a compile-time constant condition", loc)
         if not check.value:
-            msg = args[1].value if len(args) > 1 and isinstance(args[1], ir.StringConst) else "static assertion failed"
+            msg = (
+                args[1].value
+                if len(args) > 1 and isinstance(args[1], ir.StringConst)
+                else "static assertion failed"
+            )
             raise P4Error(msg, loc)
         return ir.BoolConst(ir.BoolType(), loc, True)
 
-    def finish_return(self, rt: ir.Type, binding: dict[str, ir.Type], loc: ir.Loc, name: str) -> ir.Type:
+    def finish_return(
+        self, rt: ir.Type, binding: dict[str, ir.Type], loc: ir.Loc, name: str
+    ) -> ir.Type:
         """Return type after substitution; it must not mention an unbound type variable."""
         rt = substitute(rt, binding)
         if has_typevar(rt):
             raise P4Error(f"cannot infer the return type of '{name}'; give its type arguments", loc)
         return rt
 
-    def pick_overload(self, options: list[tuple[list[ir.Param], object]], arg_trees: Sequence[s.Arg], loc: ir.Loc, what: str):  # type: ignore[no-untyped-def]
+    def pick_overload(
+        self,
+        options: list[tuple[list[ir.Param], object]],
+        arg_trees: Sequence[s.Arg],
+        loc: ir.Loc,
+        what: str,
+    ):  # type: ignore[no-untyped-def]
         """The overload whose parameter count fits the arguments."""
         n = len(arg_trees)
         named = {a.name for a in arg_trees if isinstance(a, s.NamedArg)}
@@ -686,37 +703,60 @@ class ExprChecker:
         if isinstance(t, ir.BlockType):
             if method != "apply":
                 raise P4Error(f"'{t.decl.name}' has no method '{method}'", loc)
-            call_args = self.bind_args(t.decl.params, arg_trees, scope, loc, f"'{t.decl.name}.apply'", {})
+            call_args = self.bind_args(
+                t.decl.params, arg_trees, scope, loc, f"'{t.decl.name}.apply'", {}
+            )
             return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
         if isinstance(t, ir.ExternType):
-            decl = self.extern_decl(t.name, loc)
+            decl = self.ctx.typing.extern_decl(t.name, loc)
             overloads = decl.methods.get(method)
             if not overloads:
                 raise P4Error(f"extern '{t.name}' has no method '{method}'", loc)
             options = [(ps, ps) for ps in overloads]
-            params: list[ir.Param] = self.pick_overload(options, arg_trees, loc, f"method '{method}'")
+            params: list[ir.Param] = self.pick_overload(
+                options, arg_trees, loc, f"method '{method}'"
+            )
             binding = dict(zip(decl.type_params, t.type_args, strict=False))
-            mtparams = self.method_type_params(decl, method, params)
+            mtparams = self.ctx.typing.method_type_params(params)
             if type_args:
                 if len(type_args) != len(mtparams):
                     raise P4Error(
-                        f"method '{method}' expects {len(mtparams)} type arguments, got {len(type_args)}", loc
+                        f"method '{method}' expects {len(mtparams)} type arguments, got "
+                        f"{len(type_args)}",
+                        loc,
                     )
                 binding.update(zip(mtparams, type_args, strict=False))
                 for ta in type_args:
-                    if isinstance(ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)):
-                        raise P4Error(f"method '{method}': illegal type argument {type_str(ta)}", loc)
+                    if isinstance(
+                        ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)
+                    ):
+                        raise P4Error(
+                            f"method '{method}': illegal type argument {type_str(ta)}", loc
+                        )
             call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
-            if t.name == "packet_in" and method == "extract" and call_args and call_args[0] is not None:
+            if (
+                t.name == "packet_in"
+                and method == "extract"
+                and call_args
+                and call_args[0] is not None
+            ):
                 ht = ir.strip_newtype(call_args[0].type)
                 if not isinstance(ht, ir.HeaderType):
-                    raise P4Error(f"method 'extract': the argument must be a header, not {type_str(call_args[0].type)}", call_args[0].loc)
+                    raise P4Error(
+                        "method 'extract': the argument must be a header, not "
+                        f"{type_str(call_args[0].type)}",
+                        call_args[0].loc,
+                    )
                 has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
                 if len(call_args) > 1 and not has_varbit:
-                    raise P4Error(f"method 'extract': header {ht.name} has no varbit field for the size argument", call_args[0].loc)
+                    raise P4Error(
+                        f"method 'extract': header {ht.name} has no varbit field for the size "
+                        "argument",
+                        call_args[0].loc,
+                    )
             if t.name == "register" and method == "read" and t.type_args:
-                self.check_register_value(base, t.type_args[0], call_args)
-            rt = self.finish_return(self.method_return(decl, method, params), binding, loc, method)
+                self.ctx.bmv2.check_register_value(base, t.type_args[0], call_args)
+            rt = self.finish_return(self.ctx.typing.method_return(params), binding, loc, method)
             targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
             return ir.MethodCall(rt, loc, base, method, call_args, targs)
         if isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
@@ -731,7 +771,9 @@ class ExprChecker:
                 self.no_args(arg_trees, method, loc)
                 bits = t.bit_width if isinstance(t, ir.HeaderType) else 0
                 if isinstance(t, ir.HeaderType) and method.startswith("max"):
-                    bits += sum(f.type.max_width for f in t.fields if isinstance(f.type, ir.VarbitType))
+                    bits += sum(
+                        f.type.max_width for f in t.fields if isinstance(f.type, ir.VarbitType)
+                    )
                 v = bits if method.endswith("Bits") else (bits + 7) // 8
                 return ir.Const(ir.IntLitType(), loc, v)
         if isinstance(t, ir.StackType) and method in ("push_front", "pop_front"):
@@ -739,7 +781,9 @@ class ExprChecker:
                 raise P4Error(f"'{method}' expects 1 argument, got {len(arg_trees)}", loc)
             self.check_lvalue(base, loc)
             count = self.const_int(arg_trees[0], scope, f"the argument of '{method}'")
-            return ir.MethodCall(ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)])
+            return ir.MethodCall(
+                ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)]
+            )
         if isinstance(t, ir.BlockProtoType):
             # a constructor parameter bound to a parser/control instance
             if method != "apply":
@@ -748,54 +792,10 @@ class ExprChecker:
             return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
         raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
 
-    def check_nested_out_struct(self, decl: ir.ExternFunctionDecl, call_args: list[ir.Expr | None], loc: ir.Loc) -> None:
-        """p4c's BMv2 back end cannot pass a struct holding structs or headers to an extern
-        function's out/inout parameter (it flattens the struct first)."""
-        for p, a in zip(decl.params, call_args, strict=False):
-            if a is None or p.direction not in ("out", "inout"):
-                continue
-            st = ir.strip_newtype(a.type)
-            nested = (ir.StructType, ir.HeaderType, ir.HeaderUnionType, ir.StackType)
-            if isinstance(st, ir.StructType) and any(isinstance(ir.strip_newtype(f.type), nested) for f in st.fields):
-                raise P4Error(
-                    f"extern function '{decl.name}': the argument for {p.direction} parameter '{p.name}' is a "
-                    f"struct ({type_str(a.type)}) holding structs or headers, which the BMv2 back end cannot pass",
-                    loc,
-                )
-
-    def check_register_value(self, base: ir.Expr, cell: ir.Type, call_args: list[ir.Expr | None]) -> None:
-        """A BMv2 register cell is a bit string: reading one into a struct or header cannot be
-        expressed (p4c's back end refuses it at the argument; writing one is accepted)."""
-        if isinstance(ir.strip_newtype(cell), (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-            return
-        for a in call_args:
-            if a is not None and same_type(a.type, cell):
-                raise P4Error(
-                    f"register '{self.source_text_of(base)}' holds {type_str(cell)} values: a register of a "
-                    "struct or header type is not supported on the v1model target (BMv2), its cells are bit strings",
-                    a.loc,
-                )
-
-    def source_text_of(self, e: ir.Expr) -> str:
-        """The name of an extern instance for messages."""
-        return e.instance.name if isinstance(e, ir.InstanceRef) else "?"
-
     def no_args(self, arg_trees: Sequence[s.Arg], method: str, loc: ir.Loc) -> None:
         """Built-in methods without parameters."""
         if arg_trees:
             raise P4Error(f"'{method}' expects 0 arguments, got {len(arg_trees)}", loc)
-
-    def extern_decl(self, name: str, loc: ir.Loc) -> ir.ExternDecl:
-        """The declaration of extern object type ``name``."""
-        raise NotImplementedError  # provided by the declaration checker
-
-    def method_type_params(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> list[str]:
-        """Type parameters of one method overload."""
-        raise NotImplementedError  # provided by the declaration checker
-
-    def method_return(self, decl: ir.ExternDecl, method: str, params: list[ir.Param]) -> ir.Type:
-        """Return type of one method overload."""
-        raise NotImplementedError  # provided by the declaration checker
 
     def bind_args(
         self,
@@ -814,10 +814,12 @@ class ExprChecker:
                 named[a.name] = a.value
             else:
                 if named:
-                    raise P4Error(f"{what}: positional argument after named arguments", self.loc(a))
+                    raise P4Error(f"{what}: positional argument after named arguments", a.loc)
                 positional.append(a)
         if len(positional) + len(named) > len(params):
-            raise P4Error(f"{what}: expected {len(params)} arguments, got {len(positional) + len(named)}", loc)
+            raise P4Error(
+                f"{what}: expected {len(params)} arguments, got {len(positional) + len(named)}", loc
+            )
         names = {p.name for p in params}
         for n in named:
             if n not in names:
@@ -845,31 +847,46 @@ class ExprChecker:
             hint = substitute(p.type, binding)
             e = self.expr(slot, scope, None if has_typevar(hint) else hint)
             values.append(e)
-            if not isinstance(e.type, (ir.IntLitType, ir.DontCareType)) and not isinstance(e, ir.InvalidHeader):
+            if not isinstance(e.type, (ir.IntLitType, ir.DontCareType)) and not isinstance(
+                e, ir.InvalidHeader
+            ):
                 bind(p.type, e.type, binding)
         for p, e in zip(params, values, strict=False):
-            if isinstance(p.type, TypeVar) and p.type.name not in binding and isinstance(e.type, ir.IntLitType):
+            if (
+                isinstance(p.type, TypeVar)
+                and p.type.name not in binding
+                and isinstance(e.type, ir.IntLitType)
+            ):
                 # p4c: an integer without a width cannot give a type variable its type
-                raise P4Error(f"{what}: could not infer a width for the argument of '{p.name}'", e.loc)
+                raise P4Error(
+                    f"{what}: could not infer a width for the argument of '{p.name}'", e.loc
+                )
         out: list[ir.Expr | None] = []
         for p, slot, e in zip(params, slots, values, strict=False):
             ptype = substitute(p.type, binding)
             aloc = slot.loc if isinstance(slot, s.Expr) else loc
             if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
-                raise P4Error(f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc)
+                raise P4Error(
+                    f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc
+                )
             if isinstance(e, ir.DontCare) and has_typevar(ptype):
-                raise P4Error(f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc)
+                raise P4Error(
+                    f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc
+                )
             if p.direction in ("out", "inout"):
                 if isinstance(e, ir.DontCare):
                     if p.direction == "inout":
-                        raise P4Error(f"{what}: '_' cannot be passed to inout parameter '{p.name}'", aloc)
+                        raise P4Error(
+                            f"{what}: '_' cannot be passed to inout parameter '{p.name}'", aloc
+                        )
                     out.append(None)
                     continue
                 try:
                     self.check_lvalue(e, aloc)
                 except P4Error:
                     raise P4Error(
-                        f"{what}: the argument for {p.direction} parameter '{p.name}' must be assignable",
+                        f"{what}: the argument for {p.direction} parameter '{p.name}' must be "
+                        "assignable",
                         aloc,
                     ) from None
                 if not has_typevar(ptype) and not same_type(e.type, ptype):
@@ -881,7 +898,10 @@ class ExprChecker:
                 out.append(e)
             else:
                 if isinstance(e, ir.DontCare):
-                    raise P4Error(f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'", aloc)
+                    raise P4Error(
+                        f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'",
+                        aloc,
+                    )
                 try:
                     out.append(self.convert(e, ptype, aloc, what))
                 except P4Error:

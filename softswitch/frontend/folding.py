@@ -43,7 +43,9 @@ def fold_unary(op: str, e: ir.Const, loc: ir.Loc) -> ir.Const:
     return _make(t, ~e.value, loc)
 
 
-def fold_binary(op: str, a: ir.Const | ir.BoolConst, b: ir.Const | ir.BoolConst, loc: ir.Loc) -> ir.Expr:
+def fold_binary(
+    op: str, a: ir.Const | ir.BoolConst, b: ir.Const | ir.BoolConst, loc: ir.Loc
+) -> ir.Expr:
     """Fold a binary operation on two constants of unified types (shifts: any widths)."""
     if isinstance(a, ir.BoolConst) or isinstance(b, ir.BoolConst):
         av, bv = a.value, b.value
@@ -79,7 +81,9 @@ def fold_binary(op: str, a: ir.Const | ir.BoolConst, b: ir.Const | ir.BoolConst,
         if isinstance(t, ir.BitType) and b.value >= t.width:
             return _make(t, 0, loc)  # every bit shifted out (no huge intermediate)
         if not isinstance(t, ir.BitType) and x and b.value + x.bit_length() > MAX_WIDTH:
-            raise P4Error(f"{x} << {b.value} is too wide: at most {MAX_WIDTH} bits are supported", loc)
+            raise P4Error(
+                f"{x} << {b.value} is too wide: at most {MAX_WIDTH} bits are supported", loc
+            )
         return _make(t, x << b.value, loc)
     if op == ">>":
         return _make(t, x >> b.value, loc)
@@ -100,7 +104,12 @@ def fold_cast(e: ir.Const | ir.BoolConst, dst: ir.Type, loc: ir.Loc) -> ir.Expr:
     if isinstance(e, ir.BoolConst):
         return _make(dst, int(e.value), loc)
     src = ir.strip_newtype(e.type)
-    if isinstance(dst, ir.BitType) and isinstance(src, ir.BitType) and src.signed and dst.width > src.width:
+    if (
+        isinstance(dst, ir.BitType)
+        and isinstance(src, ir.BitType)
+        and src.signed
+        and dst.width > src.width
+    ):
         # widening a signed value sign-extends
         return _make(dst, as_signed(e.value, src.width), loc)
     return _make(dst, _value(e) if isinstance(src, ir.IntLitType) else e.value, loc)

@@ -13,8 +13,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lark import Token
-
 from softswitch.errors import P4Error
 from softswitch.frontend.preprocess import Preprocessed
 
@@ -107,10 +105,14 @@ def tokenize(pre: Preprocessed) -> list[RawTok]:
                             break
                     p += 1
                 if depth:
-                    raise P4Error("syntax error: unterminated annotation", pre.loc(line, toks[-1].col))
+                    raise P4Error(
+                        "syntax error: unterminated annotation", pre.loc(line, toks[-1].col)
+                    )
                 body = text[body_start:p]
                 if body.strip():
-                    toks.append(RawTok("annbody", body, line, body_start - line_start + 1, body_start))
+                    toks.append(
+                        RawTok("annbody", body, line, body_start - line_start + 1, body_start)
+                    )
                 line += body.count("\n")
                 if "\n" in body:
                     line_start = body_start + body.rfind("\n") + 1
@@ -123,7 +125,12 @@ def tokenize(pre: Preprocessed) -> list[RawTok]:
 
 def _annotation_open(toks: list[RawTok]) -> bool:
     """True when the '(' just appended follows ``@ name`` (an annotation body starts)."""
-    return len(toks) >= 3 and toks[-3].kind == "punct" and toks[-3].text == "@" and toks[-2].kind == "id"
+    return (
+        len(toks) >= 3
+        and toks[-3].kind == "punct"
+        and toks[-3].text == "@"
+        and toks[-2].kind == "id"
+    )
 
 
 def _matching_close(toks: list[RawTok], i: int) -> int:
@@ -266,18 +273,21 @@ def _is_call_type_args(
         x = toks[k]
         if x.kind == "int" or (x.kind == "punct" and x.text in ("<", ">", ",")):
             continue
-        if x.kind == "id" and (x.text in _TYPE_WORDS or x.text in names or x.text in scoped.get(k, ())):
+        if x.kind == "id" and (
+            x.text in _TYPE_WORDS or x.text in names or x.text in scoped.get(k, ())
+        ):
             continue
         return False
     return True
 
 
-def to_lark_tokens(
+def classify_tokens(
     pre: Preprocessed, toks: list[RawTok], terminals: Mapping[str, str]
-) -> list[Token]:
-    """Classify raw tokens into the grammar's terminals (``terminals``: literal -> name)."""
+) -> list[tuple[str, RawTok]]:
+    """Classify raw tokens into the grammar's terminals (``terminals``: literal -> name);
+    the parser turns each (terminal, token) pair into a lark token."""
     names, scoped = find_type_names(toks)
-    out: list[Token] = []
+    out: list[tuple[str, RawTok]] = []
     for i, t in enumerate(toks):
         if t.kind == "id":
             prev = toks[i - 1] if i else None
@@ -298,15 +308,16 @@ def to_lark_tokens(
             ttype = "COMPOUND_ASSIGN"
         elif t.text == "<" and _is_call_type_args(toks, i, names, scoped):
             ttype = "TYPE_ARGS_LT"
-        elif t.text == ">" and i + 1 < len(toks) and toks[i + 1].text == ">" and (
-            toks[i + 1].pos == t.pos + 1
+        elif (
+            t.text == ">"
+            and i + 1 < len(toks)
+            and toks[i + 1].text == ">"
+            and (toks[i + 1].pos == t.pos + 1)
         ):
             ttype = "R_ANGLE_SHIFT"
         else:
             ttype = terminals.get(t.text, "")
             if not ttype:
                 raise P4Error(f"syntax error: unexpected '{t.text}'", pre.loc(t.line, t.col))
-        out.append(
-            Token(ttype, t.text, t.pos, t.line, t.col, t.line, t.col + len(t.text), t.pos + len(t.text))
-        )
+        out.append((ttype, t))
     return out

@@ -17,7 +17,9 @@ MAX_WIDTH = 2048
 def check_width(width: int, loc: ir.Loc, what: str = "bit string") -> None:
     """Refuse absurd widths up front (before anything is allocated for them)."""
     if width > MAX_WIDTH:
-        raise P4Error(f"{what} of width {width} is too wide: at most {MAX_WIDTH} bits are supported", loc)
+        raise P4Error(
+            f"{what} of width {width} is too wide: at most {MAX_WIDTH} bits are supported", loc
+        )
 
 
 def parse_int(text: str, loc: ir.Loc) -> ir.Const:
@@ -34,7 +36,10 @@ def parse_int(text: str, loc: ir.Loc) -> ir.Const:
     if width_s is None:
         return ir.Const(ir.IntLitType(), loc, value)
     if len(width_s) > 6:
-        raise P4Error(f"integer literal '{text[:20]}...' is too wide: at most {MAX_WIDTH} bits are supported", loc)
+        raise P4Error(
+            f"integer literal '{text[:20]}...' is too wide: at most {MAX_WIDTH} bits are supported",
+            loc,
+        )
     width = int(width_s)
     check_width(width, loc, "integer literal")
     signed = kind == "s"

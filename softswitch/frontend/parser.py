@@ -18,8 +18,9 @@ from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.lexer import Lexer, PatternStr
 
 from softswitch.errors import P4Error
-from softswitch.frontend.lexer import to_lark_tokens, tokenize
+from softswitch.frontend.lexer import RawTok, classify_tokens, tokenize
 from softswitch.frontend.preprocess import Preprocessed
+from softswitch.program_cache import parser_cache_file
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def _parser() -> tuple[Lark, dict[str, str]]:
         lexer=_TokenListLexer,
         propagate_positions=True,
         maybe_placeholders=False,
+        cache=parser_cache_file(),
     )
     terminals = {
         t.pattern.value: t.name for t in lark.terminals if isinstance(t.pattern, PatternStr)
@@ -77,10 +79,15 @@ def _describe_expected(names: Sequence[str], terminals: dict[str, str]) -> str:
     return ", ".join(shown)
 
 
+def _lark_token(ttype: str, t: RawTok) -> Token:
+    end = t.col + len(t.text)
+    return Token(ttype, t.text, t.pos, t.line, t.col, t.line, end, t.pos + len(t.text))
+
+
 def parse(pre: Preprocessed) -> Tree:
     """Parse preprocessed text into a lark tree (positions are preprocessed lines)."""
     lark, terminals = _parser()
-    toks = to_lark_tokens(pre, tokenize(pre), terminals)
+    toks = [_lark_token(ttype, t) for ttype, t in classify_tokens(pre, tokenize(pre), terminals)]
     try:
         return lark.parse(toks)  # type: ignore[arg-type]
     except UnexpectedToken as exc:

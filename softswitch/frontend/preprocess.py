@@ -82,14 +82,16 @@ class _P4Preprocessor(Preprocessor):
         self.problems.append(P4Error(f"preprocessor: {msg}", Loc(str(file), int(line), 1)))
         self.return_code += 1
 
-    def on_directive_unknown(self, directive: Any, toks: Any, ifpassthru: bool,
-                             precedingtoks: Any) -> Any:  # noqa: D102 (pcpp hook)
+    def on_directive_unknown(
+        self, directive: Any, toks: Any, ifpassthru: bool, precedingtoks: Any
+    ) -> Any:  # noqa: D102 (pcpp hook)
         # pcpp only prints #error to stderr and goes on; a program that says it cannot be
         # built (nr_elems.p4's size check, say) must not compile.
         if directive.value == "error":
             text = "".join(tok.value for tok in toks).strip()
-            self.problems.append(P4Error(f"#error {text}", Loc(str(directive.source),
-                                                               int(directive.lineno), 1)))
+            self.problems.append(
+                P4Error(f"#error {text}", Loc(str(directive.source), int(directive.lineno), 1))
+            )
             self.return_code += 1
             return True
         return super().on_directive_unknown(directive, toks, ifpassthru, precedingtoks)

@@ -1,20 +1,15 @@
-"""Typed syntax tree of P4 statements, expressions and type references, with positions.
+"""Typed syntax tree of a P4 program: declarations, statements, expressions and types.
 
-The grammar (``p4.lark``) gives lark trees whose children are read by position; for
-statements, expressions and type references :mod:`softswitch.frontend.syntax_build` turns them
-into these
-dataclasses instead, so the checks read named fields. Every node carries ``loc`` (the
-original FILE:LINE:COL, after the preprocessor's line mapping) and ``span`` (offsets into the
+The grammar (``p4.lark``) gives lark trees whose children are read by position;
+:mod:`softswitch.frontend.syntax_build` turns the whole tree into these dataclasses, so the
+checks read named fields and never touch lark. Every node carries ``loc`` (the original
+FILE:LINE:COL, after the preprocessor's line mapping) and ``span`` (offsets into the
 preprocessed text, for messages and P4Info names that quote the source).
-
-Statements are nodes too; declarations (top level, block locals, parser states, tables) are
-still lark trees whose statement, expression and type children are these nodes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from softswitch import ir
 
@@ -84,7 +79,7 @@ class TupleTypeRef(TypeRef):
 
 @dataclass(frozen=True, eq=False)
 class TypeArgs(Node):
-    """The type argument list of a declaration that is still a lark tree (``value_set``)."""
+    """A type argument list ``<A, B>`` (``value_set<T>``, ``tuple<...>``)."""
 
     items: tuple[TypeRef, ...]
 
@@ -278,15 +273,15 @@ class ExprList(Node):
 
 
 class Stmt(Node):
-    """A statement as written (local declarations inside blocks stay lark trees)."""
+    """A statement as written."""
 
 
 @dataclass(frozen=True, eq=False)
 class Block(Stmt):
-    """``{ ... }``: statements and local declarations (``variable_decl``, ``const_decl``,
-    ``instantiation`` lark trees) in order."""
+    """``{ ... }``: statements and local declarations (:class:`VariableDecl`,
+    :class:`ConstDecl`, :class:`Instantiation`) in order."""
 
-    items: tuple[Any, ...]
+    items: tuple[Stmt | LocalDecl, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,8 +307,8 @@ class CallStmt(Stmt):
 @dataclass(frozen=True, eq=False)
 class IfStmt(Stmt):
     cond: Expr
-    then: Any  # a statement or a local declaration tree
-    else_: Any | None
+    then: Stmt
+    else_: Stmt | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -372,10 +367,10 @@ class DirectApply(Stmt):
 class ForStmt(Stmt):
     """``for (init; cond; updates) body``."""
 
-    init: tuple[Any, ...]  # statements and ``variable_decl`` trees
+    init: tuple[Stmt | VariableDecl, ...]
     cond: Expr | None
-    updates: tuple[Any, ...]
-    body: Any
+    updates: tuple[Stmt | VariableDecl, ...]  # a declaration here is an error
+    body: Stmt
 
 
 @dataclass(frozen=True, eq=False)
@@ -388,4 +383,434 @@ class ForInStmt(Stmt):
     collection: Expr | None
     low: Expr | None
     high: Expr | None
-    body: Any
+    body: Stmt
+
+
+# ---------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True, eq=False)
+class Ident(Node):
+    """A declared name with its own position (error members, type parameters ...)."""
+
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Annotation(Node):
+    """``@name`` or ``@name(body)``; ``body`` is the raw text between the parentheses."""
+
+    name: str
+    body: str | None
+
+
+Annotations = tuple[Annotation, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Param(Node):
+    """``@anno dir T name = default`` (``direction`` is '' when none is written)."""
+
+    annotations: Annotations
+    direction: str
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    default: Expr | None
+
+
+class Decl(Node):
+    """A declaration (top level, block local, control local or extern member)."""
+
+
+@dataclass(frozen=True, eq=False)
+class StructField(Node):
+    annotations: Annotations
+    type: TypeRef
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class StructLikeDecl(Decl):
+    """Common part of ``header``, ``header_union`` and ``struct``."""
+
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    fields: tuple[StructField, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class HeaderDecl(StructLikeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class HeaderUnionDecl(StructLikeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class StructDecl(StructLikeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class EnumDecl(Decl):
+    """``enum E { A, B }``."""
+
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    members: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class EnumValue(Node):
+    """``A = value`` in a serializable enum."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class SerEnumDecl(Decl):
+    """``enum bit<8> E { A = 1 }``."""
+
+    annotations: Annotations
+    underlying: TypeRef
+    name: str
+    name_loc: ir.Loc
+    members: tuple[EnumValue, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class TypedefDecl(Decl):
+    annotations: Annotations
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+
+
+@dataclass(frozen=True, eq=False)
+class NewTypeDecl(Decl):
+    """``type T name;``."""
+
+    annotations: Annotations
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+
+
+@dataclass(frozen=True, eq=False)
+class ErrorDecl(Decl):
+    members: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class MatchKindDecl(Decl):
+    members: tuple[Ident, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ConstDecl(Decl):
+    annotations: Annotations
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class VariableDecl(Decl):
+    """``T x;`` / ``T x = e;`` (also a ``for`` loop's ``T x = e``)."""
+
+    annotations: Annotations
+    type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    init: Expr | None
+
+
+@dataclass(frozen=True, eq=False)
+class Instantiation(Decl):
+    """``T(args) name;``."""
+
+    annotations: Annotations
+    type: TypeRef
+    args: Args
+    name: str
+    name_loc: ir.Loc
+
+
+LocalDecl = VariableDecl | ConstDecl | Instantiation
+
+
+@dataclass(frozen=True, eq=False)
+class MethodProto(Node):
+    """``R name<T>(params);`` in an extern."""
+
+    annotations: Annotations
+    return_type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class CtorProto(Node):
+    """``E(params);``, a constructor of extern ``E``."""
+
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ExternObjDecl(Decl):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    members: tuple[MethodProto | CtorProto, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ExternFuncDecl(Decl):
+    annotations: Annotations
+    return_type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class BlockTypeDecl(Decl):
+    """Common part of the prototypes ``parser P(...);``, ``control C(...);`` and
+    ``package S(...);``."""
+
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ParserTypeDecl(BlockTypeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class ControlTypeDecl(BlockTypeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class PackageDecl(BlockTypeDecl):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class ActionDecl(Decl):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    params: tuple[Param, ...]
+    body: Block
+
+
+@dataclass(frozen=True, eq=False)
+class FunctionDecl(Decl):
+    annotations: Annotations
+    return_type: TypeRef
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+    body: Block
+
+
+# --- parsers
+
+
+@dataclass(frozen=True, eq=False)
+class ValueSetDecl(Decl):
+    """``value_set<T>(size) name;``."""
+
+    annotations: Annotations
+    type_args: TypeArgs
+    size: Expr
+    name: str
+    name_loc: ir.Loc
+
+
+@dataclass(frozen=True, eq=False)
+class TupleKeyset(Node):
+    """``(k1, k2)`` in a select case or an entry."""
+
+    items: tuple[Keyset, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class MaskKeyset(Node):
+    """``value &&& mask``."""
+
+    value: Expr
+    mask: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class RangeKeyset(Node):
+    """``low .. high``."""
+
+    low: Expr
+    high: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class DefaultKeyset(Node):
+    """``default``."""
+
+
+Keyset = Expr | TupleKeyset | MaskKeyset | RangeKeyset | DefaultKeyset
+
+
+@dataclass(frozen=True, eq=False)
+class SelectCase(Node):
+    """``keyset: next_state;``."""
+
+    keyset: Keyset
+    next_state: str
+    next_loc: ir.Loc
+
+
+@dataclass(frozen=True, eq=False)
+class DirectTransition(Node):
+    """``transition next_state;``."""
+
+    next_state: str
+    next_loc: ir.Loc
+
+
+@dataclass(frozen=True, eq=False)
+class SelectTransition(Node):
+    """``transition select (subjects) { cases }``."""
+
+    subjects: ExprList
+    cases: tuple[SelectCase, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ParserState(Node):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    body: tuple[Stmt | LocalDecl, ...]
+    transition: DirectTransition | SelectTransition | None
+
+
+@dataclass(frozen=True, eq=False)
+class ParserDecl(Decl):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+    ctor_params: tuple[Param, ...] | None  # None: no constructor parameter list
+    locals: tuple[LocalDecl | ValueSetDecl, ...]
+    states: tuple[ParserState, ...]
+
+
+# --- controls and tables
+
+
+@dataclass(frozen=True, eq=False)
+class KeyElement(Node):
+    """``expr : match_kind @name(...);``."""
+
+    expr: Expr
+    match_kind: str
+    match_kind_loc: ir.Loc
+    annotations: Annotations
+
+
+@dataclass(frozen=True, eq=False)
+class KeyProperty(Node):
+    elements: tuple[KeyElement, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ActionItem(Node):
+    """``@anno a(args);`` in an ``actions`` list (``args`` None without parentheses)."""
+
+    annotations: Annotations
+    action: NameRef
+    args: Args | None
+
+
+@dataclass(frozen=True, eq=False)
+class ActionsProperty(Node):
+    items: tuple[ActionItem, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Entry(Node):
+    """``priority = p: keyset : a(args) @anno;`` of an ``entries`` list; ``action`` is a
+    :class:`NameRef` or, with arguments, a :class:`Call`."""
+
+    const: bool
+    priority: Expr | None
+    keyset: Keyset
+    action: Expr
+    annotations: Annotations
+
+
+@dataclass(frozen=True, eq=False)
+class EntriesProperty(Node):
+    annotations: Annotations
+    const: bool
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class SimpleProperty(Node):
+    """``name = value;`` (``default_action``, ``size``, ``implementation`` ...)."""
+
+    annotations: Annotations
+    const: bool
+    name: str
+    value: Expr
+
+
+TableProperty = KeyProperty | ActionsProperty | EntriesProperty | SimpleProperty
+
+
+@dataclass(frozen=True, eq=False)
+class TableDecl(Decl):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    properties: tuple[TableProperty, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ControlDecl(Decl):
+    annotations: Annotations
+    name: str
+    name_loc: ir.Loc
+    type_params: tuple[Ident, ...]
+    params: tuple[Param, ...]
+    ctor_params: tuple[Param, ...] | None
+    locals: tuple[LocalDecl | ActionDecl | TableDecl, ...]
+    body: Block
+
+
+@dataclass(frozen=True, eq=False)
+class Program(Node):
+    """The top-level declarations in source order (empty ``;`` declarations dropped)."""
+
+    decls: tuple[Decl, ...]

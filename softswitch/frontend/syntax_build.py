@@ -1,11 +1,11 @@
 """lark parse tree -> typed syntax nodes (:mod:`softswitch.frontend.syntax`).
 
 A bottom-up transformer run once after parsing (lark's ``Transformer`` protocol: one method
-per rule, called with the rule's tree after its children were transformed): statement,
-expression and type-reference rules become dataclasses with their original source location;
-the other rules stay lark trees whose children are the new nodes. The location rule is the
-one the checker used on raw trees: a rule's own position, or its first child's when it has
-none. The walk is our own rather than ``lark.Transformer``: lark's wraps every call in a
+per rule, called with the rule's tree after its children were transformed): declaration,
+statement, expression and type-reference rules become dataclasses with their original source
+location; the helper rules (names, parameter lists, annotations ...) stay lark trees that only
+this module reads. The location rule is a rule's own position, or its first child's when it
+has none. The walk is our own rather than ``lark.Transformer``: lark's wraps every call in a
 ``v_args`` adapter, which made this step cost more than all the checks after it.
 """
 
@@ -65,6 +65,15 @@ _OWN_RULES = (
     "label_error_member", "switch_case", "switch_stmt", "direct_apply", "for_var",
     "for_assign", "for_compound", "for_shr", "for_call", "for_stmt", "for_in_stmt",
     "for_range_stmt",
+    "annotation", "param", "struct_field", "header_decl", "header_union_decl", "struct_decl",
+    "enum_decl", "enum_value", "ser_enum_decl", "typedef_decl", "newtype_decl", "error_decl",
+    "match_kind_decl", "const_decl", "variable_decl", "instantiation", "method", "ctor",
+    "extern_obj_decl", "extern_func_decl", "parser_type_decl", "control_type_decl",
+    "package_decl", "action_decl", "function_decl", "value_set_decl", "tuple_keyset",
+    "keyset_mask", "keyset_range", "keyset_default", "select_case", "transition_direct",
+    "transition_select", "parser_state", "parser_decl", "key_element", "key_prop",
+    "action_item", "actions_prop", "entry", "entries_prop", "simple_prop", "table_decl",
+    "control_decl", "start",
 )  # fmt: skip
 
 
@@ -328,8 +337,8 @@ class SyntaxBuilder:
 
     # a for loop's parts: a declaration stays a (variable_decl) tree, the rest are statements
 
-    def for_var(self, tree: Tree) -> Tree:
-        return tree
+    def for_var(self, tree: Tree) -> s.VariableDecl:
+        return self.variable_decl(tree)
 
     def for_assign(self, tree: Tree) -> s.AssignStmt:
         return self.assign_stmt(tree)
@@ -368,7 +377,371 @@ class SyntaxBuilder:
         )  # fmt: skip
 
 
-def build_syntax(tree: Tree, pre: Preprocessed) -> Tree:
-    """The parse tree with its expressions and type references as typed syntax nodes."""
-    result: Tree = SyntaxBuilder(pre).transform(tree)
+    # ------------------------------------------------------------------ declarations
+
+    def _annotations(self, tree: Tree) -> s.Annotations:
+        """The annotations among the direct children of ``tree``, in order."""
+        found = _child(tree, "annotations")
+        return tuple(found.children) if found is not None else ()
+
+    def _name(self, tree: Tree) -> tuple[str, ir.Loc]:
+        """A declaration's ``name`` child."""
+        found = _child(tree, "name")
+        assert found is not None
+        return tree_name(found), self.loc(found)
+
+    def _type_params(self, tree: Tree) -> tuple[s.Ident, ...]:
+        found = _child(tree, "type_params")
+        if found is None:
+            return ()
+        return tuple(
+            s.Ident(name=str(tok), loc=self.loc(tok), span=(tok.start_pos, tok.end_pos))
+            for tok in found.children
+            if isinstance(tok, Token) and tok.type == "TYPE_IDENTIFIER"
+        )
+
+    def _params(self, tree: Tree | None) -> tuple[s.Param, ...]:
+        found = _child(tree, "params") if tree is not None else None
+        return tuple(found.children) if found is not None else ()
+
+    def _ctor_params(self, tree: Tree) -> tuple[s.Param, ...] | None:
+        found = _child(tree, "ctor_params")
+        return self._params(found) if found is not None else None
+
+    def _nodes(self, tree: Tree, kind: type | tuple[type, ...]) -> tuple[Any, ...]:
+        return tuple(c for c in tree.children if isinstance(c, kind))
+
+    def _ident(self, tree: Tree) -> s.Ident:
+        return s.Ident(name=tree_name(tree), **self._pos(tree))
+
+    def _plain(self, tree: Tree) -> list[Any]:
+        """Children that are neither annotations nor the helper lists read by name."""
+        skip = ("annotations", "type_params", "params", "ctor_params", "const_kw", "direction")
+        return [c for c in tree.children if not (isinstance(c, Tree) and c.data in skip)]
+
+    def annotation(self, tree: Tree) -> s.Annotation:
+        body = next(
+            (str(c) for c in tree.children if isinstance(c, Token) and c.type == "ANNOTATION_BODY"),
+            None,
+        )
+        return s.Annotation(name=tree_name(tree.children[0]), body=body, **self._pos(tree))
+
+    def param(self, tree: Tree) -> s.Param:
+        direction = _child(tree, "direction")
+        t, name, *default = self._plain(tree)
+        return s.Param(
+            annotations=self._annotations(tree),
+            direction=str(direction.children[0]) if direction is not None else "",
+            type=t, name=tree_name(name), name_loc=self.loc(name),
+            default=default[0] if default else None, **self._pos(tree),
+        )  # fmt: skip
+
+    def struct_field(self, tree: Tree) -> s.StructField:
+        t, name = self._plain(tree)
+        return s.StructField(
+            annotations=self._annotations(tree), type=t, name=tree_name(name), **self._pos(tree)
+        )
+
+    def _struct_like(self, tree: Tree, cls: type[s.StructLikeDecl]) -> s.StructLikeDecl:
+        name, name_loc = self._name_token(tree)
+        return cls(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            fields=self._nodes(tree, s.StructField), **self._pos(tree),
+        )  # fmt: skip
+
+    def header_decl(self, tree: Tree) -> s.StructLikeDecl:
+        return self._struct_like(tree, s.HeaderDecl)
+
+    def header_union_decl(self, tree: Tree) -> s.StructLikeDecl:
+        return self._struct_like(tree, s.HeaderUnionDecl)
+
+    def struct_decl(self, tree: Tree) -> s.StructLikeDecl:
+        return self._struct_like(tree, s.StructDecl)
+
+    def enum_decl(self, tree: Tree) -> s.EnumDecl:
+        name, name_loc = self._name_token(tree)
+        members = tuple(self._ident(c) for c in tree.children if _is(c, "name"))
+        return s.EnumDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc, members=members,
+            **self._pos(tree),
+        )  # fmt: skip
+
+    def _name_token(self, tree: Tree) -> tuple[str, ir.Loc]:
+        """The first type-name token (the declared name where ``name`` children are members)."""
+        tok = next(c for c in tree.children if isinstance(c, Token) and c.type == "TYPE_IDENTIFIER")
+        return str(tok), self.loc(tok)
+
+    def enum_value(self, tree: Tree) -> s.EnumValue:
+        name, value = tree.children
+        return s.EnumValue(name=tree_name(name), value=value, **self._pos(tree))
+
+    def ser_enum_decl(self, tree: Tree) -> s.SerEnumDecl:
+        name, name_loc = self._name_token(tree)
+        return s.SerEnumDecl(
+            annotations=self._annotations(tree), underlying=self._plain(tree)[0], name=name,
+            name_loc=name_loc, members=self._nodes(tree, s.EnumValue), **self._pos(tree),
+        )  # fmt: skip
+
+    def typedef_decl(self, tree: Tree) -> s.TypedefDecl:
+        t, name = self._plain(tree)
+        return s.TypedefDecl(
+            annotations=self._annotations(tree), type=t, name=tree_name(name),
+            name_loc=self.loc(name), **self._pos(tree),
+        )  # fmt: skip
+
+    def newtype_decl(self, tree: Tree) -> s.NewTypeDecl:
+        t, name = self._plain(tree)
+        return s.NewTypeDecl(
+            annotations=self._annotations(tree), type=t, name=tree_name(name),
+            name_loc=self.loc(name), **self._pos(tree),
+        )  # fmt: skip
+
+    def error_decl(self, tree: Tree) -> s.ErrorDecl:
+        return s.ErrorDecl(members=tuple(self._ident(c) for c in tree.children), **self._pos(tree))
+
+    def match_kind_decl(self, tree: Tree) -> s.MatchKindDecl:
+        members = tuple(self._ident(c) for c in tree.children)
+        return s.MatchKindDecl(members=members, **self._pos(tree))
+
+    def const_decl(self, tree: Tree) -> s.ConstDecl:
+        t, name, value = self._plain(tree)
+        return s.ConstDecl(
+            annotations=self._annotations(tree), type=t, name=tree_name(name),
+            name_loc=self.loc(name), value=value, **self._pos(tree),
+        )  # fmt: skip
+
+    def variable_decl(self, tree: Tree) -> s.VariableDecl:
+        t, name, *init = self._plain(tree)
+        return s.VariableDecl(
+            annotations=self._annotations(tree), type=t, name=tree_name(name),
+            name_loc=self.loc(name), init=init[0] if init else None, **self._pos(tree),
+        )  # fmt: skip
+
+    def instantiation(self, tree: Tree) -> s.Instantiation:
+        t, args, name = self._plain(tree)
+        return s.Instantiation(
+            annotations=self._annotations(tree), type=t, args=args, name=tree_name(name),
+            name_loc=self.loc(name), **self._pos(tree),
+        )  # fmt: skip
+
+    def method(self, tree: Tree) -> s.MethodProto:
+        rtype, name = self._plain(tree)
+        return s.MethodProto(
+            annotations=self._annotations(tree), return_type=rtype, name=tree_name(name),
+            name_loc=self.loc(name), type_params=self._type_params(tree),
+            params=self._params(tree), **self._pos(tree),
+        )  # fmt: skip
+
+    def ctor(self, tree: Tree) -> s.CtorProto:
+        tok = next(c for c in tree.children if isinstance(c, Token))
+        return s.CtorProto(
+            annotations=self._annotations(tree), name=str(tok), name_loc=self.loc(tok),
+            params=self._params(tree), **self._pos(tree),
+        )  # fmt: skip
+
+    def extern_obj_decl(self, tree: Tree) -> s.ExternObjDecl:
+        name, name_loc = self._name_token(tree)
+        return s.ExternObjDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            type_params=self._type_params(tree),
+            members=self._nodes(tree, (s.MethodProto, s.CtorProto)), **self._pos(tree),
+        )  # fmt: skip
+
+    def extern_func_decl(self, tree: Tree) -> s.ExternFuncDecl:
+        rtype, name = self._plain(tree)
+        return s.ExternFuncDecl(
+            annotations=self._annotations(tree), return_type=rtype, name=tree_name(name),
+            name_loc=self.loc(name), type_params=self._type_params(tree),
+            params=self._params(tree), **self._pos(tree),
+        )  # fmt: skip
+
+    def _block_type(self, tree: Tree, cls: type[s.BlockTypeDecl]) -> s.BlockTypeDecl:
+        name, name_loc = self._name_token(tree)
+        return cls(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            type_params=self._type_params(tree), params=self._params(tree), **self._pos(tree),
+        )  # fmt: skip
+
+    def parser_type_decl(self, tree: Tree) -> s.BlockTypeDecl:
+        return self._block_type(tree, s.ParserTypeDecl)
+
+    def control_type_decl(self, tree: Tree) -> s.BlockTypeDecl:
+        return self._block_type(tree, s.ControlTypeDecl)
+
+    def package_decl(self, tree: Tree) -> s.BlockTypeDecl:
+        return self._block_type(tree, s.PackageDecl)
+
+    def action_decl(self, tree: Tree) -> s.ActionDecl:
+        name, name_loc = self._name(tree)
+        return s.ActionDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            params=self._params(tree), body=self._nodes(tree, s.Block)[0], **self._pos(tree),
+        )  # fmt: skip
+
+    def function_decl(self, tree: Tree) -> s.FunctionDecl:
+        rtype, name, body = self._plain(tree)
+        return s.FunctionDecl(
+            annotations=self._annotations(tree), return_type=rtype, name=tree_name(name),
+            name_loc=self.loc(name), type_params=self._type_params(tree),
+            params=self._params(tree), body=body, **self._pos(tree),
+        )  # fmt: skip
+
+    def value_set_decl(self, tree: Tree) -> s.ValueSetDecl:
+        targs, size, name = _trees(self._plain(tree))
+        return s.ValueSetDecl(
+            annotations=self._annotations(tree), type_args=targs, size=size,
+            name=tree_name(name), name_loc=self.loc(name), **self._pos(tree),
+        )  # fmt: skip
+
+    # --- parsers
+
+    def tuple_keyset(self, tree: Tree) -> s.TupleKeyset:
+        return s.TupleKeyset(items=tuple(tree.children), **self._pos(tree))
+
+    def keyset_mask(self, tree: Tree) -> s.MaskKeyset:
+        value, mask = tree.children
+        return s.MaskKeyset(value=value, mask=mask, **self._pos(tree))
+
+    def keyset_range(self, tree: Tree) -> s.RangeKeyset:
+        low, high = tree.children
+        return s.RangeKeyset(low=low, high=high, **self._pos(tree))
+
+    def keyset_default(self, tree: Tree) -> s.DefaultKeyset:
+        return s.DefaultKeyset(**self._pos(tree))
+
+    def select_case(self, tree: Tree) -> s.SelectCase:
+        keyset, name = tree.children
+        return s.SelectCase(
+            keyset=keyset, next_state=tree_name(name), next_loc=self.loc(name), **self._pos(tree)
+        )
+
+    def transition_direct(self, tree: Tree) -> s.DirectTransition:
+        (name,) = tree.children
+        return s.DirectTransition(
+            next_state=tree_name(name), next_loc=self.loc(name), **self._pos(tree)
+        )
+
+    def transition_select(self, tree: Tree) -> s.SelectTransition:
+        subjects, *cases = tree.children
+        return s.SelectTransition(subjects=subjects, cases=tuple(cases), **self._pos(tree))
+
+    def parser_state(self, tree: Tree) -> s.ParserState:
+        name, name_loc = self._name(tree)
+        body: list[Any] = []
+        transition = None
+        for c in tree.children:
+            if isinstance(c, (s.DirectTransition, s.SelectTransition)):
+                transition = c
+            elif isinstance(c, (s.Stmt, s.Decl)):
+                body.append(c)
+        return s.ParserState(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc, body=tuple(body),
+            transition=transition, **self._pos(tree),
+        )  # fmt: skip
+
+    def parser_decl(self, tree: Tree) -> s.ParserDecl:
+        name, name_loc = self._name_token(tree)
+        return s.ParserDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            type_params=self._type_params(tree), params=self._params(tree),
+            ctor_params=self._ctor_params(tree), locals=self._nodes(tree, s.Decl),
+            states=self._nodes(tree, s.ParserState), **self._pos(tree),
+        )  # fmt: skip
+
+    # --- controls and tables
+
+    def key_element(self, tree: Tree) -> s.KeyElement:
+        expr, mk, *annos = tree.children
+        return s.KeyElement(
+            expr=expr, match_kind=tree_name(mk), match_kind_loc=self.loc(mk),
+            annotations=tuple(annos[0].children) if annos else (), **self._pos(tree),
+        )  # fmt: skip
+
+    def key_prop(self, tree: Tree) -> s.KeyProperty:
+        return s.KeyProperty(elements=tuple(tree.children), **self._pos(tree))
+
+    def _action_name(self, tree: Tree) -> s.NameRef:
+        """The ``prefixed_name`` of an action item or entry as a name reference."""
+        return s.NameRef(name=tree_name(tree), dotted=tree_dotted(tree), **self._pos(tree))
+
+    def action_item(self, tree: Tree) -> s.ActionItem:
+        name = next(c for c in tree.children if _is(c, "prefixed_name") or _is(c, "dotted_name"))
+        args = self._nodes(tree, s.Args)
+        return s.ActionItem(
+            annotations=self._annotations(tree), action=self._action_name(name),
+            args=args[0] if args else None, **self._pos(tree),
+        )  # fmt: skip
+
+    def actions_prop(self, tree: Tree) -> s.ActionsProperty:
+        return s.ActionsProperty(items=tuple(tree.children), **self._pos(tree))
+
+    def entry(self, tree: Tree) -> s.Entry:
+        annos: list[s.Annotation] = []
+        for c in tree.children:
+            if _is(c, "annotations"):
+                annos += c.children
+        prio = _child(tree, "entry_priority")
+        keyset, name, *args = (
+            c
+            for c in tree.children
+            if not (isinstance(c, Tree) and c.data in ("annotations", "const_kw", "entry_priority"))
+        )
+        action: s.Expr = self._action_name(name)
+        if args:
+            action = s.Call(action.loc, action.span, action, (), args[0])
+        return s.Entry(
+            const=_child(tree, "const_kw") is not None,
+            priority=prio.children[0] if prio is not None else None, keyset=keyset,
+            action=action, annotations=tuple(annos), **self._pos(tree),
+        )  # fmt: skip
+
+    def entries_prop(self, tree: Tree) -> s.EntriesProperty:
+        return s.EntriesProperty(
+            annotations=self._annotations(tree), const=_child(tree, "const_kw") is not None,
+            entries=self._nodes(tree, s.Entry), **self._pos(tree),
+        )  # fmt: skip
+
+    def simple_prop(self, tree: Tree) -> s.SimpleProperty:
+        tok = next(c for c in tree.children if isinstance(c, Token) and c.type == "IDENTIFIER")
+        return s.SimpleProperty(
+            annotations=self._annotations(tree), const=_child(tree, "const_kw") is not None,
+            name=str(tok), value=tree.children[-1], **self._pos(tree),
+        )  # fmt: skip
+
+    def table_decl(self, tree: Tree) -> s.TableDecl:
+        name, name_loc = self._name(tree)
+        props = (s.KeyProperty, s.ActionsProperty, s.EntriesProperty, s.SimpleProperty)
+        return s.TableDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            properties=self._nodes(tree, props), **self._pos(tree),
+        )  # fmt: skip
+
+    def control_decl(self, tree: Tree) -> s.ControlDecl:
+        name, name_loc = self._name_token(tree)
+        return s.ControlDecl(
+            annotations=self._annotations(tree), name=name, name_loc=name_loc,
+            type_params=self._type_params(tree), params=self._params(tree),
+            ctor_params=self._ctor_params(tree), locals=self._nodes(tree, s.Decl),
+            body=self._nodes(tree, s.Block)[0], **self._pos(tree),
+        )  # fmt: skip
+
+    def start(self, tree: Tree) -> s.Program:
+        return s.Program(decls=self._nodes(tree, s.Decl), **self._pos(tree))
+
+
+def _child(tree: Tree, data: str) -> Tree | None:
+    """The first direct child tree of rule ``data``."""
+    for c in tree.children:
+        if isinstance(c, Tree) and c.data == data:
+            return c
+    return None
+
+
+def _is(node: object, data: str) -> bool:
+    return isinstance(node, Tree) and node.data == data
+
+
+def build_syntax(tree: Tree, pre: Preprocessed) -> s.Program:
+    """The typed syntax tree of a parsed program."""
+    result: s.Program = SyntaxBuilder(pre).transform(tree)
     return result

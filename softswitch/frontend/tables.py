@@ -1,27 +1,20 @@
 """Table declarations: keys, the actions list, const entries and the other properties.
 
-:class:`TableChecker` is one concern of the checker, composed into it (``checker.table_checker``)
-rather than mixed in: it reads the checker's expressions, arguments and keysets through
-``self.c``.
+:class:`TableChecker` is one concern of the checker; it reaches expressions, arguments and
+key sets through the shared context (``self.ctx.exprs``, ``self.ctx.keysets``).
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import TYPE_CHECKING
-
-from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.errors import P4Error
 from softswitch.frontend import syntax as s
-from softswitch.frontend.exprs import any_subexpr, is_dotted, name_of
+from softswitch.frontend.exprs import any_subexpr
 from softswitch.frontend.scope import Scope
-from softswitch.frontend.syntax_build import tree_dotted, tree_name
 from softswitch.frontend.typeops import type_str
-
-if TYPE_CHECKING:
-    from softswitch.frontend.stmts import StmtChecker
+from softswitch.frontend.visitor import Visitor
 
 #: Table properties the built-in target understands (anything else is rejected).
 TABLE_PROPERTIES = {
@@ -48,72 +41,55 @@ def same_expr(a: object, b: object) -> bool:
     return a is b
 
 
-def _subtree(tree: Tree, data: str) -> Tree | None:
-    """The first direct child tree of rule ``data``."""
-    for c in tree.children:
-        if isinstance(c, Tree) and c.data == data:
-            return c
-    return None
+#: The names of the table properties that have a syntax class of their own.
+_PROPERTY_NAMES: dict[type, str] = {
+    s.KeyProperty: "key",
+    s.ActionsProperty: "actions",
+    s.EntriesProperty: "entries",
+}
 
 
-class TableChecker:
-    """Checks one ``table`` declaration at a time into an :class:`ir.TableDecl`."""
+class TableChecker(Visitor):
+    """Checks one ``table`` declaration at a time into an :class:`ir.TableDecl`; its
+    properties are dispatched on their syntax class."""
 
-    def __init__(self, checker: StmtChecker) -> None:
-        self.c = checker
-
-    def table_decl(self, tree: Tree, scope: Scope) -> ir.TableDecl:
+    def table_decl(self, tree: s.TableDecl, scope: Scope) -> ir.TableDecl:
         """A ``table`` declaration with its properties checked."""
-        annos = self.c.annotations(tree)
-        name_tree = _subtree(tree, "name")
-        assert name_tree is not None
-        name = name_of(name_tree)
-        loc = self.c.loc(tree)
+        annos = self.ctx.annotations(tree.annotations)
+        name = tree.name
+        loc = tree.loc
         table = ir.TableDecl(
-            name, self.c.cp_name(annos, name), [], [], None, annotations=annos, loc=loc
+            name, self.ctx.cp_name(annos, name), [], [], None, annotations=annos, loc=loc
         )
         seen: set[str] = set()
-        props = [
-            c
-            for c in tree.children
-            if isinstance(c, Tree)
-            and c.data in ("key_prop", "actions_prop", "entries_prop", "simple_prop")
-        ]
         # the action list first: default_action and entries refer to it
-        order = sorted(props, key=lambda p: 0 if p.data == "actions_prop" else 1)
+        order = sorted(tree.properties, key=lambda p: 0 if isinstance(p, s.ActionsProperty) else 1)
         for prop in order:
-            pname = {"key_prop": "key", "actions_prop": "actions", "entries_prop": "entries"}.get(
-                str(prop.data)
-            )
-            if pname is None:
-                pname = str(
-                    next(
-                        c for c in prop.children if isinstance(c, Token) and c.type == "IDENTIFIER"
-                    )
-                )
-            ploc = self.c.loc(prop)
+            pname = prop.name if isinstance(prop, s.SimpleProperty) else _PROPERTY_NAMES[type(prop)]
             if pname in seen:
-                raise P4Error(f"duplicate table property '{pname}'", ploc)
+                raise P4Error(f"duplicate table property '{pname}'", prop.loc)
             seen.add(pname)
-            if pname == "key":
-                table.keys = [self.table_key(k, scope) for k in prop.children]
-            elif pname == "actions":
-                table.actions = [self.action_item(a, scope, table) for a in prop.children]
-            elif pname == "entries":
-                table.entries_const = _subtree(prop, "const_kw") is not None
-                table.entries = [
-                    self.table_entry(e, scope, table)
-                    for e in prop.children
-                    if isinstance(e, Tree) and e.data == "entry"
-                ]
-            else:
-                self.simple_property(prop, pname, scope, table, ploc)
+            self.visit(prop, scope, table)
         if "actions" not in seen:
             raise P4Error(f"table '{name}' has no 'actions' property", loc)
         self.entry_priorities(table)
         _no_duplicate_entries(table)
         self.implicit_default_action(table, scope, loc)
         return table
+
+    def visit_KeyProperty(self, prop: s.KeyProperty, scope: Scope, table: ir.TableDecl) -> None:
+        table.keys = [self.table_key(k, scope) for k in prop.elements]
+
+    def visit_ActionsProperty(
+        self, prop: s.ActionsProperty, scope: Scope, table: ir.TableDecl
+    ) -> None:
+        table.actions = [self.action_item(a, scope, table) for a in prop.items]
+
+    def visit_EntriesProperty(
+        self, prop: s.EntriesProperty, scope: Scope, table: ir.TableDecl
+    ) -> None:
+        table.entries_const = prop.const
+        table.entries = [self.table_entry(e, scope, table) for e in prop.entries]
 
     def implicit_default_action(self, table: ir.TableDecl, scope: Scope, loc: ir.Loc) -> None:
         """A table without ``default_action`` gets ``NoAction``, listed as ``@defaultonly``
@@ -127,53 +103,47 @@ class TableChecker:
             table.actions.append(ir.ActionRef(no_action, [], {"defaultonly": []}, loc))
         table.default_action = ir.ActionRef(no_action, [], {}, loc)
 
-    def table_key(self, tree: Tree, scope: Scope) -> ir.TableKey:
+    def table_key(self, tree: s.KeyElement, scope: Scope) -> ir.TableKey:
         """``expr : match_kind @name(..);``"""
-        expr_tree, mk_tree = tree.children[0], tree.children[1]
-        annos = self.c.annotation_list(tree.children[2]) if len(tree.children) > 2 else {}
-        e = self.c.expr(expr_tree, scope)
-        mk = name_of(mk_tree)
-        if mk not in self.c.match_kinds:
-            raise P4Error(f"unknown match kind '{mk}'", self.c.loc(mk_tree))
+        expr_tree = tree.expr
+        annos = self.ctx.annotations(tree.annotations)
+        e = self.ctx.exprs.expr(expr_tree, scope)
+        mk = tree.match_kind
+        if mk not in self.ctx.match_kinds:
+            raise P4Error(f"unknown match kind '{mk}'", tree.match_kind_loc)
         t = ir.strip_newtype(e.type)
         if not isinstance(t, (ir.BitType, ir.BoolType, ir.EnumType, ir.ErrorType)):
-            raise P4Error(f"a table key cannot have type {type_str(e.type)}", self.c.loc(expr_tree))
+            raise P4Error(f"a table key cannot have type {type_str(e.type)}", expr_tree.loc)
         if "name" not in annos and not _nameable_key(e):
-            raise P4Error(
-                "a complex key expression needs a @name annotation", self.c.loc(expr_tree)
-            )
-        kname = self.c.cp_name(annos, self.c.source_text(expr_tree))
-        return ir.TableKey(e, mk, kname, annos, self.c.loc(tree))
+            raise P4Error("a complex key expression needs a @name annotation", expr_tree.loc)
+        kname = self.ctx.cp_name(annos, self.ctx.source_text(expr_tree))
+        return ir.TableKey(e, mk, kname, annos, tree.loc)
 
-    def lookup_action(self, tree: Tree, scope: Scope) -> ir.ActionDecl:
+    def lookup_action(self, tree: s.NameRef, scope: Scope) -> ir.ActionDecl:
         """An action named in a table."""
-        name = name_of(tree)
-        target = scope.root().lookup(name) if is_dotted(tree) else scope.lookup(name)
+        name = tree.name
+        target = scope.root().lookup(name) if tree.dotted else scope.lookup(name)
         if target is None:
-            raise P4Error(f"no declaration named '{name}'", self.c.loc(tree))
+            raise P4Error(f"no declaration named '{name}'", tree.loc)
         if not isinstance(target, ir.ActionDecl):
-            raise P4Error(f"'{name}' is not an action", self.c.loc(tree))
+            raise P4Error(f"'{name}' is not an action", tree.loc)
         return target
 
-    def action_item(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
+    def action_item(self, tree: s.ActionItem, scope: Scope, table: ir.TableDecl) -> ir.ActionRef:
         """An element of the ``actions`` list; arguments bind the directional parameters."""
-        annos = self.c.annotations(tree)
-        name_tree = _subtree(tree, "prefixed_name") or _subtree(tree, "dotted_name")
-        assert name_tree is not None
-        action = self.lookup_action(name_tree, scope)
+        annos = self.ctx.annotations(tree.annotations)
+        action = self.lookup_action(tree.action, scope)
         if any(r.action is action for r in table.actions):
-            raise P4Error(
-                f"action '{action.name}' appears twice in table '{table.name}'", self.c.loc(tree)
-            )
-        args_tree = next((c for c in tree.children if isinstance(c, s.Args)), None)
+            raise P4Error(f"action '{action.name}' appears twice in table '{table.name}'", tree.loc)
+        args_tree = tree.args
         directional = [p for p in action.params if p.direction != ""]
         args: list[ir.Expr] = []
         if args_tree is not None:
-            bound = self.c.bind_args(
+            bound = self.ctx.exprs.bind_args(
                 directional,
                 list(args_tree.items),
                 scope,
-                self.c.loc(tree),
+                tree.loc,
                 f"action '{action.name}'",
                 {},
             )
@@ -188,15 +158,15 @@ class TableChecker:
         elif directional:
             raise P4Error(
                 f"action '{action.name}' has directional parameters; give their arguments",
-                self.c.loc(tree),
+                tree.loc,
             )
-        return ir.ActionRef(action, args, annos, self.c.loc(tree))
+        return ir.ActionRef(action, args, annos, tree.loc)
 
     def action_call_ref(
         self, tree: s.Expr, scope: Scope, table: ir.TableDecl, what: str
     ) -> ir.ActionRef:
         """``a(args)`` of a default_action or an entry: an action of the table, all arguments."""
-        loc = self.c.loc(tree)
+        loc = tree.loc
         arg_trees: list[s.Arg]
         if isinstance(tree, s.Call) and not tree.type_args:
             callee, arg_trees = tree.callee, list(tree.args.items)
@@ -219,7 +189,7 @@ class TableChecker:
         if "tableonly" in listed.annotations and what == "default action":
             raise P4Error(f"{what} '{action.name}' is @tableonly in table '{table.name}'", loc)
         if len(arg_trees) == len(action.cp_params) and n_dir:
-            bound = self.c.bind_args(
+            bound = self.ctx.exprs.bind_args(
                 action.cp_params, arg_trees, scope, loc, f"action '{action.name}'", {}
             )
             _constant_action_data(
@@ -228,7 +198,9 @@ class TableChecker:
             return ir.ActionRef(
                 action, list(listed.args) + [a for a in bound if a is not None], {}, loc
             )
-        bound = self.c.bind_args(params, arg_trees, scope, loc, f"action '{action.name}'", {})
+        bound = self.ctx.exprs.bind_args(
+            params, arg_trees, scope, loc, f"action '{action.name}'", {}
+        )
         _constant_action_data(bound[n_dir:], action, loc)
         args = [a for a in bound if a is not None]
         for param, given, in_list in zip(params[:n_dir], args, listed.args, strict=False):
@@ -241,37 +213,22 @@ class TableChecker:
                 )
         return ir.ActionRef(action, args, {}, loc)
 
-    def table_entry(self, tree: Tree, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
+    def table_entry(self, tree: s.Entry, scope: Scope, table: ir.TableDecl) -> ir.ConstEntry:
         """One entry of ``entries = { ... }``."""
-        loc = self.c.loc(tree)
-        annos: ir.Annotations = {}
-        for c in tree.children:
-            if isinstance(c, Tree) and c.data == "annotations":
-                annos.update(self.c.annotation_list(c))
-        prio_tree = _subtree(tree, "entry_priority")
-        rest = [
-            c
-            for c in tree.children
-            if isinstance(c, s.Node)
-            or (isinstance(c, Tree) and c.data not in ("annotations", "const_kw", "entry_priority"))
-        ]
-        keyset_tree, name_tree = rest[0], rest[1]
-        args_tree = rest[2] if len(rest) > 2 else None
+        loc = tree.loc
+        annos = self.ctx.annotations(tree.annotations)
+        keyset_tree = tree.keyset
         if not table.keys:
             raise P4Error(f"table '{table.name}' has entries but no key", loc)
-        keysets = self.c.keysets(
+        keysets = self.ctx.keysets.keysets(
             keyset_tree, [k.expr.type for k in table.keys], scope, "entry key set"
         )
         for key, ks in zip(table.keys, keysets, strict=True):
             _check_entry_keyset(key, ks)
-        nloc, nspan = self.c.loc(name_tree), (name_tree.meta.start_pos, name_tree.meta.end_pos)
-        call: s.Expr = s.NameRef(nloc, nspan, tree_name(name_tree), tree_dotted(name_tree))
-        if args_tree is not None:
-            call = s.Call(nloc, nspan, call, (), args_tree)
-        ref = self.action_call_ref(call, scope, table, "entry action")
+        ref = self.action_call_ref(tree.action, scope, table, "entry action")
         priority: int | None = None
-        if prio_tree is not None:
-            priority = self.c.const_int(prio_tree.children[0], scope, "entry priority")
+        if tree.priority is not None:
+            priority = self.ctx.exprs.const_int(tree.priority, scope, "entry priority")
             if priority < 0:
                 raise P4Error("entry priorities must not be negative", loc)
         return ir.ConstEntry(keysets, ref, priority, annos, loc)
@@ -332,18 +289,19 @@ class TableChecker:
         for e, b in zip(entries, bmv2, strict=True):
             e.priority = top - b if table.largest_priority_wins else b
 
-    def simple_property(
-        self, prop: Tree, pname: str, scope: Scope, table: ir.TableDecl, loc: ir.Loc
+    def visit_SimpleProperty(
+        self, prop: s.SimpleProperty, scope: Scope, table: ir.TableDecl
     ) -> None:
         """``name = value;`` table properties."""
-        value_tree = prop.children[-1]
+        pname, loc = prop.name, prop.loc
+        value_tree = prop.value
         if pname not in TABLE_PROPERTIES:
             raise P4Error(f"unknown table property '{pname}'", loc)
         if pname == "default_action":
             table.default_action = self.action_call_ref(value_tree, scope, table, "default action")
-            table.default_action_const = _subtree(prop, "const_kw") is not None
+            table.default_action_const = prop.const
         elif pname == "size":
-            size = self.c.const_int(value_tree, scope, "table size")
+            size = self.ctx.exprs.const_int(value_tree, scope, "table size")
             if size < 0:
                 raise P4Error("table size must not be negative", loc)
             table.size = size
@@ -351,12 +309,12 @@ class TableChecker:
             inst = self.property_instance(value_tree, scope, table, pname)
             setattr(table, pname, inst)
         elif pname in ("support_timeout", "largest_priority_wins"):
-            v = self.c.expr(value_tree, scope)
+            v = self.ctx.exprs.expr(value_tree, scope)
             if not isinstance(v, ir.BoolConst):
                 raise P4Error(f"table property '{pname}' must be true or false", loc)
             setattr(table, pname, v.value)
         else:
-            table.properties[pname] = self.c.expr(value_tree, scope)
+            table.properties[pname] = self.ctx.exprs.expr(value_tree, scope)
 
     def property_instance(
         self, tree: s.Expr, scope: Scope, table: ir.TableDecl, pname: str
@@ -367,11 +325,11 @@ class TableChecker:
             "counters": ("direct_counter",),
             "meters": ("direct_meter",),
         }[pname]
-        loc = self.c.loc(tree)
+        loc = tree.loc
         if isinstance(tree, s.CtorCall):
-            inst = self.c.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
+            inst = self.ctx.ctors.construct(tree, scope, f"{table.name}_{pname}", {}, loc)
         else:
-            e = self.c.expr(tree, scope)
+            e = self.ctx.exprs.expr(tree, scope)
             if not isinstance(e, ir.InstanceRef) or not isinstance(e.instance, ir.Instance):
                 raise P4Error(f"table property '{pname}' must name an extern instance", loc)
             inst = e.instance

@@ -62,8 +62,10 @@ def same_type(a: ir.Type, b: ir.Type) -> bool:
     if isinstance(a, ir.StackType) and isinstance(b, ir.StackType):
         return a.size == b.size and same_type(a.elem, b.elem)
     if isinstance(a, ir.ExternType) and isinstance(b, ir.ExternType):
-        return a.name == b.name and len(a.type_args) == len(b.type_args) and all(
-            same_type(x, y) for x, y in zip(a.type_args, b.type_args, strict=False)
+        return (
+            a.name == b.name
+            and len(a.type_args) == len(b.type_args)
+            and all(same_type(x, y) for x, y in zip(a.type_args, b.type_args, strict=False))
         )
     if isinstance(a, (ir.TableApplyResultType, ir.ActionRunType)):
         return type(a) is type(b) and a.table is b.table  # type: ignore[attr-defined]

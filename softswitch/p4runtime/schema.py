@@ -1,5 +1,6 @@
-"""One index over a P4Info: entities by id and by name, and the consistency check against
-the compiled program.
+"""The server's view of a P4Info: entities by id (the shared :mod:`p4schema` index, with
+P4Runtime status errors), per-table facts, and the consistency check against the compiled
+program.
 
 The server translates every P4Runtime entity through this index (ids -> names), and the
 engine is addressed by fully qualified names only, so the two stay decoupled.
@@ -8,10 +9,14 @@ engine is addressed by fully qualified names only, so the two stay decoupled.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2
 
+from p4schema import Entities, P4InfoIndex, P4InfoLookupError
 from softswitch.p4runtime.status import invalid
+
+T = TypeVar("T")
 
 MATCH_KIND_NAMES = {
     p4info_pb2.MatchField.EXACT: "exact",
@@ -20,6 +25,12 @@ MATCH_KIND_NAMES = {
     p4info_pb2.MatchField.RANGE: "range",
     p4info_pb2.MatchField.OPTIONAL: "optional",
 }
+# Tables with one of these match kinds order their entries by priority (P4Runtime spec).
+_PRIORITY_MATCH_TYPES = (
+    p4info_pb2.MatchField.TERNARY,
+    p4info_pb2.MatchField.RANGE,
+    p4info_pb2.MatchField.OPTIONAL,
+)
 
 
 @dataclass
@@ -51,7 +62,8 @@ class ControllerHeader:
 
 
 class P4InfoById:
-    """Look-ups into one P4Info; every miss raises a StatusError with a precise message.
+    """The server's look-ups into one P4Info, built on the shared :class:`P4InfoIndex`; every
+    miss raises a StatusError with a precise message.
 
     An id that the P4Info does not define makes the request malformed: INVALID_ARGUMENT
     (the specification's rule for malformed entities, and what BMv2 answers), not
@@ -59,22 +71,24 @@ class P4InfoById:
 
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
         self.p4info = p4info
-        self.actions = {a.preamble.id: a for a in p4info.actions}
+        self.index = P4InfoIndex(p4info)
+        index = self.index
+        self.actions = index.actions.by_id
         self.action_params = {
-            a.preamble.id: {p.id: p for p in a.params} for a in p4info.actions
+            aid: {p.id: p for p in a.params} for aid, a in index.actions.by_id.items()
         }
-        self.counters = {c.preamble.id: c for c in p4info.counters}
-        self.meters = {m.preamble.id: m for m in p4info.meters}
-        self.registers = {r.preamble.id: r for r in p4info.registers}
-        self.digests = {d.preamble.id: d for d in p4info.digests}
-        self.action_profiles = {a.preamble.id: a for a in p4info.action_profiles}
-        direct_counters = {c.direct_table_id: c for c in p4info.direct_counters}
-        direct_meters = {m.direct_table_id: m for m in p4info.direct_meters}
-        self.direct_counters = {c.preamble.id: c for c in p4info.direct_counters}
-        self.direct_meters = {m.preamble.id: m for m in p4info.direct_meters}
+        self.counters = index.counters.by_id
+        self.meters = index.meters.by_id
+        self.registers = index.registers.by_id
+        self.digests = index.digests.by_id
+        self.action_profiles = index.action_profiles.by_id
+        self.direct_counters = index.direct_counters.by_id
+        self.direct_meters = index.direct_meters.by_id
+        direct_counters = {c.direct_table_id: c for c in index.direct_counters}
+        direct_meters = {m.direct_table_id: m for m in index.direct_meters}
         self.tables: dict[int, TableInfo] = {}
-        for t in p4info.tables:
-            info = TableInfo(
+        for t in index.tables:
+            self.tables[t.preamble.id] = TableInfo(
                 proto=t,
                 name=t.preamble.name,
                 fields_by_id={f.id: f for f in t.match_fields},
@@ -82,69 +96,48 @@ class P4InfoById:
                 action_scopes={r.id: r.scope for r in t.action_refs},
                 direct_counter=direct_counters.get(t.preamble.id),
                 direct_meter=direct_meters.get(t.preamble.id),
-                needs_priority=any(
-                    f.match_type
-                    in (p4info_pb2.MatchField.TERNARY, p4info_pb2.MatchField.RANGE,
-                        p4info_pb2.MatchField.OPTIONAL)
-                    for f in t.match_fields
-                ),
+                needs_priority=any(f.match_type in _PRIORITY_MATCH_TYPES for f in t.match_fields),
             )
-            self.tables[t.preamble.id] = info
         self.table_ids_by_name = {t.name: tid for tid, t in self.tables.items()}
-        self.action_ids_by_name = {a.preamble.name: aid for aid, a in self.actions.items()}
+        self.action_ids_by_name = {name: a.preamble.id for name, a in index.actions.by_name.items()}
         self.controller_headers = {
             c.preamble.name: ControllerHeader(c.preamble.name, list(c.metadata))
-            for c in p4info.controller_packet_metadata
+            for c in index.controller_packet_metadata
         }
 
     # ------------------------------------------------------------------ look-ups by id
-    def table(self, table_id: int) -> TableInfo:
+    @staticmethod
+    def _find(entities: Entities[T], ident: int) -> T:
         try:
-            return self.tables[table_id]
-        except KeyError:
-            raise invalid(f"no table with id {table_id} in the P4Info") from None
+            return entities.find(ident)
+        except P4InfoLookupError as err:
+            raise invalid(f"{err} in the P4Info") from None
+
+    def table(self, table_id: int) -> TableInfo:
+        self._find(self.index.tables, table_id)
+        return self.tables[table_id]
 
     def action(self, action_id: int) -> p4info_pb2.Action:
-        try:
-            return self.actions[action_id]
-        except KeyError:
-            raise invalid(f"no action with id {action_id} in the P4Info") from None
+        return self._find(self.index.actions, action_id)
 
     def counter(self, counter_id: int) -> p4info_pb2.Counter:
-        try:
-            return self.counters[counter_id]
-        except KeyError:
-            raise invalid(f"no counter with id {counter_id} in the P4Info") from None
+        return self._find(self.index.counters, counter_id)
 
     def meter(self, meter_id: int) -> p4info_pb2.Meter:
-        try:
-            return self.meters[meter_id]
-        except KeyError:
-            raise invalid(f"no meter with id {meter_id} in the P4Info") from None
+        return self._find(self.index.meters, meter_id)
 
     def register(self, register_id: int) -> p4info_pb2.Register:
-        try:
-            return self.registers[register_id]
-        except KeyError:
-            raise invalid(f"no register with id {register_id} in the P4Info") from None
+        return self._find(self.index.registers, register_id)
 
     def digest(self, digest_id: int) -> p4info_pb2.Digest:
-        try:
-            return self.digests[digest_id]
-        except KeyError:
-            raise invalid(f"no digest with id {digest_id} in the P4Info") from None
+        return self._find(self.index.digests, digest_id)
 
     def action_profile(self, profile_id: int) -> p4info_pb2.ActionProfile:
-        try:
-            return self.action_profiles[profile_id]
-        except KeyError:
-            raise invalid(f"no action profile with id {profile_id} in the P4Info") from None
+        return self._find(self.index.action_profiles, profile_id)
 
     def digest_by_name(self, name: str) -> p4info_pb2.Digest | None:
-        for d in self.digests.values():
-            if d.preamble.name == name:
-                return d
-        return None
+        """The digest with this full name (the engine's names are full), None if none."""
+        return self.index.digests.by_name.get(name)
 
 
 def _names_ids(items: list[p4info_pb2.Preamble]) -> dict[str, int]:

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import grpc
 from p4.config.v1 import p4info_pb2
@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "1.4.1"
 READ_CHUNK = 1000
-FwdReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
-GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
+FwdReq: TypeAlias = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetReq: TypeAlias = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
 # device config bytes -> (engine pipeline, P4Info built from the same program)
 PipelineLoader = Callable[[bytes], tuple[Any, p4info_pb2.P4Info]]
@@ -353,8 +353,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                     session.send(self._stream_error(err, req))
                 except Exception as exc:  # an engine failure must not end the stream
                     log.exception("stream message %s failed", kind)
-                    err = StatusError(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
-                    session.send(self._stream_error(err, req))
+                    failure = StatusError(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
+                    session.send(self._stream_error(failure, req))
         except grpc.RpcError:
             pass  # the client went away
         except Exception:

@@ -1,0 +1,163 @@
+"""The program cache: a switch start reuses the checked program of the same sources and the same
+front end, and never a stale, broken or failed one."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from softswitch import program_cache
+from softswitch.device_config import load_device_config, make_device_config
+from softswitch.errors import P4Error
+from softswitch.frontend import compile_file
+from softswitch.p4info import build_p4info
+from softswitch.program_cache import MAX_ENTRIES, cache_dir, cached_program
+
+PROGRAM = Path(__file__).resolve().parent / "p4" / "port_forward.p4"
+
+
+class Compiles:
+    """compile_ that counts its calls."""
+
+    def __init__(self, path: Path = PROGRAM) -> None:
+        self.path = path
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        return compile_file(self.path)
+
+
+@pytest.fixture
+def config() -> bytes:
+    return make_device_config(PROGRAM)
+
+
+def test_second_load_is_a_hit_with_the_same_program(tmp_path, config):
+    compiles = Compiles()
+    first = cached_program(config, compiles, directory=tmp_path)
+    second = cached_program(config, compiles, directory=tmp_path)
+    assert compiles.calls == 1
+    assert second is not first  # read back from disk
+    assert build_p4info(second) == build_p4info(first) == build_p4info(compile_file(PROGRAM))
+    assert len(list(tmp_path.glob("*.pickle"))) == 1
+
+
+def test_other_sources_origin_or_front_end_miss(tmp_path, config, monkeypatch):
+    compiles = Compiles()
+    cached_program(config, compiles, directory=tmp_path)
+    cached_program(config + b" ", compiles, directory=tmp_path)  # other bytes
+    cached_program(config, compiles, origin="/elsewhere/prog.p4", directory=tmp_path)
+    assert compiles.calls == 3
+    monkeypatch.setattr(program_cache, "compiler_fingerprint", lambda: "a changed front end")
+    cached_program(config, compiles, directory=tmp_path)
+    assert compiles.calls == 4
+
+
+def test_compiler_fingerprint_covers_the_front_end_sources():
+    fp = program_cache.compiler_fingerprint()
+    assert len(fp) == 64 and fp == program_cache.compiler_fingerprint()
+    assert "frontend" in program_cache._COMPILER_PARTS and "ir.py" in program_cache._COMPILER_PARTS
+
+
+def test_a_failed_compile_is_not_stored(tmp_path, config):
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise P4Error("x.p4:1:1: error: boom")
+
+    for _ in range(2):
+        with pytest.raises(P4Error, match="boom"):
+            cached_program(config, broken, directory=tmp_path)
+    assert len(calls) == 2 and not list(tmp_path.glob("*.pickle"))
+
+
+@pytest.mark.parametrize("content", [b"", b"not a pickle", None])
+def test_a_broken_entry_is_compiled_again_and_replaced(tmp_path, config, caplog, content):
+    compiles = Compiles()
+    cached_program(config, compiles, directory=tmp_path)
+    (entry,) = tmp_path.glob("*.pickle")
+    if content is None:  # a readable pickle of something else
+        import pickle
+
+        content = pickle.dumps({"not": "a program"})
+    entry.write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="softswitch.program_cache"):
+        program = cached_program(config, compiles, directory=tmp_path)
+    assert compiles.calls == 2 and build_p4info(program) == build_p4info(compile_file(PROGRAM))
+    assert "compiling again" in caplog.text
+    cached_program(config, compiles, directory=tmp_path)
+    assert compiles.calls == 2  # the replaced entry is good
+
+
+def test_an_unwritable_cache_only_costs_speed(tmp_path, config, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the directory should be")
+    compiles = Compiles()
+    with caplog.at_level(logging.WARNING, logger="softswitch.program_cache"):
+        program = cached_program(config, compiles, directory=blocker / "programs")
+    assert compiles.calls == 1 and build_p4info(program).tables
+    assert "cannot write" in caplog.text
+
+
+def test_cache_location_and_off_switch(tmp_path):
+    assert cache_dir({"SOFTSWITCH_PROGRAM_CACHE": "off"}) is None
+    assert cache_dir({"SOFTSWITCH_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "softswitch" / "programs"
+
+
+def test_off_switch_compiles_every_time(tmp_path, config, monkeypatch):
+    monkeypatch.setenv("SOFTSWITCH_PROGRAM_CACHE", "off")
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "c"))
+    compiles = Compiles()
+    cached_program(config, compiles)
+    cached_program(config, compiles)
+    assert compiles.calls == 2 and not (tmp_path / "c").exists()
+
+
+def test_oldest_entries_are_pruned(tmp_path, config):
+    import os
+
+    for i in range(MAX_ENTRIES + 3):
+        old = tmp_path / f"{i:064x}.pickle"
+        old.write_bytes(b"x")
+        os.utime(old, (1000 + i, 1000 + i))
+    cached_program(config, Compiles(), directory=tmp_path)
+    left = sorted(p.name for p in tmp_path.glob("*.pickle"))
+    assert len(left) == MAX_ENTRIES
+    assert f"{0:064x}.pickle" not in left and f"{MAX_ENTRIES + 2:064x}.pickle" in left
+
+
+def test_device_config_loads_through_the_cache_and_errors_still_name_the_bundle_file(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))
+    data = make_device_config(PROGRAM)
+    assert build_p4info(load_device_config(data)) == build_p4info(compile_file(PROGRAM))
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 1
+    bad = tmp_path / "bad.p4"
+    bad.write_text("#include <v1model.p4>\nheader h_t { bit<8> f; }\n"
+                   "control C() { apply { x = 1; } }\n")
+    with pytest.raises(P4Error) as err:
+        load_device_config(make_device_config(bad))
+    assert str(err.value).startswith("bad.p4:3:")
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 1
+
+
+def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(tmp_path, monkeypatch):
+    from softswitch.frontend import parser
+
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "programs"))
+    cache_file = Path(program_cache.parser_cache_file())
+    assert cache_file.parent == tmp_path and not cache_file.exists()
+    lark, terminals = parser._parser.__wrapped__()
+    assert cache_file.stat().st_size > 0
+    again, _ = parser._parser.__wrapped__()  # built from the cache file
+    assert [r.origin.name for r in again.rules] == [r.origin.name for r in lark.rules]
+    cache_file.write_bytes(b"garbage")
+    third, third_terminals = parser._parser.__wrapped__()
+    assert third_terminals == terminals
+    monkeypatch.setenv("SOFTSWITCH_PROGRAM_CACHE", "off")
+    assert program_cache.parser_cache_file() is False
