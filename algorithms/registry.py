@@ -4,7 +4,8 @@ Each :class:`Algorithm` names, in one place, what the rest of the testbed needs 
 one all-reduce: its canonical name (the CLI and matrix name), its aliases (the simulator's
 names such as ``ina``/``torus2d``/``hitopk`` and the training names such as ``inswitch``/
 ``mstopk``/``fp32-ring``), its transport, the functions that run it on hosts, predict its
-time (cost model) and build its simulator schedule, and its plot label and colour.
+time (cost model) and build its simulator schedule, its plot label and colour, and the
+gradient exchanges ``make train`` runs it with (:class:`TrainingExchange`).
 
 The functions are given as ``"module:function"`` strings and imported only when asked for,
 so this module imports nothing of the project and every layer may depend on it without
@@ -36,6 +37,26 @@ def _resolve(ref: str) -> Callable[..., Any]:
 
 
 @dataclass(frozen=True)
+class TrainingExchange:
+    """One way ``make train`` sums gradients with an algorithm.
+
+    ``name``: what a training config and its result files call it (``fp32-ring``,
+    ``inswitch``...); ``factory``: ``"module:function"`` of the exchange factory
+    ``(name, comm, size, ExchangeOptions, aggregator) -> GradientExchange``
+    (train.exchange); ``switch``: it goes through the switches' aggregation, so a training
+    run on the network first gets a NetReduce job from the controller.
+    """
+
+    name: str
+    factory: str
+    switch: bool = False
+
+    def factory_fn(self) -> Callable[..., Any]:
+        """The exchange factory (imported now)."""
+        return _resolve(self.factory)
+
+
+@dataclass(frozen=True)
 class Algorithm:
     """One collective algorithm.
 
@@ -43,7 +64,8 @@ class Algorithm:
     (workloads.replay); ``cost_model``: ``(Fabric, nbytes, density) -> seconds`` (sim.model);
     ``schedule``: ``(Fabric, nbytes, density) -> Schedule`` (sim.schedules). ``sim_name`` is
     the name the simulator and its result files use; None where the algorithm has no
-    simulator model.
+    simulator model. ``training``: the gradient exchanges ``make train`` offers for it
+    (none: training does not run it).
     """
 
     name: str
@@ -55,6 +77,7 @@ class Algorithm:
     sim_name: str | None = None
     cost_model: str | None = None
     schedule: str | None = None
+    training: tuple[TrainingExchange, ...] = ()
 
     @property
     def innetwork(self) -> bool:
@@ -82,23 +105,31 @@ class Algorithm:
 REGISTRY: tuple[Algorithm, ...] = (
     Algorithm("ring", ("fp32-ring",), TCP, "workloads.replay:ring_reducer",
               label="ring (TCP)", color="tab:red", sim_name="ring",
-              cost_model="sim.model:ring_cost", schedule="sim.schedules:ring"),
+              cost_model="sim.model:ring_cost", schedule="sim.schedules:ring",
+              training=(TrainingExchange("fp32-ring", "train.exchange:ring_exchange"),)),
     Algorithm("torus", ("torus2d",), TCP, "workloads.replay:torus_reducer",
               label="2D torus (TCP)", color="tab:orange", sim_name="torus2d",
               cost_model="sim.model:torus2d_cost", schedule="sim.schedules:torus2d"),
     Algorithm("innetwork", ("ina", "inswitch"), INNETWORK,
               "workloads.replay:innetwork_reducer", label="in-network (NetReduce)",
               color="tab:blue", sim_name="ina", cost_model="sim.model:ina_cost",
-              schedule="sim.schedules:ina"),
+              schedule="sim.schedules:ina",
+              # through the switches; the reference: the switch's arithmetic on the hosts
+              training=(TrainingExchange("inswitch", "train.exchange:inswitch_exchange",
+                                         switch=True),
+                        TrainingExchange("inswitch-reference",
+                                         "train.exchange:inswitch_exchange"))),
     Algorithm("innetwork-hier", ("ina-hier",), INNETWORK,
               "workloads.replay:innetwork_hier_reducer",
               label="in-network, hierarchical", color="tab:green", sim_name="ina-hier",
               cost_model="sim.model:ina_hier_cost", schedule="sim.schedules:ina_hier"),
     Algorithm("topk", ("hitopk", "mstopk"), TCP, "workloads.replay:topk_reducer",
               label="HiTopK (sparse, TCP)", color="tab:purple", sim_name="hitopk",
-              cost_model="sim.model:hitopk_cost", schedule="sim.schedules:hitopk"),
+              cost_model="sim.model:hitopk_cost", schedule="sim.schedules:hitopk",
+              training=(TrainingExchange("mstopk", "train.exchange:sparse_exchange"),)),
     Algorithm("hybrid", (), TCP, "workloads.replay:hybrid_reducer",
-              label="hybrid (sparse, then torus)", color="tab:brown"),
+              label="hybrid (sparse, then torus)", color="tab:brown",
+              training=(TrainingExchange("hybrid", "train.exchange:hybrid_exchange"),)),
 )
 
 
@@ -112,7 +143,18 @@ def _index() -> dict[str, Algorithm]:
     return out
 
 
+def _training_index() -> dict[str, tuple[Algorithm, TrainingExchange]]:
+    out: dict[str, tuple[Algorithm, TrainingExchange]] = {}
+    for alg in REGISTRY:
+        for exchange in alg.training:
+            if exchange.name in out:
+                raise RuntimeError(f"training exchange {exchange.name!r} registered twice")
+            out[exchange.name] = (alg, exchange)
+    return out
+
+
 _BY_NAME = _index()
+_TRAINING = _training_index()
 #: Every name and alias the registry knows.
 REGISTRY_NAMES = frozenset(_BY_NAME)
 
@@ -142,3 +184,34 @@ def names(*, transport: str | None = None, simulated: bool = False) -> tuple[str
 def sim_names() -> tuple[str, ...]:
     """The simulator's names of the algorithms it models, in registry order."""
     return tuple(a.sim_name for a in REGISTRY if a.sim_name is not None)
+
+
+def training_names() -> tuple[str, ...]:
+    """The names ``make train`` knows its gradient exchanges by, in registry order."""
+    return tuple(_TRAINING)
+
+
+def training_exchange(name: str) -> TrainingExchange:
+    """The training exchange called ``name``: a training name (``fp32-ring``, ``inswitch``,
+    ``inswitch-reference``...) or an algorithm's name or alias, which means its first
+    training exchange (``ring`` and ``fp32-ring`` -> ``fp32-ring``, ``ina`` -> ``inswitch``,
+    ``topk``/``hitopk`` -> ``mstopk``). :class:`UnknownAlgorithmError` naming the value and
+    the valid names otherwise."""
+    hit = _TRAINING.get(name)
+    if hit is not None:
+        return hit[1]
+    alg = _BY_NAME.get(name)
+    if alg is not None and alg.training:
+        return alg.training[0]
+    aliases = sorted(k for k, a in _BY_NAME.items() if a.training and k not in _TRAINING)
+    why = (f"algorithm {alg.name!r} has no training exchange; " if alg is not None
+           else "")
+    raise UnknownAlgorithmError(
+        f"unknown training collective {name!r}: {why}choose one of "
+        f"{', '.join(training_names())} (or an algorithm name or alias meaning one: "
+        f"{', '.join(aliases)})")
+
+
+def training_algorithm(name: str) -> Algorithm:
+    """The algorithm a training exchange runs (``mstopk`` -> ``topk``...)."""
+    return _TRAINING[training_exchange(name).name][0]

@@ -93,9 +93,8 @@ def worker(job_path: str, host: str, count: int, *, seed: int, values: int, rto:
 def spine_leaf(target: str, rundir: Path, *, egress_order: str = "sync", seed: int | None = None,
                name_prefix: str = "ns", grpc_base: int | None = None) -> Iterator[tuple[Any, Any]]:
     """The running, programmed spine-leaf (network, controller); always taken down."""
+    from experiment.lifecycle import ExperimentNetwork, StartOptions
     from experiment.matrix import free_grpc_base, program_for
-    from experiment.session import open_controller
-    from topo.network import start_network
     from topo.topofile import load_spec
     from topo.topologies import FileTopo, shipped_file
 
@@ -106,12 +105,9 @@ def spine_leaf(target: str, rundir: Path, *, egress_order: str = "sync", seed: i
     topo = FileTopo(spec, grpc_base_port=base, thrift_base_port=base + 3,
                     name_prefix=name_prefix)
     program = program_for(ELEMS, rundir / "program")
-    with start_network(topo, target, rundir / "run", program, progress=False,
-                       egress_order=egress_order, seed=seed) as network:
-        with open_controller(network) as controller:
-            controller.push_pipeline()
-            controller.program_routes()
-            yield network, controller
+    start = StartOptions(egress_order=egress_order, seed=seed)
+    with ExperimentNetwork(topo, target, rundir / "run", program, start=start) as lab:
+        yield lab.network, lab.controller
 
 
 def set_faults(controller: Any, loss: float, reorder: float) -> int:
@@ -134,7 +130,7 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
     """One cell on a running network: faults on every link, a fresh job, ``count`` checked
     all-reduces on every host; faults cleared and the job deleted afterwards."""
     from controller.jobs import JobRequest
-    from experiment.session import collect_rows, host_popen
+    from experiment.lifecycle import ExperimentNetwork
 
     res = SoakResult(loss=loss, reorder=reorder, egress_order=label, count=count)
     hosts = tuple(h.name for h in network.topology.hosts)
@@ -145,7 +141,7 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
                                             slots=CREDITS * MSG_PKTS, msg_pkts=MSG_PKTS))
     path = workdir / f"job-{name}.json"
     path.write_text(json.dumps(plan.to_dict(), indent=1, sort_keys=True) + "\n")
-    procs = {}
+    lab = ExperimentNetwork.around(network, controller)
     duplicates_before = _counted(controller, DUPLICATES)
     held_before = _counted(controller, *REORDERED)
     start = time.monotonic()
@@ -155,14 +151,10 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
         argv = [sys.executable, "-m", "bench.netreduce_soak_net", "worker", "--job", str(path),
                 "--count", str(count), "--seed", str(seed), "--values", str(values),
                 "--rto", str(rto), "--max-rto", str(max_rto), "--timeout", str(timeout)]
-        for h in hosts:
-            procs[h] = host_popen(network, h, argv + ["--host", h])
-        results = collect_rows(procs, timeout * (count + 1) + 60.0)
+        results = lab.run_processes({h: (h, argv + ["--host", h]) for h in hosts},
+                                    timeout * (count + 1) + 60.0)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        lab.stop()  # its processes only: the network and controller are the caller's
         res.seconds = time.monotonic() - start
         controller.clear_faults()
         try:

@@ -1,15 +1,15 @@
 """Experiment matrix on an emulated network: algorithms x tensor sizes x model replays.
 
-This is the one module of ``workloads`` that runs on the *controller* side (the root
-namespace): it starts a Mininet network of built-in switches (:mod:`topo.network`),
-programs it through the controller's Python API and launches ``python -m workloads`` inside
-the hosts. It therefore imports ``topo`` and ``controller``, lazily, so that the rest of the
-package keeps its numpy-only dependency rule (the hosts never import this module).
+It runs on the *controller* side (the root namespace): an
+:class:`~experiment.lifecycle.ExperimentNetwork` starts a Mininet network of built-in switches,
+programs it and launches ``python -m workloads`` inside the hosts; this module decides what
+to run and turns the measurements into cells.
 
 * :class:`MatrixSpec` - what to run (topology, algorithms, sizes, models, job sizing).
 * :class:`Launcher` - on a running, programmed network: one all-reduce or one replay of
   one algorithm over every worker, measured (per-rank time, exactness, per-link bytes from
   the P4 port counters, switch and machine CPU). In-network runs get a fresh job each.
+* :func:`running_network` - the spec's network (an ``ExperimentNetwork``) as a Launcher.
 * :func:`run_matrix` - starts the network, runs every cell with a progress bar, writes
   ``<out>/matrix-<time>.json`` and two plots; used by ``python -m workloads matrix``
   (``make experiments``) and by ``bench/bench_workloads.py``.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from algorithms import registry
+from experiment.lifecycle import ExperimentNetwork, StartOptions, Window
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 
 log = logging.getLogger(__name__)
@@ -160,20 +160,6 @@ def free_grpc_base(count: int, start: int = 46000) -> int:
     raise MatrixError("no free range of P4Runtime ports")
 
 
-def _cpu_ticks() -> tuple[int, int]:
-    """(idle, total) jiffies of the whole machine."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    return values[3] + values[4], sum(values)
-
-
-def machine_busy_since(start: tuple[int, int]) -> float:
-    """Fraction of all cores busy since ``start`` (from :func:`_cpu_ticks`)."""
-    idle0, total0 = start
-    idle1, total1 = _cpu_ticks()
-    return 1.0 - (idle1 - idle0) / (total1 - total0) if total1 > total0 else 0.0
-
-
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -184,17 +170,25 @@ def _mean(values: Sequence[float]) -> float:
 class Launcher:
     """Runs single cells on a running network whose routes are programmed."""
 
-    def __init__(self, network: Any, controller: Any, spec: MatrixSpec, workdir: Path) -> None:
-        self.network = network
-        self.controller = controller
+    def __init__(self, lab: ExperimentNetwork, spec: MatrixSpec, workdir: Path) -> None:
+        self.lab = lab
         self.spec = spec
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        topo = network.topology
+        topo = lab.topology
         self.hosts = [h.name for h in topo.hosts]
         self.gpus = {h.name: h.gpus for h in topo.hosts}
         self.ips = {h.name: h.ip for h in topo.hosts}
         self._runs = 0
+
+    @property
+    def network(self) -> Any:
+        """The running Mininet network (:class:`topo.network.Network`)."""
+        return self.lab.network
+
+    @property
+    def controller(self) -> Any:
+        return self.lab.controller
 
     @property
     def ranks(self) -> list[str]:
@@ -251,45 +245,25 @@ class Launcher:
 
     # -- one run ------------------------------------------------------------------------
 
-    def _run(self, algo: str, verb: list[str], tag: str
-             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _run(self, algo: str, verb: list[str], tag: str) -> tuple[dict[str, Any], Window]:
         """Starts every process of one run, waits, measures; returns ({key: rows or error},
-        measurements)."""
-        from experiment.session import collect_rows, host_popen, port_counters, switch_cpu_seconds
-
+        the measured window)."""
         procs_argv, job = self._processes(algo, verb, tag)
-        procs: dict[str, subprocess.Popen[bytes]] = {}
-        before = port_counters(self.controller)
-        cpu0 = switch_cpu_seconds(self.network)
-        ticks = _cpu_ticks()
-        t0 = time.monotonic()
+        before = self.lab.snapshot()
         try:
-            for key, (host, argv) in procs_argv.items():
-                procs[key] = host_popen(self.network, host, argv)
-            results = collect_rows(procs, self.spec.timeout_s + 60.0)
+            results = self.lab.run_processes(procs_argv, self.spec.timeout_s + 60.0)
+            window = Window(before, self.lab.snapshot())
         finally:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            wall = time.monotonic() - t0
-            busy = machine_busy_since(ticks)
-            cpu1 = switch_cpu_seconds(self.network)
-            after = port_counters(self.controller)
             if job is not None:
                 try:
                     self.controller.delete_job(job)
                 except Exception as exc:  # report, keep going with the next cell
                     log.warning("could not delete job %s: %s", job, exc)
-        cpu = {n: round((cpu1[n] - cpu0[n]) / wall, 3) for n in cpu1 if n in cpu0 and wall > 0}
-        return results, {"before": before, "after": after, "cpu": cpu, "busy": busy,
-                         "wall": wall}
+        return results, window
 
-    def _links(self, meas: dict[str, Any], seconds: float
+    def _links(self, window: Window, seconds: float
                ) -> tuple[float | None, str, float | None]:
-        from experiment.session import link_usage
-
-        usage = link_usage(self.network.topology, meas["before"], meas["after"], seconds)
+        usage = window.links(self.lab.topology, seconds)
         shaped = [u for u in usage if u.utilization is not None]
         if not shaped:
             return None, "", None
@@ -328,11 +302,11 @@ class Launcher:
         return Cell("allreduce", algo, self.spec.workers, size=size, seconds=round(seconds, 6),
                     exact=bool(rows) and all(r.get("check") is True for r in rows) and not errors,
                     busiest_util=busiest, busiest_link=link, host_link_util=host_util,
-                    switch_cpu=meas["cpu"],
+                    switch_cpu=_cores(meas),
                     agent_cpu=round(_mean([r.get("cpu_utilization", 0.0) for r in rows]), 3),
                     agent_cpu_max=round(max((float(r.get("cpu_utilization", 0.0)) for r in rows),
                                             default=0.0), 3),
-                    machine_busy=round(meas["busy"], 3),
+                    machine_busy=round(meas.machine_busy, 3),
                     retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
                     timeouts=sum(int(r.get("timeouts", 0)) for r in rows),
                     naks=sum(int(r.get("naks", 0)) for r in rows),
@@ -351,8 +325,12 @@ class Launcher:
         it = max((float(r["iteration_s"]) for r in rows), default=0.0)
         comm = max((float(r["comm_s"]) for r in rows), default=0.0)
         return Cell("replay", algo, self.spec.workers, model=model, seconds=round(it, 6),
-                    comm_seconds=round(comm, 6), switch_cpu=meas["cpu"],
-                    machine_busy=round(meas["busy"], 3), errors=tuple(errors))
+                    comm_seconds=round(comm, 6), switch_cpu=_cores(meas),
+                    machine_busy=round(meas.machine_busy, 3), errors=tuple(errors))
+
+
+def _cores(window: Window) -> dict[str, float]:
+    return {name: round(cores, 3) for name, cores in window.switch_cpu.items()}
 
 
 # ----------------------------------------------------------------------------- network
@@ -375,20 +353,16 @@ def running_network(spec: MatrixSpec, rundir: Path | None = None,
                     progress: bool = False) -> Iterator[Launcher]:
     """Starts the spec's network with netreduce.p4 (``NR_ELEMS = spec.elems``), pushes the
     pipeline and routes, yields a :class:`Launcher`; always takes the network down."""
-    from experiment.session import program_network
-    from liveview import live_view, port_or_announce
-    from topo.network import start_network
+    from liveview import port_or_announce
 
     topo = build_topology(spec)
     build = Path(rundir) / "program" if rundir else REPO_ROOT / "build" / "matrix"
     program = program_for(spec.elems, build)
     seed = spec.seed if spec.egress_order == "random" else None
-    with start_network(topo, "softswitch", rundir, program, progress=progress,
-                       egress_order=spec.egress_order, seed=seed) as network, \
-            live_view(network.rundir.path, port_or_announce(default=None)):
-        with program_network(network) as controller:
-            yield Launcher(network, controller, spec,
-                           Path(network.rundir.path) / "results" / "matrix")
+    start = StartOptions(progress=progress, egress_order=spec.egress_order, seed=seed)
+    with ExperimentNetwork(topo, "softswitch", rundir, program, start=start,
+                           live_port=port_or_announce(default=None)) as lab:
+        yield Launcher(lab, spec, lab.rundir / "results" / "matrix")
 
 
 def cells_of(spec: MatrixSpec) -> list[tuple[str, str, int | str]]:

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from experiment.argtypes import int_at_least
+from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
-from liveview import add_live_options, live_view
+from liveview import add_live_options
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.model import Topology
-from topo.network import Network, Stages, start_network
+from topo.network import Network, Stages
 from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
@@ -103,14 +104,16 @@ def check_switches(network: Network) -> tuple[SwitchStatus, ...]:
     return tuple(out)
 
 
-def run_experiment(network: Network, topology: Topology,
+def run_experiment(network: ExperimentNetwork | Network, topology: Topology,
                    options: ExperimentOptions | None = None, stages: Stages | None = None,
                    experiment: bool = True) -> Summary:
     """The experiment step of a run: switch readiness, then (when the switches got a program
-    and ``experiment``) controller programming and the all-reduces of ``experiment.session``.
-    Raises :class:`~experiment.session.ExperimentError` when the fabric cannot be programmed."""
-    switches = check_switches(network)
-    notes = tuple(network.warnings)
+    and ``experiment``) controller programming and the all-reduces of ``experiment.session``
+    (on the lifecycle, or on one around a network started elsewhere). Raises
+    :class:`~experiment.session.ExperimentError` when the fabric cannot be programmed."""
+    net = network.network if isinstance(network, ExperimentNetwork) else network
+    switches = check_switches(net)
+    notes = tuple(net.warnings)
     if not experiment or topology.p4info is None or not all(s.ready for s in switches):
         return Summary(topology, switches, notes)
     result = run_allreduce_experiment(network, options, stages)
@@ -190,8 +193,8 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
     for col in ("host", "IP", "MAC", "attached", "GPUs"):
         host_table.add_column(col)
     for h in topo.hosts:
-        host_table.add_row(h.name, f"{h.ip}/{h.prefix_len}", h.mac, f"{h.switch} port {h.switch_port}",
-                           str(h.gpus))
+        host_table.add_row(h.name, f"{h.ip}/{h.prefix_len}", h.mac,
+                           f"{h.switch} port {h.switch_port}", str(h.gpus))
     console.print(host_table)
     bws = sorted({f"{ln.kind} {ln.bw_mbit:g} Mbit/s" if ln.bw_mbit else f"{ln.kind} unshaped"
                   for ln in topo.links})
@@ -283,8 +286,9 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
 
     job = result.job
     parts = ", ".join(f"{name} ({part['role']})" for name, part in job.get("parts", {}).items())
+    elements = result.runs[0].elements if result.runs else 0
     console.print(f"aggregation job {job.get('name')} (id {job.get('job_id')}): "
-                  f"{len(job.get('workers', []))} workers, {result.runs[0].elements if result.runs else 0} "
+                  f"{len(job.get('workers', []))} workers, {elements} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
     for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck"):
@@ -347,8 +351,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(default 4)")
     p.add_argument("--gpus", type=int, help="GPUs (workers) per host (default 1)")
     p.add_argument("--target", choices=("auto", "softswitch", "bmv2"),
-                   help="switch target (default: the topology file's, else softswitch, the built-in "
-                   "target; auto picks BMv2 where installed)")
+                   help="switch target (default: the topology file's, else softswitch, the "
+                   "built-in target; auto picks BMv2 where installed)")
     p.add_argument("--bw", type=float, help=f"host link Mbit/s (default {DEFAULT_HOST_BW_MBIT:g})")
     p.add_argument("--fabric-bw", type=float, help="leaf-spine link Mbit/s (default: --bw)")
     p.add_argument("--delay", help="link delay, e.g. 1ms (needs netem)")
@@ -370,7 +374,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
-                   help=f"float32 values per worker in the all-reduces (default {DEFAULT_ELEMENTS})")
+                   help=f"float32 values per worker in the all-reduces "
+                   f"(default {DEFAULT_ELEMENTS})")
     p.add_argument("--elems", type=_elems, default=DEFAULT_ELEMS,
                    help=f"elements per aggregation packet, NR_ELEMS: a multiple of 4 up to "
                    f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
@@ -493,16 +498,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         clean_stale_runs(args.rundir, console)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
-        with start_network(topo, target_name(args.target, spec), args.rundir, program,
-                           pcap=args.pcap,
-                           preload=args.preload, log_level=args.log_level,
-                           start_timeout=args.start_timeout, egress_order=args.egress_order,
-                           seed=args.seed) as network, \
-                live_view(network.rundir.path, args.live_port, console.print):
-            summary = run_experiment(network, network.topology,
-                                     experiment_options(args, topo),
+        start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
+                             start_timeout=args.start_timeout, egress_order=args.egress_order,
+                             seed=args.seed, progress=True)
+        # the switches are checked before the controller programs them (run_experiment)
+        with ExperimentNetwork(topo, target_name(args.target, spec), args.rundir, program,
+                               start=start, program_fabric=False, live_port=args.live_port,
+                               announce=console.print) as lab:
+            summary = run_experiment(lab, lab.topology, experiment_options(args, topo),
                                      Stages(enabled=True), experiment=not args.no_experiment)
-            print_summary(summary, network, console)
+            print_summary(summary, lab.network, console)
             if not all(s.ready for s in summary.switches):
                 console.print("[red]error:[/red] not every switch is up")
             elif not summary.ok:
@@ -510,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.no_cli and sys.stdin.isatty():
                 from mininet.cli import CLI
 
-                CLI(network.net)
+                CLI(lab.network.net)
         return 0 if summary.ok else 1
     except TopoError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,9 +14,10 @@ started with a program (netreduce.p4) and
    above the link rate from the first to the last host (:func:`topo.measure.measure_path`),
    which says whether the links or a saturated switch process limit the testbed.
 
-Everything lands in ``<rundir>/results/experiment.json``. Smaller helpers
-(:func:`ping_all`, :func:`tcp_transfer`, :func:`udp_flows`, :func:`port_counters`) are used
-by the integration tests on the same network.
+Everything lands in ``<rundir>/results/experiment.json``. Starting, programming, launching
+host processes, measuring and tearing down are :class:`experiment.lifecycle.ExperimentNetwork`'s;
+this module is what ``make run`` does with it. Smaller helpers (:func:`ping_all`,
+:func:`tcp_transfer`, :func:`udp_flows`) are used by the integration tests on the same network.
 """
 
 from __future__ import annotations
@@ -25,24 +26,21 @@ import json
 import logging
 import subprocess
 import sys
-import time
-from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
-from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_cpu_seconds
+from topo.measure import CPU_SATURATED, PathMeasurement, measure_path
 from topo.model import Topology
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("innetwork", "ring")
 RESULTS_DIR = "results"
 RESULT_FILE = "experiment.json"
-PROC_GRACE_S = 5.0
 
 
 class ExperimentError(TopoError):
@@ -68,32 +66,6 @@ class ExperimentOptions:
     hosts: tuple[str, ...] | None = None  # the job's hosts; None: every host with GPUs
     root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
-
-
-@dataclass(frozen=True)
-class LinkUsage:
-    """Traffic on one switch port (both directions) during one all-reduce."""
-
-    switch: str
-    port: int
-    peer: str
-    kind: str  # "host" | "fabric"
-    tx_bytes: int
-    rx_bytes: int
-    bw_mbit: float | None
-    seconds: float
-
-    @property
-    def mbit_per_s(self) -> float:
-        """The busier direction's mean rate (Mbit/s of frames)."""
-        if self.seconds <= 0:
-            return 0.0
-        return max(self.tx_bytes, self.rx_bytes) * 8 / self.seconds / 1e6
-
-    @property
-    def utilization(self) -> float | None:
-        """Mean rate / shaped rate of the busier direction."""
-        return self.mbit_per_s / self.bw_mbit if self.bw_mbit else None
 
 
 @dataclass(frozen=True)
@@ -201,59 +173,19 @@ def _python() -> list[str]:
     return [sys.executable, "-m"]
 
 
-def host_popen(network: Any, host: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
-    """Starts ``argv`` inside ``host``'s namespace, from the repository root; recorded in
-    the run's ``pids.json``, so that a cleanup after a killed run stops it too (its host's
-    shell, and with it the way to find it, dies with the run)."""
-    proc = network.node(host).popen(list(argv), cwd=str(REPO_ROOT))
-    rundir = getattr(network, "rundir", None)
-    if rundir is not None:
-        rundir.record_process(host, "in-host", proc.pid)
-    return proc
-
-
-def collect_rows(procs: dict[str, subprocess.Popen[bytes]],
-                 timeout_s: float) -> dict[str, list[dict[str, Any]] | str]:
-    """Waits for every process against one deadline; returns {key: the JSON lines it
-    printed, or an error message when it printed none}. Processes still running at the
-    deadline are killed."""
-    deadline = time.monotonic() + timeout_s
-    out: dict[str, list[dict[str, Any]] | str] = {}
-    for key, proc in procs.items():
-        try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate(timeout=PROC_GRACE_S)
-            out[key] = f"no result within {timeout_s:g} s (killed)"
-            continue
-        rows = []
-        for line in stdout.decode(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    continue
-        if rows:
-            out[key] = rows
-        else:
-            err = stderr.decode(errors="replace").strip().splitlines()
-            out[key] = err[-1] if err else f"exit status {proc.returncode}, no output"
-    return out
+def lifecycle(network: Any, controller: Any = None) -> ExperimentNetwork:
+    """``network`` itself when it is an :class:`ExperimentNetwork`, else one around it (a
+    :class:`topo.network.Network` started elsewhere)."""
+    if isinstance(network, ExperimentNetwork):
+        return network
+    return ExperimentNetwork.around(network, controller)
 
 
 def collect(procs: dict[str, subprocess.Popen[bytes]], timeout_s: float) -> dict[str, Any]:
-    """Like :func:`collect_rows`, one result per process: {key: its last JSON line, or
-    ``{"error": ...}``}."""
+    """Like :func:`experiment.lifecycle.collect_rows`, one result per process: {key: its
+    last JSON line, or ``{"error": ...}``}."""
     return {key: (rows[-1] if isinstance(rows, list) else {"error": rows})
             for key, rows in collect_rows(procs, timeout_s).items()}
-
-
-def _kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 # ----------------------------------------------------------------------------- checks
@@ -262,41 +194,42 @@ def _kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
 def ping_all(network: Any, count: int = 2, timeout_s: float = 2.0) -> dict[tuple[str, str], int]:
     """Every host pings every other (one process per source host); returns
     {(src, dst): replies received}."""
-    topo: Topology = network.topology
+    lab = lifecycle(network)
+    topo = lab.topology
     procs = {}
     for src in topo.hosts:
         dsts = ",".join(h.ip for h in topo.hosts if h.name != src.name)
         if dsts:
-            procs[src.name] = host_popen(network, src.name, _python() + [
+            procs[src.name] = lab.popen(src.name, _python() + [
                 "topo.hostcmd", "ping", "--dst", dsts, "--count", str(count),
                 "--timeout", str(timeout_s)])
     by_ip = {h.ip: h.name for h in topo.hosts}
     replies: dict[tuple[str, str], int] = {}
-    for src, res in collect(procs, 30.0 + count * timeout_s * len(topo.hosts)).items():
+    for name, res in collect(procs, 30.0 + count * timeout_s * len(topo.hosts)).items():
         if "error" in res:
-            raise ExperimentError(f"ping from {src} failed: {res['error']}")
+            raise ExperimentError(f"ping from {name} failed: {res['error']}")
         for item in res["results"]:
-            replies[(src, by_ip[item["dst"]])] = int(item["received"])
+            replies[(name, by_ip[item["dst"]])] = int(item["received"])
     return replies
 
 
 def tcp_transfer(network: Any, src: str, dst: str, seconds: float = 4.0,
                  port: int = 5301) -> dict[str, Any]:
     """A bulk TCP transfer from ``src`` to ``dst``; the receiver's byte count and rate."""
-    topo: Topology = network.topology
-    receiver = host_popen(network, dst, _python() + [
+    lab = lifecycle(network)
+    receiver = lab.popen(dst, _python() + [
         "topo.hostcmd", "tcp-recv", "--port", str(port), "--seconds", str(seconds + 10.0)])
     try:
         assert receiver.stdout is not None
         line = receiver.stdout.readline().decode().strip()
         if line != "ready":
             raise ExperimentError(f"TCP receiver on {dst} did not start: {line!r}")
-        sender = host_popen(network, src, _python() + [
-            "topo.hostcmd", "tcp-send", "--dst", topo.host(dst).ip, "--port", str(port),
+        sender = lab.popen(src, _python() + [
+            "topo.hostcmd", "tcp-send", "--dst", lab.topology.host(dst).ip, "--port", str(port),
             "--seconds", str(seconds)])
         res = collect({"send": sender, "recv": receiver}, seconds + 30.0)
     finally:
-        _kill_all([receiver])
+        kill_all([receiver])
     for key in ("send", "recv"):
         if "error" in res[key]:
             raise ExperimentError(f"TCP {key} failed: {res[key]['error']}")
@@ -306,73 +239,14 @@ def tcp_transfer(network: Any, src: str, dst: str, seconds: float = 4.0,
 def udp_flows(network: Any, src: str, dst: str, sports: range, packets: int = 20) -> int:
     """Sends ``packets`` datagrams on each flow (one per source port, fixed destination
     port); returns the number sent."""
-    proc = host_popen(network, src, _python() + [
-        "topo.hostcmd", "udp-flows", "--dst", network.topology.host(dst).ip,
+    lab = lifecycle(network)
+    proc = lab.popen(src, _python() + [
+        "topo.hostcmd", "udp-flows", "--dst", lab.topology.host(dst).ip,
         "--sports", f"{sports.start}-{sports.stop - 1}", "--packets", str(packets)])
     res = collect({"udp": proc}, 60.0)["udp"]
     if "error" in res:
         raise ExperimentError(f"UDP flows from {src} failed: {res['error']}")
     return int(res["packets"])
-
-
-def port_counters(controller: Any) -> dict[tuple[str, int], tuple[int, int]]:
-    """{(switch, port): (rx_bytes, tx_bytes)} from the program's port counters."""
-    out = {}
-    for name in controller.switches:
-        data = controller.switch_counters(name)
-        for port, row in data["ports"].items():
-            out[(name, int(port))] = (int(row["rx_bytes"]), int(row["tx_bytes"]))
-    return out
-
-
-def switch_cpu_seconds(network: Any) -> dict[str, float]:
-    """CPU seconds used so far by each switch process."""
-    out = {}
-    for sw in network.switches:
-        if sw.proc is not None:
-            cpu = process_cpu_seconds(sw.proc.pid)
-            if cpu is not None:
-                out[sw.name] = cpu
-    return out
-
-
-def aggregation_counters(controller: Any, plan: dict[str, Any],
-                         before: dict[str, dict[str, Any]] | None = None
-                         ) -> dict[str, dict[str, Any]]:
-    """{switch: the job's counters there} (contributions, duplicates, completions, results
-    and partials sent, drops by reason), minus ``before`` when given: what the switches saw
-    of an in-network all-reduce. With nothing lost every retransmission of a worker arrives
-    at its switch as a duplicate, and every slot gets each member's contribution once.
-    Empty where the controller offers no job counters (the fault campaigns' read wrappers)."""
-    read = getattr(controller, "job_counters", None)
-    if read is None:
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for row in read(str(plan["name"])):
-        old = (before or {}).get(row["switch"], {})
-        counts = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
-                  if k not in ("job", "switch", "drops")}
-        drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
-        counts["drops"] = {k: n for k, n in drops.items() if n}
-        out[row["switch"]] = counts
-    return out
-
-
-def link_usage(topology: Topology, before: dict[tuple[str, int], tuple[int, int]],
-               after: dict[tuple[str, int], tuple[int, int]], seconds: float) -> list[LinkUsage]:
-    """Per switch port: bytes each way between two counter reads, with the link's rate."""
-    rates = {}
-    for ln in topology.links:
-        rates[(ln.node1, ln.port1)] = rates[(ln.node2, ln.port2)] = (ln.kind, ln.bw_mbit)
-    out = []
-    for sw in topology.switches:
-        for p in sw.ports:
-            kind, bw = rates.get((sw.name, p.port), ("host", None))
-            rx0, tx0 = before.get((sw.name, p.port), (0, 0))
-            rx1, tx1 = after.get((sw.name, p.port), (0, 0))
-            out.append(LinkUsage(sw.name, p.port, p.peer, kind, tx1 - tx0, rx1 - rx0, bw,
-                                 seconds))
-    return out
 
 
 # ----------------------------------------------------------------------------- all-reduce
@@ -405,8 +279,12 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
         seconds = sum(seconds) / len(seconds) if seconds else 0.0
     seconds = float(seconds)
     check = row.get("check")
-    error = {True: None, False: "result differs from the exact sum"}.get(
-        check, "the worker did not check its result")
+    if check is True:
+        error = None
+    elif check is False:
+        error = "result differs from the exact sum"
+    else:
+        error = "the worker did not check its result"
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
                        check is True, int(row.get("retransmissions", 0)), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
@@ -414,33 +292,51 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
                        int(row.get("retransmissions_all", row.get("retransmissions", 0))))
 
 
+def aggregation_counters(controller: Any, plan: dict[str, Any],
+                         before: dict[str, dict[str, Any]] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+    """{switch: the job's counters there} (contributions, duplicates, completions, results
+    and partials sent, drops by reason), minus ``before`` when given: what the switches saw
+    of an in-network all-reduce. With nothing lost every retransmission of a worker arrives
+    at its switch as a duplicate, and every slot gets each member's contribution once.
+    Empty where the controller offers no job counters (the fault campaigns' read wrappers)."""
+    read = getattr(controller, "job_counters", None)
+    if read is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for row in read(str(plan["name"])):
+        old = (before or {}).get(row["switch"], {})
+        counts: dict[str, Any] = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
+                                  if k not in ("job", "switch", "drops")}
+        drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
+        counts["drops"] = {k: n for k, n in drops.items() if n}
+        out[row["switch"]] = counts
+    return out
+
+
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
                   opts: ExperimentOptions, plan_path: Path) -> AllreduceRun:
     """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: ring, one
-    process per rank; in-network, one agent per host serving that host's workers."""
+    process per rank; in-network, one agent per host serving that host's workers.
+    ``network``: an :class:`ExperimentNetwork` or a running network; ``controller`` (None:
+    the lifecycle's) reads the port counters."""
+    lab = lifecycle(network, controller)
     workers = sorted(plan["workers"], key=lambda w: w["rank"])
-    before = port_counters(controller)
-    agg0 = aggregation_counters(controller, plan) if algo == "innetwork" else {}
-    cpu0 = switch_cpu_seconds(network)
-    t0 = time.monotonic()
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        if algo == "ring":
-            peers = ",".join(f"{w['ip']}:{opts.ring_port + w['rank']}" for w in workers)
-            for w in workers:
-                argv = allreduce_argv(algo, opts, rank=w["rank"], peers=peers)
-                procs[f"{w['host']}#{w['rank']}"] = host_popen(network, w["host"], argv)
-        else:
-            for host in dict.fromkeys(w["host"] for w in workers):
-                procs[host] = host_popen(network, host, allreduce_argv(
-                    algo, opts, host=host, plan_path=plan_path))
-        results = collect_rows(procs, opts.timeout_s + 30.0)
-    finally:
-        _kill_all(procs.values())
-    wall = time.monotonic() - t0
-    cpu1 = switch_cpu_seconds(network)
-    after = port_counters(controller)
-    agg = aggregation_counters(controller, plan, agg0) if algo == "innetwork" else {}
+    commands: dict[str, tuple[str, list[str]]] = {}
+    if algo == "ring":
+        peers = ",".join(f"{w['ip']}:{opts.ring_port + w['rank']}" for w in workers)
+        for w in workers:
+            commands[f"{w['host']}#{w['rank']}"] = (
+                w["host"], allreduce_argv(algo, opts, rank=w["rank"], peers=peers))
+    else:
+        for host in dict.fromkeys(w["host"] for w in workers):
+            commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
+    reader = controller if controller is not None else lab.controller
+    agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
+    before = lab.snapshot(controller)
+    results = lab.run_processes(commands, opts.timeout_s + 30.0)
+    window = Window(before, lab.snapshot(controller))
+    agg = aggregation_counters(reader, plan, agg0) if algo == "innetwork" else {}
     rows: dict[int, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for key, got in results.items():
@@ -450,63 +346,38 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
         for row in got:
             rows[int(row["rank"])] = row
     outcomes = tuple(_outcome(w, rows.get(w["rank"]), errors.get(w["host"])) for w in workers)
-    seconds = max((o.seconds for o in outcomes), default=0.0) or wall
+    seconds = max((o.seconds for o in outcomes), default=0.0) or window.wall
     # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
     # coarse for the collective's own (often sub-second) time.
-    cpu = {n: (cpu1[n] - cpu0[n]) / wall for n in cpu1 if n in cpu0 and wall > 0}
-    return AllreduceRun(algo, opts.elements, outcomes,
-                        tuple(link_usage(network.topology, before, after,
-                                         seconds * max(1, opts.iters))), cpu, wall, agg)
+    links = window.links(lab.topology, seconds * max(1, opts.iters))
+    return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
+                        window.wall, agg)
 
 
 # ----------------------------------------------------------------------------- experiment
 
 
-def open_controller(network: Any) -> Any:
-    """A controller of the network's run directory (its P4Info and device config)."""
-    from controller.fabric import Controller, ControllerOptions
-
-    return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
-
-
-def program_network(network: Any) -> Any:
-    """A controller of the network's run directory with the pipeline pushed and the IPv4
-    routes programmed: the first steps of every experiment (make run, the matrix, training).
-    The controller is closed again when either step fails."""
-    controller = open_controller(network)
-    try:
-        controller.push_pipeline()
-        controller.program_routes()
-    except BaseException:
-        controller.close()
-        raise
-    return controller
-
-
-def program_fabric(controller: Any, topology: Topology, opts: ExperimentOptions,
-                   stages: Any) -> dict[str, Any]:
-    """Pipeline, routes and one job over ``opts.hosts`` (default every host with GPUs; one
-    worker per host) rooted at ``opts.root``; returns the job plan as ``job show --json``
-    prints it."""
+def create_job(controller: Any, topology: Topology, opts: ExperimentOptions,
+               stages: Any) -> dict[str, Any]:
+    """One job over ``opts.hosts`` (default every host with GPUs; one worker per host) rooted
+    at ``opts.root``; returns the job plan as ``job show --json`` prints it."""
     from controller.jobs import JobRequest
 
-    with stages.stage("controller: pushing the pipeline"):
-        controller.push_pipeline()
-    with stages.stage("controller: programming IPv4 routes"):
-        controller.program_routes()
     hosts = opts.hosts or tuple(h.name for h in topology.hosts if h.gpus > 0)
     with stages.stage(f"controller: aggregation job over {len(hosts)} hosts"):
         plan = controller.create_job(JobRequest(opts.job_name, hosts, credits=opts.credits,
                                                 slots=opts.slots, msg_pkts=opts.msg_pkts,
                                                 workers_per_host=1, root=opts.root))
-    return plan.to_dict()
+    return dict(plan.to_dict())
 
 
 def run_experiment(network: Any, options: ExperimentOptions | None = None,
                    stages: Any = None) -> ExperimentResult:
-    """Programs the fabric and runs the all-reduces (see the module docstring). Raises
-    :class:`ExperimentError` when the controller or the hosts cannot be used; an
-    all-reduce that finishes wrong (or a rank that fails) is reported in the result."""
+    """Programs the fabric and runs the all-reduces (see the module docstring) on
+    ``network`` (an :class:`ExperimentNetwork`, or a running network: then a lifecycle
+    around it opens and closes the controller and kills the processes). Raises
+    :class:`ExperimentError` when the controller or the hosts cannot be used; an all-reduce
+    that finishes wrong (or a rank that fails) is reported in the result."""
     from controller.fabric import ControllerError
     from controller.jobs import JobError
     from controller.p4client import P4RuntimeRequestError
@@ -518,30 +389,36 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     if unknown:
         raise ExperimentError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGORITHMS)}")
-    topology: Topology = network.topology
+    lab = lifecycle(network)
+    topology = lab.topology
     if topology.p4info is None:
         raise ExperimentError("the switches were started without a program: nothing to program")
-    results = Path(network.rundir.path) / RESULTS_DIR
+    results = lab.rundir / RESULTS_DIR
     results.mkdir(parents=True, exist_ok=True)
-    notes = list(getattr(network, "warnings", []))
+    net = lab.network  # the Mininet network (measure_path's)
+    notes = list(getattr(net, "warnings", []))
+    runs = []
     try:
-        with open_controller(network) as controller:
-            plan = program_fabric(controller, topology, opts, stages)
-            plan_path = results / f"job-{opts.job_name}.json"
-            plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
-            runs = []
-            for algo in opts.algorithms:
-                with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
-                                  f"{len(plan['workers'])} hosts"):
-                    runs.append(run_allreduce(network, controller, plan, algo, opts, plan_path))
+        if not lab.programmed:
+            lab.program(stages)
+        plan = create_job(lab.controller, topology, opts, stages)
+        plan_path = results / f"job-{opts.job_name}.json"
+        plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+        for algo in opts.algorithms:
+            with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
+                              f"{len(plan['workers'])} hosts"):
+                runs.append(run_allreduce(lab, None, plan, algo, opts, plan_path))
     except (ControllerError, JobError, P4RuntimeRequestError) as exc:
         raise ExperimentError(f"controller: {exc}") from None
+    finally:
+        if lab is not network:
+            lab.stop()  # the controller it opened, its processes; not the network
     check = None
     if opts.measure_seconds > 0 and len(topology.hosts) > 1:
         src, dst = topology.hosts[0].name, topology.hosts[-1].name
         with stages.stage(f"link check: UDP {src} -> {dst} above the link rate"):
             try:
-                check = measure_path(network, src, dst, seconds=opts.measure_seconds)
+                check = measure_path(net, src, dst, seconds=opts.measure_seconds)
             except TopoError as exc:
                 notes.append(f"link check failed: {exc}")
         if check is not None and not check.link_bound:

@@ -258,7 +258,7 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     """``frames`` malformed frames from the first host into its leaf, then illegal
     P4Runtime requests to that leaf; then an all-reduce must still be exact, the leaf's
     counters must account for every frame, and a reconcile must find nothing to write."""
-    from experiment.session import host_popen
+    from experiment.lifecycle import ExperimentNetwork
 
     topo = bed.network.topology
     host = topo.hosts[0]
@@ -270,7 +270,7 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     argv = [sys.executable, "-m", "reliability.frames", "--iface", host.intf, "--count",
             str(frames), "--rate", str(rate_pps), "--src-mac", host.mac, "--dst-mac",
             port.mac, "--src-ip", host.ip, "--dst-ip", topo.hosts[1].ip, "--seed", str(seed)]
-    proc = host_popen(bed.network, host.name, argv)
+    proc = ExperimentNetwork.around(bed.network).popen(host.name, argv)
     tick(f"{frames} malformed frames into {leaf.name} port {port.port}")
     out, err = proc.communicate(timeout=frames / rate_pps * 3 + 120)
     if proc.returncode != 0:

@@ -26,7 +26,7 @@ FINDINGS = (
     "recorded in `pids.json`: after a SIGKILL in the middle of an all-reduce their host "
     "shells die with the run, nothing could find them any more, and they kept their network "
     "namespaces alive until their own timeout. They are recorded now "
-    "(`experiment.session.host_popen`), so the next run's cleanup stops them.",
+    "(`experiment.lifecycle.ExperimentNetwork.popen`), so the next run's cleanup stops them.",
     "That cleanup could have deleted the interfaces of a run still going when an older, "
     "dead run in the same runs root used the same switch names; the switch names of live "
     "runs are now left alone. Test: `tests/test_reliability.py::"

@@ -61,3 +61,33 @@ def test_unknown_names_are_clear_errors() -> None:
         matrix.MatrixSpec(algos=("butterfly",))
     with pytest.raises(ValueError, match="no cost model"):
         model.predict("hybrid", emulated(3.0), 1024)
+
+
+def test_training_exchanges_come_from_the_registry() -> None:
+    """make train's collectives, their aliases and their factories are the registry's: every
+    factory exists, an algorithm name or alias means its first exchange, and only the
+    exchange through the switches asks for a controller job."""
+    from train.cli import _collectives
+    from train.exchange import COLLECTIVES
+
+    assert COLLECTIVES == registry.training_names() == (
+        "fp32-ring", "inswitch", "inswitch-reference", "mstopk", "hybrid")
+    for name in COLLECTIVES:
+        assert callable(registry.training_exchange(name).factory_fn()), name
+    assert {n: registry.training_exchange(n).name for n in ("ring", "ina", "innetwork",
+                                                            "hitopk", "topk")} == {
+        "ring": "fp32-ring", "ina": "inswitch", "innetwork": "inswitch", "hitopk": "mstopk",
+        "topk": "mstopk"}
+    assert registry.training_algorithm("inswitch-reference").name == "innetwork"
+    assert [n for n in COLLECTIVES if registry.training_exchange(n).switch] == ["inswitch"]
+    assert _collectives("ring, hybrid,ina") == ["fp32-ring", "hybrid", "inswitch"]
+
+
+def test_unknown_training_collective_names_the_value_and_the_valid_names() -> None:
+    with pytest.raises(algorithms.UnknownAlgorithmError) as info:
+        registry.training_exchange("allgather")
+    text = str(info.value)
+    assert "'allgather'" in text and "fp32-ring, inswitch, inswitch-reference, mstopk, " \
+        "hybrid" in text
+    with pytest.raises(algorithms.UnknownAlgorithmError, match="'torus' has no training"):
+        registry.training_exchange("torus")

@@ -117,7 +117,7 @@ def test_job_create_and_delete_read_back(net) -> None:
 def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net) -> None:
     """Eight workers (two per host) all-reduce exactly through leaves and a spine, and the
     job counters account for every packet."""
-    from experiment.session import host_popen
+    from experiment.lifecycle import ExperimentNetwork
 
     rundir = Path(net.rundir.path)
     plan = ok(rundir, "job", "create", "ar", "--hosts", ",".join(HOSTS), "--slots", "64",
@@ -125,9 +125,10 @@ def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net) -> None:
     assert all(plan["workers"][w["peer"]]["host"] != w["host"] for w in plan["workers"])
     plan_path = rundir / "plan-ar.json"
     plan_path.write_text(json.dumps(plan))
-    procs = {h: host_popen(net, h, [sys.executable, "-m", "workloads", "allreduce", "--algo",
-                                    "innetwork", "--job", str(plan_path), "--host", h, "--size",
-                                    str(SIZE), "--check", "--seed", "3", "--timeout", "90"])
+    lab = ExperimentNetwork.around(net)
+    procs = {h: lab.popen(h, [sys.executable, "-m", "workloads", "allreduce", "--algo",
+                              "innetwork", "--job", str(plan_path), "--host", h, "--size",
+                              str(SIZE), "--check", "--seed", "3", "--timeout", "90"])
              for h in HOSTS}
     lines = {}
     for h, proc in procs.items():

@@ -126,8 +126,32 @@ def test_engine_compiles_v1model_primitives_only_through_the_target() -> None:
     from softswitch.v1model import V1MODEL
 
     program = compile_file(str(P4_DIR / "ipv4_forward.p4"))
+    no_checksums = {k: v for k, v in V1MODEL.primitives.items() if "checksum" not in k}
+    bare = TargetSpec(name="bare", roles=V1MODEL.roles, primitives=no_checksums)
+    with pytest.raises(UnsupportedError, match=r"ipv4_forward\.p4:\d+:\d+.*verify_checksum"):
+        compile_program(program, bare)
     bare = TargetSpec(name="bare", roles=V1MODEL.roles)
-    with pytest.raises(UnsupportedError, match=r"ipv4_forward\.p4:\d+:\d+.*mark_to_drop"):
+    with pytest.raises(UnsupportedError, match=r"ipv4_forward\.p4:\d+:\d+"):
         compile_program(program, bare)
     compiled = compile_program(program, V1MODEL)
     assert ".egress_spec = 511" in compiled.source
+    assert "_ctx.checksum_error = 1" in compiled.source
+
+
+def test_digest_and_field_lists_come_from_the_v1model_target() -> None:
+    """Digests read at the end of ingress and @field_list copy functions are v1model's
+    block hooks: with its primitives but without them the engine adds neither."""
+    from softswitch.engine.codegen import compile_program
+    from softswitch.engine.target import TargetSpec
+    from softswitch.frontend import compile_file
+    from softswitch.v1model import V1MODEL
+
+    digest = compile_file(str(P4_DIR / "p4rt_codes.p4"))
+    lists = compile_file(str(P4_DIR / "multicast_clone.p4"))
+    full = [compile_program(p, V1MODEL) for p in (digest, lists)]
+    assert "_dg = 0" in full[0].source and "if _dg == 1:" in full[0].source
+    assert "def fl_copy_1(d, s):" in full[1].source and 1 in full[1].field_lists
+    no_hooks = TargetSpec(name="bare", roles=V1MODEL.roles, primitives=V1MODEL.primitives)
+    bare = [compile_program(p, no_hooks) for p in (digest, lists)]
+    assert "_dg" not in bare[0].source and "_ctx.digest = (" in bare[0].source
+    assert "fl_copy_" not in bare[1].source and not bare[1].field_lists

@@ -19,13 +19,11 @@ from typing import Any
 
 import pytest
 
+from experiment.lifecycle import ExperimentNetwork, open_controller, port_counters
 from experiment.session import (
     ExperimentOptions,
     collect,
-    host_popen,
-    open_controller,
     ping_all,
-    port_counters,
     run_experiment,
     tcp_transfer,
     udp_flows,
@@ -59,7 +57,7 @@ def _free_port_base(count: int) -> int:
 
 
 def _ping_once(network: Network, src: str, dst: str) -> int:
-    proc = host_popen(network, src, [
+    proc = ExperimentNetwork.around(network).popen(src, [
         sys.executable, "-m", "topo.hostcmd", "ping", "--dst",
         network.topology.host(dst).ip, "--count", "1", "--timeout", "1"])
     res = collect({"p": proc}, 30.0)["p"]

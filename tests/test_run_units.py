@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from experiment.lifecycle import collect_rows, link_usage
 from experiment.run import (
     DEFAULT_ELEMENTS,
     DEFAULT_ELEMS,
@@ -34,8 +35,6 @@ from experiment.session import (
     RankOutcome,
     allreduce_argv,
     collect,
-    collect_rows,
-    link_usage,
 )
 from topo import hostcmd
 from topo.model import describe

@@ -218,3 +218,12 @@ def test_inswitch_counts_the_bytes_it_sends_to_the_switch() -> None:
         return stats.payload_sent
 
     assert run_ranks(1, work, timeout=5) == [4 * 4]
+
+
+def test_registry_aliases_pick_the_same_exchange() -> None:
+    """``ring`` builds the fp32 ring exchange, ``topk`` the MSTopK one (registry aliases)."""
+
+    def work(comm: Communicator) -> tuple[str, str]:
+        return (make_exchange("ring", comm, N).name, make_exchange("topk", comm, N).name)
+
+    assert run_ranks(1, work, timeout=5) == [("fp32-ring", "mstopk")]

@@ -55,13 +55,17 @@ def _addresses(text: str) -> list[tuple[str, int]]:
 
 
 def _collectives(text: str) -> list[str]:
+    """Training names (aliases of the algorithm registry resolved: ``ring`` -> fp32-ring)."""
+    from algorithms.registry import UnknownAlgorithmError, training_exchange
+
     names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in COLLECTIVES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown collective(s) {', '.join(unknown) or '(none)'}; choose from "
-            f"{', '.join(COLLECTIVES)}")
-    return names
+    if not names:
+        raise argparse.ArgumentTypeError(f"no collective given; choose from "
+                                         f"{', '.join(COLLECTIVES)}")
+    try:
+        return [training_exchange(n).name for n in names]
+    except UnknownAlgorithmError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:

@@ -210,7 +210,8 @@ class ShardClient:
                 except (ConnectionError, TimeoutError, OSError) as exc:
                     self._close_socket()
                     if attempt or isinstance(exc, TimeoutError):
-                        raise DataServerError(f"data server request {line!r} failed: {exc}") from exc
+                        raise DataServerError(
+                            f"data server request {line!r} failed: {exc}") from exc
             self.bytes_received += _HEADER.size + len(payload)
         if status != OK:
             raise DataServerError(payload.decode("utf-8", "replace"))

@@ -16,6 +16,10 @@ residual) and called as ``exchange(comm, grad, epoch) -> (sum over ranks, Exchan
   unless told otherwise);
 * ``hybrid``     - MSTopK for the first ``sparse_epochs`` epochs, then the dense 2D torus
   (:class:`workloads.schedule.HybridSchedule`).
+
+The names, their aliases (``ring``, ``ina``, ``topk``...) and which factory below builds each
+exchange come from the algorithm registry (:class:`algorithms.registry.TrainingExchange`):
+adding an exchange is one factory here and one entry there.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Protocol
 
 import numpy as np
 
+from algorithms import registry
 from workloads.collectives import ring_allreduce
 from workloads.comm import Communicator
 from workloads.fixedpoint import INT32_MAX, RescalePolicy, aggregate_with_retry
@@ -38,7 +43,8 @@ from workloads.sparse import block_hosts, hitopk_allreduce
 log = logging.getLogger(__name__)
 
 INT32_MIN = -(2**31)
-COLLECTIVES: tuple[str, ...] = ("fp32-ring", "inswitch", "inswitch-reference", "mstopk", "hybrid")
+#: The training names of the exchanges, from the algorithm registry.
+COLLECTIVES: tuple[str, ...] = registry.training_names()
 
 IntAggregator = Callable[[np.ndarray], np.ndarray]
 """Takes this rank's int32 message, returns the element-wise int32 sum over all ranks."""
@@ -176,7 +182,8 @@ class InSwitchExchange:
     ) -> None:
         self.name = name
         self.policy = policy
-        self._aggregate = aggregator if aggregator is not None else switch_reference_aggregator(comm)
+        self._aggregate = (aggregator if aggregator is not None
+                           else switch_reference_aggregator(comm))
         self.retries = 0
 
     def __call__(
@@ -215,7 +222,8 @@ class SparseExchange:
             comm,
             self.name,
             lambda: (
-                hitopk_allreduce(comm, grad, self.host_ids, self.density, residual=self.residual)[0],
+                hitopk_allreduce(comm, grad, self.host_ids, self.density,
+                                 residual=self.residual)[0],
                 {"density": self.density},
             ),
         )
@@ -276,6 +284,45 @@ class ExchangeOptions:
     sparse_ranks_per_host: int | None = None  # hybrid's sparse phase; None: the torus grid
 
 
+def ring_exchange(name: str, comm: Communicator, size: int, options: ExchangeOptions,
+                  aggregator: IntAggregator | None) -> GradientExchange:
+    """``fp32-ring``."""
+    return RingExchange()
+
+
+def inswitch_exchange(name: str, comm: Communicator, size: int, options: ExchangeOptions,
+                      aggregator: IntAggregator | None) -> GradientExchange:
+    """``inswitch`` (through ``aggregator``, the switch, when given) and
+    ``inswitch-reference`` (the switch's arithmetic on the hosts)."""
+    policy = RescalePolicy(options.frac_bits, options.retry_step, min(-16, options.frac_bits))
+    real = aggregator if name == "inswitch" else None
+    if name == "inswitch" and real is None and comm.rank == 0:
+        log.info("inswitch: no switch aggregator given; using the reference arithmetic")
+    label = "inswitch" if real is not None else "inswitch-reference"
+    return InSwitchExchange(comm, policy, real, label)
+
+
+def sparse_exchange(name: str, comm: Communicator, size: int, options: ExchangeOptions,
+                    aggregator: IntAggregator | None) -> GradientExchange:
+    """``mstopk``: one rank per host unless ``options.ranks_per_host`` says otherwise."""
+    per_host = options.ranks_per_host or 1
+    return SparseExchange(size, options.density, block_hosts(comm.size, per_host))
+
+
+def hybrid_exchange(name: str, comm: Communicator, size: int, options: ExchangeOptions,
+                    aggregator: IntAggregator | None) -> GradientExchange:
+    """``hybrid``: the torus grid from ``options.ranks_per_host`` (default
+    :func:`default_ranks_per_host`), the sparse phase's from ``sparse_ranks_per_host``."""
+    workers = comm.size
+    per_host = options.ranks_per_host or default_ranks_per_host(workers)
+    schedule = HybridSchedule(
+        options.sparse_epochs, options.density, block_hosts(workers, per_host)
+    )
+    sparse = (block_hosts(workers, options.sparse_ranks_per_host)
+              if options.sparse_ranks_per_host is not None else None)
+    return HybridExchange(size, schedule, sparse)
+
+
 def make_exchange(
     name: str,
     comm: Communicator,
@@ -283,27 +330,11 @@ def make_exchange(
     options: ExchangeOptions = ExchangeOptions(),
     aggregator: IntAggregator | None = None,
 ) -> GradientExchange:
-    """The exchange called ``name`` (one of :data:`COLLECTIVES`) for this rank; ``aggregator``
-    is the switch's integer all-reduce for ``inswitch``."""
-    workers = comm.size
-    if name == "fp32-ring":
-        return RingExchange()
-    if name in ("inswitch", "inswitch-reference"):
-        policy = RescalePolicy(options.frac_bits, options.retry_step, min(-16, options.frac_bits))
-        real = aggregator if name == "inswitch" else None
-        if name == "inswitch" and real is None and comm.rank == 0:
-            log.info("inswitch: no switch aggregator given; using the reference arithmetic")
-        label = "inswitch" if real is not None else "inswitch-reference"
-        return InSwitchExchange(comm, policy, real, label)
-    if name in ("mstopk", "hybrid"):
-        if name == "mstopk":
-            per_host = options.ranks_per_host or 1
-            return SparseExchange(size, options.density, block_hosts(workers, per_host))
-        per_host = options.ranks_per_host or default_ranks_per_host(workers)
-        schedule = HybridSchedule(
-            options.sparse_epochs, options.density, block_hosts(workers, per_host)
-        )
-        sparse = (block_hosts(workers, options.sparse_ranks_per_host)
-                  if options.sparse_ranks_per_host is not None else None)
-        return HybridExchange(size, schedule, sparse)
-    raise ValueError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+    """The exchange called ``name`` (one of :data:`COLLECTIVES`, or an algorithm name or
+    alias of the registry meaning one) for this rank; ``aggregator`` is the switch's integer
+    all-reduce for ``inswitch``. An unknown name raises
+    :class:`algorithms.registry.UnknownAlgorithmError` (a ValueError) listing the valid ones."""
+    spec = registry.training_exchange(name)
+    factory = spec.factory_fn()
+    exchange: GradientExchange = factory(spec.name, comm, size, options, aggregator)
+    return exchange

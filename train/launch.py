@@ -26,7 +26,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,19 +205,28 @@ def _stop(popen: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         pass
 
 
-def execute(plan: LaunchPlan, timeout: float, logdir: Path) -> list[RankResult]:
+#: Told about every process started (the popen and its name): the experiment lifecycle
+#: records and tracks them (experiment.lifecycle.ExperimentNetwork.track).
+OnStart = Callable[[subprocess.Popen[bytes], str], object]
+
+
+def execute(plan: LaunchPlan, timeout: float, logdir: Path,
+            on_start: OnStart | None = None) -> list[RankResult]:
     """Start the data server, then every rank; wait for all ranks; return their results."""
     try:
-        return [RankResult.from_dict(d) for d in execute_raw(plan, timeout, logdir)]
+        return [RankResult.from_dict(d) for d in execute_raw(plan, timeout, logdir, on_start)]
     except ValueError as exc:
         raise LaunchError(f"cannot read a rank's result: {exc}") from exc
 
 
-def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path) -> list[dict[str, object]]:
+def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path,
+                on_start: OnStart | None = None) -> list[dict[str, object]]:
     """Like :func:`execute` for any per-rank role: the JSON document each rank wrote."""
     for path in (plan.server_ready, *plan.rank_files):
         path.unlink(missing_ok=True)
     server = _start(plan.server, logdir / "dataserver.log")
+    if on_start is not None:
+        on_start(server, plan.server.name)
     started: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + timeout
     try:
@@ -229,6 +238,8 @@ def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path) -> list[dict[str
             time.sleep(0.05)
         for proc in plan.workers:
             started.append(_start(proc, logdir / f"{proc.name}.log"))
+            if on_start is not None:
+                on_start(started[-1], proc.name)
         for proc, popen in zip(plan.workers, started, strict=True):
             try:
                 code = popen.wait(max(0.1, deadline - time.monotonic()))

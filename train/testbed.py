@@ -19,7 +19,9 @@
 5. :meth:`TrainingTestbed.interference` times a gradient-sized ring all-reduce on the worker
    hosts with and without shards streaming from the data host over the same links.
 
-Leaving the ``with`` block stops every process and switch and removes the interfaces.
+Starting, programming, tracking the processes, measuring and tearing down are the experiment
+lifecycle's (:class:`experiment.lifecycle.ExperimentNetwork`); this module adds what training
+needs. Leaving the ``with`` block stops every process and switch and removes the interfaces.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from algorithms import registry
+from experiment.lifecycle import ExperimentNetwork, Snapshot, Window
 from train.launch import (
     LaunchError,
     LaunchPlan,
@@ -90,9 +94,8 @@ class TrainingTestbed:
 
     def __init__(self, options: TestbedOptions | None = None) -> None:
         self.options = options or TestbedOptions()
-        self.network: Any = None
-        self.controller: Any = None
-        self.live: Any = None  # the live view (liveview.LiveServer) when $INA_LIVE_PORT is set
+        self.lab: ExperimentNetwork | None = None
+        self.data_host = ""
         self._jobs = 0
         self._job_key: str | None = None
 
@@ -109,80 +112,74 @@ class TrainingTestbed:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
         from controller.fabric import ControllerError
         from controller.p4client import P4RuntimeRequestError
-        from experiment.session import program_network
+        from liveview import port_or_announce
         from topo.errors import TopoError
-        from topo.network import start_network
-        from topo.topologies import SpineLeafTopo
+        from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
         o = self.options
-        extra = {"grpc_base_port": o.grpc_base_port} if o.grpc_base_port is not None else {}
         try:
             topo = SpineLeafTopo(spines=o.spines, leaves=o.leaves, hosts_per_leaf=o.hosts_per_leaf,
                                  host_bw=o.bw_mbit, data_server=True, name_prefix=o.name_prefix,
-                                 **extra)
-            self._switch_names = [n for n in topo.switches()]
-            self.network = start_network(topo, o.target, o.rundir, o.program, progress=False)
+                                 grpc_base_port=(GRPC_BASE_PORT if o.grpc_base_port is None
+                                                 else o.grpc_base_port))
+            self.data_host = topo.data_host or ""
+            self.lab = ExperimentNetwork(topo, o.target, o.rundir, o.program,
+                                         live_port=port_or_announce(default=None)).start()
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
-        from liveview import port_or_announce, start_live_view
-
-        self.live = start_live_view(self.network.rundir.path, port_or_announce(default=None))
-        self.data_host = topo.data_host
-        try:
-            self.controller = program_network(self.network)
         except (ControllerError, P4RuntimeRequestError) as exc:
-            self.stop()
             raise TestbedError(f"cannot program the network: {exc}") from exc
-        except BaseException:
-            self.stop()
-            raise
         log.info("spine-leaf up in %s: workers %s, data server on %s", self.rundir,
                  ", ".join(self.worker_hosts), self.data_host)
 
     def stop(self) -> None:
-        """Close the controller, stop the network and remove its interfaces (idempotent)."""
-        from topo.cleanup import remove_interfaces, switch_interfaces
-
-        if self.controller is not None:
-            self.controller.close()
-            self.controller = None
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-        if self.network is not None:
-            try:
-                self.network.stop()
-            finally:
-                remove_interfaces(switch_interfaces(self._switch_names))
-                self.network = None
+        """Stop every process, close the controller, stop the network and remove its
+        interfaces (idempotent)."""
+        if self.lab is not None:
+            lab, self.lab = self.lab, None
+            lab.stop()
 
     # ------------------------------------------------------------------ queries
+    def _lab(self) -> ExperimentNetwork:
+        if self.lab is None:
+            raise TestbedError("the testbed is not running")
+        return self.lab
+
+    @property
+    def network(self) -> Any:
+        """The running Mininet network (:class:`topo.network.Network`)."""
+        return self._lab().network
+
+    @property
+    def controller(self) -> Any:
+        return self._lab().controller
+
+    @property
+    def live(self) -> Any:
+        """The live view (liveview.LiveServer) when $INA_LIVE_PORT is set."""
+        return self._lab().live
+
     @property
     def rundir(self) -> Path:
-        return Path(self.network.rundir.path)
+        return self._lab().rundir
 
     @property
     def topology(self) -> Any:
-        return self.network.topology
+        return self._lab().topology
 
     @property
     def worker_hosts(self) -> list[str]:
         """Hosts that run ranks (every host but the data server)."""
         return [h.name for h in self.topology.hosts if h.gpus > 0]
 
-    def port_counters(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """{(switch, port): (rx_bytes, tx_bytes)} of every switch port."""
-        from experiment.session import port_counters
+    def snapshot(self) -> Snapshot:
+        """Port counters and switch CPU now (:meth:`ExperimentNetwork.snapshot`)."""
+        return self._lab().snapshot()
 
-        return port_counters(self.controller)
-
-    def link_bytes(self, before: dict[tuple[str, int], tuple[int, int]],
-                   after: dict[tuple[str, int], tuple[int, int]]) -> dict[str, Any]:
-        """What the links carried between two counter reads: bytes (both directions) on host
-        links, on fabric links, and on the data host's link alone (the shard traffic)."""
-        from experiment.session import link_usage
-
-        usage = link_usage(self.topology, before, after, 1.0)
+    def link_bytes(self, window: Window) -> dict[str, Any]:
+        """What the links carried in ``window``: bytes (both directions) on host links, on
+        fabric links, and on the data host's link alone (the shard traffic)."""
+        usage = window.links(self.topology, 1.0)
         data = next(h for h in self.topology.hosts if h.name == self.data_host)
         data_link = sum(u.tx_bytes + u.rx_bytes for u in usage
                         if (u.switch, u.port) == (data.switch, data.switch_port))
@@ -233,33 +230,32 @@ class TrainingTestbed:
         for old in workdir.glob("cache-rank*"):
             shutil.rmtree(old)
         config = dataclasses.replace(config, workers=len(self.worker_hosts))
+        hybrid = registry.training_algorithm(config.collective).name == "hybrid"
         ex = config.exchange
         if ex.ranks_per_host is None:
             # Every emulated host is a machine with one rank: MSTopK exchanges sparse
             # between all of them; the hybrid's dense 2D torus has one row per rack (leaf).
-            per_host = self.options.hosts_per_leaf if config.collective == "hybrid" else 1
+            per_host = self.options.hosts_per_leaf if hybrid else 1
             ex = dataclasses.replace(ex, ranks_per_host=per_host)
-            if config.collective == "hybrid" and ex.sparse_ranks_per_host is None:
+            if hybrid and ex.sparse_ranks_per_host is None:
                 ex = dataclasses.replace(ex, sparse_ranks_per_host=1)
             config = dataclasses.replace(config, exchange=ex)
         job_plan = None
-        if config.collective == "inswitch":
+        if registry.training_exchange(config.collective).switch:
             job_plan = self.new_job(workdir / "job.json")
         config_path = write_json(workdir / "config.json", config.as_dict())
         plan = self._plan(workdir, config_path, config.num_shards, timeout, job_plan)
-        from experiment.session import switch_cpu_seconds
-
-        before, cpu0 = self.port_counters(), switch_cpu_seconds(self.network)
-        results = execute(plan, timeout, workdir / "logs")
-        after, cpu1 = self.port_counters(), switch_cpu_seconds(self.network)
+        before = self.snapshot()
+        results = execute(plan, timeout, workdir / "logs", self._lab().track)
+        window = Window(before, self.snapshot())
         exp = combine(config, results, "mininet")
         return dataclasses.replace(exp, network={
             "topology": "spineleaf", "rundir": str(self.rundir),
             "worker_hosts": self.worker_hosts, "data_host": self.data_host,
             "link_bw_mbit": self.options.bw_mbit, "target": self.topology.target,
             "job": json.loads(job_plan.read_text())["name"] if job_plan else None,
-            "switch_cpu_s": {n: round(cpu1[n] - cpu0[n], 2) for n in cpu1 if n in cpu0},
-            **self.link_bytes(before, after)})
+            "switch_cpu_s": {n: round(s, 2) for n, s in window.switch_cpu_seconds.items()},
+            **self.link_bytes(window)})
 
     def interference(self, workdir: Path, elements: int, repeats: int = 5,
                      num_shards: int = 32, timeout: float = 300.0) -> dict[str, Any]:
@@ -270,12 +266,12 @@ class TrainingTestbed:
         workdir.mkdir(parents=True, exist_ok=True)
         base = self._plan(workdir, workdir / "unused-config.json", num_shards, timeout, None)
         plan = interference_plan(base, workdir, elements, repeats, num_shards, timeout)
-        before = self.port_counters()
-        ranks = execute_raw(plan, timeout, workdir / "logs")
-        after = self.port_counters()
-        quiet = statistics.median(float(r["quiet_s"]) for r in ranks)
-        loaded = statistics.median(float(r["loaded_s"]) for r in ranks)
-        links = self.link_bytes(before, after)
+        before = self.snapshot()
+        ranks = execute_raw(plan, timeout, workdir / "logs", self._lab().track)
+        window = Window(before, self.snapshot())
+        quiet = statistics.median(_number(r["quiet_s"]) for r in ranks)
+        loaded = statistics.median(_number(r["loaded_s"]) for r in ranks)
+        links = self.link_bytes(window)
         links.pop("per_port")
         return {
             "collective": "fp32-ring", "elements": elements, "repeats": repeats,
@@ -283,9 +279,16 @@ class TrainingTestbed:
             "link_bw_mbit": self.options.bw_mbit,
             "quiet_allreduce_s": quiet, "loaded_allreduce_s": loaded,
             "slowdown": loaded / quiet if quiet > 0 else None,
-            "data_bytes_streamed": sum(int(r["data_bytes"]) for r in ranks),
+            "data_bytes_streamed": sum(int(_number(r["data_bytes"])) for r in ranks),
             **links, "ranks": ranks,
         }
+
+
+def _number(value: object) -> float:
+    """A number from a rank's JSON document (TestbedError when it is none)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise TestbedError(f"a rank reported {value!r} where a number belongs")
 
 
 __all__ = ["LaunchError", "TestbedError", "TestbedOptions", "TrainingTestbed"]

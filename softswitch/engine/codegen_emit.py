@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from softswitch import ir
 
@@ -58,16 +59,16 @@ class Scope:
     ret_outs: tuple[str, ...] = ()
     pkt: tuple[str, str] | None = None  # (data, pos) Python names of the packet_in
     out: str | None = None  # Python name of the packet_out buffer
-    sm: str | None = None  # standard_metadata expression (for mark_to_drop())
     in_parser: bool = False
     local_actions: set[int] = field(default_factory=set)
     # run-time stack indexes evaluated once for the statement being generated:
     # id(ir.Index) -> Python temp; ``pins_checked`` once the bounds guard has passed
     pins: dict[int, str] = field(default_factory=dict)
     pins_checked: bool = False
-    # digest call sites of the ingress control, read at its end (BMv2 learns there);
-    # None where the values must be taken at call time
-    digest_sites: list[tuple[str, str]] | None = None
+    # the architecture's own state for the top-level block being generated, shared by
+    # the sub-blocks inlined into it (set by TargetSpec.begin_block; v1model: its
+    # standard_metadata parameter and digest call sites); None elsewhere
+    arch: Any = None
     # composite sub-objects of the block's parameters bound to Python locals once per
     # call (objects keep their identity, see codegen_types): "P1_hdr.ipv4" -> "_o1";
     # None outside a top-level block function
@@ -82,7 +83,7 @@ class Scope:
     # control-plane path where it was declared
     block_args: dict[ir.Variable, BlockArg] = field(default_factory=dict)
     # inside a run of register accesses at ``base + constant`` whose bounds were checked
-    # once (see StmtMixin.stmts): the base variable and, per register global, the local
+    # once (see StmtGen.stmts): the base variable and, per register global, the local
     # bound to its value list
     reg_run: tuple[ir.Variable, dict[str, str]] | None = None
 
@@ -115,12 +116,11 @@ class Scope:
             ret_outs=self.ret_outs,
             pkt=self.pkt,
             out=self.out,
-            sm=self.sm,
             in_parser=self.in_parser,
             local_actions=self.local_actions,
             pins=self.pins,
             pins_checked=self.pins_checked,
-            digest_sites=self.digest_sites,
+            arch=self.arch,
             obj_cache=self.obj_cache,
             obj_roots=self.obj_roots,
             loop_updates=self.loop_updates,

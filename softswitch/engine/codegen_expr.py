@@ -12,15 +12,17 @@ and a left operand whose value could change is captured in a temporary first.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
+from softswitch.engine.codegen_context import runtime_globals
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
 from softswitch.errors import P4Error, UnsupportedError
 
 if TYPE_CHECKING:
-    from softswitch.engine.codegen_types import TypeRegistry
+    from softswitch.engine.codegen_context import GenContext
 
 
 def strip(t: ir.Type) -> ir.Type:
@@ -36,28 +38,29 @@ def is_fresh(e: ir.Expr) -> bool:
     return isinstance(e, (ir.StructInit, ir.InvalidHeader, ir.Call))
 
 
-class ExprMixin:
-    """Expression part of :class:`softswitch.engine.codegen.CodeGen`."""
+class ExprGen:
+    """Expressions: one ``visit_<IR class>`` method per expression node."""
 
-    types: TypeRegistry
-
-    # provided by CodeGen
-    def tmp(self, prefix: str = "t") -> str: ...  # type: ignore[empty-body]
-    def err_code(self, name: str) -> int: ...  # type: ignore[empty-body]
-    def add_global(self, prefix: str, obj: Any) -> str: ...  # type: ignore[empty-body]
-    def apply_table(self, e: ir.Expr, sc: Scope, em: Emitter) -> tuple[str, str]: ...  # type: ignore[empty-body]
-    def call_function(self, e: ir.Call, sc: Scope, em: Emitter) -> str: ...  # type: ignore[empty-body]
-    def packet_expr(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str: ...  # type: ignore[empty-body]
-    def spare_for(self, t: ir.Type) -> str: ...  # type: ignore[empty-body]
+    def __init__(self, ctx: GenContext) -> None:
+        self.ctx = ctx
 
     # ------------------------------------------------------------------ entry points
 
     def expr(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
         """Python expression for the value of ``e`` (composites by reference)."""
-        meth = getattr(self, "_x_" + type(e).__name__, None)
+        meth = getattr(self, "visit_" + type(e).__name__, None)
         if meth is None:
             raise UnsupportedError(f"expression {type(e).__name__}", getattr(e, "loc", None))
-        return meth(e, sc, em)
+        return meth(e, sc, em)  # type: ignore[no-any-return]
+
+    def const_value(self, e: ir.Expr) -> Any:
+        """Value of a compile-time constant expression."""
+        sc = Scope(path="", env={}, names=self.ctx.global_names)
+        em = Emitter()
+        text = self.expr(e, sc, em)
+        if em.lines:
+            raise P4Error("expected a compile-time constant", e.loc)
+        return eval(text, dict(runtime_globals()))  # noqa: S307 - our own generated text
 
     def value(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
         """Like :meth:`expr` but a composite is copied (for ``in`` arguments, initialisers)."""
@@ -77,9 +80,8 @@ class ExprMixin:
             return self.expr(e, sc, em)
         if isinstance(e, ir.Index):
             return self.expr(e, sc, em)
-        text = getattr(e, "text", None)
-        if isinstance(text, str):  # a pinned lvalue (codegen_stmt._PyValue)
-            return text
+        if isinstance(e, PyValue):  # a pinned lvalue
+            return e.text
         raise P4Error("expression cannot be assigned to", e.loc)
 
     # ------------------------------------------------------------------ leaves
@@ -90,22 +92,22 @@ class ExprMixin:
         except KeyError:
             raise P4Error(f"internal: unresolved variable {var.name}", loc) from None
 
-    def _x_Const(self, e: ir.Const, sc: Scope, em: Emitter) -> str:
+    def visit_Const(self, e: ir.Const, sc: Scope, em: Emitter) -> str:
         t = strip(e.type)
         if isinstance(t, ir.BitType):
             return str(e.value & mask(t.width))
         return str(e.value)
 
-    def _x_BoolConst(self, e: ir.BoolConst, sc: Scope, em: Emitter) -> str:
+    def visit_BoolConst(self, e: ir.BoolConst, sc: Scope, em: Emitter) -> str:
         return "True" if e.value else "False"
 
-    def _x_StringConst(self, e: ir.StringConst, sc: Scope, em: Emitter) -> str:
+    def visit_StringConst(self, e: ir.StringConst, sc: Scope, em: Emitter) -> str:
         return repr(e.value)
 
-    def _x_VarRef(self, e: ir.VarRef, sc: Scope, em: Emitter) -> str:
+    def visit_VarRef(self, e: ir.VarRef, sc: Scope, em: Emitter) -> str:
         return self._var(e.var, sc, e.loc)
 
-    def _x_EnumMember(self, e: ir.EnumMember, sc: Scope, em: Emitter) -> str:
+    def visit_EnumMember(self, e: ir.EnumMember, sc: Scope, em: Emitter) -> str:
         t = strip(e.type)
         if isinstance(t, ir.EnumType):
             if t.underlying is not None:
@@ -113,19 +115,19 @@ class ExprMixin:
             return str(t.members.index(e.member))
         raise P4Error(f"enum member {e.member} of a non-enum type", e.loc)
 
-    def _x_ErrorMember(self, e: ir.ErrorMember, sc: Scope, em: Emitter) -> str:
+    def visit_ErrorMember(self, e: ir.ErrorMember, sc: Scope, em: Emitter) -> str:
         return str(e.code)
 
-    def _x_MatchKindMember(self, e: ir.MatchKindMember, sc: Scope, em: Emitter) -> str:
+    def visit_MatchKindMember(self, e: ir.MatchKindMember, sc: Scope, em: Emitter) -> str:
         return repr(e.member)
 
-    def _x_DontCare(self, e: ir.DontCare, sc: Scope, em: Emitter) -> str:
-        return self.types.default(e.type)
+    def visit_DontCare(self, e: ir.DontCare, sc: Scope, em: Emitter) -> str:
+        return self.ctx.types.default(e.type)
 
-    def _x_InvalidHeader(self, e: ir.InvalidHeader, sc: Scope, em: Emitter) -> str:
-        return self.types.default(e.type)
+    def visit_InvalidHeader(self, e: ir.InvalidHeader, sc: Scope, em: Emitter) -> str:
+        return self.ctx.types.default(e.type)
 
-    def _x_InstanceRef(self, e: ir.InstanceRef, sc: Scope, em: Emitter) -> str:
+    def visit_InstanceRef(self, e: ir.InstanceRef, sc: Scope, em: Emitter) -> str:
         got = sc.names.get(id(e.instance))
         if not isinstance(got, str):
             raise P4Error(f"internal: instance {e.instance.name} is not a value", e.loc)
@@ -141,22 +143,24 @@ class ExprMixin:
             if sub.lines:
                 for i, p in enumerate(parts):
                     if not _is_literal(p):
-                        t = self.tmp("l")
+                        t = self.ctx.tmp("l")
                         em.line(f"{t} = {p}")
                         parts[i] = t
                 em.lines += sub.lines
             parts.append(v)
         return parts
 
-    def _x_ListExpr(self, e: ir.ListExpr, sc: Scope, em: Emitter) -> str:
+    def visit_ListExpr(self, e: ir.ListExpr, sc: Scope, em: Emitter) -> str:
         parts = self.values_in_order(e.elems, sc, em)
         return "(" + "".join(p + ", " for p in parts) + ")"
 
-    def _x_StructInit(self, e: ir.StructInit, sc: Scope, em: Emitter) -> str:
+    def visit_StructInit(self, e: ir.StructInit, sc: Scope, em: Emitter) -> str:
         t = strip(e.type)
-        cls = self.types.cls(t)
-        name = self.tmp("s")
-        vals = dict(zip(e.fields, self.values_in_order(list(e.fields.values()), sc, em), strict=True))
+        cls = self.ctx.types.cls(t)
+        name = self.ctx.tmp("s")
+        vals = dict(
+            zip(e.fields, self.values_in_order(list(e.fields.values()), sc, em), strict=True)
+        )
         em.line(f"{name} = {cls}()")
         for k, v in vals.items():
             if is_composite(e.fields[k].type):
@@ -169,10 +173,10 @@ class ExprMixin:
 
     # ------------------------------------------------------------------ structure
 
-    def _x_Member(self, e: ir.Member, sc: Scope, em: Emitter) -> str:
+    def visit_Member(self, e: ir.Member, sc: Scope, em: Emitter) -> str:
         bt = strip(e.base.type)
         if isinstance(bt, ir.TableApplyResultType):
-            hit, an = self.apply_table(e.base, sc, em)
+            hit, an = self.ctx.tables.apply_table(e.base, sc, em)
             if e.name == "hit":
                 return hit
             if e.name == "miss":
@@ -182,7 +186,7 @@ class ExprMixin:
             raise P4Error(f"no member {e.name} of a table apply result", e.loc)
         if isinstance(bt, ir.StackType):
             base = self.expr(e.base, sc, em)
-            soob = self.err_code("StackOutOfBounds")
+            soob = self.ctx.err_code("StackOutOfBounds")
             if e.name == "size":
                 return str(bt.size)
             if e.name == "lastIndex":
@@ -192,11 +196,11 @@ class ExprMixin:
             if e.name == "next":
                 if sc.in_parser:
                     return f"_stack_next({base}, {soob})"
-                return f"_stack_at({base}, {base}.n, {self.spare_for(bt.elem)})"
+                return f"_stack_at({base}, {base}.n, {self.ctx.spare_for(bt.elem)})"
             if e.name == "last":
                 if sc.in_parser:
                     return f"_stack_last({base}, {soob})"
-                return f"_stack_at({base}, {base}.n - 1, {self.spare_for(bt.elem)})"
+                return f"_stack_at({base}, {base}.n - 1, {self.ctx.spare_for(bt.elem)})"
             raise P4Error(f"no member {e.name} of a header stack", e.loc)
         if isinstance(bt, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
             text = f"{self.expr(e.base, sc, em)}.{attr(e.name)}"
@@ -205,7 +209,7 @@ class ExprMixin:
             return text
         raise UnsupportedError(f"member {e.name} of {type(bt).__name__}", e.loc)
 
-    def _x_Index(self, e: ir.Index, sc: Scope, em: Emitter) -> str:
+    def visit_Index(self, e: ir.Index, sc: Scope, em: Emitter) -> str:
         bt = strip(e.base.type)
         if not isinstance(bt, ir.StackType):
             raise UnsupportedError("indexing a non-stack value", e.loc)
@@ -216,20 +220,20 @@ class ExprMixin:
         if pinned is not None:  # index evaluated once and bounds-checked (codegen_stmt)
             if sc.pins_checked:
                 return f"{base}.h[{pinned}]"
-            return f"_stack_at({base}, {pinned}, {self.spare_for(bt.elem)})"
+            return f"_stack_at({base}, {pinned}, {self.ctx.spare_for(bt.elem)})"
         idx = self.expr(e.index, sc, em)
         if sc.in_parser:
-            return f"_stack_at_parser({base}, {idx}, {self.err_code('StackOutOfBounds')})"
-        return f"_stack_at({base}, {idx}, {self.spare_for(bt.elem)})"
+            return f"_stack_at_parser({base}, {idx}, {self.ctx.err_code('StackOutOfBounds')})"
+        return f"_stack_at({base}, {idx}, {self.ctx.spare_for(bt.elem)})"
 
-    def _x_Slice(self, e: ir.Slice, sc: Scope, em: Emitter) -> str:
+    def visit_Slice(self, e: ir.Slice, sc: Scope, em: Emitter) -> str:
         base = self.expr(e.base, sc, em)
         m = mask(e.hi - e.lo + 1)
         if e.lo == 0:
             return f"({base} & {m:#x})"
         return f"(({base} >> {e.lo}) & {m:#x})"
 
-    def _x_Mux(self, e: ir.Mux, sc: Scope, em: Emitter) -> str:
+    def visit_Mux(self, e: ir.Mux, sc: Scope, em: Emitter) -> str:
         c = self.expr(e.cond, sc, em)
         sub_a, sub_b = Emitter(em.indent + 1), Emitter(em.indent + 1)
         a = self.expr(e.then, sc, sub_a)
@@ -237,7 +241,7 @@ class ExprMixin:
         if not sub_a.lines and not sub_b.lines:
             return f"({a} if {c} else {b})"
         # a branch needs statements: only the chosen branch may run them
-        t = self.tmp("mx")
+        t = self.ctx.tmp("mx")
         with em.block(f"if {c}:"):
             em.lines += sub_a.lines
             em.line(f"{t} = {a}")
@@ -253,7 +257,7 @@ class ExprMixin:
         right = self.expr(e.right, sc, sub)
         if not sub.lines:
             return f"({left} {'and' if e.op == '&&' else 'or'} {right})"
-        t = self.tmp("sc")
+        t = self.ctx.tmp("sc")
         em.line(f"{t} = {left}")
         with em.block(f"if {t}:" if e.op == "&&" else f"if not {t}:"):
             em.lines += sub.lines
@@ -262,7 +266,7 @@ class ExprMixin:
 
     # ------------------------------------------------------------------ operators
 
-    def _x_Unary(self, e: ir.Unary, sc: Scope, em: Emitter) -> str:
+    def visit_Unary(self, e: ir.Unary, sc: Scope, em: Emitter) -> str:
         x = self.expr(e.operand, sc, em)
         t = strip(e.type)
         if e.op == "!":
@@ -278,7 +282,7 @@ class ExprMixin:
             return f"({x} ^ {m:#x})"
         raise UnsupportedError(f"unary operator {e.op}", e.loc)
 
-    def _x_Binary(self, e: ir.Binary, sc: Scope, em: Emitter) -> str:
+    def visit_Binary(self, e: ir.Binary, sc: Scope, em: Emitter) -> str:
         op = e.op
         if op in ("&&", "||"):
             return self._short_circuit(e, sc, em)
@@ -287,7 +291,7 @@ class ExprMixin:
         right = self.expr(e.right, sc, sub)
         if sub.lines:  # evaluate the left operand before the right one's side effects
             if not _is_literal(left):
-                t = self.tmp("l")
+                t = self.ctx.tmp("l")
                 em.line(f"{t} = {left}")
                 left = t
             em.lines += sub.lines
@@ -330,35 +334,37 @@ class ExprMixin:
         if op == "<<":
             if rconst is not None:
                 return "0" if rconst >= w else f"(({left} << {rconst}) & {m:#x})"
-            t = self.tmp("sh")
+            t = self.ctx.tmp("sh")
             return f"((({left} << {t}) & {m:#x}) if ({t} := {right}) < {w} else 0)"
         if op == ">>":
             if signed:
                 return f"_sshr({left}, {right}, {w})"
             return f"({left} >> {right})"
         if op == "|+|":
-            t = self.tmp("sat")
+            t = self.ctx.tmp("sat")
             if signed:
                 # offset binary: (x ^ sb) is x + sb, so the sum of both is the true sum
                 # plus 2**w, in range exactly when it lies in [sb, 3 * sb)
                 sb = 1 << (w - 1)
+                total = f"({left} ^ {sb:#x}) + ({right} ^ {sb:#x})"
                 return (
-                    f"(({t} & {m:#x}) if {sb:#x} <= ({t} := ({left} ^ {sb:#x}) + ({right} ^ {sb:#x}))"
+                    f"(({t} & {m:#x}) if {sb:#x} <= ({t} := {total})"
                     f" <= {3 * sb - 1:#x} else ({sb - 1:#x} if {t} > {sb:#x} else {sb:#x}))"
                 )
             return f"({t} if ({t} := {left} + {right}) <= {m:#x} else {m:#x})"
         if op == "|-|":
-            t = self.tmp("sat")
+            t = self.ctx.tmp("sat")
             if signed:
                 sb = 1 << (w - 1)
+                diff = f"({left} ^ {sb:#x}) - ({right} ^ {sb:#x})"
                 return (
-                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := ({left} ^ {sb:#x}) - ({right} ^ {sb:#x}))"
+                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := {diff})"
                     f" <= {sb - 1:#x} else ({sb - 1:#x} if {t} > 0 else {sb:#x}))"
                 )
             return f"({t} if ({t} := {left} - {right}) > 0 else 0)"
         raise UnsupportedError(f"binary operator {op}", e.loc)
 
-    def _x_Cast(self, e: ir.Cast, sc: Scope, em: Emitter) -> str:
+    def visit_Cast(self, e: ir.Cast, sc: Scope, em: Emitter) -> str:
         src = strip(e.operand.type)
         dst = strip(e.type)
         if isinstance(e.operand, ir.Const) and isinstance(dst, ir.BitType):
@@ -384,12 +390,12 @@ class ExprMixin:
 
     # ------------------------------------------------------------------ calls
 
-    def _x_Call(self, e: ir.Call, sc: Scope, em: Emitter) -> str:
+    def visit_Call(self, e: ir.Call, sc: Scope, em: Emitter) -> str:
         if isinstance(e.callee, ir.FunctionDecl):
-            return self.call_function(e, sc, em)
+            return self.ctx.calls.call_function(e, sc, em)
         raise UnsupportedError(f"calling {type(e.callee).__name__} in an expression", e.loc)
 
-    def _x_MethodCall(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str:
+    def visit_MethodCall(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> str:
         tt = strip(e.target.type)
         if e.method == "isValid":
             base = self.expr(e.target, sc, em)
@@ -397,11 +403,14 @@ class ExprMixin:
                 return f"{base}._valid()"
             return f"{base}._v"
         if e.method == "apply" and isinstance(strip(e.type), ir.TableApplyResultType):
-            hit, _ = self.apply_table(e, sc, em)
+            hit, _ = self.ctx.tables.apply_table(e, sc, em)
             return hit
         if isinstance(tt, ir.ExternType) and tt.name == "packet_in":
-            return self.packet_expr(e, sc, em)
+            return self.ctx.packets.packet_expr(e, sc, em)
         raise UnsupportedError(f"method {e.method} in an expression", e.loc)
+
+    def visit_PyValue(self, e: PyValue, sc: Scope, em: Emitter) -> str:
+        return e.text
 
     # ------------------------------------------------------------------ field lists
 
@@ -422,7 +431,7 @@ class ExprMixin:
                 valid = f"{base}._v"
             out = []
             for f in t.fields:
-                out += self._flat_obj(f"{base}.{attr(f.name)}", f.type, valid)
+                out += self.flat_obj(f"{base}.{attr(f.name)}", f.type, valid)
             return out
         if isinstance(t, (ir.HeaderUnionType, ir.StackType)):
             raise UnsupportedError("a header union or stack in a field list", e.loc)
@@ -432,21 +441,21 @@ class ExprMixin:
         if isinstance(e, ir.Member) and isinstance(strip(e.base.type), ir.HeaderType):
             valid = f"{self.expr(e.base, sc, em)}._v"
         if isinstance(t, ir.VarbitType):
-            return self._flat_obj(x, t, valid)
+            return self.flat_obj(x, t, valid)
         width = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
         return [(x, width, valid)]
 
-    def _flat_obj(self, x: str, t: ir.Type, valid: str | None) -> list[tuple[str, int, str | None]]:
+    def flat_obj(self, x: str, t: ir.Type, valid: str | None) -> list[tuple[str, int, str | None]]:
         t = strip(t)
         if isinstance(t, ir.HeaderType):
             out: list[tuple[str, int, str | None]] = []
             for f in t.fields:
-                out += self._flat_obj(f"{x}.{attr(f.name)}", f.type, f"{x}._v")
+                out += self.flat_obj(f"{x}.{attr(f.name)}", f.type, f"{x}._v")
             return out
         if isinstance(t, ir.StructType):
             out = []
             for f in t.fields:
-                out += self._flat_obj(f"{x}.{attr(f.name)}", f.type, valid)
+                out += self.flat_obj(f"{x}.{attr(f.name)}", f.type, valid)
             return out
         if isinstance(t, ir.VarbitType):  # its current bits: width known at run time
             return [(f"{x}[1]", f"{x}[0]", valid)]  # type: ignore[list-item]
@@ -517,6 +526,19 @@ class ExprMixin:
         if pad:
             acc = f"(({acc}) << {pad})"
         return f"({acc}).to_bytes({nbytes}, 'big')"
+
+
+@dataclasses.dataclass(eq=False)
+class PyValue(ir.Expr):
+    """A ready Python expression posing as an IR expression (a pinned lvalue, a value
+    already computed into a temporary)."""
+
+    text: str = ""
+
+    def __init__(self, type_: ir.Type, text: str) -> None:
+        self.type = type_
+        self.loc = ir.NOLOC
+        self.text = text
 
 
 def _runtime_pack(fields: list[tuple[str, int, str | None]]) -> str:

@@ -305,9 +305,7 @@ class TypeRegistry:
         return [f"{name} = _Struct({fmt!r})" for fmt, name in self.structs.items()]
 
     @staticmethod
-    def _fixed_ext_pack(
-        fields: list[ir.StructField], nbytes: int, struct: str | None
-    ) -> list[str]:
+    def _fixed_ext_pack(fields: list[ir.StructField], nbytes: int, struct: str | None) -> list[str]:
         out = [
             "    def _ext(self, data, pos, err):",
             f"        end = pos + {nbytes}",
@@ -351,8 +349,11 @@ class TypeRegistry:
         width = vector_header_width(t)
         if width is not None:
             n = len(t.fields)
-            return out + [f"{h}._a = _vec_parse({data}, {pos}, {n}, {_VECTOR_DTYPES[width]!r})",
-                          f"{h}._v = True", f"{pos} += {nbytes}"]
+            return out + [
+                f"{h}._a = _vec_parse({data}, {pos}, {n}, {_VECTOR_DTYPES[width]!r})",
+                f"{h}._v = True",
+                f"{pos} += {nbytes}",
+            ]
         fields = wire_fields(t)
         struct = self.struct_name(fields)
         if struct is not None:
@@ -502,7 +503,9 @@ def _struct_format(fields: list[ir.StructField]) -> str | None:
     return ">" + "".join(out)
 
 
-def _struct_extraction(fields: list[ir.StructField], h: str, struct: str, data: str, pos: str) -> str:
+def _struct_extraction(
+    fields: list[ir.StructField], h: str, struct: str, data: str, pos: str
+) -> str:
     """One statement setting every field of ``h`` from ``data`` at ``pos`` (bounds
     already checked)."""
     targets = "".join(path(h, f.name) + ", " for f in fields)

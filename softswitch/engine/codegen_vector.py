@@ -5,7 +5,7 @@ statements once per element (``netreduce.p4``'s ``NR_FOR_EACH_ELEM``): element *
 ``r[base + c + j]`` and field ``e<d + j>`` of one header. Executed statement by statement,
 that costs the Python target about a microsecond per element, so a 256-element packet cost
 five times a 32-element one. Here such a sequence is recognised inside a register run
-(:meth:`StmtMixin._emit_register_run`, whose one bounds check already covers every index)
+(:meth:`StmtGen._emit_register_run`, whose one bounds check already covers every index)
 and executed once over all elements: the header's fields are one ``int64`` array
 (:func:`softswitch.engine.codegen_types.vector_header_width`), register cells a list slice.
 
@@ -24,14 +24,17 @@ element by element as before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_stmt import register_index_base, walk
 from softswitch.engine.codegen_types import attr, vector_header_width
+from softswitch.engine.codegen_walk import register_index_base, walk
 from softswitch.engine.externs import Register
+
+if TYPE_CHECKING:
+    from softswitch.engine.codegen_context import GenContext
 
 MIN_ELEMENTS = 128  # repetitions that pay for the array set-up (at 32 and 64 they do not)
 MAX_TEMPLATE = 8  # statements per element
@@ -55,8 +58,12 @@ def _type_key(t: ir.Type) -> tuple[Any, ...]:
 class _Canon:
     """Canonical form of a statement for element ``j``: equal for every element of a run."""
 
-    def __init__(self, base_var: ir.Variable, field_pos: Callable[[ir.Member], int | None],
-                 reg_of: Callable[[ir.MethodCall], str | None]) -> None:
+    def __init__(
+        self,
+        base_var: ir.Variable,
+        field_pos: Callable[[ir.Member], int | None],
+        reg_of: Callable[[ir.MethodCall], str | None],
+    ) -> None:
         self.base_var = base_var
         self.field_pos = field_pos
         self.reg_of = reg_of
@@ -65,8 +72,12 @@ class _Canon:
         if isinstance(s, ir.Assign):
             return ("A", self.expr(s.lhs, j), self.expr(s.rhs, j))
         if isinstance(s, ir.If):
-            return ("I", self.expr(s.cond, j), self.stmt(s.then, j),
-                    None if s.else_ is None else self.stmt(s.else_, j))
+            return (
+                "I",
+                self.expr(s.cond, j),
+                self.stmt(s.then, j),
+                None if s.else_ is None else self.stmt(s.else_, j),
+            )
         if isinstance(s, ir.Block):
             return ("K", tuple(self.stmt(x, j) for x in s.stmts))
         if isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall):
@@ -92,8 +103,11 @@ class _Canon:
         if isinstance(e, ir.Member):
             pos = self.field_pos(e)
             if pos is not None:
-                return ("F", self.expr(e.base, j) if not _is_path(e.base) else _path(e.base),
-                        pos - j)
+                return (
+                    "F",
+                    self.expr(e.base, j) if not _is_path(e.base) else _path(e.base),
+                    pos - j,
+                )
             if not _is_path(e):
                 raise _NotVector
             return ("M", _path(e), _type_key(e.type))
@@ -122,46 +136,42 @@ def _path(e: ir.Expr) -> tuple[Any, ...]:
     return tuple(reversed(parts))
 
 
-class VectorMixin:
-    """Finds and emits whole-payload runs; mixed into the code generator."""
+class VectorGen:
+    """Finds whole-payload runs in a register run's fast path and emits them as arrays."""
 
-    # ns, expr, stmt and tmp come from the code generator this is mixed into (before the
-    # statement mixin, whose run_stmts this overrides)
-    ns: dict[str, Any]
-    expr: Callable[[ir.Expr, Scope, Emitter], str]
-    stmt: Callable[[ir.Stmt, Scope, Emitter], None]
-    tmp: Callable[..., str]
+    def __init__(self, ctx: GenContext) -> None:
+        self.ctx = ctx
 
     def run_stmts(self, stmts: list[ir.Stmt], sc: Scope, em: Emitter) -> None:
         """The statements of a register run's fast path, element-wise sequences as arrays."""
         assert sc.reg_run is not None
-        canon = _Canon(sc.reg_run[0], _field_position, lambda c: self._register_of(c, sc))
+        canon = _Canon(sc.reg_run[0], _field_position, lambda c: self.register_of(c, sc))
         i = 0
         while i < len(stmts):
             found = self._find_run(stmts, i, canon)
             if found is None:
-                self.stmt(stmts[i], sc, em)
+                self.ctx.stmts.stmt(stmts[i], sc, em)
                 i += 1
                 continue
             length, count = found
             try:
                 sub = Emitter(em.indent)
-                _VectorEmitter(self, sc, sub, count).emit(stmts[i:i + length])
+                _VectorEmitter(self, sc, sub, count).emit(stmts[i : i + length])
             except _NotVector:
-                self.stmt(stmts[i], sc, em)
+                self.ctx.stmts.stmt(stmts[i], sc, em)
                 i += 1
                 continue
             em.lines += sub.lines
             i += length * count
 
-    def _register_of(self, call: ir.MethodCall, sc: Scope) -> str | None:
+    def register_of(self, call: ir.MethodCall, sc: Scope) -> str | None:
         tt = ir.strip_newtype(call.target.type)
         if not (isinstance(tt, ir.ExternType) and tt.name == "register"):
             return None
         if not isinstance(call.target, ir.InstanceRef):
             return None
         obj = sc.names.get(id(call.target.instance))
-        if not isinstance(obj, str) or not isinstance(self.ns.get(obj), Register):
+        if not isinstance(obj, str) or not isinstance(self.ctx.ns.get(obj), Register):
             return None
         assert sc.reg_run is not None
         return obj if obj in sc.reg_run[1] else None
@@ -174,14 +184,14 @@ class VectorMixin:
             if start + length * MIN_ELEMENTS > len(stmts):
                 break
             try:
-                first = tuple(canon.stmt(s, 0) for s in stmts[start:start + length])
+                first = tuple(canon.stmt(s, 0) for s in stmts[start : start + length])
             except _NotVector:
                 continue
             count = 1
             while start + (count + 1) * length <= len(stmts):
                 lo = start + count * length
                 try:
-                    group = tuple(canon.stmt(s, count) for s in stmts[lo:lo + length])
+                    group = tuple(canon.stmt(s, count) for s in stmts[lo : lo + length])
                 except _NotVector:
                     break
                 if group != first:
@@ -206,7 +216,7 @@ def _field_position(e: ir.Member) -> int | None:
 class _VectorEmitter:
     """Emits one template (element 0's statements) as array code over ``count`` elements."""
 
-    def __init__(self, gen: VectorMixin, sc: Scope, em: Emitter, count: int) -> None:
+    def __init__(self, gen: VectorGen, sc: Scope, em: Emitter, count: int) -> None:
         self.gen = gen
         self.sc = sc
         self.em = em
@@ -237,8 +247,12 @@ class _VectorEmitter:
                 flag_writes.update(targets)
             elif isinstance(s, ir.Assign) and isinstance(s.lhs, ir.VarRef):
                 written.add(s.lhs.var)
-            elif isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall) \
-                    and s.call.method == "read" and isinstance(s.call.args[0], ir.VarRef):
+            elif (
+                isinstance(s, ir.CallStmt)
+                and isinstance(s.call, ir.MethodCall)
+                and s.call.method == "read"
+                and isinstance(s.call.args[0], ir.VarRef)
+            ):
                 written.add(s.call.args[0].var)
 
         for s in template:
@@ -255,8 +269,12 @@ class _VectorEmitter:
         body = s.then
         if isinstance(body, ir.Block) and len(body.stmts) == 1:
             body = body.stmts[0]
-        if s.else_ is None and isinstance(body, ir.Assign) and isinstance(body.lhs, ir.VarRef) \
-                and isinstance(body.rhs, (ir.Const, ir.BoolConst)):
+        if (
+            s.else_ is None
+            and isinstance(body, ir.Assign)
+            and isinstance(body.lhs, ir.VarRef)
+            and isinstance(body.rhs, (ir.Const, ir.BoolConst))
+        ):
             return [body.lhs.var]
         return []
 
@@ -269,8 +287,13 @@ class _VectorEmitter:
             self._reads(s.cond, assigned, flags)
             if not self._flag_targets(s):
                 raise _NotVector  # element-dependent control flow
-            self._reads(s.then.stmts[0].rhs if isinstance(s.then, ir.Block)  # type: ignore[attr-defined]
-                        else s.then.rhs, assigned, flags)  # type: ignore[attr-defined]
+            self._reads(
+                s.then.stmts[0].rhs
+                if isinstance(s.then, ir.Block)  # type: ignore[attr-defined]
+                else s.then.rhs,
+                assigned,
+                flags,
+            )  # type: ignore[attr-defined]
             return
         if isinstance(s, ir.Assign):
             self._reads(s.rhs, assigned, flags)
@@ -278,7 +301,7 @@ class _VectorEmitter:
             return
         if isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall):
             call = s.call
-            reg = self.gen._register_of(call, self.sc)  # noqa: SLF001
+            reg = self.gen.register_of(call, self.sc)
             assert reg is not None
             idx = call.args[1] if call.method == "read" else call.args[0]
             base = register_index_base(idx)  # type: ignore[arg-type]
@@ -299,7 +322,7 @@ class _VectorEmitter:
                 raise _NotVector
             assigned.add(e.var)
             if e.var not in self.vec:
-                self.vec[e.var] = self.gen.tmp("vv")
+                self.vec[e.var] = self.gen.ctx.tmp("vv")
             return
         if isinstance(e, ir.Member) and _field_position(e) is not None:
             self._header(e)
@@ -351,7 +374,8 @@ class _VectorEmitter:
             body = s.then.stmts[0] if isinstance(s.then, ir.Block) else s.then  # type: ignore[attr-defined]
             cond, vector = self._expr(s.cond)
             with em.block(f"if _vec_any({cond}):" if vector else f"if {cond}:"):
-                em.line(f"{self.sc.env[body.lhs.var]} = {self.gen.expr(body.rhs, self.sc, em)}")
+                value = self.gen.ctx.exprs.expr(body.rhs, self.sc, em)
+                em.line(f"{self.sc.env[body.lhs.var]} = {value}")
             return
         if isinstance(s, ir.Assign):
             val, _ = self._expr(s.rhs)
@@ -359,7 +383,7 @@ class _VectorEmitter:
             return
         assert isinstance(s, ir.CallStmt) and isinstance(s.call, ir.MethodCall)
         call = s.call
-        reg = self.gen._register_of(call, self.sc)  # noqa: SLF001
+        reg = self.gen.register_of(call, self.sc)
         assert reg is not None
         cells = self._cells(reg)
         if call.method == "read":
@@ -381,7 +405,7 @@ class _VectorEmitter:
             self.em.line(f"{self.vec[lhs.var]} = {val}")
             return
         assert isinstance(lhs, ir.Member)
-        h = self.gen.expr(lhs.base, self.sc, self.em)
+        h = self.gen.ctx.exprs.expr(lhs.base, self.sc, self.em)
         lo = _field_position(lhs)
         self.em.line(f"{h}._a[{lo}:{lo + self.count}] = {val}")  # type: ignore[operator]
 
@@ -390,24 +414,24 @@ class _VectorEmitter:
         if isinstance(e, ir.VarRef) and e.var in self.vec:
             return self.vec[e.var], True
         if isinstance(e, ir.Member) and _field_position(e) is not None:
-            h = self.gen.expr(e.base, self.sc, self.em)
+            h = self.gen.ctx.exprs.expr(e.base, self.sc, self.em)
             lo = _field_position(e)
             return f"{h}._a[{lo}:{lo + self.count}]", True  # type: ignore[operator]
         if isinstance(e, ir.Cast):
             x, vector = self._expr(e.operand)
             if not vector:
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             return self._cast(x, e.operand.type, e.type), True
         if isinstance(e, ir.Binary):
             left, lv = self._expr(e.left)
             right, rv = self._expr(e.right)
             if not (lv or rv):
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             return self._binary(e, left, right), True
         if isinstance(e, ir.Unary):
             x, vector = self._expr(e.operand)
             if not vector:
-                return self.gen.expr(e, self.sc, self.em), False
+                return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
             t = ir.strip_newtype(e.type)
             if e.op == "!" and isinstance(t, ir.BoolType):
                 return f"(~{x})", True
@@ -417,7 +441,7 @@ class _VectorEmitter:
                 return f"((-{x}) & {mask(t.width):#x})", True
             raise _NotVector
         if isinstance(e, (ir.Const, ir.BoolConst, ir.VarRef, ir.Member)):
-            return self.gen.expr(e, self.sc, self.em), False
+            return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
         raise _NotVector
 
     @staticmethod
@@ -466,8 +490,10 @@ class _VectorEmitter:
             return f"_vec_max({left} - {right}, 0)"
         sb = 1 << (t.width - 1)
         pyop = op[1]
-        return (f"(_vec_min(_vec_max((({left} ^ {sb:#x}) - {sb:#x}) {pyop} (({right} ^ {sb:#x})"
-                f" - {sb:#x}), {-sb}), {sb - 1}) & {m:#x})")
+        return (
+            f"(_vec_min(_vec_max((({left} ^ {sb:#x}) - {sb:#x}) {pyop} (({right} ^ {sb:#x})"
+            f" - {sb:#x}), {-sb}), {sb - 1}) & {m:#x})"
+        )
 
 
 def runtime_globals() -> dict[str, Any]:
@@ -491,10 +517,18 @@ def runtime_globals() -> dict[str, Any]:
     def vec_int(x: Any) -> Any:
         return np.asarray(x).astype(np.int64)
 
-    return {"_vec_array": vec_array, "_vec_list": vec_list, "_vec_last": vec_last,
-            "_vec_any": vec_any, "_vec_int": vec_int, "_vec_min": np.minimum,
-            "_vec_max": np.maximum,
-            "_vec_field": vector_field, "_vec_zeros": _zeros, "_vec_parse": vector_parse}
+    return {
+        "_vec_array": vec_array,
+        "_vec_list": vec_list,
+        "_vec_last": vec_last,
+        "_vec_any": vec_any,
+        "_vec_int": vec_int,
+        "_vec_min": np.minimum,
+        "_vec_max": np.maximum,
+        "_vec_field": vector_field,
+        "_vec_zeros": _zeros,
+        "_vec_parse": vector_parse,
+    }
 
 
 def vector_field(k: int) -> property:
@@ -522,4 +556,4 @@ def vector_parse(data: bytes, pos: int, count: int, dtype: str) -> Any:
     return np.frombuffer(data, dtype=dtype, count=count, offset=pos).astype(np.int64)
 
 
-__all__ = ["VectorMixin", "runtime_globals", "MIN_ELEMENTS", "MAX_TEMPLATE", "attr"]
+__all__ = ["VectorGen", "runtime_globals", "MIN_ELEMENTS", "MAX_TEMPLATE", "attr"]
