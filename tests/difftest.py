@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 Update = p4runtime_pb2.Update
 MAX_READ_INDICES = 1024  # registers/counters larger than this are compared in their first part
+SETTLE_S = 0.05  # after a frame came out, how long the pump waits for more before the next send
 MIN_FRAME = 14  # AF_PACKET (and so a switch on a veth) never sees a shorter frame
 
 
@@ -333,11 +334,13 @@ def bmv2_available() -> str | None:
 
 # The frame pump inside the namespace: stdin gets one JSON object {"ports": [...]}, then
 # lines "PORT HEX" to send and finally "end"; it prints one JSON object with the frames
-# captured per port (in arrival order) once no frame arrived for the idle time.
+# captured per port (in arrival order) once no frame arrived for the idle time. Between two
+# sends it waits the gap, and while frames keep arriving the settle time, no longer: waiting
+# the whole idle time after every frame that came out made a 60-frame case take 30 s.
 PUMP = r"""
 import json, select, socket, sys, time
 cfg = json.loads(sys.stdin.readline())
-idle, gap = cfg["idle"], cfg["gap"]
+idle, gap, settle = cfg["idle"], cfg["gap"], cfg["settle"]
 socks = {}
 for p in cfg["ports"]:
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
@@ -349,7 +352,7 @@ got = {p: [] for p in socks}
 errors = []
 by_fd = {s.fileno(): p for p, s in socks.items()}
 
-def drain(timeout):
+def drain(timeout, extend):
     end = time.monotonic() + timeout
     while True:
         left = end - time.monotonic()
@@ -365,7 +368,7 @@ def drain(timeout):
                     break
                 if addr[2] != socket.PACKET_OUTGOING:
                     got[p].append(data.hex())
-                    end = time.monotonic() + idle
+                    end = time.monotonic() + extend
 
 print("ready", flush=True)
 for line in sys.stdin:
@@ -377,8 +380,8 @@ for line in sys.stdin:
         socks[int(port)].send(bytes.fromhex(data))
     except OSError as exc:
         errors.append(f"port {port}: {len(data) // 2}-byte frame not sent: {exc}")
-    drain(gap)
-drain(idle)
+    drain(gap, settle)
+drain(idle, idle)
 print(json.dumps({"frames": got, "errors": errors}), flush=True)
 """
 
@@ -394,11 +397,21 @@ def _run(
 
 @functools.lru_cache(maxsize=32)
 def p4c_compile(program: Path) -> tuple[str, bytes]:
-    """(P4Info text, BMv2 JSON) from p4c, once per program and session (p4c is slow)."""
+    """(P4Info text, BMv2 JSON) from p4c, once per program and session, and through the
+    testbed's p4c cache (:mod:`topo.p4c_cache`: keyed by the preprocessed program and p4c's
+    version) across sessions: p4c is slow."""
+    from topo import p4c_cache
+
+    flags = ["--target", "bmv2", "--arch", "v1model"]
+    outputs = ("p4info.txtpb", f"{program.stem}.json")
     with tempfile.TemporaryDirectory(prefix="difftest-p4c-") as tmp:
         out = Path(tmp)
-        _run(["p4c", "--target", "bmv2", "--arch", "v1model", "-o", str(out),
-              "--p4runtime-files", str(out / "p4info.txtpb"), str(program)], timeout=600)
+        key = p4c_cache.compile_key(flags, program, outputs)
+        if key is None or not p4c_cache.restore(key, out, outputs):
+            _run(["p4c", *flags, "-o", str(out), "--p4runtime-files",
+                  str(out / "p4info.txtpb"), str(program)], timeout=600)
+            if key is not None:
+                p4c_cache.store(key, out, outputs)
         return (out / "p4info.txtpb").read_text(), (out / f"{program.stem}.json").read_bytes()
 
 
@@ -549,7 +562,8 @@ class ProcessTarget:
         assert pump.stdin is not None and pump.stdout is not None
         try:
             pump.stdin.write(
-                json.dumps({"ports": self.ports, "idle": 0.5, "gap": self.gap_s}) + "\n"
+                json.dumps({"ports": self.ports, "idle": 0.5, "gap": self.gap_s,
+                            "settle": SETTLE_S}) + "\n"
             )
             pump.stdin.flush()
             if pump.stdout.readline().strip() != "ready":
