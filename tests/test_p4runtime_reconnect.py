@@ -38,6 +38,8 @@ PROGRAM = REPO / "tests" / "p4" / "port_forward.p4"
 READY = re.compile(r"softswitch ready: .*grpc=(\S+):(\d+)")
 ETHERTYPE = 0x88B5
 STREAM_FRAMES = 1500  # paced 1 per ms: the stream lasts ~1.5 s
+RX_IDLE_S = 2.0  # the receiver ends this long after its last frame
+RX_GRACE_S = 5.0  # after the sender ended: frames still in flight arrive well within this
 
 # h1: send COUNT numbered frames, one per GAP_US microseconds; prints the count sent
 SENDER = r"""
@@ -55,15 +57,22 @@ for seq in range(count):
 print(count, flush=True)
 """
 
-# h2: print "ready", then the sequence numbers received (JSON) after IDLE s of silence
+# h2: print "ready", then the sequence numbers received (JSON) after IDLE s of silence, or
+# at once on SIGTERM (sent when the sender is done and nothing came for a while)
 RECEIVER = r"""
-import json, socket, struct, sys
+import json, os, signal, socket, struct, sys
 idle, first_wait = float(sys.argv[1]), float(sys.argv[2])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B5))
 s.bind(("eth0", 0))
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 s.settimeout(first_wait)
 seqs = []
+
+def stop(*_):
+    print(json.dumps(seqs), flush=True)
+    os._exit(0)
+
+signal.signal(signal.SIGTERM, stop)
 print("ready", flush=True)
 while True:
     try:
@@ -122,14 +131,19 @@ class Lab:
     def start_stream(self, src: int, dst: int, count: int) -> Callable[[], list[int]]:
         """Start a paced stream host ``src`` -> ``dst``; the returned call waits for it
         and gives the sequence numbers ``dst`` received."""
-        rx = self.topo.popen_in(self.topo.links[dst - 1].netns, RECEIVER, args=["2.0", "30"])
+        rx = self.topo.popen_in(self.topo.links[dst - 1].netns, RECEIVER,
+                                args=[str(RX_IDLE_S), "30"])
         assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
         tx = self.topo.popen_in(self.topo.links[src - 1].netns, SENDER, args=[str(count), "1000"])
 
         def finish() -> list[int]:
             out, err = tx.communicate(timeout=120)
             assert tx.returncode == 0, err
-            rx_out, rx_err = rx.communicate(timeout=120)
+            try:  # a receiver that got frames ends RX_IDLE_S after the last one
+                rx_out, rx_err = rx.communicate(timeout=RX_IDLE_S + RX_GRACE_S)
+            except subprocess.TimeoutExpired:  # nothing came (a dropped stream): stop waiting
+                rx.terminate()
+                rx_out, rx_err = rx.communicate(timeout=30)
             assert rx.returncode == 0, rx_err
             return json.loads(rx_out.strip().splitlines()[-1])
 
