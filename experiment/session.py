@@ -83,6 +83,8 @@ class RankOutcome:
     spurious_timeouts: int = 0  # ... of which ACKs later showed nothing was lost
     naks: int = 0  # in-network: NAKs received (a receiver saw a gap)
     lone_timeouts: int = 0  # ... timeouts with one packet in flight: delay or loss, unknowable
+    # in-network: every retransmission of the process (barrier and final drain included)
+    retransmissions_all: int = 0
 
     @property
     def loss_seen(self) -> int:
@@ -101,6 +103,8 @@ class AllreduceRun:
     links: tuple[LinkUsage, ...] = ()
     switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over wall_seconds
     wall_seconds: float = 0.0  # from starting the workers to their exit
+    # in-network: the job's counters at each switch during the run (aggregation_counters)
+    switch_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -284,7 +288,30 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
                        check is True, int(row.get("retransmissions", 0)), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
-                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)))
+                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)),
+                       int(row.get("retransmissions_all", row.get("retransmissions", 0))))
+
+
+def aggregation_counters(controller: Any, plan: dict[str, Any],
+                         before: dict[str, dict[str, Any]] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+    """{switch: the job's counters there} (contributions, duplicates, completions, results
+    and partials sent, drops by reason), minus ``before`` when given: what the switches saw
+    of an in-network all-reduce. With nothing lost every retransmission of a worker arrives
+    at its switch as a duplicate, and every slot gets each member's contribution once.
+    Empty where the controller offers no job counters (the fault campaigns' read wrappers)."""
+    read = getattr(controller, "job_counters", None)
+    if read is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for row in read(str(plan["name"])):
+        old = (before or {}).get(row["switch"], {})
+        counts: dict[str, Any] = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
+                                  if k not in ("job", "switch", "drops")}
+        drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
+        counts["drops"] = {k: n for k, n in drops.items() if n}
+        out[row["switch"]] = counts
+    return out
 
 
 def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
@@ -304,9 +331,12 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     else:
         for host in dict.fromkeys(w["host"] for w in workers):
             commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
+    reader = controller if controller is not None else lab.controller
+    agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
     before = lab.snapshot(controller)
     results = lab.run_processes(commands, opts.timeout_s + 30.0)
     window = Window(before, lab.snapshot(controller))
+    agg = aggregation_counters(reader, plan, agg0) if algo == "innetwork" else {}
     rows: dict[int, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for key, got in results.items():
@@ -321,7 +351,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     # coarse for the collective's own (often sub-second) time.
     links = window.links(lab.topology, seconds * max(1, opts.iters))
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
-                        window.wall)
+                        window.wall, agg)
 
 
 # ----------------------------------------------------------------------------- experiment

@@ -34,3 +34,17 @@ def test_rows_are_means_with_each_run_in_the_notes() -> None:
     assert out["in-network retransmissions"]["notes"].startswith("runs: 0, 4;")
     assert out["runs exact"]["value"] == pytest.approx(0.5)
     assert {r["name"] for r in out.values()} == {"make run rack on bmv2"}
+
+
+def test_with_switch_counters_losses_are_retransmissions_not_seen_as_duplicates() -> None:
+    data = _experiment((1.0, 1.0), (1.2, 1.2), (3, 2))
+    data["job"] = {"workers": [{"rank": 0, "switch": "l1"}, {"rank": 1, "switch": "l2"}]}
+    inn = data["runs"][0]
+    inn["wall_seconds"] = 2.0
+    inn["switch_counters"] = {  # sp1 counts the leaves' resent partials, not workers' packets
+        "l1": {"contributions": 100, "duplicates": 3},
+        "l2": {"contributions": 100, "duplicates": 1},
+        "sp1": {"contributions": 100, "duplicates": 7}}
+    s = summarize(data)
+    assert (s["retx"], s["switch_dups"], s["lost"]) == (5, 4, 1)
+    assert s["cpu_per_pkt"] == pytest.approx(0.45 * 2.0 * 1e3 / 300)

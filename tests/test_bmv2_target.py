@@ -7,11 +7,16 @@ controller verb on BMv2 tests/test_bmv2_controller.py (docs/setup.md: how to ins
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.netns import ip
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = sorted(
@@ -39,3 +44,63 @@ def test_p4c_compiles_program_for_bmv2(program: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "p4info.txtpb").is_file()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ethtool") is None,
+                    reason="needs root (a network namespace) and ethtool")
+def test_bmv2_ports_get_offloads_off_so_libpcap_rings_hold_more_than_8_packets() -> None:
+    """BMv2 reads its ports through libpcap, whose receive ring held 8 frames on a veth with
+    its default offloads (TSO, GSO on): the kernel dropped hundreds of packets per make run
+    (docs/benchmarks.md). A BMv2 switch turns them off on each port before it starts; this
+    checks, on a veth in a throwaway namespace, that the helper it uses does."""
+    netns = f"bo{os.getpid() % 100000}"
+    ip("netns", "add", netns)
+    try:
+        ip("-n", netns, "link", "add", "bo0", "type", "veth", "peer", "name", "bo1")
+        code = ("import json\n"
+                "from topo.nodes import offloads_on, pcap_ring_offloads_off\n"
+                "before = offloads_on('bo0')\n"
+                "print(json.dumps([before, pcap_ring_offloads_off('bo0'), offloads_on('bo0'),"
+                " offloads_on('bo1')]))\n")
+        proc = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", code],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        before, ok, after, peer = json.loads(proc.stdout)
+        assert "gso" in before and ok is True and after == [], proc.stdout
+        assert "gso" in peer, "the other end of the link keeps its offloads"
+    finally:
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True, timeout=30)
+
+
+@needs_p4c
+def test_p4c_outputs_are_cached_by_the_preprocessed_program(tmp_path: Path, monkeypatch) -> None:
+    """A second compile of the same program (same includes and defines, same p4c) copies
+    p4c's outputs from the cache instead of running p4c (~40 s for netreduce.p4 at E 252);
+    a change in an included file is a miss; ``INA_P4C_CACHE=off`` turns the cache off."""
+    from topo import p4c_cache
+    from topo.nodes import BMv2Switch
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(p4c_cache.ENV, str(cache))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "body.p4").write_text((REPO / "tests" / "p4" / "port_forward.p4").read_text())
+    program = src / "prog.p4"
+    program.write_text('#include "body.p4"\n')
+    first = BMv2Switch.compile_program(program, tmp_path / "a")
+    assert len(list(cache.iterdir())) == 1
+    runs = []
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda argv, *a, **k: (
+        runs.append(argv), real_run(argv, *a, **k))[1])
+    second = BMv2Switch.compile_program(program, tmp_path / "b")
+    assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
+    assert second.device_config.read_bytes() == first.device_config.read_bytes()
+    assert second.p4info.read_text() == first.p4info.read_text()
+    (src / "body.p4").write_text((src / "body.p4").read_text() + "\n// changed\n")
+    BMv2Switch.compile_program(program, tmp_path / "c")
+    assert len(list(cache.iterdir())) == 2  # the include changed: compiled and stored anew
+    monkeypatch.setenv(p4c_cache.ENV, "off")
+    runs.clear()
+    BMv2Switch.compile_program(program, tmp_path / "d")
+    assert any("-E" not in a and "--version" not in a for a in runs)

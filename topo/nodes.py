@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from mininet.node import Host, Switch
 
+from topo import p4c_cache
 from topo.errors import ProgramBuildError, SwitchStartError, TargetError
 from topo.rundir import RunDir
 from topo.topologies import GRPC_BASE_PORT, GRPC_HOST
@@ -127,6 +128,69 @@ def _disable_ipv6(intf: str) -> None:
         path.write_text("1\n")
     except OSError as exc:
         log.debug("cannot disable IPv6 on %s: %s", intf, exc)
+
+
+#: Offloads that make libpcap size its receive-ring frames for 256 KiB packets (see
+#: :func:`pcap_ring_offloads_off`); ``ethtool -K`` feature names.
+PCAP_RING_OFFLOADS = ("tso", "gso", "gro", "lro")
+
+
+def pcap_ring_offloads_off(intf: str) -> bool:
+    """Turns off the segmentation and receive offloads of a port BMv2 will open; False (and a
+    warning) when ``ethtool`` cannot.
+
+    Why: BMv2 reads each port through libpcap in immediate mode, a TPACKET_V2 ring of 2 MB
+    whose frames libpcap sizes for the largest packet the interface can hand it: 256 KiB
+    while any of these offloads is on (a veth's default), so the ring holds **8 frames**
+    (BMv2's process maps 4 MiB per port). Whenever BMv2's single receive thread is held up
+    for 8 packets' time (its 1024-packet input buffer full, or just descheduled on a busy
+    machine) the kernel drops what arrives (``PACKET_STATISTICS`` ``tp_drops``): a make run
+    on BMv2 lost 530-1,040 of its ~5,000 worker packets that way (every drop, the veth's rx
+    count minus the program's ``port_rx``, docs/benchmarks.md "What limits BMv2"). With the
+    offloads off libpcap sizes frames by the MTU: about 1,300 frames per port. The hosts send
+    MTU-sized frames already (their links have checksum offload off, so no TSO)."""
+    ethtool = shutil.which("ethtool")
+    if ethtool is None:
+        log.warning("ethtool not found: %s keeps its offloads, and BMv2's receive ring on it "
+                    "holds 8 packets (drops under load)", intf)
+        return False
+    argv = [ethtool, "-K", intf]
+    for feature in PCAP_RING_OFFLOADS:
+        argv += [feature, "off"]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("%s: ethtool failed (%s): BMv2's receive ring on it holds 8 packets",
+                    intf, exc)
+        return False
+    # whatever ethtool's exit status (some drivers fix some features): what matters is what
+    # the interface reports afterwards
+    left = offloads_on(intf, ethtool)
+    if left:
+        log.warning("%s: cannot turn off %s (%s): BMv2's receive ring on it holds 8 packets",
+                    intf, ", ".join(left), (res.stderr or res.stdout).strip())
+        return False
+    return True
+
+
+#: ``ethtool -k`` names of :data:`PCAP_RING_OFFLOADS`.
+_OFFLOAD_NAMES = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+                  "generic-receive-offload": "gro", "large-receive-offload": "lro"}
+
+
+def offloads_on(intf: str, ethtool: str = "ethtool") -> list[str]:
+    """Which of :data:`PCAP_RING_OFFLOADS` ``intf`` has on (``ethtool -k``)."""
+    try:
+        res = subprocess.run([ethtool, "-k", intf], capture_output=True, text=True, timeout=30,
+                             check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(PCAP_RING_OFFLOADS)
+    on = []
+    for line in res.stdout.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in _OFFLOAD_NAMES and value.split()[:1] == ["on"]:
+            on.append(_OFFLOAD_NAMES[name.strip()])
+    return on if res.returncode == 0 else list(PCAP_RING_OFFLOADS)
 
 
 def check_egress_order(switch_cls: type[P4Switch], egress_order: str, seed: int | None) -> None:
@@ -285,7 +349,7 @@ class P4Switch(Switch):
                     "stops those)"
                 )
         for _port, intf in self.port_interfaces():
-            _disable_ipv6(intf)
+            self.prepare_port(intf)
         argv = self.argv()
         logfile = self.log_file
         log.info("starting %s: %s", self.name, shlex.join(argv))
@@ -303,6 +367,10 @@ class P4Switch(Switch):
                 ) from None
         if self.rundir is not None:
             self.rundir.record_process(self.name, "switch", self.proc.pid, self.proc.pid)
+
+    def prepare_port(self, intf: str) -> None:
+        """Readies one port interface before the process opens it."""
+        _disable_ipv6(intf)
 
     def listen_ports(self) -> list[tuple[str, int]]:
         """(what, TCP port) of every server the switch process opens on ``grpc_host``."""
@@ -487,6 +555,12 @@ class BMv2Switch(P4Switch):
     binaries = ("simple_switch_grpc", "p4c")
     isSetup = False
 
+    def prepare_port(self, intf: str) -> None:
+        """As every target, and offloads off so that BMv2's receive ring holds more than 8
+        packets (:func:`pcap_ring_offloads_off`)."""
+        super().prepare_port(intf)
+        pcap_ring_offloads_off(intf)
+
     def listen_ports(self) -> list[tuple[str, int]]:
         """gRPC, and the Thrift runtime port the controller uses for registers."""
         ports = super().listen_ports()
@@ -520,11 +594,18 @@ class BMv2Switch(P4Switch):
 
     @classmethod
     def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
-        """``p4c --target bmv2 --arch v1model`` to ``<stem>.json`` and the P4Info."""
+        """``p4c --target bmv2 --arch v1model`` to ``<stem>.json`` and the P4Info, or both
+        from :mod:`topo.p4c_cache` when p4c compiled the same preprocessed program before."""
         builddir.mkdir(parents=True, exist_ok=True)
         p4info = builddir / f"{program.stem}.p4info.txtpb"
-        argv = ["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
-                "-o", str(builddir), "--p4runtime-files", str(p4info), str(program)]
+        config = builddir / f"{program.stem}.json"
+        flags = ["--target", "bmv2", "--arch", "v1model", "--std", "p4-16"]
+        outputs = (config.name, p4info.name)
+        key = p4c_cache.compile_key(flags, program, outputs)
+        if key is not None and p4c_cache.restore(key, builddir, outputs):
+            return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
+        argv = ["p4c", *flags, "-o", str(builddir), "--p4runtime-files", str(p4info),
+                str(program)]
         try:
             res = subprocess.run(argv, capture_output=True, text=True, check=False)
         except OSError as exc:
@@ -532,7 +613,8 @@ class BMv2Switch(P4Switch):
         if res.returncode != 0:
             raise ProgramBuildError((res.stderr or res.stdout).strip() or
                                     f"p4c failed with status {res.returncode}")
-        config = builddir / f"{program.stem}.json"
+        if key is not None:
+            p4c_cache.store(key, builddir, outputs)
         return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
 
 
