@@ -160,7 +160,11 @@ class _Builder:
 
 def _applied(e: ir.Expr | None) -> ir.TableDecl | ir.Instance | None:
     """The table or sub-control an ``x.apply(...)`` call applies."""
-    if isinstance(e, ir.MethodCall) and e.method == "apply" and isinstance(e.target, ir.InstanceRef):
+    if (
+        isinstance(e, ir.MethodCall)
+        and e.method == "apply"
+        and isinstance(e.target, ir.InstanceRef)
+    ):
         return e.target.instance
     return None
 
@@ -193,7 +197,9 @@ def _tables_in(
     elif cond_only:
         roots = []
     else:
-        roots = [getattr(obj, name) for name in ("lhs", "rhs", "call", "init") if hasattr(obj, name)]
+        roots = [
+            getattr(obj, name) for name in ("lhs", "rhs", "call", "init") if hasattr(obj, name)
+        ]
     stack = list(roots)
     while stack:
         e = stack.pop()

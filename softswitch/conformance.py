@@ -103,7 +103,10 @@ def classify(returncode: int, stdout: str, stderr: str, ran_stf: bool) -> tuple[
 
 
 def run_program(
-    program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = (), python: str = sys.executable
+    program: Path,
+    timeout: float = 30.0,
+    include_dirs: Sequence[Path] = (),
+    python: str = sys.executable,
 ) -> Result:
     """Compile ``program`` and run its ``.stf`` file when there is one (in a child process)."""
     stf = program.with_suffix(".stf")
@@ -115,7 +118,9 @@ def run_program(
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return Result(program, stf if has_stf else None, "timeout", f"no result after {timeout:g} s")
+        return Result(
+            program, stf if has_stf else None, "timeout", f"no result after {timeout:g} s"
+        )
     outcome, detail = classify(proc.returncode, proc.stdout, proc.stderr, has_stf)
     detail = detail.replace(f"{program}:", "line ", 1)
     return Result(program, stf if has_stf else None, outcome, detail)
@@ -152,7 +157,9 @@ def _run_in_process(program: Path, stf: Path | None, dirs: list[str]) -> tuple[s
         return "crash", f"{type(err).__name__}: {err}".splitlines()[0]
 
 
-def run_program_in_process(program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = ()) -> Result:
+def run_program_in_process(
+    program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = ()
+) -> Result:
     """:func:`run_program` without a child process (much faster: no interpreter start-up
     per program); the same outcomes, with ``crash`` for any exception that escapes and the
     time limit enforced by ``SIGVTALRM``. A program that exhausts memory or the interpreter
@@ -231,7 +238,8 @@ def format_table(results: Sequence[Result], width: int = 110, expect_errors: boo
         rows.append(f"{len(results)} programs that p4c rejects: {counts['pass']} rejected cleanly")
     else:
         rows.append(
-            f"{len(results)} programs: {compiled} compiled; {with_stf} with STF tests, {stf_pass} passed"
+            f"{len(results)} programs: {compiled} compiled; "
+            f"{with_stf} with STF tests, {stf_pass} passed"
         )
     rows.append("  " + ", ".join(f"{k} {counts[k]}" for k in OUTCOMES if counts[k]))
     return "\n".join(rows)
@@ -245,19 +253,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "them (layout of p4c's testdata/p4_16_samples).",
     )
     parser.add_argument("directory", type=Path, metavar="DIR")
-    parser.add_argument("-k", dest="pattern", default="*", help="only programs whose file name matches this glob")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per program (default 30)")
-    parser.add_argument("--all-archs", action="store_true", help="also programs that do not include v1model.p4")
-    parser.add_argument("--errors", action="store_true", help="every program must be rejected (p4_16_errors)")
-    parser.add_argument("-I", dest="include_dirs", action="append", default=[], type=Path, metavar="DIR")
+    parser.add_argument(
+        "-k", dest="pattern", default="*", help="only programs whose file name matches this glob"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per program (default 30)"
+    )
+    parser.add_argument(
+        "--all-archs", action="store_true", help="also programs that do not include v1model.p4"
+    )
+    parser.add_argument(
+        "--errors", action="store_true", help="every program must be rejected (p4_16_errors)"
+    )
+    parser.add_argument(
+        "-I", dest="include_dirs", action="append", default=[], type=Path, metavar="DIR"
+    )
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="run the programs in this process (much faster; a crash of the interpreter stops the run)",
+        help="run the programs in this process "
+        "(much faster; a crash of the interpreter stops the run)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log each program as it starts")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log each program as it starts"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
     if not args.directory.is_dir():
         print(f"error: {args.directory} is not a directory", file=sys.stderr)
         return 1

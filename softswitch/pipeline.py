@@ -139,7 +139,9 @@ class Pipeline:
 
     def _tm(self, what: str) -> QueuedSwitchMixin:
         if not isinstance(self._switch, QueuedSwitchMixin):
-            raise ValueError(f"{what} needs egress_order 'fifo' or 'random' (this pipeline: 'sync')")
+            raise ValueError(
+                f"{what} needs egress_order 'fifo' or 'random' (this pipeline: 'sync')"
+            )
         return self._switch
 
     def receive(self, port: int, frame: bytes) -> None:

@@ -189,7 +189,10 @@ class SwitchDataPlane:
             if self._debug:
                 log.debug(
                     "inject port %d len %d -> %s%s",
-                    port, len(frame), [(p, len(d)) for p, d in outs], self._trace_text(pipeline, outs),
+                    port,
+                    len(frame),
+                    [(p, len(d)) for p, d in outs],
+                    self._trace_text(pipeline, outs),
                 )
 
     def _emit(self, pipeline: Any, outs: list[tuple[int, bytes]]) -> None:
@@ -240,7 +243,12 @@ class SwitchDataPlane:
                 c.rx_errors += 1
                 c.dropped += 1
                 if self._debug:
-                    log.debug("port %d: frame of %d bytes failed in the pipeline", port.number, len(frame), exc_info=True)
+                    log.debug(
+                        "port %d: frame of %d bytes failed in the pipeline",
+                        port.number,
+                        len(frame),
+                        exc_info=True,
+                    )
                 return
             if not outs and not getattr(pipeline, "queued", False):
                 c.dropped += 1  # (queued modes: the copies may still be waiting)
@@ -461,7 +469,9 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     from softswitch.traffic_manager import EGRESS_ORDERS, MAX_QUEUE_DEPTH
 
     if args.egress_order not in EGRESS_ORDERS:
-        raise _UsageError(f"--egress-order {args.egress_order}: choose from {', '.join(EGRESS_ORDERS)}")
+        raise _UsageError(
+            f"--egress-order {args.egress_order}: choose from {', '.join(EGRESS_ORDERS)}"
+        )
     seed = None
     if args.seed is not None:
         try:
@@ -478,7 +488,10 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
     notes = ()
     if args.thrift_port is not None:
-        notes = (f"--thrift-port {args.thrift_port} ignored: the built-in switch has no Thrift server",)
+        notes = (
+            f"--thrift-port {args.thrift_port} ignored: "
+            "the built-in switch has no Thrift server",
+        )
     return SwitchOptions(
         program=program,
         interfaces=interfaces,
@@ -502,7 +515,9 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
 def _configure_logging(opts: SwitchOptions) -> list[logging.Handler]:
     root = logging.getLogger("softswitch")
     root.setLevel(LOG_LEVELS[opts.log_level])
-    fmt = logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+    fmt = logging.Formatter(
+        "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S"
+    )
     handlers: list[logging.Handler] = []
     if opts.log_file:
         handlers.append(logging.FileHandler(opts.log_file))

@@ -113,7 +113,9 @@ class PipelineState:
             self.entry_metadata.pop((info.name, entry.matches, msg.priority), None)
             return
         if utype == Update.INSERT and not info.proto.match_fields:
-            raise invalid(f"table {info.name!r} has no match key: only its default entry can be set")
+            raise invalid(
+                f"table {info.name!r} has no match key: only its default entry can be set"
+            )
         entry = tt.build_entry(self.schema, info, msg)
         if utype == Update.INSERT:
             table.insert(entry)
@@ -288,7 +290,8 @@ class PipelineState:
                     break
         if ap is None:
             raise StatusError(
-                grpc.StatusCode.INTERNAL, f"action profile {prof.preamble.name!r} is not in the pipeline"
+                grpc.StatusCode.INTERNAL,
+                f"action profile {prof.preamble.name!r} is not in the pipeline",
             )
         return prof, ap
 
@@ -339,7 +342,9 @@ class PipelineState:
         if index < 0:
             raise invalid(f"index {index} of {name!r} is negative")
         if index >= size:
-            raise StatusError(OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})")
+            raise StatusError(
+                OUT_OF_RANGE, f"index {index} out of range for {name!r} (size {size})"
+            )
 
     def _direct_targets(self, te: p4runtime_pb2.TableEntry, kind: str) -> list[tuple[Any, Any]]:
         info = self.schema.table(te.table_id)
@@ -368,12 +373,18 @@ class PipelineState:
             raise tt.table_error(exc) from None
 
     def _read_table_entry(self, req: p4runtime_pb2.TableEntry) -> Iterator[p4runtime_pb2.Entity]:
-        infos = [self.schema.table(req.table_id)] if req.table_id else list(self.schema.tables.values())
+        infos = (
+            [self.schema.table(req.table_id)]
+            if req.table_id
+            else list(self.schema.tables.values())
+        )
         with_counters = True  # direct counters are always reported, as PI does
         for info in infos:
             table = tt.engine_table(self.pipeline, info)
             if req.is_default_action:
-                yield p4runtime_pb2.Entity(table_entry=tt.default_entry_to_proto(self.schema, info, table))
+                yield p4runtime_pb2.Entity(
+                    table_entry=tt.default_entry_to_proto(self.schema, info, table)
+                )
                 continue
             if req.table_id and len(req.match):
                 key = tt.decode_matches(info, req.match)
@@ -393,8 +404,14 @@ class PipelineState:
             return [req.index.index]
         return range(size)
 
-    def _read_register_entry(self, req: p4runtime_pb2.RegisterEntry) -> Iterator[p4runtime_pb2.Entity]:
-        infos = [self.schema.register(req.register_id)] if req.register_id else list(self.schema.registers.values())
+    def _read_register_entry(
+        self, req: p4runtime_pb2.RegisterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
+        infos = (
+            [self.schema.register(req.register_id)]
+            if req.register_id
+            else list(self.schema.registers.values())
+        )
         for info in infos:
             name = info.preamble.name
             reg = self._extern(self.pipeline.registers, name, "register")
@@ -405,8 +422,14 @@ class PipelineState:
                 out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
                 yield p4runtime_pb2.Entity(register_entry=out)
 
-    def _read_counter_entry(self, req: p4runtime_pb2.CounterEntry) -> Iterator[p4runtime_pb2.Entity]:
-        infos = [self.schema.counter(req.counter_id)] if req.counter_id else list(self.schema.counters.values())
+    def _read_counter_entry(
+        self, req: p4runtime_pb2.CounterEntry
+    ) -> Iterator[p4runtime_pb2.Entity]:
+        infos = (
+            [self.schema.counter(req.counter_id)]
+            if req.counter_id
+            else list(self.schema.counters.values())
+        )
         for info in infos:
             name = info.preamble.name
             ctr = self._extern(self.pipeline.counters, name, "counter")
@@ -441,7 +464,11 @@ class PipelineState:
                 yield p4runtime_pb2.Entity(direct_counter_entry=out)
 
     def _read_meter_entry(self, req: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
-        infos = [self.schema.meter(req.meter_id)] if req.meter_id else list(self.schema.meters.values())
+        infos = (
+            [self.schema.meter(req.meter_id)]
+            if req.meter_id
+            else list(self.schema.meters.values())
+        )
         for info in infos:
             name = info.preamble.name
             meter = self._extern(self.pipeline.meters, name, "meter")
@@ -507,7 +534,9 @@ class PipelineState:
                 self._digest_known(did)
             cfg = self.digest_configs.get(did)
             if cfg is not None:
-                yield p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))
+                yield p4runtime_pb2.Entity(
+                    digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg)
+                )
 
     def _profiles_for(self, profile_id: int) -> list[tuple[p4info_pb2.ActionProfile, Any]]:
         ids = [profile_id] if profile_id else sorted(self.schema.action_profiles)
@@ -520,7 +549,9 @@ class PipelineState:
                 call = ap.members.get(mid)
                 if call is None:
                     continue
-                out = p4runtime_pb2.ActionProfileMember(action_profile_id=prof.preamble.id, member_id=mid)
+                out = p4runtime_pb2.ActionProfileMember(
+                    action_profile_id=prof.preamble.id, member_id=mid
+                )
                 out.action.CopyFrom(tt.encode_action(self.schema, call))
                 yield p4runtime_pb2.Entity(action_profile_member=out)
 
@@ -532,13 +563,17 @@ class PipelineState:
                 members = groups.get(gid)
                 if members is None:
                     continue
-                out = p4runtime_pb2.ActionProfileGroup(action_profile_id=prof.preamble.id, group_id=gid)
+                out = p4runtime_pb2.ActionProfileGroup(
+                    action_profile_id=prof.preamble.id, group_id=gid
+                )
                 for mid, weight in members:
                     out.members.add(member_id=mid, weight=weight)
                 yield p4runtime_pb2.Entity(action_profile_group=out)
 
     # =================================================================== digests
-    def digest_lists(self, digests: list[tuple[str, tuple[int, ...]]], next_list_id: Any) -> list[p4runtime_pb2.DigestList]:
+    def digest_lists(
+        self, digests: list[tuple[str, tuple[int, ...]]], next_list_id: Any
+    ) -> list[p4runtime_pb2.DigestList]:
         """DigestList messages (one per configured digest) for drained engine digests."""
         by_id: dict[int, p4runtime_pb2.DigestList] = {}
         for name, values in digests:
@@ -577,7 +612,9 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
             updates.append((Update.INSERT, ent))
     for tid in sorted(old.defaults_written):
         probe = p4runtime_pb2.TableEntry(table_id=tid, is_default_action=True)
-        updates.extend((Update.MODIFY, e) for e in old.read(p4runtime_pb2.Entity(table_entry=probe)))
+        updates.extend(
+            (Update.MODIFY, e) for e in old.read(p4runtime_pb2.Entity(table_entry=probe))
+        )
     for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry={})):
         updates.append((Update.INSERT, ent))
     for did, cfg in old.digest_configs.items():
@@ -601,7 +638,9 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
             if target is None:
                 continue  # gone from the program: nothing can refer to it any more
             if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
-                raise invalid(f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape")
+                raise invalid(
+                    f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape"
+                )
             # In place: the generated data-plane code may hold these very lists.
             if kind == "counters":
                 target.packets[:] = obj.packets

@@ -33,7 +33,9 @@ def packet_out_frame(schema: P4InfoById, msg: p4runtime_pb2.PacketOut) -> bytes:
     for f in header.fields:
         if f.id not in given:
             raise invalid(f"packet_out metadata {f.name!r} (id {f.id}) is missing")
-        values.append((decode(given[f.id], f.bitwidth, f"packet_out metadata {f.name!r}"), f.bitwidth))
+        values.append(
+            (decode(given[f.id], f.bitwidth, f"packet_out metadata {f.name!r}"), f.bitwidth)
+        )
     return pack_fields(values) + msg.payload
 
 

@@ -178,7 +178,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.WriteResponse()
 
     # ====================================================================== Read
-    def Read(self, request: p4runtime_pb2.ReadRequest, context: grpc.ServicerContext) -> Iterator[Any]:
+    def Read(
+        self, request: p4runtime_pb2.ReadRequest, context: grpc.ServicerContext
+    ) -> Iterator[Any]:
         try:
             self._check_device(request.device_id)
             self._check_role(request.role)
@@ -214,7 +216,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         config = request.config
         if action == FwdReq.COMMIT:
             if request.HasField("config") and config.ByteSize():
-                raise invalid("COMMIT takes no config: it realizes the one saved by VERIFY_AND_SAVE")
+                raise invalid(
+                    "COMMIT takes no config: it realizes the one saved by VERIFY_AND_SAVE"
+                )
             if self._saved is None:
                 raise not_found("COMMIT without a saved config (send VERIFY_AND_SAVE first)")
             candidate, self._saved = self._saved, None
@@ -222,7 +226,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
             return
         if action not in (FwdReq.VERIFY, FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT,
                           FwdReq.RECONCILE_AND_COMMIT):
-            raise invalid(f"SetForwardingPipelineConfig action {action} is not valid (UNSPECIFIED?)")
+            raise invalid(
+                f"SetForwardingPipelineConfig action {action} is not valid (UNSPECIFIED?)"
+            )
         if not request.HasField("config"):
             raise invalid(f"{FwdReq.Action.Name(action)} needs a config")
         if action == FwdReq.RECONCILE_AND_COMMIT and self.state is not None:
@@ -312,7 +318,9 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
 
     # ============================================================ StreamChannel
-    def StreamChannel(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+    def StreamChannel(
+        self, request_iterator: Iterator[Any], context: grpc.ServicerContext
+    ) -> Iterator[Any]:
         session = Session(peer=context.peer())
         context.add_callback(lambda: session.outbox.put(None))
         reader = threading.Thread(
@@ -344,7 +352,8 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
                         self._digest_ack(session, req.digest_ack)
                     else:
                         raise StatusError(
-                            grpc.StatusCode.UNIMPLEMENTED, f"stream message {kind!r} is not supported"
+                            grpc.StatusCode.UNIMPLEMENTED,
+                            f"stream message {kind!r} is not supported",
                         )
                 except StatusError as err:
                     if kind == "arbitration":
@@ -375,14 +384,19 @@ class P4RuntimeService(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _packet_out(self, session: Session, packet: p4runtime_pb2.PacketOut) -> None:
         if not session.arbitrated:
-            raise StatusError(grpc.StatusCode.FAILED_PRECONDITION, "arbitrate before sending packets")
+            raise StatusError(
+                grpc.StatusCode.FAILED_PRECONDITION, "arbitrate before sending packets"
+            )
         if session is not self.arbitration.primary:
-            raise StatusError(grpc.StatusCode.PERMISSION_DENIED, "only the primary client may send packets")
+            raise StatusError(
+                grpc.StatusCode.PERMISSION_DENIED, "only the primary client may send packets"
+            )
         state = self._require_state()
         cpu_port = self.device.cpu_port
         if cpu_port is None:
             raise StatusError(
-                grpc.StatusCode.FAILED_PRECONDITION, "the switch has no CPU port (start it with --cpu-port)"
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "the switch has no CPU port (start it with --cpu-port)",
             )
         frame = packet_out_frame(state.schema, packet)
         self.device.inject(cpu_port, frame)

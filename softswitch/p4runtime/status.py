@@ -66,7 +66,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def batch_status(errors: list[StatusError | None], budget: int = DETAILS_BUDGET) -> status_pb2.Status:
+def batch_status(
+    errors: list[StatusError | None], budget: int = DETAILS_BUDGET
+) -> status_pb2.Status:
     """A google.rpc.Status (code UNKNOWN) with one ``p4.v1.Error`` per update (OK for None),
     in update order, as the specification prescribes -- as many as fit ``budget`` bytes.
     When the batch is too large, the details stop after the first updates that fit and the

@@ -240,7 +240,9 @@ def build_entry(schema: P4InfoById, info: TableInfo, msg: p4runtime_pb2.TableEnt
 
 def check_priority(info: TableInfo, priority: int) -> None:
     if info.needs_priority and priority <= 0:
-        raise invalid(f"table {info.name!r} has ternary/range/optional fields: priority must be > 0")
+        raise invalid(
+            f"table {info.name!r} has ternary/range/optional fields: priority must be > 0"
+        )
     if not info.needs_priority and priority != 0:
         raise invalid(f"table {info.name!r} has only exact/lpm fields: priority must be 0")
     if priority < 0 or priority >= 1 << 31:
@@ -272,7 +274,9 @@ def entry_to_proto(
     return out
 
 
-def default_entry_to_proto(schema: P4InfoById, info: TableInfo, table: Any) -> p4runtime_pb2.TableEntry:
+def default_entry_to_proto(
+    schema: P4InfoById, info: TableInfo, table: Any
+) -> p4runtime_pb2.TableEntry:
     out = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, is_default_action=True)
     if table.default_action is not None:
         out.action.action.CopyFrom(encode_action(schema, table.default_action))
