@@ -315,15 +315,22 @@ class DeclChecker(Visitor):
             return False
         return True
 
-    def visit_ParserDecl(self, tree: s.ParserDecl, scope: Scope) -> None:
-        name, nloc = tree.name, tree.name_loc
+    def block_signature(self, tree: s.ParserDecl | s.ControlDecl, what: str, scope: Scope
+                        ) -> tuple[Scope, list[ir.Param], list[ir.Param], ir.Annotations]:
+        """(inner scope, parameters, constructor parameters, annotations) of a parser or
+        control declaration; ``what`` names the kind in the error for type parameters."""
         if tree.type_params:
-            raise UnsupportedError("generic parser declarations", nloc)
+            raise UnsupportedError(f"generic {what} declarations", tree.name_loc)
         annos = self.ctx.annotations(tree.annotations)
         inner = scope.child()
         params = self.params(tree.params, scope, inner)
         ctor = self.params(tree.ctor_params, scope, inner) if tree.ctor_params is not None else []
         self.check_ctor_params(ctor)
+        return inner, params, ctor, annos
+
+    def visit_ParserDecl(self, tree: s.ParserDecl, scope: Scope) -> None:
+        name, nloc = tree.name, tree.name_loc
+        inner, params, ctor, annos = self.block_signature(tree, "parser", scope)
         decl = ir.ParserDecl(name, params, ctor, [], {}, annos, nloc)
         outer_direct, self.ctx.direct_instances = self.ctx.direct_instances, []
         for c in tree.locals:
@@ -407,13 +414,7 @@ class DeclChecker(Visitor):
 
     def visit_ControlDecl(self, tree: s.ControlDecl, scope: Scope) -> None:
         name, nloc = tree.name, tree.name_loc
-        if tree.type_params:
-            raise UnsupportedError("generic control declarations", nloc)
-        annos = self.ctx.annotations(tree.annotations)
-        inner = scope.child()
-        params = self.params(tree.params, scope, inner)
-        ctor = self.params(tree.ctor_params, scope, inner) if tree.ctor_params is not None else []
-        self.check_ctor_params(ctor)
+        inner, params, ctor, annos = self.block_signature(tree, "control", scope)
         decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, nloc)
         outer_direct, self.ctx.direct_instances = self.ctx.direct_instances, []
         for c in tree.locals:

@@ -7,7 +7,7 @@ from softswitch.errors import P4Error, UnsupportedError
 from softswitch.frontend import syntax as s
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
 from softswitch.frontend.scope import Scope
-from softswitch.frontend.typeops import same_type, substitute, type_str
+from softswitch.frontend.typeops import COMPILE_TIME_VALUES, same_type, substitute, type_str
 from softswitch.frontend.visitor import Visitor
 
 
@@ -72,18 +72,7 @@ class InstanceChecker(Visitor):
                 params, arg_trees, scope, loc, f"constructor of '{t.name}'", binding
             )
             for a in args:
-                if a is not None and not isinstance(
-                    a,
-                    (
-                        ir.Const,
-                        ir.BoolConst,
-                        ir.EnumMember,
-                        ir.ErrorMember,
-                        ir.StringConst,
-                        ir.ListExpr,
-                        ir.StructInit,
-                    ),
-                ):
+                if a is not None and not isinstance(a, COMPILE_TIME_VALUES):
                     raise P4Error(
                         f"constructor arguments of '{t.name}' must be compile-time constants", a.loc
                     )
@@ -105,18 +94,7 @@ class InstanceChecker(Visitor):
                 if isinstance(ir.strip_newtype(p.type), (ir.BlockType, ir.BlockProtoType)):
                     self.check_block_arg_ref(a, p, what, loc)
                 elif a is not None and not (
-                    isinstance(
-                        a,
-                        (
-                            ir.Const,
-                            ir.BoolConst,
-                            ir.EnumMember,
-                            ir.ErrorMember,
-                            ir.StringConst,
-                            ir.ListExpr,
-                            ir.StructInit,
-                        ),
-                    )
+                    isinstance(a, COMPILE_TIME_VALUES)
                     or (
                         isinstance(a, ir.VarRef)
                         and isinstance(a.var, ir.Param)

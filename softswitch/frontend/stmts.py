@@ -9,7 +9,7 @@ from softswitch.errors import P4Error
 from softswitch.frontend import syntax as s
 from softswitch.frontend.exprs import any_subexpr
 from softswitch.frontend.scope import Scope
-from softswitch.frontend.typeops import same_type, type_str
+from softswitch.frontend.typeops import COMPILE_TIME_VALUES, same_type, type_str
 from softswitch.frontend.visitor import Visitor
 
 
@@ -367,18 +367,7 @@ class StmtChecker(Visitor):
         name = tree.name
         value = self.ctx.exprs.expr(tree.value, scope, t)
         value = self.ctx.exprs.convert(value, t, tree.value.loc, "constant initializer")
-        if not isinstance(
-            value,
-            (
-                ir.Const,
-                ir.BoolConst,
-                ir.EnumMember,
-                ir.ErrorMember,
-                ir.StringConst,
-                ir.ListExpr,
-                ir.StructInit,
-            ),
-        ):
+        if not isinstance(value, COMPILE_TIME_VALUES):
             raise P4Error(
                 f"the initializer of constant '{name}' is not a compile-time constant",
                 tree.value.loc,

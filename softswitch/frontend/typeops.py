@@ -7,6 +7,13 @@ from collections.abc import Mapping
 from softswitch import ir
 from softswitch.frontend.ir_ext import BlockProto, PackageType, SpecializedType, TypeVar
 
+# The folded expressions that are compile-time known values (constant initializers and
+# constructor arguments must be one of them).
+COMPILE_TIME_VALUES: tuple[type[ir.Expr], ...] = (
+    ir.Const, ir.BoolConst, ir.EnumMember, ir.ErrorMember, ir.StringConst, ir.ListExpr,
+    ir.StructInit,
+)
+
 
 def type_str(t: ir.Type) -> str:
     """The P4 spelling of a type, for error messages."""
