@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from experiment.argtypes import int_at_least
+from experiment.argtypes import int_at_least, seconds_at_least
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
@@ -373,6 +373,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="seed of --egress-order random (each switch adds its device id)")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
+    p.add_argument("--link-check-seconds", type=seconds_at_least(0.0),
+                   default=ExperimentOptions.measure_seconds,
+                   help="after the all-reduces, send UDP above the link rate from the first to "
+                   "the last host this long, to tell a link-bound run from a switch-bound one "
+                   f"(default {ExperimentOptions.measure_seconds:g}; 0 skips the check)")
     p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
                    help=f"float32 values per worker in the all-reduces "
                    f"(default {DEFAULT_ELEMENTS})")
@@ -454,7 +459,8 @@ def experiment_options(args: argparse.Namespace,
     msg_pkts = job.msg_pkts if job is not None else None
     return ExperimentOptions(elements=args.elements, elems=args.elems, credits=credits,
                              slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
-                             job_name=job.name if job is not None else "allreduce")
+                             job_name=job.name if job is not None else "allreduce",
+                             measure_seconds=args.link_check_seconds)
 
 
 def clean_stale_runs(rundir: Path | None, console: Any) -> None:

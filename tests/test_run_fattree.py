@@ -53,7 +53,8 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
     rundir = tmp_path / "run"
     argv = [sys.executable, "-m", "experiment.run", "--topo",
             str(repo_root / "topo/files/fattree.yaml"),
-            "--param", "k=2", "--target", "softswitch", "--no-cli", "--elements", "1024",
+            "--param", "k=2", "--target", "softswitch", "--no-cli", "--link-check-seconds", "0",
+            "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]
     proc = subprocess.run(argv, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True,

@@ -125,6 +125,19 @@ def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
         assert "--elems" in capsys.readouterr().err
 
 
+def test_link_check_seconds_option(capsys):
+    """--link-check-seconds sets how long the link check runs (0 skips it); a negative or
+    non-numeric value is refused with the option and the value named."""
+    assert experiment_options(parse_args([])).measure_seconds == 3.0
+    assert experiment_options(parse_args(["--link-check-seconds", "0"])).measure_seconds == 0.0
+    assert experiment_options(parse_args(["--link-check-seconds", "1.5"])).measure_seconds == 1.5
+    for bad in ("-1", "x", "nan", "inf"):
+        with pytest.raises(SystemExit):
+            parse_args(["--link-check-seconds", bad])
+        err = capsys.readouterr().err
+        assert "--link-check-seconds" in err and bad in err
+
+
 def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
     """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
     monkeypatch.chdir(PROGRAM.parent.parent)
