@@ -407,3 +407,48 @@ def test_switch_counters_watch_and_table_occupancy(rundir, capsys) -> None:
     assert (sizes[nr.AggregationIngressNames.JOB_TABLE],
             sizes[nr.AggregationIngressNames.CONN_TABLE],
             sizes[nr.AggregationEgressNames.RESULT_REWRITE]) == (1, 2, 2)
+
+
+def _set_counter(ctl: Controller, switch: str, name: str, index: int, packets: int,
+                 nbytes: int = 0) -> None:
+    from p4.v1 import p4runtime_pb2
+
+    sw = ctl.switch(switch)
+    u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
+    u.entity.counter_entry.counter_id = sw.require_schema().counter(name).preamble.id
+    u.entity.counter_entry.index.index = index
+    u.entity.counter_entry.data.packet_count = packets
+    u.entity.counter_entry.data.byte_count = nbytes
+    sw.write([u])
+
+
+def test_cell_reads_agree_with_wildcard_reads(rundir, capsys) -> None:
+    """job_counters and port_bytes read only the job's and the ports' cells; they give what
+    the wildcard reads give, and an index outside the counter is an error naming it."""
+    from controller.fabric import ControllerError
+
+    assert cli(rundir, "job", "create", "cells", "--hosts", "h3,h4", capsys=capsys)[0] == 0
+    # the module's switches outlive each test's run directory and its election ids: writing
+    # counters needs to be primary over whatever an earlier test left connected
+    with controller(rundir, election_id=1 << 40) as ctl:
+        ctl.connect(["l2"])
+        job_id = ctl._find_job(ctl.state, "cells").job_id
+        base = job_id * nr.Limit.DROP_REASONS
+        _set_counter(ctl, "l2", nr.AggregationIngressNames.CONTRIBUTIONS, job_id, 7)
+        _set_counter(ctl, "l2", nr.AggregationIngressNames.DUPLICATES, job_id, 2)
+        _set_counter(ctl, "l2", nr.AggregationIngressNames.JOB_DROPS,
+                     base + nr.DropReason.STALE, 3)
+        _set_counter(ctl, "l2", nr.AggregationIngressNames.CONTRIBUTIONS, job_id + 1, 99)
+        _set_counter(ctl, "l2", nr.SwitchCounters.PORT_RX, 3, 5, 500)
+        _set_counter(ctl, "l2", nr.SwitchCounters.PORT_TX, 4, 6, 600)
+        (row,) = ctl.job_counters("cells")
+        assert (row["switch"], row["contributions"], row["duplicates"], row["completions"]) \
+            == ("l2", 7, 2, 0)
+        assert row["drops"] == {nr.DropReason.STALE.name.lower(): 3}
+        wild = ctl.read_counters("l2", (nr.SwitchCounters.PORT_RX, nr.SwitchCounters.PORT_TX))
+        expect = {p: (wild[nr.SwitchCounters.PORT_RX].get(p, (0, 0))[1],
+                      wild[nr.SwitchCounters.PORT_TX].get(p, (0, 0))[1]) for p in (1, 2, 3, 4)}
+        assert ctl.port_bytes("l2") == expect == {1: (0, 0), 2: (0, 0), 3: (500, 0),
+                                                  4: (0, 600)}
+        with pytest.raises(ControllerError, match=r"index 512 is outside 0\.\.511"):
+            ctl.read_counter_cells("l2", [(nr.SwitchCounters.PORT_RX, 512)])
