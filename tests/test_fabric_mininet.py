@@ -9,7 +9,6 @@ collide with another network; the last test stops the network and checks nothing
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -37,8 +36,6 @@ from topo.topologies import SpineLeafTopo
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("workloads.innetwork") is None,
-                       reason="workloads.innetwork (the in-network all-reduce) does not exist yet"),
 ]
 
 PREFIX = "tf"

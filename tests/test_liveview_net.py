@@ -9,7 +9,6 @@ screenshot the README shows (``LIVEVIEW_SCREENSHOT=docs/img/liveview.png``).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import time
@@ -32,8 +31,6 @@ from topo.topologies import SpineLeafTopo
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("softswitch.switch") is None,
-                       reason="softswitch.switch (the built-in switch process) does not exist yet"),
 ]
 
 PREFIX = "lv"

@@ -8,7 +8,6 @@ switches' interfaces are removed even when the run fails.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -24,8 +23,6 @@ from topo.rundir import read_cmdline, read_pids
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("workloads.innetwork") is None,
-                       reason="workloads.innetwork (the in-network all-reduce) does not exist yet"),
 ]
 
 PREFIX = "tt"

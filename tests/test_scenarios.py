@@ -105,36 +105,29 @@ def test_errors_name_file_line_field_and_value(tmp_path, change, message):
 
 
 def test_topology_file_fields(tmp_path):
-    """A topology file excludes the built-in fields; without topo.topofile it is refused."""
-    import importlib.util
-
+    """A topology file excludes the built-in fields; a shipped or own file is loaded with its
+    parameters and its node names checked."""
     text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml, hosts: 3}")
     with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.hosts: 3: with a topology "
                        r"file, set this in the file"):
         load_scenario(_write(tmp_path, text))
-    if importlib.util.find_spec("topo.topofile") is not None:
-        # a shipped topology by name, with parameters; node names checked against it
-        text = GOOD.replace("topology: {kind: rack, hosts: 3}",
-                            "topology: {file: rack, params: {hosts: 3, bw: 10}}")
-        sc = load_scenario(_write(tmp_path, text))
-        assert sc.topology.file == "rack" and sc.topology.params == {"hosts": 3, "bw": 10}
-        assert sc.switches == ("s1",)
-        with pytest.raises(ScenarioError, match=r"s.yaml:5: jobs\[0\].hosts\[1\]: 'h2': no such "
-                           r"host \(hosts: h1\)"):
-            load_scenario(_write(tmp_path, text.replace("hosts: 3,", "hosts: 1,")))
-        with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.file: 'nope.yaml': cannot "
-                           r"be built: .*nope.yaml"):
-            load_scenario(_write(tmp_path, text.replace("file: rack", "file: nope.yaml")))
-        own = tmp_path / "mine.yaml"
-        own.write_text((Path(__file__).resolve().parent.parent / "topo" / "files" /
-                        "rack.yaml").read_text())
-        sc = load_scenario(_write(tmp_path, text.replace("file: rack", "file: mine.yaml")))
-        assert sc.topology.file == str(own)
-    if importlib.util.find_spec("topo.topofile") is None:
-        text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml}")
-        with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.file: 'x.yaml': topology "
-                           r"files are not supported by this testbed version"):
-            load_scenario(_write(tmp_path, text))
+    # a shipped topology by name, with parameters; node names checked against it
+    text = GOOD.replace("topology: {kind: rack, hosts: 3}",
+                        "topology: {file: rack, params: {hosts: 3, bw: 10}}")
+    sc = load_scenario(_write(tmp_path, text))
+    assert sc.topology.file == "rack" and sc.topology.params == {"hosts": 3, "bw": 10}
+    assert sc.switches == ("s1",)
+    with pytest.raises(ScenarioError, match=r"s.yaml:5: jobs\[0\].hosts\[1\]: 'h2': no such "
+                       r"host \(hosts: h1\)"):
+        load_scenario(_write(tmp_path, text.replace("hosts: 3,", "hosts: 1,")))
+    with pytest.raises(ScenarioError, match=r"s.yaml:2: topology.file: 'nope.yaml': cannot "
+                       r"be built: .*nope.yaml"):
+        load_scenario(_write(tmp_path, text.replace("file: rack", "file: nope.yaml")))
+    own = tmp_path / "mine.yaml"
+    own.write_text((Path(__file__).resolve().parent.parent / "topo" / "files" /
+                    "rack.yaml").read_text())
+    sc = load_scenario(_write(tmp_path, text.replace("file: rack", "file: mine.yaml")))
+    assert sc.topology.file == str(own)
 
 
 def test_missing_and_unparsable(tmp_path):

@@ -7,7 +7,6 @@ namespace shell or switch process outlives it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,6 @@ from topo.topologies import RackTopo
 
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.skipif(importlib.util.find_spec("softswitch.switch") is None,
-                       reason="softswitch.switch (the built-in switch process) does not exist yet"),
 ]
 
 PREFIX = "tq"
