@@ -140,3 +140,14 @@ def _prune(where: Path) -> None:
             continue
     for _, old in sorted(dated, reverse=True)[MAX_ENTRIES:]:
         old.unlink(missing_ok=True)
+
+
+def compile_p4_file(path: str | Path) -> tuple[ir.Program, bytes]:
+    """(program, device config) of a .p4 file: compiled from the real files (so errors and
+    locations name them) or taken from the cache, keyed by the bundled sources."""
+    from softswitch.device_config import make_device_config
+    from softswitch.frontend import compile_file
+
+    data = make_device_config(path)
+    program = cached_program(data, lambda: compile_file(path), origin=str(Path(path).resolve()))
+    return program, data

@@ -536,18 +536,14 @@ def load_program(path: str, trace: bool = False, **tm: Any) -> tuple[Any, Any, b
     """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file;
     ``trace`` compiles the instrumented pipeline (per-packet traces at debug level);
     ``tm``: the traffic-manager options of :class:`~softswitch.pipeline.Pipeline`."""
-    from softswitch.device_config import load_device_config, make_device_config
+    from softswitch.device_config import load_device_config
     from softswitch.p4info import build_p4info
     from softswitch.pipeline import Pipeline
 
     if path.endswith(".p4"):
-        from softswitch.frontend import compile_file
-        from softswitch.program_cache import cached_program
+        from softswitch.program_cache import compile_p4_file
 
-        data = make_device_config(path)
-        # compiled from the real files, so that errors and locations name them
-        program = cached_program(data, lambda: compile_file(path),
-                                 origin=str(Path(path).resolve()))
+        program, data = compile_p4_file(path)
     else:
         data = Path(path).read_bytes()
         program = load_device_config(data)

@@ -406,12 +406,12 @@ def p4c_compile(program: Path) -> tuple[str, bytes]:
     outputs = ("p4info.txtpb", f"{program.stem}.json")
     with tempfile.TemporaryDirectory(prefix="difftest-p4c-") as tmp:
         out = Path(tmp)
-        key = p4c_cache.compile_key(flags, program, outputs)
-        if key is None or not p4c_cache.restore(key, out, outputs):
+
+        def run_p4c() -> None:
             _run(["p4c", *flags, "-o", str(out), "--p4runtime-files",
                   str(out / "p4info.txtpb"), str(program)], timeout=600)
-            if key is not None:
-                p4c_cache.store(key, out, outputs)
+
+        p4c_cache.cached(flags, program, out, outputs, run_p4c)
         return (out / "p4info.txtpb").read_text(), (out / f"{program.stem}.json").read_bytes()
 
 

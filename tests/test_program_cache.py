@@ -161,3 +161,24 @@ def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(tmp_path, 
     assert third_terminals == terminals
     monkeypatch.setenv("SOFTSWITCH_PROGRAM_CACHE", "off")
     assert program_cache.parser_cache_file() is False
+
+
+def test_compile_p4_file_compiles_once_and_names_the_real_file(tmp_path, monkeypatch):
+    """What a switch start and the topology's P4Info build share: the second load of the same
+    file is a hit; a broken file's error names the file itself, not a bundle copy."""
+    from softswitch import frontend
+    from softswitch.program_cache import compile_p4_file
+
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+    real = frontend.compile_file
+    monkeypatch.setattr(frontend, "compile_file", lambda *a, **k: calls.append(a) or real(*a, **k))
+    first, data = compile_p4_file(PROGRAM)
+    second, again = compile_p4_file(PROGRAM)
+    assert len(calls) == 1 and data == again == make_device_config(PROGRAM)
+    assert build_p4info(second) == build_p4info(first)
+    bad = tmp_path / "bad.p4"
+    bad.write_text("#include <v1model.p4>\ncontrol C() { apply { x = 1; } }\n")
+    with pytest.raises(P4Error) as err:
+        compile_p4_file(bad)
+    assert str(err.value).startswith(f"{bad}:2:")

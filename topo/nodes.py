@@ -522,19 +522,15 @@ class SoftSwitch(P4Switch):
         try:
             from google.protobuf import text_format
 
-            from softswitch.device_config import make_device_config
-            from softswitch.frontend import compile_file
             from softswitch.p4info import build_p4info
-            from softswitch.program_cache import cached_program
+            from softswitch.program_cache import compile_p4_file
         except ImportError as exc:
             raise ProgramBuildError(
                 f"{program}: the built-in front end is not available ({exc})") from None
         try:
             # every switch process of the network compiles the same sources: the first
             # compile here fills the program cache that their start-up reads
-            ir_program = cached_program(make_device_config(program),
-                                        lambda: compile_file(str(program)),
-                                        origin=str(program.resolve()))
+            ir_program, _ = compile_p4_file(program)
         except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
             raise ProgramBuildError(str(exc)) from None
         try:
@@ -601,20 +597,19 @@ class BMv2Switch(P4Switch):
         config = builddir / f"{program.stem}.json"
         flags = ["--target", "bmv2", "--arch", "v1model", "--std", "p4-16"]
         outputs = (config.name, p4info.name)
-        key = p4c_cache.compile_key(flags, program, outputs)
-        if key is not None and p4c_cache.restore(key, builddir, outputs):
-            return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
         argv = ["p4c", *flags, "-o", str(builddir), "--p4runtime-files", str(p4info),
                 str(program)]
-        try:
-            res = subprocess.run(argv, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise ProgramBuildError(f"cannot run p4c: {exc.strerror}") from None
-        if res.returncode != 0:
-            raise ProgramBuildError((res.stderr or res.stdout).strip() or
-                                    f"p4c failed with status {res.returncode}")
-        if key is not None:
-            p4c_cache.store(key, builddir, outputs)
+
+        def run_p4c() -> None:
+            try:
+                res = subprocess.run(argv, capture_output=True, text=True, check=False)
+            except OSError as exc:
+                raise ProgramBuildError(f"cannot run p4c: {exc.strerror}") from None
+            if res.returncode != 0:
+                raise ProgramBuildError((res.stderr or res.stdout).strip() or
+                                        f"p4c failed with status {res.returncode}")
+
+        p4c_cache.cached(flags, program, builddir, outputs, run_p4c)
         return ProgramBuild(program.resolve(), p4info.resolve(), config.resolve())
 
 

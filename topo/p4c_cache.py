@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -94,3 +94,17 @@ def store(key: str, outdir: Path, outputs: Sequence[str]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
     except OSError as exc:
         log.debug("p4c cache: cannot store %s: %s", key, exc)
+
+
+def cached(flags: Sequence[str], program: Path, outdir: Path, outputs: Sequence[str],
+           compile_: Callable[[], None]) -> bool:
+    """Puts p4c's ``outputs`` for ``program`` into ``outdir``: from the cache, or by calling
+    ``compile_`` (which runs p4c with ``flags`` into ``outdir`` and raises on failure) and
+    keeping what it wrote. True when the cache served them."""
+    key = compile_key(flags, program, outputs)
+    if key is not None and restore(key, outdir, outputs):
+        return True
+    compile_()
+    if key is not None:
+        store(key, outdir, outputs)
+    return False
