@@ -441,3 +441,62 @@ def test_unconfigured_job_fails_with_clear_error(
         matches=(FieldMatch(value=bench.job.job_id),), action=None))
     with pytest.raises(TransportError, match="the job is not configured on the switch"):
         bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))
+
+
+# ------------------------------------------------------------------------ switch restart
+
+
+def _restart_after(bench: SwitchBench, program: ir.Program, completion: int,
+                   deliver_to: set[int]) -> dict[str, int]:
+    """Make the bench's switch "restart" right after its ``completion``-th multicast of a
+    result: that result reaches only the workers of ranks ``deliver_to`` (the process died
+    while its replicas were leaving), and every later frame meets a fresh pipeline with the
+    same configuration and empty registers (what the controller restores after a switch
+    process restarts). Returns a dict counting completions and restarts."""
+    seen = {"completions": 0, "restarts": 0}
+    ports = {bench.hosts[bench.job.worker(r).rank].port for r in deliver_to}
+    p = bench.job.size
+
+    def process(port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        out = bench.pipe.process(port, frame)
+        if seen["restarts"] or len(out) != p:
+            return out
+        seen["completions"] += 1
+        if seen["completions"] < completion:
+            return out
+        seen["restarts"] += 1
+        bench.pipe = Pipeline.from_program(program)
+        bench._configure(bench.job.credits * bench.job.msg_pkts, 0)
+        return [(o, f) for o, f in out if o in ports]
+
+    bench.fabric.process = process
+    return seen
+
+
+@pytest.mark.parametrize("completion", [5, 6], ids=["at-a-first-packet", "mid-message"])
+@pytest.mark.parametrize("deliver_to", [{0, 1}, {1}], ids=["delivered", "one-worker-only"])
+def test_exact_after_a_switch_restart(bench_factory: Callable[..., SwitchBench],
+                                      program: ir.Program, completion: int,
+                                      deliver_to: set[int]) -> None:
+    """A switch that restarts loses its registers (slot sums, bitmaps, message bindings);
+    the job must still finish exactly. Found by the reliability campaign: after a leaf was
+    SIGKILLed, one worker had a result that the other never got, so its packets at that
+    position were acknowledged by its peer and never sent again, and the switch waited for
+    them forever; and a worker whose oldest unacknowledged packet was in the middle of a
+    message sent only packets the new switch could not place (no binding without the first
+    packet). Workers now keep acknowledged packets until their own result arrives and
+    resend what the switch needs on a timeout."""
+    bench = bench_factory(2, credits=2, msg_pkts=4, dead_after=8.0)
+    seen = _restart_after(bench, program, completion, deliver_to)
+    _exact_across_restart(bench, seen, seed=completion)
+
+
+def _exact_across_restart(bench: SwitchBench, seen: dict[str, int], seed: int) -> None:
+    n = 8 * 4 * E  # eight messages of four packets
+    xs = int_inputs(2, n, seed=seed)
+    out = bench.run(lambda r, ch: ch.allreduce_int32(xs[r]), timeout=60.0)
+    assert seen["restarts"] == 1
+    for values, overflow in out:
+        np.testing.assert_array_equal(values, exact_sum(xs))
+        assert not overflow
+    drain_all(bench)

@@ -24,6 +24,7 @@ from workloads.roce import (
     BTH_LEN,
     INITIAL_RTO,
     Requester,
+    Responder,
     ack_packet,
     parse_bth,
     write_packets,
@@ -186,3 +187,85 @@ def test_a_timeout_with_one_packet_in_flight_is_lone():
     req.transmit(time.monotonic())
     req.poll_timer(req.next_deadline() + 0.001)
     assert req.stats.timeouts == req.stats.lone_timeouts == 1
+
+
+def _psns(datagrams: list[bytes]) -> list[int]:
+    return [parse_bth(d).psn for d in datagrams]
+
+
+def test_results_mode_resends_what_a_restarted_switch_needs():
+    """In-network (track_results): the peer's ACK does not mean our own result arrived. A
+    timeout resends the first packet of the message holding the oldest position without a
+    result or ACK (a restarted switch cannot place later packets without it) and our
+    acknowledged packets from there (positions whose result is missing need them; the switch
+    counts a message done only when all its packets are final); nothing older is kept."""
+    req = Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+                    track_results=True)
+    _post(req, 4)  # message 0: positions 0-3
+    _post(req, 4)  # message 1: positions 4-7
+    req.transmit(time.monotonic())
+    for psn in range(5):
+        req.note_arrived(psn, time.monotonic())  # our results 0-4 arrived
+    _ack(req, 6)  # the peer has 0-6
+    assert len(req._kept) == 3  # positions 4-6: message 1's first packet, then 5 and 6
+    ep = req.ep
+    ep.sent.clear()
+    req.poll_timer(req.next_deadline() + 0.001)
+    req.transmit(time.monotonic())
+    # 4 (binds message 1), 5 and 6 (acknowledged, our results missing), then the probe 7
+    assert _psns(ep.sent) == [4, 5, 6, 7]
+    _ack(req, 4)  # an old ACK: still 4-6 kept
+    req.note_arrived(5, time.monotonic())
+    ep.sent.clear()
+    req.poll_timer(req.next_deadline() + 0.001)
+    # the whole message from its first packet (the switch counts it done only when every
+    # packet is final there): 4, 5 (result now here) and 6 kept, then the probe 7
+    assert _psns(ep.sent)[:3] == [4, 5, 6]
+    for psn in (6, 7):
+        req.note_arrived(psn, time.monotonic())
+    _ack(req, 7)
+    assert len(req._kept) == 0 and req.next_deadline() is None
+    # everything acknowledged but our last result missing: a timer still runs, and resends
+    _post(req, 2)  # message 2: positions 8-9
+    req.transmit(time.monotonic())
+    _ack(req, 9)
+    req.note_arrived(8, time.monotonic())
+    assert req.next_deadline() is not None
+    ep.sent.clear()
+    req.poll_timer(req.next_deadline() + 0.001)
+    assert _psns(ep.sent) == [8, 9]
+    req.note_arrived(9, time.monotonic())
+    assert req.next_deadline() is None
+
+
+def test_plain_requester_keeps_nothing_acknowledged():
+    """Without track_results (ring, torus) an ACK frees the packets, as RoCE does."""
+    req = _requester()
+    _post(req, 4)
+    req.transmit(time.monotonic())
+    _ack(req, 3)
+    assert len(req._kept) == 0 and req.next_deadline() is None
+
+
+def test_a_stuck_worker_sends_its_ack_again():
+    """An ACK lost with a switch that restarted cannot be fetched by the peer's
+    retransmission (the new switch has no result to answer it with). The aggregation
+    channel sends its responder's cumulative ACK again whenever its own transfer times out."""
+    ep = _FakeEndpoint()
+    resp = Responder(ep, 0x301, 0x100, "10.0.0.1", 0, ack_every=16)
+    for psn in range(3):
+        resp.on_write(parse_bth(write_packets(0x301, psn, [bytes(16)], 0, 1)[0]),
+                      write_packets(0x301, psn, [bytes(16)], 0, 1)[0])
+    ep.sent.clear()
+    req = Requester(ep, 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+                    track_results=True)
+    req.on_timeout = resp.refresh_ack
+    _post(req, 1)
+    req.transmit(time.monotonic())
+    ep.sent.clear()
+    req.poll_timer(req.next_deadline() + 0.001)
+    acks = [d for d in ep.sent if parse_bth(d).opcode == 0x11]
+    assert [parse_bth(a).psn for a in acks] == [2]  # cumulative: everything up to PSN 2
+    quiet = Responder(_FakeEndpoint(), 0x302, 0x100, "10.0.0.1", 0, ack_every=16)
+    quiet.refresh_ack()  # nothing accepted yet: nothing to acknowledge
+    assert quiet.ep.sent == []

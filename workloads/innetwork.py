@@ -231,7 +231,8 @@ class AggregationChannel:
         # trip, and with it the timeout, stays small; two ACK intervals keep ACKs flowing.
         self.req = endpoint.requester(self.me.send_qpn, peer.recv_qpn, peer.ip, job.first_psn,
                                       window=window, rto=rto, max_rto=max_rto,
-                                      dead_after=dead_after, min_cwnd=2 * ack_every)
+                                      dead_after=dead_after, min_cwnd=2 * ack_every,
+                                      track_results=True)
         self.resp = endpoint.responder(self.me.recv_qpn, pred.send_qpn, pred.ip, job.first_psn,
                                        ack_every=ack_every)
         # A result packet exists only once every worker's packet at that position arrived,
@@ -240,6 +241,8 @@ class AggregationChannel:
         # is working through our window even when the peer's ACK (at message ends) is far
         # behind a slow switch (BMv2 on a loaded machine).
         self.resp.on_accept = self.req.note_arrived
+        # stuck ourselves: the peer may be waiting for an ACK a restarted switch lost
+        self.req.on_timeout = self.resp.refresh_ack
         self._next_msg = 0  # global index of the next message to post
         self._results = 0  # results taken so far
         # Messages kept in flight: the job's credits at first, then what the switch

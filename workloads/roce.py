@@ -218,7 +218,8 @@ class Requester:
 
     def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
                  first_psn: int, window: int, rto: float, max_rto: float,
-                 dead_after: float, min_cwnd: int | None = None) -> None:
+                 dead_after: float, min_cwnd: int | None = None,
+                 track_results: bool = False) -> None:
         self.ep = ep
         self.local_qpn = local_qpn
         self.remote_qpn = remote_qpn
@@ -255,6 +256,23 @@ class Requester:
         self._undo = (self.cwnd, self.ssthresh)
         self._hold = False
         self.error: str | None = None
+        # In-network aggregation (track_results): the peer's ACK says only that the *peer*
+        # got its result at a position; our own result there (note_arrived) says that the
+        # switch had every worker's packet. A switch that restarts with empty registers
+        # after delivering a result to some workers only, or in the middle of a message,
+        # needs packets that are already acknowledged: the tagged first packet that binds
+        # the message again, and our packets at positions whose result we still lack.
+        # Those stay kept until our result arrives, and a timeout resends them.
+        self.track_results = track_results
+        self._arrived = 0  # one past the last position whose result arrived (in order)
+        self._kept: collections.deque[bytes] = collections.deque()  # seq _kept_base .. _una-1
+        self._kept_base = 0
+        self._starts: collections.deque[int] = collections.deque()  # first seq per message
+        # Called on every retransmission timeout (I/O thread). The aggregation channel
+        # re-sends its responder's cumulative ACK there: an ACK lost with a switch that
+        # restarted cannot be fetched by the peer's retransmission any more (the new
+        # switch has no result to answer it with), and our timeout shows we are stuck too.
+        self.on_timeout: Callable[[], None] | None = None
 
     @property
     def next_psn(self) -> int:
@@ -272,6 +290,8 @@ class Requester:
                 raise ValueError("a message needs at least one packet")
             if not self._queue:
                 self._progress = time.monotonic()
+            if self.track_results:
+                self._starts.append(self._una + len(self._queue))
             self._queue.extend(packets)
             self._ends.append(self._una + len(self._queue) - 1)
             self.stats.messages_sent += 1
@@ -387,9 +407,15 @@ class Requester:
             self._hold = False
         if grow:
             self._grow(count)
-        for _ in range(count):
-            self._queue.popleft()
+        if self.track_results:
+            for _ in range(count):
+                self._kept.append(self._queue.popleft())
+        else:
+            for _ in range(count):
+                self._queue.popleft()
         self._una += count
+        if self.track_results:
+            self._trim_kept()
         times = self._sent_at
         while times:
             seq = next(iter(times))
@@ -413,6 +439,12 @@ class Requester:
         packet arrived, this one's included). The timer restarts instead of firing while a
         slow switch works through the window, and a timeout whose probe is overtaken by such
         evidence was spurious. Nothing is acknowledged by it: that stays the peer's ACK."""
+        if self.track_results:
+            seq = self._arrived + psn_diff(psn, psn_add(self.first_psn, self._arrived))
+            if self._arrived <= seq < self._una + len(self._queue):
+                self._arrived = seq + 1
+                self._progress = now
+                self._trim_kept()
         if self._high <= self._una:
             return  # nothing in flight (the common case between all-reduces)
         seq = self._una + psn_diff(psn, psn_add(self.first_psn, self._una))
@@ -428,6 +460,38 @@ class Requester:
         if not self._probing:
             self._deadline = max(self._deadline, now + self._backoff)
         self._progress = now
+
+    def _trim_kept(self) -> None:
+        """Forget kept packets before the message that holds the oldest position still
+        missing its result or its ACK."""
+        need = min(self._arrived, self._una)
+        starts = self._starts
+        if need >= self._una + len(self._queue):
+            starts.clear()  # every message posted so far is done
+            keep_from = need
+        else:
+            while len(starts) > 1 and starts[1] <= need:
+                starts.popleft()
+            keep_from = starts[0]
+        while self._kept and self._kept_base < keep_from:
+            self._kept.popleft()
+            self._kept_base += 1
+        if not self._kept:
+            self._kept_base = self._una
+
+    def _kept_for_switch(self) -> list[bytes]:
+        """Acknowledged packets a restarted switch needs (track_results): ours from the first
+        packet of the message that holds the oldest position lacking its result or ACK up
+        to the oldest unacknowledged one. The first packet binds the message again, so that
+        the switch can place the later ones; positions whose result is missing need our
+        packet again; and the switch counts a message done (its credit returns) only when
+        every one of its packets is final there, so the whole message is sent again."""
+        need = min(self._arrived, self._una)
+        if not self._starts or self._starts[0] > need:
+            return []
+        base = self._kept_base
+        return [self._kept[seq - base] for seq in range(self._starts[0], self._una)
+                if 0 <= seq - base < len(self._kept)]
 
     def _go_back(self, why: str) -> None:
         log.debug("qp %#x: go back %d packets (%s)", self.local_qpn, self._next - self._una, why)
@@ -446,7 +510,9 @@ class Requester:
         beyond it means the originals arrived (spurious: nothing else is resent, the window
         cut is undone); an ACK of just the probe means they were lost (go back N).
         """
-        if self._high <= self._una or now < self._deadline:
+        outstanding = self._high > self._una
+        lagging = self.track_results and self._arrived < self._una
+        if not (outstanding or lagging) or now < self._deadline:
             return
         if now - self._progress > self.dead_after:
             self.error = (
@@ -459,6 +525,21 @@ class Requester:
             log.error("%s", self.error)
             return
         self.stats.timeouts += 1
+        if self.on_timeout is not None:
+            self.on_timeout()
+        if self.track_results:
+            kept = self._kept_for_switch()
+            if kept:
+                sent = self.ep.send_many(self.peer_ip, kept)
+                self.stats.retransmitted += sent
+                self.stats.packets_sent += sent
+                self.stats.bytes_sent += sum(len(p) for p in kept[:sent])
+        if not outstanding:
+            # every packet acknowledged, some result missing: resend and back off
+            self._retries += 1
+            self._backoff = min(self._backoff * 2, self.max_rto)
+            self._deadline = now + self._backoff
+            return
         if self._high - self._una == 1:
             self.stats.lone_timeouts += 1
         if not self._probing:
@@ -473,7 +554,9 @@ class Requester:
         self._deadline = now + self._backoff
 
     def next_deadline(self) -> float | None:
-        if self.error is not None or self._high <= self._una:
+        if self.error is not None:
+            return None
+        if self._high <= self._una and not (self.track_results and self._arrived < self._una):
             return None
         return self._deadline
 
@@ -602,6 +685,13 @@ class Responder:
             return True
         return False
 
+    def refresh_ack(self) -> None:
+        """Send our cumulative ACK again now (once anything was accepted): the peer may
+        have lost the last one."""
+        if self.stats.packets_received - self.stats.duplicates - self.stats.out_of_order > 0:
+            self._ack_pending = True
+            self.flush_ack()
+
     def flush_ack(self) -> None:
         """Send one cumulative ACK if any packet asked for it (end of a receive batch)."""
         if not self._ack_pending:
@@ -663,16 +753,18 @@ class RoceEndpoint:
 
     def requester(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
                   window: int = 64, rto: float = 0.05, max_rto: float = 1.0,
-                  dead_after: float = 30.0, min_cwnd: int | None = None) -> Requester:
+                  dead_after: float = 30.0, min_cwnd: int | None = None,
+                  track_results: bool = False) -> Requester:
         """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``; ``min_cwnd``
-        turns on congestion control (see :class:`Requester`)."""
+        turns on congestion control, ``track_results`` keeps acknowledged packets until
+        their in-network result arrived (see :class:`Requester`)."""
         if window < 1 or rto <= 0 or dead_after <= 0:
             raise ValueError("window must be >= 1 and timeouts > 0")
         with self.cv:
             if local_qpn in self._requesters or local_qpn in self._responders:
                 raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
             qp = Requester(self, local_qpn, remote_qpn, peer_ip, first_psn, window, rto,
-                           max(rto, max_rto), dead_after, min_cwnd)
+                           max(rto, max_rto), dead_after, min_cwnd, track_results)
             self._requesters[local_qpn] = qp
         return qp
 
