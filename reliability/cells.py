@@ -99,6 +99,16 @@ def _contributions(bed: Testbed, name: str) -> int:
     return sum(int(r.get("contributions", 0)) for r in rows if r["switch"] == name)
 
 
+def _job_counter_rows(bed: Testbed) -> list[dict[str, Any]]:
+    from controller.fabric import ControllerError
+    from controller.p4client import P4RuntimeRequestError
+
+    try:
+        return bed.controller.job_counters(bed.plan["name"])
+    except (ControllerError, P4RuntimeRequestError) as exc:
+        return [{"error": str(exc)}]
+
+
 def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
                  elements: int) -> RestartCell:
     """``count`` jobs, each with one switch of its tree (leaves and the spine in turn, a
@@ -158,6 +168,9 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
         record["verdict"] = box.get("verdict", box.get("error", "still running"))
         if box.get("verdict") == "exact":
             cell.survived += 1
+        else:
+            # what each switch of the job counted (drops by reason): why it did not recover
+            record["counters"] = _job_counter_rows(bed)
         cell.kills.append(record)
         tick(f"restart {victim} at {frac:.0%}: {record['verdict']}")
     return cell
