@@ -443,6 +443,9 @@ register<bit<1>>(NR_BINDINGS) bind_ver;
 register<bit<64>>(NR_BINDINGS) bind_va;      /* the first packet's RETH */
 register<bit<32>>(NR_BINDINGS) bind_rkey;
 register<bit<32>>(NR_BINDINGS) bind_dma_len;
+/* 1 while a binding still holds one of the connection's credits (it is "settled" when the
+ * worker has moved a whole window past it, see NR_SETTLE_BINDING). */
+register<bit<1>>(NR_BINDINGS) bind_open;
 
 /* Per-element work, expanded for every element by NR_FOR_EACH_ELEM (nr_elems.p4). */
 
@@ -480,6 +483,36 @@ register<bit<32>>(NR_BINDINGS) bind_dma_len;
         bind_slot.read(meta.nr.slot_first, bind_base + b);                        \
         bind_msg.read(meta.nr.msg, bind_base + b);                                \
         bind_ver.read(meta.nr.ver, bind_base + b);                                \
+    }
+
+/* Credits in use on a connection: its bindings still open.  A binding closes when its
+ * message is done here, or when the worker opens a message a whole window (the one its tag
+ * declares) newer: it opens message m only with the results and ACKs of every message up to
+ * m - window (docs/workloads.md), so those are over for it.  The second way matters after a
+ * switch restart: a worker whose ACK died with the old switch sends an old message again,
+ * the new switch binds it, and the other workers, who have its result, never send it again;
+ * it could never be done here, and with every credit held so, the connection could open no
+ * message.  A tag without a window (0) closes nothing the second way. */
+#define NR_COUNT_BINDING(b)                                                       \
+    bind_npkts.read(s_npkts, bind_base + b);                                      \
+    bind_msg.read(s_msg_b, bind_base + b);                                        \
+    bind_open.read(s_open, bind_base + b);                                        \
+    s_age = meta.nr.msg - s_msg_b;                                                \
+    if (s_open == 1 && s_npkts != 0) {                                            \
+        bind_slot.read(s_slot, bind_base + b);                                    \
+        bind_ver.read(s_ver, bind_base + b);                                      \
+        s_g = (meta.nr.slot_base + (bit<32>)s_slot) * 2 + (bit<32>)s_ver;        \
+        s_progress = 0;                                                           \
+        if (s_g < NR_SLOT_COPIES) {                                               \
+            msg_progress.read(s_progress, s_g);                                   \
+        }                                                                         \
+        if (s_progress == meta.nr.job ++ s_msg_b ++ s_npkts                       \
+                || (hdr.nr_tag.window != 0 && (s_age & 0x8000) == 0               \
+                    && s_age >= hdr.nr_tag.window)) {                             \
+            bind_open.write(bind_base + b, 0);                                    \
+        } else {                                                                  \
+            in_use = in_use + 1;                                                  \
+        }                                                                         \
     }
 
 control AggregationIngress(inout headers_t hdr,
@@ -665,11 +698,13 @@ control AggregationIngress(inout headers_t hdr,
                             /* The same message with another PSN: not from this sender. */
                             drop_packet(DROP_MALFORMED);
                         } else {
-                            /* A new message: it needs one of the job's credits.  The limit
-                             * is the job's credits, or the window the worker says it uses
-                             * if that is larger (up to NR_BIND): after `credits set` lowers
-                             * the limit, messages a worker sent before it learnt the new
-                             * value (from a result) still pass. */
+                            /* A new message: it needs one of the job's credits, i.e. fewer
+                             * open bindings on this connection than the limit
+                             * (NR_COUNT_BINDING).  The limit is the job's credits, or the
+                             * window the worker says it uses if that is larger (up to
+                             * NR_BIND): after `credits set` lowers the limit, messages a
+                             * worker sent before it learnt the new value (from a result)
+                             * still pass. */
                             bit<16> limit = meta.nr.credits;
                             bit<16> echo = hdr.nr_tag.window;
                             if (echo > NR_BIND) {
@@ -678,14 +713,27 @@ control AggregationIngress(inout headers_t hdr,
                             if (echo > limit) {
                                 limit = echo;
                             }
-                            bit<16> started;
-                            bit<16> done;
+                            bit<16> started;  /* statistics only (registers read out) */
                             conn_started.read(started, (bit<32>)meta.nr.conn);
-                            job_done.read(done, (bit<32>)meta.nr.job);
-                            if (started - done >= limit) {
+                            bit<32> bind_base = (bit<32>)meta.nr.conn * NR_BIND;
+                            bit<16> in_use = 0;
+                            bit<16> s_npkts;
+                            bit<16> s_msg_b;
+                            bit<1> s_open;
+                            bit<16> s_age;
+                            bit<16> s_slot;
+                            bit<1> s_ver;
+                            bit<32> s_g;
+                            bit<48> s_progress;
+                            NR_COUNT_BINDING(0)
+                            NR_COUNT_BINDING(1)
+                            NR_COUNT_BINDING(2)
+                            NR_COUNT_BINDING(3)
+                            if (in_use >= limit) {
                                 drop_packet(DROP_CREDIT);
                             } else {
                                 conn_started.write((bit<32>)meta.nr.conn, started + 1);
+                                bind_open.write(bi, 1);
                                 bind_psn.write(bi, hdr.bth.psn);
                                 bind_npkts.write(bi, meta.nr.npkts);
                                 bind_slot.write(bi, meta.nr.slot_first);
@@ -745,6 +793,9 @@ control AggregationIngress(inout headers_t hdr,
                 slot_flags.read(s_flags, meta.nr.g);
                 slot_job.read(o_job, meta.nr.g ^ 1);
                 slot_filled.read(o_count, meta.nr.g ^ 1);
+                bit<16> o_msg;
+                slot_msg.read(o_msg, meta.nr.g ^ 1);
+                bit<16> o_age = meta.nr.msg - o_msg;
 
                 bit<32> old_sum;
                 int<32> new_sum;
@@ -781,8 +832,12 @@ control AggregationIngress(inout headers_t hdr,
                         /* Older than the message the copy now holds. */
                         drop_packet(DROP_STALE);
                     } else if (fresh && o_job == meta.nr.job && o_count != 0
-                               && o_count != meta.nr.expected) {
-                        /* The other copy (message msg - credits) is still running. */
+                               && o_count != meta.nr.expected
+                               && ((o_age & 0x8000) != 0 || o_age < meta.nr.credits)) {
+                        /* The other copy holds a message less than the credits older
+                         * (or a newer one) that is still filling.  One at least a whole
+                         * window older is over for every worker that sends this one:
+                         * left filling only by a switch restart (NR_SETTLE_BINDING). */
                         drop_packet(DROP_CREDIT);
                     } else if (!fresh && (s_bitmap & my_bit) != 0) {
                         duplicates.count((bit<32>)meta.nr.job);

@@ -359,6 +359,52 @@ def test_credits_lowered_mid_job_admit_messages_already_sent(pipe: Pipeline) -> 
     assert sorted(t.msg for t in tags) == [0, 0, 1, 1, 2, 2]
 
 
+# ------------------------------------------------------- credits after a switch restart
+
+BIND_OPEN = "bind_open"
+
+
+def _open_bindings(pipe: Pipeline, conn: int) -> int:
+    """Credits the connection holds: its bindings not yet closed."""
+    return sum(register(pipe, BIND_OPEN, conn * 4 + b) for b in range(4))
+
+
+def test_old_messages_bound_after_a_restart_return_their_credits(pipe: Pipeline) -> None:
+    """A restarted switch (empty registers). Worker 0's ACKs died with the old switch, so
+    it sends messages 0 and 1 again; worker 1 has their results and never does. Each took
+    one of worker 0's two credits and can never become final here: before, message 2 was
+    refused for credit for ever (the reliability campaign's leaf restarts that hung with
+    CREDIT drops). A worker opens message m only with the results of every message up to
+    m - window, so bindings that old are settled and return their credits."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=2, slot_count=2)
+    for m in range(2):
+        frame = worker_window(job.message(0, values(0, E), msg=m, slot=m)[0], 2)
+        assert job.send([(0, frame)]) == []
+    assert _open_bindings(pipe, 0) == 2
+    out = []
+    for m in (2, 3):
+        for k in range(2):
+            frame = job.message(k, values(k, E), msg=m, slot=m % 2, version=1)[0]
+            out += job.send([(k, worker_window(frame, 2))])
+    assert job_drops(pipe, 1, CREDIT) == 0
+    assert sorted(Ether(f)["NRTag"].msg for _, f in out) == [2, 2, 3, 3]
+    assert [_open_bindings(pipe, c) for c in range(2)] == [1, 1]  # message 3's, until the next
+
+
+def test_a_window_free_tag_closes_no_binding_early(pipe: Pipeline) -> None:
+    """A tag that declares no window (0) closes a binding only when its message is done:
+    with one credit, a second message waits for the first (test_credits_bound_...), and
+    with two, a third one does."""
+    ws = make_workers(2)
+    job = Job(pipe, 1, ws, credits=2, slot_count=3)
+    for m in range(2):
+        job.send([(0, job.message(0, values(0, E), msg=m, slot=m)[0])])
+    assert job.send([(0, job.message(0, values(0, E), msg=2, slot=2)[0])]) == []
+    assert job_drops(pipe, 1, CREDIT) == 1
+    assert _open_bindings(pipe, 0) == 2
+
+
 def test_p4c_compiles_without_warnings(tmp_path: Path) -> None:
     """p4c accepts the program without warnings (the shadowed slot_count and the unused
     flags are gone); needs p4c on PATH."""

@@ -35,7 +35,7 @@ from workloads.innetwork import (
     innetwork_allreduce,
     worker_qpn,
 )
-from workloads.roce import RoceEndpoint, TransportError
+from workloads.roce import OP_ACK, RoceEndpoint, TransportError
 
 P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
 SW_MAC = "02:aa:00:00:00:01"
@@ -447,17 +447,25 @@ def test_unconfigured_job_fails_with_clear_error(
 
 
 def _restart_after(bench: SwitchBench, program: ir.Program, completion: int,
-                   deliver_to: set[int]) -> dict[str, int]:
+                   deliver_to: set[int], lose_acks_of: int | None = None) -> dict[str, int]:
     """Make the bench's switch "restart" right after its ``completion``-th multicast of a
     result: that result reaches only the workers of ranks ``deliver_to`` (the process died
     while its replicas were leaving), and every later frame meets a fresh pipeline with the
     same configuration and empty registers (what the controller restores after a switch
-    process restarts). Returns a dict counting completions and restarts."""
+    process restarts). ``lose_acks_of``: the ACKs that worker sends before its next data
+    packet are lost too (they were on their way through the switch that died). Returns a
+    dict counting completions and restarts."""
     seen = {"completions": 0, "restarts": 0}
     ports = {bench.hosts[bench.job.worker(r).rank].port for r in deliver_to}
+    ack_port = None if lose_acks_of is None else bench.hosts[lose_acks_of].port
     p = bench.job.size
 
     def process(port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        nonlocal ack_port
+        if seen["restarts"] and port == ack_port:
+            if frame[42] == OP_ACK:
+                return []
+            ack_port = None  # its data goes out again: the ACKs before it were in flight
         out = bench.pipe.process(port, frame)
         if seen["restarts"] or len(out) != p:
             return out
@@ -489,6 +497,21 @@ def test_exact_after_a_switch_restart(bench_factory: Callable[..., SwitchBench],
     bench = bench_factory(2, credits=2, msg_pkts=4, dead_after=8.0)
     seen = _restart_after(bench, program, completion, deliver_to)
     _exact_across_restart(bench, seen, seed=completion)
+
+
+def test_exact_after_a_switch_restart_that_lost_acks(
+        bench_factory: Callable[..., SwitchBench], program: ir.Program) -> None:
+    """The switch dies after delivering the result of a message's last packet to both
+    workers, and worker 1's ACKs of worker 0's messages die with it. Worker 1 has nothing
+    to resend; worker 0 sends its messages again into a switch that no longer has their
+    results (a duplicate result used to make worker 1 ACK again), binding old messages
+    that worker 1 never sends again, which held worker 0's credits for ever. A worker
+    whose own transfer times out now sends its cumulative ACK again, and the switch closes
+    a binding once its worker opens a message a whole window newer (netreduce.p4,
+    NR_COUNT_BINDING)."""
+    bench = bench_factory(2, credits=2, msg_pkts=4, dead_after=8.0)
+    seen = _restart_after(bench, program, 8, {0, 1}, lose_acks_of=1)
+    _exact_across_restart(bench, seen, seed=8)
 
 
 def _exact_across_restart(bench: SwitchBench, seen: dict[str, int], seed: int) -> None:
