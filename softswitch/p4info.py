@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2, p4types_pb2
@@ -122,8 +123,9 @@ class _SymbolTable:
                     value = (value + 1) & 0xFFFFFFFF
                     if value == start:
                         raise P4InfoError(f"no available id to represent {name} in P4Runtime")
-                table[name] = prefix << 24 | (value & 0xFFFFFF)
-                self._assigned.add(table[name])  # type: ignore[arg-type]
+                full = prefix << 24 | (value & 0xFFFFFF)
+                table[name] = full
+                self._assigned.add(full)
 
     def id(self, prefix: int, name: str) -> int:
         value = self._names[prefix][name]
@@ -199,23 +201,50 @@ def _annotation_text(name: str, values: list[object]) -> str:
     return f"@{name}({', '.join(rendered)})"
 
 
+class _Strings(Protocol):
+    """A repeated string field of a protobuf message."""
+
+    def append(self, value: str, /) -> None: ...
+
+
+class _Documentation(Protocol):
+    """``p4.config.v1.Documentation``."""
+
+    brief: str
+    description: str
+
+
+class _Annotated(Protocol):
+    """A P4Info message with ``annotations`` (the p4 protobufs carry no type information)."""
+
+    @property
+    def annotations(self) -> _Strings: ...
+
+
+class _Documented(Protocol):
+    """A P4Info message with a ``doc`` (Documentation) field."""
+
+    @property
+    def doc(self) -> _Documentation: ...
+
+
 def _add_annotations(
-    message: object, annotations: ir.Annotations, skip: Iterable[str] = ()
+    message: _Annotated, annotations: ir.Annotations, skip: Iterable[str] = ()
 ) -> None:
     skipped = _SKIPPED_ANNOTATIONS.union(skip)
     for name, values in annotations.items():
         if name in skipped:
             continue
-        message.annotations.append(_annotation_text(name, list(values or [])))  # type: ignore[attr-defined]
+        message.annotations.append(_annotation_text(name, list(values or [])))
 
 
-def _add_doc(message: object, annotations: ir.Annotations) -> None:
+def _add_doc(message: _Documented, annotations: ir.Annotations) -> None:
     brief = annotations.get("brief")
     description = annotations.get("description")
     if brief:
-        message.doc.brief = str(brief[0]).strip('"')  # type: ignore[attr-defined]
+        message.doc.brief = str(brief[0]).strip('"')
     if description:
-        message.doc.description = str(description[0]).strip('"')  # type: ignore[attr-defined]
+        message.doc.description = str(description[0]).strip('"')
 
 
 def _set_preamble(
@@ -261,8 +290,8 @@ def _translation(t: ir.NewType) -> tuple[str, int | None] | None:
         return None
     uri = str(values[0]).strip().strip('"')
     second = str(values[1]).strip() if len(values) > 1 else "string"
-    if isinstance(values[1] if len(values) > 1 else None, int):
-        return uri, int(values[1])  # type: ignore[arg-type]
+    if len(values) > 1 and isinstance(values[1], int):
+        return uri, int(values[1])
     if "string" in second:
         return uri, None
     digits = "".join(ch for ch in second if ch.isdigit())
@@ -339,7 +368,8 @@ class _TypeConverter:
             else:
                 out.header_stack.header.name = _type_name(t.elem)
                 out.header_stack.size = t.size
-                self.header(t.elem)  # type: ignore[arg-type]
+                assert isinstance(t.elem, ir.HeaderType), "a stack of headers or of unions"
+                self.header(t.elem)
         else:
             raise P4InfoError(f"type {t!r} cannot be described in P4Info")
         return out
@@ -387,7 +417,8 @@ class _TypeConverter:
             member = entry.members.add()
             member.name = _cp_name_of(f.name, f.annotations)
             member.header.name = _type_name(f.type)
-            self.header(f.type)  # type: ignore[arg-type]
+            assert isinstance(f.type, ir.HeaderType), "a header union holds headers"
+            self.header(f.type)
         self.info.header_unions[name].CopyFrom(entry)
 
     def enum(self, t: ir.EnumType) -> None:
@@ -505,7 +536,7 @@ def _digest_types(stmts: object) -> list[ir.Type]:
             if expr.type_args:
                 found.append(expr.type_args[0])
             elif len(expr.args) > 1 and expr.args[1] is not None:
-                found.append(expr.args[1].type)  # type: ignore[union-attr]
+                found.append(expr.args[1].type)
     return found
 
 

@@ -73,9 +73,15 @@ class Pipeline:
         self.trace_sink: Callable[[PacketTrace], None] | None = None
         self.egress_order = egress_order
         if egress_order != "sync":
-            tm = {"egress_order": egress_order, "queue_depth": queue_depth, "seed": egress_seed}
             queued = QueuedTracingV1Switch if trace else QueuedV1Switch
-            self._switch: V1Switch = queued(c, self.pre, clock_ns, **tm)
+            self._switch: V1Switch = queued(
+                c,
+                self.pre,
+                clock_ns,
+                egress_order=egress_order,
+                queue_depth=queue_depth,
+                seed=egress_seed,
+            )
         elif trace:
             self._switch = TracingV1Switch(c, self.pre, clock_ns)
         else:

@@ -28,10 +28,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from p4schema import P4InfoLookupError, resolve_name
 from softswitch.errors import TableError
+
+if TYPE_CHECKING:  # the engine is imported when a command needs it
+    from softswitch import ir
+    from softswitch.engine.externs import Counter, Register
+    from softswitch.engine.pre import PacketReplicationEngine
+    from softswitch.engine.tables import ActionCall, FieldMatch, Table
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +385,7 @@ def _check_width(value: int, width: int, what: str) -> int:
     return value
 
 
-def key_match(kind: str, text: str, width: int, name: str) -> object:
+def key_match(kind: str, text: str, width: int, name: str) -> FieldMatch | None:
     """The FieldMatch for STF key value ``text`` of a ``kind`` key ``width`` bits wide."""
     from softswitch.engine.tables import FieldMatch
 
@@ -450,11 +456,11 @@ def _normalise_key_name(name: str) -> str:
 
 
 class _PipelineLike(Protocol):
-    tables: dict
-    registers: dict
-    counters: dict
-    pre: object
-    program: object
+    tables: dict[str, Table]
+    registers: dict[str, Register]
+    counters: dict[str, Counter]
+    pre: PacketReplicationEngine
+    program: ir.Program
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]: ...
 
@@ -509,7 +515,7 @@ class StfRunner:
         if self._action_params is None:
             from softswitch.p4info import build_p4info
 
-            p4info = build_p4info(self.pipeline.program)  # type: ignore[arg-type]
+            p4info = build_p4info(self.pipeline.program)
             self._action_params = {
                 a.preamble.name: [(p.name, p.bitwidth) for p in a.params] for a in p4info.actions
             }
@@ -518,16 +524,16 @@ class StfRunner:
         except KeyError:
             raise ValueError(f"action '{action}' is not visible to the control plane") from None
 
-    def _table(self, name: str) -> object:
+    def _table(self, name: str) -> Table:
         full = resolve_name(name, list(self.pipeline.tables), "table", plain_suffix=True)
         return self.pipeline.tables[full]
 
-    def _action_call(self, table: object, name: str, args: tuple[tuple[str, str], ...]) -> object:
+    def _action_call(
+        self, table: Table, name: str, args: tuple[tuple[str, str], ...]
+    ) -> ActionCall:
         from softswitch.engine.tables import ActionCall
 
-        action = resolve_name(
-            name, list(table.action_names), "action", plain_suffix=True  # type: ignore[attr-defined]
-        )
+        action = resolve_name(name, list(table.action_names), "action", plain_suffix=True)
         params = self._params_of(action)
         given = dict(args)
         unknown = [k for k in given if k not in {p for p, _ in params}]
@@ -551,12 +557,12 @@ class StfRunner:
         from softswitch.engine.tables import TableEntry
 
         table = self._table(cmd.table)
-        keys = table.keys  # type: ignore[attr-defined]
+        keys = table.keys
         names = [k.name for k in keys]
-        matches: list[object] = [None] * len(keys)
+        matches: list[FieldMatch | None] = [None] * len(keys)
         for raw_name, value in cmd.keys:
             key_name = _normalise_key_name(raw_name)
-            what = f"key field of table {table.name}"  # type: ignore[attr-defined]
+            what = f"key field of table {table.name}"
             full = resolve_name(key_name, names, what, plain_suffix=True)
             index = names.index(full)
             kf = keys[index]
@@ -565,18 +571,18 @@ class StfRunner:
         for kf, fm in zip(keys, matches, strict=True):
             kind = getattr(kf.match_kind, "value", kf.match_kind)
             if fm is None and kind == "exact":
-                raise ValueError(f"table {table.name}: no value for exact key {kf.name}")  # type: ignore[attr-defined]
+                raise ValueError(f"table {table.name}: no value for exact key {kf.name}")
         action = self._action_call(table, cmd.action, cmd.args)
         priority = 0
         if getattr(table, "requires_priority", False):
             if cmd.priority is not None:
                 priority = cmd.priority + 1  # STF 0 is valid; P4Runtime needs > 0
             else:
-                count = self._auto_priority.get(table.name, 0)  # type: ignore[attr-defined]
-                self._auto_priority[table.name] = count + 1  # type: ignore[attr-defined]
+                count = self._auto_priority.get(table.name, 0)
+                self._auto_priority[table.name] = count + 1
                 priority = _AUTO_PRIORITY_BASE - count  # first added wins
-        entry = TableEntry(tuple(matches), action, priority=priority)  # type: ignore[arg-type]
-        table.insert(entry)  # type: ignore[attr-defined]
+        entry = TableEntry(tuple(matches), action, priority=priority)
+        table.insert(entry)
 
     def apply(
         self,
@@ -601,15 +607,15 @@ class StfRunner:
                 self._add(cmd)
             elif isinstance(cmd, SetDefault):
                 table = self._table(cmd.table)
-                table.set_default(self._action_call(table, cmd.action, cmd.args))  # type: ignore[attr-defined]
+                table.set_default(self._action_call(table, cmd.action, cmd.args))
             elif isinstance(cmd, McGroupCreate):
-                self.pipeline.pre.mc_mgrp_create(cmd.group)  # type: ignore[attr-defined]
+                self.pipeline.pre.mc_mgrp_create(cmd.group)
             elif isinstance(cmd, McNodeCreate):
-                self.pipeline.pre.mc_node_create(cmd.rid, list(cmd.ports))  # type: ignore[attr-defined]
+                self.pipeline.pre.mc_node_create(cmd.rid, list(cmd.ports))
             elif isinstance(cmd, McNodeAssociate):
-                self.pipeline.pre.mc_node_associate(cmd.group, cmd.handle)  # type: ignore[attr-defined]
+                self.pipeline.pre.mc_node_associate(cmd.group, cmd.handle)
             elif isinstance(cmd, MirroringAdd):
-                self.pipeline.pre.set_clone_session(cmd.session, cmd.port)  # type: ignore[attr-defined]
+                self.pipeline.pre.set_clone_session(cmd.session, cmd.port)
             elif isinstance(cmd, RegisterWrite):
                 full = resolve_name(
                     cmd.register, list(self.pipeline.registers), "register", plain_suffix=True

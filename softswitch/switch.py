@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypedDict
 
 from softswitch.pcap import PcapWriter, pcap_paths
 from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
@@ -115,7 +115,7 @@ class SwitchDataPlane:
         with self.lock:
             if pipeline is not None and self.cpu_port is not None and hasattr(pipeline, "cpu_port"):
                 pipeline.cpu_port = self.cpu_port
-            if getattr(pipeline, "tracing", False):
+            if pipeline is not None and getattr(pipeline, "tracing", False):
                 pipeline.trace_sink = None  # the loop logs each trace in its own record
             self.pipeline = pipeline
 
@@ -381,6 +381,14 @@ class SwitchOptions:
     notes: tuple[str, ...] = field(default=())
 
 
+class _TmOptions(TypedDict):
+    """The traffic-manager keyword options of ``Pipeline`` (see SwitchOptions)."""
+
+    egress_order: str
+    queue_depth: int
+    egress_seed: int | None
+
+
 def _parse_interface(text: str) -> tuple[int, str]:
     num, sep, iface = text.partition("@")
     if not sep or not num or not iface:
@@ -486,7 +494,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"--queue-depth {args.queue_depth}: not an integer") from None
     if not 1 <= depth <= MAX_QUEUE_DEPTH:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
-    notes = ()
+    notes: tuple[str, ...] = ()
     if args.thrift_port is not None:
         notes = (
             f"--thrift-port {args.thrift_port} ignored: "
@@ -571,8 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
 
     trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
-    tm = {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
-          "egress_seed": opts.seed}
+    tm: _TmOptions = {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
+                      "egress_seed": opts.seed}
     initial = None
     pipeline = None
     if opts.program is not None:

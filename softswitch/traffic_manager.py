@@ -35,11 +35,13 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from softswitch import ir
+from softswitch.engine.codegen import CompiledProgram
+from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.runtime import P4AssertionFailed
 from softswitch.v1model import MAX_PASSES, TracingV1Switch, V1Switch
+from softswitch.v1model.switch import _Job
 
 log = logging.getLogger(__name__)
 
@@ -67,34 +69,30 @@ class _Sink:
 
     __slots__ = ("append",)
 
-    def __init__(self, append: Callable[[Any], None]) -> None:
+    def __init__(self, append: Callable[[_Job], None]) -> None:
         self.append = append
 
 
-class QueuedSwitchMixin:
-    """Per-egress-port queues in front of egress; mixed into a :class:`V1Switch`.
+class QueuedSwitchMixin(V1Switch):
+    """Per-egress-port queues in front of egress; mixed in before :class:`V1Switch` or
+    :class:`TracingV1Switch` (it subclasses V1Switch so that the MRO puts it in front of
+    either, and so that the methods it relies on are typed).
 
     Uses the V1Switch pass methods (``_ingress_pass``, ``_after_ingress``,
     ``_egress_pass``, ``_after_egress``), handing them a sink that enqueues instead of the
     synchronous egress list."""
 
-    # set by V1Switch
-    _has_queue: bool
-    _has_ts: bool
-    _has_ets: bool
-    sm_t: Any
-
     def __init__(
         self,
-        compiled: Any,
-        pre: Any,
+        compiled: CompiledProgram,
+        pre: PacketReplicationEngine,
         clock_ns: Callable[[], int],
         *,
         egress_order: str,
         queue_depth: int = BMV2_QUEUE_DEPTH,
         seed: int | None = None,
     ) -> None:
-        super().__init__(compiled, pre, clock_ns)  # type: ignore[call-arg]  # the V1Switch
+        super().__init__(compiled, pre, clock_ns)  # the V1Switch (or TracingV1Switch)
         self._init_tm(egress_order, queue_depth, seed)
 
     def _init_tm(self, egress_order: str, queue_depth: int, seed: int | None) -> None:
@@ -103,7 +101,7 @@ class QueuedSwitchMixin:
             raise ValueError("egress_order 'sync' has no queues (use V1Switch)")
         self.egress_order = egress_order
         self.queue_depth = queue_depth
-        self.queues: dict[int, deque[tuple[int, Any]]] = {}
+        self.queues: dict[int, deque[tuple[int, _Job]]] = {}
         self.capacity: dict[int, int] = {}  # per-port depth overrides
         self.queue_drops: dict[int, int] = {}
         self.rng = random.Random(seed)
@@ -115,7 +113,7 @@ class QueuedSwitchMixin:
         self._queue_meta = set(QUEUE_FIELDS) <= fields
         self._has_queue = False
         self._sink = _Sink(self._enqueue)
-        self._ingress_q: deque[Any] = deque()
+        self._ingress_q: deque[_Job] = deque()
 
     # ------------------------------------------------------------------ queues
     @property
@@ -136,7 +134,7 @@ class QueuedSwitchMixin:
         else:
             self.capacity[port] = depth
 
-    def _enqueue(self, job: Any) -> None:
+    def _enqueue(self, job: _Job) -> None:
         port = job.port
         q = self.queues.get(port)
         if q is None:
@@ -147,13 +145,13 @@ class QueuedSwitchMixin:
             return
         if self._queue_meta:
             sm = job.sm
-            sm.enq_timestamp = self._now_us() & _MASK32  # type: ignore[attr-defined]
+            sm.enq_timestamp = self._now_us() & _MASK32
             sm.enq_qdepth = len(q)
         self._seq += 1
         q.append((self._seq, job))
         self._pending += 1
 
-    def _dequeue(self) -> Any:
+    def _dequeue(self) -> _Job:
         """The next packet to leave, by the egress order."""
         queues = self.queues
         if self.egress_order == "random":
@@ -165,7 +163,7 @@ class QueuedSwitchMixin:
         self._pending -= 1
         if self._queue_meta:
             sm = job.sm
-            sm.deq_timedelta = (self._now_us() - sm.enq_timestamp) & _MASK32  # type: ignore[attr-defined]
+            sm.deq_timedelta = (self._now_us() - sm.enq_timestamp) & _MASK32
             sm.deq_qdepth = len(q)
         return job
 
@@ -193,10 +191,10 @@ class QueuedSwitchMixin:
         self._ingress_q.append(job)
         self._run_ingress(1)
 
-    def _fresh_job(self, frame: bytes, port: int, n: int) -> Any:
-        job = self._fresh(frame, port, 0, n)  # type: ignore[attr-defined]
+    def _fresh_job(self, frame: bytes, port: int, n: int) -> _Job:
+        job = self._fresh(frame, port, 0, n)
         if self._has_ts:
-            job.sm.ingress_global_timestamp = self._now_us()  # type: ignore[attr-defined]
+            job.sm.ingress_global_timestamp = self._now_us()
         return job
 
     def _run_ingress(self, budget: int) -> int:
@@ -212,10 +210,10 @@ class QueuedSwitchMixin:
                 break
             j = iq.popleft()
             try:
-                self._ingress_pass(j)  # type: ignore[attr-defined]
-                self._after_ingress(j, iq, self._sink)  # type: ignore[attr-defined]
+                self._ingress_pass(j)
+                self._after_ingress(j, iq, self._sink)
             except P4AssertionFailed as exc:
-                self._assertion_failed(exc)  # type: ignore[attr-defined]
+                self._assertion_failed(exc)
         return passes
 
     def transmit(self, max_packets: int | None = None) -> list[tuple[int, bytes]]:
@@ -234,10 +232,10 @@ class QueuedSwitchMixin:
             served += 1
             passes += 1
             try:
-                self._egress_pass(job)  # type: ignore[attr-defined]
-                self._after_egress(job, self._ingress_q, self._sink, out)  # type: ignore[attr-defined]
+                self._egress_pass(job)
+                self._after_egress(job, self._ingress_q, self._sink, out)
             except P4AssertionFailed as exc:
-                self._assertion_failed(exc)  # type: ignore[attr-defined]
+                self._assertion_failed(exc)
             if self._ingress_q:
                 passes += self._run_ingress(1)
         return out

@@ -145,7 +145,7 @@ class CodeGen:
         out.code = "\n".join(ctx.functions)
         for role in out.block_params:
             out.blocks[role] = ns[f"blk_{role}"]
-        out.field_lists = {i: ns[n] for i, n in out.field_lists.items()}  # type: ignore[misc]
+        out.field_lists = {i: ns[n] for i, n in ctx.field_list_names.items()}
         for tname, cname in ctx.types._names.items():  # noqa: SLF001
             del tname
             out.classes[cname] = ns[cname]

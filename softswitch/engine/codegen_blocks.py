@@ -137,9 +137,9 @@ class BlockGen:
                 sc.out = "_out"
                 em.line("_out = bytearray()")
             self._begin_block(role, decl, sc, em)
-            for x in decl.locals:
-                if isinstance(x, ir.VarDecl):
-                    self.ctx.stmts.stmt(x, sc, em)
+            for local in decl.locals:
+                if isinstance(local, ir.VarDecl):
+                    self.ctx.stmts.stmt(local, sc, em)
             if self.ctx.stmts.may_exit(decl.body):
                 with em.block("try:"):
                     self.ctx.stmts.stmt(decl.body, sc, em)

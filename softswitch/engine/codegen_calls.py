@@ -11,6 +11,7 @@ caught by the control the architecture invoked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from softswitch import ir
@@ -150,8 +151,8 @@ class CallGen:
         em: Emitter,
         outs: list[tuple[ir.Expr, str]],
         exits: bool,
-        prologue: list[ir.Stmt] = (),
-    ) -> None:  # type: ignore[assignment]
+        prologue: Sequence[ir.Stmt] = (),
+    ) -> None:
         """Emit ``body`` in ``inner`` with the return/exit/copy-out plumbing it needs."""
         ret = has_return(body)
         inner.ret = "break" if ret else inner.ret
@@ -241,6 +242,7 @@ class CallGen:
         """``c.apply(args)`` of a sub-control or sub-parser instance, or of a constructor
         parameter bound to one."""
         where = None
+        inst: ir.Instance | ir.TableDecl
         if isinstance(e.target, ir.VarRef):
             where = sc.block_args.get(e.target.var)
             if where is None:

@@ -67,6 +67,9 @@ class GenContext:
         self.global_inits: list[str] = []  # module-level lines that create the other globals
         self.functions: list[str] = []  # the generated functions' source, in order
         self.global_names: dict[int, object] = {}  # id(top-level instance) -> global name
+        # @field_list number -> name of its generated copy function (linked into
+        # CompiledProgram.field_lists once the module runs)
+        self.field_list_names: dict[int, str] = {}
         self.top_actions = {id(a) for a in program.actions.values()}
         self.out = CompiledProgram(program, "", self.ns, {}, {}, {}, errors=list(program.errors))
         self._n = 0

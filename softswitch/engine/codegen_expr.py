@@ -13,6 +13,7 @@ and a left operand whose value could change is captured in a temporary first.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
@@ -23,6 +24,20 @@ from softswitch.errors import P4Error, UnsupportedError
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
+
+
+#: A scalar of a field list: (value, width, validity condition or None); the width is a
+#: number of bits, or for a varbit the Python expression of its current width.
+FlatField = tuple[str, int | str, str | None]
+
+#: A field list's scalar of a width known at compile time.
+FixedField = tuple[str, int, str | None]
+
+
+def fixed_fields(fields: Sequence[FlatField]) -> list[FixedField] | None:
+    """``fields`` when every width is known at compile time (None when one is a varbit's)."""
+    fixed = [(x, w, v) for x, w, v in fields if isinstance(w, int)]
+    return fixed if len(fixed) == len(fields) else None
 
 
 def strip(t: ir.Type) -> ir.Type:
@@ -51,7 +66,7 @@ class ExprGen:
         meth = getattr(self, "visit_" + type(e).__name__, None)
         if meth is None:
             raise UnsupportedError(f"expression {type(e).__name__}", getattr(e, "loc", None))
-        return meth(e, sc, em)  # type: ignore[no-any-return]
+        return meth(e, sc, em)
 
     def const_value(self, e: ir.Expr) -> Any:
         """Value of a compile-time constant expression."""
@@ -309,15 +324,15 @@ class ExprGen:
         if op == "++":
             rw = scalar_width(e.right.type)
             return f"(({left} << {rw}) | {right})"
-        t = strip(e.type)
-        if isinstance(t, ir.IntLitType):
+        rt = strip(e.type)
+        if isinstance(rt, ir.IntLitType):
             pyop = {"/": "//"}.get(op, op)
             if op in ("|+|", "|-|"):
                 pyop = op[1]
             return f"({left} {pyop} {right})"
-        if not isinstance(t, ir.BitType):
-            raise UnsupportedError(f"operator {op} on {type(t).__name__}", e.loc)
-        w, m, signed = t.width, mask(t.width), t.signed
+        if not isinstance(rt, ir.BitType):
+            raise UnsupportedError(f"operator {op} on {type(rt).__name__}", e.loc)
+        w, m, signed = rt.width, mask(rt.width), rt.signed
         rconst = e.right.value if isinstance(e.right, ir.Const) else None
         if op in ("+", "-", "*"):
             return f"(({left} {op} {right}) & {m:#x})"
@@ -416,14 +431,14 @@ class ExprGen:
 
     def flat_fields(
         self, e: ir.Expr, sc: Scope, em: Emitter, valid: str | None = None
-    ) -> list[tuple[str, int, str | None]]:
+    ) -> list[FlatField]:
         """``(value, width, validity condition)`` of every scalar in ``e`` in order —
         the field list of hashes, checksums and digests."""
         t = strip(e.type)
         if isinstance(e, ir.ListExpr):
-            out: list[tuple[str, int, str | None]] = []
-            for x in e.elems:
-                out += self.flat_fields(x, sc, em)
+            out: list[FlatField] = []
+            for elem in e.elems:
+                out += self.flat_fields(elem, sc, em)
             return out
         if isinstance(t, (ir.HeaderType, ir.StructType)):
             base = self.expr(e, sc, em)
@@ -445,10 +460,10 @@ class ExprGen:
         width = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
         return [(x, width, valid)]
 
-    def flat_obj(self, x: str, t: ir.Type, valid: str | None) -> list[tuple[str, int, str | None]]:
+    def flat_obj(self, x: str, t: ir.Type, valid: str | None) -> list[FlatField]:
         t = strip(t)
         if isinstance(t, ir.HeaderType):
-            out: list[tuple[str, int, str | None]] = []
+            out: list[FlatField] = []
             for f in t.fields:
                 out += self.flat_obj(f"{x}.{attr(f.name)}", f.type, f"{x}._v")
             return out
@@ -458,7 +473,7 @@ class ExprGen:
                 out += self.flat_obj(f"{x}.{attr(f.name)}", f.type, valid)
             return out
         if isinstance(t, ir.VarbitType):  # its current bits: width known at run time
-            return [(f"{x}[1]", f"{x}[0]", valid)]  # type: ignore[list-item]
+            return [(f"{x}[1]", f"{x}[0]", valid)]
         if isinstance(t, ir.BoolType):
             return [(f"(1 if {x} else 0)", 1, valid)]
         return [(x, scalar_width(t), valid)]
@@ -466,13 +481,14 @@ class ExprGen:
     def packed_bytes(self, e: ir.Expr, sc: Scope, em: Emitter) -> str:
         """Python expression for the bytes BMv2 hashes for field list ``e`` (fields of
         invalid headers left out, last byte zero-padded on the right)."""
-        fields = self.flat_fields(e, sc, em)
+        flat = self.flat_fields(e, sc, em)
+        fields = fixed_fields(flat)
+        if fields is None:  # a varbit: widths at run time
+            return _runtime_pack(flat)
         conds = {v for _, _, v in fields}
-        if any(isinstance(w, str) for _, w, _ in fields):  # a varbit: widths at run time
-            return _runtime_pack(fields)
         if len(conds) == 1 and None not in conds:  # one header: all or nothing
             (cond,) = conds
-            plain = [(x, w, None) for x, w, _ in fields]
+            plain: list[FixedField] = [(x, w, None) for x, w, _ in fields]
             return f"({self._fast_pack(plain)} if {cond} else b'')"
         if all(v is None for _, _, v in fields):
             return self._fast_pack(fields)
@@ -484,8 +500,8 @@ class ExprGen:
         """``(int expression, byte count expression)`` of the bytes :meth:`packed_bytes`
         gives, as one big-endian integer; None when validity varies field by field.
         ``known`` is a condition already known to hold (a header's validity)."""
-        fields = self.flat_fields(e, sc, em)
-        if any(isinstance(w, str) for _, w, _ in fields):
+        fields = fixed_fields(self.flat_fields(e, sc, em))
+        if fields is None:
             return None
         conds = {v for _, _, v in fields}
         total = sum(w for _, w, _ in fields)
@@ -511,7 +527,7 @@ class ExprGen:
         return f"(({acc}) << {pad})" if pad else f"({acc})"
 
     @staticmethod
-    def _fast_pack(fields: list[tuple[str, int, str | None]]) -> str:
+    def _fast_pack(fields: list[FixedField]) -> str:
         total = sum(w for _, w, _ in fields)
         if total == 0:
             return "b''"
@@ -541,7 +557,7 @@ class PyValue(ir.Expr):
         self.text = text
 
 
-def _runtime_pack(fields: list[tuple[str, int, str | None]]) -> str:
+def _runtime_pack(fields: Sequence[FlatField]) -> str:
     """``_pack_fields`` call over the fields (those of invalid headers left out)."""
     parts = []
     for x, w, v in fields:

@@ -25,7 +25,7 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, mask, strip
 from softswitch.engine.codegen_types import scalar_width
-from softswitch.engine.codegen_walk import register_index_base
+from softswitch.engine.codegen_walk import given, register_index_base
 from softswitch.engine.externs import Register
 from softswitch.errors import P4Error, UnsupportedError
 
@@ -126,7 +126,7 @@ class ExternGen:
         meth(e, sc, em)
 
     def _arg(self, e: ir.Call | ir.MethodCall, i: int, sc: Scope, em: Emitter) -> str:
-        return self.ctx.exprs.expr(e.args[i], sc, em)  # type: ignore[arg-type]
+        return self.ctx.exprs.expr(given(e.args[i]), sc, em)
 
     def fn_verify(self, e: ir.Call, sc: Scope, em: Emitter) -> None:
         if not sc.in_parser:
@@ -138,7 +138,7 @@ class ExternGen:
         a = e.args
         out_t = strip(a[0].type) if a[0] is not None else ir.BitType(32)
         width = scalar_width(out_t)
-        h = self.hash_of(a[1], a[3], False, sc, em)  # type: ignore[arg-type]
+        h = self.hash_of(given(a[1]), given(a[3]), False, sc, em)
         base, max_ = self._arg(e, 2, sc, em), self._arg(e, 4, sc, em)
         if max_.isdigit() and base.isdigit():  # the usual case: constants
             if int(max_) > 0:
@@ -239,7 +239,7 @@ class ExternGen:
             if sc.out is None:
                 raise P4Error("emit() outside a deparser", e.loc)
             value = self._arg(e, 0, sc, em)
-            self.ctx.packets.emit_value(value, e.args[0].type, sc.out, em)  # type: ignore[union-attr]
+            self.ctx.packets.emit_value(value, given(e.args[0]).type, sc.out, em)
             return
         obj = self.ctx.exprs.expr(e.target, sc, em)
         if ext == "register":
@@ -275,7 +275,7 @@ class ExternGen:
         if not isinstance(reg, Register):  # not a known instance: bounds checked at run time
             if e.method == "read":
                 t = self.ctx.tmp("ri")
-                em.line(f"{t} = {self.ctx.exprs.expr(a[1], sc, em)}")  # type: ignore[arg-type]
+                em.line(f"{t} = {self.ctx.exprs.expr(given(a[1]), sc, em)}")
                 with em.block(f"if 0 <= {t} < {obj}.size:"):
                     self.write_out(a[0], f"{obj}.values[{t}]", sc, em)
             else:
@@ -284,7 +284,7 @@ class ExternGen:
             return
         run = sc.reg_run
         if run is not None and obj in run[1]:
-            base = register_index_base(a[1] if e.method == "read" else a[0])  # type: ignore[arg-type]
+            base = register_index_base(a[1] if e.method == "read" else a[0])
             if base is not None and base[0] is run[0]:
                 # in a register run: the run's single check covers this index
                 var, c = base
@@ -293,15 +293,17 @@ class ExternGen:
                 if e.method == "read":
                     self.write_out(a[0], at, sc, em)
                 else:
-                    val = self.ctx.exprs.expr(a[1], sc, em)  # type: ignore[arg-type]
-                    if not isinstance(strip(a[1].type), ir.BitType):  # type: ignore[union-attr]
+                    value_arg = given(a[1])
+                    val = self.ctx.exprs.expr(value_arg, sc, em)
+                    if not isinstance(strip(value_arg.type), ir.BitType):
                         val = f"(({val}) & {reg.mask:#x})"
                     em.line(f"{at} = {val}")
                 return
-        idx = self.ctx.exprs.expr(a[1] if e.method == "read" else a[0], sc, em)  # type: ignore[arg-type]
+        idx = self.ctx.exprs.expr(given(a[1] if e.method == "read" else a[0]), sc, em)
         if e.method == "write":
-            val = self.ctx.exprs.expr(a[1], sc, em)  # type: ignore[arg-type]
-            if not isinstance(strip(a[1].type), ir.BitType):  # type: ignore[union-attr]
+            value_arg = given(a[1])
+            val = self.ctx.exprs.expr(value_arg, sc, em)
+            if not isinstance(strip(value_arg.type), ir.BitType):
                 val = f"(({val}) & {reg.mask:#x})"
         if idx.isdigit():
             if int(idx) >= reg.size:

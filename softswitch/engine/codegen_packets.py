@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_expr import strip
+from softswitch.engine.codegen_expr import fixed_fields, strip
 from softswitch.engine.codegen_types import attr, scalar_width
+from softswitch.engine.codegen_walk import given
 from softswitch.errors import P4Error, UnsupportedError
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class PacketGen:
         assert sc.pkt is not None
         data, pos = sc.pkt
         pts = self.ctx.err_code("PacketTooShort")
-        nbits = self.ctx.exprs.expr(e.args[0], sc, em)  # type: ignore[arg-type]
+        nbits = self.ctx.exprs.expr(given(e.args[0]), sc, em)
         em.line(f"{pos} = _advance({data}, {pos}, {nbits}, {pts})")
 
     def in_lookahead(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
@@ -140,8 +141,8 @@ class PacketGen:
         if isinstance(t, ir.StructType):  # fixed-width struct: its fields in order, in place
             obj = self.ctx.tmp("la")
             bits = self.ctx.tmp("v")
-            fields = self.ctx.exprs.flat_obj(obj, t, None)
-            if any(not isinstance(w, int) for _, w, _ in fields):
+            fields = fixed_fields(self.ctx.exprs.flat_obj(obj, t, None))
+            if fields is None:
                 raise UnsupportedError("lookahead of a struct with a varbit field", e.loc)
             total = sum(w for _, w, _ in fields)
             em.line(f"{obj} = {self.ctx.types.cls(t)}()")

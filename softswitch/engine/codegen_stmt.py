@@ -72,8 +72,8 @@ class StmtGen:
                 isinstance(n, ir.MethodCall)
                 and n.method == "apply"
                 and isinstance(n.target, ir.VarRef)
-                and isinstance(strip(n.target.type), ir.BlockProtoType)
-                and strip(n.target.type).kind == "control"  # type: ignore[attr-defined]
+                and isinstance(proto := strip(n.target.type), ir.BlockProtoType)
+                and proto.kind == "control"
             ):
                 return True  # bound per instance: assume it may exit
         return False
@@ -243,7 +243,9 @@ class StmtGen:
                 em.line(f"{t} = {self.ctx.exprs.expr(ix.index, sc, em)}")
                 sc.pins[id(ix)] = t
                 mine.append(id(ix))
-                size = strip(ix.base.type).size  # type: ignore[union-attr]
+                stack = strip(ix.base.type)
+                assert isinstance(stack, ir.StackType), "only a header stack has a run-time index"
+                size = stack.size
                 (lhs_guard if id(ix) in lhs_ids else rhs_guard).append(f"{t} < {size}")
             if isinstance(s, ir.If):
                 c = self.ctx.tmp("c")
@@ -573,7 +575,7 @@ def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
             return
         if not isinstance(n, ir.Expr):
             return
-        for f in dataclasses.fields(n):  # type: ignore[arg-type]
+        for f in dataclasses.fields(n):
             if f.name in ("type", "loc", "callee", "var", "instance"):
                 continue
             visit(getattr(n, f.name))

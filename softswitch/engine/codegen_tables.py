@@ -83,7 +83,8 @@ class TableGen:
             if impl_name is None:
                 impl_name = self.ctx.instances.make_extern(decl.implementation, path)
                 names[id(decl.implementation)] = impl_name
-            impl = self.ctx.ns[impl_name]  # type: ignore[index]
+            assert isinstance(impl_name, str), "an action profile/selector is a global"
+            impl = self.ctx.ns[impl_name]
         meter_kind = None
         if decl.meters is not None:
             meter_kind = enum_name(decl.meters.args[0], "bytes") if decl.meters.args else "bytes"

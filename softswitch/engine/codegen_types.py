@@ -378,7 +378,9 @@ class TypeRegistry:
     def _varbit_ext_pack(
         fields: list[ir.StructField], vb: ir.StructField, fixed_bits: int
     ) -> list[str]:
-        max_w = ir.strip_newtype(vb.type).max_width  # type: ignore[union-attr]
+        vt = ir.strip_newtype(vb.type)
+        assert isinstance(vt, ir.VarbitType), "the varbit field of a header"
+        max_w = vt.max_width
         idx = next(i for i, f in enumerate(fields) if f.type is vb.type)
         before, after = fields[:idx], fields[idx + 1 :]
         out = [

@@ -30,7 +30,7 @@ from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, vector_header_width
-from softswitch.engine.codegen_walk import register_index_base, walk
+from softswitch.engine.codegen_walk import given, register_index_base, walk
 from softswitch.engine.externs import Register
 
 if TYPE_CHECKING:
@@ -86,11 +86,11 @@ class _Canon:
             if reg is None or call.method not in ("read", "write") or None in call.args:
                 raise _NotVector
             idx_arg = call.args[1] if call.method == "read" else call.args[0]
-            base = register_index_base(idx_arg)  # type: ignore[arg-type]
+            base = register_index_base(idx_arg)
             if base is None or base[0] is not self.base_var:
                 raise _NotVector
             val_arg = call.args[0] if call.method == "read" else call.args[1]
-            return ("R", call.method, reg, base[1] - j, self.expr(val_arg, j))  # type: ignore[arg-type]
+            return ("R", call.method, reg, base[1] - j, self.expr(given(val_arg), j))
         raise _NotVector
 
     def expr(self, e: ir.Expr, j: int) -> tuple[Any, ...]:
@@ -265,7 +265,9 @@ class _VectorEmitter:
         for s in template:
             self._scan(s, assigned, flag_writes)
 
-    def _flag_targets(self, s: ir.If) -> list[ir.Variable]:
+    @staticmethod
+    def _flag_assign(s: ir.If) -> tuple[ir.VarRef, ir.Expr] | None:
+        """(target, constant) of an ``if (c) flag = constant;`` (the only ``if`` allowed)."""
         body = s.then
         if isinstance(body, ir.Block) and len(body.stmts) == 1:
             body = body.stmts[0]
@@ -275,8 +277,12 @@ class _VectorEmitter:
             and isinstance(body.lhs, ir.VarRef)
             and isinstance(body.rhs, (ir.Const, ir.BoolConst))
         ):
-            return [body.lhs.var]
-        return []
+            return body.lhs, body.rhs
+        return None
+
+    def _flag_targets(self, s: ir.If) -> list[ir.Variable]:
+        flag = self._flag_assign(s)
+        return [flag[0].var] if flag is not None else []
 
     def _scan(self, s: ir.Stmt, assigned: set[ir.Variable], flags: set[ir.Variable]) -> None:
         if isinstance(s, ir.Block):
@@ -285,15 +291,10 @@ class _VectorEmitter:
             return
         if isinstance(s, ir.If):
             self._reads(s.cond, assigned, flags)
-            if not self._flag_targets(s):
+            flag = self._flag_assign(s)
+            if flag is None:
                 raise _NotVector  # element-dependent control flow
-            self._reads(
-                s.then.stmts[0].rhs
-                if isinstance(s.then, ir.Block)  # type: ignore[attr-defined]
-                else s.then.rhs,
-                assigned,
-                flags,
-            )  # type: ignore[attr-defined]
+            self._reads(flag[1], assigned, flags)
             return
         if isinstance(s, ir.Assign):
             self._reads(s.rhs, assigned, flags)
@@ -304,14 +305,14 @@ class _VectorEmitter:
             reg = self.gen.register_of(call, self.sc)
             assert reg is not None
             idx = call.args[1] if call.method == "read" else call.args[0]
-            base = register_index_base(idx)  # type: ignore[arg-type]
+            base = register_index_base(idx)
             assert base is not None
             if self.reg_offset.setdefault(reg, base[1]) != base[1]:
                 raise _NotVector  # elements would see each other's cells
             if call.method == "read":
-                self._target(call.args[0], assigned, flags)  # type: ignore[arg-type]
+                self._target(given(call.args[0]), assigned, flags)
             else:
-                self._reads(call.args[1], assigned, flags)  # type: ignore[arg-type]
+                self._reads(given(call.args[1]), assigned, flags)
             return
         raise _NotVector
 
@@ -371,11 +372,13 @@ class _VectorEmitter:
                 self._stmt(x)
             return
         if isinstance(s, ir.If):
-            body = s.then.stmts[0] if isinstance(s.then, ir.Block) else s.then  # type: ignore[attr-defined]
+            flag = self._flag_assign(s)
+            assert flag is not None  # _check accepted the template
+            target, rhs = flag
             cond, vector = self._expr(s.cond)
             with em.block(f"if _vec_any({cond}):" if vector else f"if {cond}:"):
-                value = self.gen.ctx.exprs.expr(body.rhs, self.sc, em)
-                em.line(f"{self.sc.env[body.lhs.var]} = {value}")
+                value = self.gen.ctx.exprs.expr(rhs, self.sc, em)
+                em.line(f"{self.sc.env[target.var]} = {value}")
             return
         if isinstance(s, ir.Assign):
             val, _ = self._expr(s.rhs)
@@ -387,10 +390,11 @@ class _VectorEmitter:
         assert reg is not None
         cells = self._cells(reg)
         if call.method == "read":
-            self._store(call.args[0], f"_vec_array({cells})")  # type: ignore[arg-type]
+            self._store(given(call.args[0]), f"_vec_array({cells})")
         else:
-            val, _ = self._expr(call.args[1])  # type: ignore[arg-type]
-            rt = ir.strip_newtype(call.args[1].type)  # type: ignore[union-attr]
+            value_arg = given(call.args[1])
+            val, _ = self._expr(value_arg)
+            rt = ir.strip_newtype(value_arg.type)
             if not isinstance(rt, ir.BitType):
                 raise _NotVector
             em.line(f"{cells} = _vec_list({val}, {self.count})")
@@ -407,16 +411,16 @@ class _VectorEmitter:
         assert isinstance(lhs, ir.Member)
         h = self.gen.ctx.exprs.expr(lhs.base, self.sc, self.em)
         lo = _field_position(lhs)
-        self.em.line(f"{h}._a[{lo}:{lo + self.count}] = {val}")  # type: ignore[operator]
+        assert lo is not None  # _check accepted the template
+        self.em.line(f"{h}._a[{lo}:{lo + self.count}] = {val}")
 
     def _expr(self, e: ir.Expr) -> tuple[str, bool]:
         """Python text of ``e`` over all elements and whether it is an array."""
         if isinstance(e, ir.VarRef) and e.var in self.vec:
             return self.vec[e.var], True
-        if isinstance(e, ir.Member) and _field_position(e) is not None:
+        if isinstance(e, ir.Member) and (lo := _field_position(e)) is not None:
             h = self.gen.ctx.exprs.expr(e.base, self.sc, self.em)
-            lo = _field_position(e)
-            return f"{h}._a[{lo}:{lo + self.count}]", True  # type: ignore[operator]
+            return f"{h}._a[{lo}:{lo + self.count}]", True
         if isinstance(e, ir.Cast):
             x, vector = self._expr(e.operand)
             if not vector:

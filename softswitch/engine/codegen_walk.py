@@ -6,6 +6,16 @@ import dataclasses
 from collections.abc import Iterator
 
 from softswitch import ir
+from softswitch.errors import UnsupportedError
+
+
+def given(arg: ir.Expr | None) -> ir.Expr:
+    """A call argument that must be there (None is an optional argument left out; the
+    front end fills every required one); a missing one fails as ``ExprGen.expr``
+    fails on it."""
+    if arg is None:
+        raise UnsupportedError("expression NoneType", None)
+    return arg
 
 
 def walk(node: object) -> Iterator[object]:
@@ -22,7 +32,8 @@ def walk(node: object) -> Iterator[object]:
         if not isinstance(n, (ir.Expr, ir.Stmt, ir.SwitchCase)):
             continue
         yield n
-        for f in dataclasses.fields(n):  # type: ignore[arg-type]
+        assert dataclasses.is_dataclass(n)  # every concrete IR node class is a dataclass
+        for f in dataclasses.fields(n):
             if f.name in ("type", "var", "callee", "instance", "loc"):
                 continue
             v = getattr(n, f.name)
@@ -34,7 +45,7 @@ def has_return(body: object) -> bool:
     return any(isinstance(n, ir.Return) for n in walk(body))
 
 
-def register_index_base(e: ir.Expr) -> tuple[ir.Variable, int] | None:
+def register_index_base(e: ir.Expr | None) -> tuple[ir.Variable, int] | None:
     """``(v, c)`` when the index expression ``e`` is ``v``, ``v + c`` or ``c + v``."""
     if isinstance(e, ir.VarRef):
         return e.var, 0

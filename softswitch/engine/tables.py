@@ -343,6 +343,22 @@ class ActionSelector(ActionProfile):
 # --------------------------------------------------------------------------- tables
 
 
+def _exact_key(entry: TableEntry, skip: int = -1) -> tuple[int, ...]:
+    """The values of an entry's exact key fields (all but field ``skip``, the LPM one):
+    after normalisation they are never don't-care."""
+    key: list[int] = []
+    for j, fm in enumerate(entry.matches):
+        if j != skip:
+            assert fm is not None, "an exact key field is never don't-care"
+            key.append(fm.value)
+    return tuple(key)
+
+
+#: A row of a "list" table: (-priority, handle, mask, value, ranges as (key index, low,
+#: high), entry); rows sort by priority first, then by insertion.
+_Row = tuple[int, int, int, int, tuple[tuple[int, int, int], ...], TableEntry]
+
+
 class Table:
     """A P4 table: entries, default action and the look-up structure."""
 
@@ -409,7 +425,7 @@ class Table:
             self.lookup = self._lookup_lpm1 if len(self.keys) == 1 else self._lookup_lpm
         else:
             self.strategy = "list"
-            self._rows: list[tuple[int, int, int, int, tuple, TableEntry]] = []
+            self._rows: list[_Row] = []
             self.lookup = self._lookup_list
 
     # ------------------------------------------------------------------ hot path
@@ -596,7 +612,7 @@ class Table:
 
     def _index_add(self, entry: TableEntry) -> None:
         if self.strategy == "exact":
-            self._exact[tuple(fm.value for fm in entry.matches)] = entry  # type: ignore[union-attr]
+            self._exact[_exact_key(entry)] = entry
         elif self.strategy == "lpm":
             plen, probe = self._lpm_probe(entry)
             level = self._lpm_by_len.get(plen)
@@ -609,7 +625,7 @@ class Table:
 
     def _index_remove(self, entry: TableEntry) -> None:
         if self.strategy == "exact":
-            del self._exact[tuple(fm.value for fm in entry.matches)]  # type: ignore[union-attr]
+            del self._exact[_exact_key(entry)]
         elif self.strategy == "lpm":
             plen, probe = self._lpm_probe(entry)
             level = self._lpm_by_len[plen]
@@ -629,7 +645,7 @@ class Table:
         value = 0 if fm is None else fm.value
         if len(self.keys) == 1:
             return plen, value
-        rest = tuple(m.value for j, m in enumerate(entry.matches) if j != i)  # type: ignore[union-attr]
+        rest = _exact_key(entry, skip=i)
         return plen, (rest, value)
 
     def _rebuild_levels(self) -> None:
@@ -640,9 +656,9 @@ class Table:
             for plen in sorted(self._lpm_by_len, reverse=True)
         ]
 
-    def _row(self, entry: TableEntry) -> tuple[int, int, int, int, tuple, TableEntry]:
+    def _row(self, entry: TableEntry) -> _Row:
         mask = value = 0
-        ranges = []
+        ranges: list[tuple[int, int, int]] = []
         for i, (kf, fm, s) in enumerate(zip(self.keys, entry.matches, self._shifts, strict=True)):
             if fm is None:
                 continue
@@ -650,7 +666,8 @@ class Table:
             full = (1 << w) - 1
             kind = kf.match_kind
             if kind == MatchKind.RANGE:
-                ranges.append((i, fm.value, fm.high))
+                # a normalised range entry has ``high`` (None means high = low)
+                ranges.append((i, fm.value, fm.value if fm.high is None else fm.high))
                 continue
             if kind == MatchKind.TERNARY:
                 m = fm.mask or 0

@@ -80,7 +80,11 @@ class Checker:
 
         for action in self.ctx.actions.values():
             claim("action", action.cp_name.lstrip("."), action, action.loc)
-        for block in [*self.ctx.controls.values(), *self.ctx.parsers.values()]:
+        blocks: list[ir.ControlDecl | ir.ParserDecl] = [
+            *self.ctx.controls.values(),
+            *self.ctx.parsers.values(),
+        ]
+        for block in blocks:
             for local in block.locals:
                 if isinstance(local, (ir.ActionDecl, ir.TableDecl)) and local.cp_name.startswith(
                     "."

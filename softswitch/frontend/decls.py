@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from softswitch import ir
 from softswitch.errors import P4Error, UnsupportedError
@@ -300,17 +301,20 @@ class DeclChecker(Visitor):
         if inst is not None:
             self.ctx.instances[inst.name] = inst
 
-    def block_local(self, c: s.Decl, inner: Scope, locals_: list) -> bool:
-        """Declare a variable, constant or instantiation local to a parser or control;
-        False when ``c`` is none of these (the caller handles the block-specific kinds)."""
+    def block_local(
+        self, c: s.Decl, inner: Scope, add_local: Callable[[ir.VarDecl | ir.Instance], None]
+    ) -> bool:
+        """Declare a variable, constant or instantiation local to a parser or control (given
+        to ``add_local``, which appends it to the block's locals); False when ``c`` is none of
+        these (the caller handles the block-specific kinds)."""
         if isinstance(c, s.VariableDecl):
-            locals_.append(self.ctx.stmts.variable_decl(c, inner))
+            add_local(self.ctx.stmts.variable_decl(c, inner))
         elif isinstance(c, s.ConstDecl):
             self.ctx.stmts.const_decl(c, inner)
         elif isinstance(c, s.Instantiation):
             inst = self.ctx.ctors.instantiation(c, inner)
             if inst is not None:
-                locals_.append(inst)
+                add_local(inst)
         else:
             return False
         return True
@@ -334,7 +338,7 @@ class DeclChecker(Visitor):
         decl = ir.ParserDecl(name, params, ctor, [], {}, annos, nloc)
         outer_direct, self.ctx.direct_instances = self.ctx.direct_instances, []
         for c in tree.locals:
-            if self.block_local(c, inner, decl.locals):
+            if self.block_local(c, inner, decl.locals.append):
                 continue
             if isinstance(c, s.ValueSetDecl):
                 raise UnsupportedError("value_set", c.loc)
@@ -418,7 +422,7 @@ class DeclChecker(Visitor):
         decl = ir.ControlDecl(name, params, ctor, [], ir.Block([]), annos, nloc)
         outer_direct, self.ctx.direct_instances = self.ctx.direct_instances, []
         for c in tree.locals:
-            if self.block_local(c, inner, decl.locals):
+            if self.block_local(c, inner, decl.locals.append):
                 continue
             if isinstance(c, s.ActionDecl):
                 decl.locals.append(self.action_decl(c, inner))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Sequence
 
 from softswitch import ir
@@ -14,6 +15,9 @@ from softswitch.frontend.literals import check_width, parse_int, unescape
 from softswitch.frontend.scope import Overloads, Scope
 from softswitch.frontend.typeops import bind, has_typevar, same_type, substitute, type_str
 from softswitch.frontend.visitor import Visitor
+
+#: What an overload stands for (a declaration, a parameter list), returned by pick_overload.
+_Decl = typing.TypeVar("_Decl")
 
 _ARITH = {"+", "-", "*", "/", "%", "|+|", "|-|"}
 
@@ -667,11 +671,11 @@ class ExprChecker(Visitor):
 
     def pick_overload(
         self,
-        options: list[tuple[list[ir.Param], object]],
+        options: Sequence[tuple[list[ir.Param], _Decl]],
         arg_trees: Sequence[s.Arg],
         loc: ir.Loc,
         what: str,
-    ):  # type: ignore[no-untyped-def]
+    ) -> _Decl:
         """The overload whose parameter count fits the arguments."""
         n = len(arg_trees)
         named = {a.name for a in arg_trees if isinstance(a, s.NamedArg)}
@@ -780,7 +784,10 @@ class ExprChecker(Visitor):
             if len(arg_trees) != 1:
                 raise P4Error(f"'{method}' expects 1 argument, got {len(arg_trees)}", loc)
             self.check_lvalue(base, loc)
-            count = self.const_int(arg_trees[0], scope, f"the argument of '{method}'")
+            arg = arg_trees[0]
+            if isinstance(arg, s.NamedArg):  # what expr() reports for a node it cannot check
+                raise P4Error(f"unsupported expression '{self.ctx.source_text(arg)}'", arg.loc)
+            count = self.const_int(arg, scope, f"the argument of '{method}'")
             return ir.MethodCall(
                 ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)]
             )

@@ -57,8 +57,8 @@ def fold_binary(
     t = ir.strip_newtype(a.type)
     x, y = _value(a), _value(b)
     if op in ("==", "!=", "<", ">", "<=", ">="):
-        r = {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
-        return ir.BoolConst(ir.BoolType(), loc, r)
+        holds = {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
+        return ir.BoolConst(ir.BoolType(), loc, holds)
     if op == "+":
         return _make(t, x + y, loc)
     if op == "-":

@@ -30,7 +30,8 @@ class InstanceChecker(Visitor):
                     f"got {len(t.args)}",
                     loc,
                 )
-            t, type_args = t.base, t.args
+            type_args = t.args
+            t = t.base
         if isinstance(t, PackageType):
             if scope is not self.ctx.top:
                 raise P4Error("packages can only be instantiated at the top level", loc)

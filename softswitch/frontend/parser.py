@@ -33,7 +33,7 @@ class _TokenListLexer(Lexer):
     def __init__(self, lexer_conf: Any) -> None:
         pass
 
-    def lex(self, data: Any) -> Iterator[Token]:  # type: ignore[override]
+    def lex(self, data: Any) -> Iterator[Token]:
         yield from data
 
 
@@ -89,7 +89,7 @@ def parse(pre: Preprocessed) -> Tree:
     lark, terminals = _parser()
     toks = [_lark_token(ttype, t) for ttype, t in classify_tokens(pre, tokenize(pre), terminals)]
     try:
-        return lark.parse(toks)  # type: ignore[arg-type]
+        return lark.parse(toks)
     except UnexpectedToken as exc:
         tok = exc.token
         if tok.type == "$END":

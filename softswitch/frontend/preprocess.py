@@ -11,10 +11,10 @@ import io
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pcpp import Preprocessor
 
@@ -60,7 +60,10 @@ class _P4Preprocessor(Preprocessor):
         self.main_file = main_file
         self._include_loc: Loc | None = None
 
-    def include(self, tokens, original_line):  # type: ignore[no-untyped-def]  # noqa: D102 (pcpp hook)
+    # pcpp is untyped: its tokens are ply LexTokens, typed as Any here
+    def include(  # noqa: D102 (pcpp hook)
+        self, tokens: list[Any], original_line: list[Any]
+    ) -> Iterator[Any]:
         # remember where this #include is (file, line, column of the name) for "not found"
         col, seen_keyword = 1, False
         for tok in original_line:
@@ -73,7 +76,9 @@ class _P4Preprocessor(Preprocessor):
         self._include_loc = Loc(_display_path(str(source), self.main_file), line, col)
         yield from super().include(tokens, original_line)
 
-    def on_file_open(self, is_system_include: bool, includepath: str):  # noqa: D102 (pcpp hook)
+    def on_file_open(  # noqa: D102 (pcpp hook)
+        self, is_system_include: bool, includepath: str
+    ) -> TextIO:
         handle = super().on_file_open(is_system_include, includepath)
         self.opened.append(includepath)  # only reached when the open succeeded
         return handle

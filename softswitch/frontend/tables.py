@@ -34,8 +34,8 @@ def same_expr(a: object, b: object) -> bool:
             for f in fields(a)
             if f.name not in ("loc", "type")
         )
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):  # b: same type as a
+        return len(a) == len(b) and all(same_expr(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, (int, str, bool, float)) or a is None:
         return a == b
     return a is b

@@ -75,7 +75,7 @@ def same_type(a: ir.Type, b: ir.Type) -> bool:
             and all(same_type(x, y) for x, y in zip(a.type_args, b.type_args, strict=False))
         )
     if isinstance(a, (ir.TableApplyResultType, ir.ActionRunType)):
-        return type(a) is type(b) and a.table is b.table  # type: ignore[attr-defined]
+        return type(a) is type(b) and a.table is b.table
     try:
         return a == b
     except TypeError:

@@ -61,7 +61,8 @@ def end_block(ctx: GenContext, role: str, sc: Scope, em: Emitter) -> None:
 
 def field_list_copiers(ctx: GenContext) -> None:
     """``@field_list(N)`` fields of the user metadata (the parser's third parameter) ->
-    one copy function ``fl_copy_N(d, s)`` per N, in ``CompiledProgram.field_lists``."""
+    one copy function ``fl_copy_N(d, s)`` per N (its name in ``ctx.field_list_names``; the
+    function in ``CompiledProgram.field_lists`` once compiled)."""
     parser_params = ctx.out.block_params.get("parser", [])
     if len(parser_params) < 3:
         return
@@ -89,7 +90,7 @@ def field_list_copiers(ctx: GenContext) -> None:
     for idx, stmts in sorted(lists.items()):
         name = f"fl_copy_{idx}"
         ctx.functions.append("\n".join([f"def {name}(d, s):"] + ["    " + s for s in stmts]))
-        ctx.out.field_lists[idx] = name  # type: ignore[assignment]
+        ctx.field_list_names[idx] = name
 
 
 def _annotation_int(ctx: GenContext, v: object) -> int | None:

@@ -33,6 +33,7 @@ from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import scalar_width
+from softswitch.engine.codegen_walk import given
 from softswitch.engine.target import Primitive
 from softswitch.errors import P4Error
 
@@ -47,7 +48,7 @@ _READ_LATE = re.compile(r"^(\(1 if [A-Za-z_][\w.]* else 0\)|[A-Za-z_][\w.]*|\d+)
 
 
 def _arg(ctx: GenContext, e: ir.Call, i: int, sc: Scope, em: Emitter) -> str:
-    return ctx.exprs.expr(e.args[i], sc, em)  # type: ignore[arg-type]
+    return ctx.exprs.expr(given(e.args[i]), sc, em)
 
 
 def _mark_to_drop(ctx: GenContext, e: ir.Call, sc: Scope, em: Emitter) -> None:
@@ -102,8 +103,8 @@ def _checksum(update: bool, with_payload: bool) -> Primitive:
         a = e.args
         cond = _arg(ctx, e, 0, sc, em)
         with em.block(f"if {cond}:"):
-            h = ctx.externs.hash_of(a[3], a[1], with_payload, sc, em, cond)  # type: ignore[arg-type]
-            w = scalar_width(a[2].type)  # type: ignore[union-attr]
+            h = ctx.externs.hash_of(given(a[3]), given(a[1]), with_payload, sc, em, cond)
+            w = scalar_width(given(a[2]).type)
             if update:
                 ctx.externs.write_out(a[2], f"({h} & {mask(w):#x})", sc, em)
                 return

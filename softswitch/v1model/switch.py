@@ -48,7 +48,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from softswitch import ir
 from softswitch.engine.codegen import CompiledProgram
@@ -97,6 +97,13 @@ class _Job:
         self.sm = sm
         self.ctx = ctx
         self.port = port
+
+
+class JobSink(Protocol):
+    """Where the pass methods put egress-bound jobs (only ``append``): the synchronous
+    switch's egress deque, or the queued switch's enqueueing sink."""
+
+    def append(self, job: _Job, /) -> None: ...
 
 
 class V1Switch:
@@ -265,7 +272,7 @@ class V1Switch:
             or ctx.resubmit_fl is not None
         )
 
-    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: JobSink) -> None:
         """What BMv2 does after ingress: clone, learn, resubmit, multicast or enqueue."""
         hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
         frame = ctx.data
@@ -346,7 +353,7 @@ class V1Switch:
         return frame
 
     def _after_egress(
-        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
+        self, job: _Job, ingress_q: deque[_Job], egress_q: JobSink, out: list[tuple[int, bytes]]
     ) -> None:
         """What BMv2 does after egress: clone, drop, deparse, recirculate or transmit."""
         hdr, meta, sm, ctx = job.hdr, job.meta, job.sm, job.ctx
@@ -436,7 +443,7 @@ class TracingV1Switch(V1Switch):
         self.ingress(ctx, hdr, meta, sm)
         return True
 
-    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job]) -> None:
+    def _after_ingress(self, job: _Job, ingress_q: deque[_Job], egress_q: JobSink) -> None:
         tr = self.tracer
         sm, ctx = job.sm, job.ctx
         self._trace_clone("ingress", ctx)
@@ -485,7 +492,7 @@ class TracingV1Switch(V1Switch):
         return True
 
     def _after_egress(
-        self, job: _Job, ingress_q: deque[_Job], egress_q: deque[_Job], out: list[tuple[int, bytes]]
+        self, job: _Job, ingress_q: deque[_Job], egress_q: JobSink, out: list[tuple[int, bytes]]
     ) -> None:
         tr = self.tracer
         sm, ctx = job.sm, job.ctx
