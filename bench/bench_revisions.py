@@ -25,7 +25,7 @@ from bench.harness import BenchSkipped
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "83fe702"  # main before issue 14's restructuring landed
 MODULES = ("bench_engine", "bench_tm")
-ROUNDS = 3
+ROUNDS = int(os.environ.get("NR_BENCH_ROUNDS", "5"))
 # The front end's own time: the typed syntax tree and the checker changed in issue 14.
 _COMPILE = """
 import json, time
@@ -69,8 +69,11 @@ print(json.dumps(result.rows))
 """
 
 
-def _rows(checkout: Path, script: str, *args: str) -> list[dict[str, Any]]:
+def _rows(checkout: Path, script: str, *args: str,
+          program: Path | None = None) -> list[dict[str, Any]]:
     env = dict(os.environ, SOFTSWITCH_PROGRAM_CACHE="off")
+    if program is not None:
+        env["NR_BENCH_PROGRAM"] = str(program)
     proc = subprocess.run([sys.executable, "-c", script, *args], cwd=checkout, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
@@ -104,7 +107,10 @@ def run() -> list[dict[str, Any]]:
             for _ in range(ROUNDS):
                 for script, args in jobs:
                     for label, checkout in (("before", before), ("after", ROOT)):
-                        for row in _rows(checkout, script, *args):
+                        # both run the earlier revision's netreduce.p4: the program has
+                        # changed since (issue 16, restart recovery), the code is compared
+                        program = before / "p4src" / "netreduce.p4"
+                        for row in _rows(checkout, script, *args, program=program):
                             key = (row["name"], row["metric"])
                             units[key] = row.get("unit", "")
                             samples.setdefault((*key, label), []).append(float(row["value"]))
@@ -119,7 +125,8 @@ def run() -> list[dict[str, Any]]:
         if not a or not b:
             continue  # a figure only one revision has
         notes = (f"median of {ROUNDS} alternating rounds, each a fresh process; before = "
-                 f"{base}, after = {head}; load average {load:.1f} on a shared 2-core machine")
+                 f"{base}, after = {head}, both running {base}'s netreduce.p4; load average "
+                 f"{load:.1f} on a shared 2-core machine")
         mb, ma = statistics.median(b), statistics.median(a)
         out.append({"name": f"{name}, before", "metric": metric, "value": mb, "unit": unit,
                     "notes": notes})

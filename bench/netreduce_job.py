@@ -13,6 +13,7 @@ builder), not on the tests.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,9 @@ from typing import Any
 from protocol import netreduce as nr
 
 REPO = Path(__file__).resolve().parent.parent
-PROGRAM = REPO / "p4src" / "netreduce.p4"
+# NR_BENCH_PROGRAM: another build of the program (bench_revisions holds the program fixed
+# while it compares two revisions of the code that runs it).
+PROGRAM = Path(os.environ.get("NR_BENCH_PROGRAM") or REPO / "p4src" / "netreduce.p4")
 SWITCH_MAC = "02:aa:00:00:00:01"
 ROLE_ROOT = int(nr.Role.ROOT)
 ELEMS = nr.PROGRAM_ELEMS

@@ -23,6 +23,7 @@ from workloads.roce import (
     AETH,
     BTH_LEN,
     INITIAL_RTO,
+    KEPT_AFTER_TIMEOUTS,
     Requester,
     Responder,
     ack_packet,
@@ -209,10 +210,16 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
     _ack(req, 6)  # the peer has 0-6
     assert len(req._kept) == 3  # positions 4-6: message 1's first packet, then 5 and 6
     ep = req.ep
+    for _ in range(KEPT_AFTER_TIMEOUTS):  # an ordinary loss: the probe alone
+        ep.sent.clear()
+        req.poll_timer(req.next_deadline() + 0.001)
+        req.transmit(time.monotonic())
+        assert _psns(ep.sent) == [7]
     ep.sent.clear()
     req.poll_timer(req.next_deadline() + 0.001)
     req.transmit(time.monotonic())
-    # 4 (binds message 1), 5 and 6 (acknowledged, our results missing), then the probe 7
+    # timeouts in a row: 4 (binds message 1), 5 and 6 (acknowledged, our results missing),
+    # then the probe 7
     assert _psns(ep.sent) == [4, 5, 6, 7]
     _ack(req, 4)  # an old ACK: still 4-6 kept
     req.note_arrived(5, time.monotonic())
@@ -231,6 +238,8 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
     _ack(req, 9)
     req.note_arrived(8, time.monotonic())
     assert req.next_deadline() is not None
+    for _ in range(KEPT_AFTER_TIMEOUTS):
+        req.poll_timer(req.next_deadline() + 0.001)
     ep.sent.clear()
     req.poll_timer(req.next_deadline() + 0.001)
     assert _psns(ep.sent) == [8, 9]

@@ -212,6 +212,11 @@ class ReceivedMessage:
 # ------------------------------------------------------------------- queue pairs
 
 
+#: In-network (track_results): timeouts in a row without progress before the kept packets a
+#: restarted switch needs are sent too (see Requester._kept_for_switch).
+KEPT_AFTER_TIMEOUTS = 2
+
+
 class Requester:
     """The sending end of an RC connection (go-back-N); create with
     :meth:`RoceEndpoint.requester`. Methods other than :meth:`post` run on the I/O thread."""
@@ -527,7 +532,10 @@ class Requester:
         self.stats.timeouts += 1
         if self.on_timeout is not None:
             self.on_timeout()
-        if self.track_results:
+        if self.track_results and self._retries >= KEPT_AFTER_TIMEOUTS:
+            # Only after timeouts in a row without progress: an ordinary loss is repaired
+            # by the probe, and resending a message's kept prefix at every timeout cost
+            # whole messages of traffic at 10 % loss (the campaign's loss cell hung).
             kept = self._kept_for_switch()
             if kept:
                 sent = self.ep.send_many(self.peer_ip, kept)
