@@ -236,9 +236,11 @@ def controller_cell(bed: Testbed, restarts: int, rng: random.Random, tick: Tick)
             cell.serve_seconds.append(round(time.monotonic() - t0, 2))
             tick(f"controller restart {i + 1}/{restarts}: {cell.tally.count} jobs, "
                  f"{cell.tally.exact} exact")
-        # one more job after the last kill, then stop
+        # one more job after the last kill, then stop (not waiting for ever when every
+        # all-reduce fails: those are reported in the cell)
         target = cell.tally.count + 1
-        while cell.tally.count < target and runner.is_alive():
+        deadline = time.monotonic() + cell.tally.bound_s + 60.0
+        while cell.tally.count < target and runner.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
         done.set()

@@ -243,8 +243,14 @@ class Testbed:
         self.jobs_created += 1
         name = f"{JOB}{self.jobs_created}"
         with self._primary() as ctl:
-            if self.plan:
-                ctl.delete_job(self.plan["name"])
+            previous, self.plan = self.plan, {}
+            if previous:
+                try:
+                    ctl.delete_job(previous["name"])
+                except JobError:
+                    # already gone: an earlier call deleted it and then failed to create
+                    # the next (its controller was killed); every later call failed here
+                    log.info("job %s was already deleted", previous["name"])
             request = JobRequest(name, hosts, credits=cfg.credits, slots=cfg.slots,
                                  workers_per_host=1)
             try:

@@ -56,6 +56,50 @@ def test_judge_tells_exact_wrong_hang_and_named_failures():
     assert tally.errors and tally.errors[0].startswith("hang: rank 0: timed out")
 
 
+def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
+    """The controller cell kills `ina-controller serve` while all-reduces run: a new_job
+    that had deleted the previous job and then failed to create the next one left the
+    deleted job as the current plan, so every later new_job failed deleting it, and the
+    cell waited for ever for one more job (CI hung). The next call now goes on."""
+    import contextlib
+
+    from controller.jobs import JobError
+    from reliability.testbed import Testbed, TestbedConfig
+
+    class FakeController:
+        def __init__(self) -> None:
+            self.jobs: set[str] = set()
+            self.fail_create = False
+
+        def delete_job(self, name: str) -> None:
+            if name not in self.jobs:
+                raise JobError("job", f"no job named {name!r}")
+            self.jobs.remove(name)
+
+        def create_job(self, request):
+            if self.fail_create:
+                raise RuntimeError("the serving controller was killed")
+            self.jobs.add(request.name)
+            return SimpleNamespace(to_dict=lambda: {"name": request.name})
+
+    ctl = FakeController()
+    bed = Testbed(TestbedConfig(), tmp_path)
+    bed.network = SimpleNamespace(topology=SimpleNamespace(
+        hosts=[SimpleNamespace(name=f"h{i}") for i in range(4)]))
+    bed.controller = SimpleNamespace(state=None)
+    bed.results = tmp_path
+    monkeypatch.setattr(bed, "_primary", lambda: contextlib.nullcontext(ctl))
+    monkeypatch.setattr("controller.state.load_state", lambda rundir: None)
+    monkeypatch.setattr(Testbed, "rundir", property(lambda self: tmp_path))
+    assert bed.new_job()["name"] == "soak1"
+    ctl.fail_create = True
+    with pytest.raises(RuntimeError):
+        bed.new_job()
+    ctl.fail_create = False
+    assert bed.new_job()["name"] == "soak3"
+    assert ctl.jobs == {"soak3"}
+
+
 def test_hang_bound_follows_the_link_rate():
     slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
     assert slow > fast > 30.0

@@ -267,7 +267,7 @@ class Requester:
         # after delivering a result to some workers only, or in the middle of a message,
         # needs packets that are already acknowledged: the tagged first packet that binds
         # the message again, and our packets at positions whose result we still lack.
-        # Those stay kept until our result arrives, and a timeout resends them.
+        # Those stay kept until our result arrives, and timeouts in a row resend them.
         self.track_results = track_results
         self._arrived = 0  # one past the last position whose result arrived (in order)
         self._kept: collections.deque[bytes] = collections.deque()  # seq _kept_base .. _una-1
@@ -489,8 +489,8 @@ class Requester:
         packet of the message that holds the oldest position lacking its result or ACK up
         to the oldest unacknowledged one. The first packet binds the message again, so that
         the switch can place the later ones; positions whose result is missing need our
-        packet again; and the switch counts a message done (its credit returns) only when
-        every one of its packets is final there, so the whole message is sent again."""
+        packet again; and the switch counts a message done only when every one of its
+        packets is final there, so the whole message is sent again."""
         need = min(self._arrived, self._una)
         if not self._starts or self._starts[0] > need:
             return []
