@@ -492,15 +492,16 @@ register<bit<1>>(NR_BINDINGS) bind_open;
  * switch restart: a worker whose ACK died with the old switch sends an old message again,
  * the new switch binds it, and the other workers, who have its result, never send it again;
  * it could never be done here, and with every credit held so, the connection could open no
- * message.  A tag without a window (0) closes nothing the second way. */
+ * message.  A tag without a window (0) closes nothing the second way.  Only open bindings
+ * are read further (a first packet reads one register per closed binding). */
 #define NR_COUNT_BINDING(b)                                                       \
-    bind_npkts.read(s_npkts, bind_base + b);                                      \
-    bind_msg.read(s_msg_b, bind_base + b);                                        \
     bind_open.read(s_open, bind_base + b);                                        \
-    s_age = meta.nr.msg - s_msg_b;                                                \
-    if (s_open == 1 && s_npkts != 0) {                                            \
+    if (s_open == 1) {                                                            \
+        bind_npkts.read(s_npkts, bind_base + b);                                  \
+        bind_msg.read(s_msg_b, bind_base + b);                                    \
         bind_slot.read(s_slot, bind_base + b);                                    \
         bind_ver.read(s_ver, bind_base + b);                                      \
+        s_age = meta.nr.msg - s_msg_b;                                            \
         s_g = (meta.nr.slot_base + (bit<32>)s_slot) * 2 + (bit<32>)s_ver;        \
         s_progress = 0;                                                           \
         if (s_g < NR_SLOT_COPIES) {                                               \

@@ -696,7 +696,7 @@ class Responder:
     def refresh_ack(self) -> None:
         """Send our cumulative ACK again now (once anything was accepted): the peer may
         have lost the last one."""
-        if self.stats.packets_received - self.stats.duplicates - self.stats.out_of_order > 0:
+        if self.stats.messages_received or self._msg_head is not None:
             self._ack_pending = True
             self.flush_ack()
 
