@@ -215,9 +215,13 @@ def bottleneck(run: AllreduceRun) -> tuple[bool, str]:
     """(link-bound?, verdict) for one all-reduce: "link-bound" when its busiest link ran at
     >= LINK_BOUND_RUN_UTILIZATION of the shaped rate and no switch process was saturated;
     else "CPU-bound" (naming the saturated switches) or "not link-bound" (latency, host CPU
-    or the transport's window limited it)."""
+    or the transport's window limited it); "CPU-bound" too when the switches together kept the
+    machine's cores busy."""
     if run.saturated_switches:
         return False, f"CPU-bound ({', '.join(run.saturated_switches)})"
+    if run.switches_fill_machine:
+        return False, (f"CPU-bound (switches {run.switches_cores:.1f} of "
+                       f"{run.machine_cores} cores)")
     busy = run.busiest
     util = busy.utilization if busy is not None else None
     if util is None:

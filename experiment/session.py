@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,17 @@ log = logging.getLogger(__name__)
 ALGORITHMS = ("innetwork", "ring")
 RESULTS_DIR = "results"
 RESULT_FILE = "experiment.json"
+# In-network timer bounds (lowest, highest) per switch target where the agents' defaults
+# (0.05 s, workloads.innetwork.AGG_MAX_RTO) misfire. BMv2 spends ~1.6 ms of its one ingress
+# thread per aggregation packet (docs/benchmarks.md, findings), ~20x the built-in target, so
+# on the spine-leaf its ingress FIFO, shared by the workers' packets and the results coming
+# back, holds a result back 0.1-0.3 s whenever two workers' bursts queue in front of it:
+# with the defaults 2 of 4 runs retransmitted (7 spurious timeouts, 0 losses), with these
+# 1 of 10 (one timeout). A larger bound costs only where packets are really lost.
+TARGET_TIMERS: dict[str, tuple[float, float]] = {"bmv2": (0.25, 1.0)}
+# Share of the machine's cores the switch processes together may use before a run counts as
+# CPU-bound (the hosts' agents need the rest).
+MACHINE_SATURATED = 0.8
 
 
 class ExperimentError(TopoError):
@@ -66,6 +78,10 @@ class ExperimentOptions:
     hosts: tuple[str, ...] | None = None  # the job's hosts; None: every host with GPUs
     root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
+    # in-network agents' retransmission timer, lowest and highest (s); None: the target's
+    # (TARGET_TIMERS), else the agent's own defaults
+    rto: float | None = None
+    max_rto: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,11 @@ class AllreduceRun:
     wall_seconds: float = 0.0  # from starting the workers to their exit
     # in-network: the job's counters at each switch during the run (aggregation_counters)
     switch_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Cores all switch processes used together while the collective ran (their CPU seconds
+    # in the window over the collective's own time), and the machine's cores: on a small
+    # machine several switches can fill it while none alone fills a core (BMv2 spine-leaf).
+    switches_cores: float = 0.0
+    machine_cores: int = 0
 
     @property
     def exact(self) -> bool:
@@ -130,6 +151,13 @@ class AllreduceRun:
         """Switch processes that used (nearly) a whole core during the run."""
         return sorted(n for n, c in self.switch_cpu.items() if c >= CPU_SATURATED)
 
+    @property
+    def switches_fill_machine(self) -> bool:
+        """The switch processes together kept (nearly) every core busy: the machine's CPU,
+        not a link, set the pace."""
+        return self.machine_cores > 0 and (
+            self.switches_cores >= MACHINE_SATURATED * self.machine_cores)
+
 
 @dataclass(frozen=True)
 class ExperimentResult:
@@ -152,7 +180,8 @@ class ExperimentResult:
         for run in self.runs:
             d = asdict(run)
             d.update(exact=run.exact, seconds=run.seconds, errors=run.errors,
-                     saturated_switches=run.saturated_switches)
+                     saturated_switches=run.saturated_switches,
+                     switches_fill_machine=run.switches_fill_machine)
             for link, usage in zip(d["links"], run.links, strict=True):
                 link.update(mbit_per_s=usage.mbit_per_s, utilization=usage.utilization)
             runs.append(d)
@@ -267,8 +296,20 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = Non
         return argv + ["--rank", str(rank), "--peers", peers]
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
-    return argv + ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems),
-                   "--barrier"]
+    argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
+    if opts.rto is not None:
+        argv += ["--rto", str(opts.rto)]
+    if opts.max_rto is not None:
+        argv += ["--max-rto", str(opts.max_rto)]
+    return argv
+
+
+def with_target_timers(opts: ExperimentOptions, target: str | None) -> ExperimentOptions:
+    """``opts`` with the in-network timer bounds of ``target`` (TARGET_TIMERS) where it
+    leaves them open."""
+    low, high = TARGET_TIMERS.get(target or "", (None, None))
+    return replace(opts, rto=opts.rto if opts.rto is not None else low,
+                   max_rto=opts.max_rto if opts.max_rto is not None else high)
 
 
 def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -> RankOutcome:
@@ -350,8 +391,10 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
     # coarse for the collective's own (often sub-second) time.
     links = window.links(lab.topology, seconds * max(1, opts.iters))
+    busy = seconds * max(1, opts.iters)
+    together = sum(window.switch_cpu_seconds.values()) / busy if busy > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
-                        window.wall, agg)
+                        window.wall, agg, together, os.cpu_count() or 1)
 
 
 # ----------------------------------------------------------------------------- experiment
@@ -393,6 +436,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     topology = lab.topology
     if topology.p4info is None:
         raise ExperimentError("the switches were started without a program: nothing to program")
+    opts = with_target_timers(opts, topology.target)
     results = lab.rundir / RESULTS_DIR
     results.mkdir(parents=True, exist_ok=True)
     net = lab.network  # the Mininet network (measure_path's)
@@ -429,6 +473,10 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
             notes.append(f"{run.algorithm}: switch process(es) {', '.join(run.saturated_switches)}"
                          f" used >= {CPU_SATURATED:.0%} of a core: the switch, not the link, may "
                          "have limited this run")
+        elif run.switches_fill_machine:
+            notes.append(f"{run.algorithm}: the switch processes together used "
+                         f"{run.switches_cores:.1f} of the machine's {run.machine_cores} cores "
+                         "while it ran: the machine's CPU, not the links, limited this run")
     path = results / RESULT_FILE
     result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check, opts.elems)
     path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True, default=str) + "\n")

@@ -3,6 +3,7 @@ host commands on loopback, the device-config bundle."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -35,6 +36,7 @@ from experiment.session import (
     RankOutcome,
     allreduce_argv,
     collect,
+    with_target_timers,
 )
 from topo import hostcmd
 from topo.model import describe
@@ -244,6 +246,19 @@ def test_bottleneck_verdicts():
         False, "not link-bound (busiest link 40%)")
 
 
+def test_switches_that_fill_the_machine_make_a_run_cpu_bound():
+    """BMv2's spine-leaf: no switch alone near a core, but together 1.8 of 2 cores while the
+    collective ran; a link at 80 % does not make that run link-bound."""
+    base = _run("innetwork", busiest_bytes=1_000_000, cpu=0.5)
+    full = dataclasses.replace(base, switches_cores=1.8, machine_cores=2)
+    assert not base.switches_fill_machine and full.switches_fill_machine
+    assert bottleneck(full) == (False, "CPU-bound (switches 1.8 of 2 cores)")
+    assert bottleneck(dataclasses.replace(full, switches_cores=1.2)) == (True, "link-bound")
+    data = ExperimentResult({}, (full,)).to_dict()
+    assert data["runs"][0]["switches_fill_machine"] is True
+    assert data["runs"][0]["switches_cores"] == 1.8
+
+
 def test_ideal_ratio_and_frame_correction():
     """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
     an ACK per TCP segment; on a host link the tag share of a message (32 packets, or the
@@ -289,6 +304,23 @@ def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
     inn = allreduce_argv("innetwork", opts, host="h2", plan_path=tmp_path / "job.json")
     assert inn[inn.index("--job") + 1] == str(tmp_path / "job.json")
     assert inn[inn.index("--host") + 1] == "h2" and "--peers" not in inn
+    assert "--rto" not in inn and "--max-rto" not in inn  # the agent's own defaults
+
+
+def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path):
+    """On BMv2 the agents' timer waits 0.25-1 s (its ingress FIFO holds results back longer
+    than the defaults' 0.25 s bound); the built-in target keeps the agent's defaults, and
+    bounds the options set stay."""
+    def timers(opts: ExperimentOptions) -> tuple[str | None, ...]:
+        argv = allreduce_argv("innetwork", opts, host="h1", plan_path=tmp_path / "j.json")
+        return tuple(argv[argv.index(f) + 1] if f in argv else None for f in ("--rto", "--max-rto"))
+
+    assert timers(with_target_timers(ExperimentOptions(), "bmv2")) == ("0.25", "1.0")
+    assert timers(with_target_timers(ExperimentOptions(), "softswitch")) == (None, None)
+    assert timers(with_target_timers(ExperimentOptions(max_rto=2.0), "bmv2")) == ("0.25", "2.0")
+    ring = allreduce_argv("ring", with_target_timers(ExperimentOptions(), "bmv2"), rank=0,
+                          peers="10.0.1.1:5400")
+    assert "--rto" not in ring
 
 
 def test_collect_reads_json_lines_errors_and_timeouts():
