@@ -89,17 +89,15 @@ def _job_started(bed: Testbed, name: str, before: int, timeout_s: float) -> bool
 
 
 def _contributions(bed: Testbed, name: str) -> int:
-    from controller.fabric import ControllerError
-    from controller.p4client import P4RuntimeRequestError
-
-    try:
-        rows = bed.controller.job_counters(bed.plan["name"])
-    except (ControllerError, P4RuntimeRequestError):
+    """The contributions ``name`` added to the job so far; -1 when they cannot be read."""
+    rows = _job_counter_rows(bed)
+    if any("error" in r for r in rows):
         return -1
     return sum(int(r.get("contributions", 0)) for r in rows if r["switch"] == name)
 
 
 def _job_counter_rows(bed: Testbed) -> list[dict[str, Any]]:
+    """The job's counters at every switch, or one row saying why they cannot be read."""
     from controller.fabric import ControllerError
     from controller.p4client import P4RuntimeRequestError
 

@@ -308,16 +308,16 @@ def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
 
 
 def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path):
-    """On BMv2 the agents' timer waits 0.25-1 s (its ingress FIFO holds results back longer
+    """On BMv2 the agents' timer waits 0.5-1 s (its ingress FIFO holds results back longer
     than the defaults' 0.25 s bound); the built-in target keeps the agent's defaults, and
     bounds the options set stay."""
     def timers(opts: ExperimentOptions) -> tuple[str | None, ...]:
         argv = allreduce_argv("innetwork", opts, host="h1", plan_path=tmp_path / "j.json")
         return tuple(argv[argv.index(f) + 1] if f in argv else None for f in ("--rto", "--max-rto"))
 
-    assert timers(with_target_timers(ExperimentOptions(), "bmv2")) == ("0.25", "1.0")
+    assert timers(with_target_timers(ExperimentOptions(), "bmv2")) == ("0.5", "1.0")
     assert timers(with_target_timers(ExperimentOptions(), "softswitch")) == (None, None)
-    assert timers(with_target_timers(ExperimentOptions(max_rto=2.0), "bmv2")) == ("0.25", "2.0")
+    assert timers(with_target_timers(ExperimentOptions(max_rto=2.0), "bmv2")) == ("0.5", "2.0")
     ring = allreduce_argv("ring", with_target_timers(ExperimentOptions(), "bmv2"), rank=0,
                           peers="10.0.1.1:5400")
     assert "--rto" not in ring

@@ -456,8 +456,9 @@ def _restart_after(bench: SwitchBench, program: ir.Program, completion: int,
     packet are lost too (they were on their way through the switch that died). Returns a
     dict counting completions and restarts."""
     seen = {"completions": 0, "restarts": 0}
-    ports = {bench.hosts[bench.job.worker(r).rank].port for r in deliver_to}
-    ack_port = None if lose_acks_of is None else bench.hosts[lose_acks_of].port
+    port_of = {h.ip: h.port for h in bench.hosts}  # a worker's host port, any per_host
+    ports = {port_of[bench.job.worker(r).ip] for r in deliver_to}
+    ack_port = None if lose_acks_of is None else port_of[bench.job.worker(lose_acks_of).ip]
     p = bench.job.size
 
     def process(port: int, frame: bytes) -> list[tuple[int, bytes]]:
