@@ -299,3 +299,23 @@ def test_missing_include_has_a_location(tmp_path: Path) -> None:
     main.write_text('#include <core.p4>\n\n  #include "nope.p4"\n')
     with pytest.raises(P4Error, match=r"main\.p4:3:12: error: cannot find include file 'nope\.p4'"):
         compile_file(main)
+
+
+def test_a_compile_leaves_the_cyclic_collector_as_it_found_it():
+    """The collector is paused during a compile (a speed-up, docs/benchmarks.md) and on again
+    afterwards, also after a program with an error; a caller that had it off keeps it off."""
+    import gc
+
+    program = FRONTEND / "basic.p4"
+    assert gc.isenabled()
+    compile_file(program)
+    assert gc.isenabled()
+    with pytest.raises(P4Error):
+        compile_source("control C() { apply { x = ; } }")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        compile_file(program)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -9,8 +9,10 @@ constant folding by the checker's visitors (:mod:`.check`). Every problem is rai
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from softswitch import ir
@@ -30,14 +32,30 @@ def compile_source(
     text: str, filename: str = "<string>", include_dirs: Sequence[str | Path] = ()
 ) -> ir.Program:
     """Compile P4_16 source text; ``filename`` is used in messages and for relative includes."""
-    pre = preprocess(text, filename, include_dirs)
-    tree = parse(pre)
-    try:
-        program = Checker(pre, filename).program(build_syntax(tree, pre))
-    except RecursionError:
-        raise P4Error("program is too deeply nested", ir.Loc(filename, 1, 1)) from None
-    check_bmv2_control_flow(program)  # what p4c's BMv2 back end refuses, refused here too
+    with _cyclic_gc_paused():
+        pre = preprocess(text, filename, include_dirs)
+        tree = parse(pre)
+        try:
+            program = Checker(pre, filename).program(build_syntax(tree, pre))
+        except RecursionError:
+            raise P4Error("program is too deeply nested", ir.Loc(filename, 1, 1)) from None
+        check_bmv2_control_flow(program)  # what p4c's BMv2 back end refuses, refused here too
     return program
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A compile allocates ~10^5 short-lived objects (tokens, parse and syntax trees); the
+    cyclic collector ran over the growing heap again and again meanwhile: ~20 % of the
+    compile time of netreduce.p4 (docs/benchmarks.md, bench_revisions). Its garbage is freed
+    by reference counting or at the next collection after the compile."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def compile_file(path: str | Path, include_dirs: Sequence[str | Path] = ()) -> ir.Program:
