@@ -44,7 +44,7 @@ PREFIX = "bt"
 
 def _free_base(count: int) -> int:
     """A base port with ``count`` consecutive free ports on 127.0.0.1."""
-    for base in range(36500 + (os.getpid() % 200) * 16, 44000, 16):
+    for base in range(16500 + (os.getpid() % 200) * 16, 24000, 16):
         try:
             for port in range(base, base + count):
                 with socket.socket() as sock:

@@ -99,7 +99,7 @@ def spine_leaf(target: str, rundir: Path, *, egress_order: str = "sync", seed: i
     from topo.topologies import FileTopo, shipped_file
 
     # gRPC and Thrift (BMv2) ports found free, away from make run's defaults
-    base = grpc_base if grpc_base is not None else free_grpc_base(6, start=47600)
+    base = grpc_base if grpc_base is not None else free_grpc_base(6, start=27600)
     spec = load_spec(shipped_file("spineleaf"), {"spines": 1, "leaves": 2, "hosts": 2,
                                                  "gpus": 1, "bw": None})
     topo = FileTopo(spec, grpc_base_port=base, thrift_base_port=base + 3,

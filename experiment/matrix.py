@@ -147,14 +147,16 @@ def program_for(elems: int, dest: Path) -> Path:
     return wrapper
 
 
-def free_grpc_base(count: int, start: int = 46000) -> int:
+def free_grpc_base(count: int, start: int = 26000) -> int:
     """A first P4Runtime port with ``count`` free ports after it (so a matrix or a test
-    network never collides with ``make run``'s default ports)."""
+    network never collides with ``make run``'s default ports). Start below the kernel's
+    ephemeral ports (32768 and up by default): a client socket never takes those, so a
+    switch's port cannot be taken between this choice and the switch's bind."""
     import os
 
     from topo.nodes import port_in_use
 
-    for base in range(start + (os.getpid() % 200) * 8, 60000, 16):
+    for base in range(start + (os.getpid() % 200) * 8, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise MatrixError("no free range of P4Runtime ports")

@@ -54,7 +54,7 @@ class TestbedConfig:
     slots: int = 64
 
 
-def free_port_block(count: int, start: int = 47000, stop: int = 60000) -> int:
+def free_port_block(count: int, start: int = 27000, stop: int = 32000) -> int:
     """The first port of ``count`` consecutive free loopback TCP ports (a random start, so
     two campaigns at once rarely probe the same block)."""
     import random

@@ -110,10 +110,11 @@ class Bmv2Process:
 
 
 def free_port_block(count: int, start: int | None = None, stop: int = 44000) -> int:
-    """The first port ``P`` from ``start`` (default: spread by pid over 30000..36400) such that
+    """The first port ``P`` from ``start`` (default: spread by pid over 24000..30400, below the
+    kernel's ephemeral ports, which a client socket could take meanwhile) such that
     ``P .. P+count-1`` can all be bound on 127.0.0.1 right now (a base for a topology's gRPC
     or Thrift ports)."""
-    port = 30000 + (os.getpid() % 400) * 16 if start is None else start
+    port = 24000 + (os.getpid() % 400) * 16 if start is None else start
     while port + count <= stop:
         for offset in range(count):
             with socket.socket() as sock:

@@ -42,7 +42,7 @@ SIZE = 2000  # elements per worker: 63 packets of 32 (float32 adds one word: 200
 def _free_port_base(count: int) -> int:
     from topo.nodes import port_in_use
 
-    for base in range(45000 + (os.getpid() % 400) * 8, 60000, 16):
+    for base in range(25000 + (os.getpid() % 400) * 8, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")

@@ -195,7 +195,7 @@ def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path):
     from topo.rundir import read_cmdline, read_pids
     from topo.topologies import RackTopo
 
-    base = next(b for b in range(45000 + (os.getpid() % 400) * 8, 60000, 16)
+    base = next(b for b in range(25000 + (os.getpid() % 400) * 8, 32000, 16)
                 if not port_in_use("127.0.0.1", b))
     topo = RackTopo(hosts=2, name_prefix="lc", grpc_base_port=base)
     try:

@@ -47,7 +47,7 @@ PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
 def _free_port_base(count: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(44000 + (os.getpid() % 400) * 8, 60000, 16):
+    for base in range(24000 + (os.getpid() % 400) * 8, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")

@@ -46,7 +46,7 @@ BUSIEST = ("return Math.max(0, ...(window.live.last ? window.live.last.links : [
 
 
 def _free_port_base(count: int) -> int:
-    for base in range(47000 + (os.getpid() % 500) * 8, 60000, 16):
+    for base in range(27000 + (os.getpid() % 500) * 8, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")

@@ -35,7 +35,7 @@ SWITCHES = [f"{PREFIX}s1"]
 
 
 def _free_port() -> int:
-    for port in range(45000 + (os.getpid() % 400) * 8, 60000, 8):
+    for port in range(25000 + (os.getpid() % 400) * 8, 32000, 8):
         if not port_in_use("127.0.0.1", port):
             return port
     raise RuntimeError("no free port")

@@ -31,7 +31,7 @@ SWITCHES = [f"{PREFIX}{n}" for n in ("l1", "l2", "a1", "a2", "c1")]
 
 def _free_base(count: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(46000 + (os.getpid() % 300) * 16, 60000, 16):
+    for base in range(26000 + (os.getpid() % 300) * 16, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free ports")

@@ -31,7 +31,9 @@ from topo.nodes import (
     check_egress_order,
     choose_target,
     failure_reason,
+    is_self_connection,
     log_tail,
+    port_accepts,
 )
 from topo.probe import receive, send
 from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
@@ -443,3 +445,28 @@ def test_default_target_is_the_builtin_one_even_with_bmv2_installed(tmp_path, mo
     cls, _ = choose_target(target_name(None, spec))
     assert cls is SoftSwitch
     assert target_name("auto", spec) == "auto"
+
+
+def _self_connected() -> socket.socket:
+    """A TCP socket connected to itself: bound to a loopback port with no server, then
+    connected to that port (TCP simultaneous open)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.connect(sock.getsockname())
+    return sock
+
+
+def test_a_probe_that_connects_to_itself_finds_no_server(monkeypatch):
+    """CI: a switch looked ready because the readiness probe's socket was given the switch's
+    own port (it lies in the ephemeral range) and connected to itself; the switch's bind then
+    failed on it. A self-connection is not a server."""
+    with _self_connected() as sock:
+        assert is_self_connection(sock)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert port_accepts("127.0.0.1", port)
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            assert not is_self_connection(client)
+    monkeypatch.setattr("topo.nodes.socket.create_connection",
+                        lambda *_args, **_kw: _self_connected())
+    assert not port_accepts("127.0.0.1", 1)

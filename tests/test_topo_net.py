@@ -31,7 +31,7 @@ PREFIX = "tq"
 
 def _free_port_base(count: int) -> int:
     """A base port with ``count`` free ports after it (checked by binding)."""
-    for base in range(43000 + (os.getpid() % 500) * 8, 60000, 16):
+    for base in range(22000 + (os.getpid() % 500) * 8, 32000, 16):  # below ephemeral ports
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")

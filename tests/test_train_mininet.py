@@ -36,7 +36,7 @@ MIN_ACCURACY = 0.90  # after three epochs (loopback reaches ~93 % there)
 
 def _free_port_base(count: int, salt: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(44000 + (os.getpid() % 400) * 8 + salt * 4, 60000, 16):
+    for base in range(24000 + (os.getpid() % 400) * 8 + salt * 4, 32000, 16):
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")

@@ -45,7 +45,7 @@ SPEC = MatrixSpec(spines=2, leaves=2, hosts_per_leaf=2, gpus=2, bw_mbit=10.0, el
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     """The running, programmed network; stopped (and checked) at the end of the module."""
-    yield from module_network(SPEC, tmp_path_factory.mktemp("workloads") / "run", SWITCHES, 45000)
+    yield from module_network(SPEC, tmp_path_factory.mktemp("workloads") / "run", SWITCHES, 25000)
 
 
 def _with(launch: Launcher, **changes: object) -> Launcher:

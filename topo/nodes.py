@@ -101,10 +101,21 @@ def failure_reason(tail: Sequence[str], default: str) -> str:
 
 
 def port_accepts(host: str, port: int, timeout: float = 0.2) -> bool:
-    """True when a TCP connection to ``host:port`` succeeds."""
+    """True when a server accepts a TCP connection to ``host:port``. A port in the kernel's
+    ephemeral range with no server can still "accept": the connecting socket may be given
+    that very port and connect to itself. That made a switch look ready while its own bind
+    failed on the port the probe held (CI, 127.0.0.1:48820), so it does not count."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            return not is_self_connection(sock)
+    except OSError:
+        return False
+
+
+def is_self_connection(sock: socket.socket) -> bool:
+    """True for a TCP socket connected to itself (same address and port at both ends)."""
+    try:
+        return bool(sock.getsockname() == sock.getpeername())
     except OSError:
         return False
 
