@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,15 +43,9 @@ PREFIX = "bt"
 
 def _free_base(count: int) -> int:
     """A base port with ``count`` consecutive free ports on 127.0.0.1."""
-    for base in range(16500 + (os.getpid() % 200) * 16, 24000, 16):
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
+    from topo.nodes import free_port_base
+
+    return free_port_base(count, 16500)
 
 
 def make_run(topo: str, target: str, rundir: Path) -> dict[str, Any]:

@@ -152,14 +152,13 @@ def free_grpc_base(count: int, start: int = 26000) -> int:
     network never collides with ``make run``'s default ports). Start below the kernel's
     ephemeral ports (32768 and up by default): a client socket never takes those, so a
     switch's port cannot be taken between this choice and the switch's bind."""
-    import os
+    from topo.errors import SwitchStartError
+    from topo.nodes import free_port_base
 
-    from topo.nodes import port_in_use
-
-    for base in range(start + (os.getpid() % 200) * 8, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise MatrixError("no free range of P4Runtime ports")
+    try:
+        return free_port_base(count, start)
+    except SwitchStartError as exc:
+        raise MatrixError(str(exc)) from None
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -392,8 +392,8 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     seconds = max((o.seconds for o in outcomes), default=0.0) or window.wall
     # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
     # coarse for the collective's own (often sub-second) time.
-    links = window.links(lab.topology, seconds * max(1, opts.iters))
-    busy = seconds * max(1, opts.iters)
+    busy = seconds * max(1, opts.iters)  # the collective's own time, every iteration
+    links = window.links(lab.topology, busy)
     together = sum(window.switch_cpu_seconds.values()) / busy if busy > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1)

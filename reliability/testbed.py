@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -54,26 +53,12 @@ class TestbedConfig:
     slots: int = 64
 
 
-def free_port_block(count: int, start: int = 27000, stop: int = 32000) -> int:
-    """The first port of ``count`` consecutive free loopback TCP ports (a random start, so
-    two campaigns at once rarely probe the same block)."""
-    import random
+def free_port_block(count: int, start: int = 27000) -> int:
+    """The first port of ``count`` consecutive free loopback TCP ports for the campaign's
+    switches (:func:`topo.nodes.free_port_base`)."""
+    from topo.nodes import free_port_base
 
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(start, stop - count)
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free TCP ports in {start}..{stop}")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return free_port_base(count, start)
 
 
 def ideal_seconds(elements: int, elems: int, bw_mbit: float) -> float:

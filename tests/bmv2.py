@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.p4runtime_server_fake import free_tcp_port
-from topo.nodes import BMv2Switch, SwitchLaunch, log_tail, port_accepts
+from topo.nodes import BMv2Switch, SwitchLaunch, free_port_base, log_tail, port_accepts
 
 HOST = "127.0.0.1"
 BINARIES = ("simple_switch_grpc", "p4c")
@@ -109,23 +108,9 @@ class Bmv2Process:
         self.stop()
 
 
-def free_port_block(count: int, start: int | None = None, stop: int = 44000) -> int:
-    """The first port ``P`` from ``start`` (default: spread by pid over 24000..30400, below the
-    kernel's ephemeral ports, which a client socket could take meanwhile) such that
-    ``P .. P+count-1`` can all be bound on 127.0.0.1 right now (a base for a topology's gRPC
-    or Thrift ports)."""
-    port = 24000 + (os.getpid() % 400) * 16 if start is None else start
-    while port + count <= stop:
-        for offset in range(count):
-            with socket.socket() as sock:
-                try:
-                    sock.bind((HOST, port + offset))
-                except OSError:
-                    port += offset + 1
-                    break
-        else:
-            return port
-    raise RuntimeError(f"no {count} free consecutive ports in {start}..{stop}")
+def free_port_block(count: int, start: int = 24000) -> int:
+    """A base for a BMv2 topology's gRPC and Thrift ports (:func:`topo.nodes.free_port_base`)."""
+    return free_port_base(count, start)
 
 
 def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:

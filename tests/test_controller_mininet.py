@@ -15,7 +15,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,12 +39,9 @@ SIZE = 2000  # elements per worker: 63 packets of 32 (float32 adds one word: 200
 
 
 def _free_port_base(count: int) -> int:
-    from topo.nodes import port_in_use
+    from topo.nodes import free_port_base
 
-    for base in range(25000 + (os.getpid() % 400) * 8, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
+    return free_port_base(count, 25000)
 
 
 def ctl(rundir: Path, *args: str) -> tuple[int, Any, str]:

@@ -191,12 +191,11 @@ def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path):
     """On a real rack (no program: nothing to push): a process inside a host and the
     switch are gone, and no interface is left, after the body raised."""
     from topo.cleanup import remove_interfaces, switch_interfaces
-    from topo.nodes import port_in_use
+    from topo.nodes import free_port_base
     from topo.rundir import read_cmdline, read_pids
     from topo.topologies import RackTopo
 
-    base = next(b for b in range(25000 + (os.getpid() % 400) * 8, 32000, 16)
-                if not port_in_use("127.0.0.1", b))
+    base = free_port_base(1, 25000)
     topo = RackTopo(hosts=2, name_prefix="lc", grpc_base_port=base)
     try:
         with pytest.raises(RuntimeError, match="body"):

@@ -10,7 +10,6 @@ collide with another network; the last test stops the network and checks nothing
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from experiment.session import (
 )
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.network import Network, start_network
-from topo.nodes import port_in_use
+from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
 from topo.topologies import SpineLeafTopo
 
@@ -47,10 +46,7 @@ PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
 def _free_port_base(count: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(24000 + (os.getpid() % 400) * 8, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
+    return free_port_base(count, 24000)
 
 
 def _ping_once(network: Network, src: str, dst: str) -> int:

@@ -25,7 +25,7 @@ from liveview.server import LiveServer
 from liveview.sources import link_id
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.network import start_network
-from topo.nodes import port_in_use
+from topo.nodes import free_port_base
 from topo.topologies import SpineLeafTopo
 
 pytestmark = [
@@ -46,10 +46,7 @@ BUSIEST = ("return Math.max(0, ...(window.live.last ? window.live.last.links : [
 
 
 def _free_port_base(count: int) -> int:
-    for base in range(27000 + (os.getpid() % 500) * 8, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
+    return free_port_base(count, 27000)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import uuid
@@ -23,6 +22,7 @@ from p4.config.v1 import p4info_pb2
 from softswitch.device_config import make_device_config
 from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
 from softswitch.switch import SwitchDataPlane
+from tests.bmv2 import free_port_block
 from tests.bmv2_json import bmv2_json
 from tests.p4runtime_illegal import CASES, Target, setup_updates
 
@@ -88,12 +88,6 @@ def test_our_status_codes(our_switch):
 # ------------------------------------------------------------------------------ BMv2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _p4c() -> list[str] | None:
     if shutil.which("p4c-bm2-ss"):
         return ["p4c-bm2-ss"]
@@ -124,7 +118,8 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]
     """simple_switch_grpc without interfaces, gRPC and thrift on free loopback ports, with
     the program's P4Info and BMv2 JSON; stopped by pid."""
     p4info, device_config = compile_for_bmv2(tmp_path)
-    grpc_port, thrift_port = _free_port(), _free_port()
+    grpc_port = free_port_block(2)
+    thrift_port = grpc_port + 1
     ipc = f"ipc://{tmp_path}/notify-{uuid.uuid4().hex[:8]}.ipc"
     log = open(tmp_path / "bmv2.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(

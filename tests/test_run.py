@@ -22,7 +22,7 @@ import pytest
 
 import experiment.run
 from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.nodes import port_in_use
+from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
 
 pytestmark = [
@@ -35,10 +35,7 @@ SWITCHES = [f"{PREFIX}s1"]
 
 
 def _free_port() -> int:
-    for port in range(25000 + (os.getpid() % 400) * 8, 32000, 8):
-        if not port_in_use("127.0.0.1", port):
-            return port
-    raise RuntimeError("no free port")
+    return free_port_base(1, 25000)
 
 
 def _argv(rundir: Path, *extra: str) -> list[str]:

@@ -9,7 +9,6 @@ switches' interfaces are removed even when the run fails.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.nodes import port_in_use
+from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
 
 pytestmark = [
@@ -31,10 +30,7 @@ SWITCHES = [f"{PREFIX}{n}" for n in ("l1", "l2", "a1", "a2", "c1")]
 
 def _free_base(count: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(26000 + (os.getpid() % 300) * 16, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free ports")
+    return free_port_base(count, 26000)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from topo.cleanup import is_same_process, stop_recorded
-from topo.errors import TargetError, TopologyError, TopologyFileError
+from topo.errors import TargetError, TopoError, TopologyError, TopologyFileError
 from topo.links import (
     ACK_CLASS,
     DATA_CLASS,
@@ -25,12 +25,14 @@ from topo.links import (
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.nodes import (
     EGRESS_ORDERS,
+    EPHEMERAL_FLOOR,
     BMv2Switch,
     SoftSwitch,
     SwitchLaunch,
     check_egress_order,
     choose_target,
     failure_reason,
+    free_port_base,
     is_self_connection,
     log_tail,
     port_accepts,
@@ -470,3 +472,15 @@ def test_a_probe_that_connects_to_itself_finds_no_server(monkeypatch):
     monkeypatch.setattr("topo.nodes.socket.create_connection",
                         lambda *_args, **_kw: _self_connected())
     assert not port_accepts("127.0.0.1", 1)
+
+
+def test_free_port_base_stays_below_the_ephemeral_ports():
+    """Test and campaign networks take ports no client socket can be given meanwhile; a
+    taken port moves the block past it."""
+    base = free_port_base(4, 29000)
+    assert 29000 <= base and base + 4 <= EPHEMERAL_FLOOR
+    with socket.create_server(("127.0.0.1", base + 2)):
+        again = free_port_base(4, base - (os.getpid() % 256) * 8)
+        assert not again <= base + 2 < again + 4
+    with pytest.raises(TopoError, match="no 4 consecutive free TCP ports"):
+        free_port_base(4, EPHEMERAL_FLOOR)

@@ -18,7 +18,7 @@ from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import NetworkError, SwitchStartError
 from topo.links import ACK_CLASS, DATA_CLASS, netem_available
 from topo.network import Network, start_network
-from topo.nodes import SoftSwitch, SwitchLaunch, port_in_use
+from topo.nodes import SoftSwitch, SwitchLaunch, free_port_base
 from topo.rundir import load_topology, read_cmdline, read_pids
 from topo.topologies import RackTopo
 
@@ -31,10 +31,7 @@ PREFIX = "tq"
 
 def _free_port_base(count: int) -> int:
     """A base port with ``count`` free ports after it (checked by binding)."""
-    for base in range(22000 + (os.getpid() % 500) * 8, 32000, 16):  # below ephemeral ports
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
+    return free_port_base(count, 22000)
 
 
 def _leftovers(names: list[str], pids: list[int]) -> tuple[list[str], list[int]]:

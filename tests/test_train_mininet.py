@@ -12,7 +12,6 @@ time; the last test stops the network and checks nothing is left.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from topo.cleanup import switch_interfaces
-from topo.nodes import port_in_use
+from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
 from train.cli import main
 from train.testbed import TestbedOptions, TrainingTestbed
@@ -36,10 +35,7 @@ MIN_ACCURACY = 0.90  # after three epochs (loopback reaches ~93 % there)
 
 def _free_port_base(count: int, salt: int) -> int:
     """A base port with ``count`` free ports after it."""
-    for base in range(24000 + (os.getpid() % 400) * 8 + salt * 4, 32000, 16):
-        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise RuntimeError("no free port range")
+    return free_port_base(count, 24000 + salt * 2048)
 
 
 @pytest.fixture(scope="module")

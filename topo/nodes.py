@@ -131,6 +131,34 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+#: The kernel gives client sockets ports from 32768 up (ip_local_port_range's default), so a
+#: port below it that is free now stays free until a switch binds it; above it a client
+#: socket (even the readiness probe's own, see port_accepts) can take it meanwhile.
+EPHEMERAL_FLOOR = 32768
+
+
+def free_port_base(count: int, start: int = 20000, stop: int = EPHEMERAL_FLOOR) -> int:
+    """A first port ``P`` with ``P .. P+count-1`` all free on 127.0.0.1 (bindable without
+    SO_REUSEADDR), at or above ``start`` plus a spread by process id (parallel runs rarely
+    probe the same ports) and below ``stop``: the gRPC and Thrift ports of a test, benchmark
+    or campaign network."""
+
+    def bindable(port: int) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    first = start + (os.getpid() % 256) * 8
+    for base in range(first, stop - count + 1, max(16, count)):
+        if all(bindable(base + i) for i in range(count)):
+            return base
+    raise SwitchStartError(f"no {count} consecutive free TCP ports on 127.0.0.1 in "
+                           f"{first}..{stop - 1}")
+
+
 def _disable_ipv6(intf: str) -> None:
     """Keeps the kernel from adding link-local addresses (and sending RS/MLD) on a switch
     port; the switch should only see the hosts' traffic."""
