@@ -81,7 +81,7 @@ class ExperimentOptions:
     root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
     # in-network agents' retransmission timer, lowest and highest (s); None: the target's
-    # (TARGET_TIMERS), else the agent's own defaults
+    # (TARGET_TIMERS, chosen by run_allreduce for every caller), else the agent's defaults
     rto: float | None = None
     max_rto: float | None = None
 
@@ -128,6 +128,9 @@ class AllreduceRun:
     # machine several switches can fill it while none alone fills a core (BMv2 spine-leaf).
     switches_cores: float = 0.0
     machine_cores: int = 0
+    # in-network: the agents' retransmission timer bounds (lowest, highest) in s; None:
+    # the agent's own default
+    timers: tuple[float | None, float | None] = (None, None)
 
     @property
     def exact(self) -> bool:
@@ -364,6 +367,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     ``network``: an :class:`ExperimentNetwork` or a running network; ``controller`` (None:
     the lifecycle's) reads the port counters."""
     lab = lifecycle(network, controller)
+    opts = with_target_timers(opts, lab.topology.target)
     workers = sorted(plan["workers"], key=lambda w: w["rank"])
     commands: dict[str, tuple[str, list[str]]] = {}
     if algo == "ring":
@@ -396,7 +400,8 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     links = window.links(lab.topology, busy)
     together = sum(window.switch_cpu_seconds.values()) / busy if busy > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
-                        window.wall, agg, together, os.cpu_count() or 1)
+                        window.wall, agg, together, os.cpu_count() or 1,
+                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None))
 
 
 # ----------------------------------------------------------------------------- experiment
@@ -438,7 +443,6 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     topology = lab.topology
     if topology.p4info is None:
         raise ExperimentError("the switches were started without a program: nothing to program")
-    opts = with_target_timers(opts, topology.target)
     results = lab.rundir / RESULTS_DIR
     results.mkdir(parents=True, exist_ok=True)
     net = lab.network  # the Mininet network (measure_path's)

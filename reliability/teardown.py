@@ -25,9 +25,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT_S = 300.0
 SETTLE_S = 10.0  # a SIGINTed run stops its network: this long at most before leaks count
 REFUSED = ("already exist", "already in use")
-# The teardown runs' ports start here; the network cells' (reliability.testbed.
-# free_port_block) at 27000: a pid-spread start is the same for both in one process.
-TEARDOWN_PORTS = 21000
 
 
 @dataclass(frozen=True)
@@ -73,9 +70,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     signals: Counter[str] = Counter()
     codes: Counter[str] = Counter()
-    # its own block, apart from the network cells' (TEARDOWN_PORTS): with --parallel both
-    # choose at once, before either network has bound its ports
-    grpc_port = free_port_block(2, TEARDOWN_PORTS)
+    grpc_port = free_port_block(2)
     for i in range(plan.runs + 1):
         final = i == plan.runs
         experiment = not final and i % plan.experiment_every == plan.experiment_every - 1

@@ -80,6 +80,8 @@ def test_make_run_on_bmv2_is_exact_without_retransmissions(topo, tmp_path, repo_
     assert data["exact"] is True
     runs = {r["algorithm"]: r for r in data["runs"]}
     ranks = runs["innetwork"]["ranks"]
+    # the agents waited as BMv2's queue needs (experiment.session.TARGET_TIMERS)
+    assert runs["innetwork"]["timers"] == [0.5, 1.0] and runs["ring"]["timers"] == [None, None]
     retx = sum(rank["retransmissions"] for rank in ranks)
     assert rows["innetwork"][3].split()[0] == str(retx)
     # nothing is lost with no loss configured: no receiver saw a gap (NAK), and every

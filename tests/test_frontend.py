@@ -301,15 +301,25 @@ def test_missing_include_has_a_location(tmp_path: Path) -> None:
         compile_file(main)
 
 
-def test_a_compile_leaves_the_cyclic_collector_as_it_found_it():
+def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(monkeypatch):
     """The collector is paused during a compile (a speed-up, docs/benchmarks.md) and on again
     afterwards, also after a program with an error; a caller that had it off keeps it off."""
     import gc
 
+    import softswitch.frontend as frontend
+
+    during = []
+    build = frontend.build_syntax
+
+    def watched(*args: object) -> object:
+        during.append(gc.isenabled())
+        return build(*args)
+
+    monkeypatch.setattr(frontend, "build_syntax", watched)
     program = FRONTEND / "basic.p4"
     assert gc.isenabled()
     compile_file(program)
-    assert gc.isenabled()
+    assert during == [False] and gc.isenabled()
     with pytest.raises(P4Error):
         compile_source("control C() { apply { x = ; } }")
     assert gc.isenabled()

@@ -120,10 +120,13 @@ def is_self_connection(sock: socket.socket) -> bool:
         return False
 
 
-def port_in_use(host: str, port: int) -> bool:
-    """True when ``host:port`` cannot be bound (some process already listens there)."""
+def port_in_use(host: str, port: int, strict: bool = False) -> bool:
+    """True when ``host:port`` cannot be bound (some process already listens there);
+    ``strict``: also while any socket holds it (a closed connection's TIME_WAIT included),
+    as a port chosen for a server that may bind without SO_REUSEADDR must be."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if not strict:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
@@ -139,24 +142,20 @@ EPHEMERAL_FLOOR = 32768
 
 def free_port_base(count: int, start: int = 20000, stop: int = EPHEMERAL_FLOOR) -> int:
     """A first port ``P`` with ``P .. P+count-1`` all free on 127.0.0.1 (bindable without
-    SO_REUSEADDR), at or above ``start`` plus a spread by process id (parallel runs rarely
-    probe the same ports) and below ``stop``: the gRPC and Thrift ports of a test, benchmark
-    or campaign network."""
+    SO_REUSEADDR) in ``start .. stop``: the gRPC and Thrift ports of a test, benchmark or
+    campaign network. The search starts at a random block, so two calls before either
+    network binds its ports (the campaign's parallel cells), or two processes at once, rarely
+    get the same block."""
+    import random
 
-    def bindable(port: int) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
-    first = start + (os.getpid() % 256) * 8
-    for base in range(first, stop - count + 1, max(16, count)):
-        if all(bindable(base + i) for i in range(count)):
+    step = max(16, count)
+    blocks = list(range(start, stop - count + 1, step))
+    first = random.Random().randrange(len(blocks)) if blocks else 0
+    for base in blocks[first:] + blocks[:first]:
+        if not any(port_in_use("127.0.0.1", base + i, strict=True) for i in range(count)):
             return base
     raise SwitchStartError(f"no {count} consecutive free TCP ports on 127.0.0.1 in "
-                           f"{first}..{stop - 1}")
+                           f"{start}..{stop - 1}")
 
 
 def _disable_ipv6(intf: str) -> None:
