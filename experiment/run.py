@@ -44,6 +44,7 @@ from topo.network import Network, Stages
 from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
+from vtime import format_delay
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,14 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     return text
 
 
+def time_cell(run: AllreduceRun) -> str:
+    """The collective's emulated time, with the real time beside it when dilated."""
+    text = format_delay(run.seconds)
+    if run.tdf != 1:
+        text += f" ({run.seconds * run.tdf:.3g} s real)"
+    return text
+
+
 def retransmissions_cell(run: AllreduceRun) -> str:
     """In-network retransmissions, and how many losses the transport saw behind them (NAKs
     and timeouts that were not spurious); "-" for the ring (TCP's are not counted)."""
@@ -295,9 +304,11 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
                   f"{len(job.get('workers', []))} workers, {elements} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
-    for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck"):
+    for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck",
+                "fidelity"):
         table.add_column(col)
     flagged = []
+    unfaithful = []
     for run in result.runs:
         mark = "[green]exact[/green]" if run.exact else "[red]NOT exact[/red]"
         busy = run.busiest
@@ -313,9 +324,20 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
         verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        table.add_row(run.algorithm, mark, f"{run.seconds * 1000:.1f} ms",
-                      retransmissions_cell(run), busiest, cpu_text, verdict)
+        fidelity = run.fidelity
+        if not fidelity.faithful:
+            unfaithful.append(f"{run.algorithm}: {fidelity.line()}")
+        table.add_row(run.algorithm, mark, time_cell(run), retransmissions_cell(run), busiest,
+                      cpu_text, verdict,
+                      "[green]faithful[/green]" if fidelity.faithful else "[red]NOT faithful[/red]")
     console.print(table)
+    tdf = result.runs[0].tdf if result.runs else 1.0
+    if tdf != 1:
+        console.print(f"times are emulated: the emulated clock ran {tdf:g} times slower than "
+                      "real time (time dilation; real time in parentheses)", highlight=False)
+    for line in unfaithful:
+        console.print(f"[red]unfaithful:[/red] {line}: the machine did not keep up with the "
+                      "emulated network; do not publish this comparison", highlight=False)
     ratio = ratio_line(result, elems)
     if ratio is not None:
         console.print(ratio, highlight=False)

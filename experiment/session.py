@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from experiment.fidelity import Monitor, RunLoad, Verdict, judge, link_utilization, softnet_drops
 from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
@@ -84,6 +85,9 @@ class ExperimentOptions:
     # (TARGET_TIMERS, chosen by run_allreduce for every caller), else the agent's defaults
     rto: float | None = None
     max_rto: float | None = None
+    # time-dilation factor: the hosts' clocks run this many times slower than real time
+    # (every duration above is emulated seconds; the network's links were dilated with it)
+    tdf: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ class RankOutcome:
     lone_timeouts: int = 0  # ... timeouts with one packet in flight: delay or loss, unknowable
     # in-network: every retransmission of the process (barrier and final drain included)
     retransmissions_all: int = 0
+    cpu_seconds: float = 0.0  # the process's CPU time (real seconds)
+    cpu_utilization: float = 0.0  # ... over its own real run time (cores)
 
     @property
     def loss_seen(self) -> int:
@@ -131,6 +137,12 @@ class AllreduceRun:
     # in-network: the agents' retransmission timer bounds (lowest, highest) in s; None:
     # the agent's own default
     timers: tuple[float | None, float | None] = (None, None)
+    # The emulated clock's time-dilation factor (seconds above are emulated except
+    # wall_seconds; CPU shares are of real time), the switches' highest CPU share over any
+    # monitor window, and the kernel's backlog drops while it ran (experiment.fidelity).
+    tdf: float = 1.0
+    switch_peaks: dict[str, float] = field(default_factory=dict)
+    machine_drops: int = 0
 
     @property
     def exact(self) -> bool:
@@ -155,6 +167,19 @@ class AllreduceRun:
     def saturated_switches(self) -> list[str]:
         """Switch processes that used (nearly) a whole core during the run."""
         return sorted(n for n, c in self.switch_cpu.items() if c >= CPU_SATURATED)
+
+    @property
+    def agent_cores(self) -> dict[str, float]:
+        """Cores each host process used over its own run (agents, ring ranks)."""
+        return {f"{r.host}#{r.rank}": r.cpu_utilization for r in self.ranks}
+
+    @property
+    def fidelity(self) -> Verdict:
+        """The fidelity guard's verdict on this run (experiment.fidelity)."""
+        load = RunLoad(self.switch_cpu, self.switch_peaks, self.agent_cores,
+                       self.machine_cores or (os.cpu_count() or 1),
+                       link_utilization(self.links), self.machine_drops)
+        return judge(load, self.tdf)
 
     @property
     def switches_fill_machine(self) -> bool:
@@ -186,7 +211,8 @@ class ExperimentResult:
             d = asdict(run)
             d.update(exact=run.exact, seconds=run.seconds, errors=run.errors,
                      saturated_switches=run.saturated_switches,
-                     switches_fill_machine=run.switches_fill_machine)
+                     switches_fill_machine=run.switches_fill_machine,
+                     real_seconds=run.seconds * run.tdf, fidelity=run.fidelity.to_dict())
             for link, usage in zip(d["links"], run.links, strict=True):
                 link.update(mbit_per_s=usage.mbit_per_s, utilization=usage.utilization)
             runs.append(d)
@@ -295,6 +321,8 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = Non
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
+    if opts.tdf != 1:
+        argv += ["--tdf", f"{opts.tdf:g}"]
     if algo == "ring":
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
@@ -335,7 +363,8 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
                        check is True, int(row.get("retransmissions", 0)), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
                        int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)),
-                       int(row.get("retransmissions_all", row.get("retransmissions", 0))))
+                       int(row.get("retransmissions_all", row.get("retransmissions", 0))),
+                       float(row.get("cpu_seconds", 0.0)), float(row.get("cpu_utilization", 0.0)))
 
 
 def aggregation_counters(controller: Any, plan: dict[str, Any],
@@ -381,8 +410,16 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     reader = controller if controller is not None else lab.controller
     agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
     before = lab.snapshot(controller)
-    results = lab.run_processes(commands, opts.timeout_s + 30.0)
+    drops0 = softnet_drops()
+    monitor = Monitor({sw.name: sw.proc.pid for sw in getattr(lab.network, "switches", ())
+                       if getattr(sw, "proc", None) is not None}).start()
+    try:
+        # the collective's timeout is emulated seconds: real ones are TDF times longer
+        results = lab.run_processes(commands, (opts.timeout_s + 30.0) * opts.tdf)
+    finally:
+        peaks = monitor.stop()
     window = Window(before, lab.snapshot(controller))
+    drops = softnet_drops() - drops0
     agg = aggregation_counters(reader, plan, agg0) if algo == "innetwork" else {}
     rows: dict[int, dict[str, Any]] = {}
     errors: dict[str, str] = {}
@@ -397,11 +434,13 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
     # coarse for the collective's own (often sub-second) time.
     busy = seconds * max(1, opts.iters)  # the collective's own time, every iteration
-    links = window.links(lab.topology, busy)
-    together = sum(window.switch_cpu_seconds.values()) / busy if busy > 0 else 0.0
+    links = window.links(lab.topology, busy)  # emulated seconds: emulated rates
+    busy_real = busy * opts.tdf
+    together = sum(window.switch_cpu_seconds.values()) / busy_real if busy_real > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1,
-                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None))
+                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None),
+                        opts.tdf, peaks, drops)
 
 
 # ----------------------------------------------------------------------------- experiment

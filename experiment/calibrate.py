@@ -1,0 +1,278 @@
+"""Calibration: the smallest time-dilation factor (TDF) at which a run stays faithful here.
+
+A switch process spends CPU on every packet it handles, and so does each host agent; at the
+real link rate ``bw / TDF`` the busiest switch must stay inside the fidelity guard's budget
+(:class:`experiment.fidelity.Budget`) and all of them together must leave the machine
+headroom. :func:`measure_costs` measures those costs once (a short in-network all-reduce on a
+one-switch rack with the job's fan-in, links unshaped), :func:`choose_tdf` turns them into the
+TDF, and the costs are cached per program, target, fan-in and machine
+(``$XDG_CACHE_HOME/ina-testbed/calibration.json``), so only the first run of a setting pays
+for the measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from protocol import netreduce as nr
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+#: Share of the guard's budgets a calibrated run aims at (headroom for the run's own noise:
+#: Python's GC, the live view's reads, the kernel's shaping).
+HEADROOM = 0.6
+#: TDFs are rounded up to these mantissas (times a power of ten) so that runs compare.
+NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+#: float32 per worker in the calibration all-reduce: a few windows, a few seconds on BMv2.
+CALIBRATION_ELEMENTS = 32768
+
+
+class CalibrationError(RuntimeError):
+    """The calibration could not measure the costs (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Costs:
+    """CPU seconds per aggregation packet: at the switch (its whole pipeline, replication of
+    results included) and at a host agent (sending one, receiving its result)."""
+
+    switch_s: float
+    agent_s: float
+    target: str
+    fanin: int
+    elems: int
+    measured: str = ""  # when (UTC, ISO 8601)
+    packets: int = 0  # aggregation packets the measurement saw
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What :func:`choose_tdf` needs to know of a run's network: the aggregation fan-in of
+    every switch (children that send it packets), the number of host agents, the fastest
+    emulated link (bits/s) and the machine's cores."""
+
+    fanins: Mapping[str, int]
+    agents: int
+    max_bw_bps: float
+    cores: int
+
+
+def frame_bits(elems: int) -> int:
+    """Bits on the wire of one aggregation packet of ``elems`` values (RoCE headers, RETH and
+    tag, payload), the unit the costs are per."""
+    return 8 * (4 * elems + nr.ROCE_HEADER_BYTES + nr.RETH_TAG_BYTES)
+
+
+def nice_tdf(value: float) -> float:
+    """``value`` rounded up to 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten
+    (at least 1)."""
+    if value <= 1:
+        return 1.0
+    exp = math.floor(math.log10(value))
+    for m in NICE_MANTISSAS:
+        candidate = m * 10 ** exp
+        if candidate >= value * (1 - 1e-9):
+            return float(f"{candidate:.6g}")
+    return float(10 ** (exp + 1))
+
+
+def max_real_rate(costs: Costs, fabric: Fabric, elems: int, switch_budget: float,
+                  machine_budget: float) -> float:
+    """The highest real link rate (bits/s) at which every switch stays under
+    ``switch_budget`` of a core and switches plus agents under ``machine_budget`` of all cores,
+    when every host link sends aggregation packets at its rate (in-network's worst case: the
+    ring's forwarded TCP segments cost a switch less per byte)."""
+    if costs.switch_s <= 0 or not fabric.fanins:
+        return math.inf
+    bits = frame_bits(elems)
+    busiest = max(fabric.fanins.values())
+    # per switch: fanin * (r / bits) packets/s * switch_s <= switch_budget
+    r_switch = switch_budget * bits / (busiest * costs.switch_s)
+    total_pkts_per_bit = (sum(fabric.fanins.values()) * costs.switch_s
+                          + fabric.agents * max(costs.agent_s, 0.0)) / bits
+    r_machine = machine_budget * fabric.cores / total_pkts_per_bit
+    return min(r_switch, r_machine)
+
+
+def choose_tdf(costs: Costs, fabric: Fabric, elems: int, switch_budget: float = 0.85,
+               machine_budget: float = 0.9, headroom: float = HEADROOM) -> tuple[float, str]:
+    """(TDF, why): the smallest nice TDF at which the fastest emulated link runs, divided by
+    the TDF, no faster than :func:`max_real_rate` allows with ``headroom``."""
+    real = max_real_rate(costs, fabric, elems, switch_budget * headroom,
+                         machine_budget * headroom)
+    if math.isinf(real):
+        return 1.0, "no per-packet cost measured"
+    tdf = nice_tdf(fabric.max_bw_bps / real)
+    why = (f"{costs.target}: {costs.switch_s * 1e6:.0f} us CPU per aggregation packet at the "
+           f"switch, {costs.agent_s * 1e6:.0f} us at a host agent; busiest fan-in "
+           f"{max(fabric.fanins.values())}; faithful up to {real / 1e6:.3g} Mbit/s real")
+    return tdf, why
+
+
+# ----------------------------------------------------------------------------- the cache
+
+
+def machine_id() -> str:
+    """This machine's kind: processor model and core count (costs move with both)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}; {os.cpu_count() or 1} cores"
+
+
+def target_build(target: str) -> str:
+    """What identifies the target's build: BMv2's binary (path and time), or the built-in
+    target's engine sources (a change to the engine can change its cost)."""
+    if target == "bmv2":
+        path = shutil.which("simple_switch_grpc")
+        if path is None:
+            return "bmv2 (not installed)"
+        st = Path(path).resolve().stat()
+        return f"{Path(path).resolve()} {int(st.st_mtime)}"
+    root = Path(__file__).resolve().parent.parent / "softswitch"
+    digest = hashlib.sha256()
+    for src in sorted(root.rglob("*.py")):
+        digest.update(src.read_bytes())
+    return "softswitch " + digest.hexdigest()[:16]
+
+
+def cache_key(target: str, program: Path, elems: int, fanin: int) -> str:
+    """The cache key of one setting: target build, program text, E, fan-in, machine."""
+    return json.dumps([target_build(target), program_digest(program), elems, fanin,
+                       machine_id()])
+
+
+def program_digest(program: Path) -> str:
+    """SHA-256 of the program's text and of the files it includes by quoted path (the
+    generated NR_ELEMS wrappers include netreduce.p4 so)."""
+    digest = hashlib.sha256()
+    text = program.read_text()
+    digest.update(text.encode())
+    for m in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', text, re.MULTILINE):
+        included = (program.parent / m.group(1)).resolve()
+        if included.is_file():
+            digest.update(included.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_file() -> Path:
+    """``$XDG_CACHE_HOME/ina-testbed/calibration.json`` (default ``~/.cache``)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "ina-testbed" / "calibration.json"
+
+
+def load_cached(key: str, path: Path | None = None) -> Costs | None:
+    """The cached costs of ``key``; None when absent or unreadable (a bad cache is ignored)."""
+    path = path or cache_file()
+    try:
+        data = json.loads(path.read_text())
+        entry = data["entries"][key] if data.get("version") == CACHE_VERSION else None
+        return Costs(**entry) if entry else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(key: str, costs: Costs, path: Path | None = None) -> None:
+    """Add ``costs`` to the cache (atomically replaced)."""
+    path = path or cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != CACHE_VERSION:
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    entries = dict(data.get("entries", {}))
+    entries[key] = costs.to_dict()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"version": CACHE_VERSION, "entries": entries}, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
+    """Per-packet costs from one calibration all-reduce (``experiment.session.AllreduceRun``
+    on a one-switch rack): the switch's CPU seconds over the aggregation packets it received
+    (its ports' received bytes over the frame size: ACKs count as bytes, so the cost per
+    packet comes out a little high, which is the safe side), and the agents' CPU seconds over
+    the packets they sent."""
+    bits = frame_bits(elems)
+    rx_bytes = sum(u.rx_bytes for u in run.links)
+    packets = int(rx_bytes * 8 // bits)
+    switch_cpu = sum(run.switch_cpu.values()) * run.wall_seconds
+    if packets <= 0 or switch_cpu <= 0:
+        raise CalibrationError(f"the calibration all-reduce moved {packets} packets and used "
+                               f"{switch_cpu:.2f} CPU s at the switch: nothing to measure")
+    sent = sum(r.bytes_sent for r in run.ranks)
+    agent_cpu = sum(getattr(r, "cpu_seconds", 0.0) for r in run.ranks)
+    agent_packets = max(1, int(sent * 8 // bits))
+    return Costs(switch_cpu / packets, agent_cpu / agent_packets, target, fanin, elems,
+                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), packets)
+
+
+def calibrate(target: str, program: Path, elems: int, fanin: int,
+              measure: Callable[[], Costs], *, refresh: bool = False,
+              path: Path | None = None) -> tuple[Costs, bool]:
+    """(costs, cached?) of one setting: the cache's, else ``measure()``'s, stored."""
+    key = cache_key(target, program, elems, fanin)
+    if not refresh:
+        hit = load_cached(key, path)
+        if hit is not None:
+            return hit, True
+    costs = measure()
+    store(key, costs, path)
+    return costs, False
+
+
+def measure_costs(target: str, program: Path, elems: int, fanin: int,
+                  rundir: Path | None = None, announce: Callable[[str], None] | None = None
+                  ) -> Costs:
+    """Start a one-switch rack of ``fanin`` hosts on ``target`` running ``program`` (links
+    unshaped, real time), run one in-network all-reduce and return its per-packet costs.
+    Needs root; the network is stopped on the way out."""
+    from experiment.lifecycle import ExperimentNetwork, StartOptions
+    from experiment.session import ExperimentOptions, run_experiment
+    from topo.topofile import load_spec, resolve
+    from topo.topologies import FileTopo
+
+    if announce is not None:
+        announce(f"calibrating {target} for {program.name} at E = {elems}, fan-in {fanin} "
+                 "(once per setting and machine; cached)")
+    spec = load_spec(resolve("rack"), {"hosts": max(2, fanin), "bw": None})
+    topo = FileTopo(spec, name_prefix="cal")
+    opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
+                             algorithms=("innetwork",), credits=4, slots=256,
+                             measure_seconds=0.0, job_name="calibration")
+    with ExperimentNetwork(topo, target, rundir, program, start=StartOptions(),
+                           program_fabric=False) as lab:
+        result = run_experiment(lab, opts)
+    run = result.runs[0]
+    if not run.exact:
+        raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
+                               f"{'; '.join(run.errors) or 'wrong sum'}")
+    return costs_from_run(run, target, max(2, fanin), elems)
