@@ -35,6 +35,7 @@ from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
 from workloads.innetwork import (
     AGG_MAX_RTO,
+    AGG_RTO,
     AggregationChannel,
     IntraHost,
     hierarchical_allreduce,
@@ -322,7 +323,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--elems", type=int, default=PROGRAM_ELEMS,
                    help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
-    p.add_argument("--rto", type=float, default=0.05,
+    p.add_argument("--rto", type=float, default=AGG_RTO,
                    help="in-network: lowest retransmission timeout (s)")
     p.add_argument("--max-rto", type=float, default=AGG_MAX_RTO,
                    help="in-network: highest retransmission timeout and backoff (s)")

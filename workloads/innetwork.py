@@ -70,6 +70,8 @@ ACK_EVERY = 16  # a receiver ACKs at least every this many packets (and at messa
 #: docs/protocol.md section 7). A timeout only sends one probe packet, so a short bound is
 #: cheap even where it fires spuriously, like RoCE NICs' fixed local ACK timeout.
 AGG_MAX_RTO = 0.25
+#: The agents' lowest retransmission timer (s): what the switch processes need at TDF 1.
+AGG_RTO = 0.05
 
 
 # ------------------------------------------------------------------- job description
@@ -212,7 +214,7 @@ class AggregationChannel:
     """
 
     def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
-                 window: int | None = None, rto: float = 0.05, max_rto: float = AGG_MAX_RTO,
+                 window: int | None = None, rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
                  dead_after: float = 30.0,
                  timeout: float = 300.0) -> None:
         self.ep = endpoint

@@ -1,0 +1,149 @@
+"""A run's time-dilation factor and what follows from it for the experiment.
+
+``make run ... tdf=auto`` (the default) asks :mod:`experiment.calibrate` for the smallest TDF
+at which this machine keeps up with the emulated network; ``tdf=N`` forces one. The
+emulated network itself is described in emulated units (``bw=100G delay=2us``): the links
+are configured at ``bw / TDF`` and ``delay * TDF``, the switches and host agents run their
+clocks TDF times slower, and the in-network agents' timer bounds are chosen here in emulated
+seconds from the emulated network (round trip, window) so that they mean the same at any
+rate.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiment import calibrate
+from experiment.session import TARGET_TIMERS
+from topo.topofile import LinkShapeSpec, TopologySpec
+from vtime import parse_delay, parse_tdf
+from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
+
+#: ``tdf=auto``: calibrate.
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Dilation:
+    """A run's TDF and why it was chosen (for the summary and experiment.json)."""
+
+    tdf: float
+    why: str
+    auto: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"tdf": self.tdf, "why": self.why, "auto": self.auto}
+
+
+def parse_tdf_option(text: str) -> str | float:
+    """``auto`` or a number >= 1 (the ``--tdf`` option's type)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    return parse_tdf(text, "--tdf")
+
+
+def shape_bps(shape: LinkShapeSpec) -> float | None:
+    """A link shape's emulated rate in bits/s (None: unshaped)."""
+    return None if shape.bw is None else float(shape.bw) * 1e6
+
+
+def shape_delay(shape: LinkShapeSpec) -> float:
+    """A link shape's emulated one-way delay in seconds (0: none)."""
+    return 0.0 if shape.delay is None else parse_delay(shape.delay)
+
+
+def fabric_of(spec: TopologySpec, cores: int | None = None) -> calibrate.Fabric:
+    """The calibration model of ``spec``'s network: every switch's aggregation fan-in (its
+    worker hosts and its switch neighbours, an upper bound of its children in any tree), the
+    host agents and the fastest emulated link."""
+    fanins: dict[str, int] = {sw.name: 0 for sw in spec.switches}
+    rates = []
+    agents = 0
+    for host in spec.hosts:
+        if host.gpus > 0:
+            fanins[host.switch] = fanins.get(host.switch, 0) + 1
+            agents += 1
+        rates.append(shape_bps(host.link))
+    for link in spec.links:
+        for end in (link.a, link.b):
+            if end in fanins:
+                fanins[end] += 1
+        rates.append(shape_bps(link.shape))
+    shaped = [r for r in rates if r is not None]
+    return calibrate.Fabric({k: v for k, v in fanins.items() if v}, agents,
+                            max(shaped) if shaped else 0.0, cores or os.cpu_count() or 1)
+
+
+def longest_rtt(spec: TopologySpec) -> float:
+    """The longest round trip (s, emulated propagation only) between two worker hosts."""
+    adj: dict[str, list[tuple[str, float]]] = {}
+
+    def edge(a: str, b: str, d: float) -> None:
+        adj.setdefault(a, []).append((b, d))
+        adj.setdefault(b, []).append((a, d))
+
+    for host in spec.hosts:
+        edge(host.name, host.switch, shape_delay(host.link))
+    for link in spec.links:
+        edge(link.a, link.b, shape_delay(link.shape))
+    workers = [h.name for h in spec.hosts if h.gpus > 0]
+    worst = 0.0
+    for src in workers:
+        dist = {src: 0.0}
+        heap = [(0.0, src)]
+        while heap:
+            d, node = heapq.heappop(heap)
+            if d > dist.get(node, float("inf")):
+                continue
+            for nxt, w in adj.get(node, ()):
+                if d + w < dist.get(nxt, float("inf")):
+                    dist[nxt] = d + w
+                    heapq.heappush(heap, (d + w, nxt))
+        worst = max([worst] + [dist[w] for w in workers if w in dist])
+    return 2 * worst
+
+
+def window_seconds(spec: TopologySpec, window_pkts: int, elems: int) -> float:
+    """Emulated seconds the job's window takes on the slowest worker host link (0 when
+    unshaped)."""
+    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
+    shaped = [r for r in rates if r]
+    return window_pkts * calibrate.frame_bits(elems) / min(shaped) if shaped else 0.0
+
+
+def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
+                 window_s: float = 0.0) -> tuple[float, float]:
+    """The in-network agents' retransmission timer bounds (lowest, highest), emulated
+    seconds. The target's real-time bounds (``TARGET_TIMERS``, else the agents' defaults:
+    what a switch process on this machine needs at TDF 1) shrink by the TDF, since the
+    machine's delays do; but never below what the emulated network itself needs: twice its
+    propagation round trip, and four round trips plus windows at the top."""
+    low_real, high_real = TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
+    low = max(low_real / tdf, 2 * rtt_s)
+    high = max(high_real / tdf, 4 * (rtt_s + window_s), 2 * low)
+    return low, high
+
+
+def resolve(option: str | float, target: str, program: Path | None, spec: TopologySpec,
+            elems: int, *, refresh: bool = False, rundir: Path | None = None,
+            announce: Callable[[str], None] | None = None,
+            measure: Callable[[], calibrate.Costs] | None = None) -> Dilation:
+    """The run's TDF: the number given, or (``auto``) the calibrated one for ``target``,
+    ``program`` and ``spec``'s busiest fan-in (1 without a program or shaped links)."""
+    if option != AUTO:
+        return Dilation(float(option), "set by --tdf", False)
+    fabric = fabric_of(spec)
+    if program is None or not fabric.fanins or fabric.max_bw_bps <= 0:
+        return Dilation(1.0, "no program or no shaped link: nothing to dilate", True)
+    fanin = max(fabric.fanins.values())
+    run_measure = measure or (lambda: calibrate.measure_costs(
+        target, program, elems, fanin, rundir, announce))
+    costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
+                                        refresh=refresh)
+    tdf, why = calibrate.choose_tdf(costs, fabric, elems)
+    return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True)
+
