@@ -70,11 +70,14 @@ class StartOptions:
     egress_order: str = "sync"
     seed: int | None = None
     progress: bool = False
+    tdf: float = 1.0  # time dilation: links at bw / tdf, switch clocks tdf times slower
 
     def keywords(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pcap": self.pcap, "preload": self.preload,
                                "log_level": self.log_level, "progress": self.progress,
                                "egress_order": self.egress_order, "seed": self.seed}
+        if self.tdf != 1:
+            out["tdf"] = self.tdf
         if self.start_timeout is not None:
             out["start_timeout"] = self.start_timeout
         return out

@@ -28,11 +28,21 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from experiment.argtypes import int_at_least, seconds_at_least
+from experiment.calibrate import CalibrationError
+from experiment.dilation import (
+    AUTO,
+    Dilation,
+    longest_rtt,
+    parse_tdf_option,
+    timer_bounds,
+    window_seconds,
+)
+from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
@@ -427,6 +437,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(default 50051)")
     p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
                    "port (default 9090)")
+    p.add_argument("--tdf", type=_tdf, default=AUTO, metavar="auto|N",
+                   help="time-dilation factor: the emulated clock runs N times slower than real "
+                        "time, links carry bw/N (default auto: the smallest N at which this "
+                        "machine keeps up, calibrated once per program, target and machine)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="with --tdf auto: measure the per-packet costs again (ignore the cache)")
     add_live_options(p)
     args = p.parse_args(argv)
     if args.seed is not None and args.egress_order != "random":
@@ -447,6 +463,13 @@ def _elems(text: str) -> int:
     if why is not None:
         raise argparse.ArgumentTypeError(why)
     return value
+
+
+def _tdf(text: str) -> str | float:
+    try:
+        return parse_tdf_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _program(args: argparse.Namespace) -> Path | None:
@@ -470,10 +493,12 @@ def _program(args: argparse.Namespace) -> Path | None:
         raise TopoError(f"cannot write the NR_ELEMS={args.elems} program wrapper: {exc}") from None
 
 
-def experiment_options(args: argparse.Namespace,
-                       topo: FileTopo | None = None) -> ExperimentOptions:
+def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
+                       dilation: Dilation | None = None,
+                       target: str | None = None) -> ExperimentOptions:
     """The all-reduce experiment the options ask for: the topology file's first job (hosts,
-    root, credits, slots) where the options leave them open."""
+    root, credits, slots) where the options leave them open; with a ``dilation``, its TDF and
+    the in-network timer bounds of the emulated network (``experiment.dilation``)."""
     job = topo.spec.jobs[0] if topo is not None and topo.spec.jobs else None
     prefix = topo.name_prefix if topo is not None else ""
     hosts = None
@@ -483,10 +508,16 @@ def experiment_options(args: argparse.Namespace,
     credits = args.credits or (job.credits if job is not None else None) or DEFAULT_CREDITS
     slots = args.slots or (job.slots if job is not None else None) or DEFAULT_SLOTS
     msg_pkts = job.msg_pkts if job is not None else None
-    return ExperimentOptions(elements=args.elements, elems=args.elems, credits=credits,
+    opts = ExperimentOptions(elements=args.elements, elems=args.elems, credits=credits,
                              slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
                              job_name=job.name if job is not None else "allreduce",
                              measure_seconds=args.link_check_seconds)
+    if dilation is None or topo is None:
+        return opts
+    window = slots if msg_pkts is None else credits * msg_pkts
+    low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec),
+                             window_seconds(topo.spec, window, args.elems))
+    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high)
 
 
 def clean_stale_runs(rundir: Path | None, console: Any) -> None:
@@ -530,14 +561,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         clean_stale_runs(args.rundir, console)
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
+        target = target_name(args.target, spec)
+        dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
+                                    refresh=args.recalibrate, announce=console.print)
+        console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
-                             seed=args.seed, progress=True)
+                             seed=args.seed, progress=True, tdf=dilation.tdf)
         # the switches are checked before the controller programs them (run_experiment)
-        with ExperimentNetwork(topo, target_name(args.target, spec), args.rundir, program,
+        with ExperimentNetwork(topo, target, args.rundir, program,
                                start=start, program_fabric=False, live_port=args.live_port,
                                announce=console.print) as lab:
-            summary = run_experiment(lab, lab.topology, experiment_options(args, topo),
+            summary = run_experiment(lab, lab.topology,
+                                     experiment_options(args, topo, dilation, target),
                                      Stages(enabled=True), experiment=not args.no_experiment)
             print_summary(summary, lab.network, console)
             if not all(s.ready for s in summary.switches):
@@ -549,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 CLI(lab.network.net)
         return 0 if summary.ok else 1
-    except TopoError as exc:
+    except (TopoError, CalibrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

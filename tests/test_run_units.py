@@ -230,7 +230,7 @@ def test_print_experiment_shows_result_time_link_and_cpu():
     text = console.export_text()
     assert "aggregation job allreduce (id 0): 2 workers" in text
     assert "innetwork" in text and "exact" in text and "NOT exact" in text
-    assert "500.0 ms" in text and "l1:3 5.0 Mbit/s 50%" in text
+    assert "500 ms" in text and "l1:3 5.0 Mbit/s 50%" in text
     assert "l1 95% (saturated)" in text
     assert "CPU-bound (l1)" in text
     assert "flag: innetwork was CPU-bound (l1)" in text

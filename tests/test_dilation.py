@@ -1,0 +1,92 @@
+"""experiment.dilation: a run's TDF (forced or calibrated), the topology's fan-ins, round trip
+and window, and the in-network timer bounds in emulated seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiment import calibrate, dilation
+from experiment.session import TARGET_TIMERS
+from topo.topofile import load_spec, resolve
+from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
+
+
+def _spineleaf(**params: object) -> object:
+    return load_spec(resolve("spineleaf"), dict(params))
+
+
+def test_fabric_of_spineleaf_counts_fanins_agents_and_rate() -> None:
+    fabric = dilation.fabric_of(_spineleaf(bw=3), cores=2)  # type: ignore[arg-type]
+    # leaves: 2 hosts + 2 spines; spines: 2 leaves
+    assert fabric.fanins == {"l1": 4, "l2": 4, "sp1": 2, "sp2": 2}
+    assert fabric.agents == 4
+    assert fabric.max_bw_bps == pytest.approx(3e6)
+    assert fabric.cores == 2
+
+
+def test_longest_rtt_is_the_cross_leaf_path() -> None:
+    spec = _spineleaf(bw=3, delay="2us")
+    # host - leaf - spine - leaf - host: 4 links of 2 us, there and back
+    assert dilation.longest_rtt(spec) == pytest.approx(16e-6)  # type: ignore[arg-type]
+    assert dilation.longest_rtt(_spineleaf(bw=3)) == 0.0  # type: ignore[arg-type]
+
+
+def test_window_seconds_at_the_host_rate() -> None:
+    spec = _spineleaf(bw=3)
+    got = dilation.window_seconds(spec, 256, 252)  # type: ignore[arg-type]
+    assert got == pytest.approx(256 * calibrate.frame_bits(252) / 3e6)
+
+
+def test_timer_bounds_real_time_unchanged() -> None:
+    """At TDF 1 with no delay the bounds are today's: the target's, else the agents'."""
+    assert dilation.timer_bounds("softswitch", 1.0) == (AGG_RTO, AGG_MAX_RTO)
+    assert dilation.timer_bounds("bmv2", 1.0) == TARGET_TIMERS["bmv2"]
+
+
+def test_timer_bounds_follow_the_emulated_network() -> None:
+    """At a large TDF the machine's real-time margins vanish and the emulated round trip and
+    window set the bounds; they never drop below them."""
+    rtt, window = 16e-6, 20e-6
+    low, high = dilation.timer_bounds("softswitch", 80_000, rtt, window)
+    assert low == pytest.approx(2 * rtt)
+    assert high == pytest.approx(4 * (rtt + window))
+    low2, high2 = dilation.timer_bounds("softswitch", 2, 0.0, 0.0)
+    assert (low2, high2) == (pytest.approx(AGG_RTO / 2), pytest.approx(AGG_MAX_RTO / 2))
+
+
+@pytest.mark.parametrize(("text", "value"), [("auto", "auto"), ("AUTO", "auto"), ("4", 4.0),
+                                             ("1", 1.0), ("2.5", 2.5)])
+def test_tdf_option(text: str, value: object) -> None:
+    assert dilation.parse_tdf_option(text) == value
+
+
+@pytest.mark.parametrize("bad", ["0.5", "fast", "-2", "nan"])
+def test_bad_tdf_option_names_it(bad: str) -> None:
+    with pytest.raises(ValueError, match="--tdf: "):
+        dilation.parse_tdf_option(bad)
+
+
+def test_resolve_forced_and_calibrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forced TDF is taken as it is; auto calibrates (the fake measurement) and scales with
+    the emulated rate."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    program = tmp_path / "p.p4"
+    program.write_text("// program\n")
+    spec = _spineleaf(bw=3)
+    forced = dilation.resolve(8.0, "softswitch", program, spec, 252)  # type: ignore[arg-type]
+    assert (forced.tdf, forced.auto) == (8.0, False)
+
+    def measure() -> calibrate.Costs:
+        return calibrate.Costs(600e-6, 200e-6, "softswitch", 4, 252)
+
+    slow = dilation.resolve("auto", "softswitch", program, spec, 252,  # type: ignore[arg-type]
+                            measure=measure)
+    fast = dilation.resolve("auto", "softswitch", program, _spineleaf(bw=100_000),  # type: ignore[arg-type]
+                            252, measure=measure)
+    assert slow.auto and slow.tdf >= 1
+    assert fast.tdf > 10_000 * slow.tdf
+    assert "cached" in fast.why  # the second call read the first one's measurement
+    none = dilation.resolve("auto", "softswitch", None, spec, 252)  # type: ignore[arg-type]
+    assert none.tdf == 1.0
