@@ -53,7 +53,8 @@ def test_timer_bounds_follow_the_emulated_network() -> None:
     assert low == pytest.approx(2 * rtt)
     assert high == pytest.approx(4 * (rtt + window))
     low2, high2 = dilation.timer_bounds("softswitch", 2, 0.0, 0.0)
-    assert (low2, high2) == (pytest.approx(AGG_RTO / 2), pytest.approx(AGG_MAX_RTO / 2))
+    assert low2 == pytest.approx(AGG_RTO / 2)
+    assert high2 == pytest.approx(AGG_MAX_RTO / 2)
 
 
 @pytest.mark.parametrize(("text", "value"), [("auto", "auto"), ("AUTO", "auto"), ("4", 4.0),
@@ -83,10 +84,10 @@ def test_resolve_forced_and_calibrated(tmp_path: Path, monkeypatch: pytest.Monke
 
     slow = dilation.resolve("auto", "softswitch", program, spec, 252,  # type: ignore[arg-type]
                             measure=measure)
-    fast = dilation.resolve("auto", "softswitch", program, _spineleaf(bw=100_000),  # type: ignore[arg-type]
+    fast = dilation.resolve("auto", "softswitch", program, _spineleaf(bw=1000),  # type: ignore[arg-type]
                             252, measure=measure)
     assert slow.auto and slow.tdf >= 1
-    assert fast.tdf > 10_000 * slow.tdf
+    assert fast.tdf > 100 * slow.tdf
     assert "cached" in fast.why  # the second call read the first one's measurement
     none = dilation.resolve("auto", "softswitch", None, spec, 252)  # type: ignore[arg-type]
     assert none.tdf == 1.0
