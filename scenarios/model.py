@@ -119,6 +119,9 @@ class Scenario:
     elems: int = 32
     timeout_s: float = DEFAULT_TIMEOUT_S
     switches: tuple[str, ...] = ()  # the topology's switch names (unprefixed)
+    # time dilation: the network's clocks run tdf times slower than real time; every time
+    # in the file (fault times, job starts, the timeout) is emulated seconds
+    tdf: float = 1.0
 
 
 # ----------------------------------------------------------------------------- reading
@@ -258,6 +261,7 @@ def load_scenario(path: str | Path) -> Scenario:
     elems = top.get("elems", lambda v: v if v in (16, 32, 64) else None,
                     "elements per aggregation packet: 16, 32 or 64", 32)
     timeout_s = top.get("timeout", _num(0, open_lo=True), "seconds, above 0", DEFAULT_TIMEOUT_S)
+    tdf = top.get("tdf", _num(1), "a time-dilation factor, at least 1", 1.0)
     topology = _topology(doc, top.get("topology", lambda v: v, "a mapping"), "topology")
     names = _names(doc, topology)
     jobs = _jobs(doc, top.get("jobs", lambda v: v if isinstance(v, list) and v else None,
@@ -269,7 +273,7 @@ def load_scenario(path: str | Path) -> Scenario:
         "a non-empty list of assertions"), jobs, names)
     top.done()
     return Scenario(name, path, topology, jobs, faults, assertions, description, target, elems,
-                    timeout_s, tuple(names.ports))
+                    timeout_s, tuple(names.ports), float(tdf))
 
 
 def _topology(doc: _Doc, data: Any, path: str) -> TopologySpec:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
+from vtime import VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +154,11 @@ class _Timeline:
         self.cases: list[Case] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="scenario-faults", daemon=True)
+        self.clock = VirtualClock(scenario.tdf)  # fault times are emulated seconds
         self.t0 = 0.0
 
     def start(self) -> None:
-        self.t0 = time.monotonic()
+        self.t0 = self.clock.now()
         self.thread.start()
 
     def join(self) -> None:
@@ -164,23 +166,23 @@ class _Timeline:
 
     def _run(self) -> None:
         for fault in self.scenario.faults:
-            if self.stop.wait(max(0.0, self.t0 + fault.at - time.monotonic())):
+            if self.stop.wait(max(0.0, self.clock.real(self.t0 + fault.at - self.clock.now()))):
                 self.cases.append(Case("faults", fault.describe(),
                                        error="not applied: the scenario ended first"))
                 continue
-            t = time.monotonic()
+            t = self.clock.now()
             case = Case("faults", fault.describe())
             try:
                 case.output = self._apply(fault)
             except Exception as exc:  # reported in the case, the scenario goes on
                 log.debug("fault failed", exc_info=True)
                 case.error = f"{type(exc).__name__}: {exc}"
-            case.seconds = time.monotonic() - t
+            case.seconds = self.clock.now() - t
             self.cases.append(case)
 
     def _apply(self, fault: FaultSpec) -> str:
         name = self.opts.name_prefix + fault.switch if fault.switch else None
-        late = time.monotonic() - self.t0 - fault.at
+        late = self.clock.now() - self.t0 - fault.at
         when = f"applied at t={fault.at + late:.2f} s"
         if fault.action == "loss":
             assert name is not None and fault.port is not None
@@ -197,6 +199,7 @@ class _Timeline:
             sw.stop_process()
             sw.start()
             sw.wait_ready()
+            # the restart and the controller's recovery run in real time (processes, RPCs)
             started = time.monotonic()
             deadline = started + RECOVERY_TIMEOUT_S
             while time.monotonic() < deadline:
@@ -224,7 +227,8 @@ def _job_options(scenario: Scenario, job: JobSpec, index: int) -> Any:
     return ExperimentOptions(elements=job.elements, algorithms=job.algorithms, job_name=job.name,
                              credits=job.credits, slots=job.slots, elems=scenario.elems,
                              iters=job.iters, timeout_s=min(120.0, scenario.timeout_s),
-                             ring_port=5400 + 64 * index, measure_seconds=0.0)
+                             ring_port=5400 + 64 * index, measure_seconds=0.0,
+                             tdf=scenario.tdf)
 
 
 def _run_case(job: JobSpec, algo: str, run: Any) -> Case:
@@ -265,8 +269,9 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
         # a new directory each run: controller state from an earlier run must not leak in
         rundir = RunDir.create(root=opts.runs_root / scenario.name) if opts.runs_root else None
         program = _program(scenario, rundir.path if rundir else None)
+        dilated = {"tdf": scenario.tdf} if scenario.tdf != 1 else {}
         with start_network(topo, scenario.target, rundir, program,
-                           progress=opts.progress) as network, \
+                           progress=opts.progress, **dilated) as network, \
                 live_view(network.rundir.path, opts.live_port, opts.announce):
             report.rundir = str(network.rundir.path)
             _run_on(network, scenario, opts, report, setup, t_start)
@@ -328,14 +333,13 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
             runs: dict[str, Any] = {}
             timeline.start()
             reads = _GatedReads(controller, gate)
+            clock = timeline.clock
             deadline = timeline.t0 + scenario.timeout_s
             for index, job in enumerate(scenario.jobs):
-                wait = timeline.t0 + job.start - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
+                clock.sleep(timeline.t0 + job.start - clock.now())
                 job_plan, path = plans[job.name]
                 for algo in job.algorithms:
-                    if time.monotonic() > deadline:
+                    if clock.now() > deadline:
                         report.cases.append(Case("jobs", f"{job.name} {algo} all-reduce",
                                                  error=f"not run: the scenario's timeout "
                                                  f"({scenario.timeout_s:g} s) passed"))
@@ -345,7 +349,7 @@ def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: Scenario
                     runs[f"{job.name}.{algo}"] = run
                     report.cases.append(_run_case(job, algo, run))
             last = max((f.at for f in scenario.faults), default=0.0)
-            if time.monotonic() - timeline.t0 < last:
+            if clock.now() - timeline.t0 < last:
                 log.info("waiting for the faults up to t=%g s", last)
             timeline.join()
             report.cases.extend(timeline.cases)

@@ -225,13 +225,16 @@ def start_network(
     progress: bool = True,
     egress_order: str = "sync",
     seed: int | None = None,
+    tdf: float = 1.0,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
     ``program`` is compiled for the target into ``<rundir>/build`` (P4Info, device config);
     the switches start empty (``--no-p4``) unless ``preload``, so a controller pushes the
     pipeline. ``egress_order`` (built-in target: sync, fifo, random) and ``seed`` (of random;
-    each switch adds its device id) go to every switch process. Raises a
+    each switch adds its device id) go to every switch process. ``tdf`` dilates time: the
+    links carry their emulated rate / tdf and hold their delay * tdf, and the switches'
+    clocks run tdf times slower (where the target allows). Raises a
     :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
