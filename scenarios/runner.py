@@ -269,9 +269,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
         # a new directory each run: controller state from an earlier run must not leak in
         rundir = RunDir.create(root=opts.runs_root / scenario.name) if opts.runs_root else None
         program = _program(scenario, rundir.path if rundir else None)
-        dilated = {"tdf": scenario.tdf} if scenario.tdf != 1 else {}
         with start_network(topo, scenario.target, rundir, program,
-                           progress=opts.progress, **dilated) as network, \
+                           progress=opts.progress, tdf=scenario.tdf) as network, \
                 live_view(network.rundir.path, opts.live_port, opts.announce):
             report.rundir = str(network.rundir.path)
             _run_on(network, scenario, opts, report, setup, t_start)
