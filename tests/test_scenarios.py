@@ -60,6 +60,13 @@ def test_a_good_file_reads_back():
     assert sc.assertions[0].jobs == ("j1", "j2")
 
 
+def test_tdf_dilates_the_scenario(tmp_path):
+    """A scenario's tdf (default 1) is read as a number; its times stay emulated seconds."""
+    assert load_scenario(_write(tmp_path, GOOD)).tdf == 1.0
+    sc = load_scenario(_write(tmp_path, "tdf: 4\n" + GOOD))
+    assert sc.tdf == 4.0 and [f.at for f in sc.faults] == [2.0, 5.0]
+
+
 def test_json_works_too(tmp_path):
     path = _write(tmp_path, """\
         {"name": "j", "topology": {"kind": "spineleaf", "spines": 1, "hosts": 2},
@@ -95,6 +102,8 @@ def test_json_works_too(tmp_path):
      r"s.yaml:7: faults\[0\]: \{'at': 2\}: needs exactly one of loss, clear, restart"),
     (("  - name: j1\n", "  - name: 1j\n"), r"s.yaml:4: jobs\[0\].name: '1j': a name of letters"),
     (("name: t\n", "name: t\ntimeout: [1]\n"), r"s.yaml:2: timeout: \[1\]: seconds, above 0"),
+    (("name: t\n", "name: t\ntdf: 0.5\n"),
+     r"s.yaml:2: tdf: 0.5: a time-dilation factor, at least 1"),
 ])
 def test_errors_name_file_line_field_and_value(tmp_path, change, message):
     old, new = change
