@@ -14,7 +14,19 @@ Document (``format`` 1)::
                      "tx_bytes": 882, "tx_drops": 0, "rx_errors": 0, "malformed": 0,
                      "dropped": 1}, ...},
      "totals": {...same keys summed...},
-     "switch_stats": {"no_such_port": 0, "no_pipeline": 0, "cpu_frames": 0, "packet_outs": 0}}
+     "switch_stats": {"no_such_port": 0, "no_pipeline": 0, "cpu_frames": 0, "packet_outs": 0},
+     "tdf": 10.0, "uptime_emulated_s": 1.25,
+     "delay_line": {"held": 3, "max_held": 17, "released_at_stop": 0,
+                    "egress": {"1": {"delay_s": 1e-05, "held": 3, "max_held": 17,
+                                     "overflow": 0}},
+                    "ingress": {}}}
+
+``tdf`` is the switch's time-dilation factor (``--tdf``); ``time`` and ``uptime_s`` are real
+(the file serves whoever watches the process), ``uptime_emulated_s`` is the emulated time
+that passed. ``delay_line`` gives the configured link delays in emulated seconds
+(``--port-delay``: ``egress``, ``--port-ingress-delay``: ``ingress``) and the frames each
+port's delay line holds now and held at most (``overflow``: dropped because it was full);
+``released_at_stop``: frames let go early when the switch stopped.
 """
 
 from __future__ import annotations
@@ -27,6 +39,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from vtime import format_delay
 
 FORMAT = 1
 COLUMNS = (
@@ -62,8 +76,11 @@ def build_document(
     now: float,
     started: float,
     reason: str,
+    tdf: float = 1.0,
+    delay_line: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON document for ``ports`` (number -> (interface name, counters))."""
+    """The JSON document for ``ports`` (number -> (interface name, counters)); ``tdf`` and
+    ``delay_line`` as :meth:`softswitch.switch.SwitchDataPlane.delay_line_stats` gives it."""
     out_ports: dict[str, dict[str, Any]] = {}
     totals: dict[str, int] = {}
     for num in sorted(ports):
@@ -84,6 +101,10 @@ def build_document(
         "ports": out_ports,
         "totals": totals,
         "switch_stats": {k: int(v) for k, v in switch_stats.items()},
+        "tdf": tdf,
+        "uptime_emulated_s": round(max(0.0, now - started) / tdf, 3),
+        "delay_line": dict(delay_line) if delay_line is not None else {
+            "held": 0, "max_held": 0, "released_at_stop": 0, "egress": {}, "ingress": {}},
     }
 
 
@@ -126,6 +147,9 @@ def format_table(doc: Mapping[str, Any]) -> str:
         f"pid={doc.get('pid', '?')} uptime={doc.get('uptime_s', 0):.1f}s "
         f"({doc.get('reason', '?')})"
     )
+    tdf = doc.get("tdf", 1)
+    if tdf != 1:
+        head += f" tdf={tdf:g} (emulated uptime {doc.get('uptime_emulated_s', 0):.1f}s)"
     rows = [["port", "iface", *COLUMNS]]
     for num, entry in doc["ports"].items():
         rows.append([num, str(entry.get("name", "")), *(str(entry.get(c, 0)) for c in COLUMNS)])
@@ -140,7 +164,26 @@ def format_table(doc: Mapping[str, Any]) -> str:
     extra = doc.get("switch_stats") or {}
     if extra:
         lines.append("switch: " + " ".join(f"{k}={v}" for k, v in extra.items()))
+    line = _delay_line_text(doc.get("delay_line") or {})
+    if line:
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _delay_line_text(dl: Mapping[str, Any]) -> str:
+    """``delay lines: held=3 max=17; out 1=10 us (held 3, max 17)`` (empty without delays)."""
+    parts = []
+    for key, label in (("egress", "out"), ("ingress", "in")):
+        for port, e in (dl.get(key) or {}).items():
+            text = f"{label} {port}={format_delay(float(e.get('delay_s', 0)))} " \
+                   f"(held {e.get('held', 0)}, max {e.get('max_held', 0)}"
+            if e.get("overflow"):
+                text += f", overflow {e['overflow']}"
+            parts.append(text + ")")
+    if not parts:
+        return ""
+    return (f"delay lines: held={dl.get('held', 0)} max={dl.get('max_held', 0)}; "
+            + "; ".join(parts))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

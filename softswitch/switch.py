@@ -12,6 +12,12 @@ opens the ports, then starts the gRPC server and prints one readiness line::
     softswitch ready: device_id=0 grpc=127.0.0.1:40123 ports=1@veth1,2@veth2 cpu_port=none
 
 It stops cleanly (exit code 0) on SIGTERM/SIGINT.
+
+Time (``--tdf``, ``--port-delay``, ``--port-ingress-delay``; see :mod:`softswitch.timing`):
+one :class:`~vtime.VirtualClock` times the pipelines (timestamps, meters), the pcap records
+and the delay lines. What stays in real time, on purpose: the stats file's refresh interval
+and its ``time``/``uptime_s`` (they serve whoever watches the process, not the emulated
+world; the file also gives ``uptime_emulated_s``) and the idle flush of the pcap buffers.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
@@ -35,6 +41,16 @@ from typing import Any, NoReturn, TypedDict
 from softswitch.pcap import PcapWriter, pcap_paths
 from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
 from softswitch.stats import default_stats_path
+from softswitch.timing import (
+    DEFAULT_DELAY_CAPACITY,
+    DelayLine,
+    PcapClock,
+    SwitchTiming,
+    describe_delays,
+    parse_port_delay,
+    pipeline_clock_ns,
+)
+from vtime import REAL_TIME, VirtualClock, parse_tdf
 
 log = logging.getLogger("softswitch.switch")
 
@@ -43,6 +59,7 @@ MIN_FRAME = 14  # an Ethernet header
 IDLE_FLUSH_S = 1.0
 STATS_INTERVAL_S = 1.0  # how often the stats file is rewritten
 MAX_PORT = 510  # 511 is v1model's drop port
+SELECT_FD_LIMIT = 1024  # select(2) takes descriptors below FD_SETSIZE only
 LOG_LEVELS = {
     "trace": logging.DEBUG,
     "debug": logging.DEBUG,
@@ -78,7 +95,15 @@ class SwitchDataPlane:
         stats_file: str | Path | None = None,
         stats_interval: float = STATS_INTERVAL_S,
         device_id: int = 0,
+        clock: VirtualClock = REAL_TIME,
+        port_delays: Mapping[int, float] | None = None,
+        port_ingress_delays: Mapping[int, float] | None = None,
+        delay_capacity: int = DEFAULT_DELAY_CAPACITY,
     ) -> None:
+        """``clock``: the emulated clock of pcap records and delay lines (the pipeline
+        brings its own, see :func:`pipeline_options`); ``port_delays`` /
+        ``port_ingress_delays``: emulated seconds that frames leaving / arriving on a port
+        are held (its link's propagation delay, ``delay * TDF`` real seconds)."""
         self.name = name
         self.device_id = device_id
         self.stats_file = Path(stats_file) if stats_file is not None else None
@@ -87,6 +112,23 @@ class SwitchDataPlane:
         self._stats_reason = "request"
         self._started = time.time()
         self.ports: dict[int, Port] = {p.number: p for p in ports}
+        for option, delays in (("--port-delay", port_delays),
+                               ("--port-ingress-delay", port_ingress_delays)):
+            for num in sorted(delays or {}):
+                if num not in self.ports:
+                    raise ValueError(f"{option}: port {num} is not a port of this switch")
+        self.clock = clock
+        self._pcap_clock = PcapClock(clock)
+        # held frames: (frame, capture time at departure) per egress port; frames per
+        # ingress port. Ports without a delay never touch them.
+        self._egress_line: DelayLine[tuple[bytes, float]] = DelayLine(
+            port_delays or {}, clock, delay_capacity)
+        self._ingress_line: DelayLine[bytes] = DelayLine(
+            port_ingress_delays or {}, clock, delay_capacity)
+        self._egress_delayed = frozenset(self._egress_line.delays_s)
+        self._ingress_delayed = frozenset(self._ingress_line.delays_s)
+        self.released_at_stop = 0  # held frames let go early because the switch stopped
+        self._max_held = 0  # most frames both lines held at once
         self.lock = threading.RLock()
         self.cpu_port = cpu_port
         self.pipeline: Any | None = None
@@ -152,7 +194,21 @@ class SwitchDataPlane:
             now=time.time(),
             started=self._started,
             reason=reason,
+            tdf=self.clock.tdf,
+            delay_line=self.delay_line_stats(),
         )
+
+    def delay_line_stats(self) -> dict[str, Any]:
+        """The configured link delays and what the delay lines hold now (and at most)."""
+        with self.lock:
+            e, i = self._egress_line, self._ingress_line
+            return {
+                "held": e.held + i.held,
+                "max_held": self._max_held,
+                "released_at_stop": self.released_at_stop,
+                "egress": e.snapshot(),
+                "ingress": i.snapshot(),
+            }
 
     def write_stats(self, reason: str = "request") -> None:
         """Rewrite the stats file (no-op without one); a failure is logged, not raised."""
@@ -166,7 +222,8 @@ class SwitchDataPlane:
             log.warning("cannot write stats file %s: %s", self.stats_file, exc)
 
     def close(self) -> None:
-        """Close ports and flush/close pcap files."""
+        """Let held frames go, close ports and flush/close pcap files."""
+        self.flush_delay_lines()
         for p in self.ports.values():
             p.close()
         for w in list(self._pcap_in.values()) + list(self._pcap_out.values()):
@@ -186,6 +243,8 @@ class SwitchDataPlane:
                 self.stats.packet_outs += 1
             outs = pipeline.process(port, frame)
             self._emit(pipeline, outs)
+            if self._egress_line.held:
+                self._wake()  # the loop's next wait must end at the new frame's deadline
             if self._debug:
                 log.debug(
                     "inject port %d len %d -> %s%s",
@@ -198,6 +257,7 @@ class SwitchDataPlane:
     def _emit(self, pipeline: Any, outs: list[tuple[int, bytes]]) -> None:
         """Transmit pipeline outputs (lock held)."""
         cpu = self.cpu_port
+        delayed = self._egress_delayed
         for eport, data in outs:
             if eport == cpu:
                 self.stats.cpu_frames += 1
@@ -208,6 +268,9 @@ class SwitchDataPlane:
             if port is None:
                 self.stats.no_such_port += 1
                 continue
+            if eport in delayed:
+                self._hold_egress(port, data)
+                continue
             c = port.counters
             c.tx_packets += 1  # counted first, so a reader that saw the frame sees the count
             c.tx_bytes += len(data)
@@ -217,11 +280,86 @@ class SwitchDataPlane:
                 continue
             w = self._pcap_out.get(eport)
             if w is not None:
-                w.write(data)
+                w.write(data, self._pcap_clock.now())
         if self.on_digests is not None:
             digests = pipeline.drain_digests()
             if digests:
                 self.on_digests(digests)
+
+    # ------------------------------------------------------------ delay lines
+    def _hold_egress(self, port: Port, data: bytes) -> None:
+        """Put a frame on its port's delay line (lock held); the pcap record will carry
+        this moment, when the frame left the switch port."""
+        line = self._egress_line
+        if not line.hold(port.number, (data, self._pcap_clock.stamp())):
+            port.counters.tx_drops += 1  # the line is full: the wire drops it
+        held = line.held + self._ingress_line.held
+        if held > self._max_held:
+            self._max_held = held
+
+    def _send_held(self, num: int, data: bytes, captured: float) -> None:
+        """Transmit a frame whose link delay has passed (lock held)."""
+        port = self.ports[num]
+        c = port.counters
+        c.tx_packets += 1
+        c.tx_bytes += len(data)
+        if not port.send(data):
+            c.tx_packets -= 1
+            c.tx_bytes -= len(data)
+            return
+        w = self._pcap_out.get(num)
+        if w is not None:
+            w.write(data, captured)
+
+    def _hold_ingress(self, port: Port, frames: list[bytes]) -> None:
+        """Received frames wait out the link's delay before the switch sees them."""
+        with self.lock:
+            line = self._ingress_line
+            now = self.clock.real_ns()
+            for frame in frames:
+                line.hold(port.number, frame, now)  # a full line drops (counted there)
+            held = line.held + self._egress_line.held
+            if held > self._max_held:
+                self._max_held = held
+
+    def release_due(self) -> int:
+        """Transmit held frames whose link delay has passed and run held received frames
+        through the pipeline; returns how many left the delay lines."""
+        with self.lock:
+            now = self.clock.real_ns()
+            out = self._egress_line.pop_due(now)
+            for num, (data, captured) in out:
+                self._send_held(num, data, captured)
+            inp = self._ingress_line.pop_due(now)
+            for num, frame in inp:
+                self._receive(self.ports[num], frame)
+            return len(out) + len(inp)
+
+    def next_release(self) -> int | None:
+        """Real ns (of ``clock.real_ns``) when the next held frame is due; None if none."""
+        with self.lock:
+            e, i = self._egress_line.next_deadline(), self._ingress_line.next_deadline()
+        if e is None or i is None:
+            return i if e is None else e
+        return min(e, i)
+
+    def flush_delay_lines(self) -> int:
+        """Let every held frame go now, and hold no more (the switch stops): egress
+        frames are sent, received frames run through the pipeline and their outputs leave
+        at once. Returns how many frames were let go."""
+        with self.lock:
+            self._egress_delayed = self._ingress_delayed = frozenset()
+            out = self._egress_line.drain()
+            for num, (data, captured) in out:
+                self._send_held(num, data, captured)
+            inp = self._ingress_line.drain()
+            for num, frame in inp:
+                self._receive(self.ports[num], frame)
+            n = len(out) + len(inp)
+            self.released_at_stop += n
+        if n:
+            log.info("stopping: let %d frame(s) off the delay lines early", n)
+        return n
 
     def _receive(self, port: Port, frame: bytes) -> None:
         c = port.counters
@@ -229,7 +367,7 @@ class SwitchDataPlane:
         c.rx_bytes += len(frame)
         w = self._pcap_in.get(port.number)
         if w is not None:
-            w.write(frame)
+            w.write(frame, self._pcap_clock.now())
         if len(frame) < MIN_FRAME:
             c.malformed += 1
         with self.lock:
@@ -274,14 +412,29 @@ class SwitchDataPlane:
                 lines.append(f"  switch: port {eport} is the CPU port: PacketIn")
         return "".join("\n" + x for x in lines)
 
+    def _selector(self, timed: bool) -> selectors.BaseSelector:
+        """epoll; with delay lines select(2), whose timeout has microsecond resolution
+        (epoll's has milliseconds, so frames would wait up to 1 ms longer than their delay)."""
+        if not timed:
+            return selectors.DefaultSelector()
+        fds = [p.fileno() for p in self.ports.values()] + [self._wake_r.fileno()]
+        if max(fds) < SELECT_FD_LIMIT:
+            return selectors.SelectSelector()
+        log.warning("descriptor %d too high for select(2): delay lines release with epoll's "
+                    "1 ms resolution", max(fds))
+        return selectors.DefaultSelector()
+
     def run(self) -> None:
         """The packet loop; returns after :meth:`stop`."""
         self._debug = self._debug or log.isEnabledFor(logging.DEBUG)
-        sel = selectors.DefaultSelector()
+        timed = bool(self._egress_delayed or self._ingress_delayed)
+        sel = self._selector(timed)
         for p in self.ports.values():
             sel.register(p.fileno(), selectors.EVENT_READ, p)
         sel.register(self._wake_r.fileno(), selectors.EVENT_READ, None)
         receive = self._receive
+        held_in = self._ingress_delayed
+        real_ns = self.clock.real_ns
         stats_due = time.monotonic() + self.stats_interval if self.stats_file else float("inf")
         self.write_stats("start")
         try:
@@ -294,13 +447,21 @@ class SwitchDataPlane:
                     elif now >= stats_due:
                         self.write_stats("periodic")
                         stats_due = now + self.stats_interval
+                due = None
+                if timed:
+                    self.release_due()
+                    due = self.next_release()
                 pending = self._queued_packets()
-                events = sel.select(0 if pending else min(IDLE_FLUSH_S, self.stats_interval))
+                timeout = 0 if pending else min(IDLE_FLUSH_S, self.stats_interval)
+                if due is not None:
+                    timeout = min(timeout, max(0.0, (due - real_ns()) / 1e9))
+                events = sel.select(timeout)
                 if not events:
                     if pending:
                         self._transmit_queued()
                         continue
-                    self._flush_pcaps()
+                    if due is None:
+                        self._flush_pcaps()
                     continue
                 for key, _mask in events:
                     port = key.data
@@ -315,10 +476,18 @@ class SwitchDataPlane:
                     except OSError as exc:
                         log.warning("port %d (%s): receive failed: %s", port.number, port.name, exc)
                         continue
-                    for frame in frames:
-                        receive(port, frame)
+                    if port.number in held_in:
+                        self._hold_ingress(port, frames)
+                    else:
+                        for frame in frames:
+                            receive(port, frame)
+                    if due is not None and real_ns() >= due:  # a long batch: no frame
+                        self.release_due()                    # waits for all of it
+                        due = self.next_release()
         finally:
             sel.close()
+            if timed:
+                self.flush_delay_lines()
             self._flush_pcaps()
             self.write_stats("stop")
 
@@ -378,15 +547,26 @@ class SwitchOptions:
     egress_order: str = "sync"
     seed: int | None = None
     queue_depth: int = 64
+    timing: SwitchTiming = field(default_factory=SwitchTiming)
     notes: tuple[str, ...] = field(default=())
 
 
-class _TmOptions(TypedDict):
-    """The traffic-manager keyword options of ``Pipeline`` (see SwitchOptions)."""
+class _PipelineOptions(TypedDict):
+    """The keyword options of ``Pipeline`` that the switch's flags set: the traffic
+    manager's and the (dilated) clock."""
 
     egress_order: str
     queue_depth: int
     egress_seed: int | None
+    clock_ns: Callable[[], int]
+
+
+def pipeline_options(opts: SwitchOptions, clock: VirtualClock) -> _PipelineOptions:
+    """What every pipeline of this switch is built with, the first one and those that
+    SetForwardingPipelineConfig installs later: ``clock`` (the switch's, at its TDF) times
+    the timestamps, meters and table hits."""
+    return {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
+            "egress_seed": opts.seed, "clock_ns": pipeline_clock_ns(clock)}
 
 
 def _parse_interface(text: str) -> tuple[int, str]:
@@ -443,6 +623,15 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     p.add_argument("--seed", metavar="N", help="seed of --egress-order random")
     p.add_argument("--queue-depth", default="64", metavar="PKTS",
                    help="egress queue capacity per port in the queued modes (BMv2: 64)")
+    p.add_argument("--tdf", default="1", metavar="N",
+                   help="time-dilation factor (>= 1): timestamps, meters, pcap records and "
+                   "link delays run in emulated time, N times slower than real time")
+    p.add_argument("--port-delay", action="append", default=[], metavar="PORT=DELAY",
+                   help="hold frames leaving PORT for DELAY (emulated; units ns/us/ms/s), "
+                   "the propagation delay of its link; repeatable")
+    p.add_argument("--port-ingress-delay", action="append", default=[], metavar="PORT=DELAY",
+                   help="hold frames arriving on PORT for DELAY, for a link whose far end "
+                   "cannot delay (a host, BMv2); repeatable")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
     args = p.parse_args(list(argv))
@@ -494,6 +683,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"--queue-depth {args.queue_depth}: not an integer") from None
     if not 1 <= depth <= MAX_QUEUE_DEPTH:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
+    timing = _parse_timing(args, set(nums))
     notes: tuple[str, ...] = ()
     if args.thrift_port is not None:
         notes = (
@@ -516,8 +706,33 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         egress_order=args.egress_order,
         seed=seed,
         queue_depth=depth,
+        timing=timing,
         notes=notes,
     )
+
+
+def _parse_timing(args: argparse.Namespace, ports: set[int]) -> SwitchTiming:
+    """``--tdf`` and the per-port delays (each naming a port given with ``-i``)."""
+    try:
+        tdf = parse_tdf(args.tdf, "--tdf")
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    found: dict[str, tuple[tuple[int, float], ...]] = {}
+    for option, texts in (("--port-delay", args.port_delay),
+                          ("--port-ingress-delay", args.port_ingress_delay)):
+        pairs: dict[int, float] = {}
+        for text in texts:
+            try:
+                port, seconds = parse_port_delay(text, option)
+            except ValueError as exc:
+                raise _UsageError(str(exc)) from None
+            if port in pairs:
+                raise _UsageError(f"{option} {text}: port {port} given twice")
+            if port not in ports:
+                raise _UsageError(f"{option} {text}: port {port} is not an -i port")
+            pairs[port] = seconds
+        found[option] = tuple(sorted((p, s) for p, s in pairs.items() if s > 0))
+    return SwitchTiming(tdf, found["--port-delay"], found["--port-ingress-delay"])
 
 
 def _configure_logging(opts: SwitchOptions) -> list[logging.Handler]:
@@ -579,8 +794,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
 
     trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
-    tm: _TmOptions = {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
-                      "egress_seed": opts.seed}
+    timing = opts.timing
+    clock = VirtualClock(timing.tdf)
+    tm = pipeline_options(opts, clock)
     initial = None
     pipeline = None
     if opts.program is not None:
@@ -607,6 +823,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats_file=opts.stats_file,
         stats_interval=opts.stats_interval,
         device_id=opts.device_id,
+        clock=clock,
+        port_delays=timing.egress,
+        port_ingress_delays=timing.ingress,
     )
     loader = functools.partial(default_loader, trace=trace, **tm)
     service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
@@ -639,6 +858,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.egress_order != "sync":
         log.info("egress order %s (seed %s), egress queues of %d packets",
                  opts.egress_order, opts.seed, opts.queue_depth)
+    if timing != SwitchTiming():
+        log.info("time dilation factor %g; link delays (emulated) leaving ports: %s; "
+                 "arriving on ports: %s", timing.tdf, describe_delays(timing.port_delays),
+                 describe_delays(timing.port_ingress_delays))
     if opts.stats_file:
         log.info("port counters in %s (refresh: kill -USR1 %d)", opts.stats_file, os.getpid())
     print(ready, flush=True)
@@ -649,6 +872,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for num, c in sorted(switch.port_counters().items()):
             log.info("port %d counters: %s", num, c.as_dict())
         log.info("switch stats: %s", switch.stats)
+        if timing.port_delays or timing.port_ingress_delays:
+            log.info("delay lines: %s", switch.delay_line_stats())
         switch.close()
         for h in handlers:
             h.flush()
