@@ -24,6 +24,7 @@ from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
+from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy
 from workloads.innetwork import (
     AGG_MAX_RTO,
@@ -64,12 +65,16 @@ class SwitchBench:
                  credits: int = 2, msg_pkts: int = 4, job_id: int = 3, first_psn: int = 0,
                  loss: float = 0.0, seed: int = 1, port_loss: int = 0,
                  rto: float = 0.03, dead_after: float = 20.0, endpoints: bool = True,
-                 egress_order: str = "sync", reorder: int = 0) -> None:
+                 egress_order: str = "sync", reorder: int = 0,
+                 clock: VirtualClock = REAL_TIME, timeout: float = 60.0,
+                 on_frame: Callable[[int, bytes], None] | None = None) -> None:
         # egress_order "random": BMv2-like egress queues run in a seeded random order;
-        # reorder: PortReorder threshold (of 65536) on every port, both directions
+        # reorder: PortReorder threshold (of 65536) on every port, both directions;
+        # on_frame(port, frame): told of every frame before the switch processes it
         self.pipe = Pipeline.from_program(program, egress_order=egress_order,
                                           egress_seed=seed if egress_order == "random" else None)
         self._flush_rng = random.Random(seed)
+        self._on_frame = on_frame
         self.hosts = [FabricHost(f"10.0.0.{i + 1}", f"02:00:00:00:00:{i + 1:02x}", i + 1)
                       for i in range(hosts)]
         p = hosts * per_host
@@ -88,13 +93,13 @@ class SwitchBench:
             return  # the caller attaches its own endpoints to self.fabric
         try:
             for h in self.hosts:
-                ep = RoceEndpoint(("127.0.0.1", 0), resolve=self.fabric.address_of)
+                ep = RoceEndpoint(("127.0.0.1", 0), resolve=self.fabric.address_of, clock=clock)
                 self.endpoints.append(ep)
                 self.fabric.attach(h.ip, ep.address)
             for w in workers:
                 ep = self.endpoints[w.rank // per_host]
                 self.channels.append(AggregationChannel(ep, self.job, w.rank, rto=rto,
-                                                        dead_after=dead_after, timeout=60.0))
+                                                        dead_after=dead_after, timeout=timeout))
         except BaseException:
             self.close()
             raise
@@ -108,6 +113,8 @@ class SwitchBench:
     def _process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """The switch on one received frame; in random egress order, packets left in the
         queues also leave now and then (a real switch drains them when idle)."""
+        if self._on_frame is not None:
+            self._on_frame(port, frame)
         out = self.pipe.process(port, frame)
         if self.pipe.pending and self._flush_rng.random() < 0.5:
             out += self.pipe.transmit()
