@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from vtime import VirtualClock
 
@@ -41,6 +42,32 @@ class FakeRealTime:
     @property
     def seconds(self) -> float:
         return self.now_ns() / 1e9
+
+    def clock(self, tdf: float) -> VirtualClock:
+        """A dilated clock reading this machine clock."""
+        return VirtualClock(tdf, real_ns=self.now_ns, real_sleep=self.sleep)
+
+
+class ShiftedRealTime:
+    """The machine's monotonic clock plus an offset the test moves: :meth:`jump` makes real
+    time leap forward at a chosen moment, and sleeping leaps instead of waiting (recorded)."""
+
+    def __init__(self) -> None:
+        self._offset_ns = 0
+        self._lock = threading.Lock()
+        self.slept: list[float] = []
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() + self._offset_ns
+
+    def jump(self, seconds: float) -> None:
+        with self._lock:
+            self._offset_ns += int(round(seconds * 1e9))
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept.append(seconds)
+            self._offset_ns += int(round(seconds * 1e9))
 
     def clock(self, tdf: float) -> VirtualClock:
         """A dilated clock reading this machine clock."""

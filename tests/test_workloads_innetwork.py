@@ -24,6 +24,7 @@ from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
+from tests.fake_clock import ShiftedRealTime
 from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy
 from workloads.innetwork import (
@@ -448,6 +449,55 @@ def test_unconfigured_job_fails_with_clear_error(
         matches=(FieldMatch(value=bench.job.job_id),), action=None))
     with pytest.raises(TransportError, match="the job is not configured on the switch"):
         bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))
+
+
+# ------------------------------------------------------------------------ time dilation
+
+
+def test_dilated_allreduce_is_exact_and_reports_emulated_seconds(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """At TDF 4 an in-network all-reduce stays exact and reports emulated time: the machine's
+    clock leaping 1000 s inside the call (once every worker has sent, before any result can
+    exist) counts as 250 s, not 1000."""
+    machine = ShiftedRealTime()
+    clock = machine.clock(4.0)
+    seen: set[int] = set()
+
+    def on_frame(port: int, frame: bytes) -> None:
+        if port not in seen:
+            seen.add(port)
+            if len(seen) == 2:
+                machine.jump(1000.0)
+
+    bench = bench_factory(2, clock=clock, timeout=1e4, dead_after=1e4, on_frame=on_frame)
+    xs = int_inputs(2, 500, seed=44)
+    t0 = clock.now()
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    elapsed = clock.now() - t0
+    for res, stats in out:
+        assert np.array_equal(res, exact_sum(xs))
+        assert 250.0 <= stats.seconds <= elapsed < 1000.0
+        assert stats.phases == (("network", stats.seconds),)
+    drain_all(bench)
+
+
+def test_dilated_hierarchical_spends_intra_host_time_times_tdf(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """The modelled intra-host phases are emulated seconds: at TDF 4 each one is slept for
+    four times as long in real time, and reported as modelled."""
+    machine = ShiftedRealTime()
+    bench = bench_factory(2, clock=machine.clock(4.0))
+    gpus = [int_inputs(3, 500, seed=50 + h) for h in range(2)]
+    intra = IntraHost(bandwidth=1e9, latency=1e-4)
+    out = bench.run(lambda r, ch: hierarchical_allreduce(ch, gpus[r], intra))
+    phase = 2 * 1e-4 + 2 / 3 * 2000 / 1e9  # 3 GPUs, 500 int32
+    for res, stats in out:
+        assert np.array_equal(res, exact_sum(gpus[0] + gpus[1]))
+        assert stats.phases[0][1] == pytest.approx(phase)
+        assert stats.phases[2][1] == pytest.approx(phase)
+        assert stats.seconds >= 2 * phase
+    assert sorted(machine.slept) == pytest.approx([4 * phase] * 4)  # 2 phases x 2 hosts
+    drain_all(bench)
 
 
 # ------------------------------------------------------------------------ switch restart
