@@ -221,3 +221,57 @@ def test_topo_and_rundir_together_is_an_error(tmp_path: Path,
     code = main(["compare", "--topo", "spineleaf", "--rundir", str(tmp_path)])
     assert code == 2
     assert "--topo" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ time dilation
+
+
+def test_compare_dilated_records_the_factor_and_real_time(tmp_path: Path) -> None:
+    """--tdf 2: the run says so, and gives the real training time beside the emulated."""
+    code = main(["compare", "--collectives", "fp32-ring", "--epochs", "1", "--workers", "2",
+                 "--tdf", "2", "--outdir", str(tmp_path)])
+    assert code == 0
+    run = json.loads((tmp_path / "fp32-ring.json").read_text())
+    assert run["tdf"] == 2.0
+    assert run["train_wall_real_s"] == pytest.approx(2 * run["train_wall_s"])
+    epoch = run["history"][1]
+    assert epoch["real_epoch_s"] == pytest.approx(2 * epoch["epoch_s"])
+
+
+def test_compare_as_dilated_processes(tmp_path: Path) -> None:
+    """--processes --tdf 2: every rank and the data server run dilated (--tdf reaches them)."""
+    code = main(["compare", "--collectives", "fp32-ring", "--epochs", "1", "--workers", "2",
+                 "--processes", "--timeout", "60", "--tdf", "2", "--outdir", str(tmp_path)])
+    assert code == 0
+    run = json.loads((tmp_path / "fp32-ring.json").read_text())
+    assert run["transport"] == "loopback-processes" and run["tdf"] == 2.0
+
+
+def test_dilated_plans_give_every_process_the_factor(tmp_path: Path) -> None:
+    """A plan's tdf goes to every rank, the data server and the interference ranks; at real
+    time the command lines stay as they were."""
+    from train.launch import interference_plan, plan_loopback
+
+    plan = plan_loopback(tmp_path / "c.json", tmp_path, 2, 8, tdf=3.0)
+    probe = interference_plan(plan, tmp_path, 100, 2, 8, 30.0)
+    for proc in (plan.server, *plan.workers, *probe.workers):
+        assert proc.argv[-2:] == ("--tdf", "3")
+    assert plan.tdf == probe.tdf == 3.0
+    real = plan_loopback(tmp_path / "c.json", tmp_path, 2, 8)
+    assert all("--tdf" not in p.argv for p in (real.server, *real.workers))
+
+
+def test_testbed_refuses_a_tdf_its_links_do_not_have() -> None:
+    """The spine-leaf testbed cannot dilate its links yet, so --tdf there is refused."""
+    from train.testbed import TestbedError, TestbedOptions, TrainingTestbed
+
+    with pytest.raises(TestbedError, match="--tdf 2: the spine-leaf testbed does not dilate"):
+        TrainingTestbed(TestbedOptions(tdf=2.0)).start()
+
+
+def test_train_rejects_a_bad_tdf(capsys: pytest.CaptureFixture[str]) -> None:
+    """--tdf below 1 is a usage error that names the flag and the value."""
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--tdf", "0"])
+    assert exc.value.code == 2
+    assert "--tdf: '0' must be a finite number >= 1" in capsys.readouterr().err

@@ -24,6 +24,8 @@ from softswitch import ir
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
+from tests.fake_clock import ShiftedRealTime
+from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy
 from workloads.innetwork import (
     AGG_MAX_RTO,
@@ -64,12 +66,16 @@ class SwitchBench:
                  credits: int = 2, msg_pkts: int = 4, job_id: int = 3, first_psn: int = 0,
                  loss: float = 0.0, seed: int = 1, port_loss: int = 0,
                  rto: float = 0.03, dead_after: float = 20.0, endpoints: bool = True,
-                 egress_order: str = "sync", reorder: int = 0) -> None:
+                 egress_order: str = "sync", reorder: int = 0,
+                 clock: VirtualClock = REAL_TIME, timeout: float = 60.0,
+                 on_frame: Callable[[int, bytes], None] | None = None) -> None:
         # egress_order "random": BMv2-like egress queues run in a seeded random order;
-        # reorder: PortReorder threshold (of 65536) on every port, both directions
+        # reorder: PortReorder threshold (of 65536) on every port, both directions;
+        # on_frame(port, frame): told of every frame before the switch processes it
         self.pipe = Pipeline.from_program(program, egress_order=egress_order,
                                           egress_seed=seed if egress_order == "random" else None)
         self._flush_rng = random.Random(seed)
+        self._on_frame = on_frame
         self.hosts = [FabricHost(f"10.0.0.{i + 1}", f"02:00:00:00:00:{i + 1:02x}", i + 1)
                       for i in range(hosts)]
         p = hosts * per_host
@@ -88,13 +94,13 @@ class SwitchBench:
             return  # the caller attaches its own endpoints to self.fabric
         try:
             for h in self.hosts:
-                ep = RoceEndpoint(("127.0.0.1", 0), resolve=self.fabric.address_of)
+                ep = RoceEndpoint(("127.0.0.1", 0), resolve=self.fabric.address_of, clock=clock)
                 self.endpoints.append(ep)
                 self.fabric.attach(h.ip, ep.address)
             for w in workers:
                 ep = self.endpoints[w.rank // per_host]
                 self.channels.append(AggregationChannel(ep, self.job, w.rank, rto=rto,
-                                                        dead_after=dead_after, timeout=60.0))
+                                                        dead_after=dead_after, timeout=timeout))
         except BaseException:
             self.close()
             raise
@@ -108,6 +114,8 @@ class SwitchBench:
     def _process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """The switch on one received frame; in random egress order, packets left in the
         queues also leave now and then (a real switch drains them when idle)."""
+        if self._on_frame is not None:
+            self._on_frame(port, frame)
         out = self.pipe.process(port, frame)
         if self.pipe.pending and self._flush_rng.random() < 0.5:
             out += self.pipe.transmit()
@@ -441,6 +449,55 @@ def test_unconfigured_job_fails_with_clear_error(
         matches=(FieldMatch(value=bench.job.job_id),), action=None))
     with pytest.raises(TransportError, match="the job is not configured on the switch"):
         bench.run(lambda r, ch: innetwork_allreduce(ch, np.ones(10, dtype=np.int32)))
+
+
+# ------------------------------------------------------------------------ time dilation
+
+
+def test_dilated_allreduce_is_exact_and_reports_emulated_seconds(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """At TDF 4 an in-network all-reduce stays exact and reports emulated time: the machine's
+    clock leaping 1000 s inside the call (once every worker has sent, before any result can
+    exist) counts as 250 s, not 1000."""
+    machine = ShiftedRealTime()
+    clock = machine.clock(4.0)
+    seen: set[int] = set()
+
+    def on_frame(port: int, frame: bytes) -> None:
+        if port not in seen:
+            seen.add(port)
+            if len(seen) == 2:
+                machine.jump(1000.0)
+
+    bench = bench_factory(2, clock=clock, timeout=1e4, dead_after=1e4, on_frame=on_frame)
+    xs = int_inputs(2, 500, seed=44)
+    t0 = clock.now()
+    out = bench.run(lambda r, ch: innetwork_allreduce(ch, xs[r]))
+    elapsed = clock.now() - t0
+    for res, stats in out:
+        assert np.array_equal(res, exact_sum(xs))
+        assert 250.0 <= stats.seconds <= elapsed < 1000.0
+        assert stats.phases == (("network", stats.seconds),)
+    drain_all(bench)
+
+
+def test_dilated_hierarchical_spends_intra_host_time_times_tdf(
+        bench_factory: Callable[..., SwitchBench]) -> None:
+    """The modelled intra-host phases are emulated seconds: at TDF 4 each one is slept for
+    four times as long in real time, and reported as modelled."""
+    machine = ShiftedRealTime()
+    bench = bench_factory(2, clock=machine.clock(4.0))
+    gpus = [int_inputs(3, 500, seed=50 + h) for h in range(2)]
+    intra = IntraHost(bandwidth=1e9, latency=1e-4)
+    out = bench.run(lambda r, ch: hierarchical_allreduce(ch, gpus[r], intra))
+    phase = 2 * 1e-4 + 2 / 3 * 2000 / 1e9  # 3 GPUs, 500 int32
+    for res, stats in out:
+        assert np.array_equal(res, exact_sum(gpus[0] + gpus[1]))
+        assert stats.phases[0][1] == pytest.approx(phase)
+        assert stats.phases[2][1] == pytest.approx(phase)
+        assert stats.seconds >= 2 * phase
+    assert sorted(machine.slept) == pytest.approx([4 * phase] * 4)  # 2 phases x 2 hosts
+    drain_all(bench)
 
 
 # ------------------------------------------------------------------------ switch restart

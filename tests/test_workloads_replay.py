@@ -12,9 +12,11 @@ import pytest
 
 from softswitch import ir
 from softswitch.frontend import compile_file
+from tests.fake_clock import FakeRealTime
 from tests.test_workloads_innetwork import P4, SwitchBench
 from workloads.__main__ import main, make_input
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
+from workloads.collectives import CollectiveStats
 from workloads.comm import Communicator, listen
 from workloads.innetwork import AggregationChannel, IntraHost, innetwork_allreduce
 from workloads.loopback import run_ranks
@@ -118,6 +120,33 @@ def test_make_reducer_rejects_bad_requests() -> None:
         make_reducer("ring")
     with pytest.raises(ValueError, match="needs an aggregation channel"):
         make_reducer("innetwork")
+
+
+@pytest.mark.parametrize("tdf", [1.0, 4.0])
+def test_replay_sleeps_compute_times_tdf_and_reports_emulated_seconds(tdf: float) -> None:
+    """The modelled forward and backward times are slept TDF times as long in real time, and
+    an iteration whose communication takes no time is reported as exactly its compute."""
+    machine = FakeRealTime()
+
+    def reducer(x: np.ndarray, it: int, b: int) -> tuple[np.ndarray, CollectiveStats]:
+        return x, CollectiveStats("none", 1, x.size, 4 * x.size, 0, 4 * x.size, 0, 1, 0.0)
+
+    rec = replay(PROFILE, reducer, CONFIG, algorithm="ring", clock=machine.clock(tdf))
+    times = {name: (f, b) for name, f, b in PROFILE.compute_times(CONFIG.flops_per_s)}
+    forward = sum(f for f, _ in times.values())
+    backward = [sum(times[name][1] for name in bucket.layers)
+                for bucket in PROFILE.buckets(CONFIG.bucket_bytes)]
+    one = [s * tdf for s in [forward, *backward] if s > 0]
+    assert machine.slept == pytest.approx(one * (CONFIG.warmup + CONFIG.iterations))
+    assert rec.compute_s == pytest.approx(forward + sum(backward))
+    # the machine clock counts whole nanoseconds: one per sleep at most
+    assert rec.iteration_s == pytest.approx([rec.compute_s] * CONFIG.iterations, abs=1e-8)
+    assert rec.comm_s == [0.0] * CONFIG.iterations
+    assert rec.tdf == tdf
+    row = rec.to_dict()
+    assert row["real_iteration_s"] == pytest.approx([rec.compute_s * tdf] * CONFIG.iterations,
+                                                    abs=1e-8 * tdf)
+    assert row["real_compute_s"] == pytest.approx(rec.compute_s * tdf)
 
 
 # ------------------------------------------------------------------------ results
@@ -246,6 +275,42 @@ def test_cli_ring_allreduce_checks_result(capsys: pytest.CaptureFixture[str]) ->
     assert codes == [0, 0]
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["rank"] for r in rows) == [0, 1] and all(r["check"] for r in rows)
+
+
+def test_cli_dilated_rows_carry_the_factor_and_real_seconds(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --tdf 4 every row says tdf 4 and gives the real seconds beside the emulated."""
+    socks = [listen(("127.0.0.1", 0)) for _ in range(2)]
+    peers = ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in socks)
+    for s in socks:
+        s.close()
+    codes: list[int] = [-1, -1]
+
+    def run(rank: int) -> None:
+        codes[rank] = main(["allreduce", "--algo", "ring", "--rank", str(rank), "--peers", peers,
+                            "--size", "1001", "--check", "--timeout", "20", "--tdf", "4",
+                            "--iters", "2"])
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert codes == [0, 0]
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for row in rows:
+        assert row["check"] is True and row["tdf"] == 4.0
+        assert row["real_seconds"] == pytest.approx([4 * s for s in row["seconds"]], abs=4e-6)
+
+
+@pytest.mark.parametrize("value", ["0.5", "x", "inf"])
+def test_cli_rejects_a_bad_tdf(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A time-dilation factor below 1 or not a number is a usage error naming --tdf."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["allreduce", "--algo", "ring", "--size", "10", "--tdf", value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--tdf" in err and repr(value) in err and "Traceback" not in err
 
 
 def test_cli_ring_replay_writes_results_and_plot(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ NetReduce layers; reliability is checked end to end through a :class:`LoopbackFa
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import time
@@ -18,6 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench.loopback_fabric import FabricHost, LoopbackFabric, udp_frame
+from tests.fake_clock import FakeRealTime
 from workloads.netreduce_headers import worker_packet
 from workloads.roce import (
     OP_ACK,
@@ -294,3 +296,73 @@ def test_delayed_acks_cost_one_probe_not_the_window() -> None:
         assert req.stats.retransmitted == req.stats.timeouts  # probes only
         assert req.cwnd == req.window
     sink.close()
+
+
+# ------------------------------------------------------------------------ time dilation
+
+
+def _loop_once(ep: RoceEndpoint, machine: FakeRealTime, seconds: float) -> None:
+    """Move the machine's clock to ``seconds`` and wait for an I/O-loop pass that saw it (a
+    pass reads the clock and counts itself under the endpoint lock, which is held here)."""
+    with ep.cv:
+        machine.set(seconds)
+        passes = ep.loops
+    ep.wake()
+    deadline = time.monotonic() + 10.0
+    while ep.loops <= passes:
+        assert time.monotonic() < deadline, "the endpoint's I/O loop did not run"
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("tdf", [1.0, 4.0])
+def test_rto_fires_after_rto_times_tdf_real_seconds(tdf: float) -> None:
+    """A 50 ms (emulated) retransmission timeout has not fired 0.95 x 50 ms x TDF real
+    seconds after the send and has fired, with one AckReq probe, at 1.05 x."""
+    machine = FakeRealTime()
+    t0 = machine.seconds
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    try:
+        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname(),
+                          clock=machine.clock(tdf)) as ep:
+            req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.05, max_rto=0.05,
+                               dead_after=0.2)
+            assert req.current_rto == pytest.approx(0.05)  # dead_after / 4 caps the first
+            req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
+            assert parse_bth(sink.recv(2048)).psn == 0  # sent at t0: the clock stands still
+            _loop_once(ep, machine, t0 + 0.95 * 0.05 * tdf)
+            assert req.stats.timeouts == 0
+            assert select.select([sink], [], [], 0)[0] == []  # no probe queued
+            _loop_once(ep, machine, t0 + 1.05 * 0.05 * tdf)
+            assert req.stats.timeouts == 1
+            probe = parse_bth(sink.recv(2048))
+            assert (probe.psn, probe.ackreq) == (0, True)
+    finally:
+        sink.close()
+
+
+@pytest.mark.parametrize("tdf", [1.0, 4.0])
+def test_round_trips_are_measured_in_emulated_seconds(tdf: float) -> None:
+    """An ACK 0.4 real seconds after the send is a round trip of 0.4 / TDF emulated
+    seconds, and the timeout derived from it (srtt + 4 rttvar) is emulated too."""
+    machine = FakeRealTime()
+    t0 = machine.seconds
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    try:
+        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname(),
+                          clock=machine.clock(tdf)) as ep:
+            req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.01, max_rto=10.0,
+                               dead_after=30.0)
+            req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
+            sink.recv(2048)
+            machine.set(t0 + 0.4)  # before the first timer (1 emulated second)
+            sink.sendto(ack_packet(0x101, 0, 1), ep.address)
+            ep.wait(lambda: req.idle, ep.clock.now() + 10.0, "ack")
+            assert req.stats.timeouts == 0
+            assert req.srtt == pytest.approx(0.4 / tdf)
+            assert req.current_rto == pytest.approx(3 * 0.4 / tdf)
+    finally:
+        sink.close()

@@ -11,6 +11,10 @@ Subcommands:
 * ``worker``       - one rank of a job (started by the launcher);
 * ``dataserver``   - the shard server (runs until SIGTERM/SIGINT);
 * ``interference`` - one rank of the data-traffic vs all-reduce measurement.
+
+Every subcommand takes ``--tdf N`` (time dilation: the emulated world runs N times slower
+than real time); timeouts and latencies given are then emulated seconds and the times
+reported are emulated, with the factor and the real training time beside them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from train.interference import measure_data_interference
 from train.launch import LaunchError, execute, plan_from_rundir, plan_loopback
 from train.report import write_comparison, write_experiment, write_json
 from train.trainer import Experiment, TrainConfig, combine, run_loopback, train_rank
+from vtime import VirtualClock, parse_tdf
 from workloads.comm import CommError, Communicator
 
 log = logging.getLogger("train")
@@ -66,6 +71,20 @@ def _collectives(text: str) -> list[str]:
         return [training_exchange(n).name for n in names]
     except UnknownAlgorithmError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _tdf(text: str) -> float:
+    """``--tdf``: a time-dilation factor >= 1."""
+    try:
+        return parse_tdf(text, "--tdf")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_tdf(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tdf", type=_tdf, default=1.0,
+                   help="time-dilation factor (>= 1; 1 = real time): timeouts, latencies and "
+                        "reported times are emulated seconds")
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
@@ -109,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--server-latency", type=float, default=0.0,
                       help="loopback: seconds the data server waits per shard (slow NFS)")
     cmp_.add_argument("--timeout", type=float, default=300.0)
+    _add_tdf(cmp_)
     cmp_.add_argument("--job-plan", type=Path, default=None,
                       help="with --rundir: run `inswitch` through the switch with this job "
                            "plan (python -m controller job show --json); one rank per host")
@@ -144,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     wrk.add_argument("--job-plan", type=Path, default=None,
                      help="inswitch: the controller's job plan (job show --json)")
     wrk.add_argument("--roce-ip", default=None, help="inswitch: this host's IP for RoCE")
+    _add_tdf(wrk)
 
     srv = sub.add_parser("dataserver", help="serve the dataset shards over TCP")
     srv.add_argument("--host", default="0.0.0.0")
@@ -151,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--num-shards", type=int, default=32)
     srv.add_argument("--latency", type=float, default=0.0)
     srv.add_argument("--ready-file", type=Path, default=None)
+    _add_tdf(srv)
 
     itf = sub.add_parser("interference", help="all-reduce time with and without data traffic")
     itf.add_argument("--rank", type=int, required=True)
@@ -161,6 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     itf.add_argument("--num-shards", type=int, default=32)
     itf.add_argument("--out", type=Path, required=True)
     itf.add_argument("--timeout", type=float, default=60.0)
+    _add_tdf(itf)
     return parser
 
 
@@ -192,7 +215,7 @@ def _compare_testbed(args: argparse.Namespace) -> int:
     opts = TestbedOptions(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts,
                           bw_mbit=args.bw, target=args.target, rundir=args.net_rundir,
                           name_prefix=args.name_prefix, grpc_base_port=args.grpc_base_port,
-                          timeout_s=args.timeout)
+                          timeout_s=args.timeout, tdf=args.tdf)
     experiments: list[Experiment] = []
     extra: dict[str, object] = {}
     with TrainingTestbed(opts) as testbed:
@@ -239,7 +262,8 @@ def _compare(args: argparse.Namespace) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="train-cache-") as tmp:
                 exp = run_loopback(_config(args, name, args.workers), tmp,
-                                   args.server_latency, timeout=args.timeout)
+                                   args.server_latency, timeout=args.timeout,
+                                   clock=VirtualClock(args.tdf))
         _report_run(exp, args.outdir)
         experiments.append(exp)
     return _finish(args, experiments)
@@ -254,10 +278,10 @@ def _run_processes(args: argparse.Namespace, name: str, mininet: bool) -> Experi
     if mininet:
         job_plan = args.job_plan.resolve() if args.job_plan and name == "inswitch" else None
         plan = plan_from_rundir(args.rundir, config_path, workdir, args.shards, args.data_host,
-                                timeout=args.timeout, job_plan=job_plan)
+                                timeout=args.timeout, job_plan=job_plan, tdf=args.tdf)
     else:
         plan = plan_loopback(config_path, workdir, args.workers, args.shards, args.timeout,
-                             args.server_latency)
+                             args.server_latency, tdf=args.tdf)
     config = _config(args, name, len(plan.addresses))
     if args.ranks_per_host is None and plan.ranks_per_host is not None:
         # On Mininet the torus / HiTopK hosts are the emulated hosts.
@@ -270,21 +294,24 @@ def _run_processes(args: argparse.Namespace, name: str, mininet: bool) -> Experi
 
 def _worker(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(json.loads(args.config.read_text()))
+    clock = VirtualClock(args.tdf)
     with contextlib.ExitStack() as stack:
-        client = stack.enter_context(ShardClient(args.data_server, timeout=args.timeout))
+        client = stack.enter_context(ShardClient(args.data_server, timeout=args.timeout,
+                                                 clock=clock))
         comm = stack.enter_context(Communicator(args.rank, args.addresses, timeout=args.timeout,
-                                                connect_timeout=args.timeout))
+                                                connect_timeout=args.timeout, clock=clock))
         aggregator = None
         if args.job_plan is not None:
-            aggregator = _switch_aggregator(stack, args)
+            aggregator = _switch_aggregator(stack, args, clock)
         cache = MultiLevelCache(client.get, args.cache_dir, config.memory_cache_bytes,
-                                config.disk_cache_bytes)
+                                config.disk_cache_bytes, clock)
         result = train_rank(comm, config, cache, aggregator)
     write_json(args.out, result.as_dict())
     return 0
 
 
-def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace) -> IntAggregator:
+def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace,
+                       clock: VirtualClock) -> IntAggregator:
     """The real switch's int32 all-reduce for this rank (NetReduce job of the controller)."""
     from workloads.innetwork import AggregationChannel, JobConfig
     from workloads.roce import ROCE_V2_PORT, RoceEndpoint
@@ -294,7 +321,7 @@ def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace) ->
     job = JobConfig.from_plan(json.loads(args.job_plan.read_text()))
     if job.size != len(args.addresses):
         raise ValueError(f"the job plan has {job.size} workers, the run {len(args.addresses)}")
-    endpoint = stack.enter_context(RoceEndpoint((args.roce_ip, ROCE_V2_PORT)))
+    endpoint = stack.enter_context(RoceEndpoint((args.roce_ip, ROCE_V2_PORT), clock=clock))
     channel = AggregationChannel(endpoint, job, args.rank, timeout=args.timeout)
     stack.callback(channel.flush, args.timeout)  # runs before the endpoint closes
     return channel_aggregator(channel)
@@ -302,22 +329,26 @@ def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace) ->
 
 def _dataserver(args: argparse.Namespace) -> int:
     shards = make_shards(load_digits_split(args.num_shards), args.num_shards)
+    clock = VirtualClock(args.tdf)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with DataServer(shards, args.host, args.port, latency_s=args.latency) as server:
+    with DataServer(shards, args.host, args.port, latency_s=args.latency,
+                    clock=clock) as server:
         if args.ready_file is not None:
             args.ready_file.write_text(json.dumps({"address": list(server.address)}))
         log.info("serving %d shards on %s:%d", len(shards), *server.address)
-        while not stop.wait(0.5):
+        while not stop.wait(clock.real(0.5)):
             pass
         log.info("stopping after %d bytes served", server.bytes_served)
     return 0
 
 
 def _interference(args: argparse.Namespace) -> int:
-    with ShardClient(args.data_server, timeout=args.timeout) as client, Communicator(
-        args.rank, args.addresses, timeout=args.timeout, connect_timeout=args.timeout
+    clock = VirtualClock(args.tdf)
+    with ShardClient(args.data_server, timeout=args.timeout, clock=clock) as client, Communicator(
+        args.rank, args.addresses, timeout=args.timeout, connect_timeout=args.timeout,
+        clock=clock,
     ) as comm:
         names = shards_of_rank(comm.rank, comm.size, args.num_shards)
         result = measure_data_interference(comm, client.get, names, args.elements, args.repeats)

@@ -11,6 +11,8 @@ Why a home-made protocol rather than real NFS: it needs no root, no kernel serve
 mount, runs unchanged on a Mininet host and on 127.0.0.1, and its bytes are counted exactly.
 ``latency_s`` and ``rate_bps`` let the server act as a slow remote filesystem on loopback,
 where the network itself costs nothing; on Mininet leave them at 0 and let the links decide.
+Both, and every timeout, are emulated (seconds and bits per second of the server's or client's
+:class:`vtime.VirtualClock`): under time dilation the server waits ``TDF`` times as long.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import socket
 import socketserver
 import struct
 import threading
-import time
 from collections.abc import Mapping
+
+from vtime import REAL_TIME, VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class _Handler(socketserver.StreamRequestHandler):
     server: _TCPServer
 
     def handle(self) -> None:
-        self.connection.settimeout(self.server.idle_timeout)
+        self.connection.settimeout(self.server.clock.real(self.server.idle_timeout))
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
             try:
@@ -86,7 +89,9 @@ class _TCPServer(socketserver.ThreadingTCPServer):
         latency_s: float,
         rate_bps: float,
         idle_timeout: float,
+        clock: VirtualClock = REAL_TIME,
     ) -> None:
+        self.clock = clock
         super().__init__(address, _Handler)
         self.shards = dict(shards)
         self.latency_s = latency_s
@@ -98,8 +103,7 @@ class _TCPServer(socketserver.ThreadingTCPServer):
 
     def throttle(self, nbytes: int) -> None:
         delay = self.latency_s + (8.0 * nbytes / self.rate_bps if self.rate_bps > 0 else 0.0)
-        if delay > 0:
-            time.sleep(delay)
+        self.clock.sleep(delay)
 
     def count(self, nbytes: int) -> None:
         with self._lock:
@@ -111,6 +115,7 @@ class DataServer:
     """Serves ``shards`` on ``host:port`` (port 0 picks a free one) from a background thread.
 
     Use as a context manager, or call :meth:`close`; both stop the thread and close the socket.
+    ``latency_s``, ``rate_bps`` and ``idle_timeout`` are emulated (``clock``).
     """
 
     def __init__(
@@ -121,11 +126,14 @@ class DataServer:
         latency_s: float = 0.0,
         rate_bps: float = 0.0,
         idle_timeout: float = 60.0,
+        clock: VirtualClock = REAL_TIME,
     ) -> None:
         if latency_s < 0 or rate_bps < 0:
             raise ValueError("latency_s and rate_bps must be >= 0")
+        self.clock = clock
         try:
-            self._server = _TCPServer((host, port), shards, latency_s, rate_bps, idle_timeout)
+            self._server = _TCPServer((host, port), shards, latency_s, rate_bps, idle_timeout,
+                                      clock)
         except OSError as exc:
             raise DataServerError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         self._thread = threading.Thread(
@@ -150,7 +158,7 @@ class DataServer:
         """Stop serving and close the listening socket (idempotent)."""
         if self._thread.is_alive():
             self._server.shutdown()
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=self.clock.real(5.0))
         self._server.server_close()
 
     def __enter__(self) -> DataServer:
@@ -164,19 +172,22 @@ class ShardClient:
     """A worker's connection to the data server: ``get(name)`` returns a shard's bytes.
 
     Thread-safe (one request at a time on the connection); reconnects once when the server
-    closed an idle connection. Counts the bytes it received, header included.
+    closed an idle connection. Counts the bytes it received, header included. ``timeout``
+    (connecting and every read) is emulated seconds of ``clock``.
     """
 
-    def __init__(self, address: tuple[str, int], timeout: float = 30.0) -> None:
+    def __init__(self, address: tuple[str, int], timeout: float = 30.0,
+                 clock: VirtualClock = REAL_TIME) -> None:
         self.address = (str(address[0]), int(address[1]))
         self.timeout = timeout
+        self.clock = clock
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self.bytes_received = 0
 
     def _connect(self) -> socket.socket:
         try:
-            sock = socket.create_connection(self.address, timeout=self.timeout)
+            sock = socket.create_connection(self.address, timeout=self.clock.real(self.timeout))
         except OSError as exc:
             raise DataServerError(
                 f"cannot reach the data server at {self.address[0]}:{self.address[1]}: {exc}"

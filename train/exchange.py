@@ -19,14 +19,14 @@ residual) and called as ``exchange(comm, grad, epoch) -> (sum over ranks, Exchan
 
 The names, their aliases (``ring``, ``ina``, ``topk``...) and which factory below builds each
 exchange come from the algorithm registry (:class:`algorithms.registry.TrainingExchange`):
-adding an exchange is one factory here and one entry there.
+adding an exchange is one factory here and one entry there. ``ExchangeStats.seconds`` is
+emulated (the communicator's clock).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -75,9 +75,9 @@ def _measured(
     comm: Communicator, algorithm: str, run: Callable[[], tuple[np.ndarray, dict[str, object]]]
 ) -> tuple[np.ndarray, ExchangeStats]:
     before = comm.traffic()
-    start = time.perf_counter()
+    start = comm.clock.now()
     result, detail = run()
-    seconds = time.perf_counter() - start
+    seconds = comm.clock.now() - start
     delta = comm.traffic() - before
     return result, ExchangeStats(algorithm, seconds, delta.payload_sent, delta.bytes_sent, detail)
 

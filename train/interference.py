@@ -9,20 +9,20 @@ loaded case does not happen at all (the cache's ``bytes_saved`` is the traffic a
 
 On loopback the numbers only show that the mechanism works (the "links" are memory); on
 Mininet, with the data server on a host whose link the gradients also cross, they measure
-the real contention.
+the real contention. Times are emulated seconds of the communicator's clock.
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from vtime import VirtualClock
 from workloads.collectives import ring_allreduce
 from workloads.comm import Communicator
 
@@ -40,6 +40,7 @@ class InterferenceResult:
     loaded_s: float  # median all-reduce time while shards stream from the data server
     data_bytes: int  # shard bytes this rank read during the loaded phase
     data_seconds: float
+    tdf: float = 1.0  # time-dilation factor: every time above is emulated (real / tdf)
 
     @property
     def slowdown(self) -> float:
@@ -57,10 +58,12 @@ class InterferenceResult:
 class _Streamer:
     """Reads shards round-robin in a background thread until stopped."""
 
-    def __init__(self, fetch: Callable[[str], bytes], names: Sequence[str]) -> None:
+    def __init__(self, fetch: Callable[[str], bytes], names: Sequence[str],
+                 clock: VirtualClock) -> None:
         if not names:
             raise ValueError("need at least one shard name to stream")
         self._fetch = fetch
+        self._clock = clock
         self._names = list(names)
         self._stop = threading.Event()
         self.bytes = 0
@@ -69,7 +72,7 @@ class _Streamer:
         self._thread = threading.Thread(target=self._run, daemon=True, name="data-streamer")
 
     def _run(self) -> None:
-        start = time.perf_counter()
+        start = self._clock.now()
         i = 0
         try:
             while not self._stop.is_set():
@@ -77,14 +80,15 @@ class _Streamer:
                 i += 1
         except Exception as exc:  # reported by stop(), never lost
             self.error = exc
-        self.seconds = time.perf_counter() - start
+        self.seconds = self._clock.now() - start
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self, timeout: float) -> None:
+        """Stop streaming; ``timeout``: emulated seconds the last fetch may take."""
         self._stop.set()
-        self._thread.join(timeout)
+        self._thread.join(timeout=self._clock.real(timeout))
         if self._thread.is_alive():
             raise TimeoutError("the data streamer did not stop (a fetch is hanging)")
         if self.error is not None:
@@ -93,10 +97,11 @@ class _Streamer:
 
 def _timed(comm: Communicator, allreduce: Allreduce, x: np.ndarray, repeats: int) -> float:
     times = []
+    clock = comm.clock
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock.now()
         allreduce(comm, x)
-        times.append(time.perf_counter() - start)
+        times.append(clock.now() - start)
     return statistics.median(times)
 
 
@@ -123,7 +128,7 @@ def measure_data_interference(
     allreduce(comm, x)  # warm-up: connections and buffers
     comm.barrier()
     quiet = _timed(comm, allreduce, x, repeats)
-    streamer = _Streamer(fetch, shard_names) if comm.rank in loaders else None
+    streamer = _Streamer(fetch, shard_names, comm.clock) if comm.rank in loaders else None
     if streamer is not None:
         streamer.start()
     try:
@@ -136,4 +141,5 @@ def measure_data_interference(
     return InterferenceResult(
         comm.rank, elements, repeats, quiet, loaded,
         streamer.bytes if streamer else 0, streamer.seconds if streamer else 0.0,
+        comm.clock.tdf,
     )

@@ -13,6 +13,10 @@ The same launcher serves two cases:
 Each rank writes its :class:`~train.trainer.RankResult` as JSON; :func:`execute` collects
 them. Every process is started in its own session and is killed by its process group if the
 job does not finish by the deadline.
+
+Time dilation: a plan's ``tdf`` goes to every process it starts (``--tdf``), and the
+launcher's own deadline is in emulated seconds of the same factor, so a dilated job gets
+``TDF`` times as long in real time.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from train.trainer import RankResult
+from vtime import VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +72,21 @@ class LaunchPlan:
     addresses: tuple[tuple[str, int], ...]
     data_address: tuple[str, int]
     ranks_per_host: int | None = None  # the hosts' ``gpus`` when all hosts have the same
+    tdf: float = 1.0  # time-dilation factor of every process (timeouts: emulated seconds)
 
 
 def _python() -> list[str]:
     return [sys.executable, "-m", "train"]
 
 
+def _tdf_argv(tdf: float) -> tuple[str, ...]:
+    """``--tdf N`` for a dilated run (nothing at real time: the argv stays as it was)."""
+    return ("--tdf", f"{tdf:g}") if tdf != 1 else ()
+
+
 def _worker_argv(
     rank: int, addresses: Sequence[tuple[str, int]], data: tuple[str, int], config: Path,
-    cache_dir: Path, out: Path, timeout: float, job_plan: Path | None,
+    cache_dir: Path, out: Path, timeout: float, job_plan: Path | None, tdf: float = 1.0,
 ) -> tuple[str, ...]:
     switch = ("--job-plan", str(job_plan), "--roce-ip", addresses[rank][0]) if job_plan else ()
     return (
@@ -84,14 +94,15 @@ def _worker_argv(
         "--addresses", ",".join(f"{h}:{p}" for h, p in addresses),
         "--data-server", f"{data[0]}:{data[1]}", "--config", str(config),
         "--cache-dir", str(cache_dir), "--out", str(out), "--timeout", str(timeout), *switch,
+        *_tdf_argv(tdf),
     )
 
 
 def _server_argv(address: tuple[str, int], ready: Path, num_shards: int,
-                 latency_s: float) -> tuple[str, ...]:
+                 latency_s: float, tdf: float = 1.0) -> tuple[str, ...]:
     return (*_python(), "dataserver", "--host", address[0], "--port", str(address[1]),
             "--ready-file", str(ready), "--num-shards", str(num_shards),
-            "--latency", str(latency_s))
+            "--latency", str(latency_s), *_tdf_argv(tdf))
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -109,33 +120,35 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def plan_loopback(config: Path, workdir: Path, workers: int, num_shards: int,
-                  timeout: float = 60.0, latency_s: float = 0.0) -> LaunchPlan:
+                  timeout: float = 60.0, latency_s: float = 0.0, tdf: float = 1.0
+                  ) -> LaunchPlan:
     """A plan that runs everything on 127.0.0.1."""
     ports = free_ports(workers + 1)
     addresses = tuple(("127.0.0.1", p) for p in ports[:workers])
     data = ("127.0.0.1", ports[-1])
     return _plan(config, workdir, addresses, [None] * workers, data, None, num_shards, timeout,
-                 latency_s)
+                 latency_s, tdf=tdf)
 
 
 def _plan(config: Path, workdir: Path, addresses: tuple[tuple[str, int], ...],
           netns: Sequence[int | None], data: tuple[str, int], data_ns: int | None,
           num_shards: int, timeout: float, latency_s: float,
-          job_plan: Path | None = None) -> LaunchPlan:
+          job_plan: Path | None = None, tdf: float = 1.0) -> LaunchPlan:
     ready = workdir / "dataserver.ready"
     rank_files = tuple(workdir / f"rank{r}.json" for r in range(len(addresses)))
     workers = tuple(
         Proc(f"rank{r}", _worker_argv(r, addresses, data, config, workdir / f"cache-rank{r}",
-                                      rank_files[r], timeout, job_plan), netns[r])
+                                      rank_files[r], timeout, job_plan, tdf), netns[r])
         for r in range(len(addresses))
     )
-    server = Proc("dataserver", _server_argv(data, ready, num_shards, latency_s), data_ns)
-    return LaunchPlan(server, ready, workers, rank_files, addresses, data)
+    server = Proc("dataserver", _server_argv(data, ready, num_shards, latency_s, tdf), data_ns)
+    return LaunchPlan(server, ready, workers, rank_files, addresses, data, tdf=tdf)
 
 
 def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
                      data_host: str | None = None, base_port: int = DEFAULT_BASE_PORT,
-                     timeout: float = 120.0, job_plan: Path | None = None) -> LaunchPlan:
+                     timeout: float = 120.0, job_plan: Path | None = None,
+                     tdf: float = 1.0) -> LaunchPlan:
     """A plan for the running network in ``rundir``: ``gpus`` ranks on every host (host by
     host, in topology order; hosts with ``gpus = 0``, such as the topology's data-server
     host, run none), the data server on ``data_host`` (default: the first host with no
@@ -176,7 +189,7 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
                           "(each host has one RoCE endpoint); use hosts with gpus = 1")
     plan = _plan(config, workdir, tuple(addresses), netns,
                  (server_host.ip, DEFAULT_DATA_PORT), shells[server_host.name], num_shards,
-                 timeout, 0.0, job_plan)
+                 timeout, 0.0, job_plan, tdf)
     gpus = {h.gpus for h in topology.hosts if h.gpus > 0}
     return dataclasses.replace(plan, ranks_per_host=gpus.pop() if len(gpus) == 1 else None)
 
@@ -193,6 +206,8 @@ def _start(proc: Proc, log_path: Path) -> subprocess.Popen[bytes]:
 
 
 def _stop(popen: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """SIGTERM the process group, SIGKILL after ``grace`` real seconds: how long a process
+    takes to exit is the machine's business, not the emulated world's."""
     if popen.poll() is not None:
         return
     try:
@@ -221,28 +236,30 @@ def execute(plan: LaunchPlan, timeout: float, logdir: Path,
 
 def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path,
                 on_start: OnStart | None = None) -> list[dict[str, object]]:
-    """Like :func:`execute` for any per-rank role: the JSON document each rank wrote."""
+    """Like :func:`execute` for any per-rank role: the JSON document each rank wrote.
+    ``timeout`` is emulated seconds of the plan's ``tdf``."""
     for path in (plan.server_ready, *plan.rank_files):
         path.unlink(missing_ok=True)
     server = _start(plan.server, logdir / "dataserver.log")
     if on_start is not None:
         on_start(server, plan.server.name)
     started: list[subprocess.Popen[bytes]] = []
-    deadline = time.monotonic() + timeout
+    clock = VirtualClock(plan.tdf)
+    deadline = clock.now() + timeout
     try:
         while not plan.server_ready.exists():
             if server.poll() is not None:
                 raise LaunchError(f"data server exited ({server.returncode}); see {logdir}")
-            if time.monotonic() > deadline:
+            if clock.now() > deadline:
                 raise LaunchError("data server did not become ready in time")
-            time.sleep(0.05)
+            clock.sleep(0.05)
         for proc in plan.workers:
             started.append(_start(proc, logdir / f"{proc.name}.log"))
             if on_start is not None:
                 on_start(started[-1], proc.name)
         for proc, popen in zip(plan.workers, started, strict=True):
             try:
-                code = popen.wait(max(0.1, deadline - time.monotonic()))
+                code = popen.wait(clock.real(max(0.1, deadline - clock.now())))
             except subprocess.TimeoutExpired:
                 raise LaunchError(f"{proc.name} did not finish within {timeout:g} s") from None
             if code != 0:
@@ -270,7 +287,8 @@ def interference_plan(plan: LaunchPlan, workdir: Path, elements: int, repeats: i
                                   "--addresses", peers, "--data-server", data,
                                   "--elements", str(elements), "--repeats", str(repeats),
                                   "--num-shards", str(num_shards), "--out", str(files[r]),
-                                  "--timeout", str(timeout)), w.netns_pid)
+                                  "--timeout", str(timeout), *_tdf_argv(plan.tdf)),
+             w.netns_pid)
         for r, w in enumerate(plan.workers)
     )
     return dataclasses.replace(plan, workers=workers, rank_files=files)

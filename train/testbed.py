@@ -77,7 +77,10 @@ class TestbedOptions:
     grpc_base_port: int | None = None  # None: topo's default (50051)
     credits: int = 2
     slots: int = 64
-    timeout_s: float = 600.0  # per training run
+    timeout_s: float = 600.0  # per training run (emulated seconds)
+    # time-dilation factor: every process started gets it (--tdf); the links must carry
+    # bw/tdf, which the network start does not do yet (start() refuses tdf != 1)
+    tdf: float = 1.0
 
 
 def _sum_links(usage: list[Any]) -> dict[str, int]:
@@ -117,6 +120,10 @@ class TrainingTestbed:
         from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
         o = self.options
+        if o.tdf != 1:
+            raise TestbedError(f"--tdf {o.tdf:g}: the spine-leaf testbed does not dilate its "
+                               "links yet; the training processes would run dilated on "
+                               "undilated links")
         try:
             topo = SpineLeafTopo(spines=o.spines, leaves=o.leaves, hosts_per_leaf=o.hosts_per_leaf,
                                  host_bw=o.bw_mbit, data_server=True, name_prefix=o.name_prefix,
@@ -215,7 +222,7 @@ class TrainingTestbed:
     def _plan(self, workdir: Path, config_path: Path, num_shards: int, timeout: float,
               job_plan: Path | None) -> LaunchPlan:
         return plan_from_rundir(self.rundir, config_path, workdir, num_shards, self.data_host,
-                                timeout=timeout, job_plan=job_plan)
+                                timeout=timeout, job_plan=job_plan, tdf=self.options.tdf)
 
     def run(self, config: TrainConfig, workdir: Path, timeout: float | None = None
             ) -> Experiment:
@@ -277,7 +284,7 @@ class TrainingTestbed:
             "collective": "fp32-ring", "elements": elements, "repeats": repeats,
             "worker_hosts": self.worker_hosts, "data_host": self.data_host,
             "link_bw_mbit": self.options.bw_mbit,
-            "quiet_allreduce_s": quiet, "loaded_allreduce_s": loaded,
+            "quiet_allreduce_s": quiet, "loaded_allreduce_s": loaded, "tdf": self.options.tdf,
             "slowdown": loaded / quiet if quiet > 0 else None,
             "data_bytes_streamed": sum(int(_number(r["data_bytes"])) for r in ranks),
             **links, "ranks": ranks,

@@ -5,6 +5,11 @@ All ranks start from the same parameters (same seed) and apply the same summed g
 so their models stay bitwise identical; :attr:`RankResult.params_sha256` lets a run check it.
 Times per epoch: training wall time (reading, compute and exchange; evaluation excluded),
 and within it the exchange time, the I/O time and this rank's CPU time.
+
+Time dilation: the times are emulated seconds of the communicator's clock (real / TDF), with
+the real epoch time beside them and the factor in :class:`RankResult`; CPU time is the
+machine's. The model's compute is real work on this machine, not modelled, so a dilated run
+shows it ``TDF`` times faster than it ran (docs/training.md).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from train.data import (
 from train.dataserver import DataServer, ShardClient
 from train.exchange import ExchangeOptions, IntAggregator, make_exchange
 from train.model import MLP, SGD, MLPShape
+from vtime import REAL_TIME, VirtualClock
 from workloads.collectives import ring_allreduce
 from workloads.comm import Communicator
 from workloads.loopback import run_ranks
@@ -94,16 +100,17 @@ class EpochRecord:
     test_loss: float
     test_accuracy: float
     wall_s: float  # cumulative training wall time at the end of this epoch
-    epoch_s: float = 0.0
+    epoch_s: float = 0.0  # emulated
     comm_s: float = 0.0
     io_s: float = 0.0
     compute_s: float = 0.0
-    cpu_s: float = 0.0
+    cpu_s: float = 0.0  # this machine's CPU seconds
     steps: int = 0
     payload_sent: int = 0
     bytes_sent: int = 0
     algorithm: str = ""
     cache: dict[str, Any] = field(default_factory=dict)
+    real_epoch_s: float = 0.0  # epoch_s on the machine's clock (epoch_s x TDF)
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ class RankResult:
     params_sha256: str
     cache_per_epoch: list[CacheStats]
     retries: int = 0
+    tdf: float = 1.0  # time-dilation factor of the run
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (what a worker process writes for the launcher)."""
@@ -127,6 +135,7 @@ class RankResult:
             "cache_per_epoch": [{n: asdict(c.level(n)) for n in LEVELS}
                                 for c in self.cache_per_epoch],
             "retries": self.retries,
+            "tdf": self.tdf,
         }
 
     @classmethod
@@ -138,7 +147,7 @@ class RankResult:
                 [EpochRecord(**r) for r in data["history"]], str(data["params_sha256"]),
                 [CacheStats({n: LevelStats(**lv) for n, lv in c.items()})
                  for c in data["cache_per_epoch"]],
-                int(data.get("retries", 0)),
+                int(data.get("retries", 0)), float(data.get("tdf", 1.0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed rank result: {exc}") from exc
@@ -183,10 +192,11 @@ def train_rank(
     cache_epochs: list[CacheStats] = []
     wall = 0.0
     inv_p = np.float32(1.0 / comm.size)
+    clock = comm.clock
     for epoch in range(config.epochs):
         rng = np.random.default_rng([config.seed, epoch, comm.rank])
         before = cache.snapshot()
-        start, cpu_start = time.perf_counter(), time.thread_time()
+        start, cpu_start = clock.now(), time.thread_time()
         x, y = _load_epoch_data(cache, names, rng)
         # Shards are equal, so every rank derives the same step count from its own data.
         steps = steps_per_epoch(comm.size, config.num_shards, len(y) // len(names),
@@ -206,7 +216,7 @@ def train_rank(
             payload += stats.payload_sent
             sent += stats.bytes_sent
             algorithm = stats.algorithm
-        epoch_s = time.perf_counter() - start
+        epoch_s = clock.now() - start
         cpu_s = time.thread_time() - cpu_start
         wall += epoch_s
         epoch_cache = cache.snapshot() - before
@@ -216,13 +226,14 @@ def train_rank(
         history.append(EpochRecord(
             epoch + 1, train_loss, test_loss, test_acc, wall, epoch_s, comm_s,
             epoch_cache.io_seconds, max(0.0, epoch_s - comm_s - epoch_cache.io_seconds), cpu_s,
-            steps, payload, sent, algorithm, epoch_cache.as_dict(),
+            steps, payload, sent, algorithm, epoch_cache.as_dict(), clock.real(epoch_s),
         ))
         log.info("rank %d epoch %d: loss %.4f acc %.4f (%s, %.2fs)", comm.rank, epoch + 1,
                  train_loss, test_acc, algorithm, epoch_s)
     digest = hashlib.sha256(model.params.tobytes()).hexdigest()
     retries = int(getattr(exchange, "retries", 0))
-    return RankResult(comm.rank, exchange.name, history, digest, cache_epochs, retries)
+    return RankResult(comm.rank, exchange.name, history, digest, cache_epochs, retries,
+                      clock.tdf)
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,7 @@ class Experiment:
     transport: str = "loopback"
     payload_sent_per_rank: tuple[int, ...] = ()
     network: dict[str, Any] = field(default_factory=dict)  # Mininet: topology, link bytes
+    tdf: float = 1.0  # time-dilation factor: times are emulated (real / tdf)
 
     @property
     def final_accuracy(self) -> float:
@@ -254,6 +266,8 @@ class Experiment:
             "final_accuracy": self.final_accuracy,
             "final_test_loss": self.history[-1].test_loss,
             "train_wall_s": self.history[-1].wall_s,
+            "train_wall_real_s": self.history[-1].wall_s * self.tdf,
+            "tdf": self.tdf,
             "models_identical_on_all_ranks": self.consistent,
             "fixed_point_retries": self.retries,
             "payload_sent_per_rank": list(self.payload_sent_per_rank),
@@ -272,6 +286,7 @@ def combine(config: TrainConfig, results: list[RankResult], transport: str) -> E
         len({r.params_sha256 for r in results}) == 1, caches,
         max(r.retries for r in results), transport,
         tuple(sum(e.payload_sent for e in r.history) for r in results),
+        tdf=results[0].tdf,
     )
 
 
@@ -280,18 +295,22 @@ def run_loopback(
     workdir: str | Path,
     server_latency_s: float = 0.0,
     timeout: float = 60.0,
+    clock: VirtualClock = REAL_TIME,
 ) -> Experiment:
     """Run ``config`` as ``config.workers`` threads on 127.0.0.1 with an in-process data server;
-    per-rank disk caches go to ``workdir/rank<R>``."""
+    per-rank disk caches go to ``workdir/rank<R>``. ``clock`` times every part (emulated
+    seconds: ``server_latency_s``, ``timeout`` and the results)."""
     split = load_digits_split(config.num_shards)
     workdir = Path(workdir)
-    with DataServer(make_shards(split, config.num_shards), latency_s=server_latency_s) as server:
+    with DataServer(make_shards(split, config.num_shards), latency_s=server_latency_s,
+                    clock=clock) as server:
 
         def work(comm: Communicator) -> RankResult:
-            with ShardClient(server.address, timeout=timeout) as client:
+            with ShardClient(server.address, timeout=timeout, clock=clock) as client:
                 cache = MultiLevelCache(client.get, workdir / f"rank{comm.rank}",
-                                        config.memory_cache_bytes, config.disk_cache_bytes)
+                                        config.memory_cache_bytes, config.disk_cache_bytes,
+                                        clock)
                 return train_rank(comm, config, cache)
 
-        results = run_ranks(config.workers, work, timeout=timeout)
+        results = run_ranks(config.workers, work, timeout=timeout, clock=clock)
     return combine(config, results, "loopback")

@@ -12,6 +12,10 @@ TCP algorithms (ring, torus, topk, hybrid) run one process per rank and need eve
 host's workers of the job plan (``python -m controller job show NAME --json > plan.json``);
 ``--hierarchical`` sums ``--gpus`` modelled GPUs per host first over ``--intra-bw``.
 Inputs are deterministic per rank (``--seed``), so ``--check`` can verify the result exactly.
+``--tdf N`` runs the host side of a time-dilated experiment (the links carry bw/N): every
+duration given (``--timeout``, ``--rto``, ``--max-rto``, ``--dead-after``,
+``--intra-latency``) is in emulated seconds, and every time reported is emulated, with the
+factor (``tdf``) and the real seconds beside it.
 Exit status: 0 success, 1 a check failed, 2 bad usage or a failed run.
 """
 
@@ -30,6 +34,7 @@ import numpy as np
 
 from algorithms import registry
 from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
+from vtime import VirtualClock, parse_tdf
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
@@ -91,6 +96,14 @@ def parse_rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a rate: {text!r} (e.g. 150G)") from None
 
 
+def parse_tdf_arg(text: str) -> float:
+    """``--tdf``: a time-dilation factor >= 1."""
+    try:
+        return parse_tdf(text, "--tdf")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def parse_peers(text: str) -> list[tuple[str, int]]:
     out = []
     for item in text.split(","):
@@ -126,18 +139,19 @@ def expected_result(args: argparse.Namespace, workers: int) -> np.ndarray:
 # ------------------------------------------------------------------- all-reduce
 
 
-def _tcp_comm(args: argparse.Namespace) -> Communicator:
+def _tcp_comm(args: argparse.Namespace, clock: VirtualClock) -> Communicator:
     if args.rank is None or not args.peers:
         raise UsageError(f"--algo {args.algo} needs --rank and --peers")
     peers = parse_peers(args.peers)
     rank = args.rank[0]
     try:
-        return Communicator(rank, peers, timeout=args.timeout, connect_timeout=args.timeout)
+        return Communicator(rank, peers, timeout=args.timeout, connect_timeout=args.timeout,
+                            clock=clock)
     except CommError as err:
         raise UsageError(f"cannot connect rank {rank}: {err}") from None
 
 
-def _agent(args: argparse.Namespace) -> HostAgent:
+def _agent(args: argparse.Namespace, clock: VirtualClock) -> HostAgent:
     if not args.job:
         raise UsageError("--algo innetwork needs --job PLAN.json (controller job show --json)")
     job = load_job(args.job, elems=args.elems, first_psn=args.first_psn)
@@ -145,16 +159,20 @@ def _agent(args: argparse.Namespace) -> HostAgent:
     bind = (args.bind, args.port) if args.bind else None
     return HostAgent(job, ranks, bind=bind, rto=args.rto, max_rto=args.max_rto,
                      dead_after=args.dead_after,
-                     timeout=args.timeout, window=args.window)
+                     timeout=args.timeout, window=args.window, clock=clock)
 
 
 def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | None,
-             load: CpuLoad) -> dict[str, Any]:
+             load: CpuLoad, tdf: float) -> dict[str, Any]:
+    """One rank's row: ``seconds`` emulated (per timed call), ``real_seconds`` the same
+    intervals on the machine's clock, ``tdf`` the factor between them; CPU use is real."""
     cpu = load.utilization
     return {
         "algorithm": algo, "rank": rank, "workers": workers,
         "elements": stats[0].elements if stats else 0,
         "seconds": [round(s.seconds, 6) for s in stats],
+        "real_seconds": [round(s.seconds * tdf, 6) for s in stats],
+        "tdf": tdf,
         "bytes_sent": sum(s.bytes_sent for s in stats),
         "payload_sent": sum(s.payload_sent for s in stats),
         "retransmissions": sum(getattr(s, "retransmissions", 0) for s in stats),
@@ -172,14 +190,15 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
     """Every rank (or agent) lines up at a barrier, then the timed calls run; CPU use is
     measured over the timed calls only (not imports, connection set-up or the check)."""
     rows: list[dict[str, Any]] = []
+    clock = VirtualClock(args.tdf)
     if args.algo in TCP_ALGOS:
-        with _tcp_comm(args) as comm:
+        with _tcp_comm(args, clock) as comm:
             reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
                                    density=args.density, sparse_epochs=args.sparse_epochs)
             x = make_input(comm.rank, args.size, args.dtype, args.seed)
             stats, result = [], x
             comm.barrier()
-            meter = CpuMeter()
+            meter = CpuMeter(clock)
             for i in range(args.iters):
                 result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
                 stats.append(st)
@@ -187,9 +206,9 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
             ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
                 if args.check else None
             comm.barrier()
-            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok, load))
+            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok, load, clock.tdf))
     else:
-        with _agent(args) as agent:
+        with _agent(args, clock) as agent:
             workers = agent.job.size * (args.gpus if args.hierarchical else 1)
             intra = IntraHost(args.intra_bw, args.intra_latency)
 
@@ -200,7 +219,7 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
                     # Like the TCP barrier: a one-element all-reduce lines every worker up,
                     # so the timed calls do not include the other agents' start-up.
                     innetwork_allreduce(ch, np.zeros(1, np.int32))
-                meter = CpuMeter()  # the whole process (all local workers)
+                meter = CpuMeter(clock)  # the whole process (all local workers)
                 for _ in range(args.iters):
                     if args.hierarchical:
                         local = [make_input(rank * args.gpus + g, args.size, args.dtype,
@@ -218,7 +237,7 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
                 ok = (got is not None and bool(np.array_equal(got, expected))
                       if expected is not None else None)
                 rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
-                                     rank, workers, stats, ok, load))
+                                     rank, workers, stats, ok, load, clock.tdf))
         # everything the transport resent in this process, the barrier and the final drain
         # included: with nothing lost each one reaches the switch as a duplicate
         for row in rows:
@@ -240,27 +259,28 @@ def cmd_replay(args: argparse.Namespace) -> int:
                           bucket_bytes=int(args.bucket_mb * 1e6),
                           flops_per_s=args.flops or DEFAULT_FLOPS_PER_S / args.scale,
                           seed=args.seed, timeout=args.timeout)
+    clock = VirtualClock(args.tdf)
     records: list[RunRecord] = []
     if args.algo in TCP_ALGOS:
-        with _tcp_comm(args) as comm:
+        with _tcp_comm(args, clock) as comm:
             reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
                                    density=args.density, sparse_epochs=args.sparse_epochs,
                                    iters_per_epoch=args.iters_per_epoch)
             records.append(replay(profile, reducer, config, algorithm=args.algo,
                                   rank=comm.rank, workers=comm.size, barrier=comm.barrier,
-                                  scale=args.scale))
+                                  scale=args.scale, clock=clock))
             comm.barrier()
     else:
         algo = "innetwork-hier" if args.hierarchical else "innetwork"
         intra = IntraHost(args.intra_bw, args.intra_latency)
-        with _agent(args) as agent:
+        with _agent(args, clock) as agent:
             workers = agent.job.size * (args.gpus if args.hierarchical else 1)
 
             def work(rank: int, ch: AggregationChannel) -> RunRecord:
                 reducer = make_reducer(algo, channel=ch, gpus_per_host=args.gpus, intra=intra)
                 # A one-element all-reduce lines every worker up before the clock starts.
                 return replay(profile, reducer, config, algorithm=algo, rank=rank,
-                              workers=workers, scale=args.scale,
+                              workers=workers, scale=args.scale, clock=clock,
                               barrier=lambda: innetwork_allreduce(ch, np.zeros(1, np.int32)))
 
             records.extend(r for _, r in sorted(agent.run(work).items()))
@@ -268,8 +288,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(json.dumps({"algorithm": r.algorithm, "model": r.model, "rank": r.rank,
                           "iteration_s": round(r.mean_iteration_s, 6),
                           "comm_s": round(r.mean_comm_s, 6), "compute_s": round(r.compute_s, 6),
-                          "network_bound": r.network_bound}, sort_keys=True))
-    meta = {"argv": sys.argv[1:], "time": time.time()}
+                          "real_iteration_s": round(r.mean_iteration_s * r.tdf, 6),
+                          "tdf": r.tdf, "network_bound": r.network_bound}, sort_keys=True))
+    # "time" is when the file was written (a wall-clock stamp, not a measurement)
+    meta = {"argv": sys.argv[1:], "time": time.time(), "tdf": clock.tdf}
     if args.out:
         write_json(args.out, records, meta)
     if args.plot:
@@ -324,21 +346,29 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
     p.add_argument("--rto", type=float, default=AGG_RTO,
-                   help="in-network: lowest retransmission timeout (s)")
+                   help="in-network: lowest retransmission timeout (emulated s)")
     p.add_argument("--max-rto", type=float, default=AGG_MAX_RTO,
-                   help="in-network: highest retransmission timeout and backoff (s)")
+                   help="in-network: highest retransmission timeout and backoff (emulated s)")
     p.add_argument("--window", type=int, default=None,
                    help="in-network: packets in flight per connection (default: the job's "
                         "credits x packets per message)")
-    p.add_argument("--dead-after", type=float, default=30.0)
+    p.add_argument("--dead-after", type=float, default=30.0,
+                   help="in-network: fail a connection after this long without progress "
+                        "(emulated s)")
     p.add_argument("--hierarchical", action="store_true",
                    help="in-network: reduce --gpus modelled GPUs inside the host first")
     p.add_argument("--gpus", type=int, default=1, help="hierarchical: GPUs per host")
     p.add_argument("--intra-bw", type=parse_rate, default=150e9,
                    help="hierarchical: intra-host bytes/s per GPU (e.g. 150G)")
-    p.add_argument("--intra-latency", type=float, default=0.0)
+    p.add_argument("--intra-latency", type=float, default=0.0,
+                   help="hierarchical: intra-host seconds per step (emulated)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="bound of every wait, connection and run (emulated s)")
+    p.add_argument("--tdf", type=parse_tdf_arg, default=1.0,
+                   help="time-dilation factor: the emulated world runs this many times slower "
+                        "than real time (links at bw/TDF); durations given and reported are "
+                        "emulated (default 1: real time)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,8 @@ number. Workloads (one all-reduce, a replay) run as one thread per local worker.
 The job layout comes from the controller's plan (``python -m controller job show NAME
 --json``), read by :func:`load_job`. A job's message numbers and PSNs continue across the
 agent's calls; a new agent process needs a new job (the switch keeps the old one's state).
+The agent's one :class:`vtime.VirtualClock` times everything (its endpoint, its channels,
+its waits); every duration given to it is in emulated seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from vtime import REAL_TIME, VirtualClock
 from workloads.innetwork import AGG_MAX_RTO, AggregationChannel, JobConfig
 from workloads.roce import ROCE_V2_PORT, Address, RoceEndpoint, TransportError
 
@@ -72,8 +75,9 @@ class HostAgent:
                  bind: Address | None = None,
                  resolve: Callable[[str], Address] | None = None, window: int | None = None,
                  rto: float = 0.05, max_rto: float = AGG_MAX_RTO, dead_after: float = 30.0,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, clock: VirtualClock = REAL_TIME) -> None:
         self.job = job
+        self.clock = clock
         self.ranks = list(ranks)
         if not self.ranks:
             raise AgentError("an agent needs at least one local rank")
@@ -87,7 +91,7 @@ class HostAgent:
                         "Pair workers across hosts (or run one worker per host).")
         address = bind if bind is not None else (job.worker(self.ranks[0]).ip, ROCE_V2_PORT)
         try:
-            self.endpoint = RoceEndpoint(address, resolve=resolve)
+            self.endpoint = RoceEndpoint(address, resolve=resolve, clock=clock)
         except TransportError as err:
             raise AgentError(str(err)) from None
         try:
@@ -101,7 +105,8 @@ class HostAgent:
 
     def run(self, work: Callable[[int, AggregationChannel], T],
             timeout: float = 3600.0) -> dict[int, T]:
-        """``work(rank, channel)`` for every local rank, each in its own thread."""
+        """``work(rank, channel)`` for every local rank, each in its own thread (``timeout``:
+        emulated seconds each thread may take)."""
         results: dict[int, T] = {}
         errors: dict[int, BaseException] = {}
         lock = threading.Lock()
@@ -120,7 +125,7 @@ class HostAgent:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout)
+            t.join(timeout=self.clock.real(timeout))
         stuck = [r for r, t in zip(self.ranks, threads, strict=True) if t.is_alive()]
         if stuck:
             raise AgentError(f"ranks {stuck} did not finish within {timeout:g} s")
@@ -131,7 +136,7 @@ class HostAgent:
 
     def close(self, drain_timeout: float = 30.0, linger: float = 1.0) -> None:
         """Wait until peers have acknowledged everything, keep answering their
-        retransmissions for up to ``linger`` seconds, then release the socket."""
+        retransmissions for up to ``linger`` (emulated) seconds, then release the socket."""
         if not self.endpoint.closed:
             if not self.endpoint.drain(drain_timeout):
                 log.warning("host agent: some messages were never acknowledged")

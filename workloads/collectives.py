@@ -10,12 +10,12 @@
 Every collective returns ``(result, CollectiveStats)``; the result has the input's shape and
 dtype and is bitwise identical on all ranks (each element is reduced on exactly one rank, in
 a fixed order, and then copied). Integer sums wrap like the switch's 32-bit adders.
-All ranks of a group must call the same collectives in the same order.
+All ranks of a group must call the same collectives in the same order. Times are emulated
+seconds of the communicator's clock (real seconds / TDF).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,12 +38,13 @@ class CollectiveStats:
     payload_sent: int
     payload_received: int
     messages_sent: int
-    seconds: float
+    seconds: float  # emulated (the communicator's clock)
     phases: tuple[tuple[str, float], ...] = ()
 
 
 class StatsMeter:
-    """Measures traffic and wall time of one collective call on one rank, phase by phase."""
+    """Measures traffic and (emulated) time of one collective call on one rank, phase by
+    phase, on the communicator's clock."""
 
     def __init__(self, comm: Communicator, algorithm: str, ranks: int, elements: int) -> None:
         self._comm = comm
@@ -51,13 +52,14 @@ class StatsMeter:
         self._ranks = ranks
         self._elements = elements
         self._start_traffic = comm.traffic()
-        self._start = time.perf_counter()
+        self._clock = comm.clock
+        self._start = self._clock.now()
         self._mark = self._start
         self._phases: list[tuple[str, float]] = []
 
     def phase(self, name: str) -> None:
         """Close the phase that just ended under ``name``."""
-        now = time.perf_counter()
+        now = self._clock.now()
         self._phases.append((name, now - self._mark))
         self._mark = now
 
@@ -73,7 +75,7 @@ class StatsMeter:
             delta.payload_sent,
             delta.payload_received,
             delta.messages_sent,
-            time.perf_counter() - self._start,
+            self._clock.now() - self._start,
             tuple(self._phases),
         )
 

@@ -13,6 +13,18 @@ never waits for the receiver to call :meth:`Communicator.recv` (no deadlock when
 first, as in a ring step). Sends are bounded: a send that makes no progress for ``timeout``
 seconds fails. Receives wait at most ``timeout`` seconds. :meth:`Communicator.close` always
 releases every socket and thread; use the communicator as a context manager.
+
+Time dilation: a communicator reads one :class:`vtime.VirtualClock`; its timeouts are
+emulated seconds (waited for ``TDF`` times as long in real time) and the collectives built on
+it report emulated seconds. The kernel's TCP cannot be dilated. What it derives from the path
+stays consistent, because the links dilate rate and delay: ACK clocking, the RTT estimate and
+the congestion window's growth per round trip. Its fixed constants run on the machine's clock
+and are ``TDF`` times *shorter* in emulated time: the minimum retransmission timeout (200 ms
+on Linux), the delayed-ACK timer (up to 40 ms; Nagle is off, TCP_NODELAY), the initial RTO
+(1 s). So a ring that loses packets recovers by timeout sooner than it would on the network
+being emulated, and its times under loss are optimistic; without loss only a delayed ACK that
+paces a window-limited sender differs (slightly optimistic too). docs/workloads.md, "Time
+dilation", has the details.
 """
 
 from __future__ import annotations
@@ -23,11 +35,12 @@ import select
 import socket
 import struct
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from vtime import REAL_TIME, VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +144,8 @@ class Communicator:
 
     ``addresses[r]`` is where rank ``r`` listens. A pre-bound ``listener`` may be passed (tests
     bind port 0 first to avoid races); the communicator owns and closes it. One thread drives
-    a communicator (its reader threads are internal).
+    a communicator (its reader threads are internal). ``timeout`` and ``connect_timeout`` are
+    emulated seconds of ``clock``.
     """
 
     def __init__(
@@ -142,7 +156,9 @@ class Communicator:
         listener: socket.socket | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 30.0,
+        clock: VirtualClock = REAL_TIME,
     ) -> None:
+        self.clock = clock
         self.size = len(addresses)
         if self.size < 1:
             raise ValueError("need at least one rank address")
@@ -167,7 +183,7 @@ class Communicator:
         try:
             if own_listener is None and self.size > 1:
                 own_listener = listen(self.addresses[rank], backlog=self.size)
-            self._connect_mesh(own_listener, time.monotonic() + connect_timeout)
+            self._connect_mesh(own_listener, clock.now() + connect_timeout)
         except BaseException:
             self._shutdown_sockets()
             raise
@@ -197,11 +213,11 @@ class Communicator:
         expected = self.size - 1 - self.rank
         while expected:
             assert listener is not None
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.now()
             if remaining <= 0:
                 missing = sorted(set(range(self.rank + 1, self.size)) - set(self._socks))
                 raise CommTimeout(f"rank {self.rank}: ranks {missing} did not connect in time")
-            listener.settimeout(remaining)
+            listener.settimeout(self.clock.real(remaining))
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -216,13 +232,14 @@ class Communicator:
     def _dial(self, address: Address, deadline: float) -> socket.socket:
         delay = 0.01
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.now()
             if remaining <= 0:
                 raise CommTimeout(f"rank {self.rank}: cannot reach {address[0]}:{address[1]}")
             try:
-                sock = socket.create_connection(address, timeout=min(remaining, 5.0))
+                sock = socket.create_connection(address,
+                                                timeout=self.clock.real(min(remaining, 5.0)))
             except OSError:
-                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                self.clock.sleep(min(delay, max(0.0, deadline - self.clock.now())))
                 delay = min(delay * 2, 0.2)
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -230,7 +247,7 @@ class Communicator:
 
     def _greet(self, conn: socket.socket, deadline: float) -> int | None:
         """Validate a dialling peer's hello; ``None`` for a stranger (the connection is dropped)."""
-        conn.settimeout(max(0.01, deadline - time.monotonic()))
+        conn.settimeout(self.clock.real(max(0.01, deadline - self.clock.now())))
         try:
             hello = _recv_exact(conn, _HELLO.size)
         except (OSError, CommError):
@@ -285,10 +302,11 @@ class Communicator:
                 self._cv.notify_all()
 
     def recv(self, src: int, tag: int, timeout: float | None = None) -> np.ndarray:
-        """The next array that ``src`` sent with ``tag`` (read-only; copy before writing)."""
+        """The next array that ``src`` sent with ``tag`` (read-only; copy before writing);
+        ``timeout`` in emulated seconds (default: the communicator's)."""
         if src == self.rank or not 0 <= src < self.size:
             raise ValueError(f"rank {self.rank} cannot receive from rank {src}")
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        deadline = self.clock.now() + (self.timeout if timeout is None else timeout)
         key = (src, tag)
         with self._cv:
             while True:
@@ -305,13 +323,13 @@ class Communicator:
                     raise CommError(f"rank {self.rank}: communicator is closed")
                 if src in self._dead:
                     raise CommError(f"rank {self.rank}: rank {src} {self._dead[src]}")
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self.clock.now()
                 if remaining <= 0:
                     raise CommTimeout(
                         f"rank {self.rank}: nothing from rank {src} with tag {tag:#x} "
                         f"within {self.timeout if timeout is None else timeout:g} s"
                     )
-                self._cv.wait(remaining)
+                self._cv.wait(self.clock.real(remaining))
 
     # -- sending ------------------------------------------------------------------------
 
@@ -341,7 +359,8 @@ class Communicator:
         """Write all of ``view``; fail after ``timeout`` seconds without progress."""
         poller = select.poll()
         poller.register(sock, select.POLLOUT)
-        last_progress = time.monotonic()
+        clock = self.clock
+        last_progress = clock.now()
         while view:
             try:
                 n = sock.send(view[:_SEND_PIECE], socket.MSG_DONTWAIT)
@@ -351,14 +370,14 @@ class Communicator:
                 raise CommError(f"rank {self.rank}: sending to rank {dst} failed: {err}") from err
             if n:
                 view = view[n:]
-                last_progress = time.monotonic()
+                last_progress = clock.now()
                 continue
-            remaining = last_progress + self.timeout - time.monotonic()
+            remaining = last_progress + self.timeout - clock.now()
             if remaining <= 0:
                 raise CommTimeout(
                     f"rank {self.rank}: rank {dst} stopped reading for {self.timeout:g} s"
                 )
-            poller.poll(min(remaining, 1.0) * 1000.0)
+            poller.poll(clock.real(min(remaining, 1.0)) * 1000.0)
 
     # -- helpers for collectives --------------------------------------------------------
 
@@ -405,7 +424,7 @@ class Communicator:
             self._cv.notify_all()
         self._shutdown_sockets()
         for reader in self._readers:
-            reader.join(timeout=5.0)
+            reader.join(timeout=self.clock.real(5.0))
 
     def __enter__(self) -> Communicator:
         return self

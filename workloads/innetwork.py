@@ -20,12 +20,15 @@ second condition keeps a go-back-N retransmission from ever meeting a reused bin
 
 The job layout (QP numbers, peers, credits) comes from the controller's job plan
 (``python -m controller job show --json``), read by :meth:`JobConfig.from_plan`.
+
+Time: a channel reads its endpoint's :class:`vtime.VirtualClock`; timeouts are emulated
+seconds and ``seconds`` in the statistics (and the modelled intra-host phases, slept through
+the same clock) are emulated too, real seconds divided by the time-dilation factor.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +49,7 @@ from protocol.netreduce import (
     worker_qpn,
     worker_sport,
 )
+from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy, RetryReport, aggregate_with_retry
 from workloads.roce import (
     QpStats,
@@ -183,7 +187,7 @@ class InNetworkStats:
     payload_sent: int  # element bytes of first transmissions
     payload_received: int
     messages_sent: int  # WRITE messages (per attempt)
-    seconds: float
+    seconds: float  # emulated (real seconds / TDF)
     phases: tuple[tuple[str, float], ...] = ()
     packets_sent: int = 0
     retransmissions: int = 0
@@ -210,7 +214,8 @@ class AggregationChannel:
 
     Message numbers run on across calls (the switch expects one consecutive sequence per
     job), so a channel must be used for the whole life of the job; a second process needs a
-    fresh job. One thread drives a channel.
+    fresh job. One thread drives a channel. Its clock is the endpoint's; ``rto``, ``max_rto``,
+    ``dead_after`` and ``timeout`` are emulated seconds.
     """
 
     def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
@@ -218,6 +223,7 @@ class AggregationChannel:
                  dead_after: float = 30.0,
                  timeout: float = 300.0) -> None:
         self.ep = endpoint
+        self.clock = endpoint.clock
         self.job = job
         self.rank = rank
         self.me = job.worker(rank)
@@ -316,7 +322,7 @@ class AggregationChannel:
         out = np.empty(flat.size, dtype=np.int32)
         overflow = False
         sent = got = 0
-        deadline = time.monotonic() + self.timeout
+        deadline = self.clock.now() + self.timeout
         try:
             while got < n:
                 while sent < n and self._may_send(base + sent):
@@ -360,7 +366,7 @@ class AggregationChannel:
 
     def flush(self, timeout: float = 30.0) -> None:
         """Wait until our own messages are acknowledged (the peer has every result)."""
-        self.ep.wait(lambda: self.req.idle, time.monotonic() + timeout,
+        self.ep.wait(lambda: self.req.idle, self.clock.now() + timeout,
                      f"acknowledgements on rank {self.rank}")
 
 
@@ -409,8 +415,9 @@ def innetwork_allreduce(channel: AggregationChannel, x: np.ndarray,
     through fixed point with rescale-and-retry. The result has ``x``'s shape and dtype.
     """
     arr = np.asarray(x)
+    clock = channel.clock
     before = channel._snapshot()
-    start = time.perf_counter()
+    start = clock.now()
     report: RetryReport | None = None
     overflow = False
     if arr.dtype == np.int32:
@@ -421,7 +428,7 @@ def innetwork_allreduce(channel: AggregationChannel, x: np.ndarray,
         result = res.astype(arr.dtype, copy=False).reshape(arr.shape)
     else:
         raise TypeError(f"in-network all-reduce takes int32 or float tensors, not {arr.dtype}")
-    seconds = time.perf_counter() - start
+    seconds = clock.now() - start
     return result, _stats(channel, "innetwork", arr.size, before, seconds,
                           (("network", seconds),), report, overflow)
 
@@ -433,8 +440,9 @@ def innetwork_allreduce(channel: AggregationChannel, x: np.ndarray,
 class IntraHost:
     """The modelled links between the GPUs of one host (NVLink-like, per GPU).
 
-    ``bandwidth`` in bytes per second, ``latency`` seconds per step. With ``emulate`` the
-    modelled time is spent (slept) so that it shows in wall-clock measurements.
+    ``bandwidth`` in bytes per (emulated) second, ``latency`` emulated seconds per step. With
+    ``emulate`` the modelled time is spent (slept through the run's clock: ``TDF`` times as
+    many real seconds) so that it shows in the measured times.
     """
 
     bandwidth: float
@@ -451,9 +459,10 @@ class IntraHost:
             return 0.0
         return (gpus - 1) * self.latency + (gpus - 1) / gpus * nbytes / self.bandwidth
 
-    def spend(self, seconds: float) -> None:
+    def spend(self, seconds: float, clock: VirtualClock = REAL_TIME) -> None:
+        """Spend ``seconds`` of modelled (emulated) time when ``emulate``."""
         if self.emulate and seconds > 0:
-            time.sleep(seconds)
+            clock.sleep(seconds)
 
 
 def hierarchical_allreduce(channel: AggregationChannel, local: Sequence[np.ndarray],
@@ -470,14 +479,15 @@ def hierarchical_allreduce(channel: AggregationChannel, local: Sequence[np.ndarr
     if any(a.shape != shape or a.dtype != dtype for a in arrays):
         raise ValueError("all local tensors must have the same shape and dtype")
     g = len(arrays)
+    clock = channel.clock
     before = channel._snapshot()
-    start = time.perf_counter()
+    start = clock.now()
     host_sum = arrays[0].copy()
     for a in arrays[1:]:
         host_sum += a  # integer sums wrap like the GPUs' adders; floats in a fixed order
     t_rs = intra.ring_phase_seconds(host_sum.nbytes, g)
-    intra.spend(t_rs)
-    t_net0 = time.perf_counter()
+    intra.spend(t_rs, clock)
+    t_net0 = clock.now()
     report: RetryReport | None = None
     overflow = False
     if dtype == np.int32:
@@ -488,10 +498,10 @@ def hierarchical_allreduce(channel: AggregationChannel, local: Sequence[np.ndarr
         result = res.astype(dtype, copy=False).reshape(shape)
     else:
         raise TypeError(f"in-network all-reduce takes int32 or float tensors, not {dtype}")
-    t_net = time.perf_counter() - t_net0
+    t_net = clock.now() - t_net0
     t_ag = intra.ring_phase_seconds(host_sum.nbytes, g)
-    intra.spend(t_ag)
-    seconds = time.perf_counter() - start
+    intra.spend(t_ag, clock)
+    seconds = clock.now() - start
     if not intra.emulate:
         seconds += t_rs + t_ag
     phases = (("intra_reduce_scatter", t_rs), ("network", t_net), ("intra_allgather", t_ag))

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from vtime import REAL_TIME, VirtualClock
 from workloads.comm import CommError, Communicator, listen
 
 T = TypeVar("T")
@@ -24,11 +25,13 @@ def run_ranks(
     work: Callable[[Communicator], T],
     timeout: float = 20.0,
     host: str = "127.0.0.1",
+    clock: VirtualClock = REAL_TIME,
 ) -> list[T]:
     """Call ``work(comm)`` on ``size`` ranks in threads; returns each rank's result, in rank order.
 
     Every communicator uses ``timeout`` for its operations, and the whole job must finish
-    within ``2 * timeout`` seconds. All sockets are closed whatever happens.
+    within ``2 * timeout`` seconds (emulated seconds of ``clock``, which every communicator
+    shares). All sockets are closed whatever happens.
     """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
@@ -40,7 +43,8 @@ def run_ranks(
     def one(rank: int) -> None:
         try:
             with Communicator(
-                rank, addresses, listener=listeners[rank], timeout=timeout, connect_timeout=timeout
+                rank, addresses, listener=listeners[rank], timeout=timeout,
+                connect_timeout=timeout, clock=clock,
             ) as comm:
                 results[rank] = work(comm)
         except BaseException as err:  # handed to the caller below
@@ -52,7 +56,7 @@ def run_ranks(
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=2 * timeout)
+        t.join(timeout=clock.real(2 * timeout))
     for sock in listeners:
         sock.close()  # no-op for listeners a communicator already closed
     stuck = [r for r, t in enumerate(threads) if t.is_alive()]

@@ -11,6 +11,11 @@ Any algorithm can be replayed through a :data:`Reducer`; :func:`make_reducer` bu
 ring, 2D torus, HiTopKComm (``topk``), the hybrid schedule and in-network (flat or
 hierarchical). The result is a :class:`~workloads.results.RunRecord` with the CPU load of the
 process and its "not network-bound" flag.
+
+Time dilation: the replay's clock (the same :class:`vtime.VirtualClock` as its reducer's
+communicator or agent) spends the modelled compute, ``TDF`` times as long in real time as
+the profile says, so compute keeps its ratio to the dilated network; the iteration and
+communication times it records are emulated seconds, and ``config.timeout`` is too.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from algorithms import registry
+from vtime import REAL_TIME, VirtualClock
 from workloads.collectives import ring_allreduce, torus2d_allreduce
 from workloads.comm import Communicator
 from workloads.innetwork import (
@@ -177,11 +182,14 @@ def _bucket_plan(
 
 def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = ReplayConfig(), *,
            algorithm: str = "", rank: int = 0, workers: int = 1,
-           barrier: Callable[[], object] | None = None, scale: float = 1.0) -> RunRecord:
+           barrier: Callable[[], object] | None = None, scale: float = 1.0,
+           clock: VirtualClock = REAL_TIME) -> RunRecord:
     """Replay ``config.warmup + config.iterations`` training iterations of ``profile``.
 
     ``reducer`` is called from one communication thread only (a communicator or channel is
-    single-threaded). ``barrier`` (all ranks) runs once before the first iteration.
+    single-threaded). ``barrier`` (all ranks) runs once before the first iteration. ``clock``
+    spends the modelled compute and times the iterations (emulated seconds); it must be the
+    reducer's clock.
     """
     forward_s, plan = _bucket_plan(profile, config)
     compute_s = forward_s + sum(b for _, b in plan)
@@ -197,9 +205,9 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
                 return
             it, b = item
             try:
-                t0 = time.perf_counter()
+                t0 = clock.now()
                 _, stats = reducer(grads[b], it, b)
-                done.put((time.perf_counter() - t0, stats))
+                done.put((clock.now() - t0, stats))
             except BaseException as err:  # handed to the compute thread
                 done.put(err)
                 return
@@ -208,7 +216,7 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
         barrier()
     comm_thread = threading.Thread(target=communicate, name=f"replay-comm-{rank}", daemon=True)
     comm_thread.start()
-    meter = CpuMeter()
+    meter = CpuMeter(clock)
     iteration_s: list[float] = []
     comm_s: list[float] = []
     sent: list[float] = []
@@ -216,16 +224,16 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
     retrans = 0
     try:
         for it in range(config.warmup + config.iterations):
-            t0 = time.perf_counter()
-            _sleep(forward_s)
+            t0 = clock.now()
+            clock.sleep(forward_s)  # modelled compute: TDF times as long in real time
             for b, (_, backward) in enumerate(plan):
-                _sleep(backward)
+                clock.sleep(backward)
                 work.put((it, b))
             spent, nbytes, npayload = 0.0, 0, 0
-            deadline = time.monotonic() + config.timeout
+            deadline = clock.now() + config.timeout
             for _ in plan:
                 try:
-                    got = done.get(timeout=max(0.0, deadline - time.monotonic()))
+                    got = done.get(timeout=clock.real(max(0.0, deadline - clock.now())))
                 except queue.Empty:
                     raise TimeoutError(f"rank {rank}: iteration {it} did not finish within "
                                        f"{config.timeout:g} s") from None
@@ -238,13 +246,13 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
                 if it >= config.warmup:
                     retrans += getattr(stats, "retransmissions", 0)
             if it >= config.warmup:
-                iteration_s.append(time.perf_counter() - t0)
+                iteration_s.append(clock.now() - t0)
                 comm_s.append(spent)
                 sent.append(nbytes)
                 payload.append(npayload)
     finally:
         work.put(None)
-        comm_thread.join(timeout=5.0)
+        comm_thread.join(timeout=clock.real(5.0))
     load = meter.stop()
     n = len(iteration_s)
     return RunRecord(
@@ -254,9 +262,5 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
         cpu_utilization=load.utilization, cpu_saturated=cpu_saturated(load), scale=scale,
         extra={"buckets": len(plan), "gradient_bytes": profile.gradient_bytes(),
                "bucket_bytes": config.bucket_bytes},
+        tdf=clock.tdf,
     )
-
-
-def _sleep(seconds: float) -> None:
-    if seconds > 0:
-        time.sleep(seconds)

@@ -5,6 +5,12 @@ Python processes, were the bottleneck (background.md section 5). Every record th
 carries the CPU use of the process that produced it, and :func:`cpu_saturated` marks a run
 whose process was busy for (nearly) all of its wall time as *not network-bound*. Python runs
 one thread at a time, so one busy core is saturation for our processes.
+
+Time dilation: the times of a :class:`RunRecord` (``iteration_s``, ``comm_s``, ``compute_s``)
+are emulated seconds; ``tdf`` says how much slower than real time the run went, and
+:meth:`RunRecord.to_dict` adds the real seconds beside them (``real_*``). CPU load is a fact
+about this machine, so :class:`CpuMeter` measures CPU and wall time in real seconds (read
+through the run's clock).
 """
 
 from __future__ import annotations
@@ -12,11 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vtime import REAL_TIME, VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +34,8 @@ SCHEMA = "workloads-results/1"
 
 @dataclass(frozen=True)
 class CpuLoad:
-    """CPU time of this process (all threads) over a wall-clock interval."""
+    """CPU time of this process (all threads) over a wall-clock interval, both in real
+    seconds (the machine's)."""
 
     cpu_seconds: float
     wall_seconds: float
@@ -44,21 +52,25 @@ def cpu_saturated(load: CpuLoad, threshold: float = CPU_SATURATION) -> bool:
 
 
 class CpuMeter:
-    """Measures this process's CPU use between construction and :meth:`stop`."""
+    """Measures this process's CPU use between construction and :meth:`stop` (real
+    seconds: ``clock`` only supplies the machine's time, so tests can replace it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: VirtualClock = REAL_TIME) -> None:
+        self._clock = clock
         t = os.times()
         self._cpu0 = t.user + t.system
-        self._wall0 = time.perf_counter()
+        self._wall0 = clock.real_ns()
 
     def stop(self) -> CpuLoad:
         t = os.times()
-        return CpuLoad(t.user + t.system - self._cpu0, time.perf_counter() - self._wall0)
+        wall = (self._clock.real_ns() - self._wall0) / 1e9
+        return CpuLoad(t.user + t.system - self._cpu0, wall)
 
 
 @dataclass
 class RunRecord:
-    """One rank's (or one host agent's) measurement of one experiment."""
+    """One rank's (or one host agent's) measurement of one experiment; times are emulated
+    seconds (real seconds / ``tdf``)."""
 
     algorithm: str
     model: str
@@ -75,6 +87,7 @@ class RunRecord:
     cpu_saturated: bool = False
     scale: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
+    tdf: float = 1.0  # time-dilation factor of the run (files without it: 1)
 
     @property
     def network_bound(self) -> bool:
@@ -98,7 +111,10 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(network_bound=self.network_bound, mean_iteration_s=self.mean_iteration_s,
-                 mean_comm_s=self.mean_comm_s, exposed_comm_s=self.exposed_comm_s)
+                 mean_comm_s=self.mean_comm_s, exposed_comm_s=self.exposed_comm_s,
+                 real_iteration_s=[s * self.tdf for s in self.iteration_s],
+                 real_comm_s=[s * self.tdf for s in self.comm_s],
+                 real_compute_s=self.compute_s * self.tdf)
         return d
 
     @classmethod

@@ -25,6 +25,11 @@ them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checke
 
 What the aggregation protocol puts *inside* the messages (tag, slots, credits) is the business
 of :mod:`workloads.innetwork`.
+
+Time: an endpoint reads one :class:`vtime.VirtualClock`. Every time the transport keeps (RTT
+samples, the retransmission timeout and its bounds, ``dead_after``, deadlines, ``linger``) is
+in emulated seconds; only the waits the OS times (``poll``, condition waits) are converted to
+real seconds, so under time dilation the RTO fires after ``rto * TDF`` real seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ import select
 import socket
 import struct
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -49,6 +53,7 @@ from protocol.netreduce import (
     RC_WRITE_ONLY,
     ROCE_V2_PORT,
 )
+from vtime import REAL_TIME, VirtualClock
 from workloads.mmsg import BatchSocket
 
 log = logging.getLogger(__name__)
@@ -219,13 +224,16 @@ KEPT_AFTER_TIMEOUTS = 2
 
 class Requester:
     """The sending end of an RC connection (go-back-N); create with
-    :meth:`RoceEndpoint.requester`. Methods other than :meth:`post` run on the I/O thread."""
+    :meth:`RoceEndpoint.requester`. Methods other than :meth:`post` run on the I/O thread.
+    Times (``rto``, ``max_rto``, ``dead_after``, the ``now`` arguments) are emulated seconds
+    of ``clock`` (the endpoint's)."""
 
     def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
                  first_psn: int, window: int, rto: float, max_rto: float,
                  dead_after: float, min_cwnd: int | None = None,
-                 track_results: bool = False) -> None:
+                 track_results: bool = False, clock: VirtualClock = REAL_TIME) -> None:
         self.ep = ep
+        self.clock = clock
         self.local_qpn = local_qpn
         self.remote_qpn = remote_qpn
         self.peer_ip = peer_ip
@@ -252,7 +260,7 @@ class Requester:
         self._backoff = self.current_rto
         self._sent_at: dict[int, float] = {}  # seq -> first-send time (never retransmitted)
         self._deadline = 0.0  # when the oldest unacked packet times out
-        self._progress = time.monotonic()
+        self._progress = clock.now()
         self._retries = 0
         # After a timeout: only the oldest packet is resent (a probe) until an ACK arrives;
         # _hold keeps the backed-off timeout until a fresh RTT sample (Karn's algorithm).
@@ -294,7 +302,7 @@ class Requester:
             if not packets:
                 raise ValueError("a message needs at least one packet")
             if not self._queue:
-                self._progress = time.monotonic()
+                self._progress = self.clock.now()
             if self.track_results:
                 self._starts.append(self._una + len(self._queue))
             self._queue.extend(packets)
@@ -360,6 +368,11 @@ class Requester:
         return progressed
 
     @property
+    def srtt(self) -> float | None:
+        """The smoothed round trip (emulated seconds), None before the first sample."""
+        return self._srtt
+
+    @property
     def current_rto(self) -> float:
         """The retransmission timeout now: ``srtt + 4·rttvar`` (RFC 6298) from the measured
         round trips, at least the configured ``rto`` and at most ``max_rto`` (before the first
@@ -402,7 +415,7 @@ class Requester:
     def _advance(self, count: int, grow: bool = True) -> bool:
         if count <= 0:
             return False
-        now = time.monotonic()
+        now = self.clock.now()
         # The round trip includes waiting at the switch for the slowest worker's packet:
         # a fixed timeout below it retransmits whole windows for nothing (go-back-N), which
         # is why the timeout adapts. Karn's rule: only never-retransmitted packets count.
@@ -603,8 +616,9 @@ class Responder:
     create with :meth:`RoceEndpoint.responder`."""
 
     def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
-                 first_psn: int, ack_every: int) -> None:
+                 first_psn: int, ack_every: int, clock: VirtualClock = REAL_TIME) -> None:
         self.ep = ep
+        self.clock = clock
         self.local_qpn = local_qpn
         self.remote_qpn = remote_qpn
         self.peer_ip = peer_ip
@@ -619,7 +633,7 @@ class Responder:
         self._msg_head: tuple[int, int, int, int] | None = None  # psn, va, rkey, dma_len
         self._resv7 = 0
         self._delivered: collections.deque[ReceivedMessage] = collections.deque()
-        # called with (PSN, time) for every packet accepted in order (I/O thread)
+        # called with (PSN, emulated time) for every packet accepted in order (I/O thread)
         self.on_accept: Callable[[int, float], None] | None = None
 
     # -- application side (endpoint lock held by the caller) ----------------------------
@@ -675,7 +689,7 @@ class Responder:
         self.expected = psn_add(self.expected, 1)
         self._nak_sent = False
         if self.on_accept is not None:
-            self.on_accept(hdr.psn, time.monotonic())
+            self.on_accept(hdr.psn, self.clock.now())
         self._since_ack += 1
         if hdr.ackreq or self._since_ack >= self.ack_every:
             self._ack_pending = True
@@ -718,13 +732,16 @@ class RoceEndpoint:
     """One host's emulated RoCE NIC: a UDP socket on ``bind`` and an I/O thread.
 
     ``resolve(ip)`` gives the socket address datagrams for host ``ip`` are sent to (default:
-    ``(ip, 4791)``; the loopback fabric supplies its relay addresses). Use as a context
+    ``(ip, 4791)``; the loopback fabric supplies its relay addresses). ``clock`` is the
+    emulated clock of every timer of the endpoint and its queue pairs. Use as a context
     manager; :meth:`close` stops the thread and closes the socket.
     """
 
     def __init__(self, bind: Address = ("0.0.0.0", ROCE_V2_PORT),
                  resolve: Callable[[str], Address] | None = None,
-                 rcvbuf: int = 4 << 20) -> None:
+                 rcvbuf: int = 4 << 20, clock: VirtualClock = REAL_TIME) -> None:
+        self.clock = clock
+        self.loops = 0  # passes of the I/O loop (profiling; tests wait for one)
         self._resolve = resolve if resolve is not None else (lambda ip: (ip, ROCE_V2_PORT))
         self._addr_cache: dict[str, Address] = {}
         self.cv = threading.Condition()
@@ -772,7 +789,7 @@ class RoceEndpoint:
             if local_qpn in self._requesters or local_qpn in self._responders:
                 raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
             qp = Requester(self, local_qpn, remote_qpn, peer_ip, first_psn, window, rto,
-                           max(rto, max_rto), dead_after, min_cwnd, track_results)
+                           max(rto, max_rto), dead_after, min_cwnd, track_results, self.clock)
             self._requesters[local_qpn] = qp
         return qp
 
@@ -782,12 +799,14 @@ class RoceEndpoint:
         with self.cv:
             if local_qpn in self._requesters or local_qpn in self._responders:
                 raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
-            qp = Responder(self, local_qpn, remote_qpn, peer_ip, first_psn, max(1, ack_every))
+            qp = Responder(self, local_qpn, remote_qpn, peer_ip, first_psn, max(1, ack_every),
+                           self.clock)
             self._responders[local_qpn] = qp
         return qp
 
     def wait(self, ready: Callable[[], bool], deadline: float, what: str) -> None:
-        """Block until ``ready()`` (evaluated with ``cv`` held) or raise at ``deadline``."""
+        """Block until ``ready()`` (evaluated with ``cv`` held) or raise at ``deadline``
+        (emulated: ``self.clock.now() + timeout``)."""
         with self.cv:
             while not ready():
                 for qp in self._requesters.values():
@@ -795,10 +814,10 @@ class RoceEndpoint:
                         raise TransportError(qp.error)
                 if self.closed:
                     raise TransportError("the RoCE endpoint is closed")
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self.clock.now()
                 if remaining <= 0:
                     raise TransportError(f"timed out waiting for {what}")
-                self.cv.wait(min(remaining, 0.5))
+                self.cv.wait(self.clock.real(min(remaining, 0.5)))
 
     # -- I/O ----------------------------------------------------------------------------
 
@@ -849,9 +868,9 @@ class RoceEndpoint:
             with self.cv:
                 deadlines = [d for qp in self._requesters.values()
                              if (d := qp.next_deadline()) is not None]
-            timeout = 0.2 if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            timeout = 0.2 if not deadlines else max(0.0, min(deadlines) - self.clock.now())
             try:
-                events = poller.poll(min(timeout, 0.2) * 1000.0)
+                events = poller.poll(self.clock.real(min(timeout, 0.2)) * 1000.0)
             except OSError:
                 break
             if self.closed:
@@ -864,7 +883,7 @@ class RoceEndpoint:
                         pass
             with self.cv:
                 changed = self._receive_batch(buf, view)
-                now = time.monotonic()
+                now = self.clock.now()
                 for resp in self._responders.values():
                     resp.flush_ack()
                 for req in self._requesters.values():
@@ -874,6 +893,7 @@ class RoceEndpoint:
                     changed |= (req.error is not None) != failed
                 if changed:
                     self.cv.notify_all()
+                self.loops += 1
 
     def _receive_batch(self, buf: bytearray, view: memoryview, limit: int = 256) -> bool:
         """Everything queued on the socket (up to ``limit`` datagrams), ``recvmmsg`` batches."""
@@ -926,7 +946,7 @@ class RoceEndpoint:
         Call before :meth:`close` so that peers get every result; afterwards the endpoint
         keeps answering retransmissions until it is closed.
         """
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.now() + timeout
         try:
             self.wait(lambda: all(q.idle for q in self._requesters.values()), deadline,
                       "outstanding acknowledgements")
@@ -943,22 +963,23 @@ class RoceEndpoint:
         if self.closed:
             return
         if linger > 0:
-            end = time.monotonic() + linger
+            clock = self.clock
+            end = clock.now() + linger
             quiet = linger / 4
             last = self._received_total()
-            last_change = time.monotonic()
-            while time.monotonic() < end:
-                time.sleep(min(0.01, quiet))
+            last_change = clock.now()
+            while clock.now() < end:
+                clock.sleep(min(0.01, quiet))
                 now_total = self._received_total()
                 if now_total != last:
-                    last, last_change = now_total, time.monotonic()
-                elif time.monotonic() - last_change >= quiet:
+                    last, last_change = now_total, clock.now()
+                elif clock.now() - last_change >= quiet:
                     break
         with self.cv:
             self.closed = True
             self.cv.notify_all()
         self.wake()
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=self.clock.real(5.0))
         self.sock.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
