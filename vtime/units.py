@@ -2,8 +2,9 @@
 
 A rate is bits per second; a bare number keeps its historical meaning of Mbit/s
 (``bw=3`` is 3 Mbit/s), a unit without a prefix is what it says (``500bit/s``), and ``B/s``
-counts bytes (``150GB/s``, the way GPU interconnects are quoted, is 1.2 Tbit/s). A delay is seconds and needs a unit (``ns``, ``us``, ``ms``, ``s``),
-except 0: a bare ``2`` would be read as 2 us by tc and 2 ms by most people.
+counts bytes (``150GB/s``, the way GPU interconnects are quoted, is 1.2 Tbit/s). A delay is
+seconds and needs a unit (``ns``, ``us``, ``ms``, ``s``), except 0: a bare ``2`` would be read
+as 2 us by tc and 2 ms by most people.
 """
 
 from __future__ import annotations
