@@ -170,6 +170,14 @@ def _mean(values: Sequence[float]) -> float:
 # ----------------------------------------------------------------------------- launcher
 
 
+def intra_bw_argv(algo: str, bps: float | None) -> list[str]:
+    """``--intra-bw`` of a hierarchical run: the host's rate between its GPUs as topology.json
+    records it, in bits/s with the unit (none recorded: the workload's default)."""
+    if algo != "innetwork-hier" or bps is None:
+        return []
+    return ["--intra-bw", f"{bps:.17g}bit/s"]
+
+
 class Launcher:
     """Runs single cells on a running network whose routes are programmed."""
 
@@ -239,16 +247,8 @@ class Launcher:
         path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
         for h in self.hosts:
             out[h] = (h, py + verb + self._common(algo) + ["--job", str(path), "--host", h]
-                      + self._intra(algo, h) + self._extra(verb, tag, h))
+                      + intra_bw_argv(algo, self.intra_bw.get(h)) + self._extra(verb, tag, h))
         return out, name
-
-    def _intra(self, algo: str, host: str) -> list[str]:
-        """``--intra-bw`` of a hierarchical run: the host's rate between its GPUs as
-        topology.json records it (none recorded: the workload's default)."""
-        bps = self.intra_bw.get(host)
-        if algo != "innetwork-hier" or bps is None:
-            return []
-        return ["--intra-bw", f"{bps:.17g}bit/s"]
 
     def _extra(self, verb: list[str], tag: str, who: str) -> list[str]:
         if verb[0] == "replay":
