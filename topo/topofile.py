@@ -76,9 +76,12 @@ FORMATS.checks("delay", raises=UnitError)(_is_delay)
 _NAME = {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9]*$", "maxLength": 10}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 510}
 #: A rate: a number (Mbit/s) or a string with units (``100G``, ``500k``, ``150GB/s``).
-_RATE = {"type": ["number", "string", "null"], "exclusiveMinimum": 0, "format": "rate"}
+_RATE = {"type": ["number", "string", "null"], "exclusiveMinimum": 0, "format": "rate",
+         "description": "bits/s with k, M, G or T (100G, 500k), B/s for bytes (150GB/s); a "
+                        "bare number is Mbit/s; null: unshaped"}
 #: A delay: a string with units (``2us``, ``1.5ms``), or 0.
-_DELAY = {"type": ["string", "number", "null"], "format": "delay"}
+_DELAY = {"type": ["string", "number", "null"], "format": "delay",
+          "description": "a delay with ns, us, ms or s (2us, 1.5ms); only 0 may be bare"}
 _LINK_SHAPE: dict[str, dict[str, Any]] = {
     "bw": _RATE,
     "delay": _DELAY,
