@@ -73,7 +73,7 @@ class HostRecord:
     slot: int
     gpus: int
     role: str = "worker"  # "worker" or "data" (a data server: no workers)
-    intra_bw_bps: float | None = None  # between its GPUs (hierarchical jobs); None: theirs
+    intra_bw_bps: float | None = None  # bits/s between its GPUs; None: the workload default
 
 
 @dataclass(frozen=True)

@@ -233,7 +233,7 @@ class HostSpec:
     role: str = "worker"
     port: int | None = None
     link: LinkShapeSpec = LinkShapeSpec()
-    intra_bw_bps: float | None = None  # between the host's GPUs (hierarchical jobs); None: theirs
+    intra_bw_bps: float | None = None  # bits/s between its GPUs; None: the workload default
     where: str = ""
     at: str = ""
 
