@@ -2,6 +2,8 @@
 # idempotent and fast once done (scripts/setup.sh).
 #
 #   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=252]
+#   make run bw=100M fabric_bw=50M delay=2us loss=0.1 intra_bw=150GB/s
+#            (rates: k/M/G/T bit/s, B/s for bytes, a bare number is Mbit/s; delays: ns/us/ms/s)
 #   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
@@ -20,7 +22,12 @@ spines ?=
 leaves ?=
 hosts ?=
 target ?=
+# Emulated links: rates with k/M/G/T (bw=3 is 3 Mbit/s), delays with ns/us/ms/s.
 bw ?=
+fabric_bw ?=
+delay ?=
+loss ?=
+intra_bw ?=
 elements ?=
 elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
@@ -44,6 +51,8 @@ TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
 RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spines)) \
 	$(if $(leaves),--leaves $(leaves)) $(if $(hosts),--hosts $(hosts)) \
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
+	$(if $(fabric_bw),--fabric-bw $(fabric_bw)) $(if $(delay),--delay $(delay)) \
+	$(if $(loss),--loss $(loss)) $(if $(intra_bw),--intra-bw $(intra_bw)) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(foreach p,$(params),--param $(p)))
@@ -51,7 +60,8 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 .PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean
 
 help:
-	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw elements elems egress seed params)"
+	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw fabric_bw delay loss intra_bw elements elems egress seed params)"
+	@echo "                          bw=100G fabric_bw=25G (k/M/G/T bit/s; bw=3 is 3 Mbit/s), delay=2us (ns/us/ms/s), intra_bw=150GB/s"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"

@@ -1,5 +1,8 @@
 """What the controller needs from a run directory's ``topology.json`` (docs/topology.md).
 
+It reads schema 1 and 2 alike: what changed between them (link rates and delays with units)
+is not something the controller uses.
+
 The controller reads the file itself, keeping only the fields it uses, so that it depends on
 P4Runtime and the file format only (never on Mininet or the topology code that wrote it).
 Every problem is a :class:`FabricTopologyError` naming the file and the key.
@@ -67,6 +70,7 @@ class HostInfo:
     switch: str
     switch_port: int
     gpus: int
+    intra_bw_bps: float | None = None  # between its GPUs, bits/s (topology.json schema 2)
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,10 @@ def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str, default:
     return value
 
 
+def _rate(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _path(base: Path, value: str | None) -> Path | None:
     if not value:
         return None
@@ -214,6 +222,7 @@ def load_topology(path: str | Path) -> FabricTopology:
                 switch=_get(h, "switch", str, w),
                 switch_port=_get(h, "switch_port", int, w),
                 gpus=_get(h, "gpus", int, w, 1),
+                intra_bw_bps=_rate(_get(h, "intra_bw_bps", (int, float), w, None)),
             )
         )
     names = {s.name for s in switches}

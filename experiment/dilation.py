@@ -20,7 +20,7 @@ from pathlib import Path
 from experiment import calibrate
 from experiment.session import TARGET_TIMERS
 from topo.topofile import LinkShapeSpec, TopologySpec
-from vtime import parse_delay, parse_tdf
+from vtime import parse_tdf
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
 
 #: ``tdf=auto``: calibrate.
@@ -48,12 +48,12 @@ def parse_tdf_option(text: str) -> str | float:
 
 def shape_bps(shape: LinkShapeSpec) -> float | None:
     """A link shape's emulated rate in bits/s (None: unshaped)."""
-    return None if shape.bw is None else float(shape.bw) * 1e6
+    return shape.bw_bps
 
 
 def shape_delay(shape: LinkShapeSpec) -> float:
     """A link shape's emulated one-way delay in seconds (0: none)."""
-    return 0.0 if shape.delay is None else parse_delay(shape.delay)
+    return shape.delay_s or 0.0
 
 
 def fabric_of(spec: TopologySpec, cores: int | None = None) -> calibrate.Fabric:

@@ -96,20 +96,25 @@ class LinkUsage:
     kind: str  # "host" | "fabric"
     tx_bytes: int
     rx_bytes: int
-    bw_mbit: float | None
+    bw_bps: float | None  # the link's shaped rate (bits/s); None: unshaped
     seconds: float
 
     @property
-    def mbit_per_s(self) -> float:
-        """The busier direction's mean rate (Mbit/s of frames)."""
+    def bps(self) -> float:
+        """The busier direction's mean rate (bits/s of frames)."""
         if self.seconds <= 0:
             return 0.0
-        return max(self.tx_bytes, self.rx_bytes) * 8 / self.seconds / 1e6
+        return max(self.tx_bytes, self.rx_bytes) * 8 / self.seconds
+
+    @property
+    def mbit_per_s(self) -> float:
+        """:attr:`bps` in Mbit/s."""
+        return self.bps / 1e6
 
     @property
     def utilization(self) -> float | None:
         """Mean rate / shaped rate of the busier direction."""
-        return self.mbit_per_s / self.bw_mbit if self.bw_mbit else None
+        return self.bps / self.bw_bps if self.bw_bps else None
 
 
 def port_counters(controller: Any) -> Counters:
@@ -150,7 +155,7 @@ def link_usage(topology: Topology, before: Counters, after: Counters,
     """Per switch port: bytes each way between two counter reads, with the link's rate."""
     rates: dict[tuple[str, int], tuple[str, float | None]] = {}
     for ln in topology.links:
-        rates[(ln.node1, ln.port1)] = rates[(ln.node2, ln.port2)] = (ln.kind, ln.bw_mbit)
+        rates[(ln.node1, ln.port1)] = rates[(ln.node2, ln.port2)] = (ln.kind, ln.bw_bps)
     out = []
     for sw in topology.switches:
         for p in sw.ports:

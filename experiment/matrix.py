@@ -34,6 +34,7 @@ from typing import Any
 from algorithms import registry
 from experiment.lifecycle import ExperimentNetwork, StartOptions, Window
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
+from vtime import format_rate
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class MatrixSpec:
     hosts_per_leaf: int = 2
     gpus: int = 2
     bw_mbit: float = 3.0
+    intra_bw_bps: float | None = None  # innetwork-hier's rate between GPUs; None: the workload's
     algos: tuple[str, ...] = ("ring", "innetwork-hier")
     sizes: tuple[int, ...] = (262144,)  # float32 elements per worker (all-reduce cells)
     models: tuple[str, ...] = ()  # replay cells
@@ -168,6 +170,14 @@ def _mean(values: Sequence[float]) -> float:
 # ----------------------------------------------------------------------------- launcher
 
 
+def intra_bw_argv(algo: str, bps: float | None) -> list[str]:
+    """``--intra-bw`` of a hierarchical run: the host's rate between its GPUs as topology.json
+    records it, in bits/s with the unit (none recorded: the workload's default)."""
+    if algo != "innetwork-hier" or bps is None:
+        return []
+    return ["--intra-bw", f"{bps:.17g}bit/s"]
+
+
 class Launcher:
     """Runs single cells on a running network whose routes are programmed."""
 
@@ -180,6 +190,7 @@ class Launcher:
         self.hosts = [h.name for h in topo.hosts]
         self.gpus = {h.name: h.gpus for h in topo.hosts}
         self.ips = {h.name: h.ip for h in topo.hosts}
+        self.intra_bw = {h.name: h.intra_bw_bps for h in topo.hosts}
         self._runs = 0
 
     @property
@@ -236,7 +247,7 @@ class Launcher:
         path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
         for h in self.hosts:
             out[h] = (h, py + verb + self._common(algo) + ["--job", str(path), "--host", h]
-                      + self._extra(verb, tag, h))
+                      + intra_bw_argv(algo, self.intra_bw.get(h)) + self._extra(verb, tag, h))
         return out, name
 
     def _extra(self, verb: list[str], tag: str, who: str) -> list[str]:
@@ -343,6 +354,8 @@ def build_topology(spec: MatrixSpec) -> Any:
 
     kwargs: dict[str, Any] = {"spines": spec.spines, "leaves": spec.leaves,
                               "hosts_per_leaf": spec.hosts_per_leaf, "host_bw": spec.bw_mbit,
+                              "intra_bw": (spec.intra_bw_bps / 1e6
+                                           if spec.intra_bw_bps is not None else None),
                               "gpus_per_host": spec.gpus, "name_prefix": spec.name_prefix}
     kwargs["grpc_base_port"] = (spec.grpc_base_port if spec.grpc_base_port is not None
                                 else free_grpc_base(spec.spines + spec.leaves))
@@ -454,7 +467,7 @@ def plot_matrix(cells: Sequence[Cell], stem: Path, spec: MatrixSpec) -> list[Pat
         ax.set_xticklabels([str(g) for g in groups])
         ax.set_xlabel(label)
         ax.set_ylabel("seconds" if kind == "allreduce" else "seconds per iteration")
-        ax.set_title(f"{kind}: {spec.workers} workers, {spec.bw_mbit:g} Mbit/s links")
+        ax.set_title(f"{kind}: {spec.workers} workers, {format_rate(spec.bw_mbit * 1e6)} links")
         ax.legend(fontsize="small")
         fig.tight_layout()
         out = Path(f"{stem}-{kind}.png")
@@ -471,7 +484,7 @@ def spec_from_args(args: Any) -> MatrixSpec:
     spec = MatrixSpec()
     return replace(
         spec, spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts, gpus=args.gpus,
-        bw_mbit=args.bw, algos=tuple(args.algos.split(",")),
+        bw_mbit=args.bw / 1e6, intra_bw_bps=args.intra_bw, algos=tuple(args.algos.split(",")),
         sizes=tuple(int(s) for s in args.sizes.split(",") if s),
         models=tuple(m for m in args.models.split(",") if m), scale=args.scale,
         iters=args.iters, replay_iters=args.replay_iters, elems=args.elems,

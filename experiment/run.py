@@ -1,6 +1,6 @@
 """``python -m experiment.run``: the end-to-end demo behind ``make run``.
 
-    python -m experiment.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3
+    python -m experiment.run --topo spineleaf --spines 2 --leaves 2 --hosts 2 --target auto --bw 3M
     python -m experiment.run --topo rack --hosts 4 --no-cli
     python -m experiment.run --topo fattree --param k=2 --no-cli      # or --topo path/to/file.yaml
 
@@ -53,8 +53,8 @@ from topo.model import Topology
 from topo.network import Network, Stages
 from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
-from topo.topologies import DEFAULT_HOST_BW_MBIT, FileTopo
-from vtime import format_delay
+from topo.topologies import DEFAULT_HOST_BW, FileTopo
+from vtime import delay_arg, format_delay, format_rate, rate_arg
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,20 @@ def run_experiment(network: ExperimentNetwork | Network, topology: Topology,
 
 #: ``make run`` flags that set a topology file's parameter of the same meaning.
 FLAG_PARAMS = {"spines": "spines", "leaves": "leaves", "hosts": "hosts", "gpus": "gpus",
-               "bw": "bw", "fabric_bw": "fabric_bw", "delay": "delay", "loss": "loss"}
+               "bw": "bw", "fabric_bw": "fabric_bw", "delay": "delay", "loss": "loss",
+               "intra_bw": "intra_bw"}
+RATE_FLAGS = ("bw", "fabric_bw", "intra_bw")  # parsed to bits/s
+DELAY_FLAGS = ("delay",)  # parsed to seconds
+
+
+def file_value(flag: str, value: Any) -> Any:
+    """A flag's parsed value as the topology file reads it: a rate as a number of Mbit/s
+    (what a bare number means there), a delay as microseconds with the unit."""
+    if flag in RATE_FLAGS:
+        return value / 1e6
+    if flag in DELAY_FLAGS:
+        return f"{value * 1e6:.12g}us"
+    return value
 
 
 def topology_params(args: argparse.Namespace, spec_params: Sequence[str]) -> dict[str, Any]:
@@ -147,7 +160,7 @@ def topology_params(args: argparse.Namespace, spec_params: Sequence[str]) -> dic
         if name not in spec_params:
             raise TopoError(f"--{flag.replace('_', '-')}: topology {args.topo} has no parameter "
                             f"{name!r} (its parameters: {', '.join(spec_params) or 'none'})")
-        params[name] = value
+        params[name] = file_value(flag, value)
     for item in args.param or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
@@ -207,9 +220,8 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
         host_table.add_row(h.name, f"{h.ip}/{h.prefix_len}", h.mac,
                            f"{h.switch} port {h.switch_port}", str(h.gpus))
     console.print(host_table)
-    bws = sorted({f"{ln.kind} {ln.bw_mbit:g} Mbit/s" if ln.bw_mbit else f"{ln.kind} unshaped"
-                  for ln in topo.links})
-    console.print(f"links: {', '.join(bws)}; netem: {'yes' if topo.netem else 'no'}")
+    console.print(f"links: {links_line(topo)}; netem: {'yes' if topo.netem else 'no'}",
+                  highlight=False)
     if summary.experiment is not None:
         elems = summary.options.elems if summary.options is not None else None
         print_experiment(summary.experiment, console, elems)
@@ -220,6 +232,20 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
         console.print(f"results: {summary.experiment.path}")
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def links_line(topology: Topology) -> str:
+    """``host 100 Gbit/s delay 2 us, fabric 25 Gbit/s``: each class of links with its
+    emulated rate, delay and loss."""
+    parts = []
+    for c in sorted(topology.link_classes(), key=lambda c: (c["kind"], c["bw_bps"] or 0)):
+        text = f"{c['kind']} {c['bw']}"
+        if c["delay"]:
+            text += f" delay {c['delay']}"
+        if c["loss"]:
+            text += f" loss {c['loss']:g}%"
+        parts.append(text)
+    return ", ".join(parts) or "none"
 
 
 def bottleneck(run: AllreduceRun) -> tuple[bool, str]:
@@ -325,7 +351,7 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
         busiest = "-"
         if busy is not None:
             util = f" {busy.utilization:.0%}" if busy.utilization is not None else ""
-            busiest = f"{busy.switch}:{busy.port} {busy.mbit_per_s:.1f} Mbit/s{util}"
+            busiest = f"{busy.switch}:{busy.port} {format_rate(busy.bps)}{util}"
         cpu = max(run.switch_cpu.items(), key=lambda kv: kv[1], default=None)
         cpu_text = f"{cpu[0]} {cpu[1]:.0%}" if cpu else "-"
         if run.saturated_switches:
@@ -357,10 +383,10 @@ def print_experiment(result: ExperimentResult, console: Any, elems: int | None =
     if result.path_check is not None:
         console.print(f"link check: {result.path_check.describe()}", highlight=False)
     for run in result.runs:
-        fabric = [f"{u.switch}:{u.port} {u.mbit_per_s:.1f}" for u in run.links
+        fabric = [f"{u.switch}:{u.port} {format_rate(u.bps)}" for u in run.links
                   if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]
         if any(u.kind == "fabric" for u in run.links):
-            console.print(f"{run.algorithm}: fabric links (Mbit/s, busier direction): "
+            console.print(f"{run.algorithm}: fabric links (busier direction): "
                           f"{', '.join(fabric) or 'unused'}", highlight=False)
         for err in run.errors:
             console.print(f"[red]{run.algorithm}:[/red] {err}", highlight=False)
@@ -389,9 +415,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--target", choices=("auto", "softswitch", "bmv2"),
                    help="switch target (default: the topology file's, else softswitch, the "
                    "built-in target; auto picks BMv2 where installed)")
-    p.add_argument("--bw", type=float, help=f"host link Mbit/s (default {DEFAULT_HOST_BW_MBIT:g})")
-    p.add_argument("--fabric-bw", type=float, help="leaf-spine link Mbit/s (default: --bw)")
-    p.add_argument("--delay", help="link delay, e.g. 1ms (needs netem)")
+    p.add_argument("--bw", type=rate_arg, metavar="RATE",
+                   help=f"host link rate: 100G, 25G, 500k (k/M/G/T bit/s; a bare number is "
+                   f"Mbit/s; default {DEFAULT_HOST_BW})")
+    p.add_argument("--fabric-bw", type=rate_arg, metavar="RATE",
+                   help="switch-switch link rate (default: --bw)")
+    p.add_argument("--delay", type=delay_arg, metavar="DELAY",
+                   help="link delay: 2us, 1.5ms (ns/us/ms/s; needs netem)")
+    p.add_argument("--intra-bw", type=rate_arg, metavar="RATE",
+                   help="hierarchical jobs' rate between a host's GPUs, e.g. 150GB/s (recorded "
+                   "per host in topology.json; default: the workload's)")
     p.add_argument("--loss", type=float, help="link loss in percent (needs netem)")
     prog = p.add_mutually_exclusive_group()
     prog.add_argument("--program", type=Path, help=f"P4 program (default {DEFAULT_PROGRAM} if "

@@ -37,6 +37,7 @@ from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path
 from topo.model import Topology
+from vtime import format_rate
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,7 @@ class ExperimentResult:
     path: str | None = None
     path_check: PathMeasurement | None = None  # is the link or a switch the bottleneck?
     elems: int | None = None  # NR_ELEMS of the program (sim.emulation derives frame sizes)
+    link_classes: tuple[dict[str, Any], ...] = ()  # Topology.link_classes(): emulated shapes
 
     @property
     def exact(self) -> bool:
@@ -214,16 +216,20 @@ class ExperimentResult:
                      switches_fill_machine=run.switches_fill_machine,
                      real_seconds=run.seconds * run.tdf, fidelity=run.fidelity.to_dict())
             for link, usage in zip(d["links"], run.links, strict=True):
-                link.update(mbit_per_s=usage.mbit_per_s, utilization=usage.utilization)
+                link.update(mbit_per_s=usage.mbit_per_s, utilization=usage.utilization,
+                            rate=format_rate(usage.bps) if usage.bps else "0",
+                            bw_mbit=usage.bw_bps / 1e6 if usage.bw_bps else None,
+                            bw=format_rate(usage.bw_bps) if usage.bw_bps else "unshaped")
             runs.append(d)
         check = None
         if self.path_check is not None:
             check = asdict(self.path_check)
-            check.update(utilization=self.path_check.utilization,
+            check.update(configured=self.path_check.configured_text,
+                         utilization=self.path_check.utilization,
                          link_bound=self.path_check.link_bound,
                          saturated_switches=self.path_check.saturated_switches)
         return {"exact": self.exact, "job": self.job, "runs": runs, "notes": list(self.notes),
-                "path_check": check, "elems": self.elems}
+                "path_check": check, "elems": self.elems, "links": list(self.link_classes)}
 
 
 # ----------------------------------------------------------------------------- processes
@@ -523,6 +529,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
                          f"{run.switches_cores:.1f} of the machine's {run.machine_cores} cores "
                          "while it ran: the machine's CPU, not the links, limited this run")
     path = results / RESULT_FILE
-    result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check, opts.elems)
+    result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check, opts.elems,
+                              tuple(topology.link_classes()))
     path.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True, default=str) + "\n")
     return result

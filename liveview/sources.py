@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from topo.model import Topology
+from vtime import format_rate
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,13 @@ def graph_elements(topology: Topology) -> list[dict[str, Any]]:
     for ln in topology.links:
         elements.append({"group": "edges", "data": {
             "id": link_id(ln.node1, ln.port1, ln.node2, ln.port2), "source": ln.node1,
-            "target": ln.node2, "kind": ln.kind, "bw_mbit": ln.bw_mbit}})
+            "target": ln.node2, "kind": ln.kind, "bw_bps": ln.bw_bps, "bw": _bw_text(ln.bw_bps)}})
     return elements
+
+
+def _bw_text(bps: float | None) -> str:
+    """A link's emulated rate as the page shows it: ``100 Gbit/s`` or ``unshaped``."""
+    return format_rate(bps) if bps else "unshaped"
 
 
 def roots(topology: Topology) -> list[str]:
@@ -188,7 +194,8 @@ class Collector:
             old = before.ports.get((at, port)) if before is not None else None
             row: dict[str, Any] = {
                 "id": link_id(ln.node1, ln.port1, ln.node2, ln.port2), "switch": at,
-                "port": port, "peer": other, "kind": ln.kind, "bw_mbit": ln.bw_mbit,
+                "port": port, "peer": other, "kind": ln.kind, "bw_bps": ln.bw_bps,
+                "bw": _bw_text(ln.bw_bps),
                 "tx_bytes": cur["tx_bytes"] if cur else None,
                 "rx_bytes": cur["rx_bytes"] if cur else None,
                 "mbit_out": None, "mbit_in": None, "utilization": None,
@@ -196,8 +203,8 @@ class Collector:
             if cur is not None and old is not None:
                 row["mbit_out"] = _rate_mbit(cur["tx_bytes"], old["tx_bytes"], seconds)
                 row["mbit_in"] = _rate_mbit(cur["rx_bytes"], old["rx_bytes"], seconds)
-                if ln.bw_mbit:
-                    row["utilization"] = max(row["mbit_out"], row["mbit_in"]) / ln.bw_mbit
+                if ln.bw_bps:
+                    row["utilization"] = max(row["mbit_out"], row["mbit_in"]) * 1e6 / ln.bw_bps
             out.append(row)
         return out
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vtime import UnitError, parse_delay, parse_rate
+
 ALGORITHMS = ("innetwork", "ring")
 TARGETS = ("auto", "softswitch", "bmv2")
 KINDS = ("rack", "spineleaf")
@@ -228,6 +230,24 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v.strip() else None
 
 
+def _rate_mbit(v: Any) -> float | None:
+    """A link rate as topology files write it (``100M``, ``1G``; a number is Mbit/s), in
+    Mbit/s (what the topologies' ``host_bw`` reads as a number)."""
+    try:
+        return parse_rate(v) / 1e6
+    except (UnitError, AttributeError):
+        return None
+
+
+def _delay(v: Any) -> str | None:
+    """A link delay with its unit (``2us``, ``1ms``), kept as written."""
+    try:
+        parse_delay(v)
+    except UnitError:
+        return None
+    return str(v)
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str | None]:
     return lambda v: v if v in options else None
 
@@ -301,9 +321,10 @@ def _topology(doc: _Doc, data: Any, path: str) -> TopologySpec:
         spines=f.get("spines", _int(1, 16), "an integer 1..16", 2),
         leaves=f.get("leaves", _int(1, 16), "an integer 1..16", 2),
         gpus=f.get("gpus", _int(1, 8), "an integer 1..8", 1),
-        bw=f.get("bw", _num(0, 10000, open_lo=True), "Mbit/s, above 0", 10.0),
-        fabric_bw=f.get("fabric_bw", _num(0, 10000, open_lo=True), "Mbit/s, above 0", None),
-        delay=f.get("delay", _str, "a tc delay such as 1ms", None),
+        bw=f.get("bw", _rate_mbit, "a rate such as 10M or 1G (a number is Mbit/s)", 10.0),
+        fabric_bw=f.get("fabric_bw", _rate_mbit, "a rate such as 10M or 1G (a number is Mbit/s)",
+                        None),
+        delay=f.get("delay", _delay, "a delay with its unit, such as 2us or 1ms", None),
         loss=f.get("loss", _num(0, 100), "percent 0..100", None),
     )
     f.done()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
-from vtime import VirtualClock
+from vtime import VirtualClock, format_rate
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ def _run_case(job: JobSpec, algo: str, run: Any) -> Case:
               + (f", error: {r.error}" if r.error else "") for r in run.ranks]
     busy = run.busiest
     if busy is not None:
-        lines.append(f"busiest link {busy.switch}:{busy.port} {busy.mbit_per_s:.2f} Mbit/s")
+        lines.append(f"busiest link {busy.switch}:{busy.port} {format_rate(busy.bps)}")
     case.output = "\n".join(lines)
     broken = [e for e in run.errors if "differs from the exact sum" not in e]
     if broken:

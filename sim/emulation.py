@@ -135,6 +135,14 @@ def rows_from_matrix(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _link_mbit(link: Mapping[str, Any]) -> float | None:
+    """A topology.json link's rate in Mbit/s: ``bw_bps`` (schema 2) or ``bw_mbit`` (1)."""
+    if link.get("bw_bps") is not None:
+        return float(link["bw_bps"]) / 1e6
+    mbit = link.get("bw_mbit")
+    return None if mbit is None else float(mbit)
+
+
 def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
     """Validation rows from a ``make run`` / ``python -m experiment.run`` run directory: its
     ``topology.json`` (switch roles, hosts, link rates) and ``results/experiment.json`` (the
@@ -153,7 +161,7 @@ def rows_from_run(rundir: Path) -> list[dict[str, Any]]:
     workers = [h for h in topology.get("hosts", []) if int(h.get("gpus", 1)) > 0]
     kinds: dict[str, set[Any]] = {}
     for link in topology.get("links", []):
-        kinds.setdefault(link.get("kind"), set()).add(link.get("bw_mbit"))
+        kinds.setdefault(link.get("kind"), set()).add(_link_mbit(link))
     if any(len(values) > 1 for values in kinds.values()):
         raise ValueError(f"{rundir}/topology.json: links of one kind have different rates "
                          f"({kinds}); the fabric model has one host and one fabric rate")

@@ -7,8 +7,9 @@ The simulator's network (:class:`~sim.fabric.Fabric`, built by ``collective_engi
 two-tier spine-leaf with uniform leaves, so a file maps onto it as follows:
 
 * leaves = the file's leaf switches, hosts_per_leaf = worker hosts per leaf, gpus_per_host =
-  their GPUs, host_bps = the host links' rate, link_delay_s = their delay (all must agree:
-  the fabric is uniform, so a file whose leaves differ is refused, naming what differs);
+  their GPUs, host_bps = the host links' rate, link_delay_s = their delay, intra_bps = the
+  hosts' ``intra_bw`` when they set it (all must agree: the fabric is uniform, so a file
+  whose leaves differ is refused, naming what differs);
 * two tiers (leaves and spines, every leaf cabled once to every spine): spines and
   fabric_bps as in the file, exactly;
 * more tiers (aggregation, core: a fat-tree): **approximated** by a spine-leaf with one
@@ -22,32 +23,26 @@ Data-server hosts (``role: data``) are left out: they run no workers.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sim.fabric import Fabric, emulated
 from topo.topofile import TopologySpec, load_spec, resolve
-
-_DELAY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(us|ms|s)$")
-_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+from vtime import format_delay, format_rate
 
 
 class TopologyFileMismatch(ValueError):
     """A topology file the simulator's uniform spine-leaf cannot stand for."""
 
 
-def _delay_s(text: str | None) -> float:
-    if not text:
-        return 0.0
-    m = _DELAY.match(text)
-    return float(m.group(1)) * _UNIT[m.group(2)] if m else 0.0
+def _rate_text(bps: float | None) -> str:
+    return format_rate(bps) if bps else "unshaped"
 
 
-def _one(values: set[Any], what: str, source: str) -> Any:
+def _one(values: set[Any], what: str, source: str, show: Callable[[Any], str] = str) -> Any:
     if len(values) != 1:
-        shown = ", ".join(sorted(str(v) for v in values))
+        shown = ", ".join(sorted(show(v) for v in values))
         raise TopologyFileMismatch(f"{source}: the simulator needs one {what} for the whole "
                                    f"fabric, the file has {shown}")
     return next(iter(values))
@@ -67,17 +62,18 @@ def fabric_from_spec(spec: TopologySpec, **changes: Any) -> tuple[Fabric, list[s
     hosts_per_leaf = _one({per_leaf[leaf] for leaf in used}, "number of worker hosts per leaf",
                           src)
     gpus = _one({h.gpus for h in workers}, "number of GPUs per host", src)
-    host_bw = _one({h.link.bw for h in workers}, "host link rate", src)
-    delay = _one({_delay_s(h.link.delay) for h in workers} | {_delay_s(ln.shape.delay)
-                                                              for ln in spec.links},
-                 "link delay", src)
+    host_bps = _one({h.link.bw_bps for h in workers}, "host link rate", src, _rate_text)
+    delay = _one({h.link.delay_s or 0.0 for h in workers} | {ln.shape.delay_s or 0.0
+                                                             for ln in spec.links},
+                 "link delay", src, format_delay)
+    intra = _one({h.intra_bw_bps for h in workers}, "intra-host rate", src, _rate_text)
     notes: list[str] = []
     uplinks = {leaf: [ln for ln in spec.links if leaf in (ln.a, ln.b)] for leaf in used}
-    fabric_bw = None
+    fabric_bps = None
     spines = 1
     if len(used) > 1:
-        rates = {ln.shape.bw for links in uplinks.values() for ln in links}
-        fabric_bw = _one(rates, "switch link rate", src)
+        rates = {ln.shape.bw_bps for links in uplinks.values() for ln in links}
+        fabric_bps = _one(rates, "switch link rate", src, _rate_text)
         spines = _one({len(links) for links in uplinks.values()}, "number of uplinks per leaf",
                       src)
         tops = {s for links in uplinks.values() for ln in links for s in (ln.a, ln.b)
@@ -90,12 +86,14 @@ def fabric_from_spec(spec: TopologySpec, **changes: Any) -> tuple[Fabric, list[s
                 f"{src}: {len(spec.switches)} switches in more than two tiers, simulated as a "
                 f"spine-leaf with {spines} spine(s) per leaf at the uplinks' rate: uplink "
                 "capacity kept, the extra switch hops of longer paths left out")
-    if host_bw is None:
+    if host_bps is None:
         raise TopologyFileMismatch(f"{src}: unshaped host links (bw null): the simulator needs "
                                    "a rate")
-    fabric = emulated(host_bw).replace(
+    fabric = emulated().replace(
         spines=spines, leaves=len(used), hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus,
-        fabric_bps=fabric_bw * 1e6 if fabric_bw is not None else None, link_delay_s=delay)
+        host_bps=host_bps, fabric_bps=fabric_bps, link_delay_s=delay)
+    if intra is not None:
+        fabric = fabric.replace(intra_bps=intra)
     return fabric.replace(**changes), notes
 
 

@@ -84,10 +84,10 @@ def test_resolve_forced_and_calibrated(tmp_path: Path, monkeypatch: pytest.Monke
 
     slow = dilation.resolve("auto", "softswitch", program, spec, 252,  # type: ignore[arg-type]
                             measure=measure)
-    fast = dilation.resolve("auto", "softswitch", program, _spineleaf(bw=1000),  # type: ignore[arg-type]
+    fast = dilation.resolve("auto", "softswitch", program, _spineleaf(bw="100G"),  # type: ignore[arg-type]
                             252, measure=measure)
     assert slow.auto and slow.tdf >= 1
-    assert fast.tdf > 100 * slow.tdf
+    assert fast.tdf > 10_000 * slow.tdf
     assert "cached" in fast.why  # the second call read the first one's measurement
     none = dilation.resolve("auto", "softswitch", None, spec, 252)  # type: ignore[arg-type]
     assert none.tdf == 1.0

@@ -23,6 +23,8 @@ from experiment.run import (
     build_topology,
     experiment_options,
     ideal_ratio,
+    links_line,
+    main,
     parse_args,
     print_experiment,
     ratio_line,
@@ -42,7 +44,7 @@ from topo import hostcmd
 from topo.model import describe
 from topo.network import bundle_device_config
 from topo.nodes import ProgramBuild
-from topo.topologies import DEFAULT_HOST_BW_MBIT, SpineLeafTopo
+from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
 
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
@@ -56,8 +58,8 @@ def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float
          busiest_bytes: int = 625_000, cpu: float = 0.95) -> AllreduceRun:
     ranks = (RankOutcome(0, "h1", seconds, 1000, exact, 0, error),
              RankOutcome(1, "h2", 0.25, 1000, True))
-    links = (LinkUsage("l1", 3, "sp1", "fabric", busiest_bytes, 0, 10.0, 1.0),
-             LinkUsage("l1", 1, "h1", "host", 100_000, 250_000, 10.0, 1.0))
+    links = (LinkUsage("l1", 3, "sp1", "fabric", busiest_bytes, 0, 10e6, 1.0),
+             LinkUsage("l1", 1, "h1", "host", 100_000, 250_000, 10e6, 1.0))
     return AllreduceRun(algo, 1024, ranks, links, {"l1": cpu, "sp1": 0.2}, 2.0)
 
 
@@ -110,12 +112,12 @@ def test_link_bound_defaults():
     args = parse_args([])
     defaults = experiment_options(args)
     assert (args.elems, args.elements, defaults.credits, defaults.slots) == (252, 65536, 4, 256)
-    assert DEFAULT_HOST_BW_MBIT == 3.0 and DEFAULT_ELEMS == 252
+    assert DEFAULT_HOST_BW_BPS == 3e6 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
     assert (opts.elements, opts.elems, opts.credits, opts.slots) == (100, 16, 4, 256)
     topo = describe(build_topology(args), target="softswitch")
-    assert {ln.bw_mbit for ln in topo.links} == {3.0}
+    assert {ln.bw_bps for ln in topo.links} == {3e6}
 
 
 def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
@@ -163,6 +165,46 @@ def test_bad_options_exit_2(option, capsys):
     assert "error:" in capsys.readouterr().err
 
 
+def test_rate_and_delay_options_take_units():
+    """--bw/--fabric-bw/--intra-bw with k/M/G/T (a bare number is Mbit/s), --delay with
+    ns/us/ms/s, all parsed by vtime.units to bits/s and seconds."""
+    args = parse_args(["--bw", "100G", "--fabric-bw", "25g", "--delay", "2us",
+                       "--intra-bw", "150GB/s"])
+    assert (args.bw, args.fabric_bw, args.intra_bw) == (100e9, 25e9, 1.2e12)
+    assert args.delay == pytest.approx(2e-6)
+    assert parse_args(["--bw", "3"]).bw == 3e6
+    assert parse_args(["--bw", "0.5"]).bw == 0.5e6
+    assert parse_args(["--delay", "1.5ms"]).delay == pytest.approx(1.5e-3)
+
+
+@pytest.mark.parametrize("option, needle", [
+    (["--bw", "10X"], "argument --bw: '10X' is not a rate"),
+    (["--bw", "0"], "argument --bw: '0' must be a positive rate"),
+    (["--fabric-bw", "fast"], "argument --fabric-bw: 'fast' is not a rate"),
+    (["--intra-bw", "1Q"], "argument --intra-bw: '1Q' is not a rate"),
+    (["--delay", "2"], "argument --delay: '2' needs a unit (ns, us, ms or s), e.g. 2us"),
+    (["--delay", "1h"], "argument --delay: '1h' is not a delay"),
+])
+def test_bad_rates_and_delays_name_option_and_value(option, needle, capsys):
+    """A bad rate or delay is one usage line naming the option and the value; status 2."""
+    with pytest.raises(SystemExit) as info:
+        parse_args(option)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_undilated_100g_run_is_refused_clearly(tmp_path, capsys):
+    """`make run bw=100G` without time dilation: status 1 and one error line that says to
+    use time dilation, before any network is built."""
+    status = main(["--bw", "100G", "--no-cli", "--no-program", "--rundir",
+                   str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("error: link rate 100 Gbit/s: above the 1 Gbit/s")
+    assert "time dilation, tdf=100 or more" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_egress_order_options():
     """make run egress=random seed=N: the options the switches get (sync by default)."""
     args = parse_args([])
@@ -205,6 +247,23 @@ def test_result_json_spells_out_derived_values():
     assert data["exact"] is True and run["seconds"] == 0.5 and data["elems"] == 64
     assert run["links"][0]["utilization"] == pytest.approx(0.5)
     assert run["saturated_switches"] == ["l1"]
+    # rates with units beside the numbers (bw_mbit kept for older readers)
+    assert run["links"][0]["bw"] == "10 Mbit/s" and run["links"][0]["bw_bps"] == 10e6
+    assert run["links"][0]["bw_mbit"] == 10.0 and run["links"][0]["rate"] == "5 Mbit/s"
+
+
+def test_result_json_records_the_link_classes():
+    """experiment.json lists each class of links with rate and delay, numbers and text."""
+    topo = describe(SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=1, host_bw="1G",
+                                  fabric_bw="500M", delay="2us"), target="softswitch")
+    data = json.loads(json.dumps(ExperimentResult({}, (), link_classes=tuple(
+        topo.link_classes())).to_dict()))
+    assert {c["kind"]: (c["bw"], c["bw_bps"], c["delay"], c["links"]) for c in data["links"]} \
+        == {"host": ("1 Gbit/s", 1e9, "2 us", 2), "fabric": ("500 Mbit/s", 5e8, "2 us", 2)}
+    assert links_line(topo) == "fabric 500 Mbit/s delay 2 us, host 1 Gbit/s delay 2 us"
+    bare = describe(SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, host_bw=None),
+                    target="softswitch")
+    assert links_line(bare) == "fabric unshaped, host unshaped"
 
 
 def test_link_usage_matches_ports_to_links():
@@ -215,8 +274,8 @@ def test_link_usage_matches_ports_to_links():
     usage = {(u.switch, u.port): u for u in link_usage(topo, before, after, 2.0)}
     assert len(usage) == sum(len(s.ports) for s in topo.switches)
     up = usage[("l1", 3)]
-    assert (up.peer, up.kind, up.bw_mbit, up.rx_bytes, up.tx_bytes) == ("sp1", "fabric", 10.0,
-                                                                        1000, 1000)
+    assert (up.peer, up.kind, up.bw_bps, up.rx_bytes, up.tx_bytes) == ("sp1", "fabric", 10e6,
+                                                                       1000, 1000)
     assert usage[("l1", 1)].kind == "host" and usage[("sp2", 2)].tx_bytes == 0
 
 
@@ -230,11 +289,11 @@ def test_print_experiment_shows_result_time_link_and_cpu():
     text = console.export_text()
     assert "aggregation job allreduce (id 0): 2 workers" in text
     assert "innetwork" in text and "exact" in text and "NOT exact" in text
-    assert "500 ms" in text and "l1:3 5.0 Mbit/s 50%" in text
+    assert "500 ms" in text and "l1:3 5 Mbit/s 50%" in text
     assert "l1 95% (saturated)" in text
     assert "CPU-bound (l1)" in text
     assert "flag: innetwork was CPU-bound (l1)" in text
-    assert "fabric links (Mbit/s, busier direction): l1:3 5.0" in text
+    assert "fabric links (busier direction): l1:3 5 Mbit/s" in text
 
 
 def test_bottleneck_verdicts():

@@ -67,6 +67,17 @@ def test_tdf_dilates_the_scenario(tmp_path):
     assert sc.tdf == 4.0 and [f.at for f in sc.faults] == [2.0, 5.0]
 
 
+def test_link_rates_and_delays_take_units(tmp_path):
+    """A scenario's bw/fabric_bw take k/M/G/T (a bare number is Mbit/s), delay ns/us/ms/s."""
+    sc = load_scenario(_write(tmp_path, GOOD.replace(
+        "{kind: rack, hosts: 3}", "{kind: spineleaf, hosts: 1, bw: 20M, fabric_bw: 500k, "
+        "delay: 2us}").replace("h1, h2]", "h1, h2]\n    algorithms: [ring]").split("faults:")[0]
+        + "assertions:\n  - exact: all\n"))
+    assert (sc.topology.bw, sc.topology.fabric_bw, sc.topology.delay) == (20.0, 0.5, "2us")
+    assert load_scenario(_write(tmp_path, GOOD.replace("hosts: 3}", "hosts: 3, bw: 3}"))
+                         ).topology.bw == 3.0
+
+
 def test_json_works_too(tmp_path):
     path = _write(tmp_path, """\
         {"name": "j", "topology": {"kind": "spineleaf", "spines": 1, "hosts": 2},
@@ -104,6 +115,10 @@ def test_json_works_too(tmp_path):
     (("name: t\n", "name: t\ntimeout: [1]\n"), r"s.yaml:2: timeout: \[1\]: seconds, above 0"),
     (("name: t\n", "name: t\ntdf: 0.5\n"),
      r"s.yaml:2: tdf: 0.5: a time-dilation factor, at least 1"),
+    (("hosts: 3}", "hosts: 3, bw: 10X}"),
+     r"s.yaml:2: topology.bw: '10X': a rate such as 10M or 1G \(a number is Mbit/s\)"),
+    (("hosts: 3}", "hosts: 3, delay: 2}"),
+     r"s.yaml:2: topology.delay: 2: a delay with its unit, such as 2us or 1ms"),
 ])
 def test_errors_name_file_line_field_and_value(tmp_path, change, message):
     old, new = change

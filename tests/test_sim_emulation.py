@@ -88,14 +88,16 @@ def test_matrix_file_errors_are_clear(tmp_path):
         load_matrix_rows([path])
 
 
-def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64):
-    """A run directory as ``python -m experiment.run`` leaves it (the parts rows_from_run reads)."""
-    rundir = tmp_path / kind
+def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64,
+             schema: int = 2):
+    """A run directory as ``python -m experiment.run`` leaves it (the parts rows_from_run
+    reads); topology.json schema 2 has links' bw_bps, schema 1 (older runs) bw_mbit."""
+    rundir = tmp_path / f"{kind}{schema}"
     (rundir / "results").mkdir(parents=True)
     switches = ([{"name": f"l{i}", "role": "leaf"} for i in range(leaves)]
                 + [{"name": f"sp{i}", "role": "spine"} for i in range(spines)])
-    links = [{"kind": "host", "bw_mbit": 3.0}] + ([{"kind": "fabric", "bw_mbit": 3.0}]
-                                                  if spines else [])
+    rate = {"bw_bps": 3e6} if schema == 2 else {"bw_mbit": 3.0}
+    links = [{"kind": "host", **rate}] + ([{"kind": "fabric", **rate}] if spines else [])
     (rundir / "topology.json").write_text(json.dumps(
         {"kind": kind, "switches": switches, "hosts": [{"name": f"h{i}", "gpus": 1}
                                                        for i in range(4)], "links": links}))
@@ -117,6 +119,9 @@ def test_make_run_directory_is_validated(tmp_path):
     assert sl[0]["topology"]["segment_bytes"] == 256 and sl[1]["topology"]["segment_bytes"] == 1448
     for row in validate(rack + sl):
         assert not row.flagged, report(validate(rack + sl))
+    old = load_rows(_run_dir(tmp_path, "rack", 1, 0, {"innetwork": 0.876, "ring": 1.124},
+                             schema=1))
+    assert [{**r, "emulation": None} for r in old] == [{**r, "emulation": None} for r in rack]
 
 
 def test_make_run_directory_errors_are_clear(tmp_path):

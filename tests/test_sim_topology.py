@@ -45,3 +45,20 @@ def test_non_uniform_file_is_refused(tmp_path):
                        match=r"odd\.yaml: .*one number of worker hosts per leaf "
                                                    r"for the whole fabric, the file has 1, 2"):
         fabric_from_file(path)
+
+
+def test_rates_with_units_and_the_intra_host_rate_reach_the_fabric(tmp_path):
+    """The simulator takes the file's rates with units (100G needs no time dilation here) and
+    the hosts' intra_bw as the fabric's intra-host rate; rates that differ are named with
+    their units."""
+    fabric, _ = fabric_from_file("spineleaf", {"bw": "100G", "fabric_bw": "400G",
+                                               "delay": "2us", "intra_bw": "150GB/s"})
+    assert (fabric.host_bps, fabric.fabric_rate) == (100e9, 400e9)
+    assert fabric.link_delay_s == pytest.approx(2e-6) and fabric.intra_bps == 1.2e12
+    path = tmp_path / "mixed.yaml"
+    path.write_text("schema: 1\nswitches:\n  - {name: l1, role: leaf}\n"
+                    "hosts:\n  - {name: a, switch: l1, link: {bw: 25G}}\n"
+                    "  - {name: b, switch: l1, link: {bw: 100G}}\n", encoding="utf-8")
+    with pytest.raises(TopologyFileMismatch, match=r"one host link rate for the whole fabric, "
+                                                   r"the file has 100 Gbit/s, 25 Gbit/s"):
+        fabric_from_file(path)

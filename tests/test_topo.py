@@ -18,9 +18,14 @@ from topo.links import (
     ACK_CLASS,
     DATA_CLASS,
     AckFirstIntf,
+    LinkRateError,
     ack_first_htb_cmds,
+    check_link_shapes,
     netem_available,
+    netem_delay,
+    real_link_params,
     shaping_warning,
+    tclink_params,
 )
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.nodes import (
@@ -40,6 +45,7 @@ from topo.nodes import (
 from topo.probe import receive, send
 from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
 from topo.topologies import LinkShape, RackTopo, SpineLeafTopo
+from vtime import REAL_TIME, VirtualClock
 
 
 def _ports(topo, switch):
@@ -111,9 +117,16 @@ def test_link_shapes_reach_links():
     """Host and fabric links carry their own rates; delay/loss are passed on."""
     topo = SpineLeafTopo(host_bw=12.0, fabric_bw=24.0, delay="1ms", loss=0.5)
     infos = {(a, b): i for a, b, i in topo.links(withInfo=True)}
-    assert infos[("h1", "l1")]["bw"] == 12.0
-    assert infos[("l1", "sp1")]["bw"] == 24.0
-    assert (infos[("l1", "sp1")]["delay"], infos[("l1", "sp1")]["loss"]) == ("1ms", 0.5)
+    assert infos[("h1", "l1")]["bw_bps"] == 12e6
+    assert infos[("l1", "sp1")]["bw_bps"] == 24e6
+    assert (infos[("l1", "sp1")]["delay_s"], infos[("l1", "sp1")]["loss"]) == (1e-3, 0.5)
+    # rates and delays with units, as users write them
+    topo = SpineLeafTopo(host_bw="100G", fabric_bw="25G", delay="2us", intra_bw="150GB/s")
+    infos = {(a, b): i for a, b, i in topo.links(withInfo=True)}
+    assert infos[("h1", "l1")]["bw_bps"] == 100e9 and infos[("l1", "sp1")]["bw_bps"] == 25e9
+    assert infos[("h1", "l1")]["delay_s"] == pytest.approx(2e-6)
+    assert topo.nodeInfo("h1")["intra_bw_bps"] == 1.2e12
+    assert topo.fabric_shape == LinkShape(25e9, pytest.approx(2e-6), None)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -121,6 +134,10 @@ def test_link_shapes_reach_links():
     ({"leaves": 255}, "leaves"),
     ({"hosts_per_leaf": 0}, "hosts_per_leaf"),
     ({"host_bw": 0}, "host_bw"),
+    ({"host_bw": "fast"}, r"host_bw: 'fast' is not a rate"),
+    ({"fabric_bw": "10X"}, r"fabric_bw: '10X' is not a rate"),
+    ({"delay": "2"}, r"delay: '2' needs a unit"),
+    ({"intra_bw": -1}, r"intra_bw: -1 must be a positive rate"),
     ({"loss": 150}, "loss"),
     ({"name_prefix": "longprefix"}, "too long"),
     ({"name_prefix": "a-b"}, "name_prefix"),
@@ -157,14 +174,53 @@ def test_topology_json_round_trip(tmp_path):
     assert load_topology(rundir.path) == t
     assert load_topology(rundir.topology_path) == t
     data = json.loads(rundir.topology_path.read_text())
-    assert data["schema"] == 1
+    assert data["schema"] == 2
     assert data["switches"][0]["ports"][0] == {
         "port": 1, "intf": "s1-eth1", "mac": "00:0b:00:00:00:01", "peer": "h1",
         "peer_port": 0, "peer_intf": "h1-eth0"}
     assert data["hosts"][1] == {
         "name": "h2", "ip": "10.0.1.2", "prefix_len": 16, "mac": "00:00:0a:00:01:02",
         "intf": "h2-eth0", "switch": "s1", "switch_port": 2, "leaf": 1, "slot": 2, "gpus": 1,
-        "role": "worker"}
+        "role": "worker", "intra_bw_bps": None}
+    assert data["links"][0] == {"node1": "h1", "port1": 0, "node2": "s1", "port2": 1,
+                                "kind": "host", "bw_bps": 3e6, "delay_s": None, "loss": None}
+
+
+def test_topology_json_of_schema_1_still_loads():
+    """Run directories written before rates had units (schema 1: ``bw_mbit``, a tc delay
+    string) load into the same records, by both readers of topology.json."""
+    from controller.topology import load_topology as controller_load
+
+    t = describe(SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=1, host_bw=10,
+                               fabric_bw="20M", delay="1.5ms", loss=0.5, intra_bw="1T"),
+                 target="softswitch")
+    old = topology_to_dict(t)
+    old["schema"] = 1
+    for h in old["hosts"]:
+        del h["intra_bw_bps"]
+    for ln in old["links"]:
+        ln["bw_mbit"] = ln.pop("bw_bps") / 1e6
+        ln["delay"] = "1.5ms"
+        del ln["delay_s"]
+    back = topology_from_dict(old)
+    assert back.links == t.links
+    assert [h.intra_bw_bps for h in back.hosts] == [None, None]
+    assert {ln.kind: ln.bw_bps for ln in back.links} == {"host": 10e6, "fabric": 20e6}
+    assert [ln.delay_s for ln in back.links] == [pytest.approx(1.5e-3)] * len(back.links)
+    bad = json.loads(json.dumps(old))
+    bad["links"][0]["delay"] = "2"
+    with pytest.raises(TopologyFileError, match=r"links\[0\]\.delay: '2' needs a unit"):
+        topology_from_dict(bad)
+    # the controller's own reader takes both schemas (it keeps no link shapes)
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"units-topo-{os.getpid()}.json"
+    try:
+        for doc in (old, topology_to_dict(t)):
+            path.write_text(json.dumps(doc))
+            fabric = controller_load(path)
+            assert [h.name for h in fabric.hosts] == ["h1", "h2"]
+        assert [h.intra_bw_bps for h in fabric.hosts] == [1e12, 1e12]
+    finally:
+        path.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("mutate, message", [
@@ -335,11 +391,66 @@ def test_failure_reason_picks_last_error_line(tmp_path):
 
 def test_shaping_warning_without_netem():
     """Delay/loss without netem produce one warning naming the data-plane loss knob."""
-    shapes = [LinkShape(10.0, "2ms", 1.0), LinkShape(20.0, "2ms", 1.0)]
+    shapes = [LinkShape(10e6, 2e-3, 1.0), LinkShape(20e6, 2e-3, 1.0)]
     text = shaping_warning(shapes, netem=False)
-    assert text is not None and "delay=2ms loss=1%" in text and "loss knob" in text
+    assert text is not None and "delay=2 ms loss=1%" in text and "loss knob" in text
     assert shaping_warning(shapes, netem=True) is None
-    assert shaping_warning([LinkShape(10.0)], netem=False) is None
+    assert shaping_warning([LinkShape(10e6)], netem=False) is None
+
+
+def test_real_link_params_convert_emulated_units():
+    """htb gets Mbit/s and netem a microsecond string tc reads (its bare number is us, and
+    tc 6.1 refuses ns); with a time-dilation factor, bw / TDF and delay * TDF."""
+    assert real_link_params(LinkShape(3e6), REAL_TIME) == (3.0, None)
+    assert real_link_params(LinkShape(None, None)) == (None, None)
+    assert real_link_params(LinkShape(500e3, 2e-6)) == (0.5, "2.000us")
+    assert real_link_params(LinkShape(1e9, 1.5e-3)) == (1000.0, "1500.000us")
+    assert real_link_params(LinkShape(10e6, 0.0)) == (10.0, None)  # 0: no netem delay
+    assert real_link_params(LinkShape(10e6, 100e-9))[1] == "0.100us"
+    assert netem_delay(2e-6) == "2.000us"
+    dilated = VirtualClock(100)
+    assert real_link_params(LinkShape(100e9, 2e-6), dilated) == (1000.0, "200.000us")
+
+
+def test_rates_above_the_real_link_ask_for_time_dilation():
+    """100G without dilation is refused before any network is built, naming the factor."""
+    with pytest.raises(LinkRateError, match=r"link rate 100 Gbit/s: above the 1 Gbit/s .* "
+                                            r"time dilation, tdf=100 or more"):
+        real_link_params(LinkShape(100e9))
+    with pytest.raises(LinkRateError, match=r"at tdf=10 that is 10 Gbit/s.* tdf=100 or more"):
+        real_link_params(LinkShape(100e9), VirtualClock(10))
+    assert isinstance(LinkRateError("x"), TopoError)
+    topo = SpineLeafTopo(host_bw="1G", fabric_bw="100G")
+    with pytest.raises(LinkRateError, match="100 Gbit/s"):
+        check_link_shapes(topo.requested_shapes())
+    check_link_shapes(SpineLeafTopo(host_bw="1G").requested_shapes())
+
+
+def test_start_network_refuses_undilated_100g_before_building(tmp_path):
+    """start_network refuses a 100G topology up front: no run directory, nothing started."""
+    from topo.network import start_network
+
+    with pytest.raises(LinkRateError, match="time dilation"):
+        start_network(RackTopo(hosts=2, host_bw="100G"), "softswitch", tmp_path / "run",
+                      progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_shaped_link_hands_tclink_real_parameters():
+    """ShapedLink gives TCLink the topology link's bw_bps/delay_s as bw (Mbit/s) and a netem
+    delay string; without netem no delay/loss; the topology's own keys never reach it."""
+    topo = SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, host_bw="25M", delay="2us",
+                         loss=1.0)
+    info = next(i for _a, _b, i in topo.links(withInfo=True) if i["kind"] == "host")
+    opts = tclink_params(info)
+    assert (opts["bw"], opts["delay"], opts["loss"]) == (25.0, "2.000us", 1.0)
+    assert not {"bw_bps", "delay_s", "kind"} & set(opts)
+    assert (opts["txo"], opts["rxo"]) == (False, False)
+    bare = tclink_params(info, netem=False)
+    assert bare["bw"] == 25.0 and not {"delay", "loss"} & set(bare)
+    assert tclink_params(info, clock=VirtualClock(5))["delay"] == "10.000us"
+    with pytest.raises(LinkRateError):
+        tclink_params({"bw_bps": 2e9})
 
 
 def test_ack_first_htb_splits_the_rate_and_filters_acks():

@@ -131,6 +131,24 @@ def test_links_serve_acks_from_their_own_class(rack, tmp_path):
     assert sent["5:1"] == sent[ACK_CLASS] + sent[DATA_CLASS]
 
 
+def test_real_link_is_shaped_to_the_emulated_rate(tmp_path):
+    """A rate written with units reaches htb converted (2500k: 2500 Kbit/s on both ends) and
+    topology.json in bits/s and seconds."""
+    topo = RackTopo(hosts=1, host_bw="2500k", delay="2us", name_prefix=PREFIX,
+                    grpc_base_port=_free_port_base(1))
+    try:
+        with start_network(topo, "softswitch", tmp_path / "run", progress=False) as network:
+            h1 = network.node(f"{PREFIX}h1")
+            rates = [h1.cmd(f"tc class show dev {PREFIX}h1-eth0"),
+                     network.node(f"{PREFIX}s1").cmd(f"tc class show dev {PREFIX}s1-eth1")]
+            link = load_topology(network.rundir.path).links[0]
+    finally:
+        remove_interfaces(switch_interfaces(topo.switches()))
+    for text in rates:
+        assert "class htb 5:1 root rate 2500Kbit ceil 2500Kbit" in text, text
+    assert (link.bw_bps, link.delay_s) == (2.5e6, pytest.approx(2e-6))
+
+
 class _BrokenSwitch(SoftSwitch):
     """A built-in switch started with an interface that does not exist."""
 

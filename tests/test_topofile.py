@@ -70,8 +70,11 @@ def test_fattree_k2_is_the_small_three_tier():
 def test_oversubscribed_spineleaf_rates():
     """Fabric links run at hosts x bw / (spines x oversubscription)."""
     spec = load_spec(resolve("spineleaf-oversub"), {"oversubscription": 4.0, "bw": 8.0})
-    assert {ln.shape.bw for ln in spec.links} == {4 * 8.0 / (2 * 4.0)}
-    assert {h.link.bw for h in spec.hosts} == {8.0}
+    assert {ln.shape.bw_bps for ln in spec.links} == {4 * 8e6 / (2 * 4.0)}
+    assert {h.link.bw_bps for h in spec.hosts} == {8e6}
+    # the arithmetic keeps a rate given with units
+    spec = load_spec(resolve("spineleaf-oversub"), {"oversubscription": 4.0, "bw": "100G"})
+    assert [ln.shape.bw_bps for ln in spec.links] == [pytest.approx(50e9)] * 4
 
 
 def test_json_file_and_auto_ports(tmp_path):
@@ -87,7 +90,7 @@ def test_json_file_and_auto_ports(tmp_path):
     assert [(p.port, p.peer) for p in topo.switch("s2").ports] == [(1, "c"), (2, "d"), (3, "s1")]
     assert topo.kind == "t" and topo.extra["topology_file"] == str(path)
     shape = [s for s in FileTopo(load_spec(path)).requested_shapes() if s.queue]
-    assert shape and shape[0].link_opts() == {"bw": 2.0, "max_queue_size": 50}
+    assert shape and shape[0].link_opts() == {"bw_bps": 2e6, "max_queue_size": 50}
 
 
 def test_params_and_templates(tmp_path):
@@ -197,3 +200,102 @@ def test_queue_limit_without_netem_is_a_pfifo():
     cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ", max_queue_size=50)
     assert cmds == [f"%s qdisc add dev %s  parent {DATA_CLASS}  handle 10: pfifo limit 50"]
     assert parent == " parent 10:1 "
+
+
+UNITS = """\
+schema: 1
+params:
+  bw: {default: 100G, type: rate}
+  lat: {default: 2us, type: delay}
+defaults:
+  host_link: {bw: "{bw}", delay: "{lat}"}
+  fabric_link: {bw: 25G}
+  intra_bw: 150GB/s
+switches:
+  - {name: l1, role: leaf}
+  - {name: l2, role: leaf}
+  - {name: sp1, role: spine}
+hosts:
+  - {name: h1, switch: l1}
+  - {name: h2, switch: l1, intra_bw: 1T, link: {bw: 500k, delay: 1.5ms}}
+  - {name: h3, switch: l2, link: {bw: 3}}
+links:
+  - {a: l1, b: sp1}
+  - {a: l2, b: sp1, bw: 40, delay: 0}
+"""
+
+
+def test_rates_and_delays_with_units(tmp_path):
+    """Rates with k/M/G/T (a bare number is Mbit/s) and delays with ns/us/ms/s, per link class
+    (defaults) and per link, and the hosts' intra-host rate, reach topology.json in bits/s
+    and seconds."""
+    spec = load_spec(_write(tmp_path, UNITS))
+    h1, h2, h3 = spec.hosts
+    assert (h1.link.bw_bps, h1.link.delay_s) == (100e9, pytest.approx(2e-6))
+    assert (h2.link.bw_bps, h2.link.delay_s) == (500e3, pytest.approx(1.5e-3))
+    assert (h3.link.bw_bps, h3.link.delay_s) == (3e6, pytest.approx(2e-6))  # delay: class's
+    assert [h.intra_bw_bps for h in spec.hosts] == [1.2e12, 1e12, 1.2e12]
+    up1, up2 = spec.links
+    assert (up1.shape.bw_bps, up1.shape.delay_s) == (25e9, pytest.approx(2e-6))
+    assert (up2.shape.bw_bps, up2.shape.delay_s) == (40e6, 0.0)
+    topo = describe(FileTopo(spec), target="softswitch")
+    assert {(ln.node1, ln.bw_bps) for ln in topo.links if ln.kind == "host"} == {
+        ("h1", 100e9), ("h2", 500e3), ("h3", 3e6)}
+    assert topo.host("h2").intra_bw_bps == 1e12
+    # a rate parameter set with units, as `make run bw=...` does
+    spec = load_spec(_write(tmp_path, UNITS), {"bw": "10M", "lat": "1ms"})
+    assert (spec.hosts[0].link.bw_bps, spec.hosts[0].link.delay_s) == (10e6, 1e-3)
+    assert spec.params["bw"] == 10.0  # a rate parameter is Mbit/s inside the file
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("{a: l1, b: sp1}", "{a: l1, b: sp1, bw: fast}"),
+     r"t\.yaml:18: links\[0\]\.bw: 'fast' is not a rate \(a number with k, M, G or T"),
+    (("{a: l1, b: sp1}", "{a: l1, b: sp1, bw: 0}"),
+     r"t\.yaml:18: links\[0\]\.bw: 0 is less than or equal to the minimum of 0"),
+    (("delay: 0}", "delay: 2}"),
+     r"t\.yaml:19: links\[1\]\.delay: 2 needs a unit \(ns, us, ms or s\), e\.g\. 2us"),
+    (("delay: 1.5ms}", "delay: 1.5 parsecs}"),
+     r"t\.yaml:15: hosts\[1\]\.link\.delay: '1\.5 parsecs' is not a delay"),
+    (("intra_bw: 1T", "intra_bw: 1X"), r"t\.yaml:15: hosts\[1\]\.intra_bw: '1X' is not a rate"),
+    (("fabric_link: {bw: 25G}", "fabric_link: {bw: 25Q}"),
+     r"t\.yaml:7: defaults\.fabric_link\.bw: '25Q' is not a rate"),
+    (("intra_bw: 150GB/s", "intra_bw: lots"), r"t\.yaml:8: defaults\.intra_bw: 'lots' is not"),
+    (("default: 100G", "default: 100X"), r"t\.yaml:3: params\.bw: '100X' is not a rate"),
+    (("default: 2us", "default: 2"), r"t\.yaml:4: params\.lat: 2 needs a unit"),
+    (("type: rate", "type: speed"), r"t\.yaml:3: params\.bw\.type: 'speed' is not one of 'rate'"),
+])
+def test_unit_errors_name_the_place_and_value(tmp_path, edit, message):
+    """A rate or delay the units parser refuses is one TopologySpecError with the file, the
+    line, the place and the units parser's reason."""
+    old, new = edit
+    assert old in UNITS
+    path = _write(tmp_path, UNITS.replace(old, new, 1))
+    with pytest.raises(TopologySpecError, match=message):
+        load_spec(path)
+
+
+def test_rate_parameters_given_with_bad_units():
+    """A parameter given on the command line (no line in the file) names the parameter."""
+    with pytest.raises(TopologySpecError, match=r"spineleaf\.yaml: params\.bw: '10X' is not a "
+                                                r"rate"):
+        load_spec(resolve("spineleaf"), {"bw": "10X"})
+    with pytest.raises(TopologySpecError, match=r"params\.delay: '3' needs a unit"):
+        load_spec(resolve("rack"), {"delay": "3"})
+
+
+def test_make_run_flags_carry_units():
+    """`make run bw=100G fabric_bw=25G delay=2us intra_bw=150GB/s` reaches the links and
+    hosts in bits/s and seconds; a bare bw number keeps meaning Mbit/s."""
+    from experiment.run import build_topology, parse_args
+
+    args = parse_args(["--topo", "spineleaf", "--bw", "100G", "--fabric-bw", "25G",
+                       "--delay", "2us", "--intra-bw", "150GB/s"])
+    assert (args.bw, args.fabric_bw, args.intra_bw) == (100e9, 25e9, 1.2e12)
+    topo = describe(build_topology(args), target="softswitch")
+    assert {(ln.kind, ln.bw_bps) for ln in topo.links} == {("host", 100e9), ("fabric", 25e9)}
+    assert [ln.delay_s for ln in topo.links] == [pytest.approx(2e-6)] * len(topo.links)
+    assert {h.intra_bw_bps for h in topo.hosts} == {1.2e12}
+    topo = describe(build_topology(parse_args(["--topo", "rack", "--bw", "3"])),
+                    target="softswitch")
+    assert {ln.bw_bps for ln in topo.links} == {3e6}

@@ -14,11 +14,14 @@ from vtime import (
     parse_rate,
     parse_tdf,
 )
+from vtime.units import delay_arg, rate_arg
 
 
 @pytest.mark.parametrize(("text", "bps"), [
     ("100G", 100e9), ("25g", 25e9), ("500k", 500e3), ("1.5M", 1.5e6), ("3", 3e6), (3, 3e6),
     (0.5, 0.5e6), ("10Gbit/s", 10e9), ("400Gbps", 400e9), ("1T", 1e12),
+    ("500bit/s", 500.0), ("8000bps", 8e3), ("3000000bit", 3e6), ("10Gb/s", 10e9),
+    ("150GB/s", 1.2e12), ("1MBps", 8e6), ("2 kB/s", 16e3),
 ])
 def test_rate_units(text: str | float, bps: float) -> None:
     """A bare number keeps meaning Mbit/s; k/M/G/T scale from bits per second."""
@@ -45,6 +48,39 @@ def test_bad_delay_names_field_and_value(bad: str) -> None:
     """A delay other than 0 needs its unit: '2' is 2 us to tc and 2 ms to most people."""
     with pytest.raises(UnitError, match=r"^delay: '.*'"):
         parse_delay(bad)
+
+
+def test_unit_without_prefix_is_not_mbit() -> None:
+    """Only a bare number means Mbit/s: a written unit without a prefix is bits (or bytes)."""
+    assert parse_rate("3") == 3e6
+    assert parse_rate("3bit/s") == 3.0
+    assert parse_rate("3B/s") == 24.0
+
+
+def test_empty_field_name_leaves_the_message_unprefixed() -> None:
+    with pytest.raises(UnitError, match=r"^'10X' is not a rate"):
+        parse_rate("10X", "")
+    with pytest.raises(UnitError, match=r"^'2' needs a unit"):
+        parse_delay("2", "")
+
+
+def test_argparse_types_name_the_option_and_value(capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad values end in argparse's usage error (exit 2) naming the option, no traceback."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="x")
+    p.add_argument("--bw", type=rate_arg)
+    p.add_argument("--delay", type=delay_arg)
+    args = p.parse_args(["--bw", "100G", "--delay", "2us"])
+    assert (args.bw, args.delay) == (100e9, pytest.approx(2e-6))
+    assert p.parse_args(["--bw", "3"]).bw == 3e6
+    for argv, needle in ((["--bw", "10X"], "argument --bw: '10X' is not a rate"),
+                         (["--delay", "2"], "argument --delay: '2' needs a unit")):
+        with pytest.raises(SystemExit) as exc:
+            p.parse_args(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err
 
 
 def test_format_round_trips() -> None:

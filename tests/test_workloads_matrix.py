@@ -152,6 +152,30 @@ def test_spec_from_command_line():
     assert spec.algos == ("ring", "innetwork-hier") and spec.sizes == (1000, 2000)
     assert spec.models == () and spec.bw_mbit == 2.0 and spec.elems == 252
     assert isinstance(args, argparse.Namespace)
+    args = build_parser().parse_args(["matrix", "--bw", "10M", "--intra-bw", "150GB/s"])
+    spec = spec_from_args(args)
+    assert (spec.bw_mbit, spec.intra_bw_bps) == (10.0, 1.2e12)
+
+
+def test_hierarchical_intra_host_rate_has_units(capsys):
+    """--intra-bw is a rate like every other (bits/s; 150GB/s counts bytes) and the modelled
+    intra-host link gets bytes/s; the hierarchical matrix cells pass the host's recorded
+    rate on; a bad value is a usage error naming the option."""
+    from experiment.matrix import intra_bw_argv
+    from workloads.__main__ import DEFAULT_INTRA_BW_BPS, build_parser, intra_host
+
+    parse = build_parser().parse_args
+    base = ["allreduce", "--algo", "innetwork", "--hierarchical", "--size", "8"]
+    assert intra_host(parse(base)).bandwidth == 150e9 == DEFAULT_INTRA_BW_BPS / 8
+    assert intra_host(parse([*base, "--intra-bw", "1.2T"])).bandwidth == 150e9
+    assert intra_host(parse([*base, "--intra-bw", "80GB/s"])).bandwidth == 80e9
+    with pytest.raises(SystemExit):
+        parse([*base, "--intra-bw", "150X"])
+    assert "argument --intra-bw: '150X' is not a rate" in capsys.readouterr().err
+    argv = intra_bw_argv("innetwork-hier", 1.2e12)
+    assert argv == ["--intra-bw", "1200000000000bit/s"]
+    assert intra_host(parse([*base, *argv])).bandwidth == 150e9
+    assert intra_bw_argv("innetwork-hier", None) == [] == intra_bw_argv("innetwork", 1e12)
 
 
 def test_results_keep_a_slow_switchs_window_from_timing_out():

@@ -8,12 +8,19 @@ fails there, and Mininet would print a tc error per interface and leave the link
 configured. :func:`netem_available` probes once per process in a throwaway network namespace;
 :class:`ShapedLink` drops delay/loss when netem is missing, and :func:`shaping_warning` says so
 (the P4 program's data-plane loss knob then stands in for link loss).
+
+Topologies describe links in emulated units (bits/s, seconds); :func:`real_link_params` is
+the one place that turns them into what htb and netem are given (Mbit/s, a tc time string),
+through the run's :class:`~vtime.VirtualClock`: a time-dilated run shapes ``bw / TDF`` and
+delays ``delay * TDF``. A rate the real link cannot carry is refused there, naming the
+dilation that would make it possible.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -21,11 +28,58 @@ from typing import Any
 
 from mininet.link import TCIntf, TCLink
 
+from topo.errors import TopologyError
 from topo.topologies import LinkShape
+from vtime import REAL_TIME, VirtualClock, format_delay, format_rate
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 10.0
+#: The highest real rate a link is shaped to: Mininet's TCIntf ignores a larger ``bw`` (with
+#: a console message), and one veth pair on this machine carries far less anyway.
+MAX_REAL_BW_MBIT = float(TCIntf.bwParamMax)
+
+
+class LinkRateError(TopologyError):
+    """An emulated link that the real one cannot stand for at the run's time dilation."""
+
+
+def netem_delay(seconds: float) -> str:
+    """A delay as tc's netem reads it: microseconds with three decimals (``2us`` -> ``2.000us``,
+    ``1ms`` -> ``1000.000us``). tc reads a bare number as microseconds, and tc 6.1 refuses
+    ``ns``, so the unit is always written and is ``us``."""
+    return f"{seconds * 1e6:.3f}us"
+
+
+def real_link_params(shape: LinkShape, clock: VirtualClock = REAL_TIME
+                     ) -> tuple[float | None, str | None]:
+    """(htb rate in Mbit/s or None for unshaped, netem delay string or None) that make the
+    real link stand for ``shape`` under ``clock``: ``bw / TDF`` and ``delay * TDF``. Raises
+    :class:`LinkRateError` when the real rate is above :data:`MAX_REAL_BW_MBIT`, with the
+    time-dilation factor that would bring it under."""
+    bw_mbit = None
+    if shape.bw_bps is not None:
+        bw_mbit = clock.real_rate(shape.bw_bps) / 1e6
+        if bw_mbit > MAX_REAL_BW_MBIT:
+            need = math.ceil(clock.tdf * bw_mbit / MAX_REAL_BW_MBIT)
+            dilated = f" at tdf={clock.tdf:g} that is {format_rate(bw_mbit * 1e6)}," \
+                if clock.tdf != 1 else ""
+            raise LinkRateError(
+                f"link rate {format_rate(shape.bw_bps)}:{dilated} above the "
+                f"{format_rate(MAX_REAL_BW_MBIT * 1e6)} a real link (htb through Mininet) can "
+                f"be shaped to; emulate it with time dilation, tdf={need} or more (real links "
+                "then carry bw / tdf), or choose a lower rate")
+    delay = None
+    if shape.delay_s:  # None or 0: no netem delay
+        delay = netem_delay(clock.real_delay(shape.delay_s))
+    return bw_mbit, delay
+
+
+def check_link_shapes(shapes: Iterable[LinkShape], clock: VirtualClock = REAL_TIME) -> None:
+    """Every shape's :func:`real_link_params`, before a network is built: a rate the real
+    links cannot carry is refused up front, not half-way through Mininet's setup."""
+    for shape in shapes:
+        real_link_params(shape, clock)
 
 
 @functools.cache
@@ -55,8 +109,9 @@ def shaping_warning(shapes: Iterable[LinkShape], netem: bool) -> str | None:
         return None
     wanted = []
     for shape in shapes:
-        if shape.delay is not None and f"delay={shape.delay}" not in wanted:
-            wanted.append(f"delay={shape.delay}")
+        delay = f"delay={format_delay(shape.delay_s)}" if shape.delay_s else None
+        if delay is not None and delay not in wanted:
+            wanted.append(delay)
         if shape.loss is not None and f"loss={shape.loss:g}%" not in wanted:
             wanted.append(f"loss={shape.loss:g}%")
     if not wanted:
@@ -134,14 +189,30 @@ class AckFirstIntf(TCIntf):
 class ShapedLink(TCLink):
     """A TCLink (veth pair, htb rate limit on both ends with acknowledgements served first,
     checksum offloads off) that leaves out netem's delay/loss when ``netem`` is False instead
-    of failing half-way."""
+    of failing half-way. The topology's ``bw_bps``/``delay_s`` (emulated) become TCLink's
+    ``bw``/``delay`` through :func:`real_link_params` at ``clock``."""
 
-    def __init__(self, node1: Any, node2: Any, netem: bool = True, **params: Any) -> None:
-        params.pop("kind", None)  # the topology's own link label
-        if not netem:  # the queue limit stays: a pfifo instead of netem's limit
-            for key in ("delay", "jitter", "loss"):
-                params.pop(key, None)
-        # Checksum offloads off on both ends: the switch sees and forwards final checksums.
-        params.setdefault("txo", False)
-        params.setdefault("rxo", False)
-        super().__init__(node1, node2, cls1=AckFirstIntf, cls2=AckFirstIntf, **params)
+    def __init__(self, node1: Any, node2: Any, netem: bool = True,
+                 clock: VirtualClock = REAL_TIME, **params: Any) -> None:
+        super().__init__(node1, node2, cls1=AckFirstIntf, cls2=AckFirstIntf,
+                         **tclink_params(params, netem, clock))
+
+
+def tclink_params(params: dict[str, Any], netem: bool = True,
+                  clock: VirtualClock = REAL_TIME) -> dict[str, Any]:
+    """Mininet TCLink's keyword options for a topology link's options ``params``: its
+    ``bw_bps``/``delay_s`` through :func:`real_link_params`, without netem's delay/jitter/
+    loss when ``netem`` is False (its queue limit stays: a pfifo instead), checksum offloads
+    off (the switch sees and forwards final checksums), the ``kind`` label dropped."""
+    out = {k: v for k, v in params.items() if k not in ("kind", "bw_bps", "delay_s")}
+    bw, delay = real_link_params(LinkShape(params.get("bw_bps"), params.get("delay_s")), clock)
+    if bw is not None:
+        out["bw"] = bw
+    if delay is not None:
+        out["delay"] = delay
+    if not netem:
+        for key in ("delay", "jitter", "loss"):
+            out.pop(key, None)
+    out.setdefault("txo", False)
+    out.setdefault("rxo", False)
+    return out

@@ -21,6 +21,7 @@ from typing import Any
 
 from topo.errors import TopoError
 from topo.model import Topology
+from vtime import format_rate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CPU_SATURATED = 0.9  # fraction of one core
@@ -39,15 +40,15 @@ def process_cpu_seconds(pid: int) -> float | None:
 
 
 def path_bandwidth(topology: Topology, src: str, dst: str) -> float | None:
-    """The smallest configured rate (Mbit/s) on the way from host ``src`` to ``dst``
+    """The smallest configured rate (bits/s) on the way from host ``src`` to ``dst``
     (host links of both, plus the fabric when they are on different switches)."""
     a, b = topology.host(src), topology.host(dst)
     rates = []
     for link in topology.links:
         ends = {link.node1, link.node2}
         if src in ends or dst in ends or (a.switch != b.switch and link.kind == "fabric"):
-            if link.bw_mbit is not None:
-                rates.append(link.bw_mbit)
+            if link.bw_bps is not None:
+                rates.append(link.bw_bps)
     return min(rates) if rates else None
 
 
@@ -73,6 +74,11 @@ class PathMeasurement:
         return self.achieved_mbit / self.configured_mbit
 
     @property
+    def configured_text(self) -> str:
+        """The configured rate with its unit (``3 Mbit/s``), or ``unshaped``."""
+        return format_rate(self.configured_mbit * 1e6) if self.configured_mbit else "unshaped"
+
+    @property
     def saturated_switches(self) -> list[str]:
         """Switch processes that used (nearly) a whole core."""
         return sorted(n for n, c in self.switch_cpu.items() if c >= CPU_SATURATED)
@@ -88,8 +94,9 @@ class PathMeasurement:
         cpu = ", ".join(f"{n} {c:.0%}" for n, c in sorted(self.switch_cpu.items()))
         util = "n/a" if self.utilization is None else f"{self.utilization:.0%}"
         verdict = "link-bound" if self.link_bound else "NOT link-bound"
-        return (f"{self.src}->{self.dst}: {self.achieved_mbit:.2f} of {self.configured_mbit} "
-                f"Mbit/s ({util}), offered {self.offered_mbit:.2f}; switch CPU: {cpu}; {verdict}")
+        return (f"{self.src}->{self.dst}: {format_rate(self.achieved_mbit * 1e6)} of "
+                f"{self.configured_text} ({util}), offered "
+                f"{format_rate(self.offered_mbit * 1e6)}; switch CPU: {cpu}; {verdict}")
 
 
 def _read_ready(proc: subprocess.Popen[Any], deadline: float) -> None:
@@ -114,7 +121,8 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     """Sends UDP from host ``src`` to ``dst`` at ``offered_factor`` x the configured rate
     (or ``rate_mbit``) for ``seconds``; ``network`` is a running ``topo.network.Network``."""
     topology: Topology = network.topology
-    configured = path_bandwidth(topology, src, dst)
+    path_bps = path_bandwidth(topology, src, dst)
+    configured = path_bps / 1e6 if path_bps is not None else None
     offered = rate_mbit if rate_mbit is not None else (configured or 100.0) * offered_factor
     py = [sys.executable, "-m", "topo.probe"]
     receiver = network.node(dst).popen(

@@ -2,7 +2,9 @@
 
 :func:`describe` turns a :class:`~topo.topologies.TestbedTopo` (plus the run's choices: target,
 program, P4Info) into a :class:`Topology`; :func:`topology_to_dict` / :func:`topology_from_dict`
-convert to and from the JSON form documented in docs/topology.md (``schema`` 1).
+convert to and from the JSON form documented in docs/topology.md (``schema`` 2: link rates
+in bits/s and delays in seconds; files of schema 1, with ``bw_mbit`` and tc delay strings,
+are still read).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any
 
 from topo.errors import TopologyFileError
 from topo.topologies import TestbedTopo
+from vtime import UnitError, format_delay, format_rate, parse_delay
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1: links' "bw_mbit" (Mbit/s) and "delay" (a tc string)
 
 
 @dataclass(frozen=True)
@@ -69,20 +73,21 @@ class HostRecord:
     slot: int
     gpus: int
     role: str = "worker"  # "worker" or "data" (a data server: no workers)
+    intra_bw_bps: float | None = None  # bits/s between its GPUs; None: the workload default
 
 
 @dataclass(frozen=True)
 class LinkRecord:
-    """One emulated link and its shaping (``bw_mbit`` None = unshaped)."""
+    """One emulated link and its shaping in emulated units (``bw_bps`` None = unshaped)."""
 
     node1: str
     port1: int
     node2: str
     port2: int
     kind: str  # "host" or "fabric"
-    bw_mbit: float | None
-    delay: str | None = None
-    loss: float | None = None
+    bw_bps: float | None  # bits/s
+    delay_s: float | None = None  # seconds, one way
+    loss: float | None = None  # percent
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,18 @@ class Topology:
         """Number of workers (GPUs) over all hosts."""
         return sum(h.gpus for h in self.hosts)
 
+    def link_classes(self) -> list[dict[str, Any]]:
+        """Each distinct (kind, rate, delay, loss) of the links and how many links have it,
+        with the rate and delay also as text with units (summaries, experiment.json)."""
+        counts: dict[tuple[str, float | None, float | None, float | None], int] = {}
+        for ln in self.links:
+            key = (ln.kind, ln.bw_bps, ln.delay_s, ln.loss)
+            counts[key] = counts.get(key, 0) + 1
+        return [{"kind": kind, "links": n, "bw_bps": bw, "delay_s": delay, "loss": loss,
+                 "bw": format_rate(bw) if bw else "unshaped",
+                 "delay": format_delay(delay) if delay else None}
+                for (kind, bw, delay, loss), n in counts.items()]
+
 
 def _intf_name(node: str, port: int) -> str:
     return f"{node}-eth{port}"
@@ -171,8 +188,8 @@ def describe(
             else:
                 attach[here] = (there, tport)
         links.append(
-            LinkRecord(n1, p1, n2, p2, str(info.get("kind", "host")), info.get("bw"),
-                       info.get("delay"), info.get("loss"))
+            LinkRecord(n1, p1, n2, p2, str(info.get("kind", "host")), info.get("bw_bps"),
+                       info.get("delay_s"), info.get("loss"))
         )
     switches = []
     for name in topo.switches():
@@ -200,7 +217,7 @@ def describe(
         hosts.append(
             HostRecord(name, ip, int(plen or 32), str(opts["mac"]), _intf_name(name, 0), switch,
                        sport, int(opts["leaf"]), int(opts["slot"]), int(opts["gpus"]),
-                       str(opts.get("role", "worker")))
+                       str(opts.get("role", "worker")), opts.get("intra_bw_bps"))
         )
     hosts.sort(key=lambda h: (h.leaf, h.slot))
     switches.sort(key=lambda s: s.device_id)
@@ -239,15 +256,37 @@ def _number(obj: Mapping[str, Any], key: str, where: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _link_rate(ln: Mapping[str, Any], where: str, schema: int) -> float | None:
+    """A link's bits/s: ``bw_bps``, or schema 1's ``bw_mbit``."""
+    if schema == 1:
+        mbit = _number(ln, "bw_mbit", where)
+        return None if mbit is None else mbit * 1e6
+    return _number(ln, "bw_bps", where)
+
+
+def _link_delay(ln: Mapping[str, Any], where: str, schema: int) -> float | None:
+    """A link's delay in seconds: ``delay_s``, or schema 1's tc string ``delay``."""
+    if schema != 1:
+        return _number(ln, "delay_s", where)
+    text = _get(ln, "delay", str, where, optional=True)
+    if text is None:
+        return None
+    try:
+        return parse_delay(text, f"{where}delay")
+    except UnitError as exc:
+        raise TopologyFileError(str(exc)) from None
+
+
 def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
-    """Parses and checks the JSON form; raises :class:`TopologyFileError` naming the bad key."""
+    """Parses and checks the JSON form (schema 2, or 1 of older runs); raises
+    :class:`TopologyFileError` naming the bad key."""
     top = f"{source}: "
     if not isinstance(data, dict):
         raise TopologyFileError(f"{source}: expected a JSON object at the top level")
     schema = _get(data, "schema", int, top)
-    if schema != SCHEMA_VERSION:
-        raise TopologyFileError(f"{source}: schema {schema} is not supported (expected "
-                                f"{SCHEMA_VERSION})")
+    if schema not in READABLE_SCHEMAS:
+        raise TopologyFileError(f"{source}: schema {schema} is not supported (expected one of "
+                                f"{', '.join(map(str, READABLE_SCHEMAS))})")
     switches = []
     for i, sw in enumerate(_get(data, "switches", list, top)):
         where = f"{source}: switches[{i}]."
@@ -284,6 +323,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
             _get(h, "switch_port", int, where), _get(h, "leaf", int, where),
             _get(h, "slot", int, where), _get(h, "gpus", int, where),
             _get(h, "role", str, where, optional=True) or "worker",
+            _number(h, "intra_bw_bps", where),
         ))
     links = []
     for i, ln in enumerate(_get(data, "links", list, top)):
@@ -293,8 +333,8 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
         links.append(LinkRecord(
             _get(ln, "node1", str, where), _get(ln, "port1", int, where),
             _get(ln, "node2", str, where), _get(ln, "port2", int, where),
-            _get(ln, "kind", str, where), _number(ln, "bw_mbit", where),
-            _get(ln, "delay", str, where, optional=True), _number(ln, "loss", where),
+            _get(ln, "kind", str, where), _link_rate(ln, where, schema),
+            _link_delay(ln, where, schema), _number(ln, "loss", where),
         ))
     names = [s.name for s in switches] + [h.name for h in hosts]
     dup = sorted({n for n in names if names.count(n) > 1})

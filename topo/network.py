@@ -26,7 +26,7 @@ from mininet.net import Mininet
 
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import NetworkError, TopologyError
-from topo.links import ShapedLink, netem_available, shaping_warning
+from topo.links import ShapedLink, check_link_shapes, netem_available, shaping_warning
 from topo.model import Topology, describe
 from topo.nodes import (
     DEFAULT_START_TIMEOUT_S,
@@ -39,6 +39,7 @@ from topo.nodes import (
 )
 from topo.rundir import RunDir
 from topo.topologies import TestbedTopo
+from vtime import REAL_TIME
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,8 @@ def start_network(
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
+    clock = REAL_TIME  # the emulated clock the links are shaped for (no time dilation yet)
+    check_link_shapes(topo.requested_shapes(), clock)
     stages = Stages(progress)
     if isinstance(target, str):
         switch_cls, description = choose_target(target)
@@ -279,7 +282,7 @@ def start_network(
         topo=topo,
         switch=switch_factory,
         host=TestbedHost,
-        link=functools.partial(ShapedLink, netem=netem),
+        link=functools.partial(ShapedLink, netem=netem, clock=clock),
         controller=None,
         build=False,
         autoSetMacs=False,

@@ -1,7 +1,9 @@
 """Topology files: the YAML/JSON description of a testbed network (docs/topology.md).
 
 A file lists switches (role, target, program, device options), hosts (GPUs, data-server
-role), switch-to-switch links (rate, delay, loss, queue) and, optionally, aggregation jobs.
+role, intra-host bandwidth), switch-to-switch links (rate, delay, loss, queue) and, optionally,
+aggregation jobs. Rates and delays carry units (``bw: 100G``, ``delay: 2us``; a bare rate
+number is Mbit/s) and are read by :mod:`vtime.units` only.
 Files may declare ``params`` (with defaults and bounds) and repeat list entries with
 ``foreach``/``when`` and ``{expression}`` templates, so one file describes a family of
 networks (``spineleaf.yaml`` with ``spines``, ``leaves``, ``hosts``).
@@ -30,13 +32,14 @@ import jsonschema
 import yaml
 
 from topo.errors import TopologyError
+from vtime import UnitError, parse_delay, parse_rate
 
 FORMAT_VERSION = 1
 FILES_DIR = Path(__file__).resolve().parent / "files"
 ROLES = ("leaf", "aggregation", "spine", "core")  # bottom to top
 HOST_ROLES = ("worker", "data")
 TARGETS = ("softswitch", "bmv2")
-MAX_BW_MBIT = 1000.0  # TCIntf refuses more
+PARAM_TYPES = ("rate", "delay")  # parameters read with units (vtime.units)
 
 
 class TopologySpecError(TopologyError):
@@ -52,11 +55,36 @@ def _or_template(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, _TEMPLATE]}
 
 
+def _is_rate(value: object) -> bool:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        parse_rate(value, "")  # raises UnitError: _describe shows its message
+    return True
+
+
+def _is_delay(value: object) -> bool:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        parse_delay(value, "")
+    return True
+
+
+#: ``format: rate`` / ``format: delay`` in the schemas below: strings (and delays' numbers)
+#: the units parser accepts. Built once, never changed.
+FORMATS = jsonschema.FormatChecker(formats=())
+FORMATS.checks("rate", raises=UnitError)(_is_rate)
+FORMATS.checks("delay", raises=UnitError)(_is_delay)
+
 _NAME = {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9]*$", "maxLength": 10}
 _PORT = {"type": "integer", "minimum": 1, "maximum": 510}
+#: A rate: a number (Mbit/s) or a string with units (``100G``, ``500k``, ``150GB/s``).
+_RATE = {"type": ["number", "string", "null"], "exclusiveMinimum": 0, "format": "rate",
+         "description": "bits/s with k, M, G or T (100G, 500k), B/s for bytes (150GB/s); a "
+                        "bare number is Mbit/s; null: unshaped"}
+#: A delay: a string with units (``2us``, ``1.5ms``), or 0.
+_DELAY = {"type": ["string", "number", "null"], "format": "delay",
+          "description": "a delay with ns, us, ms or s (2us, 1.5ms); only 0 may be bare"}
 _LINK_SHAPE: dict[str, dict[str, Any]] = {
-    "bw": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": MAX_BW_MBIT},
-    "delay": {"type": ["string", "null"], "pattern": r"^[0-9]+(\.[0-9]+)?(us|ms|s)$"},
+    "bw": _RATE,
+    "delay": _DELAY,
     "loss": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
     "queue": {"type": ["integer", "null"], "minimum": 1, "maximum": 100000},
 }
@@ -85,6 +113,7 @@ HOST_SCHEMA: dict[str, Any] = {
         "name": _NAME, "switch": _NAME, "port": _PORT,
         "gpus": {"type": "integer", "minimum": 0, "maximum": 1024},
         "role": {"enum": list(HOST_ROLES)},
+        "intra_bw": _RATE,
         "link": {"type": "object", "additionalProperties": False, "properties": _LINK_SHAPE},
     },
 }
@@ -144,6 +173,7 @@ FILE_SCHEMA: dict[str, Any] = {
                 "type": "object", "additionalProperties": False, "required": ["default"],
                 "properties": {"default": {"type": ["integer", "number", "string", "boolean",
                                                    "null"]},
+                               "type": {"enum": list(PARAM_TYPES)},
                                "min": {"type": "number"}, "max": {"type": "number"},
                                "help": {"type": "string"}},
             },
@@ -157,6 +187,7 @@ FILE_SCHEMA: dict[str, Any] = {
                                 "properties": {k: _or_template(v)
                                                for k, v in _LINK_SHAPE.items()}},
                 "gpus": _or_template({"type": "integer", "minimum": 0, "maximum": 1024}),
+                "intra_bw": _or_template(_RATE),
                 "cpu_port": _or_template({"type": ["integer", "null"], "minimum": 1,
                                           "maximum": 510}),
             },
@@ -171,10 +202,11 @@ FILE_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class LinkShapeSpec:
-    """Rate (Mbit/s, None = unshaped), netem delay/loss, queue (packets, None = default)."""
+    """Emulated rate (bits/s, None = unshaped), delay (seconds) and loss (percent) (both
+    need netem), queue (packets, None = default)."""
 
-    bw: float | None = None
-    delay: str | None = None
+    bw_bps: float | None = None
+    delay_s: float | None = None
     loss: float | None = None
     queue: int | None = None
 
@@ -201,6 +233,7 @@ class HostSpec:
     role: str = "worker"
     port: int | None = None
     link: LinkShapeSpec = LinkShapeSpec()
+    intra_bw_bps: float | None = None  # bits/s between its GPUs; None: the workload default
     where: str = ""
     at: str = ""
 
@@ -496,12 +529,14 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{value!r} is not one of {', '.join(repr(v) for v in error.validator_value)}"
     if error.validator == "anyOf":
         return f"unexpected value {value!r}"
+    if error.validator == "format" and error.cause is not None:
+        return str(error.cause)
     return f"{error.message} (got {value!r})" if repr(value) not in error.message else error.message
 
 
 def _check(source: str, schema: dict[str, Any], instance: Any, node: yaml.Node | None,
            prefix: str = "") -> None:
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     if errors:
         raise _schema_error(source, errors[0], node, prefix)
@@ -518,7 +553,11 @@ def _params(source: str, declared: Mapping[str, Any], given: Mapping[str, Any],
     for name, decl in declared.items():
         value = given.get(name, decl["default"])
         default = decl["default"]
-        if name in given and default is not None and value is not None:
+        if "type" in decl:
+            line = _line(node, ["params", name])
+            at = f":{line}" if line and name not in given else ""
+            value = _typed(f"{source}{at}", name, value, decl["type"])
+        elif name in given and default is not None and value is not None:
             value = _coerce(source, name, value, type(default))
         if isinstance(value, int | float) and not isinstance(value, bool):
             low, high = decl.get("min"), decl.get("max")
@@ -532,6 +571,21 @@ def _params(source: str, declared: Mapping[str, Any], given: Mapping[str, Any],
                                         f"{bounds}")
         out[name] = value
     return out
+
+
+def _typed(where: str, name: str, value: Any, kind: str) -> Any:
+    """A ``type: rate`` parameter's value as a number of Mbit/s (what a bare number means in
+    the file, so ``"{bw}"`` and arithmetic on it keep the rate); a ``type: delay`` one checked
+    and kept as written. None stays None (unshaped, no delay)."""
+    if value is None:
+        return None
+    try:
+        if kind == "rate":
+            return parse_rate(value, f"params.{name}") / 1e6
+        parse_delay(value, f"params.{name}")
+    except UnitError as exc:
+        raise TopologySpecError(f"{where}: {exc}") from None
+    return value
 
 
 def _coerce(source: str, name: str, value: Any, kind: type) -> Any:
@@ -553,14 +607,28 @@ def _coerce(source: str, name: str, value: Any, kind: type) -> Any:
     raise TopologySpecError(f"{source}: params.{name}: expected {kind.__name__}, got {value!r}")
 
 
+def _rate(value: Any) -> float | None:
+    """Bits/s of a checked (schema ``format: rate``) field value; None stays None."""
+    return None if value is None else parse_rate(value)
+
+
 def _shape(data: Mapping[str, Any], base: LinkShapeSpec) -> LinkShapeSpec:
+    """A link's shape from its checked fields; a field it does not set comes from ``base``
+    (null sets "none")."""
     return LinkShapeSpec(
-        bw=float(data["bw"]) if data.get("bw") is not None else (None if "bw" in data else base.bw),
-        delay=data["delay"] if "delay" in data else base.delay,
+        bw_bps=_rate(data["bw"]) if "bw" in data else base.bw_bps,
+        delay_s=(None if data["delay"] is None else parse_delay(data["delay"]))
+        if "delay" in data else base.delay_s,
         loss=float(data["loss"]) if data.get("loss") is not None else (
             None if "loss" in data else base.loss),
         queue=data["queue"] if "queue" in data else base.queue,
     )
+
+
+def _at(source: str, node: yaml.Node | None, path: Sequence[Any]) -> str:
+    """``file:line`` of ``path`` in the file when known, else the file."""
+    line = _line(node, path)
+    return f"{source}:{line}" if line else source
 
 
 def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> TopologySpec:
@@ -575,20 +643,27 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
     env = _params(source, data.get("params", {}), dict(params or {}), node)
     defaults = data.get("defaults", {})
     try:
-        host_default = _shape(expand_value(defaults.get("host_link", {}), env), LinkShapeSpec())
-        fabric_default = _shape(expand_value(defaults.get("fabric_link", {}), env), host_default)
+        host_link = expand_value(defaults.get("host_link", {}), env)
+        fabric_link = expand_value(defaults.get("fabric_link", {}), env)
         gpus_default = expand_value(defaults.get("gpus", 1), env)
         cpu_port = expand_value(defaults.get("cpu_port", 255), env)
+        intra_default = expand_value(defaults.get("intra_bw"), env)
     except ValueError as exc:
         raise TopologySpecError(f"{source}: defaults: {exc}") from None
-    _check(source, {"type": "object", "properties": {k: v for k, v in _LINK_SHAPE.items()}},
-           vars(host_default), None, "defaults.host_link")
-    _check(source, {"type": "object", "properties": {k: v for k, v in _LINK_SHAPE.items()}},
-           vars(fabric_default), None, "defaults.fabric_link")
-    _check(source, {"type": "integer", "minimum": 0, "maximum": 1024}, gpus_default, None,
+    shape_schema = {"type": "object", "properties": _LINK_SHAPE}
+    for key, value in (("host_link", host_link), ("fabric_link", fabric_link)):
+        _check(_at(source, node, ["defaults", key]), shape_schema, value, None,
+               f"defaults.{key}")
+    _check(_at(source, node, ["defaults", "gpus"]),
+           {"type": "integer", "minimum": 0, "maximum": 1024}, gpus_default, None,
            "defaults.gpus")
-    _check(source, {"type": ["integer", "null"], "minimum": 1, "maximum": 510}, cpu_port, None,
+    _check(_at(source, node, ["defaults", "cpu_port"]),
+           {"type": ["integer", "null"], "minimum": 1, "maximum": 510}, cpu_port, None,
            "defaults.cpu_port")
+    _check(_at(source, node, ["defaults", "intra_bw"]), _RATE, intra_default, None,
+           "defaults.intra_bw")
+    host_default = _shape(host_link, LinkShapeSpec())
+    fabric_default = _shape(fabric_link, host_default)
 
     expanded: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for key, schema in _ENTRY_SCHEMAS.items():
@@ -609,7 +684,8 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
     hosts = [
         HostSpec(name=h["name"], switch=h["switch"], gpus=h.get("gpus", gpus_default),
                  role=h.get("role", "worker"), port=h.get("port"),
-                 link=_shape(h.get("link", {}), host_default), where=place, at=at)
+                 link=_shape(h.get("link", {}), host_default),
+                 intra_bw_bps=_rate(h.get("intra_bw", intra_default)), where=place, at=at)
         for at, place, h in expanded["hosts"]
     ]
     links = [

@@ -39,6 +39,7 @@ from mininet.topo import Topo
 
 from topo.errors import TopologyError
 from topo.topofile import LinkShapeSpec, TopologySpec, builtin_files, load_spec, resolve
+from vtime import UnitError, parse_delay, parse_rate
 
 GRPC_BASE_PORT = 50051
 THRIFT_BASE_PORT = 9090
@@ -49,7 +50,8 @@ DEFAULT_CPU_PORT = 255
 # in-network all-reduce with 64-element packets (~1,200 packets/s per link), so the emulated
 # links, not the switch processes, are the bottleneck; see "Link rates" in docs/topology.md
 # for the arithmetic and the measurement. Fabric links default to the host-link rate.
-DEFAULT_HOST_BW_MBIT = 3.0
+DEFAULT_HOST_BW = "3M"  # as users write it (a bare number is Mbit/s too)
+DEFAULT_HOST_BW_BPS = parse_rate(DEFAULT_HOST_BW)
 HOST_PREFIX_LEN = 16
 LEAF_PREFIX_LEN = 24
 NET_BASE = "10.0.0.0"
@@ -57,7 +59,6 @@ MAX_IFNAME = 15  # Linux IFNAMSIZ - 1
 MAX_LEAVES = 254
 MAX_HOSTS_PER_LEAF = 253  # .1-.253; .0, .254 (reserved) and .255 are never hosts
 MAX_PORT = 510  # 511 is v1model's drop port
-MAX_BW_MBIT = 1000.0  # TCIntf refuses more
 
 
 def host_ip(leaf: int, slot: int) -> str:
@@ -91,20 +92,21 @@ def grpc_port(device_id: int, base: int = GRPC_BASE_PORT) -> int:
 
 @dataclass(frozen=True)
 class LinkShape:
-    """What one class of links should emulate; ``delay``/``loss`` need netem."""
+    """What one class of links should emulate, in emulated units; ``delay_s``/``loss`` need
+    netem. The real link's parameters come from ``topo.links.real_link_params``."""
 
-    bw_mbit: float | None = DEFAULT_HOST_BW_MBIT
-    delay: str | None = None  # tc syntax, e.g. "2ms"
+    bw_bps: float | None = DEFAULT_HOST_BW_BPS  # bits/s; None: unshaped
+    delay_s: float | None = None  # seconds, one way
     loss: float | None = None  # percent
     queue: int | None = None  # packets (netem's limit, else a pfifo under the data class)
 
     def link_opts(self) -> dict[str, Any]:
         """Keyword options for ``Topo.addLink`` (consumed by ``topo.links.ShapedLink``)."""
         opts: dict[str, Any] = {}
-        if self.bw_mbit is not None:
-            opts["bw"] = self.bw_mbit
-        if self.delay is not None:
-            opts["delay"] = self.delay
+        if self.bw_bps is not None:
+            opts["bw_bps"] = self.bw_bps
+        if self.delay_s is not None:
+            opts["delay_s"] = self.delay_s
         if self.loss is not None:
             opts["loss"] = self.loss
         if self.queue is not None:
@@ -117,11 +119,26 @@ def _check_count(what: str, value: int, low: int, high: int) -> None:
         raise TopologyError(f"{what} must be an integer in {low}..{high}, got {value!r}")
 
 
-def _check_bw(what: str, value: float | None) -> None:
+def link_rate(what: str, value: float | str | None) -> float | None:
+    """Bits/s of a rate argument as users write it (``100G``, ``500k``; a bare number is
+    Mbit/s); None: unshaped. Whether the real link can carry it is decided where links are
+    configured (``topo.links.real_link_params``), where time dilation is known."""
     if value is None:
-        return
-    if not isinstance(value, int | float) or not 0 < value <= MAX_BW_MBIT:
-        raise TopologyError(f"{what} must be in (0, {MAX_BW_MBIT:g}] Mbit/s, got {value!r}")
+        return None
+    try:
+        return parse_rate(value, what)
+    except UnitError as exc:
+        raise TopologyError(str(exc)) from None
+
+
+def link_delay(what: str, value: float | str | None) -> float | None:
+    """Seconds of a delay argument (``2us``, ``1ms``); None: no delay."""
+    if value is None:
+        return None
+    try:
+        return parse_delay(value, what)
+    except UnitError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 def _check_loss(value: float | None) -> None:
@@ -135,8 +152,12 @@ class TestbedTopo(Topo):
     Node options (``nodeInfo``) carry everything later stages read: switches have
     ``device_id``, ``grpc_port``, ``grpc_host``, ``thrift_port``, ``cpu_port``, ``role``
     (``leaf``/``spine``), ``index`` and ``dpid``; hosts have ``ip`` (with prefix length),
-    ``mac``, ``gpus``, ``leaf`` and ``slot``; links have ``kind`` (``host``/``fabric``),
-    ``bw`` and, when requested, ``delay``/``loss``, plus deterministic ``addr1``/``addr2``.
+    ``mac``, ``gpus``, ``leaf``, ``slot`` and ``intra_bw_bps``; links have ``kind``
+    (``host``/``fabric``), ``bw_bps`` and, when requested, ``delay_s``/``loss``/
+    ``max_queue_size`` (emulated units), plus deterministic ``addr1``/``addr2``.
+
+    Rates are given as users write them (``host_bw=3`` is 3 Mbit/s, ``"100G"``), delays with
+    their unit (``"2us"``).
     """
 
     __test__ = False  # not a pytest test class despite its name
@@ -145,7 +166,7 @@ class TestbedTopo(Topo):
     def __init__(
         self,
         *,
-        host_bw: float | None = DEFAULT_HOST_BW_MBIT,
+        host_bw: float | str | None = DEFAULT_HOST_BW,
         gpus_per_host: int = 1,
         delay: str | None = None,
         loss: float | None = None,
@@ -154,7 +175,8 @@ class TestbedTopo(Topo):
         thrift_base_port: int = THRIFT_BASE_PORT,
         name_prefix: str = "",
     ) -> None:
-        _check_bw("host_bw", host_bw)
+        host_bps = link_rate("host_bw", host_bw)
+        delay_s = link_delay("delay", delay)
         _check_count("gpus_per_host", gpus_per_host, 1, 1024)
         _check_loss(loss)
         if cpu_port is not None:
@@ -163,7 +185,7 @@ class TestbedTopo(Topo):
         _check_count("thrift_base_port", thrift_base_port, 1024, 65000)
         if name_prefix and not name_prefix.isalnum():
             raise TopologyError(f"name_prefix must be letters/digits, got {name_prefix!r}")
-        self.host_shape = LinkShape(host_bw, delay, loss)
+        self.host_shape = LinkShape(host_bps, delay_s, loss)
         self.gpus_per_host = gpus_per_host
         self.cpu_port = cpu_port
         self.grpc_base_port = grpc_base_port
@@ -206,7 +228,8 @@ class TestbedTopo(Topo):
         )
 
     def _add_host(self, number: int, leaf: int, slot: int, *, base: str | None = None,
-                  gpus: int | None = None, role: str = "worker") -> str:
+                  gpus: int | None = None, role: str = "worker",
+                  intra_bw_bps: float | None = None) -> str:
         name = self._name(base if base is not None else f"h{number}")
         if len(f"{name}-eth0") > MAX_IFNAME:
             raise TopologyError(f"host name {name!r} is too long for its interface name")
@@ -218,6 +241,7 @@ class TestbedTopo(Topo):
             leaf=leaf,
             slot=slot,
             role=role,
+            intra_bw_bps=intra_bw_bps,
         )
 
     # ------------------------------------------------------------------ queries
@@ -259,13 +283,13 @@ class FileTopo(TestbedTopo):
         self.spec = spec
         self.kind = spec.kind
         first_worker = next((h for h in spec.hosts if h.role == "worker"), None)
-        host_bw = first_worker.link.bw if first_worker is not None else None
         super().__init__(
-            host_bw=host_bw, delay=None, loss=None,
+            host_bw=None, delay=None, loss=None,
             cpu_port=spec.cpu_port if cpu_port is ... else cpu_port,
             grpc_base_port=grpc_base_port, thrift_base_port=thrift_base_port,
             name_prefix=name_prefix,
         )
+        self.host_shape = LinkShape(first_worker.link.bw_bps if first_worker else None)
 
     def _plan_ports(self) -> tuple[dict[str, int], list[int], list[tuple[int, int]]]:
         """(device id per switch, each host's switch port, each link's two ports)."""
@@ -330,7 +354,8 @@ class FileTopo(TestbedTopo):
             if slot > MAX_HOSTS_PER_LEAF:
                 raise TopologyError(f"{spec.source}: {h.where}: more than {MAX_HOSTS_PER_LEAF} "
                                     f"hosts on {h.switch}")
-            host = self._add_host(number, leaf, slot, base=h.name, gpus=h.gpus, role=h.role)
+            host = self._add_host(number, leaf, slot, base=h.name, gpus=h.gpus, role=h.role,
+                                  intra_bw_bps=h.intra_bw_bps)
             self.addLink(host, self._name(h.switch), port1=0, port2=port, kind="host",
                          addr1=host_mac(leaf, slot), addr2=switch_port_mac(ids[h.switch], port),
                          **_shape(h.link).link_opts())
@@ -355,7 +380,7 @@ class FileTopo(TestbedTopo):
 
 
 def _shape(spec: LinkShapeSpec) -> LinkShape:
-    return LinkShape(spec.bw, spec.delay, spec.loss, spec.queue)
+    return LinkShape(spec.bw_bps, spec.delay_s, spec.loss, spec.queue)
 
 
 def shipped_file(name: str) -> Path:
@@ -374,15 +399,17 @@ class RackTopo(FileTopo):
     """One switch (``s1``, device 0, leaf 1) with ``hosts`` hosts on ports ``1..hosts``
     (``topo/files/rack.yaml``)."""
 
-    def __init__(self, hosts: int = 4, *, host_bw: float | None = DEFAULT_HOST_BW_MBIT,
+    def __init__(self, hosts: int = 4, *, host_bw: float | str | None = DEFAULT_HOST_BW,
                  gpus_per_host: int = 1, delay: str | None = None, loss: float | None = None,
+                 intra_bw: float | str | None = None,
                  cpu_port: int | None = DEFAULT_CPU_PORT, grpc_base_port: int = GRPC_BASE_PORT,
                  name_prefix: str = "") -> None:
         _check_count("hosts", hosts, 1, MAX_HOSTS_PER_LEAF)
-        _check_common(host_bw, gpus_per_host, loss)
+        _check_common(host_bw, gpus_per_host, loss, delay, intra_bw)
         self.nhosts = hosts
         spec = load_spec(shipped_file("rack"), {"hosts": hosts, "gpus": gpus_per_host,
-                                                "bw": host_bw, "delay": delay, "loss": loss})
+                                                "bw": host_bw, "delay": delay, "loss": loss,
+                                                "intra_bw": intra_bw})
         super().__init__(spec, cpu_port=cpu_port, grpc_base_port=grpc_base_port,
                          name_prefix=name_prefix)
 
@@ -396,13 +423,14 @@ class SpineLeafTopo(FileTopo):
         spines: int = 2,
         leaves: int = 2,
         hosts_per_leaf: int = 2,
-        fabric_bw: float | None = None,
+        fabric_bw: float | str | None = None,
         data_server: bool = False,
         *,
-        host_bw: float | None = DEFAULT_HOST_BW_MBIT,
+        host_bw: float | str | None = DEFAULT_HOST_BW,
         gpus_per_host: int = 1,
         delay: str | None = None,
         loss: float | None = None,
+        intra_bw: float | str | None = None,
         cpu_port: int | None = DEFAULT_CPU_PORT,
         grpc_base_port: int = GRPC_BASE_PORT,
         name_prefix: str = "",
@@ -410,8 +438,8 @@ class SpineLeafTopo(FileTopo):
         _check_count("spines", spines, 1, 64)
         _check_count("leaves", leaves, 1, MAX_LEAVES)
         _check_count("hosts_per_leaf", hosts_per_leaf, 1, MAX_HOSTS_PER_LEAF)
-        _check_bw("fabric_bw", fabric_bw)
-        _check_common(host_bw, gpus_per_host, loss)
+        fabric_bps = link_rate("fabric_bw", fabric_bw)
+        _check_common(host_bw, gpus_per_host, loss, delay, intra_bw)
         if not isinstance(data_server, bool):
             raise TopologyError(f"data_server must be True or False, got {data_server!r}")
         if data_server and hosts_per_leaf + 1 > MAX_HOSTS_PER_LEAF:
@@ -421,20 +449,21 @@ class SpineLeafTopo(FileTopo):
         self.nleaves = leaves
         self.hosts_per_leaf = hosts_per_leaf
         self.data_server = data_server
-        self._fabric_bw = fabric_bw
+        self._fabric_bps = fabric_bps
         spec = load_spec(shipped_file("spineleaf"), {
             "spines": spines, "leaves": leaves, "hosts": hosts_per_leaf, "gpus": gpus_per_host,
             "bw": host_bw, "fabric_bw": fabric_bw, "delay": delay, "loss": loss,
-            "data_server": data_server})
+            "intra_bw": intra_bw, "data_server": data_server})
         super().__init__(spec, cpu_port=cpu_port, grpc_base_port=grpc_base_port,
                          name_prefix=name_prefix)
-        self.host_shape = LinkShape(host_bw, delay, loss)
+        self.host_shape = LinkShape(link_rate("host_bw", host_bw), link_delay("delay", delay),
+                                    loss)
 
     @property
     def fabric_shape(self) -> LinkShape:
         """Fabric links: ``fabric_bw`` (default: the host-link rate), same delay/loss."""
-        bw = self._fabric_bw if self._fabric_bw is not None else self.host_shape.bw_mbit
-        return LinkShape(bw, self.host_shape.delay, self.host_shape.loss)
+        bw = self._fabric_bps if self._fabric_bps is not None else self.host_shape.bw_bps
+        return LinkShape(bw, self.host_shape.delay_s, self.host_shape.loss)
 
     def leaf_id(self, leaf: int) -> int:
         """Device id of leaf ``leaf`` (1-based)."""
@@ -445,8 +474,13 @@ class SpineLeafTopo(FileTopo):
         return self.nleaves + spine - 1
 
 
-def _check_common(host_bw: float | None, gpus_per_host: int, loss: float | None) -> None:
-    _check_bw("host_bw", host_bw)
+def _check_common(host_bw: float | str | None, gpus_per_host: int, loss: float | None,
+                  delay: str | None, intra_bw: float | str | None) -> None:
+    """The keyword arguments' errors named as the caller wrote them (not as the file's
+    parameters they become)."""
+    link_rate("host_bw", host_bw)
+    link_rate("intra_bw", intra_bw)
+    link_delay("delay", delay)
     _check_count("gpus_per_host", gpus_per_host, 1, 1024)
     _check_loss(loss)
 

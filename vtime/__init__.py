@@ -9,15 +9,25 @@ so hosts, switches, topologies and the experiment runner share one definition.
 """
 
 from vtime.clock import REAL_TIME, VirtualClock, parse_tdf
-from vtime.units import UnitError, format_delay, format_rate, parse_delay, parse_rate
+from vtime.units import (
+    UnitError,
+    delay_arg,
+    format_delay,
+    format_rate,
+    parse_delay,
+    parse_rate,
+    rate_arg,
+)
 
 __all__ = [
     "REAL_TIME",
     "UnitError",
     "VirtualClock",
+    "delay_arg",
     "format_delay",
     "format_rate",
     "parse_delay",
     "parse_rate",
     "parse_tdf",
+    "rate_arg",
 ]

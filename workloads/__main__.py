@@ -34,7 +34,7 @@ import numpy as np
 
 from algorithms import registry
 from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
-from vtime import VirtualClock, parse_tdf
+from vtime import VirtualClock, parse_tdf, rate_arg
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
 from workloads.fixedpoint import FixedPointOverflow
@@ -84,16 +84,14 @@ class UsageError(ValueError):
     """Bad command-line input (reported without a traceback)."""
 
 
-def parse_rate(text: str) -> float:
-    """Bytes per second from ``150G``, ``12.5e9``, ``100M`` (decimal prefixes)."""
-    units = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-    t = text.strip().lower().removesuffix("b/s").removesuffix("b")
-    try:
-        if t and t[-1] in units:
-            return float(t[:-1]) * units[t[-1]]
-        return float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a rate: {text!r} (e.g. 150G)") from None
+#: NVLink 2.0 on a V100: 150 GB/s per GPU (bits/s, as every rate of the testbed).
+DEFAULT_INTRA_BW_BPS = 150e9 * 8
+
+
+def intra_host(args: argparse.Namespace) -> IntraHost:
+    """The modelled intra-host link of ``--hierarchical``: ``--intra-bw`` is bits/s (units as
+    every rate: ``150GB/s``, ``1.2T``), :class:`IntraHost` counts bytes/s."""
+    return IntraHost(args.intra_bw / 8, args.intra_latency)
 
 
 def parse_tdf_arg(text: str) -> float:
@@ -210,7 +208,7 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
     else:
         with _agent(args, clock) as agent:
             workers = agent.job.size * (args.gpus if args.hierarchical else 1)
-            intra = IntraHost(args.intra_bw, args.intra_latency)
+            intra = intra_host(args)
 
             def work(rank: int, ch: AggregationChannel
                      ) -> tuple[np.ndarray | None, list[Any], CpuLoad]:
@@ -272,7 +270,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             comm.barrier()
     else:
         algo = "innetwork-hier" if args.hierarchical else "innetwork"
-        intra = IntraHost(args.intra_bw, args.intra_latency)
+        intra = intra_host(args)
         with _agent(args, clock) as agent:
             workers = agent.job.size * (args.gpus if args.hierarchical else 1)
 
@@ -358,8 +356,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hierarchical", action="store_true",
                    help="in-network: reduce --gpus modelled GPUs inside the host first")
     p.add_argument("--gpus", type=int, default=1, help="hierarchical: GPUs per host")
-    p.add_argument("--intra-bw", type=parse_rate, default=150e9,
-                   help="hierarchical: intra-host bytes/s per GPU (e.g. 150G)")
+    p.add_argument("--intra-bw", type=rate_arg, default=DEFAULT_INTRA_BW_BPS, metavar="RATE",
+                   help="hierarchical: rate between a host's GPUs, per GPU: 150GB/s (bytes), "
+                   "1.2T (bits; a bare number is Mbit/s); default 150GB/s")
     p.add_argument("--intra-latency", type=float, default=0.0,
                    help="hierarchical: intra-host seconds per step (emulated)")
     p.add_argument("--seed", type=int, default=0)
@@ -410,7 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--leaves", type=int, default=2)
     m.add_argument("--hosts", type=int, default=2, help="hosts per leaf")
     m.add_argument("--gpus", type=int, default=2, help="GPUs (workers) per host")
-    m.add_argument("--bw", type=float, default=3.0, help="link rate, Mbit/s")
+    m.add_argument("--bw", type=rate_arg, default=3e6, metavar="RATE",
+                   help="link rate: 10M, 500k (a bare number is Mbit/s; default 3M)")
+    m.add_argument("--intra-bw", type=rate_arg, default=None, metavar="RATE",
+                   help="innetwork-hier: rate between a host's GPUs, e.g. 150GB/s (recorded in "
+                   "topology.json; default: the workload's)")
     m.add_argument("--algos", default="ring,torus,topk,hybrid,innetwork,innetwork-hier")
     m.add_argument("--sizes", default="65536,262144", help="float32 per worker, comma-separated")
     m.add_argument("--models", default="resnet50,bert-base", help="replayed models ('' for none)")

@@ -68,7 +68,7 @@ function applyLinks(links) {
     tr.dataset.link = l.id;
     cell(tr, `${l.switch}:${l.port} ↔ ${l.peer}`);
     cell(tr, l.kind);
-    cell(tr, l.bw_mbit ? `${l.bw_mbit} Mbit/s` : "unshaped");
+    cell(tr, l.bw);
     cell(tr, fmt(l.mbit_out));
     cell(tr, fmt(l.mbit_in));
     cell(tr, pct(l.utilization));
