@@ -261,12 +261,25 @@ def test_dilated_plans_give_every_process_the_factor(tmp_path: Path) -> None:
     assert all("--tdf" not in p.argv for p in (real.server, *real.workers))
 
 
-def test_testbed_refuses_a_tdf_its_links_do_not_have() -> None:
-    """The spine-leaf testbed cannot dilate its links yet, so --tdf there is refused."""
-    from train.testbed import TestbedError, TestbedOptions, TrainingTestbed
+def test_testbed_dilates_its_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spine-leaf testbed starts its network with the run's tdf (links at bw/tdf, the
+    switches' clocks dilated), the same tdf its training processes get."""
+    import train.testbed as testbed
 
-    with pytest.raises(TestbedError, match="--tdf 2: the spine-leaf testbed does not dilate"):
-        TrainingTestbed(TestbedOptions(tdf=2.0)).start()
+    seen: dict[str, object] = {}
+
+    class FakeLab:
+        def __init__(self, topo: object, target: str, rundir: object, program: object,
+                     **kw: object) -> None:
+            seen.update(kw)
+
+        def start(self) -> FakeLab:
+            raise testbed.TopoError("stop here")
+
+    monkeypatch.setattr(testbed, "ExperimentNetwork", FakeLab)
+    with pytest.raises(testbed.TestbedError, match="stop here"):
+        testbed.TrainingTestbed(testbed.TestbedOptions(tdf=2.0)).start()
+    assert seen["start"] == testbed.StartOptions(tdf=2.0)
 
 
 def test_train_rejects_a_bad_tdf(capsys: pytest.CaptureFixture[str]) -> None:

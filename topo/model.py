@@ -105,6 +105,9 @@ class Topology:
     netem: bool = False
     rundir: str | None = None
     schema: int = SCHEMA_VERSION
+    # time dilation: links carry bw/tdf, and the emulated clocks run tdf times slower
+    tdf: float = 1.0
+    delay_line: bool = False  # link delays are held by the switches (no netem)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def switch(self, name: str) -> SwitchRecord:
@@ -168,6 +171,8 @@ def describe(
     netem: bool = False,
     rundir: str | None = None,
     log_dir: str | None = None,
+    tdf: float = 1.0,
+    delay_line: bool = False,
 ) -> Topology:
     """The :class:`Topology` of ``topo`` as it will run; needs no root and starts nothing."""
     link_infos = [info for _a, _b, info in topo.links(sort=True, withInfo=True)]
@@ -224,8 +229,15 @@ def describe(
     return Topology(
         kind=topo.kind, target=target, switches=tuple(switches), hosts=tuple(hosts),
         links=tuple(links), program=program, p4info=p4info, device_config=device_config,
-        netem=netem, rundir=rundir, extra=topo.describe_extra(),
+        netem=netem, rundir=rundir, extra=topo.describe_extra(), tdf=tdf, delay_line=delay_line,
     )
+
+
+def _tdf(data: dict[str, Any], source: str) -> float:
+    value = data.get("tdf", 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1:
+        raise TopologyFileError(f"{source}: tdf: expected a number >= 1, got {value!r}")
+    return float(value)
 
 
 def topology_to_dict(topology: Topology) -> dict[str, Any]:
@@ -355,6 +367,8 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
         p4info=_get(data, "p4info", str, top, optional=True),
         device_config=_get(data, "device_config", str, top, optional=True),
         netem=bool(_get(data, "netem", bool, top, optional=True)),
+        tdf=_tdf(data, source),
+        delay_line=bool(_get(data, "delay_line", bool, top, optional=True)),
         rundir=_get(data, "rundir", str, top, optional=True),
         extra=extra,
     )

@@ -39,7 +39,7 @@ from topo.nodes import (
 )
 from topo.rundir import RunDir
 from topo.topologies import TestbedTopo
-from vtime import REAL_TIME
+from vtime import VirtualClock
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,28 @@ def _record_shells(net: Mininet, rundir: RunDir) -> None:
             rundir.record_process(sw.name, "switch-shell", sw.pid)
 
 
+def port_delays(topo: TestbedTopo) -> dict[str, tuple[dict[int, float], dict[int, float]]]:
+    """Where switches must hold packets for the links' propagation delays (emulated s), when
+    no netem does: {switch: (egress {port: delay}, ingress {port: delay})}. A link between two
+    switches is delayed once each way by each end's egress; a host's link by its switch's
+    egress (towards the host) and ingress (from it), since a host cannot."""
+    out: dict[str, tuple[dict[int, float], dict[int, float]]] = {}
+    for _a, _b, info in topo.links(sort=True, withInfo=True):
+        delay = info.get("delay_s")
+        if not delay:
+            continue
+        ends = ((info["node1"], int(info["port1"]), info["node2"]),
+                (info["node2"], int(info["port2"]), info["node1"]))
+        for node, port, peer in ends:
+            if not topo.isSwitch(node):
+                continue
+            egress, ingress = out.setdefault(node, ({}, {}))
+            egress[port] = float(delay)
+            if not topo.isSwitch(peer):
+                ingress[port] = float(delay)
+    return out
+
+
 def start_network(
     topo: TestbedTopo,
     target: str | type[P4Switch] = "softswitch",
@@ -240,7 +262,7 @@ def start_network(
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
-    clock = REAL_TIME  # the emulated clock the links are shaped for (no time dilation yet)
+    clock = VirtualClock(tdf)  # the emulated clock the links are shaped for
     check_link_shapes(topo.requested_shapes(), clock)
     stages = Stages(progress)
     if isinstance(target, str):
@@ -258,7 +280,18 @@ def start_network(
         rundir = RunDir.create(rundir)
     warnings = []
     netem = netem_available()
-    warning = shaping_warning(topo.requested_shapes(), netem)
+    delays = {} if netem else port_delays(topo)
+    if delays and not switch_cls.delay_line:
+        raise TopologyError(
+            f"link delay needs the kernel's netem qdisc (module sch_netem), which this kernel "
+            f"does not have, and the {switch_cls.target} target cannot hold packets itself: "
+            "use the built-in target (target=softswitch, whose switches delay packets), a "
+            "kernel with sch_netem, or no delay")
+    shapes = topo.requested_shapes()
+    if delays:  # the switches' delay lines carry the delays: only loss is missing
+        shapes = [replace(s, delay_s=None) for s in shapes]
+        stages.note("link delays: held by the switches (no netem in this kernel)")
+    warning = shaping_warning(shapes, netem)
     if warning:
         stages.warn(warning)
         warnings.append(warning)
@@ -277,6 +310,8 @@ def start_network(
         start_timeout=start_timeout,
         egress_order=egress_order,
         seed=seed,
+        tdf=tdf,
+        port_delays=delays,
     )
     net = Mininet(
         topo=topo,
@@ -305,6 +340,8 @@ def start_network(
             p4info=str(build.p4info) if build and build.p4info else None,
             device_config=str(build.device_config) if build and build.device_config else None,
             netem=netem,
+            tdf=tdf,
+            delay_line=bool(delays),
             rundir=str(rundir.path),
             log_dir=str(rundir.logs),
         )

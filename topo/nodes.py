@@ -24,13 +24,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mininet.node import Host, Switch
 
+from softswitch.timing import SwitchTiming
 from topo import p4c_cache
 from topo.errors import ProgramBuildError, SwitchStartError, TargetError
 from topo.rundir import RunDir
@@ -74,6 +75,9 @@ class SwitchLaunch:
     program: Path | None = None  # loaded at start (None: --no-p4)
     egress_order: str = "sync"  # built-in target: sync, fifo or random (--egress-order)
     seed: int | None = None  # of egress_order random (--seed)
+    tdf: float = 1.0  # time dilation (built-in target: its clock; BMv2 cannot)
+    egress_delays: tuple[tuple[int, float], ...] = ()  # built-in target's delay line (s)
+    ingress_delays: tuple[tuple[int, float], ...] = ()
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -254,6 +258,8 @@ class P4Switch(Switch):
     """
 
     target: ClassVar[str] = "p4"
+    # holds each packet for its link's propagation delay itself (where there is no netem)
+    delay_line: ClassVar[bool] = False
     binaries: ClassVar[tuple[str, ...]] = ()
     isSetup: ClassVar[bool] = False  # Mininet runs setup() once per class
 
@@ -276,6 +282,8 @@ class P4Switch(Switch):
         index: int | None = None,
         egress_order: str = "sync",
         seed: int | None = None,
+        tdf: float = 1.0,
+        port_delays: Mapping[str, tuple[dict[int, float], dict[int, float]]] | None = None,
         **params: Any,
     ) -> None:
         if log_level not in LOG_LEVELS:
@@ -300,6 +308,9 @@ class P4Switch(Switch):
         self.egress_order = egress_order
         # each switch its own random order: the run's seed plus the device id
         self.seed = None if seed is None else seed + device_id
+        self.tdf = tdf
+        # this switch's (egress, ingress) link delays per port, from the run's map by name
+        self.delays = (port_delays or {}).get(name, ({}, {}))
         self.proc: subprocess.Popen[bytes] | None = None
         super().__init__(name, **params)
 
@@ -359,6 +370,8 @@ class P4Switch(Switch):
             ports=tuple(self.port_interfaces()), log_file=self.log_file, cpu_port=self.cpu_port,
             thrift_port=self.thrift_port, pcap_dir=self.pcap_dir, log_level=self.log_level,
             program=self.preload_path(), egress_order=self.egress_order, seed=self.seed,
+            tdf=self.tdf, egress_delays=tuple(sorted(self.delays[0].items())),
+            ingress_delays=tuple(sorted(self.delays[1].items())),
         )
 
     def preload_path(self) -> Path | None:
@@ -529,6 +542,7 @@ class SoftSwitch(P4Switch):
     binaries = ()
     isSetup = False
     python: ClassVar[str] = sys.executable
+    delay_line = True
 
     def preload_path(self) -> Path | None:
         """The P4 source (the built-in target compiles it at start)."""
@@ -551,6 +565,8 @@ class SoftSwitch(P4Switch):
             argv += ["--egress-order", launch.egress_order]
             if launch.seed is not None:
                 argv += ["--seed", str(launch.seed)]
+        argv += SwitchTiming.of(launch.tdf, dict(launch.egress_delays),
+                                dict(launch.ingress_delays)).argv()
         return argv
 
     @classmethod

@@ -37,7 +37,8 @@ from types import TracebackType
 from typing import Any
 
 from algorithms import registry
-from experiment.lifecycle import ExperimentNetwork, Snapshot, Window
+from experiment.lifecycle import ExperimentNetwork, Snapshot, StartOptions, Window
+from topo.errors import TopoError
 from train.launch import (
     LaunchError,
     LaunchPlan,
@@ -78,8 +79,8 @@ class TestbedOptions:
     credits: int = 2
     slots: int = 64
     timeout_s: float = 600.0  # per training run (emulated seconds)
-    # time-dilation factor: every process started gets it (--tdf); the links must carry
-    # bw/tdf, which the network start does not do yet (start() refuses tdf != 1)
+    # time-dilation factor: every process started gets it (--tdf), and the network's links
+    # carry bw/tdf (its switches' clocks run tdf times slower too)
     tdf: float = 1.0
 
 
@@ -116,14 +117,9 @@ class TrainingTestbed:
         from controller.fabric import ControllerError
         from controller.p4client import P4RuntimeRequestError
         from liveview import port_or_announce
-        from topo.errors import TopoError
         from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
         o = self.options
-        if o.tdf != 1:
-            raise TestbedError(f"--tdf {o.tdf:g}: the spine-leaf testbed does not dilate its "
-                               "links yet; the training processes would run dilated on "
-                               "undilated links")
         try:
             topo = SpineLeafTopo(spines=o.spines, leaves=o.leaves, hosts_per_leaf=o.hosts_per_leaf,
                                  host_bw=o.bw_mbit, data_server=True, name_prefix=o.name_prefix,
@@ -131,6 +127,7 @@ class TrainingTestbed:
                                                  else o.grpc_base_port))
             self.data_host = topo.data_host or ""
             self.lab = ExperimentNetwork(topo, o.target, o.rundir, o.program,
+                                         start=StartOptions(tdf=o.tdf),
                                          live_port=port_or_announce(default=None)).start()
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
