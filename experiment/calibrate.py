@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,20 @@ from protocol import netreduce as nr
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: Share of the guard's budgets a calibrated run aims at (headroom for the run's own noise:
 #: Python's GC, the live view's reads, the kernel's shaping).
 HEADROOM = 0.6
 #: TDFs are rounded up to these mantissas (times a power of ten) so that runs compare.
 NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-#: float32 per worker in the calibration all-reduce: a few windows, a few seconds on BMv2.
+#: float32 per worker in the calibration all-reduces, small and large: the difference of their
+#: times is per-packet work, what is left of the small one is the collective's fixed cost.
 CALIBRATION_ELEMENTS = 32768
+CALIBRATION_SMALL = 4096
+#: The share of a collective's emulated time that the machine's fixed real-time cost (process
+#: wake-ups, the barrier, the first packets through every Python hop) may take, once divided
+#: by the TDF: at TDF 1 it kept spine-leaf make runs 4-11 % below the frame-size ideal.
+OVERHEAD_SHARE = 0.02
 
 
 class CalibrationError(RuntimeError):
@@ -57,6 +63,7 @@ class Costs:
     elems: int
     measured: str = ""  # when (UTC, ISO 8601)
     packets: int = 0  # aggregation packets the measurement saw
+    overhead_s: float = 0.0  # real seconds a collective costs beyond its packets
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,17 +119,26 @@ def max_real_rate(costs: Costs, fabric: Fabric, elems: int, switch_budget: float
 
 
 def choose_tdf(costs: Costs, fabric: Fabric, elems: int, switch_budget: float = 0.85,
-               machine_budget: float = 0.9, headroom: float = HEADROOM) -> tuple[float, str]:
-    """(TDF, why): the smallest nice TDF at which the fastest emulated link runs, divided by
-    the TDF, no faster than :func:`max_real_rate` allows with ``headroom``."""
+               machine_budget: float = 0.9, headroom: float = HEADROOM,
+               transfer_s: float = 0.0) -> tuple[float, str]:
+    """(TDF, why): the smallest nice TDF at which (1) the fastest emulated link runs, divided
+    by the TDF, no faster than :func:`max_real_rate` allows with ``headroom``, and (2) the
+    collective's fixed real-time cost, divided by the TDF, is at most ``OVERHEAD_SHARE`` of
+    ``transfer_s`` (the job's emulated transfer time at the emulated rate; 0: not checked)."""
     real = max_real_rate(costs, fabric, elems, switch_budget * headroom,
                          machine_budget * headroom)
     if math.isinf(real):
         return 1.0, "no per-packet cost measured"
-    tdf = nice_tdf(fabric.max_bw_bps / real)
+    cpu_tdf = fabric.max_bw_bps / real
+    latency_tdf = (costs.overhead_s / (OVERHEAD_SHARE * transfer_s)
+                   if transfer_s > 0 and costs.overhead_s > 0 else 1.0)
+    tdf = nice_tdf(max(cpu_tdf, latency_tdf))
     why = (f"{costs.target}: {costs.switch_s * 1e6:.0f} us CPU per aggregation packet at the "
-           f"switch, {costs.agent_s * 1e6:.0f} us at a host agent; busiest fan-in "
-           f"{max(fabric.fanins.values())}; faithful up to {real / 1e6:.3g} Mbit/s real")
+           f"switch, {costs.agent_s * 1e6:.0f} us at a host agent, busiest fan-in "
+           f"{max(fabric.fanins.values())}: CPU-faithful up to {real / 1e6:.3g} Mbit/s real")
+    if costs.overhead_s > 0 and transfer_s > 0:
+        why += (f"; fixed cost {costs.overhead_s * 1e3:.0f} ms real per collective, "
+                f"<= {OVERHEAD_SHARE:.0%} of its emulated time from TDF {latency_tdf:.3g}")
     return tdf, why
 
 
@@ -256,7 +272,8 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     unshaped, real time), run one in-network all-reduce and return its per-packet costs.
     Needs root; the network is stopped on the way out."""
     from experiment.lifecycle import ExperimentNetwork, StartOptions
-    from experiment.session import ExperimentOptions, run_experiment
+    from experiment.session import ExperimentOptions, create_job, run_allreduce
+    from topo.network import Stages
     from topo.topofile import load_spec, resolve
     from topo.topologies import FileTopo
 
@@ -268,11 +285,24 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
                              algorithms=("innetwork",), credits=4, slots=256,
                              measure_seconds=0.0, job_name="calibration")
-    with ExperimentNetwork(topo, target, rundir, program, start=StartOptions(),
-                           program_fabric=False) as lab:
-        result = run_experiment(lab, opts)
-    run = result.runs[0]
-    if not run.exact:
-        raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
-                               f"{'; '.join(run.errors) or 'wrong sum'}")
-    return costs_from_run(run, target, max(2, fanin), elems)
+    small_opts = replace(opts, elements=CALIBRATION_SMALL)
+    with ExperimentNetwork(topo, target, rundir, program, start=StartOptions()) as lab:
+        plan = create_job(lab.controller, lab.topology, opts, Stages(enabled=False))
+        plan_path = lab.rundir / "calibration-job.json"
+        plan_path.write_text(json.dumps(plan))
+        small = run_allreduce(lab, None, plan, "innetwork", small_opts, plan_path)
+        large = run_allreduce(lab, None, plan, "innetwork", opts, plan_path)
+    for run in (small, large):
+        if not run.exact:
+            raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
+                                   f"{'; '.join(run.errors) or 'wrong sum'}")
+    costs = costs_from_run(large, target, max(2, fanin), elems)
+    return replace(costs, overhead_s=fixed_cost(small.seconds, CALIBRATION_SMALL,
+                                                large.seconds, CALIBRATION_ELEMENTS))
+
+
+def fixed_cost(small_s: float, small_n: int, large_s: float, large_n: int) -> float:
+    """The intercept of the line through two (size, time) points: what a collective costs
+    whatever its size (never below 0)."""
+    per_element = (large_s - small_s) / (large_n - small_n)
+    return max(0.0, small_s - per_element * small_n)

@@ -12,6 +12,7 @@ rate.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
 
 #: ``tdf=auto``: calibrate.
 AUTO = "auto"
+#: A default tensor lasts at least this many round trips of the emulated network.
+ROUND_TRIPS = 20
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,27 @@ def window_seconds(spec: TopologySpec, window_pkts: int, elems: int) -> float:
     return window_pkts * calibrate.frame_bits(elems) / min(shaped) if shaped else 0.0
 
 
+def transfer_seconds(spec: TopologySpec, elements: int) -> float:
+    """Emulated seconds ``elements`` float32 take on the slowest worker host link (payload
+    only; 0 when unshaped)."""
+    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
+    shaped = [r for r in rates if r]
+    return elements * 32 / min(shaped) if shaped else 0.0
+
+
+def default_elements(spec: TopologySpec, minimum: int, round_trips: int = ROUND_TRIPS) -> int:
+    """float32 per worker for a run that measures bandwidth: ``minimum``, or enough for the
+    transfer to last ``round_trips`` of the network's longest round trip (a tensor inside a
+    few bandwidth-delay products measures latency instead), rounded up to a power of two."""
+    rtt = longest_rtt(spec)
+    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
+    shaped = [r for r in rates if r]
+    if rtt <= 0 or not shaped:
+        return minimum
+    need = round_trips * rtt * min(shaped) / 32
+    return max(minimum, 1 << math.ceil(math.log2(max(need, 1.0))))
+
+
 def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
                  window_s: float = 0.0) -> tuple[float, float]:
     """The in-network agents' retransmission timer bounds (lowest, highest), emulated
@@ -129,11 +153,12 @@ def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
 
 
 def resolve(option: str | float, target: str, program: Path | None, spec: TopologySpec,
-            elems: int, *, refresh: bool = False, rundir: Path | None = None,
+            elems: int, *, elements: int = 0, refresh: bool = False, rundir: Path | None = None,
             announce: Callable[[str], None] | None = None,
             measure: Callable[[], calibrate.Costs] | None = None) -> Dilation:
     """The run's TDF: the number given, or (``auto``) the calibrated one for ``target``,
-    ``program`` and ``spec``'s busiest fan-in (1 without a program or shaped links)."""
+    ``program`` and ``spec``'s busiest fan-in and a collective of ``elements`` float32 per
+    worker (1 without a program or shaped links)."""
     if option != AUTO:
         return Dilation(float(option), "set by --tdf", False)
     fabric = fabric_of(spec)
@@ -144,6 +169,7 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
         target, program, elems, fanin, rundir, announce))
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
                                         refresh=refresh)
-    tdf, why = calibrate.choose_tdf(costs, fabric, elems)
+    tdf, why = calibrate.choose_tdf(costs, fabric, elems,
+                                    transfer_s=transfer_seconds(spec, elements))
     return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True)
 

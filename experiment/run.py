@@ -37,6 +37,7 @@ from experiment.calibrate import CalibrationError
 from experiment.dilation import (
     AUTO,
     Dilation,
+    default_elements,
     longest_rtt,
     parse_tdf_option,
     timer_bounds,
@@ -447,9 +448,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="after the all-reduces, send UDP above the link rate from the first to "
                    "the last host this long, to tell a link-bound run from a switch-bound one "
                    f"(default {ExperimentOptions.measure_seconds:g}; 0 skips the check)")
-    p.add_argument("--elements", type=_positive, default=DEFAULT_ELEMENTS,
-                   help=f"float32 values per worker in the all-reduces "
-                   f"(default {DEFAULT_ELEMENTS})")
+    p.add_argument("--elements", type=_positive, default=None,
+                   help=f"float32 values per worker in the all-reduces (default "
+                   f"{DEFAULT_ELEMENTS}, more where the network's bandwidth-delay product "
+                   "needs it: the transfer lasts 20 round trips)")
     p.add_argument("--elems", type=_elems, default=DEFAULT_ELEMS,
                    help=f"elements per aggregation packet, NR_ELEMS: a multiple of 4 up to "
                    f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
@@ -541,7 +543,10 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     credits = args.credits or (job.credits if job is not None else None) or DEFAULT_CREDITS
     slots = args.slots or (job.slots if job is not None else None) or DEFAULT_SLOTS
     msg_pkts = job.msg_pkts if job is not None else None
-    opts = ExperimentOptions(elements=args.elements, elems=args.elems, credits=credits,
+    elements = args.elements
+    if elements is None:
+        elements = default_elements(topo.spec, DEFAULT_ELEMENTS) if topo else DEFAULT_ELEMENTS
+    opts = ExperimentOptions(elements=elements, elems=args.elems, credits=credits,
                              slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
                              job_name=job.name if job is not None else "allreduce",
                              measure_seconds=args.link_check_seconds)
@@ -595,8 +600,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if program is None:
             console.print("note: no P4 program: switches start empty (--no-p4)")
         target = target_name(args.target, spec)
+        if args.elements is None:
+            args.elements = default_elements(spec, DEFAULT_ELEMENTS)
         dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
-                                    refresh=args.recalibrate, announce=console.print)
+                                    elements=args.elements, refresh=args.recalibrate,
+                                    announce=console.print)
         console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,

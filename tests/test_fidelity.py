@@ -194,3 +194,22 @@ def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
     assert cal.load_cached("anything", cache) is None
     cal.calibrate("softswitch", program, 252, 2, measure, path=cache)
     assert json.loads(cache.read_text())["version"] == cal.CACHE_VERSION
+
+
+def test_fixed_cost_is_the_intercept() -> None:
+    """Two calibration sizes: what the small one took beyond its per-element share."""
+    assert cal.fixed_cost(0.15, 4096, 0.85, 32768) == pytest.approx(0.15 - 0.7 * 4096 / 28672)
+    assert cal.fixed_cost(0.01, 4096, 0.9, 32768) == 0.0  # never negative
+
+
+def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
+    """A 60 ms real fixed cost against a 0.7 s emulated transfer needs a TDF of about
+    60 / (2 % of 700) = 4.3; without it the CPU alone asks for 1."""
+    costs = cal.Costs(100e-6, 150e-6, "softswitch", 4, 252, overhead_s=0.06)
+    fabric = cal.Fabric({"l1": 4, "l2": 4, "sp1": 2, "sp2": 2}, agents=4, max_bw_bps=3e6,
+                        cores=2)
+    cpu_only, _ = cal.choose_tdf(costs, fabric, 252)
+    tdf, why = cal.choose_tdf(costs, fabric, 252, transfer_s=0.7)
+    assert cpu_only == 1.0
+    assert tdf == 5.0  # 4.29 rounded up
+    assert "fixed cost 60 ms" in why

@@ -14,7 +14,6 @@ from rich.console import Console
 
 from experiment.lifecycle import collect_rows, link_usage
 from experiment.run import (
-    DEFAULT_ELEMENTS,
     DEFAULT_ELEMS,
     Summary,
     SwitchStatus,
@@ -66,7 +65,7 @@ def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float
 def test_defaults_and_test_options():
     """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
     args = parse_args([])
-    assert (args.topo, args.no_cli, args.elements) == ("spineleaf", False, DEFAULT_ELEMENTS)
+    assert (args.topo, args.no_cli, args.elements, args.tdf) == ("spineleaf", False, None, "auto")
     default = build_topology(args)
     assert (default.spec.params["spines"], default.spec.params["leaves"]) == (2, 2)
     assert sorted(default.switches()) == ["l1", "l2", "sp1", "sp2"]
@@ -111,13 +110,27 @@ def test_link_bound_defaults():
     program), 65536 float32, 4 credits x 64-packet messages."""
     args = parse_args([])
     defaults = experiment_options(args)
-    assert (args.elems, args.elements, defaults.credits, defaults.slots) == (252, 65536, 4, 256)
+    assert args.elements is None  # sized from the network (experiment.dilation)
+    assert (args.elems, defaults.elements, defaults.credits, defaults.slots) == (
+        252, 65536, 4, 256)
     assert DEFAULT_HOST_BW_BPS == 3e6 and DEFAULT_ELEMS == 252
     opts = experiment_options(parse_args(["--elements", "100", "--elems", "16",
                                           "--credits", "4", "--slots", "256"]))
     assert (opts.elements, opts.elems, opts.credits, opts.slots) == (100, 16, 4, 256)
     topo = describe(build_topology(args), target="softswitch")
     assert {ln.bw_bps for ln in topo.links} == {3e6}
+
+
+def test_default_tensor_covers_the_bandwidth_delay_product():
+    """With delay the default tensor grows until its transfer lasts 20 round trips: at
+    100 Gbit/s and 2 us links (16 us round trip) that is 1 Mi float32."""
+    fast = build_topology(parse_args(["--bw", "100G", "--delay", "2us"]))
+    opts = experiment_options(parse_args(["--bw", "100G", "--delay", "2us"]), fast)
+    assert opts.elements == 1 << 20
+    assert opts.elements * 32 / 100e9 >= 20 * 16e-6
+    given = experiment_options(parse_args(["--bw", "100G", "--delay", "2us", "--elements",
+                                           "4096"]), fast)
+    assert given.elements == 4096
 
 
 def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
