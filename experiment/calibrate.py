@@ -282,16 +282,18 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
                  "(once per setting and machine; cached)")
     spec = load_spec(resolve("rack"), {"hosts": max(2, fanin), "bw": None})
     topo = FileTopo(spec, name_prefix="cal")
-    opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
-                             algorithms=("innetwork",), credits=4, slots=256,
-                             measure_seconds=0.0, job_name="calibration")
-    small_opts = replace(opts, elements=CALIBRATION_SMALL)
+    large_opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
+                                   algorithms=("innetwork",), credits=4, slots=256,
+                                   measure_seconds=0.0, job_name="calibration")
+    small_opts = replace(large_opts, elements=CALIBRATION_SMALL, job_name="calibrationsmall")
     with ExperimentNetwork(topo, target, rundir, program, start=StartOptions()) as lab:
-        plan = create_job(lab.controller, lab.topology, opts, Stages(enabled=False))
-        plan_path = lab.rundir / "calibration-job.json"
-        plan_path.write_text(json.dumps(plan))
-        small = run_allreduce(lab, None, plan, "innetwork", small_opts, plan_path)
-        large = run_allreduce(lab, None, plan, "innetwork", opts, plan_path)
+        runs = []
+        for run_opts in (small_opts, large_opts):  # a job each: a job's PSNs start once
+            plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))
+            plan_path = lab.rundir / f"{run_opts.job_name}.json"
+            plan_path.write_text(json.dumps(plan))
+            runs.append(run_allreduce(lab, None, plan, "innetwork", run_opts, plan_path))
+        small, large = runs
     for run in (small, large):
         if not run.exact:
             raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
