@@ -139,6 +139,15 @@ def default_elements(spec: TopologySpec, minimum: int, round_trips: int = ROUND_
     return max(minimum, 1 << math.ceil(math.log2(max(need, 1.0))))
 
 
+def collective_timeout(spec: TopologySpec, elements: int, tdf: float,
+                       real_timeout_s: float) -> float:
+    """The collectives' deadline in emulated seconds: what ``real_timeout_s`` of real time
+    stands for, but at least 100 times the transfer and the round trip of the emulated
+    network (a deadline of minutes of emulated 100 Gbit/s would be weeks of real time)."""
+    needed = 100 * (2 * transfer_seconds(spec, elements) + longest_rtt(spec))
+    return max(real_timeout_s / tdf, needed)
+
+
 def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
                  window_s: float = 0.0) -> tuple[float, float]:
     """The in-network agents' retransmission timer bounds (lowest, highest), emulated

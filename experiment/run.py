@@ -37,6 +37,7 @@ from experiment.calibrate import CalibrationError
 from experiment.dilation import (
     AUTO,
     Dilation,
+    collective_timeout,
     default_elements,
     longest_rtt,
     parse_tdf_option,
@@ -555,7 +556,8 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     window = slots if msg_pkts is None else credits * msg_pkts
     low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec),
                              window_seconds(topo.spec, window, args.elems))
-    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high)
+    timeout = collective_timeout(topo.spec, elements, dilation.tdf, opts.timeout_s)
+    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout)
 
 
 def clean_stale_runs(rundir: Path | None, console: Any) -> None:

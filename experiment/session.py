@@ -421,7 +421,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
                        if getattr(sw, "proc", None) is not None}).start()
     try:
         # the collective's timeout is emulated seconds: real ones are TDF times longer
-        results = lab.run_processes(commands, (opts.timeout_s + 30.0) * opts.tdf)
+        results = lab.run_processes(commands, opts.timeout_s * opts.tdf + 30.0)
     finally:
         peaks = monitor.stop()
     window = Window(before, lab.snapshot(controller))

@@ -91,3 +91,14 @@ def test_resolve_forced_and_calibrated(tmp_path: Path, monkeypatch: pytest.Monke
     assert "cached" in fast.why  # the second call read the first one's measurement
     none = dilation.resolve("auto", "softswitch", None, spec, 252)  # type: ignore[arg-type]
     assert none.tdf == 1.0
+
+
+def test_collective_timeout_is_bounded_in_real_time() -> None:
+    """At a huge TDF the deadline is a multiple of the emulated transfer, not minutes of
+    emulated time (weeks of real time); at TDF 1 and a small tensor it is the real timeout."""
+    fast = _spineleaf(bw="100G", delay="2us")
+    t = dilation.collective_timeout(fast, 1 << 20, 15_000, 120.0)  # type: ignore[arg-type]
+    assert t == pytest.approx(100 * (2 * (1 << 20) * 32 / 100e9 + 16e-6))
+    assert t * 15_000 < 3600
+    slow = _spineleaf(bw=3)
+    assert dilation.collective_timeout(slow, 1024, 1, 120.0) == 120.0  # type: ignore[arg-type]
