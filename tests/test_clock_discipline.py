@@ -46,6 +46,13 @@ WAITS: dict[str, int | None] = {
 ALLOWED = {
     ("workloads/__main__.py", "cmd_replay", "time.time"):
         "the results file's stamp of when it was written, not a measured interval",
+    ("workloads/comm.py", "close", "join"):
+        "the reader threads only have to notice the shutdown: a real-time bound",
+    ("workloads/roce.py", "close", "join"):
+        "the I/O thread only has to notice the close: a real-time bound",
+    ("workloads/roce.py", "_loop", "poll"):
+        "waits until the next retransmission deadline (clock.real of it) or POLL_CAP real "
+        "seconds, the loop's real-time look at its own state",
     ("train/launch.py", "_stop", "wait"):
         "the grace between SIGTERM and SIGKILL: how long a process takes to exit is the "
         "machine's business, not the emulated world's",

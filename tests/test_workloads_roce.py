@@ -22,6 +22,8 @@ from bench.loopback_fabric import FabricHost, LoopbackFabric, udp_frame
 from tests.fake_clock import FakeRealTime
 from workloads.netreduce_headers import worker_packet
 from workloads.roce import (
+    DEAD_AFTER,
+    INITIAL_RTO,
     OP_ACK,
     RoceEndpoint,
     TransportError,
@@ -366,3 +368,16 @@ def test_round_trips_are_measured_in_emulated_seconds(tdf: float) -> None:
             assert req.current_rto == pytest.approx(3 * 0.4 / tdf)
     finally:
         sink.close()
+
+
+@pytest.mark.parametrize("tdf", [1.0, 1000.0])
+def test_machine_margins_stay_real_under_dilation(tdf: float) -> None:
+    """The first timer (processes start one by one) and the dead-peer guard are the
+    machine's margins: 1 s and 30 s of REAL time at any TDF, not TDF times longer."""
+    machine = FakeRealTime()
+    clock = machine.clock(tdf)
+    with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: ("127.0.0.1", 9),
+                      clock=clock) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=1e-6, max_rto=1e-5)
+        assert clock.real(req.dead_after) == pytest.approx(DEAD_AFTER)
+        assert clock.real(req.current_rto) == pytest.approx(INITIAL_RTO)

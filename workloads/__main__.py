@@ -350,9 +350,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=None,
                    help="in-network: packets in flight per connection (default: the job's "
                         "credits x packets per message)")
-    p.add_argument("--dead-after", type=float, default=30.0,
+    p.add_argument("--dead-after", type=float, default=None,
                    help="in-network: fail a connection after this long without progress "
-                        "(emulated s)")
+                        "(emulated s; default 30 s of real time, however dilated)")
     p.add_argument("--hierarchical", action="store_true",
                    help="in-network: reduce --gpus modelled GPUs inside the host first")
     p.add_argument("--gpus", type=int, default=1, help="hierarchical: GPUs per host")

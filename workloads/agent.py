@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from vtime import REAL_TIME, VirtualClock
-from workloads.innetwork import AGG_MAX_RTO, AggregationChannel, JobConfig
+from workloads.innetwork import AGG_MAX_RTO, AGG_RTO, AggregationChannel, JobConfig
 from workloads.roce import ROCE_V2_PORT, Address, RoceEndpoint, TransportError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# Real-time margins of closing (converted with the clock: a dilated run does not stretch them)
+DRAIN_REAL_S = 30.0
+LINGER_REAL_S = 1.0
 
 
 class AgentError(RuntimeError):
@@ -74,10 +77,12 @@ class HostAgent:
     def __init__(self, job: JobConfig, ranks: Sequence[int], *,
                  bind: Address | None = None,
                  resolve: Callable[[str], Address] | None = None, window: int | None = None,
-                 rto: float = 0.05, max_rto: float = AGG_MAX_RTO, dead_after: float = 30.0,
+                 rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
+                 dead_after: float | None = None,
                  timeout: float = 300.0, clock: VirtualClock = REAL_TIME) -> None:
         self.job = job
         self.clock = clock
+        self.max_rto = max_rto
         self.ranks = list(ranks)
         if not self.ranks:
             raise AgentError("an agent needs at least one local rank")
@@ -134,9 +139,15 @@ class HostAgent:
             raise AgentError(f"rank {rank} failed: {errors[rank]}") from errors[rank]
         return results
 
-    def close(self, drain_timeout: float = 30.0, linger: float = 1.0) -> None:
+    def close(self, drain_timeout: float | None = None, linger: float | None = None) -> None:
         """Wait until peers have acknowledged everything, keep answering their
-        retransmissions for up to ``linger`` (emulated) seconds, then release the socket."""
+        retransmissions for up to ``linger`` (emulated) seconds, then release the socket.
+        Defaults: the drain waits up to 30 s of real time, the linger 1 s of real time but
+        at least four of the longest retransmission timer (the peers' last retries)."""
+        if drain_timeout is None:
+            drain_timeout = self.clock.emulated(DRAIN_REAL_S)
+        if linger is None:
+            linger = max(self.clock.emulated(LINGER_REAL_S), 4 * self.max_rto)
         if not self.endpoint.closed:
             if not self.endpoint.drain(drain_timeout):
                 log.warning("host agent: some messages were never acknowledged")
@@ -146,4 +157,4 @@ class HostAgent:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(linger=0.0 if exc[0] is not None else 1.0)
+        self.close(linger=0.0 if exc[0] is not None else None)

@@ -237,9 +237,12 @@ class Communicator:
                 raise CommTimeout(f"rank {self.rank}: cannot reach {address[0]}:{address[1]}")
             try:
                 sock = socket.create_connection(address,
-                                                timeout=self.clock.real(min(remaining, 5.0)))
+                                                timeout=min(self.clock.real(remaining), 5.0))
             except OSError:
-                self.clock.sleep(min(delay, max(0.0, deadline - self.clock.now())))
+                # the peer's listener is not up yet: processes start in real time, so the
+                # back-off is real (10 to 200 ms), however dilated the network
+                self.clock.sleep(min(self.clock.emulated(delay),
+                                     max(0.0, deadline - self.clock.now())))
                 delay = min(delay * 2, 0.2)
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -377,7 +380,7 @@ class Communicator:
                 raise CommTimeout(
                     f"rank {self.rank}: rank {dst} stopped reading for {self.timeout:g} s"
                 )
-            poller.poll(clock.real(min(remaining, 1.0)) * 1000.0)
+            poller.poll(min(clock.real(remaining), 1.0) * 1000.0)
 
     # -- helpers for collectives --------------------------------------------------------
 
@@ -424,7 +427,7 @@ class Communicator:
             self._cv.notify_all()
         self._shutdown_sockets()
         for reader in self._readers:
-            reader.join(timeout=self.clock.real(5.0))
+            reader.join(timeout=5.0)  # real: the reader only has to notice the shutdown
 
     def __enter__(self) -> Communicator:
         return self

@@ -215,12 +215,13 @@ class AggregationChannel:
     Message numbers run on across calls (the switch expects one consecutive sequence per
     job), so a channel must be used for the whole life of the job; a second process needs a
     fresh job. One thread drives a channel. Its clock is the endpoint's; ``rto``, ``max_rto``,
-    ``dead_after`` and ``timeout`` are emulated seconds.
+    ``dead_after`` and ``timeout`` are emulated seconds (``dead_after`` None: the transport's
+    real-time margin, ``roce.DEAD_AFTER``).
     """
 
     def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
                  window: int | None = None, rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
-                 dead_after: float = 30.0,
+                 dead_after: float | None = None,
                  timeout: float = 300.0) -> None:
         self.ep = endpoint
         self.clock = endpoint.clock

@@ -68,7 +68,12 @@ NOTHING_ACKED = ("nothing was ever acknowledged: the job is not configured on th
 
 PSN_MOD = 1 << 24
 PSN_HALF = 1 << 23
+# The machine's margins, in REAL seconds (converted with clock.emulated() where used): they
+# cover what this machine does in real time (processes starting one by one, a peer that
+# died), not the emulated network, so a time-dilated run must not stretch them TDF times.
 INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), even above max_rto
+DEAD_AFTER = 30.0  # a connection without progress this long is dead
+POLL_CAP = 0.2  # the I/O loop looks at its state at least this often
 
 OP_WRITE_FIRST = RC_WRITE_FIRST
 OP_WRITE_MIDDLE = RC_WRITE_MIDDLE
@@ -382,7 +387,7 @@ class Requester:
             # one by one), so the first timer is RFC 6298's 1 s, not max_rto; a first timer
             # at the configured rto fired before the slowest worker had started (a quarter
             # of dead_after at most, so that a dead peer still gets a few retries)
-            return max(self.rto, min(INITIAL_RTO, self.dead_after / 4.0))
+            return max(self.rto, min(self.clock.emulated(INITIAL_RTO), self.dead_after / 4.0))
         return min(self.max_rto, max(self.rto, self._srtt + 4.0 * self._rttvar))
 
     def _on_loss(self, timeout: bool) -> None:
@@ -778,11 +783,13 @@ class RoceEndpoint:
 
     def requester(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
                   window: int = 64, rto: float = 0.05, max_rto: float = 1.0,
-                  dead_after: float = 30.0, min_cwnd: int | None = None,
+                  dead_after: float | None = None, min_cwnd: int | None = None,
                   track_results: bool = False) -> Requester:
         """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``; ``min_cwnd``
         turns on congestion control, ``track_results`` keeps acknowledged packets until
         their in-network result arrived (see :class:`Requester`)."""
+        if dead_after is None:  # DEAD_AFTER of real time
+            dead_after = self.clock.emulated(DEAD_AFTER)
         if window < 1 or rto <= 0 or dead_after <= 0:
             raise ValueError("window must be >= 1 and timeouts > 0")
         with self.cv:
@@ -817,7 +824,7 @@ class RoceEndpoint:
                 remaining = deadline - self.clock.now()
                 if remaining <= 0:
                     raise TransportError(f"timed out waiting for {what}")
-                self.cv.wait(self.clock.real(min(remaining, 0.5)))
+                self.cv.wait(min(self.clock.real(remaining), 0.5))
 
     # -- I/O ----------------------------------------------------------------------------
 
@@ -868,9 +875,11 @@ class RoceEndpoint:
             with self.cv:
                 deadlines = [d for qp in self._requesters.values()
                              if (d := qp.next_deadline()) is not None]
-            timeout = 0.2 if not deadlines else max(0.0, min(deadlines) - self.clock.now())
+            wait = POLL_CAP
+            if deadlines:
+                wait = min(wait, self.clock.real(max(0.0, min(deadlines) - self.clock.now())))
             try:
-                events = poller.poll(self.clock.real(min(timeout, 0.2)) * 1000.0)
+                events = poller.poll(wait * 1000.0)
             except OSError:
                 break
             if self.closed:
@@ -969,7 +978,7 @@ class RoceEndpoint:
             last = self._received_total()
             last_change = clock.now()
             while clock.now() < end:
-                clock.sleep(min(0.01, quiet))
+                clock.sleep(min(clock.emulated(0.01), quiet))  # look every 10 ms real
                 now_total = self._received_total()
                 if now_total != last:
                     last, last_change = now_total, clock.now()
@@ -979,7 +988,7 @@ class RoceEndpoint:
             self.closed = True
             self.cv.notify_all()
         self.wake()
-        self._thread.join(timeout=self.clock.real(5.0))
+        self._thread.join(timeout=5.0)  # real seconds: the I/O thread only has to notice
         self.sock.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
