@@ -182,9 +182,11 @@ class Collector:
         return sample
 
     def links(self, now: Sample, before: Sample | None) -> list[dict[str, Any]]:
-        """Per link: the rate each way (Mbit/s, seen at a switch end) and utilisation."""
+        """Per link: the rate each way (Mbit/s of the emulated network, seen at a switch end)
+        and utilisation. Under time dilation a real interval is interval / TDF emulated
+        seconds, so the bytes counted over it give the emulated rate."""
         out = []
-        seconds = now.time - before.time if before is not None else 0.0
+        seconds = (now.time - before.time) / self.topology.tdf if before is not None else 0.0
         switches = {s.name for s in self.topology.switches}
         for ln in self.topology.links:
             # measured at a switch end: its tx is traffic away from it, rx towards it
@@ -323,7 +325,7 @@ class Collector:
             jobs, errors = p4["jobs"], list(p4["errors"])
             age = round(max(0.0, time.time() - p4["time"]), 1)
         self.sequence += 1
-        return {"seq": self.sequence, "time": time.time(),
+        return {"seq": self.sequence, "time": time.time(), "tdf": self.topology.tdf,
                 "interval_s": round(now.time - before.time, 3) if before else None,
                 "links": self.links(now, before), "switches": switches, "jobs": jobs,
                 "errors": errors, "took_ms": round((time.perf_counter() - t0) * 1000, 1),
@@ -333,5 +335,5 @@ class Collector:
     def graph(self) -> dict[str, Any]:
         """The drawing's elements and layout roots, from ``topology.json``."""
         t = self.topology
-        return {"kind": t.kind, "target": t.target, "rundir": str(self.rundir),
+        return {"kind": t.kind, "target": t.target, "rundir": str(self.rundir), "tdf": t.tdf,
                 "elements": graph_elements(t), "roots": roots(t)}

@@ -16,13 +16,13 @@ COUNTERS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_dropped", "t
 class FakeNet:
     """A described topology in a run directory, with one counter file set per switch port."""
 
-    def __init__(self, root: Path, spineleaf: bool = True) -> None:
+    def __init__(self, root: Path, spineleaf: bool = True, tdf: float = 1.0) -> None:
         topo = (SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, host_bw=10)
                 if spineleaf else RackTopo(hosts=3, host_bw=10))
         self.rundir = RunDir.create(root / "run", link_latest=False)
         self.topology: Topology = describe(topo, target="softswitch",
                                            rundir=str(self.rundir.path),
-                                           log_dir=str(self.rundir.logs))
+                                           log_dir=str(self.rundir.logs), tdf=tdf)
         self.rundir.write_topology(self.topology)
         self.sysfs = root / "sys-class-net"
         for sw in self.topology.switches:

@@ -53,6 +53,21 @@ def test_snapshot_rates_and_utilisation_follow_the_counters(net):
     assert second["jobs"] == [] and second["errors"] == []
 
 
+def test_rates_are_the_emulated_networks_under_time_dilation(tmp_path):
+    """At TDF 4 the bytes of a real interval took a quarter of it in emulated time: the page
+    shows four times the real rate (the emulated one) and says the run is dilated."""
+    net = FakeNet(tmp_path, tdf=4.0)
+    col = _collector(net)
+    col.snapshot()
+    l1 = net.topology.switch("l1")
+    net.add(l1.port_to("h1").intf, tx_bytes=1_250_000)
+    time.sleep(0.2)
+    snap = col.snapshot()
+    row = {r["id"]: r for r in snap["links"]}[link_id("h1", 0, "l1", 1)]
+    assert row["mbit_out"] == pytest.approx(4 * 10.0 / snap["interval_s"], rel=0.05)
+    assert snap["tdf"] == 4.0 and col.graph()["tdf"] == 4.0
+
+
 def test_switch_stats_file_is_read(net):
     """A softswitch stats file beside the switch's log shows up as that switch's counters."""
     from softswitch.stats import build_document, write_atomic

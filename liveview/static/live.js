@@ -24,8 +24,10 @@ function utilColor(u) {
 }
 
 function draw(graph) {
+  const dilated = graph.tdf && graph.tdf !== 1 ?
+    ` · emulated time: TDF ${graph.tdf} (rates are the emulated network's)` : "";
   document.getElementById("where").textContent =
-    `${graph.kind} on ${graph.target} · ${graph.rundir}`;
+    `${graph.kind} on ${graph.target} · ${graph.rundir}${dilated}`;
   live.cy = cytoscape({
     container: document.getElementById("graph"),
     elements: graph.elements,
