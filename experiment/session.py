@@ -27,6 +27,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -466,6 +467,25 @@ def create_job(controller: Any, topology: Topology, opts: ExperimentOptions,
     return dict(plan.to_dict())
 
 
+def undilated_clock_notes(tdf: float, target: str, algorithms: Sequence[str]) -> list[str]:
+    """What a dilated run could not dilate, for its summary (docs/virtual-time.md)."""
+    if tdf == 1:
+        return []
+    notes = []
+    if "ring" in algorithms:
+        notes.append(f"ring: kernel TCP's own timers (200 ms lowest retransmission timer, "
+                     f"delayed ACKs, 1 s first timer) run in real time, {tdf:g} times shorter "
+                     "in emulated time; they fire only on loss, so a loss-free ring is "
+                     "unaffected, a lossy one looks better than it would be")
+    if target == "bmv2":
+        notes.append("BMv2 keeps real time: its timestamps (ingress/egress_global_timestamp, "
+                     "queue times) and meters are real, and its per-packet latency shrinks by "
+                     f"{tdf:g} in emulated time; netreduce.p4 reads a timestamp only to resend "
+                     "a lost partial at most every NR_RESEND_US, which matters under loss only "
+                     "(resends come TDF times more often in emulated time)")
+    return notes
+
+
 def run_experiment(network: Any, options: ExperimentOptions | None = None,
                    stages: Any = None) -> ExperimentResult:
     """Programs the fabric and runs the all-reduces (see the module docstring) on
@@ -519,6 +539,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
         if check is not None and not check.link_bound:
             notes.append("the link check was NOT link-bound: a switch process or the host, not "
                          "the emulated links, limited the rate; compare results with care")
+    notes += undilated_clock_notes(opts.tdf, topology.target, opts.algorithms)
     for run in runs:
         if run.saturated_switches:
             notes.append(f"{run.algorithm}: switch process(es) {', '.join(run.saturated_switches)}"

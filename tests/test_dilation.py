@@ -102,3 +102,14 @@ def test_collective_timeout_is_bounded_in_real_time() -> None:
     assert t * 15_000 < 3600
     slow = _spineleaf(bw=3)
     assert dilation.collective_timeout(slow, 1024, 1, 120.0) == 120.0  # type: ignore[arg-type]
+
+
+def test_undilated_clocks_are_named_in_the_summary() -> None:
+    """A dilated run names what it could not dilate: kernel TCP for the ring, BMv2's clock."""
+    from experiment.session import undilated_clock_notes
+
+    assert undilated_clock_notes(1.0, "bmv2", ("ring", "innetwork")) == []
+    notes = undilated_clock_notes(4.0, "bmv2", ("ring", "innetwork"))
+    assert len(notes) == 2
+    assert "kernel TCP" in notes[0] and "BMv2 keeps real time" in notes[1]
+    assert undilated_clock_notes(4.0, "softswitch", ("innetwork",)) == []
