@@ -4,6 +4,7 @@
 #   make run topo=spineleaf [spines=2 leaves=2 hosts=2 target=softswitch bw=3 elements=65536 elems=252]
 #   make run bw=100M fabric_bw=50M delay=2us loss=0.1 intra_bw=150GB/s
 #            (rates: k/M/G/T bit/s, B/s for bytes, a bare number is Mbit/s; delays: ns/us/ms/s)
+#   make run bw=100G delay=2us tdf=auto   (time dilation: auto, the default, calibrates; or N)
 #   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
@@ -28,6 +29,9 @@ fabric_bw ?=
 delay ?=
 loss ?=
 intra_bw ?=
+# time-dilation factor: auto (calibrated, the default) or a number >= 1; recalibrate=1
+tdf ?=
+recalibrate ?=
 elements ?=
 elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
@@ -53,6 +57,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
 	$(if $(fabric_bw),--fabric-bw $(fabric_bw)) $(if $(delay),--delay $(delay)) \
 	$(if $(loss),--loss $(loss)) $(if $(intra_bw),--intra-bw $(intra_bw)) \
+	$(if $(tdf),--tdf $(tdf)) $(if $(recalibrate),--recalibrate) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(foreach p,$(params),--param $(p)))
@@ -62,6 +67,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 help:
 	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw fabric_bw delay loss intra_bw elements elems egress seed params)"
 	@echo "                          bw=100G fabric_bw=25G (k/M/G/T bit/s; bw=3 is 3 Mbit/s), delay=2us (ns/us/ms/s), intra_bw=150GB/s"
+	@echo "                          tdf=auto|N: time dilation (auto calibrates once per program and machine; recalibrate=1)"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
