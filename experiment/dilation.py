@@ -37,9 +37,11 @@ class Dilation:
     tdf: float
     why: str
     auto: bool
+    costs: calibrate.Costs | None = None  # the calibration behind it, where there is one
 
     def to_dict(self) -> dict[str, object]:
-        return {"tdf": self.tdf, "why": self.why, "auto": self.auto}
+        return {"tdf": self.tdf, "why": self.why, "auto": self.auto,
+                "costs": self.costs.to_dict() if self.costs else None}
 
 
 def parse_tdf_option(text: str) -> str | float:
@@ -168,17 +170,20 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
     """The run's TDF: the number given, or (``auto``) the calibrated one for ``target``,
     ``program`` and ``spec``'s busiest fan-in and a collective of ``elements`` float32 per
     worker (1 without a program or shaped links)."""
-    if option != AUTO:
-        return Dilation(float(option), "set by --tdf", False)
     fabric = fabric_of(spec)
+    fanin = max(fabric.fanins.values()) if fabric.fanins else 0
+    if option != AUTO:
+        # a calibration made before still lets the guard judge the machine's latency
+        known = (calibrate.load_cached(calibrate.cache_key(target, program, elems, fanin))
+                 if program is not None and fanin else None)
+        return Dilation(float(option), "set by --tdf", False, known)
     if program is None or not fabric.fanins or fabric.max_bw_bps <= 0:
         return Dilation(1.0, "no program or no shaped link: nothing to dilate", True)
-    fanin = max(fabric.fanins.values())
     run_measure = measure or (lambda: calibrate.measure_costs(
         target, program, elems, fanin, rundir, announce))
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
                                         refresh=refresh)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
                                     transfer_s=transfer_seconds(spec, elements))
-    return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True)
+    return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True, costs)
 

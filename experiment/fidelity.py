@@ -46,6 +46,7 @@ class Budget:
     agent_core: float = 0.85  # one host agent process
     machine: float = 0.9  # switches and agents together, share of all cores
     over_rate: float = 1.1  # a link above this share of its configured rate: shaping failed
+    fixed_cost: float = 0.05  # the machine's fixed real-time cost / TDF, share of the run
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ class RunLoad:
     link_utilization: Mapping[str, float]  # "switch:port" -> busier direction / configured
     machine_drops: int = 0  # kernel backlog drops during the run
     queue_drops: int = 0  # configured queues that overflowed (reported only)
+    # the calibrated fixed real-time cost of a collective, over the TDF, as a share of this
+    # one's emulated time (None: not calibrated)
+    fixed_cost_share: float | None = None
 
 
 def judge(load: RunLoad, tdf: float = 1.0, budget: Budget | None = None) -> Verdict:
@@ -126,6 +130,12 @@ def judge(load: RunLoad, tdf: float = 1.0, budget: Budget | None = None) -> Verd
     checks.append(Check("links at rate", not fast,
                         f"{', '.join(fast)} of the configured rate" if fast else
                         (f"busiest {top_link[0]} {top_link[1]:.0%}" if top_link else "unshaped")))
+    if load.fixed_cost_share is not None:
+        share = load.fixed_cost_share
+        checks.append(Check("machine latency", share <= b.fixed_cost,
+                            f"the machine's fixed cost per collective is {share:.1%} of it"
+                            + ("" if share <= b.fixed_cost else
+                               f" (budget {b.fixed_cost:.0%}: raise the TDF)")))
     checks.append(Check("machine drops", load.machine_drops == 0,
                         f"{load.machine_drops} kernel backlog drops"
                         + (f", {load.queue_drops} configured-queue drops"

@@ -557,7 +557,9 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec),
                              window_seconds(topo.spec, window, args.elems))
     timeout = collective_timeout(topo.spec, elements, dilation.tdf, opts.timeout_s)
-    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout)
+    overhead = dilation.costs.overhead_s if dilation.costs is not None else 0.0
+    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
+                   overhead_s=overhead)
 
 
 def clean_stale_runs(rundir: Path | None, console: Any) -> None:

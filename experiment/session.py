@@ -90,6 +90,9 @@ class ExperimentOptions:
     # time-dilation factor: the hosts' clocks run this many times slower than real time
     # (every duration above is emulated seconds; the network's links were dilated with it)
     tdf: float = 1.0
+    # the calibration's fixed real-time cost of a collective (experiment.calibrate; 0:
+    # unknown), for the fidelity guard's latency check
+    overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,8 @@ class AllreduceRun:
     tdf: float = 1.0
     switch_peaks: dict[str, float] = field(default_factory=dict)
     machine_drops: int = 0
+    busy_real_seconds: float = 0.0  # the collective's own time, every iteration, real s
+    overhead_s: float = 0.0  # the calibrated fixed real cost of a collective (0: unknown)
 
     @property
     def exact(self) -> bool:
@@ -178,9 +183,17 @@ class AllreduceRun:
     @property
     def fidelity(self) -> Verdict:
         """The fidelity guard's verdict on this run (experiment.fidelity)."""
-        load = RunLoad(self.switch_cpu, self.switch_peaks, self.agent_cores,
+        # each switch's CPU over the collective's own (real) time, not the whole window of
+        # process start and exit: a short collective's load is not diluted
+        busy = self.busy_real_seconds or self.wall_seconds
+        cores = {n: c * self.wall_seconds / busy for n, c in self.switch_cpu.items()
+                 } if busy > 0 else dict(self.switch_cpu)
+        share = (self.overhead_s / self.tdf / self.seconds
+                 if self.overhead_s > 0 and self.seconds > 0 else None)
+        load = RunLoad(cores, self.switch_peaks, self.agent_cores,
                        self.machine_cores or (os.cpu_count() or 1),
-                       link_utilization(self.links), self.machine_drops)
+                       link_utilization(self.links), self.machine_drops,
+                       fixed_cost_share=share)
         return judge(load, self.tdf)
 
     @property
@@ -447,7 +460,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1,
                         (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None),
-                        opts.tdf, peaks, drops)
+                        opts.tdf, peaks, drops, busy_real, opts.overhead_s)
 
 
 # ----------------------------------------------------------------------------- experiment

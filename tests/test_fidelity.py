@@ -213,3 +213,25 @@ def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
     assert cpu_only == 1.0
     assert tdf == 5.0  # 4.29 rounded up
     assert "fixed cost 60 ms" in why
+
+
+def test_the_machine_latency_check() -> None:
+    """The calibrated fixed cost over the TDF may take 5 % of a collective, no more."""
+    assert judge(_load(fixed_cost_share=0.02)).faithful
+    slow = judge(_load(fixed_cost_share=0.13))
+    assert [f.split(":")[0] for f in slow.failures] == ["machine latency"]
+    assert "raise the TDF" in slow.line()
+    assert "machine latency" not in {c.name for c in judge(_load()).checks}  # uncalibrated
+
+
+def test_switch_cpu_is_judged_over_the_collective_not_the_window() -> None:
+    """A switch busy 0.24 s of a 0.25 s collective inside a 4 s window of process start and
+    exit was saturated, though it used 6 % of a core over the window."""
+    from experiment.session import AllreduceRun, RankOutcome
+
+    run = AllreduceRun("innetwork", 1024, (RankOutcome(0, "h1", seconds=0.25, exact=True),),
+                       switch_cpu={"l1": 0.06}, wall_seconds=4.0, machine_cores=2,
+                       busy_real_seconds=0.25)
+    verdict = run.fidelity
+    assert not verdict.faithful
+    assert any(f.startswith("switch CPU: l1 96%") for f in verdict.failures)
