@@ -59,7 +59,7 @@ def test_make_run_on_bmv2_is_exact_without_retransmissions(topo, tmp_path, repo_
     spurious) with none configured, Thrift ports recorded, nothing left behind."""
     rundir = tmp_path / "run"
     base = free_port_block(8)
-    proc = run_topo(["--topo", topo, "--target", "bmv2", "--no-cli",
+    proc = run_topo(["--topo", topo, "--target", "bmv2", "--no-cli", "--tdf", "1",
                      "--link-check-seconds", "0", "--elements", str(ELEMENTS),
                      "--name-prefix", PREFIX, "--grpc-port", str(base),
                      "--thrift-port", str(base + 4), "--rundir", str(rundir)],

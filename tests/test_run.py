@@ -39,9 +39,10 @@ def _free_port() -> int:
 
 
 def _argv(rundir: Path, *extra: str) -> list[str]:
+    # real time (--tdf 1): these tests are about the run's life, not its calibration
     return ["--topo", "rack", "--hosts", "2", "--target", "softswitch", "--no-cli",
-            "--elements", "2048", "--name-prefix", PREFIX, "--grpc-port", str(_free_port()),
-            "--rundir", str(rundir), *extra]
+            "--tdf", "1", "--elements", "2048", "--name-prefix", PREFIX,
+            "--grpc-port", str(_free_port()), "--rundir", str(rundir), *extra]
 
 
 def _left_behind(rundir: Path) -> tuple[list[str], list[int]]:

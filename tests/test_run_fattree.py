@@ -47,6 +47,7 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
     argv = [sys.executable, "-m", "experiment.run", "--topo",
             str(repo_root / "topo/files/fattree.yaml"),
             "--param", "k=2", "--target", "softswitch", "--no-cli", "--link-check-seconds", "0",
+            "--tdf", "1",
             "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]

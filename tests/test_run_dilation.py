@@ -1,0 +1,70 @@
+"""``make run`` under time dilation, end to end on the built-in target (needs root): tdf=auto
+calibrates once and keeps the run faithful where real time cannot, and a TDF forced too small
+is reported unfaithful in the summary and in experiment.json. The calibration cache is the
+test's own (XDG_CACHE_HOME in tmp_path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.nodes import free_port_base
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+PREFIX = "td"
+SWITCHES = [f"{PREFIX}s1"]
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_interfaces() -> Iterator[None]:
+    yield
+    remove_interfaces(switch_interfaces(SWITCHES) + switch_interfaces(["cals1"]))
+
+
+def _run(tmp_path: Path, repo_root: Path, name: str, *extra: str
+         ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    rundir = tmp_path / name
+    argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2",
+            "--target", "softswitch", "--no-cli", "--live", "off", "--link-check-seconds", "0",
+            "--bw", "30M", "--elements", "32768", "--name-prefix", PREFIX,
+            "--grpc-port", str(free_port_base(1, 25000)), "--rundir", str(rundir), *extra]
+    env = {**os.environ, "COLUMNS": "200", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run(argv, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=400, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((rundir / "results" / "experiment.json").read_text())
+    return proc, data
+
+
+def test_auto_calibrates_and_a_tdf_forced_too_small_is_unfaithful(tmp_path: Path,
+                                                                   repo_root: Path) -> None:
+    """30 Mbit/s links are beyond this machine in real time: tdf=auto calibrates (once: the
+    cache file appears), dilates and is faithful and exact, with emulated and real times
+    recorded; the same run forced to TDF 1 is reported NOT faithful, in the summary and in
+    experiment.json, with the reason."""
+    proc, data = _run(tmp_path, repo_root, "auto")
+    out = " ".join(proc.stdout.split())
+    assert "calibrating softswitch" in out
+    assert (tmp_path / "cache" / "ina-testbed" / "calibration.json").is_file()
+    runs = {r["algorithm"]: r for r in data["runs"]}
+    tdf = runs["innetwork"]["tdf"]
+    assert tdf > 1 and f"time dilation: TDF {tdf:g}" in out
+    for run in runs.values():
+        assert run["exact"] and run["fidelity"]["faithful"], run["fidelity"]
+        assert run["real_seconds"] == pytest.approx(run["seconds"] * tdf)
+
+    forced, data1 = _run(tmp_path, repo_root, "forced", "--tdf", "1")
+    text = " ".join(forced.stdout.split())
+    assert "calibrating" not in text  # the forced run reuses the cached calibration
+    verdicts = [r["fidelity"] for r in data1["runs"]]
+    assert not all(v["faithful"] for v in verdicts)
+    assert "NOT faithful" in text and "do not publish this comparison" in text
