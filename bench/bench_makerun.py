@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,13 @@ def _free_base(count: int) -> int:
     return free_port_base(count, 16500)
 
 
-def make_run(topo: str, target: str, rundir: Path) -> dict[str, Any]:
-    """One ``experiment.run``; its experiment.json (raises when it failed or overran)."""
+def make_run(topo: str, target: str, rundir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One ``experiment.run`` (with ``extra`` options); its experiment.json (raises when it
+    failed or overran)."""
     base = _free_base(8)
     argv = [sys.executable, "-m", "experiment.run", "--topo", topo, "--target", target, "--no-cli",
             "--name-prefix", PREFIX, "--grpc-port", str(base), "--thrift-port", str(base + 4),
-            "--rundir", str(rundir)]
+            "--rundir", str(rundir), *extra]
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
