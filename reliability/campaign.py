@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from reliability import cells as cl
 from reliability.results import CampaignResult
 from reliability.teardown import TeardownPlan, teardown_cell
 from reliability.testbed import Testbed, TestbedConfig
@@ -73,8 +74,6 @@ def run_campaign(plan: Plan, runs_root: Path, command: str, mode: str, seed: int
     """Every cell of ``plan`` in order (network cells on one spine-leaf, then teardown;
     with ``parallel`` the teardown runs beside the network cells, which saves time and
     loads the machine more)."""
-    from reliability import cells as cl
-
     rng = random.Random(seed)
     result = CampaignResult(command=command, mode=mode,
                             started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

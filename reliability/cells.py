@@ -17,6 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from controller.fabric import ControllerError
+from controller.p4client import P4RuntimeRequestError
+from experiment.lifecycle import ExperimentNetwork
+from reliability.illegal import illegal_requests
 from reliability.results import BadInputCell, ControllerCell, JobTally, LossCell, RestartCell
 from reliability.testbed import Testbed
 
@@ -98,9 +102,6 @@ def _contributions(bed: Testbed, name: str) -> int:
 
 def _job_counter_rows(bed: Testbed) -> list[dict[str, Any]]:
     """The job's counters at every switch, or one row saying why they cannot be read."""
-    from controller.fabric import ControllerError
-    from controller.p4client import P4RuntimeRequestError
-
     try:
         return bed.controller.job_counters(bed.plan["name"])
     except (ControllerError, P4RuntimeRequestError) as exc:
@@ -271,8 +272,6 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     """``frames`` malformed frames from the first host into its leaf, then illegal
     P4Runtime requests to that leaf; then an all-reduce must still be exact, the leaf's
     counters must account for every frame, and a reconcile must find nothing to write."""
-    from experiment.lifecycle import ExperimentNetwork
-
     topo = bed.network.topology
     host = topo.hosts[0]
     leaf = topo.switch(host.switch)
@@ -314,8 +313,6 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
                          - before["ports"].get(p, {}).get("tx_packets", 0)
                          for p in after["ports"])
     tick("illegal P4Runtime requests")
-    from reliability.illegal import illegal_requests
-
     cell.requests = illegal_requests(bed.rundir, leaf.name)
     cell.alive_after = bed.network.node(leaf.name).is_running()
     cell.after.bound_s = bed.bound()

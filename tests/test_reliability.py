@@ -89,7 +89,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
     bed.controller = SimpleNamespace(state=None)
     bed.results = tmp_path
     monkeypatch.setattr(bed, "_primary", lambda: contextlib.nullcontext(ctl))
-    monkeypatch.setattr("controller.state.load_state", lambda rundir: None)
+    monkeypatch.setattr("reliability.testbed.load_state", lambda rundir: None)
     monkeypatch.setattr(Testbed, "rundir", property(lambda self: tmp_path))
     assert bed.new_job()["name"] == "soak1"
     ctl.fail_create = True

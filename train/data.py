@@ -8,6 +8,10 @@ unpickles, so a shard from the network cannot run code.
 
 from __future__ import annotations
 
+# np.load reads a shard as a zip file, whose member names zipfile decodes with the cp437
+# codec, imported on first use: imported here, at module load, because ranks decode shards
+# on threads (loopback runs)
+import encodings.cp437  # noqa: F401
 import io
 from dataclasses import dataclass
 

@@ -18,6 +18,10 @@ releases every socket and thread; use the communicator as a context manager.
 from __future__ import annotations
 
 import collections
+
+# socket.create_connection encodes a host name with the idna codec, which Python imports on
+# first use: imported here, at module load, because ranks dial from threads (loopback runs)
+import encodings.idna  # noqa: F401
 import logging
 import select
 import socket
