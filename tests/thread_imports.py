@@ -41,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: frames of the import machinery itself are left out of a finding's stack
 _MACHINERY = ("<frozen importlib", "thread_imports.py")
 STACK_FRAMES = 80
+MAX_LINES = 30  # of a summary
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,12 @@ def summary(findings: Sequence[Finding], root: Path = REPO_ROOT) -> str:
         mods = groups.setdefault((f.thread, _trigger(f, str(root))), [])
         if f.module not in mods:
             mods.append(f.module)
-    return "\n".join(f"thread {thread!r} at {where}: imported {', '.join(mods[:5])}"
-                     + (f" and {len(mods) - 5} more" if len(mods) > 5 else "")
-                     for (thread, where), mods in groups.items())
+    lines = [f"thread {thread!r} at {where}: imported {', '.join(mods[:5])}"
+             + (f" and {len(mods) - 5} more" if len(mods) > 5 else "")
+             for (thread, where), mods in groups.items()]
+    if len(lines) > MAX_LINES:
+        lines[MAX_LINES:] = [f"... and {len(lines) - MAX_LINES} more places"]
+    return "\n".join(lines)
 
 
 def wrap_argv(report: Path, module: str, args: Sequence[str]) -> list[str]:
