@@ -44,6 +44,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import stackdump
 from controller.fabric import Controller, ControllerOptions
 from liveview import start_live_view
 from topo.measure import process_cpu_seconds
@@ -217,15 +218,14 @@ def collect_rows(procs: Mapping[str, subprocess.Popen[bytes]],
                  timeout_s: float) -> dict[str, Rows]:
     """Waits for every process against one deadline; returns {key: the JSON lines it
     printed, or an error message when it printed none}. Processes still running at the
-    deadline are killed."""
+    deadline are asked for their threads' stacks (logged) and killed."""
     deadline = time.monotonic() + timeout_s
     out: dict[str, Rows] = {}
     for key, proc in procs.items():
         try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate(timeout=PROC_GRACE_S)
+            stdout, stderr = stackdump.communicate(proc, max(0.1, deadline - time.monotonic()))
+        except stackdump.HungProcess as hung:
+            log.warning("%s: %s", key, hung)
             out[key] = f"no result within {timeout_s:g} s (killed)"
             continue
         rows = []

@@ -27,6 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+import stackdump
 from experiment.argtypes import int_at_least
 from reliability.campaign import CELLS, FULL, QUICK, Plan, run_campaign
 from reliability.report import plot, render, verdicts
@@ -196,4 +197,5 @@ def _report(args: argparse.Namespace, result: CampaignResult, console: Any) -> i
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import stackdump
 from controller.fabric import ControllerError
 from controller.p4client import P4RuntimeRequestError
 from experiment.lifecycle import ExperimentNetwork
@@ -30,6 +31,7 @@ Tick = Callable[[str], None]  # advances the progress bar by one step, with a de
 RECOVERY_TIMEOUT_S = 120.0
 RESTART_JOB_TIMEOUT_S = 240.0  # a job across a switch restart: recompiling takes a while
 CONTROLLER_READY_S = 60.0
+RECONCILE_TIMEOUT_S = 300.0
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -178,6 +180,19 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
 # ----------------------------------------------------------------------------- controller
 
 
+def _reconcile(bed: Testbed) -> subprocess.CompletedProcess[str]:
+    """``ina-controller --json reconcile`` of the testbed's run; one that does not finish
+    within RECONCILE_TIMEOUT_S is asked for its threads' stacks (logged) and killed."""
+    try:
+        return stackdump.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
+                              "--json", "reconcile"], RECONCILE_TIMEOUT_S, cwd=str(REPO_ROOT),
+                             capture_output=True, text=True)
+    except stackdump.HungProcess as hung:
+        log.warning("reconcile: %s", hung)
+        raise RuntimeError(f"reconcile did not finish within {RECONCILE_TIMEOUT_S:g} s "
+                           f"(killed; its threads' stacks are logged)") from None
+
+
 def _serve_argv(rundir: Path) -> list[str]:
     return [sys.executable, "-m", "controller", "--rundir", str(rundir), "serve"]
 
@@ -226,6 +241,10 @@ def controller_cell(bed: Testbed, restarts: int, rng: random.Random, tick: Tick)
                                     start_new_session=True)
             if not _wait_serving(proc, CONTROLLER_READY_S):
                 cell.errors.append(f"restart {i + 1}: serve did not start")
+                if proc.poll() is None:
+                    out, _ = stackdump.dump_and_kill(proc)
+                    log.warning("serve did not start; its output and threads' stacks:\n%s",
+                                (out or b"").decode(errors="replace")[-20000:])
             # killed at a random moment: during its first reconcile or while it serves
             time.sleep(rng.uniform(0.0, 3.0))
             proc.kill()
@@ -247,9 +266,7 @@ def controller_cell(bed: Testbed, restarts: int, rng: random.Random, tick: Tick)
             proc.kill()
             proc.wait()
         runner.join(cell.tally.bound_s + 60.0)
-    res = subprocess.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
-                          "--json", "reconcile"], cwd=str(REPO_ROOT), capture_output=True,
-                         text=True, timeout=300)
+    res = _reconcile(bed)
     try:
         rows = json.loads(res.stdout)
         cell.reconcile_changes = sum(r["inserted"] + r["modified"] + r["deleted"] for r in rows)
@@ -284,7 +301,12 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
             port.mac, "--src-ip", host.ip, "--dst-ip", topo.hosts[1].ip, "--seed", str(seed)]
     proc = ExperimentNetwork.around(bed.network).popen(host.name, argv)
     tick(f"{frames} malformed frames into {leaf.name} port {port.port}")
-    out, err = proc.communicate(timeout=frames / rate_pps * 3 + 120)
+    try:
+        out, err = stackdump.communicate(proc, frames / rate_pps * 3 + 120)
+    except stackdump.HungProcess as hung:
+        log.warning("frame sender: %s", hung)
+        raise RuntimeError(f"the frame sender did not finish within {hung.timeout:g} s "
+                           f"(killed; its threads' stacks are logged)") from None
     if proc.returncode != 0:
         raise RuntimeError(f"frame sender failed: {err.decode(errors='replace').strip()[-300:]}")
     sent = json.loads(out.decode().strip().splitlines()[-1])
@@ -318,9 +340,7 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     cell.after.bound_s = bed.bound()
     verdict, _ = bed.allreduce(cell.after)
     tick(f"all-reduce after the abuse: {verdict}")
-    res = subprocess.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
-                          "--json", "reconcile"], cwd=str(REPO_ROOT), capture_output=True,
-                         text=True, timeout=300)
+    res = _reconcile(bed)
     try:
         cell.reconcile_changes = sum(r["inserted"] + r["modified"] + r["deleted"]
                                      for r in json.loads(res.stdout))

@@ -242,9 +242,11 @@ def test_switch_controller_and_live_view_threads_import_nothing_new(tmp_path: Pa
         assert res.returncode == 0, f"{args}: {res.stderr[-2000:]}"
 
     def start(module: str, *args: str) -> subprocess.Popen[str]:
+        # unbuffered: its lines are read as they come; wide: rich wraps no line
+        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="500")
         proc = subprocess.Popen(wrap_argv(report, module, ["--rundir", str(rundir), *args]),
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="500"))
+                                text=True, env=env)
         procs.append(proc)
         return proc
 

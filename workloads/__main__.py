@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+import stackdump
 from algorithms import registry
 from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
@@ -421,4 +422,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())
