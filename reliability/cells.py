@@ -52,23 +52,26 @@ def lossy_ports(bed: Testbed) -> list[tuple[str, int, str]]:
     return out
 
 
-def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick) -> LossCell:
-    """``count`` all-reduces with ``loss`` on every link direction."""
+def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
+              elements: int | None = None) -> LossCell:
+    """``count`` all-reduces of ``elements`` float32 per worker (default the testbed's) with
+    ``loss`` on every link direction."""
+    elements = elements or bed.config.elements
     ports = lossy_ports(bed)
     links = sum(2 if d == "both" else 1 for _, _, d in ports)
     ctl = bed.server
     for sw, port, direction in ports:
         ctl.set_fault(sw, port, loss, direction)
     drops0 = bed.fault_drops()
-    tally = JobTally(bound_s=bed.bound(loss=loss))
+    tally = JobTally(bound_s=bed.bound(elements, loss=loss))
     try:
         for i in range(count):
-            verdict, _ = bed.allreduce(tally)
+            verdict, _ = bed.allreduce(tally, elements)
             tick(f"loss {loss:.0%}: {i + 1}/{count} {verdict}")
     finally:
         drops = bed.fault_drops() - drops0
         ctl.clear_faults()
-    return LossCell(loss, links, tally, drops)
+    return LossCell(loss, links, tally, drops, elements)
 
 
 # ----------------------------------------------------------------------------- switch restart
