@@ -43,10 +43,10 @@ hold_second_want_first()
 
 def test_a_hung_childs_stacks_are_in_the_timeout_error() -> None:
     with pytest.raises(stackdump.HungProcess) as info:
-        stackdump.run([sys.executable, "-c", DEADLOCK], 3.0, cwd=REPO, capture_output=True,
+        stackdump.run([sys.executable, "-c", DEADLOCK], 2.0, cwd=REPO, capture_output=True,
                       text=True)
     text = str(info.value)
-    assert "timed out after 3" in text and "killed" in text
+    assert "timed out after 2" in text and "killed" in text
     assert "in hold_first_want_second" in text and "in hold_second_want_first" in text
     assert text.count("hread 0x") == 2  # faulthandler: "(Current) thread 0x...", one each
 
@@ -67,6 +67,7 @@ def _controller_rundir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, where", [
     (["softswitch", "run", "--no-p4", "--grpc-server-addr", "127.0.0.1:0"],
      "softswitch/switch.py"),

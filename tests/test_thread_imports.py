@@ -12,15 +12,17 @@ seen every time: a module imported for the first time on a thread. Two checks:
   system asks about every module not imported yet; a question from a thread other than the
   main one is a first import on a thread, and the test fails naming the module, the thread
   and the line of ours that imported it. This also catches libraries that import inside
-  their functions (grpc's channel modules, the idna codec of ``socket.create_connection``,
-  the cp437 codec of zipfile, ply's table modules), which no reading of our code shows.
-  Covered here without root: the campaign's teardown thread and progress bar; switch
-  processes (P4Runtime server threads compiling a pushed program), the controller's CLI
-  verbs (thread pools, stream threads), ``controller serve`` across a switch restart
-  (recovery threads) and the live view (HTTP, sampler and P4Runtime threads); loopback
-  training (rank threads, the data server). The quick campaign (tests/test_reliability.py,
-  root) runs with the recorder in every process it starts (its cells' threads, the
-  switches, the hosts' workers, the controllers, the teardown's ``make run`` s).
+  their functions (grpc's channel modules, ``numpy.random``, the idna codec of
+  ``socket.create_connection``, the cp437 codec of zipfile, ply's table modules), which no
+  reading of our code shows. Covered here without root: the campaign's teardown thread and
+  progress bar; switch processes (P4Runtime server threads compiling a pushed program), the
+  controller's CLI verbs (thread pools, stream threads), ``controller serve`` across a
+  switch restart (recovery threads) and the live view (HTTP, sampler and P4Runtime
+  threads); loopback training (rank threads, the data server); ring ranks and the replay's
+  communication thread; the benchmark's loopback fabric with in-network channels on
+  threads. The quick campaign (tests/test_reliability.py, root) runs with the recorder in
+  every process it starts (its cells' threads, the switches, the in-network agents in the
+  hosts, the controllers, the teardown's ``make run`` s).
 * **In the source**: modules whose code runs on threads import at module load; an import
   inside one of their functions needs an entry in :data:`ALLOWED` with the reason. This
   is the cheap check a reviewer sees first; it misses a lazy import in a library.
@@ -322,4 +324,14 @@ def test_workload_processes_import_nothing_new_on_their_threads(tmp_path: Path) 
                     proc.kill()
                     proc.communicate()
             assert proc.returncode == 0, err[-2000:]
+    _assert_none(report)
+
+
+def test_in_network_channels_on_threads_import_nothing_new(tmp_path: Path) -> None:
+    """The benchmark's in-process spine-leaf: the loopback fabric's thread runs three
+    pipelines, four workers' aggregation channels and RoCE endpoints run on threads."""
+    report = tmp_path / "report.jsonl"
+    res = subprocess.run(wrap_argv(report, "bench.netreduce_soak", ["--count", "5"]), cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     _assert_none(report)
