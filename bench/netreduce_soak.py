@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.loopback_fabric import FabricHost, LoopbackFabric
 from bench.netreduce_job import PROGRAM
+from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+from softswitch.frontend import compile_file
+from softswitch.pipeline import Pipeline
+from workloads.innetwork import AggregationChannel, JobConfig, WorkerInfo, worker_qpn
+from workloads.roce import RoceEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +84,6 @@ class SpineLeaf:
     def __init__(self, *, loss: float, reorder: float, egress_order: str = "random",
                  seed: int = 1, credits: int = 2, msg_pkts: int = 4,
                  program_path: str | None = None) -> None:
-        from bench.loopback_fabric import FabricHost
-        from softswitch.frontend import compile_file
-        from softswitch.pipeline import Pipeline
-        from workloads.innetwork import JobConfig, WorkerInfo, worker_qpn
-
         program = compile_file(program_path or str(PROGRAM))
         seeded = egress_order == "random"
         self.leaves = [
@@ -112,8 +113,6 @@ class SpineLeaf:
     @staticmethod
     def _insert(pipe: Any, table: str, keys: Sequence[int], action: str,
                 args: Sequence[int], prefix: int | None = None) -> None:
-        from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
-
         # arguments an older build's action does not take are left off
         args = tuple(args)[: len(pipe.tables[table].action_params.get(action, args))]
         pipe.tables[table].insert(TableEntry(
@@ -254,10 +253,6 @@ def soak(count: int, *, loss: float = 0.0, reorder: float = 0.0, egress_order: s
     """``count`` all-reduces of ``values`` int32 per worker, each compared with numpy; a
     worker that cannot finish one within ``timeout`` seconds is a hang (the cell stops).
     ``rto``/``max_rto`` bound the hosts' adaptive retransmission timeout."""
-    from bench.loopback_fabric import LoopbackFabric
-    from workloads.innetwork import AggregationChannel
-    from workloads.roce import RoceEndpoint
-
     net = SpineLeaf(loss=loss, reorder=reorder, egress_order=egress_order, seed=seed)
     res = SoakResult(loss=loss, reorder=reorder, egress_order=egress_order, count=count)
     fabric = LoopbackFabric(net.process, net.hosts, SW_MAC, seed=seed, idle=net.flush).start()

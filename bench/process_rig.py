@@ -19,11 +19,14 @@ Everything it creates (namespaces, veths, the process, temp files) is removed on
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
+import queue
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +36,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import grpc
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from p4schema import P4InfoIndex
+from softswitch.frontend import compile_file
+from softswitch.p4info import build_p4info
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +58,6 @@ UDP_PORT = 4791
 def ipv4_udp_header(size: int) -> bytes:
     """Ethernet/IPv4/UDP headers (42 bytes) of an h1 -> h2 frame of ``size`` bytes, with a
     correct IPv4 checksum (the program verifies it) and UDP checksum 0."""
-    import ipaddress
-    import struct
-
     total = size - 14
     ip = bytearray(struct.pack(
         "!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 17, 0,
@@ -67,16 +74,6 @@ def ipv4_udp_header(size: int) -> bytes:
 
 def install_routes(address: str, program: Path = PROGRAM) -> None:
     """Become primary over P4Runtime and add the /32 routes h1 <-> h2 (ports 1 and 2)."""
-    import ipaddress
-    import queue
-
-    import grpc
-    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-
-    from p4schema import P4InfoIndex
-    from softswitch.frontend import compile_file
-    from softswitch.p4info import build_p4info
-
     index = P4InfoIndex(build_p4info(compile_file(str(program))))
     table = index.table("MyIngress.ipv4_lpm")
     action = index.action("MyIngress.ipv4_forward")

@@ -2,7 +2,9 @@
 
 import sys
 
+import stackdump
 from controller.cli import main
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

@@ -18,6 +18,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import grpc
+
+# grpc imports these inside insecure_channel() and channel_ready_future(): imported at module
+# load, so that a thread that opens a channel (the live view's reader, a controller's
+# worker) imports nothing (threads importing at once can deadlock on the import locks)
+import grpc._channel  # noqa: F401
+import grpc._utilities  # noqa: F401
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc

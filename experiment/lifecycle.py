@@ -38,13 +38,18 @@ import logging
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import stackdump
+from controller.fabric import Controller, ControllerOptions
+from liveview import start_live_view
 from topo.measure import process_cpu_seconds
 from topo.model import Topology
+from topo.network import start_network
 
 log = logging.getLogger(__name__)
 
@@ -221,15 +226,14 @@ def collect_rows(procs: Mapping[str, subprocess.Popen[bytes]],
                  timeout_s: float) -> dict[str, Rows]:
     """Waits for every process against one deadline; returns {key: the JSON lines it
     printed, or an error message when it printed none}. Processes still running at the
-    deadline are killed."""
+    deadline are asked for their threads' stacks (logged) and killed."""
     deadline = time.monotonic() + timeout_s
     out: dict[str, Rows] = {}
     for key, proc in procs.items():
         try:
-            stdout, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate(timeout=PROC_GRACE_S)
+            stdout, stderr = stackdump.communicate(proc, max(0.1, deadline - time.monotonic()))
+        except stackdump.HungProcess as hung:
+            log.warning("%s: %s", key, hung)
             out[key] = f"no result within {timeout_s:g} s (killed)"
             continue
         rows = []
@@ -260,15 +264,11 @@ def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
 
 def open_controller(network: Any) -> Any:
     """A controller of the network's run directory (its P4Info and device config)."""
-    from controller.fabric import Controller, ControllerOptions
-
     return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
 
 
 def _start_network(topo: Any, target: str, rundir: Any, program: Path | None,
                    **keywords: Any) -> Any:
-    from topo.network import start_network
-
     return start_network(topo, target, rundir, program, **keywords)
 
 
@@ -346,8 +346,6 @@ class ExperimentNetwork:
                                                self.program_path,
                                                **self.start_options.keywords())
             if self.live_port is not None:
-                from liveview import start_live_view
-
                 self.live = start_live_view(self.network.rundir.path, self.live_port,
                                             self.announce)
             if self.program_fabric and self.program_path is not None:
@@ -469,7 +467,5 @@ class ExperimentNetwork:
 
 def _stage(stages: Any, title: str) -> Any:
     if stages is None:
-        from contextlib import nullcontext
-
         return nullcontext()
     return stages.stage(title)

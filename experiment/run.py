@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
 from experiment.calibrate import CalibrationError
 from experiment.dilation import (
@@ -644,4 +645,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

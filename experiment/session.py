@@ -32,12 +32,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controller.fabric import ControllerError
+from controller.jobs import JobError, JobRequest
+from controller.p4client import P4RuntimeRequestError
 from experiment.fidelity import Monitor, RunLoad, Verdict, judge, link_utilization, softnet_drops
 from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path
 from topo.model import Topology
+from topo.network import Stages
 from vtime import format_rate
 
 log = logging.getLogger(__name__)
@@ -470,8 +474,6 @@ def create_job(controller: Any, topology: Topology, opts: ExperimentOptions,
                stages: Any) -> dict[str, Any]:
     """One job over ``opts.hosts`` (default every host with GPUs; one worker per host) rooted
     at ``opts.root``; returns the job plan as ``job show --json`` prints it."""
-    from controller.jobs import JobRequest
-
     hosts = opts.hosts or tuple(h.name for h in topology.hosts if h.gpus > 0)
     with stages.stage(f"controller: aggregation job over {len(hosts)} hosts"):
         plan = controller.create_job(JobRequest(opts.job_name, hosts, credits=opts.credits,
@@ -506,11 +508,6 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
     around it opens and closes the controller and kills the processes). Raises
     :class:`ExperimentError` when the controller or the hosts cannot be used; an all-reduce
     that finishes wrong (or a rank that fails) is reported in the result."""
-    from controller.fabric import ControllerError
-    from controller.jobs import JobError
-    from controller.p4client import P4RuntimeRequestError
-    from topo.network import Stages
-
     opts = options or ExperimentOptions()
     stages = stages if stages is not None else Stages(enabled=False)
     unknown = [a for a in opts.algorithms if a not in ALGORITHMS]

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import stackdump
 from liveview.server import DEFAULT_INTERVAL_S, LiveServer, LiveViewError
 
 
@@ -40,4 +41,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from liveview.sources import Collector
+from topo.errors import TopologyFileError
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,6 @@ class LiveServer:
 
     def __init__(self, rundir: str | Path, port: int = 0, interval_s: float = DEFAULT_INTERVAL_S,
                  collector: Collector | None = None) -> None:
-        from topo.errors import TopologyFileError
-
         try:
             self.collector = collector if collector is not None else Collector(rundir)
         except TopologyFileError as exc:

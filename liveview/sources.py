@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.fabric import Controller, ControllerError, ControllerOptions
+from controller.p4client import P4RuntimeRequestError
+from controller.schema import SchemaError
+from controller.state import load_state
+from softswitch.stats import StatsError, default_stats_path, read_stats
 from topo.model import Topology
+from topo.rundir import load_topology
 from vtime import format_rate
 
 log = logging.getLogger(__name__)
@@ -47,16 +53,12 @@ def read_interface(intf: str, root: Path = SYSFS_NET) -> dict[str, int] | None:
 
 def stats_path(log_file: str | None) -> Path | None:
     """Where a switch with this log file writes its stats file (softswitch's default)."""
-    from softswitch.stats import default_stats_path
-
     path = default_stats_path(log_file)
     return Path(path) if path else None
 
 
 def read_switch_stats(log_file: str | None) -> dict[str, Any] | None:
     """A switch's stats file, or None (no file: BMv2, or not written yet)."""
-    from softswitch.stats import StatsError, read_stats
-
     path = stats_path(log_file)
     if path is None or not path.exists():
         return None
@@ -105,8 +107,6 @@ class ReadOnlyController:
     ``switch_counters``) over channels without a stream: Read needs no arbitration."""
 
     def __init__(self, rundir: Path, timeout_s: float = 2.0) -> None:
-        from controller.fabric import Controller, ControllerOptions
-
         class _Reader(Controller):
             def connect(self, names: Any = None, required: bool = True) -> dict[str, str]:
                 failed: dict[str, str] = {}
@@ -125,8 +125,6 @@ class ReadOnlyController:
 
     def refresh_state(self) -> None:
         """Reload the jobs other controllers recorded."""
-        from controller.state import load_state
-
         self.controller.state = load_state(self.rundir)
 
     def close(self) -> None:
@@ -151,8 +149,6 @@ class Collector:
 
     def __init__(self, rundir: str | Path, sysfs: Path = SYSFS_NET, p4runtime: bool = True,
                  timeout_s: float = 5.0) -> None:
-        from topo.rundir import load_topology
-
         self.rundir = Path(rundir).resolve()
         self.topology = load_topology(self.rundir)
         self.sysfs = sysfs
@@ -237,10 +233,6 @@ class Collector:
     def read_p4runtime(self) -> dict[str, Any]:
         """One P4Runtime reading: {"jobs": jobs with their per-switch counters, "drops":
         {switch: drops by reason}, "errors": [...], "time", "took_ms"}."""
-        from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeRequestError
-        from controller.schema import SchemaError
-
         t0 = time.perf_counter()
         out: dict[str, Any] = {"jobs": [], "drops": {}, "errors": [], "time": time.time(),
                                "took_ms": 0.0}

@@ -11,6 +11,7 @@ Exit status: 0 when every target was met, 1 when one was not (the report says wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -18,11 +19,15 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+import stackdump
 from experiment.argtypes import int_at_least
 from reliability.campaign import CELLS, FULL, QUICK, Plan, run_campaign
 from reliability.report import plot, render, verdicts
@@ -103,10 +108,30 @@ def build_plan(args: argparse.Namespace) -> Plan:
     return replace(plan, **changes)  # type: ignore[arg-type]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+@contextlib.contextmanager
+def progress_ticks(console: Console, total: int) -> Iterator[Callable[[str], None]]:
+    """The campaign's progress bar; yields ``tick(text)``, which advances it one step (also
+    logged when the console is not a terminal). The teardown thread ticks too."""
+    with Progress(
+        TextColumn("[bold]soak[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("starting", total=total)
 
+        def tick(text: str) -> None:
+            progress.update(task, advance=1, description=text)
+            if not console.is_terminal:
+                logging.getLogger("reliability").warning("%s", text)
+
+        yield tick
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     # Ctrl-C must work, and the teardown runs must inherit SIGINT's default action (a shell
     # starts background jobs with SIGINT ignored, and children keep an ignored signal)
@@ -138,22 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = ("quick campaign" if args.quick else "full campaign") + (
         ", teardown runs beside the network cells" if args.parallel else ""
     )
-    with Progress(
-        TextColumn("[bold]soak[/bold]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task("starting", total=plan.steps())
-
-        def tick(text: str) -> None:
-            progress.update(task, advance=1, description=text)
-            if not console.is_terminal:
-                logging.getLogger("reliability").warning("%s", text)
-
+    with progress_ticks(console, plan.steps()) as tick:
         result = run_campaign(plan, runs_root, command, mode, args.seed, tick, args.parallel)
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
@@ -187,4 +197,5 @@ def _report(args: argparse.Namespace, result: CampaignResult, console: Any) -> i
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

@@ -17,6 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import stackdump
+from controller.fabric import ControllerError
+from controller.p4client import P4RuntimeRequestError
+from experiment.lifecycle import ExperimentNetwork
+from reliability.illegal import illegal_requests
 from reliability.results import BadInputCell, ControllerCell, JobTally, LossCell, RestartCell
 from reliability.testbed import Testbed
 
@@ -26,6 +31,7 @@ Tick = Callable[[str], None]  # advances the progress bar by one step, with a de
 RECOVERY_TIMEOUT_S = 120.0
 RESTART_JOB_TIMEOUT_S = 240.0  # a job across a switch restart: recompiling takes a while
 CONTROLLER_READY_S = 60.0
+RECONCILE_TIMEOUT_S = 300.0
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,23 +52,26 @@ def lossy_ports(bed: Testbed) -> list[tuple[str, int, str]]:
     return out
 
 
-def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick) -> LossCell:
-    """``count`` all-reduces with ``loss`` on every link direction."""
+def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
+              elements: int | None = None) -> LossCell:
+    """``count`` all-reduces of ``elements`` float32 per worker (default the testbed's) with
+    ``loss`` on every link direction."""
+    elements = elements or bed.config.elements
     ports = lossy_ports(bed)
     links = sum(2 if d == "both" else 1 for _, _, d in ports)
     ctl = bed.server
     for sw, port, direction in ports:
         ctl.set_fault(sw, port, loss, direction)
     drops0 = bed.fault_drops()
-    tally = JobTally(bound_s=bed.bound(loss=loss))
+    tally = JobTally(bound_s=bed.bound(elements, loss=loss))
     try:
         for i in range(count):
-            verdict, _ = bed.allreduce(tally)
+            verdict, _ = bed.allreduce(tally, elements)
             tick(f"loss {loss:.0%}: {i + 1}/{count} {verdict}")
     finally:
         drops = bed.fault_drops() - drops0
         ctl.clear_faults()
-    return LossCell(loss, links, tally, drops)
+    return LossCell(loss, links, tally, drops, elements)
 
 
 # ----------------------------------------------------------------------------- switch restart
@@ -98,9 +107,6 @@ def _contributions(bed: Testbed, name: str) -> int:
 
 def _job_counter_rows(bed: Testbed) -> list[dict[str, Any]]:
     """The job's counters at every switch, or one row saying why they cannot be read."""
-    from controller.fabric import ControllerError
-    from controller.p4client import P4RuntimeRequestError
-
     try:
         return bed.controller.job_counters(bed.plan["name"])
     except (ControllerError, P4RuntimeRequestError) as exc:
@@ -177,6 +183,19 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
 # ----------------------------------------------------------------------------- controller
 
 
+def _reconcile(bed: Testbed) -> subprocess.CompletedProcess[str]:
+    """``ina-controller --json reconcile`` of the testbed's run; one that does not finish
+    within RECONCILE_TIMEOUT_S is asked for its threads' stacks (logged) and killed."""
+    try:
+        return stackdump.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
+                              "--json", "reconcile"], RECONCILE_TIMEOUT_S, cwd=str(REPO_ROOT),
+                             capture_output=True, text=True)
+    except stackdump.HungProcess as hung:
+        log.warning("reconcile: %s", hung)
+        raise RuntimeError(f"reconcile did not finish within {RECONCILE_TIMEOUT_S:g} s "
+                           f"(killed; its threads' stacks are logged)") from None
+
+
 def _serve_argv(rundir: Path) -> list[str]:
     return [sys.executable, "-m", "controller", "--rundir", str(rundir), "serve"]
 
@@ -225,6 +244,10 @@ def controller_cell(bed: Testbed, restarts: int, rng: random.Random, tick: Tick)
                                     start_new_session=True)
             if not _wait_serving(proc, CONTROLLER_READY_S):
                 cell.errors.append(f"restart {i + 1}: serve did not start")
+                if proc.poll() is None:
+                    out, _ = stackdump.dump_and_kill(proc)
+                    log.warning("serve did not start; its output and threads' stacks:\n%s",
+                                (out or b"").decode(errors="replace")[-20000:])
             # killed at a random moment: during its first reconcile or while it serves
             time.sleep(rng.uniform(0.0, 3.0))
             proc.kill()
@@ -246,9 +269,7 @@ def controller_cell(bed: Testbed, restarts: int, rng: random.Random, tick: Tick)
             proc.kill()
             proc.wait()
         runner.join(cell.tally.bound_s + 60.0)
-    res = subprocess.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
-                          "--json", "reconcile"], cwd=str(REPO_ROOT), capture_output=True,
-                         text=True, timeout=300)
+    res = _reconcile(bed)
     try:
         rows = json.loads(res.stdout)
         cell.reconcile_changes = sum(r["inserted"] + r["modified"] + r["deleted"] for r in rows)
@@ -271,8 +292,6 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     """``frames`` malformed frames from the first host into its leaf, then illegal
     P4Runtime requests to that leaf; then an all-reduce must still be exact, the leaf's
     counters must account for every frame, and a reconcile must find nothing to write."""
-    from experiment.lifecycle import ExperimentNetwork
-
     topo = bed.network.topology
     host = topo.hosts[0]
     leaf = topo.switch(host.switch)
@@ -285,7 +304,12 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
             port.mac, "--src-ip", host.ip, "--dst-ip", topo.hosts[1].ip, "--seed", str(seed)]
     proc = ExperimentNetwork.around(bed.network).popen(host.name, argv)
     tick(f"{frames} malformed frames into {leaf.name} port {port.port}")
-    out, err = proc.communicate(timeout=frames / rate_pps * 3 + 120)
+    try:
+        out, err = stackdump.communicate(proc, frames / rate_pps * 3 + 120)
+    except stackdump.HungProcess as hung:
+        log.warning("frame sender: %s", hung)
+        raise RuntimeError(f"the frame sender did not finish within {hung.timeout:g} s "
+                           f"(killed; its threads' stacks are logged)") from None
     if proc.returncode != 0:
         raise RuntimeError(f"frame sender failed: {err.decode(errors='replace').strip()[-300:]}")
     sent = json.loads(out.decode().strip().splitlines()[-1])
@@ -314,16 +338,12 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
                          - before["ports"].get(p, {}).get("tx_packets", 0)
                          for p in after["ports"])
     tick("illegal P4Runtime requests")
-    from reliability.illegal import illegal_requests
-
     cell.requests = illegal_requests(bed.rundir, leaf.name)
     cell.alive_after = bed.network.node(leaf.name).is_running()
     cell.after.bound_s = bed.bound()
     verdict, _ = bed.allreduce(cell.after)
     tick(f"all-reduce after the abuse: {verdict}")
-    res = subprocess.run([sys.executable, "-m", "controller", "--rundir", str(bed.rundir),
-                          "--json", "reconcile"], cwd=str(REPO_ROOT), capture_output=True,
-                         text=True, timeout=300)
+    res = _reconcile(bed)
     try:
         cell.reconcile_changes = sum(r["inserted"] + r["modified"] + r["deleted"]
                                      for r in json.loads(res.stdout))

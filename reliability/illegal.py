@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from p4.v1 import p4runtime_pb2
 
-if TYPE_CHECKING:
-    from controller.schema import ControlPlaneSchema
+from controller.p4client import P4Client, P4RuntimeRequestError
+from controller.schema import ControlPlaneSchema
+from controller.state import next_election_id
+from controller.topology import load_topology
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,6 @@ def _table_entry(schema: ControlPlaneSchema, table: str) -> tuple[Update, Any]:
 def illegal_requests(rundir: Path, switch: str) -> list[dict[str, str]]:
     """Sends every illegal request to ``switch`` of the run in ``rundir``; returns
     ``[{"request": ..., "code": ...}]`` (``OK`` would be a bug: the switch accepted it)."""
-    from controller.p4client import P4Client, P4RuntimeRequestError
-    from controller.schema import ControlPlaneSchema
-    from controller.state import next_election_id
-    from controller.topology import load_topology
-
     topo = load_topology(rundir)
     info = topo.switch(switch)
     if topo.p4info is None:

@@ -203,7 +203,8 @@ def render(result: CampaignResult, figure: str | None) -> str:
         for c in result.loss:
             lines.append(
                 _tally_row(
-                    f"loss {c.loss:.0%} ({c.links} link directions)",
+                    f"loss {c.loss:.0%} ({c.links} link directions"
+                    + (f", {c.elements} float32 per worker)" if c.elements else ")"),
                     c.tally,
                     f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
                     f"seen by the transport",

@@ -86,6 +86,7 @@ class LossCell:
     links: int  # link directions with loss
     tally: JobTally
     fault_drops: int = 0  # packets the injected loss dropped (switch counters)
+    elements: int = 0  # float32 per worker and all-reduce (0: not recorded, older runs)
 
 
 @dataclass

@@ -6,6 +6,7 @@ carry the campaign's tag in their environment, so only their own leftovers are c
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import stackdump
 from reliability.leaks import TAG_VARIABLE, find_leaks
 from reliability.results import TeardownCell
 from reliability.testbed import free_port_block
@@ -47,6 +49,10 @@ def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> lis
     else:
         argv += ["--no-experiment"]
     return argv
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
@@ -99,9 +105,13 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
             if code is None:
                 code = _wait(proc, RUN_TIMEOUT_S)
             if code is None:
+                # its threads' stacks into its log, then kill it
+                if stackdump.request_dump(proc.pid):
+                    stackdump.wait_quiet(functools.partial(_size, log_path))
                 proc.kill()
                 code = proc.wait()
-                cell.details.append(f"run {i}: did not end within {RUN_TIMEOUT_S:g} s")
+                cell.details.append(f"run {i}: did not end within {RUN_TIMEOUT_S:g} s (its "
+                                    f"threads' stacks are in {log_path.name})")
         codes[str(code)] += 1
         text = log_path.read_text(errors="replace")
         if any(r in text for r in REFUSED):

@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.fabric import Controller, ControllerError, ControllerOptions
+from controller.jobs import JobError, JobRequest
+from controller.p4client import P4RuntimeRequestError
+from controller.state import load_state
+from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
+from experiment.session import ExperimentOptions, run_allreduce
 from reliability.results import JobTally
+from topo.network import start_network
+from topo.nodes import free_port_base
+from topo.rundir import RunDir
+from topo.topologies import SpineLeafTopo
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +66,6 @@ class TestbedConfig:
 def free_port_block(count: int, start: int = 27000) -> int:
     """The first port of ``count`` consecutive free loopback TCP ports for the campaign's
     switches (:func:`topo.nodes.free_port_base`)."""
-    from topo.nodes import free_port_base
-
     return free_port_base(count, start)
 
 
@@ -85,9 +93,6 @@ class TolerantReads:
         self.switches = controller.switches
 
     def switch_counters(self, name: str) -> dict[str, Any]:
-        from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeRequestError
-
         for attempt in range(READ_RETRIES):
             try:
                 return self.controller.switch_counters(name)
@@ -120,12 +125,6 @@ class Testbed:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Testbed:
-        from controller.fabric import Controller, ControllerOptions
-        from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
-        from topo.network import start_network
-        from topo.rundir import RunDir
-        from topo.topologies import SpineLeafTopo
-
         cfg = self.config
         nswitches = cfg.spines + cfg.leaves
         base = cfg.grpc_port or free_port_block(nswitches)
@@ -156,8 +155,6 @@ class Testbed:
 
     def start_serving(self) -> None:
         """A controller that ``serve``-s in this process (primary: the newest election id)."""
-        from controller.fabric import Controller, ControllerOptions
-
         if self._serve_thread is not None:
             return
         self._stop.clear()
@@ -201,8 +198,6 @@ class Testbed:
     def _primary(self) -> Iterator[Any]:
         """A primary controller for a change: the serving one, else a new one (a fresh,
         highest election id, as each `ina-controller` command is)."""
-        from controller.fabric import Controller, ControllerOptions
-
         if self.server is not None:
             yield self.server
             return
@@ -220,9 +215,6 @@ class Testbed:
         the same job would be dropped as stale. Job ids are not reused while the switches'
         registers hold their state; when all are used, the pipeline is pushed again (which
         zeroes the registers), as the controller's error says to."""
-        from controller.jobs import JobError, JobRequest
-        from controller.state import load_state
-
         hosts = tuple(h.name for h in self.network.topology.hosts)
         cfg = self.config
         self.jobs_created += 1
@@ -255,8 +247,6 @@ class Testbed:
         return self.plan
 
     def options(self, timeout_s: float, elements: int | None = None) -> Any:
-        from experiment.session import ExperimentOptions
-
         return ExperimentOptions(elements=elements or self.config.elements,
                                  algorithms=("innetwork",), job_name=JOB,
                                  credits=self.config.credits, slots=self.config.slots,
@@ -271,8 +261,6 @@ class Testbed:
         """One in-network all-reduce over every host (a new job), checked against the exact
         sum and counted in ``tally``; the workers give up at the hang bound (or
         ``timeout_s``)."""
-        from experiment.session import run_allreduce
-
         timeout = timeout_s if timeout_s is not None else tally.bound_s
         if fresh_job or not self.plan:
             self.new_job()

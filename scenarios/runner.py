@@ -23,7 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.fabric import Controller, ControllerError, ControllerOptions
+from controller.jobs import JobError, JobRequest
+from controller.p4client import P4RuntimeRequestError
+from experiment.matrix import program_for
+from experiment.session import ExperimentOptions, run_allreduce
+from liveview import live_view
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
+from topo.errors import TopoError
+from topo.network import start_network
+from topo.rundir import RunDir
 from vtime import VirtualClock, format_rate
 
 log = logging.getLogger(__name__)
@@ -128,9 +137,6 @@ class _GatedReads:
         self.gate = gate
 
     def switch_counters(self, name: str) -> dict[str, Any]:
-        from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeRequestError
-
         last: Exception | None = None
         for attempt in range(READ_RETRIES):
             with self.gate:
@@ -216,14 +222,10 @@ class _Timeline:
 
 
 def _program(scenario: Scenario, rundir: Path | None) -> Path:
-    from experiment.matrix import program_for
-
     return program_for(scenario.elems, (rundir or Path("build")) / "program")
 
 
 def _job_options(scenario: Scenario, job: JobSpec, index: int) -> Any:
-    from experiment.session import ExperimentOptions
-
     return ExperimentOptions(elements=job.elements, algorithms=job.algorithms, job_name=job.name,
                              credits=job.credits, slots=job.slots, elems=scenario.elems,
                              iters=job.iters, timeout_s=min(120.0, scenario.timeout_s),
@@ -251,14 +253,6 @@ def _run_case(job: JobSpec, algo: str, run: Any) -> Case:
 def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> ScenarioReport:
     """Starts the network, runs the jobs while the faults happen, evaluates the assertions;
     always takes the network down. Failures are in the report, never raised."""
-    from controller.fabric import ControllerError
-    from controller.jobs import JobError
-    from controller.p4client import P4RuntimeRequestError
-    from liveview import live_view
-    from topo.errors import TopoError
-    from topo.network import start_network
-    from topo.rundir import RunDir
-
     opts = opts or RunOptions()
     report = ScenarioReport(scenario)
     t_start = time.monotonic()
@@ -292,10 +286,6 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
 
 def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: ScenarioReport,
             setup: Case, t_start: float) -> None:
-    from controller.fabric import Controller, ControllerOptions
-    from controller.jobs import JobRequest
-    from experiment.session import run_allreduce
-
     prefix = opts.name_prefix
     rundir = Path(network.rundir.path)
     results = rundir / "results"

@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from softswitch import ir
+from softswitch import frontend, ir
 from softswitch.errors import P4Error
+from softswitch.frontend.preprocess import preprocess
+from softswitch.program_cache import cached_program
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,6 @@ def _p4include_dir() -> Path:
 
 def _user_files(main: Path, include_dirs: Sequence[Path]) -> list[Path]:
     """Files the preprocessor reads for ``main``, without the target's own p4include files."""
-    from softswitch.frontend.preprocess import preprocess
-
     text = main.read_text(encoding="utf-8")
     pre = preprocess(text, str(main), [str(d) for d in include_dirs])
     ours = _p4include_dir()
@@ -178,15 +178,11 @@ def load_device_config(data: bytes) -> ir.Program:
 
     Compile errors surface as :class:`P4Error` (``FILE:LINE:COL: error: ...``).
     """
-    from softswitch.program_cache import cached_program
-
     return cached_program(data, lambda: compile_device_config(data))
 
 
 def compile_device_config(data: bytes) -> ir.Program:
     """Compile the program in a device config, always (see :func:`load_device_config`)."""
-    from softswitch import frontend
-
     parsed = parse_device_config(data)
     if isinstance(parsed, str):
         return frontend.compile_source(parsed, PLAIN_SOURCE_NAME)

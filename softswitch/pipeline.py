@@ -19,6 +19,7 @@ from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.tables import ActionProfile, Table
 from softswitch.engine.trace import PacketTrace
+from softswitch.frontend import compile_file
 from softswitch.traffic_manager import (
     BMV2_QUEUE_DEPTH,
     QueuedSwitchMixin,
@@ -100,8 +101,6 @@ class Pipeline:
     ) -> Pipeline:
         """Compile the P4 program at ``path`` (raises P4Error on a bad program); ``tm``:
         ``egress_order``, ``queue_depth``, ``egress_seed`` as for the constructor."""
-        from softswitch.frontend import compile_file
-
         return cls(compile_file(path, include_dirs=tuple(include_dirs)), trace=trace, **tm)
 
     @classmethod

@@ -38,9 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
+from softswitch.device_config import load_device_config
+from softswitch.p4info import build_p4info
+from softswitch.p4runtime.entities import PipelineState
+from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
 from softswitch.pcap import PcapWriter, pcap_paths
+from softswitch.pipeline import Pipeline
 from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
-from softswitch.stats import default_stats_path
+from softswitch.program_cache import compile_p4_file
+from softswitch.stats import build_document, default_stats_path, write_atomic
 from softswitch.timing import (
     DEFAULT_DELAY_CAPACITY,
     DelayLine,
@@ -50,6 +56,7 @@ from softswitch.timing import (
     parse_port_delay,
     pipeline_clock_ns,
 )
+from softswitch.traffic_manager import EGRESS_ORDERS, MAX_QUEUE_DEPTH
 from vtime import REAL_TIME, VirtualClock, parse_tdf
 
 log = logging.getLogger("softswitch.switch")
@@ -183,8 +190,6 @@ class SwitchDataPlane:
 
     def stats_document(self, reason: str = "request") -> dict[str, Any]:
         """Per-port and switch-wide counters as the stats file holds them."""
-        from softswitch.stats import build_document
-
         ports = {n: (p.name, p.counters.as_dict()) for n, p in self.ports.items()}
         return build_document(
             ports,
@@ -214,8 +219,6 @@ class SwitchDataPlane:
         """Rewrite the stats file (no-op without one); a failure is logged, not raised."""
         if self.stats_file is None:
             return
-        from softswitch.stats import write_atomic
-
         try:
             write_atomic(self.stats_file, self.stats_document(reason))
         except OSError as exc:
@@ -663,8 +666,6 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"program {program!r}: no such file")
     if not args.stats_interval > 0:
         raise _UsageError(f"--stats-interval {args.stats_interval}: must be > 0")
-    from softswitch.traffic_manager import EGRESS_ORDERS, MAX_QUEUE_DEPTH
-
     if args.egress_order not in EGRESS_ORDERS:
         raise _UsageError(
             f"--egress-order {args.egress_order}: choose from {', '.join(EGRESS_ORDERS)}"
@@ -759,13 +760,7 @@ def load_program(path: str, trace: bool = False, **tm: Any) -> tuple[Any, Any, b
     """(pipeline, P4Info, device config bytes) for a .p4 file or a device config file;
     ``trace`` compiles the instrumented pipeline (per-packet traces at debug level);
     ``tm``: the traffic-manager options of :class:`~softswitch.pipeline.Pipeline`."""
-    from softswitch.device_config import load_device_config
-    from softswitch.p4info import build_p4info
-    from softswitch.pipeline import Pipeline
-
     if path.endswith(".p4"):
-        from softswitch.program_cache import compile_p4_file
-
         program, data = compile_p4_file(path)
     else:
         data = Path(path).read_bytes()
@@ -781,9 +776,6 @@ def _fail(message: str, code: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
     failure, 2 bad flags)."""
-    from softswitch.p4runtime.entities import PipelineState
-    from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
-
     try:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
     except _UsageError as exc:

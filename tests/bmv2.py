@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import stackdump
 from tests.p4runtime_server_fake import free_tcp_port
 from topo.nodes import BMv2Switch, SwitchLaunch, free_port_base, log_tail, port_accepts
 
@@ -114,14 +115,16 @@ def free_port_block(count: int, start: int = 24000) -> int:
 
 
 def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """``python -m experiment.run ARGV`` as a child; on timeout SIGTERM (experiment.run then
-    takes its network down), then SIGKILL its process group, and the result says so."""
+    """``python -m experiment.run ARGV`` as a child; on timeout it is asked for its threads'
+    stacks (they end its stderr), then SIGTERM (experiment.run then takes its network down),
+    then SIGKILL its process group, and the result says so."""
     proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *argv], cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        stackdump.request_dump(proc.pid)
         proc.terminate()
         try:
             out, err = proc.communicate(timeout=60)

@@ -33,6 +33,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+import stackdump
 from controller import entities as ents
 from controller.p4client import STATUS_DETAILS_KEY, from_uint128, uint128
 
@@ -323,6 +324,10 @@ class SwitchProcess:
             if "softswitch ready" in text:
                 return
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is None:  # its threads' stacks into its log
+                    stackdump.request_dump(self.proc.pid)
+                    stackdump.wait_quiet(lambda path=self.log_path: path.stat().st_size)
+                    text = self.log_path.read_bytes()[offset:].decode(errors="replace")
                 self.stop()
                 raise SwitchStartError(f"switch {self.name} did not start: {text.strip()[-2000:]}")
             time.sleep(0.05)

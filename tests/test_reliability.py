@@ -18,12 +18,14 @@ from types import SimpleNamespace
 
 import pytest
 
+import stackdump
 from reliability.frames import KINDS, FrameFactory, ip_checksum
 from reliability.leaks import TAG_VARIABLE, find_leaks
 from reliability.report import render, verdicts
 from reliability.results import CampaignResult, JobTally, LossCell, RestartCell, judge
 from reliability.teardown import run_argv
 from reliability.testbed import free_port_block, hang_bound, ideal_seconds
+from tests.thread_imports import read_report, summary
 
 REPO = Path(__file__).resolve().parent.parent
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet)")
@@ -89,7 +91,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
     bed.controller = SimpleNamespace(state=None)
     bed.results = tmp_path
     monkeypatch.setattr(bed, "_primary", lambda: contextlib.nullcontext(ctl))
-    monkeypatch.setattr("controller.state.load_state", lambda rundir: None)
+    monkeypatch.setattr("reliability.testbed.load_state", lambda rundir: None)
     monkeypatch.setattr(Testbed, "rundir", property(lambda self: tmp_path))
     assert bed.new_job()["name"] == "soak1"
     ctl.fail_create = True
@@ -195,13 +197,13 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert find_leaks(prefix, tmp_path / "runs", tag).processes  # it did leave things
-        second = subprocess.run(
+        second = stackdump.run(
             run_argv(prefix, port, tmp_path / "runs" / "b", False),
+            180,
             cwd=REPO,
             env=env,
             capture_output=True,
             text=True,
-            timeout=180,
         )
         assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
         assert "cleaned up after an earlier run" in second.stdout
@@ -242,10 +244,17 @@ def test_quick_campaign_meets_every_target(tmp_path):
     assert data["bad_input"]["port_rx"] == data["bad_input"]["frames_sent"]
     assert data["teardown"]["next_run_ok"] is True
     assert "## Verdict" in out.read_text()
+    findings = read_report(tmp_path / "thread-imports.jsonl")
+    assert not findings, "modules imported for the first time on a thread:\n" + summary(findings)
 
 
 def _run_quick_campaign(tmp_path: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """The campaign, with the recorder of first imports on threads in every Python process
+    it starts (tests/test_thread_imports.py); one still running at the timeout is asked for
+    its threads' stacks (the failure shows them) and killed."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tests" / "threadcheck"),
+               INA_THREAD_IMPORTS=str(tmp_path / "thread-imports.jsonl"))
+    return stackdump.run(
         [
             sys.executable,
             "-m",
@@ -261,10 +270,11 @@ def _run_quick_campaign(tmp_path: Path, out: Path) -> subprocess.CompletedProces
             "--json",
             str(tmp_path / "r.json"),
         ],
+        850,
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=850,
+        env=env,
     )
 
 

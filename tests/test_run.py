@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import experiment.run
+import stackdump
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
@@ -64,9 +65,9 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
     rundir = tmp_path / "run"
     # wide enough that rich wraps no table cell (a wrapped header breaks the words apart)
     env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "experiment.run", *_argv(rundir)], cwd=repo_root,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
-                          env=env)
+    proc = stackdump.run([sys.executable, "-m", "experiment.run", *_argv(rundir)], 240,
+                         cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((rundir / "results" / "experiment.json").read_text())
     assert data["exact"] is True and data["elems"] == 252  # sim validate derives frames from it

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import stackdump
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
@@ -51,8 +52,8 @@ def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_
             "--elements", "1024",
             "--name-prefix", PREFIX, "--grpc-port", str(_free_base(len(SWITCHES))),
             "--rundir", str(rundir)]
-    proc = subprocess.run(argv, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=300)
+    proc = stackdump.run(argv, 300, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads((rundir / "results" / "experiment.json").read_text())
     assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [

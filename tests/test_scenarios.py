@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import stackdump
 from experiment.session import AllreduceRun, RankOutcome
 from scenarios.__main__ import main
 from scenarios.junit import junit_xml
@@ -228,10 +229,10 @@ def _cli(
     tmp_path: Path, repo_root: Path, *files: str
 ) -> tuple[subprocess.CompletedProcess[str], ET.Element]:
     junit = tmp_path / "junit.xml"
-    proc = subprocess.run(
+    proc = stackdump.run(
         [sys.executable, "-m", "scenarios", "run", *files, "--junit", str(junit),
          "--rundir", str(tmp_path / "run"), "--name-prefix", "sn"],
-        cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+        600, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert junit.exists(), proc.stdout + proc.stderr
     return proc, ET.parse(junit).getroot()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -150,8 +151,6 @@ def free_port_base(count: int, start: int = 20000, stop: int = EPHEMERAL_FLOOR) 
     campaign network. The search starts at a random block, so two calls before either
     network binds its ports (the campaign's parallel cells), or two processes at once, rarely
     get the same block."""
-    import random
-
     step = max(16, count)
     blocks = list(range(start, stop - count + 1, step))
     first = random.Random().randrange(len(blocks)) if blocks else 0

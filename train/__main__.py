@@ -2,6 +2,8 @@
 
 import sys
 
+import stackdump
 from train.cli import main
 
+stackdump.enable()  # a parent that gives up waiting gets every thread's stack
 sys.exit(main())

@@ -8,10 +8,15 @@ unpickles, so a shard from the network cannot run code.
 
 from __future__ import annotations
 
+# np.load reads a shard as a zip file, whose member names zipfile decodes with the cp437
+# codec, imported on first use: imported here, at module load, because ranks decode shards
+# on threads (loopback runs)
+import encodings.cp437  # noqa: F401
 import io
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.random import default_rng
 
 DEFAULT_SHARDS = 32
 SPLIT_SEED = 1234
@@ -47,7 +52,7 @@ def load_digits_split(num_shards: int = DEFAULT_SHARDS, test_fraction: float = 0
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+    order = default_rng(SPLIT_SEED).permutation(len(y))
     x, y = x[order], y[order]
     n_train = int(len(y) * (1.0 - test_fraction))
     n_train -= n_train % num_shards

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.random import default_rng
 
 from vtime import VirtualClock
 from workloads.collectives import ring_allreduce
@@ -124,7 +125,7 @@ def measure_data_interference(
     if elements < 1 or repeats < 1:
         raise ValueError("elements and repeats must be >= 1")
     loaders = set(range(comm.size) if loading_ranks is None else loading_ranks)
-    x = np.random.default_rng(comm.rank).standard_normal(elements).astype(np.float32)
+    x = default_rng(comm.rank).standard_normal(elements).astype(np.float32)
     allreduce(comm, x)  # warm-up: connections and buffers
     comm.barrier()
     quiet = _timed(comm, allreduce, x, repeats)

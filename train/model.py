@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.random import default_rng
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class MLP:
             raise ValueError(f"every layer needs at least one unit, got {shape}")
         self.shape = shape
         self.params = np.zeros(shape.size, dtype=np.float32)
-        rng = np.random.default_rng(seed)
+        rng = default_rng(seed)
         w1, _, w2, _ = self._views(self.params)
         # He initialisation for the ReLU layer, Glorot-like for the output layer.
         w1[...] = rng.normal(0.0, np.sqrt(2.0 / shape.inputs), w1.shape)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.random import default_rng
 
 from train.cache import LEVELS, CacheStats, LevelStats, MultiLevelCache
 from train.data import (
@@ -194,7 +195,7 @@ def train_rank(
     inv_p = np.float32(1.0 / comm.size)
     clock = comm.clock
     for epoch in range(config.epochs):
-        rng = np.random.default_rng([config.seed, epoch, comm.rank])
+        rng = default_rng([config.seed, epoch, comm.rank])
         before = cache.snapshot()
         start, cpu_start = clock.now(), time.thread_time()
         x, y = _load_epoch_data(cache, names, rng)

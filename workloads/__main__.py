@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.random import default_rng
 
+import stackdump
 from algorithms import registry
 from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
 from vtime import VirtualClock, parse_tdf, rate_arg
@@ -115,7 +117,7 @@ def parse_peers(text: str) -> list[tuple[str, int]]:
 def make_input(rank: int, size: int, dtype: str, seed: int) -> np.ndarray:
     """Rank ``rank``'s deterministic input; floats lie on a 2^-8 grid so every algorithm's
     sum is exact and comparable bit for bit."""
-    rng = np.random.default_rng(seed * 100003 + rank)
+    rng = default_rng(seed * 100003 + rank)
     if dtype == "int32":
         return rng.integers(-(2**16), 2**16, size=size, dtype=np.int32)
     return (rng.integers(-(2**12), 2**12, size=size) / 256.0).astype(np.float32)
@@ -455,4 +457,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    stackdump.enable()  # a parent that gives up waiting gets every thread's stack
     sys.exit(main())

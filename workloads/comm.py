@@ -30,6 +30,10 @@ dilation", has the details.
 from __future__ import annotations
 
 import collections
+
+# socket.create_connection encodes a host name with the idna codec, which Python imports on
+# first use: imported here, at module load, because ranks dial from threads (loopback runs)
+import encodings.idna  # noqa: F401
 import logging
 import select
 import socket

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.random import default_rng
 
 DEFAULT_ROUNDS = 20
 
@@ -179,7 +180,7 @@ def _sampled_candidates(a: np.ndarray, k: int, size: int, rounds: int,
     selection among them is the plain search's. One counting pass checks; a miss (< k
     candidates) returns None and the caller searches the whole tensor.
     """
-    rng = rng if rng is not None else np.random.default_rng(0)
+    rng = rng if rng is not None else default_rng(0)
     n = a.size
     part = a[rng.integers(0, n, size=size)]
     k_s = k * size / n

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.random import default_rng
 
 from algorithms import registry
 from vtime import REAL_TIME, VirtualClock
@@ -193,7 +194,7 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
     """
     forward_s, plan = _bucket_plan(profile, config)
     compute_s = forward_s + sum(b for _, b in plan)
-    rng = np.random.default_rng(config.seed + 7919 * rank)
+    rng = default_rng(config.seed + 7919 * rank)
     grads = [(rng.standard_normal(params) * 1e-2).astype(np.float32) for params, _ in plan]
     work: queue.Queue[tuple[int, int] | None] = queue.Queue()
     done: queue.Queue[tuple[float, Any] | BaseException] = queue.Queue()

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
@@ -502,8 +504,6 @@ class _VectorEmitter:
 
 def runtime_globals() -> dict[str, Any]:
     """Helpers the generated array code calls."""
-    import numpy as np
-
     def vec_array(cells: list[int]) -> Any:
         return np.array(cells, dtype=np.int64)
 
@@ -548,15 +548,11 @@ def vector_field(k: int) -> property:
 
 
 def _zeros(count: int) -> Any:
-    import numpy as np
-
     return np.zeros(count, dtype=np.int64)
 
 
 def vector_parse(data: bytes, pos: int, count: int, dtype: str) -> Any:
     """``count`` big-endian words of ``dtype`` (``>u1``/``>u2``/``>u4``) at ``pos``."""
-    import numpy as np
-
     return np.frombuffer(data, dtype=dtype, count=count, offset=pos).astype(np.int64)
 
 

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+# ply imports pcpp's generated lexer and parser tables when the first Preprocessor is made:
+# imported at module load, so that a program compiled on a P4Runtime server thread (a
+# pipeline push) imports nothing (threads importing at once can deadlock)
+import pcpp.lextab  # noqa: F401
+import pcpp.parsetab  # noqa: F401
 from pcpp import Preprocessor
 
 from softswitch.errors import P4Error

@@ -19,6 +19,8 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from softswitch.device_config import load_device_config
+from softswitch.p4info import build_p4info
 from softswitch.p4runtime.arbitration import PrimaryElection, Session
 from softswitch.p4runtime.entities import PipelineState, carry_state
 from softswitch.p4runtime.packetio import packet_in_message, packet_out_frame
@@ -30,6 +32,7 @@ from softswitch.p4runtime.status import (
     invalid,
     not_found,
 )
+from softswitch.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +65,6 @@ def default_loader(
     """Compile a device config (or plain P4 source) into a pipeline and its P4Info
     (``trace``: the instrumented pipeline that traces every packet; ``tm``: the
     traffic-manager options of ``Pipeline``)."""
-    from softswitch.device_config import load_device_config
-    from softswitch.p4info import build_p4info
-    from softswitch.pipeline import Pipeline
-
     program = load_device_config(device_config)
     return Pipeline.from_program(program, trace=trace, **tm), build_p4info(program)
 

@@ -14,19 +14,13 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from softswitch.engine import externs
+from softswitch.engine import tables as engine_tables
 from softswitch.p4runtime.codec import decode, encode
 from softswitch.p4runtime.schema import MATCH_KIND_NAMES, P4InfoById, TableInfo
 from softswitch.p4runtime.status import StatusError, invalid, not_found, unimplemented
 
 MatchKey = tuple[Any, ...]  # tuple of engine FieldMatch | None
-
-
-def _engine_tables() -> Any:
-    """The engine's table module (imported on first use: it is optional for unit tests of
-    the pure translation helpers)."""
-    from softswitch.engine import tables
-
-    return tables
 
 
 def _ones(width: int) -> int:
@@ -35,7 +29,7 @@ def _ones(width: int) -> int:
 
 def decode_matches(info: TableInfo, matches: Any) -> MatchKey:
     """Engine match tuple (one slot per key field, None = don't care) from FieldMatch protos."""
-    et = _engine_tables()
+    et = engine_tables
     slots: list[Any] = [None] * len(info.proto.match_fields)
     seen: set[int] = set()
     for fm in matches:
@@ -128,7 +122,7 @@ def encode_matches(info: TableInfo, key: MatchKey) -> list[p4runtime_pb2.FieldMa
 
 def decode_action(schema: P4InfoById, info: TableInfo | None, action: Any, default: bool) -> Any:
     """Engine ActionCall from a ``p4.v1.Action``; checks the table's action list and scope."""
-    et = _engine_tables()
+    et = engine_tables
     a = schema.action(action.action_id)
     name = a.preamble.name
     if info is not None:
@@ -181,11 +175,8 @@ def engine_table(pipeline: Any, info: TableInfo) -> Any:
 
 
 def meter_config_from_proto(cfg: p4runtime_pb2.MeterConfig) -> Any:
-    """Engine MeterConfig (located in the engine's externs or tables module)."""
-    from softswitch.engine import externs
-
-    cls = getattr(externs, "MeterConfig", None) or _engine_tables().MeterConfig
-    return cls(cir=cfg.cir, cburst=cfg.cburst, pir=cfg.pir, pburst=cfg.pburst)
+    """The engine's MeterConfig of a P4Runtime one."""
+    return externs.MeterConfig(cir=cfg.cir, cburst=cfg.cburst, pir=cfg.pir, pburst=cfg.pburst)
 
 
 def meter_config_to_proto(cfg: Any) -> p4runtime_pb2.MeterConfig:
@@ -199,7 +190,7 @@ def meter_config_to_proto(cfg: Any) -> p4runtime_pb2.MeterConfig:
 
 def build_entry(schema: P4InfoById, info: TableInfo, msg: p4runtime_pb2.TableEntry) -> Any:
     """Engine TableEntry for an INSERT/MODIFY (not the default entry)."""
-    et = _engine_tables()
+    et = engine_tables
     key = decode_matches(info, msg.match)
     check_priority(info, msg.priority)
     action = None
