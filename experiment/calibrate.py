@@ -31,16 +31,17 @@ from protocol import netreduce as nr
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 #: Share of the guard's budgets a calibrated run aims at (headroom for the run's own noise:
 #: Python's GC, the live view's reads, the kernel's shaping).
 HEADROOM = 0.6
 #: TDFs are rounded up to these mantissas (times a power of ten) so that runs compare.
 NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-#: float32 per worker in the calibration all-reduces, small and large: the difference of their
-#: times is per-packet work, what is left of the small one is the collective's fixed cost.
+#: float32 per worker in the calibration all-reduce that measures per-packet costs (a few
+#: windows; a few seconds on BMv2), and how many one-packet all-reduces measure the fixed cost
+#: (their mean: a one-packet collective is nothing but its fixed cost).
 CALIBRATION_ELEMENTS = 32768
-CALIBRATION_SMALL = 4096
+FIXED_COST_ITERS = 5
 #: The share of a collective's emulated time that the machine's fixed real-time cost (process
 #: wake-ups, the barrier, the first packets through every Python hop) may take, once divided
 #: by the TDF: at TDF 1 it kept spine-leaf make runs 4-11 % below the frame-size ideal.
@@ -63,7 +64,7 @@ class Costs:
     elems: int
     measured: str = ""  # when (UTC, ISO 8601)
     packets: int = 0  # aggregation packets the measurement saw
-    overhead_s: float = 0.0  # real seconds a collective costs beyond its packets
+    overhead_s: float = 0.0  # real seconds of a one-packet collective through one switch
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,24 +121,27 @@ def max_real_rate(costs: Costs, fabric: Fabric, elems: int, switch_budget: float
 
 def choose_tdf(costs: Costs, fabric: Fabric, elems: int, switch_budget: float = 0.85,
                machine_budget: float = 0.9, headroom: float = HEADROOM,
-               transfer_s: float = 0.0) -> tuple[float, str]:
+               transfer_s: float = 0.0, hops: int = 1) -> tuple[float, str]:
     """(TDF, why): the smallest nice TDF at which (1) the fastest emulated link runs, divided
     by the TDF, no faster than :func:`max_real_rate` allows with ``headroom``, and (2) the
-    collective's fixed real-time cost, divided by the TDF, is at most ``OVERHEAD_SHARE`` of
+    collective's fixed real-time cost (the calibrated one-switch cost times ``hops``, the
+    switches on the job's longest path), divided by the TDF, is at most ``OVERHEAD_SHARE`` of
     ``transfer_s`` (the job's emulated transfer time at the emulated rate; 0: not checked)."""
+    fixed = costs.overhead_s * max(1, hops)
     real = max_real_rate(costs, fabric, elems, switch_budget * headroom,
                          machine_budget * headroom)
     if math.isinf(real):
         return 1.0, "no per-packet cost measured"
     cpu_tdf = fabric.max_bw_bps / real
-    latency_tdf = (costs.overhead_s / (OVERHEAD_SHARE * transfer_s)
-                   if transfer_s > 0 and costs.overhead_s > 0 else 1.0)
+    latency_tdf = (fixed / (OVERHEAD_SHARE * transfer_s)
+                   if transfer_s > 0 and fixed > 0 else 1.0)
     tdf = nice_tdf(max(cpu_tdf, latency_tdf))
     why = (f"{costs.target}: {costs.switch_s * 1e6:.0f} us CPU per aggregation packet at the "
            f"switch, {costs.agent_s * 1e6:.0f} us at a host agent, busiest fan-in "
            f"{max(fabric.fanins.values())}: CPU-faithful up to {real / 1e6:.3g} Mbit/s real")
-    if costs.overhead_s > 0 and transfer_s > 0:
-        why += (f"; fixed cost {costs.overhead_s * 1e3:.0f} ms real per collective, "
+    if fixed > 0 and transfer_s > 0:
+        why += (f"; fixed cost {fixed * 1e3:.0f} ms real per collective ({max(1, hops)} "
+                f"switch hops), "
                 f"<= {OVERHEAD_SHARE:.0%} of its emulated time from TDF {latency_tdf:.3g}")
     return tdf, why
 
@@ -285,26 +289,20 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     large_opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
                                    algorithms=("innetwork",), credits=4, slots=256,
                                    measure_seconds=0.0, job_name="calibration")
-    small_opts = replace(large_opts, elements=CALIBRATION_SMALL, job_name="calibrationsmall")
+    tiny_opts = replace(large_opts, elements=elems, iters=FIXED_COST_ITERS,
+                        job_name="calibrationtiny")
     with ExperimentNetwork(topo, target, rundir, program, start=StartOptions()) as lab:
         runs = []
-        for run_opts in (small_opts, large_opts):  # a job each: a job's PSNs start once
+        for run_opts in (tiny_opts, large_opts):  # a job each: a job's PSNs start once
             plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))
             plan_path = lab.rundir / f"{run_opts.job_name}.json"
             plan_path.write_text(json.dumps(plan))
             runs.append(run_allreduce(lab, None, plan, "innetwork", run_opts, plan_path))
-        small, large = runs
-    for run in (small, large):
+        tiny, large = runs
+    for run in (tiny, large):
         if not run.exact:
             raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
                                    f"{'; '.join(run.errors) or 'wrong sum'}")
     costs = costs_from_run(large, target, max(2, fanin), elems)
-    return replace(costs, overhead_s=fixed_cost(small.seconds, CALIBRATION_SMALL,
-                                                large.seconds, CALIBRATION_ELEMENTS))
-
-
-def fixed_cost(small_s: float, small_n: int, large_s: float, large_n: int) -> float:
-    """The intercept of the line through two (size, time) points: what a collective costs
-    whatever its size (never below 0)."""
-    per_element = (large_s - small_s) / (large_n - small_n)
-    return max(0.0, small_s - per_element * small_n)
+    # the ranks report the mean of their timed one-packet calls: the fixed cost
+    return replace(costs, overhead_s=tiny.seconds)

@@ -112,6 +112,36 @@ def longest_rtt(spec: TopologySpec) -> float:
     return 2 * worst
 
 
+def switch_hops(spec: TopologySpec) -> int:
+    """The most switches on a shortest path between two worker hosts (1 in a rack, 3 in a
+    spine-leaf): each is a process a packet waits for, the fixed cost's unit."""
+    switches = {sw.name for sw in spec.switches}
+    adj: dict[str, set[str]] = {}
+    for host in spec.hosts:
+        adj.setdefault(host.name, set()).add(host.switch)
+        adj.setdefault(host.switch, set()).add(host.name)
+    for link in spec.links:
+        adj.setdefault(link.a, set()).add(link.b)
+        adj.setdefault(link.b, set()).add(link.a)
+    workers = [h.name for h in spec.hosts if h.gpus > 0]
+    most = 0
+    for src in workers:
+        seen, frontier, depth = {src}, [src], 0
+        hops: dict[str, int] = {src: 0}
+        while frontier:
+            depth += 1
+            nxt = []
+            for node in frontier:
+                for peer in adj.get(node, ()):
+                    if peer not in seen:
+                        seen.add(peer)
+                        hops[peer] = hops[node] + (1 if peer in switches else 0)
+                        nxt.append(peer)
+            frontier = nxt
+        most = max([most] + [hops[w] for w in workers if w in hops])
+    return max(1, most)
+
+
 def window_seconds(spec: TopologySpec, window_pkts: int, elems: int) -> float:
     """Emulated seconds the job's window takes on the slowest worker host link (0 when
     unshaped)."""
@@ -184,6 +214,7 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
                                         refresh=refresh)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
-                                    transfer_s=transfer_seconds(spec, elements))
+                                    transfer_s=transfer_seconds(spec, elements),
+                                    hops=switch_hops(spec))
     return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True, costs)
 

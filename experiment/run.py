@@ -42,6 +42,7 @@ from experiment.dilation import (
     default_elements,
     longest_rtt,
     parse_tdf_option,
+    switch_hops,
     timer_bounds,
     window_seconds,
 )
@@ -558,7 +559,9 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec),
                              window_seconds(topo.spec, window, args.elems))
     timeout = collective_timeout(topo.spec, elements, dilation.tdf, opts.timeout_s)
-    overhead = dilation.costs.overhead_s if dilation.costs is not None else 0.0
+    # the calibrated fixed cost of a collective through one switch, times this job's hops
+    overhead = (dilation.costs.overhead_s * switch_hops(topo.spec)
+                if dilation.costs is not None else 0.0)
     return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
                    overhead_s=overhead)
 

@@ -113,3 +113,10 @@ def test_undilated_clocks_are_named_in_the_summary() -> None:
     assert len(notes) == 2
     assert "kernel TCP" in notes[0] and "BMv2 keeps real time" in notes[1]
     assert undilated_clock_notes(4.0, "softswitch", ("innetwork",)) == []
+
+
+def test_switch_hops() -> None:
+    """Switches a packet passes between the farthest workers: 1 in a rack, 3 in a spine-leaf."""
+    assert dilation.switch_hops(_spineleaf(bw=3)) == 3  # type: ignore[arg-type]
+    rack = load_spec(resolve("rack"), {"hosts": 3})
+    assert dilation.switch_hops(rack) == 1

@@ -196,12 +196,6 @@ def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
     assert json.loads(cache.read_text())["version"] == cal.CACHE_VERSION
 
 
-def test_fixed_cost_is_the_intercept() -> None:
-    """Two calibration sizes: what the small one took beyond its per-element share."""
-    assert cal.fixed_cost(0.15, 4096, 0.85, 32768) == pytest.approx(0.15 - 0.7 * 4096 / 28672)
-    assert cal.fixed_cost(0.01, 4096, 0.9, 32768) == 0.0  # never negative
-
-
 def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
     """A 60 ms real fixed cost against a 0.7 s emulated transfer needs a TDF of about
     60 / (2 % of 700) = 4.3; without it the CPU alone asks for 1."""
@@ -213,6 +207,8 @@ def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
     assert cpu_only == 1.0
     assert tdf == 5.0  # 4.29 rounded up
     assert "fixed cost 60 ms" in why
+    # three switches on the path (spine-leaf): three times the cost, 12.9 -> 15
+    assert cal.choose_tdf(costs, fabric, 252, transfer_s=0.7, hops=3)[0] == 15.0
 
 
 def test_the_machine_latency_check() -> None:
