@@ -198,17 +198,17 @@ def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
 
 def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
     """A 60 ms real fixed cost against a 0.7 s emulated transfer needs a TDF of about
-    60 / (2 % of 700) = 4.3; without it the CPU alone asks for 1."""
+    60 / (1 % of 700) = 8.6; without it the CPU alone asks for 1."""
     costs = cal.Costs(100e-6, 150e-6, "softswitch", 4, 252, overhead_s=0.06)
     fabric = cal.Fabric({"l1": 4, "l2": 4, "sp1": 2, "sp2": 2}, agents=4, max_bw_bps=3e6,
                         cores=2)
     cpu_only, _ = cal.choose_tdf(costs, fabric, 252)
     tdf, why = cal.choose_tdf(costs, fabric, 252, transfer_s=0.7)
     assert cpu_only == 1.0
-    assert tdf == 5.0  # 4.29 rounded up
+    assert tdf == 10.0  # 8.6 rounded up
     assert "fixed cost 60 ms" in why
-    # three switches on the path (spine-leaf): three times the cost, 12.9 -> 15
-    assert cal.choose_tdf(costs, fabric, 252, transfer_s=0.7, hops=3)[0] == 15.0
+    # three switches on the path (spine-leaf): three times the cost, 25.7 -> 30
+    assert cal.choose_tdf(costs, fabric, 252, transfer_s=0.7, hops=3)[0] == 30.0
 
 
 def test_the_machine_latency_check() -> None:
