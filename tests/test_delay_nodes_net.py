@@ -1,0 +1,143 @@
+"""Delay nodes in a running network (root): a rack whose two host links each get a delay
+node (forced on the built-in target, so no BMv2 is needed), and make run on BMv2 with a link
+delay and no netem (where BMv2 and p4c are installed).
+
+The delay is chosen to dominate the machine's noise: 4 ms emulated at TDF 5 is 20 ms of real
+time per link and direction, so a ping between the rack's two hosts (two links, both ways)
+must take at least 80 ms, and with the delay counted once (not per half, not TDF squared)
+well under twice that. Names carry the prefix ``tw``, gRPC ports are found free at run time,
+and every test checks that no interface or process outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from experiment.lifecycle import ExperimentNetwork, open_controller
+from experiment.session import collect
+from tests.bmv2 import free_port_block, missing_binaries, run_topo, skip_reason
+from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.model import describe
+from topo.network import start_network
+from topo.nodes import free_port_base
+from topo.rundir import load_topology, read_cmdline, read_pids
+from topo.topologies import RackTopo
+
+pytestmark = [pytest.mark.root]
+
+PREFIX = "tw"
+NODES = [f"{PREFIX}s1", f"{PREFIX}dl1", f"{PREFIX}dl2"]
+PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
+DELAY_S, TDF = 4e-3, 5.0
+PINGS = 10
+
+
+@pytest.fixture
+def rack() -> Iterator[RackTopo]:
+    """Two hosts on one switch, 4 ms on both links; removes any tw* interface left behind."""
+    topo = RackTopo(hosts=2, delay="4ms", name_prefix=PREFIX,
+                    grpc_base_port=free_port_base(1, 27000))
+    yield topo
+    remove_interfaces(switch_interfaces(NODES))
+
+
+def test_forced_delay_nodes_delay_a_ping_and_leave_nothing(rack, tmp_path) -> None:
+    """With a delay node on each host link the ping's round trip takes 4 x delay x TDF at
+    least (request and reply each cross two links) and not twice that; the switch's ports,
+    topology.json and its links are as without delay nodes; the wires are recorded in
+    pids.json, and nothing is left after the network stops."""
+    with start_network(rack, "softswitch", tmp_path / "run", PROGRAM, progress=False,
+                       tdf=TDF, delay_nodes=True) as network:
+        _owner, records = read_pids(network.rundir.pids_path)
+        wires = {r.name: r for r in records if r.kind == "wire"}
+        assert sorted(wires) == [f"{PREFIX}dl1", f"{PREFIX}dl2"]
+        assert {r.name for r in records if r.kind == "wire-shell"} == set(wires)
+        assert sorted(n.name for n in network.delay_nodes) == sorted(wires)
+        assert switch_interfaces(NODES) == [f"{PREFIX}dl1-eth1", f"{PREFIX}dl1-eth2",
+                                            f"{PREFIX}dl2-eth1", f"{PREFIX}dl2-eth2",
+                                            f"{PREFIX}s1-eth1", f"{PREFIX}s1-eth2"]
+        topology = load_topology(network.rundir.path)
+        assert topology.delay_nodes and not topology.delay_line
+        plain = describe(rack, target="softswitch", netem=topology.netem, tdf=TDF)
+        assert (topology.switches[0].ports, topology.hosts, topology.links) == \
+            (plain.switches[0].ports, plain.hosts, plain.links)
+        # the wire holds the delay, the switch does not: no --port-delay on its command line
+        switch = next(r for r in records if r.kind == "switch")
+        assert "--port-delay" not in switch.cmdline and "--tdf" in switch.cmdline
+        with open_controller(network) as controller:
+            controller.push_pipeline()
+            controller.program_routes()
+        proc = ExperimentNetwork.around(network).popen(f"{PREFIX}h1", [
+            sys.executable, "-m", "topo.hostcmd", "ping", "--dst",
+            network.topology.host(f"{PREFIX}h2").ip, "--count", str(PINGS), "--timeout", "2"])
+        result = collect({"ping": proc}, 120.0)["ping"]
+        pids = [r.pid for r in records]
+    assert "error" not in result, result
+    (row,) = result["results"]
+    assert row["received"] == PINGS, row
+    expected_ms = 4 * DELAY_S * TDF * 1e3  # 80 ms
+    fastest = min(row["rtt_ms"])
+    assert fastest >= expected_ms, row["rtt_ms"]
+    assert fastest < 2 * expected_ms, row["rtt_ms"]
+    assert switch_interfaces(NODES) == []
+    assert [p for p in pids if read_cmdline(p) is not None] == []
+
+
+def test_delay_node_failure_is_reported_and_cleaned_up(rack, tmp_path, monkeypatch) -> None:
+    """A wire that cannot start names itself and its reason; nothing is left behind."""
+    from topo.delaynodes import DelayNode
+    from topo.errors import SwitchStartError
+
+    monkeypatch.setattr(DelayNode, "python", "/nonexistent/python")
+    with pytest.raises(SwitchStartError, match=rf"delay node {PREFIX}dl\d did not start: "
+                                               r"cannot run /nonexistent/python"):
+        start_network(rack, "softswitch", tmp_path / "run", progress=False, tdf=TDF,
+                      delay_nodes=True)
+    _owner, records = read_pids(tmp_path / "run" / "pids.json")
+    assert switch_interfaces(NODES) == []
+    assert [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)] == []
+
+
+# ================================================================ BMv2 without netem
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(missing_binaries()), reason=skip_reason())
+def test_make_run_on_bmv2_with_delay_is_exact(tmp_path, repo_root) -> None:
+    """``make run target=bmv2 delay=...`` without netem: delay nodes on every link, both
+    all-reduces exact, the same summary as without them, nothing left behind."""
+    from topo.links import netem_available
+
+    prefix = f"bw{os.getpid() % 100}"
+    names = [prefix + n for n in ("s1", "dl1", "dl2", "dl3", "dl4")]
+    rundir = tmp_path / "run"
+    base = free_port_block(2)
+    try:
+        proc = run_topo(["--topo", "rack", "--target", "bmv2", "--no-cli", "--delay", "50us",
+                         "--tdf", "1", "--link-check-seconds", "0", "--elements", "16384",
+                         "--name-prefix", prefix, "--grpc-port", str(base),
+                         "--thrift-port", str(base + 1), "--rundir", str(rundir)],
+                        repo_root, timeout_s=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        text = " ".join(proc.stdout.split())
+        assert "NOT exact" not in text
+        data = json.loads((rundir / "results" / "experiment.json").read_text())
+        assert data["exact"] is True
+        topology = load_topology(rundir)
+        assert topology.target == "bmv2" and all(ln.delay_s == 50e-6 for ln in topology.links)
+        _owner, records = read_pids(rundir / "pids.json")
+        wires = sorted(r.name for r in records if r.kind == "wire")
+        if netem_available():
+            assert wires == [] and not topology.delay_nodes
+        else:
+            assert wires == names[1:] and topology.delay_nodes
+        assert [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)] == []
+        assert switch_interfaces(names) == []
+    finally:
+        remove_interfaces(switch_interfaces(names))
