@@ -423,7 +423,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fabric-bw", type=rate_arg, metavar="RATE",
                    help="switch-switch link rate (default: --bw)")
     p.add_argument("--delay", type=delay_arg, metavar="DELAY",
-                   help="link delay: 2us, 1.5ms (ns/us/ms/s; needs netem)")
+                   help="link delay: 2us, 1.5ms (ns/us/ms/s; held by netem, else the switches or "
+                        "delay nodes)")
     p.add_argument("--intra-bw", type=rate_arg, metavar="RATE",
                    help="hierarchical jobs' rate between a host's GPUs, e.g. 150GB/s (recorded "
                    "per host in topology.json; default: the workload's)")
