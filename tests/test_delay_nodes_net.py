@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import shutil
 from typing import ClassVar
 
 import pytest
@@ -28,8 +27,8 @@ from experiment.session import collect
 from tests.bmv2 import free_port_block, missing_binaries, run_topo, skip_reason
 from tests.bmv2_json import port_pair_json
 from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.model import describe
 from topo.links import netem_available
+from topo.model import describe
 from topo.network import Network, start_network
 from topo.nodes import BMv2Switch, free_port_base
 from topo.rundir import load_topology, read_cmdline, read_pids
