@@ -101,6 +101,11 @@ def test_forced_delay_nodes_delay_a_ping_and_leave_nothing(rack, tmp_path) -> No
         rtts = _ping_rtts(network)
         pids = [r.pid for r in records]
     _check_delayed(rtts)
+    # SIGTERM stopped each wire cleanly (status 0, its counters logged), not SIGKILL
+    for node in network.delay_nodes:
+        assert node.proc is not None and node.proc.returncode == 0, node.name
+        log = node.log_file.read_text()
+        assert "signal 15: stopping" in log and "wire stats: {'ports': {1: {'rx_packets'" in log
     assert switch_interfaces(NODES) == []
     assert [p for p in pids if read_cmdline(p) is not None] == []
 
