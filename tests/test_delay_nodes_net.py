@@ -125,6 +125,57 @@ def test_delay_node_failure_is_reported_and_cleaned_up(rack, tmp_path, monkeypat
     assert [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)] == []
 
 
+CRASHING_RUN = """
+import sys, time
+from topo.network import start_network
+from topo.topologies import SpineLeafTopo
+topo = SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, delay="1ms", name_prefix="tw",
+                     grpc_base_port=int(sys.argv[2]))
+network = start_network(topo, "softswitch", sys.argv[1], progress=False, delay_nodes=True)
+print("up", flush=True)
+time.sleep(120)
+"""
+
+
+def test_cleanup_after_killed_run_stops_wires_and_removes_their_links(tmp_path,
+                                                                      repo_root) -> None:
+    """After the starting process is SIGKILLed, topo.cleanup stops the recorded wires with
+    the switches and removes the delay nodes' surviving interfaces."""
+    import signal
+    import subprocess
+
+    from topo.cleanup import clean_all
+
+    names = [f"{PREFIX}l1", f"{PREFIX}sp1", f"{PREFIX}dl1", f"{PREFIX}dl2"]
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(runs / "r1"),
+                             str(free_port_base(2, 27200))],
+                            cwd=repo_root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "up"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        _owner, records = read_pids(runs / "r1" / "pids.json")
+        wires = [r for r in records if r.kind == "wire"]
+        assert len(wires) == 2 and all(read_cmdline(r.pid) for r in wires)
+        assert f"{PREFIX}dl2-eth1" in switch_interfaces(names)  # leaf--W--spine survived
+        report = clean_all(runs)
+        assert {f"{r.name} (pid {r.pid})" for r in wires} <= set(report.killed)
+        assert f"{PREFIX}dl2-eth1" in report.interfaces
+        assert switch_interfaces(names) == []
+        assert [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)] == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        pids_file = runs / "r1" / "pids.json"
+        for rec in read_pids(pids_file)[1] if pids_file.exists() else []:
+            if rec.kind in ("switch", "wire") and read_cmdline(rec.pid) == list(rec.cmdline):
+                os.kill(rec.pid, signal.SIGKILL)
+        remove_interfaces(switch_interfaces(names))
+
+
 # ================================================================ BMv2 without netem
 
 
