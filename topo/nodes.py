@@ -9,7 +9,8 @@ Life cycle (Mininet's own hooks): ``start()`` launches the process (never waits)
 port accepts a connection while its process is alive, against one deadline, and raises
 :class:`~topo.errors.SwitchStartError` with the reason and the last lines of the switch log
 when a process exits or the deadline passes. ``stop()``/``batchShutdown()`` SIGTERM the
-process group of the recorded pid, wait, and SIGKILL what is left.
+process group of the recorded pid, wait, and SIGKILL what is left. That life cycle is
+:class:`ProcessNode`'s, which the delay nodes (``topo.delaynodes.DelayNode``) share.
 """
 
 from __future__ import annotations
