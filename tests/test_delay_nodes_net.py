@@ -239,7 +239,8 @@ def test_make_run_on_bmv2_with_delay_is_exact(tmp_path, repo_root) -> None:
         data = json.loads((rundir / "results" / "experiment.json").read_text())
         assert data["exact"] is True
         topology = load_topology(rundir)
-        assert topology.target == "bmv2" and all(ln.delay_s == pytest.approx(50e-6) for ln in topology.links)
+        assert topology.target == "bmv2"
+        assert all(ln.delay_s == pytest.approx(50e-6) for ln in topology.links)
         _owner, records = read_pids(rundir / "pids.json")
         wires = sorted(r.name for r in records if r.kind == "wire")
         if netem_available():
