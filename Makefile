@@ -37,6 +37,8 @@ elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
 egress ?=
 seed ?=
+# delay_nodes=1: link delays by delay nodes even where netem or the switches could (testing)
+delay_nodes ?=
 # The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
 live ?= 0
 # make scenario: the scenario files and where the JUnit XML goes
@@ -60,7 +62,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(tdf),--tdf $(tdf)) $(if $(recalibrate),--recalibrate) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
-	$(foreach p,$(params),--param $(p)))
+	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)))
 
 .PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean
 

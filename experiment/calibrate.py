@@ -7,7 +7,10 @@ headroom. :func:`measure_costs` measures those costs once (a short in-network al
 one-switch rack with the job's fan-in, links unshaped), :func:`choose_tdf` turns them into the
 TDF, and the costs are cached per program, target, fan-in and machine
 (``$XDG_CACHE_HOME/ina-testbed/calibration.json``), so only the first run of a setting pays
-for the measurement.
+for the measurement. A run whose link delays need delay nodes (``topo.delaynodes``) is
+calibrated on a rack with delay nodes: their CPU, counted with the switch's, goes into the
+per-packet cost at the switch (each aggregation packet crosses one on its way in and its
+result one on the way out, as on every delayed link of a bigger fabric).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ FIXED_COST_ITERS = 5
 #: The one-packet measurement underestimates what a loaded machine adds (at TDF 1 spine-leaf
 #: make runs ended 4-30 % below the frame-size ideal with a measured 10 ms), hence 1 %.
 OVERHEAD_SHARE = 0.01
+#: The calibration rack's link delay when it measures with delay nodes (they sit only on
+#: delayed links): short enough not to matter at TDF 1.
+CALIBRATION_DELAY = "1us"
 
 
 class CalibrationError(RuntimeError):
@@ -179,10 +185,15 @@ def target_build(target: str) -> str:
     return "softswitch " + digest.hexdigest()[:16]
 
 
-def cache_key(target: str, program: Path, elems: int, fanin: int) -> str:
-    """The cache key of one setting: target build, program text, E, fan-in, machine."""
-    return json.dumps([target_build(target), program_digest(program), elems, fanin,
-                       machine_id()])
+def cache_key(target: str, program: Path, elems: int, fanin: int,
+              delay_nodes: bool = False) -> str:
+    """The cache key of one setting: target build, program text, E, fan-in, machine, and
+    whether delay nodes were measured too."""
+    key: list[Any] = [target_build(target), program_digest(program), elems, fanin,
+                      machine_id()]
+    if delay_nodes:
+        key.append("delay nodes")
+    return json.dumps(key)
 
 
 def program_digest(program: Path) -> str:
@@ -241,7 +252,8 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
     on a one-switch rack): the switch's CPU seconds over the aggregation packets it received
     (its ports' received bytes over the frame size: ACKs count as bytes, so the cost per
     packet comes out a little high, which is the safe side), and the agents' CPU seconds over
-    the packets they sent."""
+    the packets they sent. The switch's CPU includes the delay nodes' (``wire:<name>``
+    entries of ``run.switch_cpu``) when the rack had them."""
     bits = frame_bits(elems)
     rx_bytes = sum(u.rx_bytes for u in run.links)
     packets = int(rx_bytes * 8 // bits)
@@ -258,9 +270,9 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
 
 def calibrate(target: str, program: Path, elems: int, fanin: int,
               measure: Callable[[], Costs], *, refresh: bool = False,
-              path: Path | None = None) -> tuple[Costs, bool]:
+              path: Path | None = None, delay_nodes: bool = False) -> tuple[Costs, bool]:
     """(costs, cached?) of one setting: the cache's, else ``measure()``'s, stored."""
-    key = cache_key(target, program, elems, fanin)
+    key = cache_key(target, program, elems, fanin, delay_nodes)
     if not refresh:
         hit = load_cached(key, path)
         if hit is not None:
@@ -271,11 +283,12 @@ def calibrate(target: str, program: Path, elems: int, fanin: int,
 
 
 def measure_costs(target: str, program: Path, elems: int, fanin: int,
-                  rundir: Path | None = None, announce: Callable[[str], None] | None = None
-                  ) -> Costs:
+                  rundir: Path | None = None, announce: Callable[[str], None] | None = None,
+                  *, delay_nodes: bool = False) -> Costs:
     """Start a one-switch rack of ``fanin`` hosts on ``target`` running ``program`` (links
-    unshaped, real time), run one in-network all-reduce and return its per-packet costs.
-    Needs root; the network is stopped on the way out."""
+    unshaped, real time; with ``delay_nodes`` a delay node on each host link), run one
+    in-network all-reduce and return its per-packet costs. Needs root; the network is
+    stopped on the way out."""
     from experiment.lifecycle import ExperimentNetwork, StartOptions
     from experiment.session import ExperimentOptions, create_job, run_allreduce
     from topo.network import Stages
@@ -285,14 +298,18 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     if announce is not None:
         announce(f"calibrating {target} for {program.name} at E = {elems}, fan-in {fanin} "
                  "(once per setting and machine; cached)")
-    spec = load_spec(resolve("rack"), {"hosts": max(2, fanin), "bw": None})
+    params: dict[str, Any] = {"hosts": max(2, fanin), "bw": None}
+    if delay_nodes:
+        params["delay"] = CALIBRATION_DELAY
+    spec = load_spec(resolve("rack"), params)
     topo = FileTopo(spec, name_prefix="cal")
     large_opts = ExperimentOptions(elements=CALIBRATION_ELEMENTS, elems=elems,
                                    algorithms=("innetwork",), credits=4, slots=256,
                                    measure_seconds=0.0, job_name="calibration")
     tiny_opts = replace(large_opts, elements=elems, iters=FIXED_COST_ITERS,
                         job_name="calibrationtiny")
-    with ExperimentNetwork(topo, target, rundir, program, start=StartOptions()) as lab:
+    start = StartOptions(delay_nodes=delay_nodes)
+    with ExperimentNetwork(topo, target, rundir, program, start=start) as lab:
         runs = []
         for run_opts in (tiny_opts, large_opts):  # a job each: a job's PSNs start once
             plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))

@@ -83,6 +83,12 @@ def fabric_of(spec: TopologySpec, cores: int | None = None) -> calibrate.Fabric:
                             max(shaped) if shaped else 0.0, cores or os.cpu_count() or 1)
 
 
+def has_delays(spec: TopologySpec) -> bool:
+    """True when some link of ``spec`` has a propagation delay."""
+    return any(shape_delay(h.link) for h in spec.hosts) or \
+        any(shape_delay(ln.shape) for ln in spec.links)
+
+
 def longest_rtt(spec: TopologySpec) -> float:
     """The longest round trip (s, emulated propagation only) between two worker hosts."""
     adj: dict[str, list[tuple[str, float]]] = {}
@@ -196,10 +202,13 @@ def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
 def resolve(option: str | float, target: str, program: Path | None, spec: TopologySpec,
             elems: int, *, elements: int = 0, refresh: bool = False, rundir: Path | None = None,
             announce: Callable[[str], None] | None = None,
-            measure: Callable[[], calibrate.Costs] | None = None) -> Dilation:
+            measure: Callable[[], calibrate.Costs] | None = None,
+            delay_nodes: bool = False) -> Dilation:
     """The run's TDF: the number given, or (``auto``) the calibrated one for ``target``,
     ``program`` and ``spec``'s busiest fan-in and a collective of ``elements`` float32 per
-    worker (1 without a program or shaped links)."""
+    worker (1 without a program or shaped links). When the run will have delay nodes
+    (``delay_nodes``: forced; else as ``topo.network.delay_nodes_needed`` decides) the
+    calibration measures with them, so their CPU counts."""
     fabric = fabric_of(spec)
     fanin = max(fabric.fanins.values()) if fabric.fanins else 0
     if option != AUTO:
@@ -209,10 +218,13 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
         return Dilation(float(option), "set by --tdf", False, known)
     if program is None or not fabric.fanins or fabric.max_bw_bps <= 0:
         return Dilation(1.0, "no program or no shaped link: nothing to dilate", True)
+    from topo.network import delay_nodes_needed  # Mininet's: only when calibrating
+
+    wires = delay_nodes_needed(target, has_delays(spec), delay_nodes)
     run_measure = measure or (lambda: calibrate.measure_costs(
-        target, program, elems, fanin, rundir, announce))
+        target, program, elems, fanin, rundir, announce, delay_nodes=wires))
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
-                                        refresh=refresh)
+                                        refresh=refresh, delay_nodes=wires)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
                                     transfer_s=transfer_seconds(spec, elements),
                                     hops=switch_hops(spec))

@@ -3,8 +3,9 @@
 An emulation result is worth something only when the emulated links, not the machine, set the
 pace (Mininet-HiFi, CoNEXT 2012). The guard checks what Mininet-HiFi checks, per all-reduce:
 
-- **CPU**: no switch process and no host agent used more than its budget of a core, and the
-  switches and agents together left the machine headroom (a starved process delays packets
+- **CPU**: no switch process (nor delay node, ``topo.delaynodes``) and no host agent used
+  more than its budget of a core, and the switches, delay nodes and agents together left the
+  machine headroom (a starved process delays packets
   by scheduling, which no emulated link would do). The :class:`Monitor` samples the switch
   processes while the collective runs, so a saturated burst shows even when the mean is low.
 - **links**: no link carried more than its configured rate (the shaper held), and the busy
@@ -88,8 +89,9 @@ class Verdict:
 class RunLoad:
     """What the guard needs of one collective (taken from ``experiment.session``'s run)."""
 
-    switch_cores: Mapping[str, float]  # mean cores of each switch process over the run
-    switch_peaks: Mapping[str, float]  # highest cores of each switch over a monitor window
+    # mean cores of each switch process over the run (and of each delay node, wire:<name>)
+    switch_cores: Mapping[str, float]
+    switch_peaks: Mapping[str, float]  # highest cores of each over a monitor window
     agent_cores: Mapping[str, float]  # mean cores of each host process (agent, ring rank)
     machine_cores: int
     link_utilization: Mapping[str, float]  # "switch:port" -> busier direction / configured

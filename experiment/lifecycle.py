@@ -47,7 +47,7 @@ from typing import Any
 import stackdump
 from controller.fabric import Controller, ControllerOptions
 from liveview import start_live_view
-from topo.measure import process_cpu_seconds
+from topo.measure import process_cpu_seconds, process_pids
 from topo.model import Topology
 from topo.network import start_network
 
@@ -76,6 +76,7 @@ class StartOptions:
     seed: int | None = None
     progress: bool = False
     tdf: float = 1.0  # time dilation: links at bw / tdf, switch clocks tdf times slower
+    delay_nodes: bool = False  # link delays by delay nodes even where netem/switches could
 
     def keywords(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pcap": self.pcap, "preload": self.preload,
@@ -83,6 +84,8 @@ class StartOptions:
                                "egress_order": self.egress_order, "seed": self.seed}
         if self.tdf != 1:
             out["tdf"] = self.tdf
+        if self.delay_nodes:
+            out["delay_nodes"] = True
         if self.start_timeout is not None:
             out["start_timeout"] = self.start_timeout
         return out
@@ -138,13 +141,13 @@ def port_counters(controller: Any) -> Counters:
 
 
 def switch_cpu_seconds(network: Any) -> dict[str, float]:
-    """CPU seconds used so far by each switch process."""
+    """CPU seconds used so far by each switch process, and by each delay node's wire
+    (``wire:<name>``): they carry the packets too."""
     out = {}
-    for sw in network.switches:
-        if sw.proc is not None:
-            cpu = process_cpu_seconds(sw.proc.pid)
-            if cpu is not None:
-                out[sw.name] = cpu
+    for name, pid in process_pids(network).items():
+        cpu = process_cpu_seconds(pid)
+        if cpu is not None:
+            out[name] = cpu
     return out
 
 

@@ -425,7 +425,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fabric-bw", type=rate_arg, metavar="RATE",
                    help="switch-switch link rate (default: --bw)")
     p.add_argument("--delay", type=delay_arg, metavar="DELAY",
-                   help="link delay: 2us, 1.5ms (ns/us/ms/s; needs netem)")
+                   help="link delay: 2us, 1.5ms (ns/us/ms/s; held by netem, else the switches or "
+                        "delay nodes)")
     p.add_argument("--intra-bw", type=rate_arg, metavar="RATE",
                    help="hierarchical jobs' rate between a host's GPUs, e.g. 150GB/s (recorded "
                    "per host in topology.json; default: the workload's)")
@@ -481,6 +482,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "machine keeps up, calibrated once per program, target and machine)")
     p.add_argument("--recalibrate", action="store_true",
                    help="with --tdf auto: measure the per-packet costs again (ignore the cache)")
+    # delay nodes on the delayed links even where netem or the switches could hold the
+    # delays (topo.delaynodes): to test them and compare them with the switches' delay line
+    p.add_argument("--delay-nodes", action="store_true", help=argparse.SUPPRESS)
     add_live_options(p)
     args = p.parse_args(argv)
     if args.seed is not None and args.egress_order != "random":
@@ -612,11 +616,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.elements = default_elements(spec, DEFAULT_ELEMENTS)
         dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
                                     elements=args.elements, refresh=args.recalibrate,
-                                    announce=console.print)
+                                    announce=console.print, delay_nodes=args.delay_nodes)
         console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
-                             seed=args.seed, progress=True, tdf=dilation.tdf)
+                             seed=args.seed, progress=True, tdf=dilation.tdf,
+                             delay_nodes=args.delay_nodes)
         # the switches are checked before the controller programs them (run_experiment)
         with ExperimentNetwork(topo, target, args.rundir, program,
                                start=start, program_fabric=False, live_port=args.live_port,

@@ -39,7 +39,7 @@ from experiment.fidelity import Monitor, RunLoad, Verdict, judge, link_utilizati
 from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
-from topo.measure import CPU_SATURATED, PathMeasurement, measure_path
+from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_pids
 from topo.model import Topology
 from topo.network import Stages
 from vtime import format_rate
@@ -435,8 +435,8 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
     before = lab.snapshot(controller)
     drops0 = softnet_drops()
-    monitor = Monitor({sw.name: sw.proc.pid for sw in getattr(lab.network, "switches", ())
-                       if getattr(sw, "proc", None) is not None}).start()
+    # the switches and the delay nodes (wire:<name>), whose CPU the guard counts alike
+    monitor = Monitor(process_pids(lab.network)).start()
     try:
         # the collective's timeout is emulated seconds: real ones are TDF times longer
         results = lab.run_processes(commands, opts.timeout_s * opts.tdf + 30.0)

@@ -1,9 +1,10 @@
-"""Command line of the built-in target: ``compile``, ``stf`` and ``run``.
+"""Command line of the built-in target: ``compile``, ``stf``, ``run`` and ``wire``.
 
 ``compile`` writes P4Info (text format, as ``p4c --p4runtime-files``) and optionally the
 device config that the switch accepts in SetForwardingPipelineConfig; ``stf`` runs a p4c-style
-STF test; ``run`` starts the P4Runtime switch (``softswitch.switch``). Every user error is one
-line on stderr and exit status 1, never a traceback.
+STF test; ``run`` starts the P4Runtime switch (``softswitch.switch``); ``wire`` a delay node
+(``softswitch.wire``). Every user error is one line on stderr and exit status 1, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
         "run", help="run the P4Runtime switch (see 'softswitch run --help')", add_help=False
     )
     sub.add_parser(
+        "wire", help="run a delay node: a two-port wire that holds frames for a link's delay "
+        "(see 'softswitch wire --help')", add_help=False
+    )
+    sub.add_parser(
         "stats", help="print a running switch's port counters (its --stats-file)", add_help=False
     )
     return parser
@@ -122,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: the P4Runtime switch is not available ({err})", file=sys.stderr)
             return 1
         return int(switch.main(argv[run_at + 1 :]) or 0)
+    if run_at is not None and argv[run_at] == "wire":  # a delay node parses its own too
+        from softswitch import wire
+
+        return int(wire.main(argv[run_at + 1 :]) or 0)
     if run_at is not None and argv[run_at] == "stats":
         from softswitch import stats
 

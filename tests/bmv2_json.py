@@ -236,3 +236,38 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
         "__meta__": {"version": [2, 23], "compiler": "tests/bmv2_json.py"},
     }
     return json.dumps(doc, indent=1).encode()
+
+
+def port_pair_json() -> bytes:
+    """A BMv2 JSON that forwards every frame received on port 1 to port 2 and back, untouched
+    (no header is parsed, so the whole frame is payload): a two-host rack's switch on a
+    machine without p4c. One conditional on ``ingress_port`` picks one of two keyless tables
+    whose constant default action sets ``egress_spec``."""
+    doc = json.loads(bmv2_json(p4info_pb2.P4Info(), "port_pair.p4"))
+
+    def action(port: int, index: int) -> dict:
+        return {"name": f"to{port}", "id": index, "runtime_data": [], "primitives": [
+            {"op": "assign", "parameters": [
+                {"type": "field", "value": ["standard_metadata", "egress_spec"]},
+                {"type": "hexstr", "value": f"0x{port:04x}"}]}]}
+
+    def table(port: int, index: int) -> dict:
+        return {"name": f"t_to{port}", "id": index, "key": [], "match_type": "exact",
+                "type": "simple", "max_size": 1, "with_counters": False,
+                "support_timeout": False, "direct_meters": None, "action_ids": [index],
+                "actions": [f"to{port}"], "base_default_next": None,
+                "next_tables": {f"to{port}": None},
+                "default_entry": {"action_id": index, "action_const": True, "action_data": [],
+                                  "action_entry_const": True}}
+
+    doc["actions"] = [action(2, 0), action(1, 1)]
+    ingress = doc["pipelines"][0]
+    ingress["tables"] = [table(2, 0), table(1, 1)]
+    ingress["init_table"] = "from_port1"
+    ingress["conditionals"] = [{
+        "name": "from_port1", "id": 0,
+        "expression": {"type": "expression", "value": {
+            "op": "==", "left": {"type": "field", "value": ["standard_metadata", "ingress_port"]},
+            "right": {"type": "hexstr", "value": "0x0001"}}},
+        "true_next": "t_to2", "false_next": "t_to1"}]
+    return json.dumps(doc, indent=1).encode()

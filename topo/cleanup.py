@@ -5,7 +5,7 @@ Only what a run recorded is touched: a process is killed only when its pid is in
 reused pid is never hit), and only runs whose owner (the process that started the network)
 is gone are cleaned. Mininet's host namespaces are anonymous and die with their recorded
 shells; the root-namespace ends of switch links (``<switch>-eth<N>``) of the recorded switch
-names are deleted explicitly. Nothing is killed by name.
+names are deleted explicitly, and so are the delay nodes'. Nothing is killed by name.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from topo.rundir import load_topology as _load_topology
 log = logging.getLogger(__name__)
 
 SYS_CLASS_NET = Path("/sys/class/net")
+#: pids.json kinds of root-namespace nodes, whose ``<name>-eth<N>`` interfaces are removed:
+#: switches and delay nodes (``topo.delaynodes``), their processes and Mininet shells.
+ROOT_NODE_KINDS = ("switch", "switch-shell", "wire", "wire-shell")
 KILL_WAIT_S = 3.0
 
 
@@ -153,7 +156,7 @@ def namespace_members(records: Sequence[ProcessRecord]) -> list[ProcessRecord]:
 
 
 def _switch_names(run: Path, records: Sequence[ProcessRecord]) -> set[str]:
-    names = {r.name for r in records if r.kind in ("switch", "switch-shell")}
+    names = {r.name for r in records if r.kind in ROOT_NODE_KINDS}
     try:
         names.update(s.name for s in _load_topology(run).switches)
     except TopoError:

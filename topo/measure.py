@@ -4,7 +4,8 @@
 another (``topo.probe`` inside the hosts' namespaces) while sampling the CPU time of every
 switch process; the result says which one limited the throughput. An experiment is only
 meaningful when the links are the bottleneck (``PathMeasurement.link_bound``). The path
-must already forward (program loaded, table entries written by the controller).
+must already forward (program loaded, table entries written by the controller). Delay nodes
+(``topo.delaynodes``) count as switch processes here, named ``wire:<name>``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,22 @@ def process_cpu_seconds(pid: int) -> float | None:
     fields = stat.rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+#: How :func:`process_pids` names a delay node's wire process (``topo.delaynodes``).
+WIRE_LABEL = "wire:{}"
+
+
+def process_pids(network: Any) -> dict[str, int]:
+    """The pids of the processes that carry a running network's packets: every switch by
+    its name, and every delay node as ``wire:<name>`` (a network's ``delay_nodes``, when it
+    has any). Their CPU is what the fidelity guard and the calibration count."""
+    out = {sw.name: sw.proc.pid for sw in getattr(network, "switches", ())
+           if getattr(sw, "proc", None) is not None}
+    for node in getattr(network, "delay_nodes", ()):
+        if node.proc is not None:
+            out[WIRE_LABEL.format(node.name)] = node.proc.pid
+    return out
 
 
 def path_bandwidth(topology: Topology, src: str, dst: str) -> float | None:
@@ -128,7 +145,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     receiver = network.node(dst).popen(
         py + ["recv", "--port", str(port), "--seconds", str(seconds + 2.0)], cwd=str(REPO_ROOT))
     _read_ready(receiver, time.monotonic() + 15.0)
-    pids = {sw.name: sw.proc.pid for sw in network.switches if sw.proc is not None}
+    pids = process_pids(network)
     cpu0 = {n: process_cpu_seconds(p) for n, p in pids.items()}
     t0 = time.monotonic()
     sender = network.node(src).popen(

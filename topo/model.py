@@ -108,6 +108,9 @@ class Topology:
     # time dilation: links carry bw/tdf, and the emulated clocks run tdf times slower
     tdf: float = 1.0
     delay_line: bool = False  # link delays are held by the switches (no netem)
+    # link delays are held by delay nodes on the links (topo.delaynodes), which appear in no
+    # record: switches, hosts, ports and links are what they would be without them
+    delay_nodes: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def switch(self, name: str) -> SwitchRecord:
@@ -173,6 +176,7 @@ def describe(
     log_dir: str | None = None,
     tdf: float = 1.0,
     delay_line: bool = False,
+    delay_nodes: bool = False,
 ) -> Topology:
     """The :class:`Topology` of ``topo`` as it will run; needs no root and starts nothing."""
     link_infos = [info for _a, _b, info in topo.links(sort=True, withInfo=True)]
@@ -230,6 +234,7 @@ def describe(
         kind=topo.kind, target=target, switches=tuple(switches), hosts=tuple(hosts),
         links=tuple(links), program=program, p4info=p4info, device_config=device_config,
         netem=netem, rundir=rundir, extra=topo.describe_extra(), tdf=tdf, delay_line=delay_line,
+        delay_nodes=delay_nodes,
     )
 
 
@@ -369,6 +374,7 @@ def topology_from_dict(data: Any, source: str = "topology.json") -> Topology:
         netem=bool(_get(data, "netem", bool, top, optional=True)),
         tdf=_tdf(data, source),
         delay_line=bool(_get(data, "delay_line", bool, top, optional=True)),
+        delay_nodes=bool(_get(data, "delay_nodes", bool, top, optional=True)),
         rundir=_get(data, "rundir", str, top, optional=True),
         extra=extra,
     )

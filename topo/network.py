@@ -7,6 +7,11 @@ writes ``topology.json`` and ``pids.json`` into the run directory, and on leavin
 also after an exception or Ctrl-C, and when starting fails half-way -- stops the switch
 processes by pid, lets Mininet remove its hosts' namespaces and links, and deletes whatever
 ``<switch>-eth*`` interface is still left.
+
+Link delays are held by netem where the kernel has it, else by the switches (the built-in
+target's delay line), else by delay nodes on the delayed links (:mod:`topo.delaynodes`; also
+when ``delay_nodes=True`` forces them); the delay nodes' processes are started, recorded
+and stopped like the switches'.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -25,12 +30,23 @@ from typing import Any
 from mininet.net import Mininet
 
 from topo.cleanup import remove_interfaces, switch_interfaces
+from topo.delaynodes import (
+    DelayMechanism,
+    DelayNode,
+    DelayNodePlan,
+    delay_mechanism,
+    has_delays,
+    plan_delay_nodes,
+    with_delay_nodes,
+)
 from topo.errors import NetworkError, TopologyError
 from topo.links import ShapedLink, check_link_shapes, netem_available, shaping_warning
 from topo.model import Topology, describe
 from topo.nodes import (
     DEFAULT_START_TIMEOUT_S,
+    TARGETS,
     P4Switch,
+    ProcessNode,
     ProgramBuild,
     TestbedHost,
     check_egress_order,
@@ -131,16 +147,23 @@ class Network:
         order = {h.name: i for i, h in enumerate(self.topology.hosts)}
         return sorted(self.net.hosts, key=lambda h: order.get(h.name, len(order)))
 
+    @property
+    def delay_nodes(self) -> list[DelayNode]:
+        """The delay nodes (none unless link delays needed them), by name."""
+        return sorted((s for s in self.net.switches if isinstance(s, DelayNode)),
+                      key=lambda s: s.name)
+
     def node(self, name: str) -> Any:
         """A Mininet node by name."""
         return self.net.get(name)
 
     def stop(self) -> None:
-        """Stops switches, hosts and links; removes leftover interfaces."""
+        """Stops switches, delay nodes, hosts and links; removes leftover interfaces."""
         if self._stopped:
             return
         self._stopped = True
-        teardown(self.net, [s["name"] for s in _switch_infos(self.topo)])
+        teardown(self.net, [s["name"] for s in _switch_infos(self.topo)]
+                 + [n.name for n in self.delay_nodes])
 
 
 def _switch_infos(topo: TestbedTopo) -> list[dict[str, Any]]:
@@ -148,10 +171,12 @@ def _switch_infos(topo: TestbedTopo) -> list[dict[str, Any]]:
 
 
 def teardown(net: Mininet, switch_names: list[str]) -> None:
-    """Best-effort stop of everything ``net`` started; never raises (logs instead)."""
-    switches = [s for s in net.switches if isinstance(s, P4Switch)]
+    """Best-effort stop of everything ``net`` started; never raises (logs instead).
+    ``switch_names``: the root-namespace nodes (switches, delay nodes) whose leftover
+    ``<name>-eth*`` interfaces are removed at the end."""
+    nodes = [s for s in net.switches if isinstance(s, ProcessNode)]
     try:
-        P4Switch.stop_processes(switches)
+        ProcessNode.stop_processes(nodes)
     except Exception:
         log.exception("stopping switch processes failed")
     try:
@@ -181,16 +206,16 @@ def bundle_device_config(build: ProgramBuild, builddir: Path) -> ProgramBuild:
     return replace(build, device_config=out.resolve())
 
 
-def preflight(topo: TestbedTopo) -> None:
-    """Refuses to start over leftovers of an earlier run: switch interfaces that exist
-    already, gRPC ports already taken."""
+def preflight(topo: TestbedTopo, extra_nodes: Iterable[str] = ()) -> None:
+    """Refuses to start over leftovers of an earlier run: interfaces of the switches (and of
+    ``extra_nodes``, the delay nodes) that exist already, gRPC ports already taken."""
     if os.geteuid() != 0:
         raise NetworkError(
             "starting a network needs root (Mininet creates network namespaces "
             "and veth pairs); run with sudo"
         )
     infos = _switch_infos(topo)
-    existing = switch_interfaces(i["name"] for i in infos)
+    existing = switch_interfaces([i["name"] for i in infos] + list(extra_nodes))
     if existing:
         raise NetworkError(
             f"interface(s) {', '.join(existing[:4])} already exist: leftovers of an earlier run "
@@ -210,7 +235,8 @@ def _record_shells(net: Mininet, rundir: RunDir) -> None:
             rundir.record_process(host.name, "host-shell", host.pid)
     for sw in net.switches:
         if sw.shell is not None:
-            rundir.record_process(sw.name, "switch-shell", sw.pid)
+            kind = "wire-shell" if isinstance(sw, DelayNode) else "switch-shell"
+            rundir.record_process(sw.name, kind, sw.pid)
 
 
 def port_delays(topo: TestbedTopo) -> dict[str, tuple[dict[int, float], dict[int, float]]]:
@@ -235,6 +261,22 @@ def port_delays(topo: TestbedTopo) -> dict[str, tuple[dict[int, float], dict[int
     return out
 
 
+def delay_nodes_needed(target: str | type[P4Switch], delayed: bool,
+                       forced: bool = False) -> bool:
+    """True when a run on ``target`` (a name, ``auto`` or a switch class) whose links have
+    delays (``delayed``) will put delay nodes on them: no netem here and a target without a
+    delay line, or ``forced``. The calibration measures with delay nodes when the run will
+    have them."""
+    if isinstance(target, str):
+        cls = choose_target("auto")[0] if target == "auto" else TARGETS.get(target)
+        if cls is None:
+            return False
+    else:
+        cls = target
+    mechanism = delay_mechanism(delayed, netem_available(), cls.delay_line, forced)
+    return mechanism is DelayMechanism.DELAY_NODES
+
+
 def start_network(
     topo: TestbedTopo,
     target: str | type[P4Switch] = "softswitch",
@@ -249,6 +291,7 @@ def start_network(
     egress_order: str = "sync",
     seed: int | None = None,
     tdf: float = 1.0,
+    delay_nodes: bool = False,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
@@ -257,8 +300,10 @@ def start_network(
     pipeline. ``egress_order`` (built-in target: sync, fifo, random) and ``seed`` (of random;
     each switch adds its device id) go to every switch process. ``tdf`` dilates time: the
     links carry their emulated rate / tdf and hold their delay * tdf, and the switches'
-    clocks run tdf times slower (where the target allows). Raises a
-    :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
+    clocks run tdf times slower (where the target allows). Link delays are netem's, else the
+    switches' (built-in target), else delay nodes' (:mod:`topo.delaynodes`);
+    ``delay_nodes`` forces delay nodes. Raises a :class:`~topo.errors.TopoError` (after
+    cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
@@ -275,22 +320,18 @@ def start_network(
         stages.note(
             f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else "")
         )
-    preflight(topo)
+    netem = netem_available()
+    mechanism = delay_mechanism(has_delays(topo), netem, switch_cls.delay_line, delay_nodes)
+    delays = port_delays(topo) if mechanism is DelayMechanism.SWITCHES else {}
+    plans = plan_delay_nodes(topo) if mechanism is DelayMechanism.DELAY_NODES else []
+    preflight(topo, [p.name for p in plans])
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
     warnings = []
-    netem = netem_available()
-    delays = {} if netem else port_delays(topo)
-    if delays and not switch_cls.delay_line:
-        raise TopologyError(
-            f"link delay needs the kernel's netem qdisc (module sch_netem), which this kernel "
-            f"does not have, and the {switch_cls.target} target cannot hold packets itself: "
-            "use the built-in target (target=softswitch, whose switches delay packets), a "
-            "kernel with sch_netem, or no delay")
     shapes = topo.requested_shapes()
-    if delays:  # the switches' delay lines carry the delays: only loss is missing
+    if delays or plans:  # the switches or the delay nodes carry the delays
         shapes = [replace(s, delay_s=None) for s in shapes]
-        stages.note("link delays: held by the switches (no netem in this kernel)")
+        stages.note(_delay_note(mechanism, plans, netem, switch_cls))
     warning = shaping_warning(shapes, netem)
     if warning:
         stages.warn(warning)
@@ -313,8 +354,13 @@ def start_network(
         tdf=tdf,
         port_delays=delays,
     )
+    build_topo = topo
+    if plans:
+        build_topo = with_delay_nodes(topo, plans, functools.partial(
+            DelayNode, rundir=rundir, tdf=tdf, log_level=log_level,
+            start_timeout=start_timeout))
     net = Mininet(
-        topo=topo,
+        topo=build_topo,
         switch=switch_factory,
         host=TestbedHost,
         link=functools.partial(ShapedLink, netem=netem, clock=clock),
@@ -324,6 +370,7 @@ def start_network(
         autoStaticArp=False,
     )
     switch_names = [i["name"] for i in _switch_infos(topo)]
+    node_names = switch_names + [p.name for p in plans]
     try:
         with stages.stage(
             f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
@@ -342,16 +389,32 @@ def start_network(
             netem=netem,
             tdf=tdf,
             delay_line=bool(delays),
+            delay_nodes=bool(plans),
             rundir=str(rundir.path),
             log_dir=str(rundir.logs),
         )
         with stages.stage("configuring hosts (static ARP)"):
             for host in net.hosts:
                 host.set_static_arp((h.ip, h.mac) for h in topology.hosts if h.name != host.name)
-        with stages.stage(f"starting {len(switch_names)} {switch_cls.target} switches"):
+        started = f"starting {len(switch_names)} {switch_cls.target} switches"
+        if plans:
+            started += f" and {len(plans)} delay nodes"
+        with stages.stage(started):
             net.start()
         rundir.write_topology(topology)
     except BaseException:
-        teardown(net, switch_names)
+        teardown(net, node_names)
         raise
     return Network(net, topo, topology, rundir, switch_cls, description, warnings)
+
+
+def _delay_note(mechanism: DelayMechanism, plans: list[DelayNodePlan], netem: bool,
+                switch_cls: type[P4Switch]) -> str:
+    """The start-up line that says what holds the link delays."""
+    if mechanism is DelayMechanism.SWITCHES:
+        return "link delays: held by the switches (no netem in this kernel)"
+    if netem or switch_cls.delay_line:
+        why = "forced"
+    else:
+        why = f"no netem in this kernel, and {switch_cls.target} switches cannot hold packets"
+    return f"link delays: held by {len(plans)} delay nodes ({why})"

@@ -9,7 +9,8 @@ Life cycle (Mininet's own hooks): ``start()`` launches the process (never waits)
 port accepts a connection while its process is alive, against one deadline, and raises
 :class:`~topo.errors.SwitchStartError` with the reason and the last lines of the switch log
 when a process exits or the deadline passes. ``stop()``/``batchShutdown()`` SIGTERM the
-process group of the recorded pid, wait, and SIGKILL what is left.
+process group of the recorded pid, wait, and SIGKILL what is left. That life cycle is
+:class:`ProcessNode`'s, which the delay nodes (``topo.delaynodes.DelayNode``) share.
 """
 
 from __future__ import annotations
@@ -249,13 +250,194 @@ def check_egress_order(switch_cls: type[P4Switch], egress_order: str, seed: int 
                           f"(egress order is {egress_order!r})")
 
 
-class P4Switch(Switch):
+class ProcessNode(Switch):
+    """A Mininet node in the root namespace that runs one process of ours (a P4 switch, a
+    delay node) in its own process group, logging into ``<rundir>/logs/<name>.log``.
+
+    Life cycle: :meth:`launch` starts the process (never waits); ``batchStartup`` waits for
+    every node of a class against one deadline (:meth:`check_ready`, :meth:`is_ready`);
+    ``stop()``/``batchShutdown()`` SIGTERM the process group, wait, and SIGKILL what is left.
+    """
+
+    #: What the node is, in messages ("switch s1 did not start: ...").
+    what: ClassVar[str] = "node"
+    isSetup: ClassVar[bool] = False  # Mininet runs setup() once per class
+
+    def __init__(self, name: str, rundir: RunDir | None = None,
+                 start_timeout: float = DEFAULT_START_TIMEOUT_S,
+                 stop_timeout: float = DEFAULT_STOP_TIMEOUT_S, **params: Any) -> None:
+        params.setdefault("inNamespace", False)
+        params.pop("batch", None)
+        self.rundir = rundir
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(name, **params)
+
+    @property
+    def log_file(self) -> Path:
+        """``<rundir>/logs/<name>.log`` (``./logs/<name>.log`` without a run directory)."""
+        if self.rundir is not None:
+            return self.rundir.log_path(self.name)
+        Path("logs").mkdir(exist_ok=True)
+        return Path("logs").resolve() / f"{self.name}.log"
+
+    def port_interfaces(self) -> list[tuple[int, str]]:
+        """(port number, interface name) of every data-plane port, by port number (the
+        loopback control interface Mininet gives root-namespace switches is left out)."""
+        ctl = getattr(self, "controlIntf", None)
+        return sorted(
+            (port, intf.name) for port, intf in self.intfs.items()
+            if intf is not ctl and intf.name != "lo"
+        )
+
+    def launch(self, argv: Sequence[str], kind: str) -> None:
+        """Starts ``argv`` in a new session, its output appended to the log file after a
+        header line with the command, and records it in the run's ``pids.json`` as
+        ``kind``."""
+        logfile = self.log_file
+        log.info("starting %s: %s", self.name, shlex.join(argv))
+        with logfile.open("ab") as out:
+            out.write(f"# {time.strftime('%H:%M:%S')} {shlex.join(argv)}\n".encode())
+            out.flush()
+            try:
+                self.proc = subprocess.Popen(
+                    list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, close_fds=True,
+                )
+            except OSError as exc:
+                raise SwitchStartError(
+                    f"{self.what} {self.name} did not start: cannot run {argv[0]}: "
+                    f"{exc.strerror}"
+                ) from None
+        if self.rundir is not None:
+            self.rundir.record_process(self.name, kind, self.proc.pid, self.proc.pid)
+
+    # ------------------------------------------------------------------ readiness
+    def is_ready(self) -> bool:
+        """The node's own readiness probe (its process is known to be alive)."""
+        raise NotImplementedError
+
+    def not_ready_reason(self, timeout: float) -> str:
+        """Why the node is not ready after ``timeout`` seconds."""
+        return f"not ready after {timeout:g} s"
+
+    def check_ready(self) -> bool:
+        """One readiness probe: raises when the process is gone, True once
+        :meth:`is_ready`."""
+        if self.proc is None:
+            raise SwitchStartError(f"{self.what} {self.name} did not start: it was never "
+                                   "launched")
+        code = self.proc.poll()
+        if code is not None:
+            tail = log_tail(self.log_file)
+            reason = failure_reason(tail, f"process exited with status {code}")
+            raise SwitchStartError(self._start_error(reason, tail))
+        return self.is_ready() and self.proc.poll() is None
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Polls :meth:`check_ready` until True or the deadline (then raises)."""
+        type(self).wait_all_ready([self], timeout)
+
+    def _start_error(self, reason: str, tail: Sequence[str]) -> str:
+        text = f"{self.what} {self.name} did not start: {reason}"
+        if tail:
+            text += f"\n--- last lines of {self.log_file} ---\n" + "\n".join(tail)
+        return text
+
+    @classmethod
+    def wait_all_ready(cls, nodes: Sequence[ProcessNode], timeout: float | None = None) -> None:
+        """Waits for every node against one deadline (the largest ``start_timeout``)."""
+        if timeout is None:
+            timeout = max((s.start_timeout for s in nodes), default=DEFAULT_START_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        pending = list(nodes)
+        while pending:
+            pending = [s for s in pending if not s.check_ready()]
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                node = pending[0]
+                raise SwitchStartError(node._start_error(node.not_ready_reason(timeout),
+                                                         log_tail(node.log_file)))
+            # Sleeping in wait() wakes up at once if the process exits.
+            try:
+                pending[0].proc.wait(POLL_INTERVAL_S)  # type: ignore[union-attr]
+            except subprocess.TimeoutExpired:
+                pass
+
+    @classmethod
+    def batchStartup(cls, switches: Sequence[ProcessNode], run: Any = None) -> list[ProcessNode]:
+        """Mininet hook run after every ``start()``: waits until all nodes are ready."""
+        cls.wait_all_ready(switches)
+        return list(switches)
+
+    # ------------------------------------------------------------------ stopping
+    def is_running(self) -> bool:
+        """True while the node's process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def _signal_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            log.warning("cannot signal %s %s (pid %d): %s", self.what, self.name,
+                        self.proc.pid, exc)
+
+    def stop_process(self, timeout: float | None = None) -> None:
+        """SIGTERM the process group, wait, SIGKILL if needed; idempotent."""
+        self.stop_processes([self], timeout)
+
+    @classmethod
+    def stop_processes(cls, nodes: Iterable[ProcessNode], timeout: float | None = None) -> None:
+        """Stops several nodes in parallel: SIGTERM all, wait, SIGKILL stragglers."""
+        live = [s for s in nodes if s.proc is not None and s.proc.returncode is None]
+        for node in live:
+            node._signal_group(signal.SIGTERM)
+        if timeout is None:
+            timeout = max((s.stop_timeout for s in live), default=DEFAULT_STOP_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        for node in live:
+            assert node.proc is not None
+            try:
+                node.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s %s did not stop on SIGTERM; killing it", node.what, node.name)
+                node._signal_group(signal.SIGKILL)
+                node.proc.wait()
+            # Anything else left in the group (the leader is gone already).
+            node._signal_group(signal.SIGKILL)
+
+    @classmethod
+    def batchShutdown(cls, switches: Sequence[ProcessNode], run: Any = None
+                      ) -> list[ProcessNode]:
+        """Mininet hook: stops all the class's processes at once."""
+        cls.stop_processes(switches)
+        return list(switches)
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        """Stops the process, then (Mininet) deletes the node's interfaces."""
+        self.stop_process()
+        super().stop(deleteIntfs)
+
+    def terminate(self) -> None:
+        """Stops the process and the node's shell."""
+        self.stop_process()
+        super().terminate()
+
+
+class P4Switch(ProcessNode):
     """A P4Runtime switch process for one Mininet switch (base of the two targets).
 
     Topology options become constructor arguments (``device_id``, ``grpc_port``, ...);
     run-wide ones (``rundir``, ``build``, ``pcap``) come through ``functools.partial``.
     """
 
+    what = "switch"
     target: ClassVar[str] = "p4"
     # holds each packet for its link's propagation delay itself (where there is no netem)
     delay_line: ClassVar[bool] = False
@@ -288,20 +470,15 @@ class P4Switch(Switch):
         if log_level not in LOG_LEVELS:
             raise TargetError(f"log level {log_level!r}: choose from {', '.join(LOG_LEVELS)}")
         check_egress_order(type(self), egress_order, seed)
-        params.setdefault("inNamespace", False)
-        params.pop("batch", None)
         self.device_id = device_id
         self.grpc_host = grpc_host
         self.grpc_port = grpc_port
         self.cpu_port = cpu_port
         self.thrift_port = thrift_port
-        self.rundir = rundir
         self.build = build
         self.preload = preload
         self.pcap = pcap
         self.log_level = log_level
-        self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
         self.role = role
         self.index = index
         self.egress_order = egress_order
@@ -310,8 +487,8 @@ class P4Switch(Switch):
         self.tdf = tdf
         # this switch's (egress, ingress) link delays per port, from the run's map by name
         self.delays = (port_delays or {}).get(name, ({}, {}))
-        self.proc: subprocess.Popen[bytes] | None = None
-        super().__init__(name, **params)
+        super().__init__(name, rundir=rundir, start_timeout=start_timeout,
+                         stop_timeout=stop_timeout, **params)
 
     # ------------------------------------------------------------------ dependencies
     @classmethod
@@ -337,14 +514,6 @@ class P4Switch(Switch):
         return f"{self.grpc_host}:{self.grpc_port}"
 
     @property
-    def log_file(self) -> Path:
-        """``<rundir>/logs/<name>.log`` (``./logs/<name>.log`` without a run directory)."""
-        if self.rundir is not None:
-            return self.rundir.log_path(self.name)
-        Path("logs").mkdir(exist_ok=True)
-        return Path("logs").resolve() / f"{self.name}.log"
-
-    @property
     def pcap_dir(self) -> Path | None:
         if not self.pcap:
             return None
@@ -352,15 +521,6 @@ class P4Switch(Switch):
             return self.rundir.pcap_dir()
         Path("pcaps").mkdir(exist_ok=True)
         return Path("pcaps").resolve()
-
-    def port_interfaces(self) -> list[tuple[int, str]]:
-        """(port number, interface name) of every data-plane port, by port number (the
-        loopback control interface Mininet gives root-namespace switches is left out)."""
-        ctl = getattr(self, "controlIntf", None)
-        return sorted(
-            (port, intf.name) for port, intf in self.intfs.items()
-            if intf is not ctl and intf.name != "lo"
-        )
 
     def launch_config(self) -> SwitchLaunch:
         """This node's :class:`SwitchLaunch` (ports from its Mininet interfaces)."""
@@ -400,23 +560,7 @@ class P4Switch(Switch):
                 )
         for _port, intf in self.port_interfaces():
             self.prepare_port(intf)
-        argv = self.argv()
-        logfile = self.log_file
-        log.info("starting %s: %s", self.name, shlex.join(argv))
-        with logfile.open("ab") as out:
-            out.write(f"# {time.strftime('%H:%M:%S')} {shlex.join(argv)}\n".encode())
-            out.flush()
-            try:
-                self.proc = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, close_fds=True,
-                )
-            except OSError as exc:
-                raise SwitchStartError(
-                    f"switch {self.name} did not start: cannot run {argv[0]}: {exc.strerror}"
-                ) from None
-        if self.rundir is not None:
-            self.rundir.record_process(self.name, "switch", self.proc.pid, self.proc.pid)
+        self.launch(self.argv(), "switch")
 
     def prepare_port(self, intf: str) -> None:
         """Readies one port interface before the process opens it."""
@@ -426,112 +570,14 @@ class P4Switch(Switch):
         """(what, TCP port) of every server the switch process opens on ``grpc_host``."""
         return [("gRPC", self.grpc_port)]
 
-    def check_ready(self) -> bool:
-        """One readiness probe: raises when the process is gone, True once every server
-        (gRPC; on BMv2 also Thrift) accepts connections."""
-        if self.proc is None:
-            raise SwitchStartError(f"switch {self.name} did not start: it was never launched")
-        code = self.proc.poll()
-        if code is not None:
-            tail = log_tail(self.log_file)
-            reason = failure_reason(tail, f"process exited with status {code}")
-            raise SwitchStartError(self._start_error(reason, tail))
-        return (all(port_accepts(self.grpc_host, port) for _what, port in self.listen_ports())
-                and self.proc.poll() is None)
+    def is_ready(self) -> bool:
+        """True once every server (gRPC; on BMv2 also Thrift) accepts connections."""
+        return all(port_accepts(self.grpc_host, port) for _what, port in self.listen_ports())
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Polls :meth:`check_ready` until True or the deadline (then raises)."""
-        type(self).wait_all_ready([self], timeout)
-
-    def _start_error(self, reason: str, tail: Sequence[str]) -> str:
-        text = f"switch {self.name} did not start: {reason}"
-        if tail:
-            text += f"\n--- last lines of {self.log_file} ---\n" + "\n".join(tail)
-        return text
-
-    @classmethod
-    def wait_all_ready(cls, switches: Sequence[P4Switch], timeout: float | None = None) -> None:
-        """Waits for every switch against one deadline (the largest ``start_timeout``)."""
-        if timeout is None:
-            timeout = max((s.start_timeout for s in switches), default=DEFAULT_START_TIMEOUT_S)
-        deadline = time.monotonic() + timeout
-        pending = list(switches)
-        while pending:
-            pending = [s for s in pending if not s.check_ready()]
-            if not pending:
-                return
-            if time.monotonic() >= deadline:
-                sw = pending[0]
-                ports = " and ".join(f"{what} port {sw.grpc_host}:{port}"
-                                     for what, port in sw.listen_ports())
-                raise SwitchStartError(sw._start_error(
-                    f"{ports} not open after {timeout:g} s",
-                    log_tail(sw.log_file)))
-            # Sleeping in wait() wakes up at once if the process exits.
-            try:
-                pending[0].proc.wait(POLL_INTERVAL_S)  # type: ignore[union-attr]
-            except subprocess.TimeoutExpired:
-                pass
-
-    @classmethod
-    def batchStartup(cls, switches: Sequence[P4Switch], run: Any = None) -> list[P4Switch]:
-        """Mininet hook run after every ``start()``: waits until all switches are ready."""
-        cls.wait_all_ready(switches)
-        return list(switches)
-
-    def is_running(self) -> bool:
-        """True while the switch process is alive."""
-        return self.proc is not None and self.proc.poll() is None
-
-    def _signal_group(self, sig: int) -> None:
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError as exc:
-            log.warning("cannot signal switch %s (pid %d): %s", self.name, self.proc.pid, exc)
-
-    def stop_process(self, timeout: float | None = None) -> None:
-        """SIGTERM the process group, wait, SIGKILL if needed; idempotent."""
-        self.stop_processes([self], timeout)
-
-    @classmethod
-    def stop_processes(cls, switches: Iterable[P4Switch], timeout: float | None = None) -> None:
-        """Stops several switches in parallel: SIGTERM all, wait, SIGKILL stragglers."""
-        live = [s for s in switches if s.proc is not None and s.proc.returncode is None]
-        for sw in live:
-            sw._signal_group(signal.SIGTERM)
-        if timeout is None:
-            timeout = max((s.stop_timeout for s in live), default=DEFAULT_STOP_TIMEOUT_S)
-        deadline = time.monotonic() + timeout
-        for sw in live:
-            assert sw.proc is not None
-            try:
-                sw.proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("switch %s did not stop on SIGTERM; killing it", sw.name)
-                sw._signal_group(signal.SIGKILL)
-                sw.proc.wait()
-            # Anything else left in the group (the leader is gone already).
-            sw._signal_group(signal.SIGKILL)
-
-    @classmethod
-    def batchShutdown(cls, switches: Sequence[P4Switch], run: Any = None) -> list[P4Switch]:
-        """Mininet hook: stops all switch processes at once."""
-        cls.stop_processes(switches)
-        return list(switches)
-
-    def stop(self, deleteIntfs: bool = True) -> None:
-        """Stops the process, then (Mininet) deletes the switch's interfaces."""
-        self.stop_process()
-        super().stop(deleteIntfs)
-
-    def terminate(self) -> None:
-        """Stops the process and the node's shell."""
-        self.stop_process()
-        super().terminate()
+    def not_ready_reason(self, timeout: float) -> str:
+        ports = " and ".join(f"{what} port {self.grpc_host}:{port}"
+                             for what, port in self.listen_ports())
+        return f"{ports} not open after {timeout:g} s"
 
 
 class SoftSwitch(P4Switch):
