@@ -516,12 +516,30 @@ needed() {
     if [[ $MODE == dry-run ]]; then say "$step: would build ($why)"; else say "$step: building ($why)"; fi
     return 0
 }
-# The installed-as-pinned checks of single steps (quiet; true when nothing differs).
+# The installed-as-pinned checks of single steps (quiet; true when nothing differs). The
+# programs' versions say little about what they were linked with: this installer's record
+# in the prefix (when there is one) must also name the pinned commits of their parts.
 installed_ok() { ( PROBLEMS=(); NOTES=(); "$@" > /dev/null; (( ${#PROBLEMS[@]} == 0 )) ); }
+record_agrees() {  # record_agrees PREFIX NAME...
+    local manifest=$1/$MANIFEST_REL name
+    shift
+    [[ -f $manifest ]] || return 0
+    for name; do
+        [[ $(awk -v n="$name" '$1 == n { print $3 }' "$manifest") == "${PIN_REV[$name]}" ]] ||
+            return 1
+    done
+}
 pi_ok() {
-    compgen -G "$PREFIX/lib/libpi.so*" > /dev/null || return 1
-    local manifest=$PREFIX/$MANIFEST_REL
-    [[ ! -f $manifest ]] || [[ $(awk '$1 == "PI" { print $3 }' "$manifest") == "${PIN_REV[PI]}" ]]
+    compgen -G "$PREFIX/lib/libpi.so*" > /dev/null &&
+        record_agrees "$PREFIX" PI "${PI_SUBMODULES[@]}"
+}
+bmv2_ok() {  # bmv2_ok PREFIX FAST
+    installed_ok inspect_bmv2 "$1" "$2" BMv2 &&
+        record_agrees "$1" behavioral-model PI "${PI_SUBMODULES[@]}"
+}
+p4c_ok() {
+    installed_ok inspect_p4c "$PREFIX" &&
+        record_agrees "$PREFIX" p4c abseil-cpp protobuf bdwgc p4runtime
 }
 finished() {  # finished STEP KEY
     BUILT+=("$1")
@@ -602,7 +620,7 @@ step_bmv2() {  # step_bmv2 PREFIX FAST: BMv2 with simple_switch_grpc, against PR
     [[ $prefix != "$PREFIX" ]] && step=bmv2-beside
     key="bmv2 ${PIN_REV[behavioral-model]} pi=$(pi_key) build=$flavour prefix=$prefix"
     # A PI built just now may differ from the one an installed BMv2 was linked against.
-    local check=(installed_ok inspect_bmv2 "$prefix" "$fast" BMv2)
+    local check=(bmv2_ok "$prefix" "$fast")
     [[ " ${BUILT[*]} " == *" pi "* ]] && check=()
     needed "$step" "$key" "$prefix/bin/simple_switch_grpc" "${check[@]}" || return 0
     say "$step: BMv2's $flavour build into $prefix"
@@ -632,7 +650,7 @@ step_p4c() {
     key="p4c ${PIN_REV[p4c]}"
     for dep in abseil-cpp protobuf bdwgc p4runtime; do key+=" $dep=${PIN_REV[$dep]}"; done
     key+=" prefix=$PREFIX ${P4C_CMAKE_OPTIONS[*]}"
-    needed p4c "$key" "$PREFIX/bin/p4c" installed_ok inspect_p4c "$PREFIX" || return 0
+    needed p4c "$key" "$PREFIX/bin/p4c" p4c_ok || return 0
     # Debian 12's GCC 12 libstdc++ calls an erase_if predicate with a const element; this p4c
     # takes it by non-const reference in ir/visitor.cpp. A const reference builds everywhere.
     local visitor=$S/p4c/ir/visitor.cpp

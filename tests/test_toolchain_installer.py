@@ -337,6 +337,25 @@ def test_check_compares_the_installers_record(box: Box, tmp_path: Path) -> None:
     assert f"PI was installed from {old[:12]}, the lock pins {'1' * 12}" in proc.stdout
 
 
+def test_moving_a_dependency_pin_rebuilds_what_uses_it(box: Box, tmp_path: Path,
+                                                       pins: dict[str, Pin]) -> None:
+    """p4c reports its own version only; a new bdwgc pin (with a p4c tree that asks for it)
+    still rebuilds p4c, and p4c alone."""
+    assert box.run().returncode == 0
+    box.take_calls()
+    moved = dict(pins)
+    moved["bdwgc"] = Pin(pins["bdwgc"].url, "2" * 40, "-")
+    lock = tmp_path / "moved.lock"
+    lock.write_text(LOCK.read_text().replace(pins["bdwgc"].rev, "2" * 40))
+    shutil.rmtree(box.src)
+    make_sources(box.src, moved)
+    assert box.run("--check", LOCK=str(lock)).returncode == 1
+    proc = box.run(LOCK=str(lock))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert built(box.take_calls()) == {"p4c"}
+    assert box.run("--check", LOCK=str(lock)).returncode == 0
+
+
 def test_fast_build_beside_the_default_one(box: Box, tmp_path: Path) -> None:
     """BMV2_FAST_PREFIX installs the performance build in its own prefix, linked to PREFIX's PI."""
     fast_prefix = tmp_path / "bmv2-fast"
