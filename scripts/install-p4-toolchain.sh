@@ -406,13 +406,13 @@ check_sources() {  # check_sources DIR: every tree there, at its pins, or one er
         check_versions "$src"
         return
     fi
-    printf '%s: error: SRC=%s is not the pinned source set:\n' "$ME" "$src" >&2
+    printf '%s: error: %s does not hold the pinned source trees:\n' "$ME" "$src" >&2
     printf '  - %s\n' "${problems[@]}" >&2
     exit 2
 }
 
 check_versions() {  # release numbers in the trees, and p4c's own pins against the lock
-    local src=$1 problems=() got want sub path
+    local src=$1 problems=() got sub path
     expect() {  # expect WHAT GOT WANT
         if [[ -z $2 ]]; then
             problems+=("cannot read $1")
