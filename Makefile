@@ -13,6 +13,9 @@
 #   make scenario [SCENARIO=scenarios/examples/rack-loss.yaml JUNIT=results/junit.xml]
 #   make run live=8080 (live view port; 0: a free one, the default; off: none)
 #   make soak [SOAK_ARGS="--quick"]   (reliability campaign -> docs/reliability.md)
+#   make toolchain [SRC=DIR PREFIX=/usr/local BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N]
+#                  (p4c, PI, BMv2 from source at scripts/p4-toolchain.lock's pins; 60-90 min)
+#   make toolchain-check   (installed vs pinned; exit 1 if missing)
 
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -51,6 +54,16 @@ BENCH_ARGS ?=
 EXP_ARGS ?=
 SOAK_ARGS ?=
 SIM_ARGS ?= all
+# make toolchain: local source trees instead of GitHub (SRC), install prefix, BMv2's
+# performance build instead of (BMV2_FAST=1) or beside (BMV2_FAST_PREFIX=DIR) its default one,
+# compile jobs (empty: the installer's default)
+SRC ?=
+PREFIX ?= /usr/local
+BMV2_FAST ?= 0
+BMV2_FAST_PREFIX ?=
+JOBS ?=
+TOOLCHAIN_VARS = SRC='$(SRC)' PREFIX='$(PREFIX)' BMV2_FAST='$(BMV2_FAST)' \
+	BMV2_FAST_PREFIX='$(BMV2_FAST_PREFIX)' JOBS='$(JOBS)'
 TRAIN_ARGS ?= --collectives fp32-ring,inswitch,mstopk,hybrid --epochs 8 \
 	--plot docs/img/train_accuracy_vs_time.png
 
@@ -64,7 +77,8 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)))
 
-.PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean
+.PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean \
+	toolchain toolchain-check
 
 help:
 	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw fabric_bw delay loss intra_bw elements elems egress seed params)"
@@ -79,6 +93,8 @@ help:
 	@echo "make soak                 reliability campaign: loss, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
+	@echo "make toolchain            build and install p4c, PI and BMv2 at the pinned revisions (60-90 min; SRC=DIR PREFIX BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N)"
+	@echo "make toolchain-check      what of the P4 toolchain is installed, against the pins (exit 1 if missing)"
 	@echo "make lint                 ruff check, the layering contract (lint-imports), mypy"
 	@echo "make clean                remove build outputs, caches, logs/, pcaps/, run/"
 	@echo "make distclean            clean, and remove .venv"
@@ -109,6 +125,13 @@ scenario: setup
 
 soak: setup
 	$(PY) -m reliability $(SOAK_ARGS)
+
+# The P4 toolchain needs no venv: these do not run setup.
+toolchain:
+	@bash scripts/install-p4-toolchain.sh $(TOOLCHAIN_VARS)
+
+toolchain-check:
+	@bash scripts/install-p4-toolchain.sh --check $(TOOLCHAIN_VARS)
 
 lint: setup
 	$(PY) -m ruff check .

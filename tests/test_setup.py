@@ -120,7 +120,8 @@ def test_console_script_installed() -> None:
     assert [ep.value for ep in eps] == ["softswitch.__main__:main"]
 
 
-@pytest.mark.parametrize("target", ["setup", "test", "run", "bench", "lint", "clean", "distclean"])
+@pytest.mark.parametrize("target", ["setup", "test", "run", "bench", "lint", "clean", "distclean",
+                                    "toolchain", "toolchain-check"])
 def test_make_target_exists(repo_root: Path, target: str) -> None:
     """Each documented make target exists (dry run)."""
     proc = _make(repo_root, "-n", target)
