@@ -35,7 +35,7 @@ def _run(tmp_path: Path, repo_root: Path, name: str, *extra: str
     rundir = tmp_path / name
     argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2",
             "--target", "softswitch", "--no-cli", "--live", "off", "--link-check-seconds", "0",
-            "--bw", "30M", "--elements", "32768", "--name-prefix", PREFIX,
+            "--bw", "100M", "--elements", "65536", "--name-prefix", PREFIX,
             "--grpc-port", str(free_port_base(1, 25000)), "--rundir", str(rundir), *extra]
     env = {**os.environ, "COLUMNS": "200", "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = subprocess.run(argv, cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True,
@@ -47,7 +47,7 @@ def _run(tmp_path: Path, repo_root: Path, name: str, *extra: str
 
 def test_auto_calibrates_and_a_tdf_forced_too_small_is_unfaithful(tmp_path: Path,
                                                                    repo_root: Path) -> None:
-    """30 Mbit/s links are beyond this machine in real time: tdf=auto calibrates (once: the
+    """100 Mbit/s links are beyond this machine in real time: tdf=auto calibrates (once: the
     cache file appears), dilates and is faithful and exact, with emulated and real times
     recorded; the same run forced to TDF 1 is reported NOT faithful, in the summary and in
     experiment.json, with the reason."""
