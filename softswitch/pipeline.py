@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from softswitch import ir
+from softswitch.cengine import c_switch, check_engine
 from softswitch.engine.codegen import CompiledProgram, compile_program
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
@@ -50,8 +51,10 @@ class Pipeline:
         egress_order: str = "sync",
         queue_depth: int = BMV2_QUEUE_DEPTH,
         egress_seed: int | None = None,
+        engine: str = "python",
     ) -> None:
         check_tm_options(egress_order, queue_depth, egress_seed)
+        check_engine(engine)
         if log_msgs is None:
             log_msgs = logging.getLogger("softswitch.p4").isEnabledFor(logging.DEBUG)
         self.program = program
@@ -86,6 +89,13 @@ class Pipeline:
             self._switch = TracingV1Switch(c, self.pre, clock_ns)
         else:
             self._switch = V1Switch(c, self.pre, clock_ns)
+        # the engine that runs packets: "c" only when asked for and the program fits it
+        self.engine = "python"
+        if engine == "c":
+            fast = c_switch(c, self.pre, clock_ns, mode=egress_order, trace=bool(trace))
+            if fast is not None:
+                self._switch = fast
+                self.engine = "c"
         if trace:
             self.trace_sink = trace if callable(trace) else _log_trace
 
@@ -99,7 +109,7 @@ class Pipeline:
         **tm: Any,
     ) -> Pipeline:
         """Compile the P4 program at ``path`` (raises P4Error on a bad program); ``tm``:
-        ``egress_order``, ``queue_depth``, ``egress_seed`` as for the constructor."""
+        ``egress_order``, ``queue_depth``, ``egress_seed``, ``engine`` as for the constructor."""
         from softswitch.frontend import compile_file
 
         return cls(compile_file(path, include_dirs=tuple(include_dirs)), trace=trace, **tm)
@@ -210,6 +220,8 @@ class Pipeline:
     def seed(self, value: int) -> None:
         """Seed the generator behind ``random()`` and the ``random`` hash algorithm."""
         self.compiled.namespace["_rng"].seed(value)
+        if self.engine == "c":
+            self._switch.seed(value)
 
     @property
     def source(self) -> str:

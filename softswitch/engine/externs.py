@@ -67,8 +67,8 @@ class Register:
             self.values[index] = value & self.mask
 
     def reset(self) -> None:
-        """Set every cell back to 0."""
-        self.values = [0] * self.size
+        """Set every cell back to 0 (in place: the C engine's view stays bound)."""
+        self.values[:] = [0] * self.size
 
 
 # --------------------------------------------------------------------------- counters
@@ -112,9 +112,9 @@ class Counter:
         self.bytes[index] = nbytes
 
     def reset(self) -> None:
-        """Set every count back to 0."""
-        self.packets = [0] * self.size
-        self.bytes = [0] * self.size
+        """Set every count back to 0 (in place: the C engine's views stay bound)."""
+        self.packets[:] = [0] * self.size
+        self.bytes[:] = [0] * self.size
 
     def _check(self, index: int) -> None:
         if not 0 <= index < self.size:

@@ -399,6 +399,8 @@ class Table:
         self.requires_priority = any(k.match_kind in _PRIORITY_KINDS for k in self.keys)
 
         self._by_id: dict[tuple[tuple[FieldMatch | None, ...], int], TableEntry] = {}
+        # called after every change of entries or default action (the C engine's mirror)
+        self._listeners: list[Callable[[Table], None]] = []
         self._handles = _HandleAllocator()
         self._widths = tuple(k.width for k in self.keys)
         shifts = []
@@ -427,6 +429,14 @@ class Table:
             self.strategy = "list"
             self._rows: list[_Row] = []
             self.lookup = self._lookup_list
+
+    def add_listener(self, fn: Callable[[Table], None]) -> None:
+        """Call ``fn(self)`` after each change of the entries or the default action."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
 
     # ------------------------------------------------------------------ hot path
 
@@ -697,6 +707,7 @@ class Table:
         self._by_id[ident] = entry
         self._index_add(entry)
         self._reference(entry, +1)
+        self._changed()
 
     def _writable(self) -> None:
         if self.has_const_entries:
@@ -732,6 +743,7 @@ class Table:
         stored.meter = entry.meter
         stored.meter_state = MeterCell(entry.meter) if entry.meter is not None else None
         self._reference(stored, +1)
+        self._changed()
 
     def delete(self, entry: TableEntry) -> None:
         """Remove the stored entry with the same matches and priority."""
@@ -743,6 +755,7 @@ class Table:
         self._index_remove(stored)
         self._handles.release(stored.handle)
         self._reference(stored, -1)
+        self._changed()
 
     def find(self, matches: Sequence[FieldMatch | None], priority: int = 0) -> TableEntry | None:
         """The stored entry with these matches and priority, or ``None``."""
@@ -763,6 +776,7 @@ class Table:
             self._index_remove(entry)
             self._handles.release(entry.handle)
             self._reference(entry, -1)
+        self._changed()
 
     def set_default(self, action: ActionCall) -> None:
         """Change the default action; PERMISSION_DENIED when it is const."""
@@ -774,10 +788,12 @@ class Table:
             )
         _check_action(action, self.action_params, self.action_names, f"table {self.name}")
         self.default_action = action
+        self._changed()
 
     def reset_default(self) -> None:
         """Restore the program's default action."""
         self.default_action = self.initial_default_action
+        self._changed()
 
     def set_meter_config(self, entry: TableEntry, config: MeterConfig | None) -> None:
         """Configure the direct meter of a stored entry (``None``: unconfigured)."""

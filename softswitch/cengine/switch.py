@@ -1,0 +1,317 @@
+"""The v1model switch on the C engine: the same ``process(port, frame)`` as
+:class:`softswitch.v1model.switch.V1Switch`, one C call per received frame.
+
+State ownership (why this split): the Python objects stay the control plane's source of
+truth for *tables* and the *packet replication engine* (their validation, entry
+identities, handles and P4Runtime reads are there and are the reference); their writes
+mark a C mirror stale and the stale tables are reloaded into C before the next frame, so
+a burst of control-plane writes costs one reload, not one per write. *Registers and
+counters* are the opposite: the data plane writes them on every packet, so C owns their
+memory and the Python objects read and write it through views (``Register.values``,
+``Counter.packets``/``bytes``) without copying.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from softswitch import ir
+from softswitch.cengine import build as cbuild
+from softswitch.cengine.cgen import ArrayC, CGen, TableC
+from softswitch.cengine.errors import CUnsupported
+from softswitch.cengine.v1c import CDEF, generate
+from softswitch.engine.compiled import CompiledProgram
+from softswitch.engine.pre import PacketReplicationEngine
+from softswitch.engine.tables import FieldMatch, MatchKind, Table, TableEntry
+
+log = logging.getLogger(__name__)
+
+_MASK48 = (1 << 48) - 1
+_M64 = (1 << 64) - 1
+_HDR = struct.Struct("<II")
+
+
+def _words(value: int, n: int) -> list[int]:
+    return [(value >> (64 * i)) & _M64 for i in range(n)]
+
+
+class CArrayView:
+    """A list-like window on C words: cell ``i`` is ``words`` words at ``offset + i *
+    stride`` (little-endian words, masked to ``width`` bits on writes)."""
+
+    def __init__(self, ptr: Any, size: int, stride: int, offset: int, words: int, width: int):
+        self._p = ptr
+        self._size = size
+        self._stride = stride
+        self._off = offset
+        self._words = words
+        self._mask = (1 << width) - 1
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _get(self, i: int) -> int:
+        base = self._off + i * self._stride
+        if self._words == 1:
+            return int(self._p[base])
+        v = 0
+        for k in range(self._words - 1, -1, -1):
+            v = (v << 64) | int(self._p[base + k])
+        return v
+
+    def _set(self, i: int, value: int) -> None:
+        base = self._off + i * self._stride
+        value &= self._mask
+        for k in range(self._words):
+            self._p[base + k] = (value >> (64 * k)) & _M64
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._get(k) for k in range(*i.indices(self._size))]
+        if i < 0:
+            i += self._size
+        if not 0 <= i < self._size:
+            raise IndexError(i)
+        return self._get(i)
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        if isinstance(i, slice):
+            idx = range(*i.indices(self._size))
+            vals = list(value)
+            if len(vals) != len(idx):
+                raise ValueError("slice assignment must keep the length")
+            for k, v in zip(idx, vals, strict=True):
+                self._set(k, int(v))
+            return
+        if i < 0:
+            i += self._size
+        if not 0 <= i < self._size:
+            raise IndexError(i)
+        self._set(i, int(value))
+
+    def __iter__(self) -> Iterator[int]:
+        return (self._get(k) for k in range(self._size))
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, CArrayView)) else False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class CV1Switch:
+    """Runs frames through the compiled C program (see the module docstring)."""
+
+    tracing = False
+
+    def __init__(
+        self,
+        compiled: CompiledProgram,
+        pre: PacketReplicationEngine,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        source, gen = generate(compiled.program, compiled)
+        self.source = source
+        so = cbuild.build(source)
+        self._ffi, self._lib = cbuild.load(so, CDEF)
+        self._state = self._ffi.gc(self._lib.ss_new(), self._lib.ss_free)
+        self._gen: CGen = gen
+        self.compiled = compiled
+        self.pre = pre
+        self.clock_ns = clock_ns
+        self._t0 = clock_ns()
+        self.digests: deque[tuple[str, tuple[int, ...]]] = deque()
+        self._out = self._ffi.new("char **")
+        self._stale_tables: set[int] = set(range(len(gen.tables)))
+        self._pre_stale = True
+        self._dirty = True
+        self._tables: list[tuple[TableC, Table]] = []
+        for tc in gen.tables:
+            table = compiled.tables[tc.name]
+            self._tables.append((tc, table))
+            table.add_listener(self._table_listener(tc.index))
+        pre.add_listener(self._pre_changed)
+        for a in gen.arrays:
+            self._bind_array(a)
+        sm_t = ir.strip_newtype(compiled.block_params["parser"][3].type)
+        names = {f.name for f in getattr(sm_t, "fields", [])}
+        self._has_ts = bool(
+            {"ingress_global_timestamp", "egress_global_timestamp", "enq_timestamp"} & names
+        )
+
+    # ------------------------------------------------------------------ state mirrors
+
+    def _table_listener(self, index: int) -> Callable[[Table], None]:
+        def changed(_table: Table) -> None:
+            self._stale_tables.add(index)
+            self._dirty = True
+
+        return changed
+
+    def _pre_changed(self, _pre: PacketReplicationEngine) -> None:
+        self._pre_stale = True
+        self._dirty = True
+
+    def _bind_array(self, a: ArrayC) -> None:
+        ptr = self._lib.ss_array(self._state, a.index)
+        if a.kind == "register":
+            reg = self.compiled.registers[a.name]
+            words = self._gen.types.words if a.width > 64 else 1
+            view = CArrayView(ptr, a.size, words, 0, words, a.width)
+            view[:] = list(reg.values)
+            reg.values = view  # type: ignore[assignment]
+        else:
+            ctr = self.compiled.counters[a.name]
+            packets = CArrayView(ptr, a.size, 2, 0, 1, 64)
+            nbytes = CArrayView(ptr, a.size, 2, 1, 1, 64)
+            packets[:] = list(ctr.packets)
+            nbytes[:] = list(ctr.bytes)
+            ctr.packets = packets  # type: ignore[assignment]
+            ctr.bytes = nbytes  # type: ignore[assignment]
+
+    def _sync(self) -> None:
+        for index in sorted(self._stale_tables):
+            tc, table = self._tables[index]
+            self._load_table(tc, table)
+        self._stale_tables.clear()
+        if self._pre_stale:
+            self._load_pre()
+            self._pre_stale = False
+        self._dirty = False
+
+    def _load_table(self, tc: TableC, table: Table) -> None:
+        entries = table.entries()
+        if tc.strategy == 0:
+            entries.sort(key=lambda e: -_prefix_bits(table, e))
+        else:
+            entries.sort(key=lambda e: (-e.priority, e.handle))
+        words: list[int] = []
+        for e in entries:
+            words += self._row(tc, table, e)
+        rows = self._ffi.new("uint64_t[]", words or [0])
+        rc = self._lib.ss_table_load(self._state, tc.index, len(entries), rows)
+        if rc != 0:
+            raise MemoryError(f"C engine: loading table {tc.name} failed ({rc})")
+        name, args = table.default_action.name, table.default_action.args
+        aid = tc.action_ids.get(name, 0)
+        argw = self._args(tc, name, args)
+        self._lib.ss_table_default(
+            self._state, tc.index, aid, self._ffi.new("uint64_t[]", argw or [0]), len(argw)
+        )
+
+    def _args(self, tc: TableC, name: str, args: Sequence[int]) -> list[int]:
+        out = [0] * tc.aw
+        for (off, w), v in zip(tc.arg_words.get(name, []), args, strict=False):
+            for k, word in enumerate(_words(v, max(1, (w + 63) // 64))):
+                out[off + k] = word
+        return out
+
+    def _row(self, tc: TableC, table: Table, e: TableEntry) -> list[int]:
+        values = [0] * tc.kw
+        masks = [0] * tc.kw
+        ranges: list[int] = []
+        for (off, w, kind), fm in zip(tc.key_words, e.matches, strict=True):
+            n = max(1, (w + 63) // 64)
+            full = (1 << w) - 1
+            lo, hi = 0, full
+            if fm is None:
+                v = m = 0
+            elif kind == MatchKind.RANGE:
+                v = m = 0
+                lo, hi = fm.value, fm.value if fm.high is None else fm.high
+            elif kind == MatchKind.TERNARY:
+                v, m = fm.value, (full if fm.mask is None else fm.mask)
+            elif kind == MatchKind.LPM:
+                plen = w if fm.prefix_len is None else fm.prefix_len
+                m = full ^ ((1 << (w - plen)) - 1)
+                v = fm.value
+            else:
+                v, m = fm.value, full
+            for k, word in enumerate(_words(v & m, n)):
+                values[off + k] = word
+            for k, word in enumerate(_words(m, n)):
+                masks[off + k] = word
+            ranges += [lo & _M64, hi & _M64]
+        action = table.action_for(e)
+        if action is None:
+            raise CUnsupported(f"table {tc.name}: entry without a direct action")
+        aid = tc.action_ids[action.name]
+        return [aid, *values, *masks, *ranges, *self._args(tc, action.name, action.args)]
+
+    def _load_pre(self) -> None:
+        groups: list[int] = []
+        gids = self.pre.groups()
+        for gid in gids:
+            reps = self.pre.replicas(gid)
+            groups += [gid, len(reps)]
+            for port, rid in reps:
+                groups += [port, rid]
+        sessions: list[int] = []
+        clone_sessions = self.pre.clone_sessions()
+        for s in clone_sessions:
+            sessions += [s.session_id, s.packet_length_bytes or 0, len(s.replicas)]
+            for port, rid in s.replicas:
+                sessions += [port, rid]
+        self._lib.ss_pre_load(
+            self._state,
+            len(gids),
+            self._ffi.new("uint32_t[]", groups or [0]),
+            len(clone_sessions),
+            self._ffi.new("uint32_t[]", sessions or [0]),
+        )
+
+    # ------------------------------------------------------------------ packets
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """All frames transmitted because ``frame`` arrived on ``port``, in order."""
+        if self._dirty:
+            self._sync()
+        now = ((self.clock_ns() - self._t0) // 1000) & _MASK48 if self._has_ts else 0
+        n = self._lib.ss_process(self._state, port, frame, len(frame), now, self._out)
+        if n == 0:
+            return []
+        buf = self._ffi.unpack(self._out[0], n)
+        out = []
+        pos = 0
+        unpack = _HDR.unpack_from
+        while pos < n:
+            p, ln = unpack(buf, pos)
+            pos += 8
+            out.append((p, buf[pos : pos + ln]))
+            pos += ln
+        return out
+
+    @property
+    def assertion_failures(self) -> int:
+        return int(self._lib.ss_stat(self._state, 0))
+
+    def seed(self, value: int) -> None:
+        """Seed ``random()`` of the C program (its own generator, not Python's)."""
+        self._lib.ss_seed(self._state, value & _M64)
+
+
+def _prefix_bits(table: Table, e: TableEntry) -> int:
+    """Set bits of an entry's masks (an LPM entry's prefix length): longer first."""
+    total = 0
+    for kf, fm in zip(table.keys, e.matches, strict=True):
+        if fm is None:
+            continue
+        if kf.match_kind == MatchKind.LPM:
+            total += kf.width if fm.prefix_len is None else fm.prefix_len
+        else:
+            total += kf.width
+    return total
+
+
+def make_switch(
+    compiled: CompiledProgram, pre: PacketReplicationEngine, clock_ns: Callable[[], int]
+) -> CV1Switch:
+    """A C switch for ``compiled`` (raises CUnsupported / CBuildError)."""
+    return CV1Switch(compiled, pre, clock_ns)
+
+
+__all__ = ["CArrayView", "CV1Switch", "FieldMatch", "make_switch"]
