@@ -403,6 +403,25 @@ class CGen:
             em.line(f"{r} = (uint64_t)(({b}) != 0);")
         return r
 
+    def operands(self, exprs: list[ir.Expr], sc: Scope, em: Em) -> list[str]:
+        """C texts of ``exprs`` evaluated left to right: an operand whose evaluation runs
+        statements (a function call, a table apply) first pins the earlier ones."""
+        out: list[str] = []
+        for x in exprs:
+            sub = Em()
+            sub.indent = em.indent
+            v = self.expr(x, sc, sub)
+            if sub.lines:
+                for i, (prev, px) in enumerate(zip(out, exprs, strict=False)):
+                    if not prev.endswith("ull") and not prev.startswith("((wide_t)"):
+                        tmp = self.fn.tmp(self.types.ctype(px.type) if not isinstance(
+                            strip(px.type), ir.IntLitType) else "uint64_t")
+                        em.line(f"{tmp} = {prev};")
+                        out[i] = tmp
+                em.lines += sub.lines
+            out.append(v)
+        return out
+
     def x_Binary(self, e: ir.Binary, sc: Scope, em: Em) -> str:
         op = e.op
         if op in ("&&", "||"):
@@ -410,8 +429,7 @@ class CGen:
         lt, rt, t = strip(e.left.type), strip(e.right.type), strip(e.type)
         if op in ("==", "!=") and not is_scalar(lt):
             return self._composite_eq(e, sc, em)
-        a = self.expr(e.left, sc, em)
-        b = self.expr(e.right, sc, em)
+        a, b = self.operands([e.left, e.right], sc, em)
         if op == "++":
             wa, wb = scalar_width(lt), scalar_width(rt)
             w = wa + wb
