@@ -32,6 +32,7 @@ from softswitch.cengine.ctypes_gen import (
 )
 from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
+from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
 from softswitch.engine.codegen_walk import has_return, root_var, walk
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.tables import MatchKind
@@ -163,6 +164,7 @@ class CGen:
         self.fn = Fn()
         self.uses_random = False
         self.field_lists: dict[int, list[str]] = {}
+        self.pins: dict[int, str] = {}  # id(Index) -> its index, evaluated once
 
     # ------------------------------------------------------------------ helpers
 
@@ -358,9 +360,51 @@ class CGen:
             if e.name == "miss":
                 return f"(uint64_t)(!{hit})"
             return an
-        if isinstance(bt, (ir.HeaderType, ir.StructType)):
+        if isinstance(bt, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
             return f"{self.expr(e.base, sc, em)}.{fld(e.name)}"
+        if isinstance(bt, ir.StackType):
+            return self.stack_member(e, bt, sc, em)
         raise CUnsupported(f"member {e.name} of {type(bt).__name__}", e.loc)
+
+    def stack_member(self, e: ir.Member, bt: ir.StackType, sc: Scope, em: Em) -> str:
+        base = self.expr(e.base, sc, em)
+        n = bt.size
+        if e.name == "size":
+            return cnum(n)
+        if e.name == "lastIndex":
+            return f"(({base}.n - 1) & 0xffffffffull)"
+        if e.name == "nextIndex":
+            return f"{base}.n"
+        if e.name not in ("next", "last"):
+            raise CUnsupported(f"member {e.name} of a header stack", e.loc)
+        at = f"{base}.n" if e.name == "next" else f"({base}.n - 1)"
+        if sc.parser is not None:
+            _, err, rej = sc.parser
+            bad = f"{base}.n >= {n}" if e.name == "next" else f"{base}.n == 0"
+            em.line(f"if ({bad}) {{ {err} = {self.err_code('StackOutOfBounds')}; goto {rej}; }}")
+            return f"{base}.h[{at}]"
+        i = self.fn.tmp("uint64_t", "ix")
+        em.line(f"{i} = {at};")
+        return f"STK_AT({base}, {n}, {i})"
+
+    def x_Index(self, e: ir.Index, sc: Scope, em: Em) -> str:
+        bt = strip(e.base.type)
+        if not isinstance(bt, ir.StackType):
+            raise CUnsupported("indexing a non-stack value", e.loc)
+        base = self.expr(e.base, sc, em)
+        if isinstance(e.index, ir.Const) and 0 <= e.index.value < bt.size:
+            return f"{base}.h[{e.index.value}]"
+        pinned = self.pins.get(id(e))
+        if pinned is not None:
+            return f"STK_AT({base}, {bt.size}, {pinned})"
+        i = self.fn.tmp("uint64_t", "ix")
+        em.line(f"{i} = {self.narrow(self.expr(e.index, sc, em), e.index.type)};")
+        if sc.parser is not None:
+            _, err, rej = sc.parser
+            soob = self.err_code("StackOutOfBounds")
+            em.line(f"if ({i} >= {bt.size}) {{ {err} = {soob}; goto {rej}; }}")
+            return f"{base}.h[{i}]"
+        return f"STK_AT({base}, {bt.size}, {i})"
 
     def x_Slice(self, e: ir.Slice, sc: Scope, em: Em) -> str:
         b = self.expr(e.base, sc, em)
@@ -504,10 +548,10 @@ class CGen:
 
     def _composite_eq(self, e: ir.Binary, sc: Scope, em: Em) -> str:
         t = strip(e.left.type)
-        if not isinstance(t, (ir.HeaderType, ir.StructType)):
+        if not isinstance(t, (ir.HeaderType, ir.StructType, ir.HeaderUnionType, ir.StackType,
+                              ir.VarbitType)):  # fmt: skip
             raise CUnsupported(f"comparison of {type(t).__name__} values", e.loc)
-        a = self.expr(e.left, sc, em)
-        b = self.expr(e.right, sc, em)
+        a, b = self.operands([e.left, e.right], sc, em)
         conds = self._eq_conds(a, b, t)
         c = " && ".join(conds) or "1"
         return f"(uint64_t)({'' if e.op == '==' else '!'}({c}))"
@@ -529,6 +573,18 @@ class CGen:
             return [f"weq({a}, {b})"]
         if is_scalar(t):
             return [f"{a} == {b}"]
+        if isinstance(t, ir.VarbitType):
+            return [f"({a}.nbits == {b}.nbits && memcmp({a}.b, {b}.b, {a}.nbits / 8) == 0)"]
+        if isinstance(t, ir.HeaderUnionType):
+            out: list[str] = []
+            for f in t.fields:
+                out += self._eq_conds(f"{a}.{fld(f.name)}", f"{b}.{fld(f.name)}", f.type)
+            return out
+        if isinstance(t, ir.StackType):
+            out = []
+            for i in range(t.size):
+                out += self._eq_conds(f"{a}.h[{i}]", f"{b}.h[{i}]", t.elem)
+            return out
         raise CUnsupported(f"comparison of {type(t).__name__} values")
 
     def x_Cast(self, e: ir.Cast, sc: Scope, em: Em) -> str:
@@ -601,6 +657,9 @@ class CGen:
         tt = strip(e.target.type)
         if e.method == "isValid" and isinstance(tt, ir.HeaderType):
             return f"{self.expr(e.target, sc, em)}._v"
+        if e.method == "isValid" and isinstance(tt, ir.HeaderUnionType):
+            u = self.expr(e.target, sc, em)
+            return "(" + " || ".join(f"{u}.{fld(f.name)}._v" for f in tt.fields) + " || 0)"
         if e.method == "apply" and isinstance(e.target, ir.InstanceRef):
             if isinstance(e.target.instance, ir.TableDecl):
                 hit, _ = self.apply_table(e, sc, em)
@@ -617,6 +676,63 @@ class CGen:
     # ------------------------------------------------------------------ statements
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Em) -> None:
+        if sc.parser is None and not isinstance(s, ir.Block):
+            dyn = [x for x in _dynamic_indexes(_top_exprs(s)) if id(x) not in self.pins]
+            if dyn:
+                self.guarded(s, dyn, sc, em)
+                return
+        self._stmt(s, sc, em)
+
+    def guarded(self, s: ir.Stmt, dyn: list[ir.Index], sc: Scope, em: Em) -> None:
+        """``s`` with run-time stack indexes, as the Python engine runs it: each index
+        evaluated once; out of range, an assignment's left side skips the statement, its
+        right side assigns zero/invalid, a condition is false, anything else is skipped."""
+        lhs_ids = {id(x) for x in _dynamic_indexes([s.lhs])} if isinstance(s, ir.Assign) else set()
+        lhs_guard: list[str] = []
+        rhs_guard: list[str] = []
+        mine = []
+        try:
+            for ix in dyn:
+                t = self.fn.tmp("uint64_t", "pin")
+                em.line(f"{t} = {self.narrow(self.expr(ix.index, sc, em), ix.index.type)};")
+                self.pins[id(ix)] = t
+                mine.append(id(ix))
+                st = strip(ix.base.type)
+                assert isinstance(st, ir.StackType)
+                (lhs_guard if id(ix) in lhs_ids else rhs_guard).append(f"{t} < {st.size}")
+            rg = " && ".join(rhs_guard) or "1"
+            if isinstance(s, ir.If):
+                c = self.fn.tmp("uint64_t")
+                em.line(f"{c} = 0;")
+                with em.block(f"if ({rg})"):
+                    em.line(f"{c} = {self.expr(s.cond, sc, em)};")
+                with em.block(f"if ({c})"):
+                    self.stmt(s.then, sc, em)
+                if s.else_ is not None:
+                    with em.block("else"):
+                        self.stmt(s.else_, sc, em)
+                return
+            if isinstance(s, (ir.Assign, ir.VarDecl)):
+                if isinstance(s, ir.VarDecl):
+                    lhs: ir.Expr = ir.VarRef(s.var.type, s.var.loc, s.var)
+                    self._stmt(ir.VarDecl(s.var, None, s.loc), sc, em)
+                    rhs = s.init
+                else:
+                    lhs, rhs = s.lhs, s.rhs
+                assert rhs is not None
+                with em.block(f"if ({' && '.join(lhs_guard) or '1'})"):
+                    with em.block(f"if ({rg})"):
+                        self._stmt(ir.Assign(lhs, rhs, s.loc), sc, em)
+                    with em.block("else"):
+                        self.zero(self.expr(lhs, sc, em), lhs.type, em)
+                return
+            with em.block(f"if ({rg})"):
+                self._stmt(s, sc, em)
+        finally:
+            for k in mine:
+                self.pins.pop(k, None)
+
+    def _stmt(self, s: ir.Stmt, sc: Scope, em: Em) -> None:
         meth = getattr(self, "s_" + type(s).__name__, None)
         if meth is None:
             raise CUnsupported(f"statement {type(s).__name__}", s.loc)
@@ -638,6 +754,8 @@ class CGen:
             return
         lv = self.expr(s.lhs, sc, em)
         self.assign_to(lv, s.lhs.type, s.rhs, sc, em)
+        if not is_scalar(s.lhs.type):
+            self.union_fixup(s.lhs, sc, em)
 
     def assign_slice(self, lhs: ir.Slice, val: str, vt: ir.Type, sc: Scope, em: Em) -> None:
         if isinstance(lhs.base, ir.Slice):
@@ -760,9 +878,23 @@ class CGen:
         em.label(brk)
 
     def s_ForIn(self, s: ir.ForIn, sc: Scope, em: Em) -> None:
+        if s.collection is not None and isinstance(strip(s.collection.type), ir.StackType):
+            st = strip(s.collection.type)
+            assert isinstance(st, ir.StackType)
+            coll = self.expr(s.collection, sc, em)
+            brk = self.fn.label("brk")
+            inner = sc.child()
+            v = self.declare(s.var, inner)
+            for i in range(st.size):
+                cont = self.fn.label("cont")
+                em.line(f"{v} = {coll}.h[{i}];")
+                self.stmt(s.body, inner.child(brk=brk, cont=cont), em)
+                em.label(cont)
+            em.label(brk)
+            return
         if s.collection is not None:
             if not isinstance(s.collection, ir.ListExpr):
-                raise CUnsupported("for-in over a header stack", s.loc)
+                raise CUnsupported("for-in over this collection", s.loc)
             brk = self.fn.label("brk")
             inner = sc.child()
             v = self.declare(s.var, inner)
@@ -990,11 +1122,33 @@ class CGen:
                     em.line(f"P->length_reg -= {nbytes};")
             elif e.method != "isValid":
                 raise CUnsupported(f"header method {e.method}", e.loc)
+            if e.method == "setValid":
+                self.union_fixup(e.target, sc, em)
+            return
+        if isinstance(tt, ir.StackType):
+            if e.method not in ("push_front", "pop_front"):
+                raise CUnsupported(f"stack method {e.method}", e.loc)
+            st = self.expr(e.target, sc, em)
+            cnt = self.arg(e, 0, sc, em)
+            em.line(f"stk_{e.method}({st}.h, &{st}.n, {tt.size}, sizeof {st}.h[0], {cnt});")
+            return
+        if isinstance(tt, ir.HeaderUnionType) and e.method == "isValid":
             return
         if isinstance(tt, ir.ExternType):
             self.extern_method(e, tt, sc, em)
             return
         raise CUnsupported(f"method {e.method} on {type(tt).__name__}", e.loc)
+
+    def union_fixup(self, h: ir.Expr, sc: Scope, em: Em) -> None:
+        """After a union member became valid, the other members become invalid."""
+        if isinstance(h, ir.Member) and isinstance(strip(h.base.type), ir.HeaderUnionType):
+            ut = strip(h.base.type)
+            assert isinstance(ut, ir.HeaderUnionType)
+            u = self.expr(h.base, sc, em)
+            others = [f"{u}.{fld(f.name)}._v = 0;" for f in ut.fields if f.name != h.name]
+            if others:
+                with em.block(f"if ({u}.{fld(h.name)}._v)"):
+                    em.line(" ".join(others))
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Em) -> None:
         where = None
@@ -1232,6 +1386,10 @@ class CGen:
         valid = None
         if isinstance(e, ir.Member) and isinstance(strip(e.base.type), ir.HeaderType):
             valid = f"{self.expr(e.base, sc, em)}._v"
+        if isinstance(t, ir.VarbitType):
+            return [(x, -1, valid, False)]
+        if not is_scalar(t):
+            raise CUnsupported(f"a {type(t).__name__} in a field list", e.loc)
         w = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
         return [(x, w, valid, is_wide(t))]
 
@@ -1247,22 +1405,34 @@ class CGen:
             for f in t.fields:
                 out += self.flat_obj(f"{x}.{fld(f.name)}", f.type, valid)
             return out
+        if isinstance(t, ir.VarbitType):
+            return [(x, -1, valid, False)]
         if not is_scalar(t):
             raise CUnsupported(f"{type(t).__name__} in a field list")
         return [(x, scalar_width(t), valid, is_wide(t))]
 
     def pack(self, data: ir.Expr, sc: Scope, em: Em) -> str:
         fields = self.flat(data, sc, em)
-        total = sum(w for _, w, _, _ in fields)
+        total = sum(w for _, w, _, _ in fields if w > 0)
+        total += sum(8 * self._varbit_bytes(x) for x, w, _, _ in fields if w < 0)
         nbytes = (total + 7) // 8 + 4
         buf = self.fn.tmp("uint8_t", "hb")
         self.fn.decls[-1] = f"uint8_t {buf}[{nbytes + 1600}];"
         bb = self.fn.tmp("bitbuf_t", "bb")
         em.line(f"{bb}.b = {buf}; {bb}.nbits = 0; {bb}.cap = sizeof {buf};")
         for x, w, valid, wide in fields:
-            put = f"bb_putw(&{bb}, {x}, {w});" if wide else f"bb_put_fast(&{bb}, {x}, {w});"
+            if w < 0:
+                put = f"bb_bytes(&{bb}, {x}.b, (uint32_t)({x}.nbits / 8));"
+            elif wide:
+                put = f"bb_putw(&{bb}, {x}, {w});"
+            else:
+                put = f"bb_put_fast(&{bb}, {x}, {w});"
             em.line(f"if ({valid}) {put}" if valid else put)
         return bb
+
+    @staticmethod
+    def _varbit_bytes(x: str) -> int:
+        return 128  # room for any varbit's bytes (the buffer has 1600 spare bytes too)
 
     def fn_verify_checksum(self, e: ir.Call, sc: Scope, em: Em) -> None:
         self._checksum(e, sc, em, update=False, payload=False)
@@ -1379,33 +1549,63 @@ class CGen:
         pos, err, rej = sc.parser
         pts = self.err_code("PacketTooShort")
         if e.method == "extract":
-            if len(e.args) > 1 and e.args[1] is not None:
-                raise CUnsupported("extract of a varbit header", e.loc)
             target = e.args[0]
+            nbits = e.args[1] if len(e.args) > 1 else None
             if target is None or isinstance(target, ir.DontCare):
-                raise CUnsupported("extract into _", e.loc)
+                if not e.type_args:
+                    raise CUnsupported("extract into _ without a type", e.loc)
+                ht = strip(e.type_args[0])
+                if not isinstance(ht, ir.HeaderType) or _varbit_of(ht) is not None:
+                    raise CUnsupported("extract into _ of this type", e.loc)
+                nb = (ht.bit_width + 7) // 8
+                em.line(f"if ({pos} + {nb} > P->len) {{ {err} = {pts}; goto {rej}; }}")
+                em.line(f"{pos} += {nb};")
+                return
+            stack: tuple[str, int] | None = None
+            if (
+                isinstance(target, ir.Member)
+                and target.name == "next"
+                and isinstance(strip(target.base.type), ir.StackType)
+            ):
+                st = strip(target.base.type)
+                assert isinstance(st, ir.StackType)
+                base = self.expr(target.base, sc, em)
+                soob = self.err_code("StackOutOfBounds")
+                em.line(f"if ({base}.n >= {st.size}) {{ {err} = {soob}; goto {rej}; }}")
+                h = f"{base}.h[{base}.n]"
+                stack = (base, st.size)
+            else:
+                h = self.expr(target, sc, em)
             ht = strip(target.type)
             if not isinstance(ht, ir.HeaderType):
                 raise CUnsupported(f"extract into {type(ht).__name__}", e.loc)
-            bits = ht.bit_width
-            if bits % 8:
-                raise CUnsupported(f"header {ht.name} of {bits} bits (not whole bytes)", ht.loc)
-            h = self.expr(target, sc, em)
-            nb = bits // 8
-            em.line(f"if ({pos} + {nb} > P->len) {{ {err} = {pts}; goto {rej}; }}")
-            off = 0
-            for f in ht.fields:
-                ft = strip(f.type)
-                if not is_scalar(ft):
-                    raise CUnsupported(f"header field {f.name} of {type(ft).__name__}", f.loc)
-                w = scalar_width(ft)
-                if is_wide(ft):
-                    em.line(f"{h}.{fld(f.name)} = get_bits_w(P->data + {pos}, {off}, {w});")
-                else:
-                    em.line(f"{h}.{fld(f.name)} = get_bits(P->data + {pos}, {off}, {w});")
-                off += w
-            em.line(f"{h}._v = 1;")
-            em.line(f"{pos} += {nb};")
+            vb = _varbit_of(ht)
+            if (vb is None) != (nbits is None):
+                raise CUnsupported("extract whose size argument does not fit the header", e.loc)
+            if vb is None:
+                nb = (ht.bit_width + 7) // 8
+                em.line(f"if ({pos} + {nb} > P->len) {{ {err} = {pts}; goto {rej}; }}")
+                self.read_header(h, ht, f"P->data + {pos}", None, em)
+                em.line(f"{h}._v = 1;")
+                em.line(f"{pos} += {nb};")
+            else:
+                assert nbits is not None
+                if ht.bit_width % 8:
+                    raise CUnsupported(f"header {ht.name}: varbit beside fields not in whole bytes", ht.loc)
+                vt = strip(vb.type)
+                assert isinstance(vt, ir.VarbitType)
+                n = self.fn.tmp("uint64_t", "vn")
+                em.line(f"{n} = {self.narrow(self.expr(nbits, sc, em), nbits.type)};")
+                em.line(f"if ({n} > {vt.max_width}) {{ {err} = {self.err_code('HeaderTooShort')}; goto {rej}; }}")
+                em.line(f"if ({n} % 8) {{ {err} = {self.err_code('ParserInvalidArgument')}; goto {rej}; }}")
+                em.line(f"if ({pos} + ({ht.bit_width} + {n}) / 8 > P->len) {{ {err} = {pts}; goto {rej}; }}")
+                self.read_header(h, ht, f"P->data + {pos}", n, em)
+                em.line(f"{h}._v = 1;")
+                em.line(f"{pos} += (uint32_t)(({ht.bit_width} + {n}) / 8);")
+            if stack is not None:
+                em.line(f"{stack[0]}.n += 1;")
+            else:
+                self.union_fixup(target, sc, em)
             return
         if e.method == "advance":
             n = self.arg(e, 0, sc, em)
@@ -1419,6 +1619,41 @@ class CGen:
             return
         raise CUnsupported(f"packet_in.{e.method}", e.loc)
 
+    def leaves(self, x: str, t: ir.Type) -> list[tuple[str, ir.Type]]:
+        """The wire-order scalar (and varbit) leaves of a header: struct-typed fields
+        flattened, p4c's padding to whole bytes last."""
+        t = strip(t)
+        out: list[tuple[str, ir.Type]] = []
+        if isinstance(t, (ir.HeaderType, ir.StructType)):
+            for f in t.fields:
+                out += self.leaves(f"{x}.{fld(f.name)}", f.type)
+            if isinstance(t, ir.HeaderType) and t.bit_width % 8:
+                out.append((f"{x}._pad", ir.BitType(-t.bit_width % 8)))
+            return out
+        if isinstance(t, ir.VarbitType) or is_scalar(t):
+            return [(x, t)]
+        raise CUnsupported(f"a {type(t).__name__} field in a header")
+
+    def read_header(self, h: str, ht: ir.HeaderType, base: str, nbits: str | None, em: Em) -> None:
+        """Fields of header ``h`` from the bytes at ``base`` (``nbits``: the varbit's
+        width at run time)."""
+        off = "0"
+        static = 0
+        for x, t in self.leaves(h, ht):
+            at = f"{static}" if off == "0" else f"{off} + {static}"
+            if isinstance(t, ir.VarbitType):
+                assert nbits is not None
+                em.line(f"{x}.nbits = {nbits};")
+                em.line(f"for (uint64_t _i = 0; _i < {nbits} / 8; _i++) {x}.b[_i] = (uint8_t)get_bits({base}, {at} + 8 * _i, 8);")
+                off = nbits
+                continue
+            w = scalar_width(t)
+            if is_wide(t):
+                em.line(f"{x} = get_bits_w({base}, {at}, {w});")
+            else:
+                em.line(f"{x} = get_bits({base}, {at}, {w});")
+            static += w
+
     def packet_expr(self, e: ir.MethodCall, sc: Scope, em: Em) -> str:
         if sc.parser is None:
             raise CUnsupported("packet_in outside a parser", e.loc)
@@ -1428,29 +1663,54 @@ class CGen:
         if e.method != "lookahead":
             raise CUnsupported(f"packet_in.{e.method} in an expression", e.loc)
         t = strip(e.type_args[0] if e.type_args else e.type)
-        if not isinstance(t, (ir.BitType, ir.BoolType)) or is_wide(t):
+        pts = self.err_code("PacketTooShort")
+        if isinstance(t, (ir.HeaderType, ir.StructType)):
+            if isinstance(t, ir.HeaderType) and _varbit_of(t) is not None:
+                raise CUnsupported("lookahead of a header with a varbit field", e.loc)
+            bits = sum(scalar_width(lt) for _, lt in self.leaves("x", t))
+            nb = (bits + 7) // 8
+            h = self.fn.tmp(self.types.ctype(t), "la")
+            em.line(f"if ({pos} + {nb} > P->len) {{ {err} = {pts}; goto {rej}; }}")
+            em.line(f"memset(&{h}, 0, sizeof {h});")
+            if isinstance(t, ir.HeaderType):
+                self.read_header(h, t, f"P->data + {pos}", None, em)
+                em.line(f"{h}._v = 1;")
+            else:
+                off = 0
+                for x, lt in self.leaves(h, t):
+                    w = scalar_width(lt)
+                    fn = "get_bits_w" if is_wide(lt) else "get_bits"
+                    em.line(f"{x} = {fn}(P->data + {pos}, {off}, {w});")
+                    off += w
+            return h
+        if not isinstance(t, (ir.BitType, ir.BoolType)):
             raise CUnsupported(f"lookahead of {type(t).__name__}", e.loc)
         w = scalar_width(t)
         nb = (w + 7) // 8
-        pts = self.err_code("PacketTooShort")
         em.line(f"if ({pos} + {nb} > P->len) {{ {err} = {pts}; goto {rej}; }}")
+        if is_wide(t):
+            return f"get_bits_w(P->data + {pos}, 0, {w})"
         return f"get_bits(P->data + {pos}, 0, {w})"
 
     def emit_value(self, x: str, t: ir.Type, em: Em) -> None:
         t = strip(t)
         if isinstance(t, ir.HeaderType):
             with em.block(f"if ({x}._v)"):
-                for f in t.fields:
-                    ft = strip(f.type)
-                    w = scalar_width(ft)
-                    if is_wide(ft):
-                        em.line(f"bb_putw(&P->out, {x}.{fld(f.name)}, {w});")
+                for leaf, lt in self.leaves(x, t):
+                    if isinstance(lt, ir.VarbitType):
+                        em.line(f"bb_bytes(&P->out, {leaf}.b, (uint32_t)({leaf}.nbits / 8));")
+                    elif is_wide(lt):
+                        em.line(f"bb_putw(&P->out, {leaf}, {scalar_width(lt)});")
                     else:
-                        em.line(f"bb_put_fast(&P->out, {x}.{fld(f.name)}, {w});")
+                        em.line(f"bb_put_fast(&P->out, {leaf}, {scalar_width(lt)});")
             return
-        if isinstance(t, ir.StructType):
+        if isinstance(t, (ir.StructType, ir.HeaderUnionType)):
             for f in t.fields:
                 self.emit_value(f"{x}.{fld(f.name)}", f.type, em)
+            return
+        if isinstance(t, ir.StackType):
+            for i in range(t.size):
+                self.emit_value(f"{x}.h[{i}]", t.elem, em)
             return
         raise CUnsupported(f"emit of {type(t).__name__}")
 
@@ -1597,6 +1857,14 @@ class CGen:
         body = ["    " + d for d in fn.decls] + em.lines
         self.functions.append(f"static {ret} blk_{role}({sig}) {{\n" + "\n".join(body) + "\n}")
         return decl.params
+
+
+def _varbit_of(t: ir.HeaderType) -> ir.StructField | None:
+    """The varbit field of a header (None when it has none); more than one is refused."""
+    vbs = [f for f in t.fields if isinstance(strip(f.type), ir.VarbitType)]
+    if len(vbs) > 1:
+        raise CUnsupported(f"header {t.name} with more than one varbit field", t.loc)
+    return vbs[0] if vbs else None
 
 
 def _stable(a: ir.Expr) -> bool:

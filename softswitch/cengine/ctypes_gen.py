@@ -77,18 +77,41 @@ class CTypes:
         if isinstance(t, (ir.HeaderType, ir.StructType)):
             return self._struct(t)
         if isinstance(t, ir.StackType):
-            raise CUnsupported("header stacks")
+            return self._stack(t)
         if isinstance(t, ir.HeaderUnionType):
-            raise CUnsupported("header unions")
+            return self._struct(t)
         if isinstance(t, ir.VarbitType):
-            raise CUnsupported("varbit fields")
+            return self._varbit(t)
         raise CUnsupported(f"values of type {type(t).__name__}")
 
-    def _struct(self, t: ir.HeaderType | ir.StructType) -> str:
+    def _stack(self, t: ir.StackType) -> str:
+        """``h[N]`` plus one spare element (what an out-of-range index reaches) and
+        ``n`` (nextIndex)."""
+        elem = self.ctype(t.elem)
+        name = f"STK_{elem}_{t.size}"
+        if name not in self._used:
+            self._used.add(name)
+            self.lines.append(
+                f"typedef struct {{\n    {elem} h[{t.size + 1}];\n    uint64_t n;\n}} {name};"
+            )
+        return name
+
+    def _varbit(self, t: ir.VarbitType) -> str:
+        """The current width in bits and the bytes, big-endian, left-aligned."""
+        nbytes = (t.max_width + 7) // 8
+        name = f"VB_{nbytes}"
+        if name not in self._used:
+            self._used.add(name)
+            self.lines.append(
+                f"typedef struct {{\n    uint64_t nbits;\n    uint8_t b[{max(1, nbytes)}];\n}} {name};"
+            )
+        return name
+
+    def _struct(self, t: ir.HeaderType | ir.StructType | ir.HeaderUnionType) -> str:
         name = self._names.get(id(t))
         if name is not None:
             return name
-        prefix = "H" if isinstance(t, ir.HeaderType) else "S"
+        prefix = {ir.HeaderType: "H", ir.HeaderUnionType: "U"}.get(type(t), "S")
         base = f"{prefix}_{c_ident(t.name)}"
         name = base
         n = 1
@@ -99,6 +122,8 @@ class CTypes:
         fields = [f"    {self.ctype(f.type)} f_{c_ident(f.name)};" for f in t.fields]
         if isinstance(t, ir.HeaderType):
             fields.append("    uint64_t _v;")
+            if t.bit_width % 8:
+                fields.append("    uint64_t _pad;  /* p4c's padding to whole bytes */")
         if not fields:
             fields.append("    uint64_t _pad;")
         self.lines.append(f"typedef struct {{\n{chr(10).join(fields)}\n}} {name};")

@@ -357,3 +357,26 @@ static inline const uint64_t *table_lookup(const table_t *t, const uint64_t *key
     }
     return NULL;
 }
+
+/* ------------------------------------------------------------------ header stacks */
+/* the spare element (index N) an out-of-range index reaches, reset to invalid/zero */
+static inline void *stk_spare(void *spare, size_t size) { memset(spare, 0, size); return spare; }
+#define STK_AT(s, N, i) (*((i) < (uint64_t)(N) ? &(s).h[(i)] : (__typeof__(&(s).h[0]))stk_spare(&(s).h[N], sizeof (s).h[0])))
+static inline void stk_push_front(void *base, uint64_t *n, int size, size_t esz, uint64_t count) {
+    uint8_t *h = (uint8_t *)base;
+    if (count > (uint64_t)size) count = size;
+    if (count) {
+        memmove(h + count * esz, h, (size - count) * esz);
+        memset(h, 0, count * esz);
+    }
+    *n = (*n + count) > (uint64_t)size ? (uint64_t)size : *n + count;
+}
+static inline void stk_pop_front(void *base, uint64_t *n, int size, size_t esz, uint64_t count) {
+    uint8_t *h = (uint8_t *)base;
+    if (count > (uint64_t)size) count = size;
+    if (count) {
+        memmove(h, h + count * esz, (size - count) * esz);
+        memset(h + (size - count) * esz, 0, count * esz);
+    }
+    *n = *n > count ? *n - count : 0;
+}
