@@ -724,7 +724,10 @@ class CGen:
                     with em.block(f"if ({rg})"):
                         self._stmt(ir.Assign(lhs, rhs, s.loc), sc, em)
                     with em.block("else"):
-                        self.zero(self.expr(lhs, sc, em), lhs.type, em)
+                        if isinstance(lhs, ir.Slice):
+                            self.assign_slice(lhs, "0", ir.BitType(64), sc, em)
+                        else:
+                            self.zero(self.expr(lhs, sc, em), lhs.type, em)
                 return
             with em.block(f"if ({rg})"):
                 self._stmt(s, sc, em)
@@ -1562,6 +1565,7 @@ class CGen:
                 em.line(f"{pos} += {nb};")
                 return
             stack: tuple[str, int] | None = None
+            others: list[str] = []
             if (
                 isinstance(target, ir.Member)
                 and target.name == "next"
@@ -1573,6 +1577,23 @@ class CGen:
                 soob = self.err_code("StackOutOfBounds")
                 em.line(f"if ({base}.n >= {st.size}) {{ {err} = {soob}; goto {rej}; }}")
                 h = f"{base}.h[{base}.n]"
+                stack = (base, st.size)
+            elif (
+                isinstance(target, ir.Member)
+                and isinstance(target.base, ir.Member)
+                and target.base.name == "next"
+                and isinstance(strip(target.base.base.type), ir.StackType)
+            ):  # stack_of_unions.next.member: the union at nextIndex; the stack advances
+                st = strip(target.base.base.type)
+                assert isinstance(st, ir.StackType)
+                base = self.expr(target.base.base, sc, em)
+                soob = self.err_code("StackOutOfBounds")
+                em.line(f"if ({base}.n >= {st.size}) {{ {err} = {soob}; goto {rej}; }}")
+                u = f"{base}.h[{base}.n]"
+                h = f"{u}.{fld(target.name)}"
+                ut = strip(st.elem)
+                assert isinstance(ut, ir.HeaderUnionType)
+                others = [f"{u}.{fld(f.name)}._v = 0;" for f in ut.fields if f.name != target.name]
                 stack = (base, st.size)
             else:
                 h = self.expr(target, sc, em)
@@ -1603,6 +1624,8 @@ class CGen:
                 em.line(f"{h}._v = 1;")
                 em.line(f"{pos} += (uint32_t)(({ht.bit_width} + {n}) / 8);")
             if stack is not None:
+                if others:
+                    em.line(" ".join(others))
                 em.line(f"{stack[0]}.n += 1;")
             else:
                 self.union_fixup(target, sc, em)
