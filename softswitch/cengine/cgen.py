@@ -106,9 +106,16 @@ class TableC:
     aw: int
     strategy: int  # 0: hashed mask groups (exact/lpm), 1: ordered list
 
+    direct_counter: bool = False
+    direct_meter: str | None = None  # "packets" / "bytes" when the table has a direct meter
+
+    @property
+    def args_offset(self) -> int:
+        return 2 + 2 * self.kw + 2 * len(self.key_words)
+
     @property
     def row_words(self) -> int:
-        return 1 + 2 * self.kw + 2 * len(self.key_words) + self.aw
+        return self.args_offset + self.aw
 
 
 @dataclass
@@ -226,8 +233,12 @@ class CGen:
         if t.name == "counter":
             c = self.compiled.counters[name]
             return self._array(name, "counter", c.size, 64)
-        if t.name in ("direct_counter", "direct_meter", "meter", "action_profile",
-                      "action_selector"):  # fmt: skip
+        if t.name in ("direct_counter", "direct_meter"):
+            return None  # kept by its table
+        if t.name == "meter":
+            m = self.compiled.meters[name]
+            return self._array(name, "meter", m.size, 0)
+        if t.name in ("action_profile", "action_selector"):
             raise CUnsupported(f"extern {t.name} ({name})", inst.loc)
         raise CUnsupported(f"extern {t.name}", inst.loc)
 
@@ -264,10 +275,6 @@ class CGen:
             return self._tables_by_name[name]
         if decl.implementation is not None:
             raise CUnsupported(f"table {name} with an action profile/selector", decl.loc)
-        if decl.counters is not None:
-            raise CUnsupported(f"table {name} with a direct counter", decl.loc)
-        if decl.meters is not None:
-            raise CUnsupported(f"table {name} with a direct meter", decl.loc)
         if decl.support_timeout:
             raise CUnsupported(f"table {name} with idle timeout", decl.loc)
         key_words: list[tuple[int, int, str]] = []
@@ -302,6 +309,8 @@ class CGen:
         strategy = 0 if table.strategy in ("exact", "lpm", "keyless") else 1
         tc = TableC(len(self.tables), name, decl, path, key_words, kw, action_ids, arg_words, aw,
                     strategy)  # fmt: skip
+        tc.direct_counter = decl.counters is not None
+        tc.direct_meter = table.direct_meter_kind if decl.meters is not None else None
         self.tables.append(tc)
         self._tables_by_name[name] = tc
         return tc
@@ -1249,7 +1258,12 @@ class CGen:
         else:
             em.line(f"{row} = 0;")
         with em.block(f"if ({row})"):
-            em.line(f"{hit} = 1; {an} = {row}[0]; {args} = {row} + {1 + 2 * tc.kw + 2 * len(tc.key_words)};")
+            em.line(f"{hit} = 1; {an} = {row}[0]; {args} = {row} + {tc.args_offset};")
+            if tc.direct_counter:
+                em.line(f"{T}.cnt[2 * {row}[1]] += 1; {T}.cnt[2 * {row}[1] + 1] += P->ingress_length;")
+            if tc.direct_meter is not None:
+                units = "1" if tc.direct_meter == "packets" else "P->ingress_length"
+                em.line(f"P->meter_color = meter_exec(&{T}.mtr[{row}[1]], {units}, S->now_ns);")
         with em.block("else"):
             em.line(f"{hit} = 0; {an} = {T}.def_action; {args} = {T}.def_args;")
         first = True
@@ -1513,6 +1527,11 @@ class CGen:
             return
         if not isinstance(e.target, ir.InstanceRef):
             raise CUnsupported(f"{ext}.{m} on a non-instance", e.loc)
+        if ext == "direct_counter" and m == "count":
+            return  # counted on every hit of its table
+        if ext == "direct_meter" and m == "read":
+            self.write_out(e.args[0], "P->meter_color", ir.BitType(64), sc, em)
+            return
         obj = sc.names.get(id(e.target.instance))
         if not isinstance(obj, ArrayC):
             raise CUnsupported(f"{ext} instance {e.target.instance.name}", e.loc)
@@ -1535,6 +1554,15 @@ class CGen:
                     em.line(f"{arr}[{idx}] = wmask({self.wide(v, a1.type)}, {obj.width});")
                 else:
                     em.line(f"{arr}[{idx}] = ({self.narrow(v, a1.type)}) & {cnum(mask(obj.width))};")
+            return
+        if ext == "meter" and m == "execute_meter":
+            idx = self.fn.tmp("uint64_t")
+            em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
+            kind = self.compiled.meters[obj.name].kind
+            units = "1" if kind == "packets" else "P->ingress_length"
+            col = self.fn.tmp("uint64_t")
+            em.line(f"{col} = {idx} < {obj.size} ? meter_exec(&((meter_t *)S->arr[{obj.index}])[{idx}], {units}, S->now_ns) : 0;")
+            self.write_out(e.args[1], col, ir.BitType(64), sc, em)
             return
         if ext == "counter" and m == "count":
             idx = self.fn.tmp("uint64_t")

@@ -241,11 +241,42 @@ static inline uint64_t rng_between(uint64_t *s, uint64_t lo, uint64_t hi) {
     return lo + rng_next(s) % span;
 }
 
+/* ------------------------------------------------------------------ meters */
+/* A two-rate three-colour marker as the Python engine's MeterCell (and BMv2): tokens in
+ * whole units refilled from a fixed origin, peak bucket first. */
+typedef struct { double rate; int64_t burst, tokens, last; uint64_t color; } bucket_t;
+typedef struct { int configured; bucket_t b[2]; } meter_t;
+static void meter_set(meter_t *m, int configured, uint64_t cir, uint64_t cburst, uint64_t pir, uint64_t pburst) {
+    memset(m, 0, sizeof *m);
+    m->configured = configured;
+    if (!configured) return;
+    m->b[0].rate = (double)pir / 1e6; m->b[0].burst = (int64_t)pburst; m->b[0].tokens = (int64_t)pburst; m->b[0].last = -1; m->b[0].color = 2;
+    m->b[1].rate = (double)cir / 1e6; m->b[1].burst = (int64_t)cburst; m->b[1].tokens = (int64_t)cburst; m->b[1].last = -1; m->b[1].color = 1;
+}
+static uint64_t meter_exec(meter_t *m, uint64_t units, uint64_t now_ns) {
+    if (!m->configured) return 0;
+    int64_t micros = (int64_t)(now_ns / 1000);
+    for (int i = 0; i < 2; i++) {
+        bucket_t *b = &m->b[i];
+        int64_t since = (int64_t)((double)micros * b->rate);
+        int64_t last = b->last;
+        if (last < 0 || since < last) last = since;
+        int64_t tokens = b->tokens + (since - last);
+        if (tokens > b->burst) tokens = b->burst;
+        b->last = since;
+        if (tokens < (int64_t)units) { b->tokens = tokens; return b->color; }
+        b->tokens = tokens - (int64_t)units;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ match tables */
 /* A table holds rows loaded (in match order) by the control plane. Row layout (words):
- * [action, key values (kw), key masks (kw), range low/high per key field (2 * nk), args (aw)].
- * Strategy 0 (exact and LPM tables): rows grouped by mask, one hash per group, groups
- * probed in load order (longest prefix first). Strategy 1: rows scanned in order. */
+ * [action, entry handle, key values (kw), key masks (kw), range low/high per key field
+ * (2 * nk), args (aw)]. Strategy 0 (exact and LPM tables): rows grouped by mask, one hash
+ * per group, groups probed in load order (longest prefix first). Strategy 1: rows scanned
+ * in order. Per entry handle: direct counter deltas (flushed to the Python entries) and
+ * direct meter state. */
 typedef struct {
     uint64_t mask[8];
     uint32_t cap;      /* power of two */
@@ -261,6 +292,9 @@ typedef struct {
     tgroup_t groups[130];
     uint64_t def_action;
     uint64_t def_args[64];
+    uint32_t nhandles;       /* capacity of the per-handle arrays */
+    uint64_t *cnt;           /* 2 per handle: packets, bytes since the last flush */
+    meter_t *mtr;            /* per handle */
 } table_t;
 
 static inline uint64_t mix64(uint64_t h) {
@@ -272,15 +306,38 @@ static inline uint64_t tkey_hash(const uint64_t *k, const uint64_t *m, int kw) {
     for (int i = 0; i < kw; i++) h = mix64(h ^ (k[i] & m[i]) ^ ((uint64_t)i << 56));
     return h;
 }
-static void table_free(table_t *t) {
+static void table_free_rows(table_t *t) {
     for (int g = 0; g < t->ngroups; g++) free(t->groups[g].slots);
     t->ngroups = 0;
     free(t->rows);
     t->rows = NULL;
     t->nrows = 0;
 }
+static void table_free(table_t *t) {
+    table_free_rows(t);
+    free(t->cnt); free(t->mtr);
+    t->cnt = NULL; t->mtr = NULL; t->nhandles = 0;
+}
+static int table_handles(table_t *t, uint32_t need) {
+    if (need <= t->nhandles) return 0;
+    uint32_t cap = t->nhandles ? t->nhandles : 64;
+    while (cap < need) cap *= 2;
+    uint64_t *cnt = (uint64_t *)realloc(t->cnt, sizeof(uint64_t) * 2 * cap);
+    if (!cnt) return -1;
+    t->cnt = cnt;
+    meter_t *mtr = (meter_t *)realloc(t->mtr, sizeof(meter_t) * cap);
+    if (!mtr) return -1;
+    t->mtr = mtr;
+    memset(t->cnt + 2 * t->nhandles, 0, sizeof(uint64_t) * 2 * (cap - t->nhandles));
+    memset(t->mtr + t->nhandles, 0, sizeof(meter_t) * (cap - t->nhandles));
+    t->nhandles = cap;
+    return 0;
+}
 static int table_load(table_t *t, uint32_t n, const uint64_t *rows) {
-    table_free(t);
+    table_free_rows(t);
+    uint32_t maxh = 0;
+    for (uint32_t r = 0; r < n; r++) if (rows[(size_t)r * t->rw + 1] + 1 > maxh) maxh = (uint32_t)rows[(size_t)r * t->rw + 1] + 1;
+    if (table_handles(t, maxh)) return -1;
     if (n) {
         t->rows = (uint64_t *)malloc(sizeof(uint64_t) * t->rw * n);
         if (!t->rows) return -1;
@@ -290,7 +347,7 @@ static int table_load(table_t *t, uint32_t n, const uint64_t *rows) {
     if (t->strategy != 0) return 0;
     for (uint32_t r = 0; r < n; r++) {
         const uint64_t *row = t->rows + (size_t)r * t->rw;
-        const uint64_t *mask = row + 1 + t->kw;
+        const uint64_t *mask = row + 2 + t->kw;
         int g;
         for (g = 0; g < t->ngroups; g++)
             if (memcmp(t->groups[g].mask, mask, sizeof(uint64_t) * t->kw) == 0) break;
@@ -304,7 +361,7 @@ static int table_load(table_t *t, uint32_t n, const uint64_t *rows) {
     for (int g = 0; g < t->ngroups; g++) {
         uint32_t cnt = 0;
         for (uint32_t r = 0; r < n; r++)
-            if (memcmp(t->groups[g].mask, t->rows + (size_t)r * t->rw + 1 + t->kw, sizeof(uint64_t) * t->kw) == 0) cnt++;
+            if (memcmp(t->groups[g].mask, t->rows + (size_t)r * t->rw + 2 + t->kw, sizeof(uint64_t) * t->kw) == 0) cnt++;
         uint32_t cap = 8;
         while (cap < cnt * 2) cap <<= 1;
         t->groups[g].cap = cap;
@@ -315,8 +372,8 @@ static int table_load(table_t *t, uint32_t n, const uint64_t *rows) {
         const uint64_t *row = t->rows + (size_t)r * t->rw;
         for (int g = 0; g < t->ngroups; g++) {
             tgroup_t *gr = &t->groups[g];
-            if (memcmp(gr->mask, row + 1 + t->kw, sizeof(uint64_t) * t->kw) != 0) continue;
-            uint32_t i = (uint32_t)tkey_hash(row + 1, gr->mask, t->kw) & (gr->cap - 1);
+            if (memcmp(gr->mask, row + 2 + t->kw, sizeof(uint64_t) * t->kw) != 0) continue;
+            uint32_t i = (uint32_t)tkey_hash(row + 2, gr->mask, t->kw) & (gr->cap - 1);
             while (gr->slots[i]) i = (i + 1) & (gr->cap - 1);
             gr->slots[i] = (int32_t)r + 1;
             break;
@@ -335,7 +392,7 @@ static inline const uint64_t *table_lookup(const table_t *t, const uint64_t *key
             while ((s = gr->slots[i]) != 0) {
                 const uint64_t *row = t->rows + (size_t)(s - 1) * t->rw;
                 int ok = 1;
-                for (int j = 0; j < kw; j++) if ((key[j] & gr->mask[j]) != row[1 + j]) { ok = 0; break; }
+                for (int j = 0; j < kw; j++) if ((key[j] & gr->mask[j]) != row[2 + j]) { ok = 0; break; }
                 if (ok) return row;
                 i = (i + 1) & (gr->cap - 1);
             }
@@ -345,9 +402,9 @@ static inline const uint64_t *table_lookup(const table_t *t, const uint64_t *key
     for (uint32_t r = 0; r < t->nrows; r++) {
         const uint64_t *row = t->rows + (size_t)r * t->rw;
         int ok = 1;
-        for (int j = 0; j < kw; j++) if ((key[j] & row[1 + kw + j]) != row[1 + j]) { ok = 0; break; }
+        for (int j = 0; j < kw; j++) if ((key[j] & row[2 + kw + j]) != row[2 + j]) { ok = 0; break; }
         if (!ok) continue;
-        const uint64_t *rg = row + 1 + 2 * kw;
+        const uint64_t *rg = row + 2 + 2 * kw;
         for (int f = 0; f < t->nk && ok; f++) {
             int w = t->range_word[f];
             if (w < 0) continue;
@@ -357,7 +414,6 @@ static inline const uint64_t *table_lookup(const table_t *t, const uint64_t *key
     }
     return NULL;
 }
-
 /* ------------------------------------------------------------------ header stacks */
 /* the spare element (index N) an out-of-range index reaches, reset to invalid/zero */
 static inline void *stk_spare(void *spare, size_t size) { memset(spare, 0, size); return spare; }

@@ -27,6 +27,7 @@ from softswitch.cengine.errors import CUnsupported
 from softswitch.cengine.v1c import CDEF, generate
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.pre import PacketReplicationEngine
+from softswitch.engine.externs import Meter
 from softswitch.engine.tables import FieldMatch, MatchKind, Table, TableEntry
 
 log = logging.getLogger(__name__)
@@ -130,16 +131,27 @@ class CV1Switch:
         self._pre_stale = True
         self._dirty = True
         self._tables: list[tuple[TableC, Table]] = []
+        # per table: the entries as last loaded (row order), and each handle's direct
+        # meter cell as last loaded (a new cell means a new configuration: reset)
+        self._loaded: list[list[TableEntry]] = [[] for _ in gen.tables]
+        self._meter_cells: list[dict[int, Any]] = [{} for _ in gen.tables]
         for tc in gen.tables:
             table = compiled.tables[tc.name]
             self._tables.append((tc, table))
             table.add_listener(self._table_listener(tc.index))
+            if tc.direct_counter:
+                table.add_counter_sync(self._counter_sync(tc.index))
         pre.add_listener(self._pre_changed)
+        self._meters: list[tuple[ArrayC, Meter, list[Any]]] = []
+        self._stale_meters: set[int] = set()
         for a in gen.arrays:
             self._bind_array(a)
+        self._needs_clock = bool(self._meters) or any(
+            tc.direct_meter is not None for tc in gen.tables
+        )
         sm_t = ir.strip_newtype(compiled.block_params["parser"][3].type)
         names = {f.name for f in getattr(sm_t, "fields", [])}
-        self._has_ts = bool(
+        self._needs_clock = self._needs_clock or bool(
             {"ingress_global_timestamp", "egress_global_timestamp", "enq_timestamp"} & names
         )
 
@@ -152,12 +164,60 @@ class CV1Switch:
 
         return changed
 
+    def _counter_sync(self, index: int) -> Callable[[Table], None]:
+        def sync(_table: Table) -> None:
+            self._flush_counters(index)
+
+        return sync
+
+    def _flush_counters(self, index: int) -> None:
+        """Add the C engine's direct counts to the entries last loaded into table
+        ``index`` (and zero them in C)."""
+        entries = self._loaded[index]
+        if not entries or not self._tables[index][0].direct_counter:
+            return
+        handles = self._ffi.new("uint64_t[]", [e.handle for e in entries])
+        out = self._ffi.new("uint64_t[]", 2 * len(entries))
+        self._lib.ss_table_flush(self._state, index, len(entries), handles, out)
+        for i, e in enumerate(entries):
+            e.packets += out[2 * i]
+            e.bytes += out[2 * i + 1]
+
+    def _meter_listener(self, index: int) -> Callable[[Meter], None]:
+        def changed(_meter: Meter) -> None:
+            self._stale_meters.add(index)
+            self._dirty = True
+
+        return changed
+
+    def _load_meter(self, index: int) -> None:
+        a, meter, last = self._meters[index]
+        for i, cell in enumerate(meter.cells):
+            state = (cell, getattr(cell, "_buckets", None))
+            if last[i] is not None and last[i][0] is state[0] and last[i][1] is state[1]:
+                continue
+            last[i] = state
+            cfg = cell.config
+            if cfg is None:
+                self._lib.ss_meter(self._state, a.index, i, 0, 0, 0, 0, 0)
+            else:
+                self._lib.ss_meter(
+                    self._state, a.index, i, 1, cfg.cir, cfg.cburst, cfg.pir, cfg.pburst
+                )
+
     def _pre_changed(self, _pre: PacketReplicationEngine) -> None:
         self._pre_stale = True
         self._dirty = True
 
     def _bind_array(self, a: ArrayC) -> None:
         ptr = self._lib.ss_array(self._state, a.index)
+        if a.kind == "meter":
+            meter = self.compiled.meters[a.name]
+            index = len(self._meters)
+            self._meters.append((a, meter, [None] * meter.size))
+            meter.add_listener(self._meter_listener(index))
+            self._stale_meters.add(index)
+            return
         if a.kind == "register":
             reg = self.compiled.registers[a.name]
             words = self._gen.types.words if a.width > 64 else 1
@@ -178,12 +238,16 @@ class CV1Switch:
             tc, table = self._tables[index]
             self._load_table(tc, table)
         self._stale_tables.clear()
+        for index in sorted(self._stale_meters):
+            self._load_meter(index)
+        self._stale_meters.clear()
         if self._pre_stale:
             self._load_pre()
             self._pre_stale = False
         self._dirty = False
 
     def _load_table(self, tc: TableC, table: Table) -> None:
+        self._flush_counters(tc.index)
         entries = table.entries()
         if tc.strategy == 0:
             entries.sort(key=lambda e: -_prefix_bits(table, e))
@@ -196,6 +260,24 @@ class CV1Switch:
         rc = self._lib.ss_table_load(self._state, tc.index, len(entries), rows)
         if rc != 0:
             raise MemoryError(f"C engine: loading table {tc.name} failed ({rc})")
+        self._loaded[tc.index] = entries
+        if tc.direct_meter is not None:
+            cells = self._meter_cells[tc.index]
+            for e in entries:
+                cell = e.meter_state
+                state = (cell, getattr(cell, "_buckets", None))
+                old = cells.get(e.handle)
+                if old is not None and old[0] is state[0] and old[1] is state[1]:
+                    continue
+                cells[e.handle] = state
+                cfg = cell.config if cell is not None else None
+                if cfg is None:
+                    self._lib.ss_table_meter(self._state, tc.index, e.handle, 0, 0, 0, 0, 0)
+                else:
+                    self._lib.ss_table_meter(
+                        self._state, tc.index, e.handle, 1, cfg.cir, cfg.cburst, cfg.pir,
+                        cfg.pburst,
+                    )  # fmt: skip
         name, args = table.default_action.name, table.default_action.args
         aid = tc.action_ids.get(name, 0)
         argw = self._args(tc, name, args)
@@ -240,7 +322,8 @@ class CV1Switch:
         if action is None:
             raise CUnsupported(f"table {tc.name}: entry without a direct action")
         aid = tc.action_ids[action.name]
-        return [aid, *values, *masks, *ranges, *self._args(tc, action.name, action.args)]
+        args = self._args(tc, action.name, action.args)
+        return [aid, e.handle, *values, *masks, *ranges, *args]
 
     def _load_pre(self) -> None:
         groups: list[int] = []
@@ -270,8 +353,8 @@ class CV1Switch:
         """All frames transmitted because ``frame`` arrived on ``port``, in order."""
         if self._dirty:
             self._sync()
-        now = ((self.clock_ns() - self._t0) // 1000) & _MASK48 if self._has_ts else 0
-        n = self._lib.ss_process(self._state, port, frame, len(frame), now, self._out)
+        now = self.clock_ns() if self._needs_clock else self._t0
+        n = self._lib.ss_process(self._state, port, frame, len(frame), now, self._t0, self._out)
         if n == 0:
             return []
         buf = self._ffi.unpack(self._out[0], n)

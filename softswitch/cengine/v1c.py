@@ -28,8 +28,13 @@ MAX_PASSES = 256
 CDEF = """
 void *ss_new(void);
 void ss_free(void *S);
-int ss_process(void *S, uint32_t port, const char *frame, uint32_t len, uint64_t now_us,
-               char **out);
+int ss_process(void *S, uint32_t port, const char *frame, uint32_t len, uint64_t now_ns,
+               uint64_t t0_ns, char **out);
+void ss_table_flush(void *S, int t, uint32_t n, const uint64_t *handles, uint64_t *out);
+void ss_table_meter(void *S, int t, uint64_t handle, int configured, uint64_t cir,
+                    uint64_t cburst, uint64_t pir, uint64_t pburst);
+void ss_meter(void *S, int a, uint64_t index, int configured, uint64_t cir, uint64_t cburst,
+              uint64_t pir, uint64_t pburst);
 int ss_table_load(void *S, int t, uint32_t n, const uint64_t *rows);
 void ss_table_default(void *S, int t, uint64_t action, const uint64_t *args, int nargs);
 uint64_t *ss_array(void *S, int a);
@@ -50,6 +55,7 @@ typedef struct {
     int64_t resubmit_fl; int has_resubmit;
     int64_t recirculate_fl; int has_recirculate;
     uint64_t truncate;
+    uint64_t meter_color;
     int assert_failed;
     bitbuf_t out;
 } pkt_t;
@@ -149,11 +155,17 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         "    uint32_t *groups;   /* gid, count, then (port, rid) pairs; sorted by gid */",
         "    uint32_t *sessions; /* sid, truncate, count, then (port, rid) pairs */",
         "    uint64_t stats[4];",
+        "    uint64_t now_ns;",
         "    char *out; uint32_t out_cap;",
         "} state_t;",
     ]
     arrays = []
     for a in gen.arrays:
+        if a.kind == "meter":
+            arrays.append(
+                f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)}, sizeof(meter_t));"
+            )
+            continue
         words = 2 if a.kind == "counter" else (gen.types.words if a.width > 64 else 1)
         arrays.append(f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)} * {words}, 8);")
     tables = []
@@ -420,11 +432,13 @@ static void after_egress(run_t *R, job_t *j) {
     free(j);
 }
 
-int ss_process(void *vs, uint32_t port, const char *frame, uint32_t len, uint64_t now_us, char **out) {
+int ss_process(void *vs, uint32_t port, const char *frame, uint32_t len, uint64_t now_ns, uint64_t t0_ns, char **out) {
     run_t R;
     memset(&R, 0, sizeof R);
     R.S = (state_t *)vs;
+    uint64_t now_us = ((now_ns - t0_ns) / 1000) & 0xFFFFFFFFFFFFull;
     R.now_us = now_us;
+    R.S->now_ns = now_ns;
     job_t *j = job_new();
     pkt_init(&j->P, (const uint8_t *)frame, len, len);
     j->sm.f_ingress_port = port;
@@ -467,6 +481,26 @@ void ss_table_default(void *vs, int t, uint64_t action, const uint64_t *args, in
     for (int i = 0; i < nargs && i < 64; i++) tb->def_args[i] = args[i];
 }
 uint64_t *ss_array(void *vs, int a) { return ((state_t *)vs)->arr[a]; }
+void ss_table_flush(void *vs, int t, uint32_t n, const uint64_t *handles, uint64_t *out) {
+    table_t *tb = &((state_t *)vs)->tbl[t];
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t h = handles[i];
+        if (h < tb->nhandles) {
+            out[2 * i] = tb->cnt[2 * h]; out[2 * i + 1] = tb->cnt[2 * h + 1];
+            tb->cnt[2 * h] = 0; tb->cnt[2 * h + 1] = 0;
+        } else { out[2 * i] = 0; out[2 * i + 1] = 0; }
+    }
+}
+void ss_table_meter(void *vs, int t, uint64_t handle, int configured, uint64_t cir,
+                    uint64_t cburst, uint64_t pir, uint64_t pburst) {
+    table_t *tb = &((state_t *)vs)->tbl[t];
+    if (table_handles(tb, (uint32_t)handle + 1)) return;
+    meter_set(&tb->mtr[handle], configured, cir, cburst, pir, pburst);
+}
+void ss_meter(void *vs, int a, uint64_t index, int configured, uint64_t cir, uint64_t cburst,
+              uint64_t pir, uint64_t pburst) {
+    meter_set(&((meter_t *)((state_t *)vs)->arr[a])[index], configured, cir, cburst, pir, pburst);
+}
 int ss_pre_load(void *vs, uint32_t ngroups, const uint32_t *groups, uint32_t nsessions, const uint32_t *sessions) {
     state_t *S = (state_t *)vs;
     uint32_t gl = 0, sl = 0;

@@ -401,6 +401,9 @@ class Table:
         self._by_id: dict[tuple[tuple[FieldMatch | None, ...], int], TableEntry] = {}
         # called after every change of entries or default action (the C engine's mirror)
         self._listeners: list[Callable[[Table], None]] = []
+        # called before the direct counters of entries are read or written (the C engine
+        # adds the counts it holds)
+        self._counter_syncs: list[Callable[[Table], None]] = []
         self._handles = _HandleAllocator()
         self._widths = tuple(k.width for k in self.keys)
         shifts = []
@@ -436,6 +439,16 @@ class Table:
 
     def _changed(self) -> None:
         for fn in self._listeners:
+            fn(self)
+
+    def add_counter_sync(self, fn: Callable[[Table], None]) -> None:
+        """Call ``fn(self)`` whenever :meth:`sync_counters` runs."""
+        self._counter_syncs.append(fn)
+
+    def sync_counters(self) -> None:
+        """Bring the entries' direct counters up to date (a data path that counts
+        elsewhere adds its counts here); call before reading or writing them."""
+        for fn in self._counter_syncs:
             fn(self)
 
     # ------------------------------------------------------------------ hot path
@@ -799,6 +812,7 @@ class Table:
         """Configure the direct meter of a stored entry (``None``: unconfigured)."""
         entry.meter = config
         entry.meter_state = MeterCell(config) if config is not None else None
+        self._changed()
 
     def expired(self, now_ns: int) -> list[TableEntry]:
         """Entries whose idle timeout has elapsed since their last hit (or insertion time
