@@ -1701,6 +1701,8 @@ class CGen:
             w = scalar_width(t)
             if is_wide(t):
                 em.line(f"{x} = get_bits_w({base}, {at}, {w});")
+            elif off == "0" and static % 8 == 0 and w % 8 == 0:
+                em.line(f"{x} = ld_be({base} + {static // 8}, {w // 8});")
             else:
                 em.line(f"{x} = get_bits({base}, {at}, {w});")
             static += w
@@ -1745,6 +1747,28 @@ class CGen:
 
     def emit_value(self, x: str, t: ir.Type, em: Em) -> None:
         t = strip(t)
+        if isinstance(t, ir.HeaderType) and _varbit_of(t) is None:
+            nb = (t.bit_width + 7) // 8
+            with em.block(f"if ({x}._v)"):
+                em.line(f"uint8_t *_o = P->out.b + (P->out.nbits >> 3);")
+                em.line(f"if ((P->out.nbits >> 3) + {nb} > P->out.cap) goto Lexit;")
+                em.line(f"P->out.nbits += {nb * 8};")
+                leaves = self.leaves(x, t)
+                if any(scalar_width(lt) % 8 for _, lt in leaves):
+                    em.line(f"memset(_o, 0, {nb});")
+                off = 0
+                for leaf, lt in leaves:
+                    w = scalar_width(lt)
+                    if is_wide(lt):
+                        if off % 8 == 0 and w % 8 == 0:
+                            em.line(f"memset(_o + {off // 8}, 0, {w // 8});")
+                        em.line(f"put_bits_w(_o, {off}, {leaf}, {w});")
+                    elif off % 8 == 0 and w % 8 == 0:
+                        em.line(f"st_be(_o + {off // 8}, {leaf}, {w // 8});")
+                    else:
+                        em.line(f"put_bits(_o, {off}, {leaf}, {w});")
+                    off += w
+            return
         if isinstance(t, ir.HeaderType):
             with em.block(f"if ({x}._v)"):
                 for leaf, lt in self.leaves(x, t):

@@ -174,6 +174,38 @@ static inline wide_t get_bits_w(const uint8_t *p, uint32_t bitpos, int w) {
     return r;
 }
 
+/* big-endian loads and stores of whole bytes at any address */
+static inline uint64_t ld_be(const uint8_t *p, int nbytes) {
+    switch (nbytes) {
+    case 1: return p[0];
+    case 2: { uint16_t v; memcpy(&v, p, 2); return __builtin_bswap16(v); }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return __builtin_bswap32(v); }
+    case 8: { uint64_t v; memcpy(&v, p, 8); return __builtin_bswap64(v); }
+    default: { uint64_t v = 0; for (int i = 0; i < nbytes; i++) v = (v << 8) | p[i]; return v; }
+    }
+}
+static inline void st_be(uint8_t *p, uint64_t v, int nbytes) {
+    switch (nbytes) {
+    case 1: p[0] = (uint8_t)v; return;
+    case 2: { uint16_t x = __builtin_bswap16((uint16_t)v); memcpy(p, &x, 2); return; }
+    case 4: { uint32_t x = __builtin_bswap32((uint32_t)v); memcpy(p, &x, 4); return; }
+    case 8: { uint64_t x = __builtin_bswap64(v); memcpy(p, &x, 8); return; }
+    default: for (int i = nbytes - 1; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; } return;
+    }
+}
+/* ORs the w low bits of v into bits [bitpos, bitpos + w) of p (which are zero) */
+static inline void put_bits(uint8_t *p, uint32_t bitpos, uint64_t v, int w) {
+    for (int i = w - 1; i >= 0; i--, bitpos++)
+        if ((v >> i) & 1) p[bitpos >> 3] |= (uint8_t)(0x80 >> (bitpos & 7));
+}
+static inline void put_bits_w(uint8_t *p, uint32_t bitpos, wide_t v, int w) {
+    for (int i = w; i > 0; i -= 64) {
+        int n = i >= 64 ? 64 : i;
+        put_bits(p, bitpos, wslice64(v, i - 1, i - n), n);
+        bitpos += n;
+    }
+}
+
 /* ------------------------------------------------------------------ hashes */
 static uint32_t crc32_table[256];
 static uint16_t crc16_table[256];
