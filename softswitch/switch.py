@@ -378,6 +378,7 @@ class SwitchOptions:
     egress_order: str = "sync"
     seed: int | None = None
     queue_depth: int = 64
+    engine: str = "python"
     notes: tuple[str, ...] = field(default=())
 
 
@@ -387,6 +388,7 @@ class _TmOptions(TypedDict):
     egress_order: str
     queue_depth: int
     egress_seed: int | None
+    engine: str
 
 
 def _parse_interface(text: str) -> tuple[int, str]:
@@ -443,6 +445,11 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     p.add_argument("--seed", metavar="N", help="seed of --egress-order random")
     p.add_argument("--queue-depth", default="64", metavar="PKTS",
                    help="egress queue capacity per port in the queued modes (BMv2: 64)")
+    p.add_argument("--engine", default=os.environ.get("SOFTSWITCH_ENGINE", "python"),
+                   metavar="python|c",
+                   help="packet engine: the Python reference or the compiled C data path "
+                   "(a program or mode it cannot take runs on Python, logged); default "
+                   "$SOFTSWITCH_ENGINE or python")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
     args = p.parse_args(list(argv))
@@ -494,6 +501,8 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"--queue-depth {args.queue_depth}: not an integer") from None
     if not 1 <= depth <= MAX_QUEUE_DEPTH:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
+    if args.engine not in ("python", "c"):
+        raise _UsageError(f"--engine {args.engine}: choose from python, c")
     notes: tuple[str, ...] = ()
     if args.thrift_port is not None:
         notes = (
@@ -516,6 +525,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         egress_order=args.egress_order,
         seed=seed,
         queue_depth=depth,
+        engine=args.engine,
         notes=notes,
     )
 
@@ -580,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
     tm: _TmOptions = {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
-                      "egress_seed": opts.seed}
+                      "egress_seed": opts.seed, "engine": opts.engine}
     initial = None
     pipeline = None
     if opts.program is not None:

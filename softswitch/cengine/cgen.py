@@ -287,8 +287,8 @@ class CGen:
                 raise CUnsupported(f"range match on {w} bits", k.loc)
             key_words.append((kw, w, k.match_kind))
             kw += max(1, (w + 63) // 64)
-        if kw > 8:
-            raise CUnsupported(f"table {name}: key wider than 512 bits", decl.loc)
+        if kw > 32:
+            raise CUnsupported(f"table {name}: key wider than 2048 bits", decl.loc)
         action_ids: dict[str, int] = {}
         arg_words: dict[str, list[tuple[int, int]]] = {}
         aw = 0
@@ -1036,8 +1036,6 @@ class CGen:
                         self.zero(obj, t, em)
                     continue
             name = self.declare(p, inner)
-            if isinstance(a, ir.Slice):
-                raise CUnsupported("a slice as an out argument", a.loc)
             if p.direction == "inout":
                 em.line(f"{name} = {self.expr(a, sc, em)};")
             else:
@@ -1047,7 +1045,10 @@ class CGen:
 
     def copy_out(self, outs: list[tuple[ir.Expr, str]], sc: Scope, em: Em) -> None:
         for a, name in outs:
-            em.line(f"{self.expr(a, sc, em)} = {name};")
+            if isinstance(a, ir.Slice):
+                self.assign_slice(a, name, a.type, sc, em)
+            else:
+                em.line(f"{self.expr(a, sc, em)} = {name};")
 
     def inline_body(
         self,

@@ -310,7 +310,7 @@ static uint64_t meter_exec(meter_t *m, uint64_t units, uint64_t now_ns) {
  * in order. Per entry handle: direct counter deltas (flushed to the Python entries) and
  * direct meter state. */
 typedef struct {
-    uint64_t mask[8];
+    uint64_t mask[32];
     uint32_t cap;      /* power of two */
     int32_t *slots;    /* row index + 1; 0 empty */
 } tgroup_t;
