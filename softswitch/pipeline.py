@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from softswitch import ir
-from softswitch.cengine import c_switch, check_engine
+from softswitch.cengine import c_switch, check_engine, default_engine
 from softswitch.engine.codegen import CompiledProgram, compile_program
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
@@ -51,9 +51,10 @@ class Pipeline:
         egress_order: str = "sync",
         queue_depth: int = BMV2_QUEUE_DEPTH,
         egress_seed: int | None = None,
-        engine: str = "python",
+        engine: str | None = None,
     ) -> None:
         check_tm_options(egress_order, queue_depth, egress_seed)
+        engine = default_engine() if engine is None else engine
         check_engine(engine)
         if log_msgs is None:
             log_msgs = logging.getLogger("softswitch.p4").isEnabledFor(logging.DEBUG)

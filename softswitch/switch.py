@@ -445,7 +445,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     p.add_argument("--seed", metavar="N", help="seed of --egress-order random")
     p.add_argument("--queue-depth", default="64", metavar="PKTS",
                    help="egress queue capacity per port in the queued modes (BMv2: 64)")
-    p.add_argument("--engine", default=os.environ.get("SOFTSWITCH_ENGINE", "python"),
+    p.add_argument("--engine", default=os.environ.get("SOFTSWITCH_ENGINE") or "python",
                    metavar="python|c",
                    help="packet engine: the Python reference or the compiled C data path "
                    "(a program or mode it cannot take runs on Python, logged); default "

@@ -9,6 +9,7 @@ line that names the construct and where it is in the P4 source.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,12 @@ from softswitch.engine.pre import PacketReplicationEngine
 log = logging.getLogger(__name__)
 
 ENGINES = ("python", "c")
+
+
+def default_engine() -> str:
+    """The engine of a pipeline that names none: ``$SOFTSWITCH_ENGINE`` or "python" (so
+    that a whole test run or a topology can be switched to the C engine at once)."""
+    return os.environ.get("SOFTSWITCH_ENGINE") or "python"
 
 
 def check_engine(engine: str) -> None:
@@ -63,4 +70,4 @@ def c_switch(
     return None
 
 
-__all__ = ["ENGINES", "CBuildError", "CUnsupported", "c_switch", "check_engine"]
+__all__ = ["ENGINES", "CBuildError", "CUnsupported", "c_switch", "check_engine", "default_engine"]

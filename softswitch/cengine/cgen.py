@@ -36,6 +36,7 @@ from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
 from softswitch.engine.codegen_walk import has_return, root_var, walk
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.tables import MatchKind
+from softswitch.v1model.primitives import _unwrap_struct_init
 
 PARSER_LOOP_LIMIT = 10000  # back-edge transitions before error.ParserTimeout (as Python)
 DROP_PORT = 511
@@ -172,6 +173,10 @@ class CGen:
         self.uses_random = False
         self.field_lists: dict[int, list[str]] = {}
         self.pins: dict[int, str] = {}  # id(Index) -> its index, evaluated once
+        # digests: (name, field widths) per id; the ingress call sites (id, values)
+        self.digests: list[tuple[str, list[int]]] = []
+        self.digest_sites: list[tuple[int, list[tuple[str, int]]]] = []
+        self.digest_flag: str | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -1511,6 +1516,69 @@ class CGen:
             f"P->has_recirculate = 1; P->recirculate_fl = (int64_t){self.arg(e, 0, sc, em)};"
         )
 
+    def fn_digest(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        """A digest call in ingress (BMv2 delivers no other): the message is built at the
+        end of ingress from the fields' final values, as the Python engine does (values
+        that are not plain fields are taken at the call)."""
+        if sc.role != "ingress" or self.digest_flag is None:
+            return
+        data = e.args[1]
+        assert data is not None
+        t = strip(e.type_args[0] if e.type_args else data.type)
+        name = getattr(t, "name", "digest")
+        ann = getattr(t, "annotations", {}).get("name")
+        if ann:
+            name = str(ann[0]).strip('"')
+            name = name[1:] if name.startswith(".") else name
+        data = _unwrap_struct_init(data)
+        values: list[tuple[str, int]] = []
+        for x, w, late in self.digest_fields(data, sc, em):
+            if w < 0:
+                raise CUnsupported("a varbit field in a digest", e.loc)
+            if not late:
+                tmp = self.fn.tmp("wide_t" if w > 64 else "uint64_t", "dv")
+                em.line(f"{tmp} = {x};")
+                x = tmp
+            values.append((x, w))
+        widths = [w for _, w in values]
+        if sum(max(1, (w + 63) // 64) for w in widths) > 64:
+            raise CUnsupported("a digest of more than 64 words", e.loc)
+        ident = len(self.digests)
+        self.digests.append((name, widths))
+        self.digest_sites.append((ident, values))
+        em.line(f"{self.digest_flag} = {ident + 1};")
+
+    def digest_fields(self, e: ir.Expr, sc: Scope, em: Em) -> list[tuple[str, int, bool]]:
+        """``(value, width, read late)`` of each scalar of a digest's data."""
+        t = strip(e.type)
+        if isinstance(e, ir.ListExpr):
+            out: list[tuple[str, int, bool]] = []
+            for x in e.elems:
+                out += self.digest_fields(x, sc, em)
+            return out
+        late = _is_path(e)
+        return [(x, w, late) for x, w, _, _ in (
+            self.flat_obj(self.expr(e, sc, em), t, None)
+            if isinstance(t, (ir.HeaderType, ir.StructType)) else self.flat(e, sc, em)
+        )]  # fmt: skip
+
+    def end_digests(self, em: Em) -> None:
+        """At the end of ingress: the message of the last digest call that ran."""
+        flag = self.digest_flag
+        for ident, values in self.digest_sites:
+            with em.block(f"if ({flag} == {ident + 1})"):
+                em.line(f"P->dg_id = {ident + 1};")
+                k = 0
+                for x, w in values:
+                    if w > 64:
+                        for i in range((w + 63) // 64):
+                            em.line(f"P->dg[{k}] = ({x}).w[{i}];")
+                            k += 1
+                    else:
+                        em.line(f"P->dg[{k}] = {x};")
+                        k += 1
+                em.line(f"P->dg_n = {k};")
+
     def fn_truncate(self, e: ir.Call, sc: Scope, em: Em) -> None:
         em.line(f"P->truncate = {self.arg(e, 0, sc, em)};")
 
@@ -1920,11 +1988,17 @@ class CGen:
             ret = "uint64_t"
         else:
             sc.deparser = role == "deparser"
+            if role == "ingress":
+                self.digest_flag = fn.tmp("uint64_t", "dgf")
+                em.line(f"{self.digest_flag} = 0;")
             for x in decl.locals:
                 if isinstance(x, ir.VarDecl):
                     self.stmt(x, sc, em)
             self.stmt(decl.body, sc, em)
             em.label("Lexit")
+            if role == "ingress":
+                self.end_digests(em)
+                self.digest_flag = None
             em.label("Labort")
             em.line("return 0;")
             ret = "uint64_t"
@@ -1941,6 +2015,15 @@ def _varbit_of(t: ir.HeaderType) -> ir.StructField | None:
     if len(vbs) > 1:
         raise CUnsupported(f"header {t.name} with more than one varbit field", t.loc)
     return vbs[0] if vbs else None
+
+
+def _is_path(e: ir.Expr) -> bool:
+    """A field path or a constant: what the end of ingress can read again."""
+    if isinstance(e, (ir.Const, ir.BoolConst)):
+        return True
+    while isinstance(e, ir.Member):
+        e = e.base
+    return isinstance(e, ir.VarRef)
 
 
 def _stable(a: ir.Expr) -> bool:

@@ -127,6 +127,7 @@ class CV1Switch:
         self._t0 = clock_ns()
         self.digests: deque[tuple[str, tuple[int, ...]]] = deque()
         self._out = self._ffi.new("char **")
+        self._ndg = self._ffi.new("uint32_t *")
         self._stale_tables: set[int] = set(range(len(gen.tables)))
         self._pre_stale = True
         self._dirty = True
@@ -355,6 +356,8 @@ class CV1Switch:
             self._sync()
         now = self.clock_ns() if self._needs_clock else self._t0
         n = self._lib.ss_process(self._state, port, frame, len(frame), now, self._t0, self._out)
+        if self._gen.digests:
+            self._take_digests()
         if n == 0:
             return []
         buf = self._ffi.unpack(self._out[0], n)
@@ -367,6 +370,23 @@ class CV1Switch:
             out.append((p, buf[pos : pos + ln]))
             pos += ln
         return out
+
+    def _take_digests(self) -> None:
+        ptr = self._lib.ss_digests(self._state, self._ndg)
+        n = self._ndg[0]
+        pos = 0
+        while pos < n:
+            name, widths = self._gen.digests[ptr[pos]]
+            pos += 2
+            values = []
+            for w in widths:
+                nw = max(1, (w + 63) // 64)
+                v = 0
+                for k in range(nw - 1, -1, -1):
+                    v = (v << 64) | int(ptr[pos + k])
+                values.append(v)
+                pos += nw
+            self.digests.append((name, tuple(values)))
 
     @property
     def assertion_failures(self) -> int:

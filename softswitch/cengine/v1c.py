@@ -30,6 +30,7 @@ void *ss_new(void);
 void ss_free(void *S);
 int ss_process(void *S, uint32_t port, const char *frame, uint32_t len, uint64_t now_ns,
                uint64_t t0_ns, char **out);
+uint64_t *ss_digests(void *S, uint32_t *nwords);
 void ss_table_flush(void *S, int t, uint32_t n, const uint64_t *handles, uint64_t *out);
 void ss_table_meter(void *S, int t, uint64_t handle, int configured, uint64_t cir,
                     uint64_t cburst, uint64_t pir, uint64_t pburst);
@@ -56,6 +57,7 @@ typedef struct {
     int64_t recirculate_fl; int has_recirculate;
     uint64_t truncate;
     uint64_t meter_color;
+    uint64_t dg_id; uint32_t dg_n; uint64_t dg[64];
     int assert_failed;
     bitbuf_t out;
 } pkt_t;
@@ -156,6 +158,7 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         "    uint32_t *sessions; /* sid, truncate, count, then (port, rid) pairs */",
         "    uint64_t stats[4];",
         "    uint64_t now_ns;",
+        "    uint64_t *dgbuf; uint32_t dg_used, dg_cap;",
         "    char *out; uint32_t out_cap;",
         "} state_t;",
     ]
@@ -208,7 +211,7 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         "void ss_free(void *vs) {\n    state_t *S = (state_t *)vs;\n"
         + "".join(f"    table_free(&S->tbl[{t.index}]);\n" for t in gen.tables)
         + "".join(f"    free(S->arr[{a.index}]);\n" for a in gen.arrays)
-        + "    free(S->groups); free(S->sessions); free(S->out); free(S);\n}\n"
+        + "    free(S->groups); free(S->sessions); free(S->out); free(S->dgbuf); free(S);\n}\n"
     )
     src += "\n\n".join(funcs) + "\n\n" + fl + "\n" + "\n".join(opt) + "\n" + loop + "\n" + new_fn
     return src, gen
@@ -314,6 +317,20 @@ static void after_ingress(run_t *R, job_t *j) {
             c->port = rep[2 * i];
             jq_push(&R->eq, c);
         }
+    }
+    if (P->dg_id) {
+        uint32_t need = S->dg_used + 2 + P->dg_n;
+        if (need > S->dg_cap) {
+            uint32_t cap = S->dg_cap ? S->dg_cap : 256;
+            while (cap < need) cap *= 2;
+            S->dgbuf = (uint64_t *)realloc(S->dgbuf, 8 * cap);
+            S->dg_cap = cap;
+        }
+        S->dgbuf[S->dg_used] = P->dg_id - 1;
+        S->dgbuf[S->dg_used + 1] = P->dg_n;
+        memcpy(S->dgbuf + S->dg_used + 2, P->dg, 8 * P->dg_n);
+        S->dg_used = need;
+        P->dg_id = 0;
     }
     if (P->has_resubmit) {
         job_t *r = fresh(P->data, P->len, 0, 6, P->ingress_length);
@@ -439,6 +456,7 @@ int ss_process(void *vs, uint32_t port, const char *frame, uint32_t len, uint64_
     uint64_t now_us = ((now_ns - t0_ns) / 1000) & 0xFFFFFFFFFFFFull;
     R.now_us = now_us;
     R.S->now_ns = now_ns;
+    R.S->dg_used = 0;
     job_t *j = job_new();
     pkt_init(&j->P, (const uint8_t *)frame, len, len);
     j->sm.f_ingress_port = port;
@@ -481,6 +499,11 @@ void ss_table_default(void *vs, int t, uint64_t action, const uint64_t *args, in
     for (int i = 0; i < nargs && i < 64; i++) tb->def_args[i] = args[i];
 }
 uint64_t *ss_array(void *vs, int a) { return ((state_t *)vs)->arr[a]; }
+uint64_t *ss_digests(void *vs, uint32_t *nwords) {
+    state_t *S = (state_t *)vs;
+    *nwords = S->dg_used;
+    return S->dgbuf;
+}
 void ss_table_flush(void *vs, int t, uint32_t n, const uint64_t *handles, uint64_t *out) {
     table_t *tb = &((state_t *)vs)->tbl[t];
     for (uint32_t i = 0; i < n; i++) {
