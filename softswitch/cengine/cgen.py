@@ -177,6 +177,7 @@ class CGen:
         self.digests: list[tuple[str, list[int]]] = []
         self.digest_sites: list[tuple[int, list[tuple[str, int]]]] = []
         self.digest_flag: str | None = None
+        self.asserts: list[str] = []  # source location of each assert/assume
 
     # ------------------------------------------------------------------ helpers
 
@@ -1349,8 +1350,9 @@ class CGen:
             em.line(f"goto {rej};")
 
     def fn_assert(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.asserts.append(str(e.loc))
         with em.block(f"if (!({self.arg(e, 0, sc, em)}))"):
-            em.line("P->assert_failed = 1;")
+            em.line(f"P->assert_failed = {len(self.asserts)};")
             em.line("goto Labort;")
 
     fn_assume = fn_assert

@@ -27,7 +27,7 @@ from softswitch.cengine.errors import CUnsupported
 from softswitch.cengine.v1c import CDEF, generate
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.pre import PacketReplicationEngine
-from softswitch.engine.externs import Meter
+from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.tables import FieldMatch, MatchKind, Table, TableEntry
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,48 @@ class CArrayView:
     __hash__ = None  # type: ignore[assignment]
 
 
+class _CRegister(Register):
+    """A register whose cells live in the C engine: ``values`` is a view on them, and
+    assigning a list to ``values`` copies it into the cells."""
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def values(self) -> Any:
+        return _REG_VALUES.__get__(self, Register)
+
+    @values.setter
+    def values(self, new: Any) -> None:
+        _REG_VALUES.__get__(self, Register)[:] = list(new)
+
+
+class _CCounter(Counter):
+    """A counter whose counts live in the C engine (see :class:`_CRegister`)."""
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def packets(self) -> Any:
+        return _CTR_PACKETS.__get__(self, Counter)
+
+    @packets.setter
+    def packets(self, new: Any) -> None:
+        _CTR_PACKETS.__get__(self, Counter)[:] = list(new)
+
+    @property  # type: ignore[override]
+    def bytes(self) -> Any:
+        return _CTR_BYTES.__get__(self, Counter)
+
+    @bytes.setter
+    def bytes(self, new: Any) -> None:
+        _CTR_BYTES.__get__(self, Counter)[:] = list(new)
+
+
+_REG_VALUES: Any = Register.__dict__["values"]
+_CTR_PACKETS: Any = Counter.__dict__["packets"]
+_CTR_BYTES: Any = Counter.__dict__["bytes"]
+
+
 class CV1Switch:
     """Runs frames through the compiled C program (see the module docstring)."""
 
@@ -128,6 +170,7 @@ class CV1Switch:
         self.digests: deque[tuple[str, tuple[int, ...]]] = deque()
         self._out = self._ffi.new("char **")
         self._ndg = self._ffi.new("uint32_t *")
+        self._assert_seen = 0
         self._stale_tables: set[int] = set(range(len(gen.tables)))
         self._pre_stale = True
         self._dirty = True
@@ -224,15 +267,17 @@ class CV1Switch:
             words = self._gen.types.words if a.width > 64 else 1
             view = CArrayView(ptr, a.size, words, 0, words, a.width)
             view[:] = list(reg.values)
-            reg.values = view  # type: ignore[assignment]
+            _REG_VALUES.__set__(reg, view)
+            reg.__class__ = _CRegister
         else:
             ctr = self.compiled.counters[a.name]
             packets = CArrayView(ptr, a.size, 2, 0, 1, 64)
             nbytes = CArrayView(ptr, a.size, 2, 1, 1, 64)
             packets[:] = list(ctr.packets)
             nbytes[:] = list(ctr.bytes)
-            ctr.packets = packets  # type: ignore[assignment]
-            ctr.bytes = nbytes  # type: ignore[assignment]
+            _CTR_PACKETS.__set__(ctr, packets)
+            _CTR_BYTES.__set__(ctr, nbytes)
+            ctr.__class__ = _CCounter
 
     def _sync(self) -> None:
         for index in sorted(self._stale_tables):
@@ -358,6 +403,8 @@ class CV1Switch:
         n = self._lib.ss_process(self._state, port, frame, len(frame), now, self._t0, self._out)
         if self._gen.digests:
             self._take_digests()
+        if self._gen.asserts:
+            self._check_asserts()
         if n == 0:
             return []
         buf = self._ffi.unpack(self._out[0], n)
@@ -370,6 +417,14 @@ class CV1Switch:
             out.append((p, buf[pos : pos + ln]))
             pos += ln
         return out
+
+    def _check_asserts(self) -> None:
+        """Log each packet an assert/assume dropped, as the Python switch does."""
+        failures = int(self._lib.ss_stat(self._state, 0))
+        if failures != self._assert_seen:
+            self._assert_seen = failures
+            where = self._gen.asserts[int(self._lib.ss_stat(self._state, 2)) - 1]
+            log.error("assert/assume failed at %s; packet dropped", where)
 
     def _take_digests(self) -> None:
         ptr = self._lib.ss_digests(self._state, self._ndg)

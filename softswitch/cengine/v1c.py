@@ -472,12 +472,12 @@ int ss_process(void *vs, uint32_t port, const char *frame, uint32_t len, uint64_
         if (R.iq.head) {
             job_t *x = jq_pop(&R.iq);
             ingress_pass(&R, x);
-            if (x->P.assert_failed) { R.S->stats[0]++; free(x); continue; }
+            if (x->P.assert_failed) { R.S->stats[0]++; R.S->stats[2] = x->P.assert_failed; free(x); continue; }
             after_ingress(&R, x);
         } else {
             job_t *x = jq_pop(&R.eq);
             egress_pass(&R, x);
-            if (x->P.assert_failed) { R.S->stats[0]++; free(x); continue; }
+            if (x->P.assert_failed) { R.S->stats[0]++; R.S->stats[2] = x->P.assert_failed; free(x); continue; }
             after_egress(&R, x);
         }
     }

@@ -772,6 +772,7 @@ class Table:
 
     def find(self, matches: Sequence[FieldMatch | None], priority: int = 0) -> TableEntry | None:
         """The stored entry with these matches and priority, or ``None``."""
+        self.sync_counters()
         try:
             norm = self._normalise(matches)
         except TableError:
@@ -779,7 +780,9 @@ class Table:
         return self._by_id.get((norm, priority))
 
     def entries(self) -> list[TableEntry]:
-        """All entries (const ones included), in handle order."""
+        """All entries (const ones included), in handle order (their direct counters up
+        to date)."""
+        self.sync_counters()
         return sorted(self._by_id.values(), key=lambda e: e.handle)
 
     def clear(self) -> None:
