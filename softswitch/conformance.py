@@ -113,7 +113,10 @@ def run_program(
     stf = program.with_suffix(".stf")
     has_stf = stf.is_file()
     cmd = [python, "-m", "softswitch"]
-    cmd += ["stf", str(program), str(stf), "--engine", engine] if has_stf else ["compile", str(program)]
+    if has_stf:
+        cmd += ["stf", str(program), str(stf), "--engine", engine]
+    else:
+        cmd += ["compile", str(program)]
     for d in include_dirs:
         cmd += ["-I", str(d)]
     try:

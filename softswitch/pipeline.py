@@ -221,8 +221,9 @@ class Pipeline:
     def seed(self, value: int) -> None:
         """Seed the generator behind ``random()`` and the ``random`` hash algorithm."""
         self.compiled.namespace["_rng"].seed(value)
-        if self.engine == "c":
-            self._switch.seed(value)
+        seed_c = getattr(self._switch, "seed", None)
+        if seed_c is not None:  # the C engine's own generator
+            seed_c(value)
 
     @property
     def source(self) -> str:

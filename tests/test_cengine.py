@@ -301,16 +301,25 @@ def _frame(rng: random.Random, macs: list[int], nets: list[int]) -> bytes:
     )
     if kind < 0.45:
         proto = rng.choice([6, 17, 0x90, 0x95, 0x9F, 0xA0])
-        ip_dst = (rng.choice(nets) | rng.getrandbits(8)) if rng.random() < 0.8 else rng.getrandbits(32)
+        ip_dst = (
+            (rng.choice(nets) | rng.getrandbits(8)) if rng.random() < 0.8 else rng.getrandbits(32)
+        )
         ip = bytes([0x45, rng.getrandbits(8)]) + (20 + 23).to_bytes(2, "big")
-        ip += rng.getrandbits(16).to_bytes(2, "big") + b"\x00\x00" + bytes([rng.getrandbits(8), proto])
+        ip += (
+            rng.getrandbits(16).to_bytes(2, "big")
+            + b"\x00\x00"
+            + bytes([rng.getrandbits(8), proto])
+        )
         ip += b"\x00\x00" + rng.getrandbits(32).to_bytes(4, "big") + ip_dst.to_bytes(4, "big")
         body = ip + (probe if 0x90 <= proto <= 0x9F else b"")
         etype = 0x0800
     elif kind < 0.8:
         body, etype = probe, 0x88B0 | rng.getrandbits(4)
     else:
-        body, etype = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 30))), rng.getrandbits(16)
+        body, etype = (
+            bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 30))),
+            rng.getrandbits(16),
+        )
     frame = dst.to_bytes(6, "big") + src.to_bytes(6, "big") + etype.to_bytes(2, "big") + body
     frame += bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 8)))
     if rng.random() < 0.1:  # cut short: parser errors
@@ -330,11 +339,13 @@ def _random_writes(rng: random.Random, twin: _Twin, macs: list[int], nets: list[
         full = (1 << 32) - 1
         value = rng.choice(nets) & (full ^ ((1 << (32 - plen)) - 1)) if plen else 0
         key2 = (FieldMatch(value, prefix_len=plen) if plen else None,)
-        act = rng.choice([
-            ActionCall("MyIngress.route", (rng.randrange(8), _mac(rng))),
-            ActionCall("MyIngress.drop"),
-            ActionCall("NoAction"),
-        ])
+        act = rng.choice(
+            [
+                ActionCall("MyIngress.route", (rng.randrange(8), _mac(rng))),
+                ActionCall("MyIngress.drop"),
+                ActionCall("NoAction"),
+            ]
+        )
         cfg = MeterConfig(rng.randrange(1, 3000), rng.randrange(60, 3000), 0, 0)
         cfg = MeterConfig(cfg.cir, cfg.cburst, cfg.cir * 2, cfg.cburst * 2)
         twin.table("MyIngress.ipv4_lpm", op, lambda: TableEntry(key2, act))
@@ -348,21 +359,25 @@ def _random_writes(rng: random.Random, twin: _Twin, macs: list[int], nets: list[
             FieldMatch(rng.choice([0x0800, 0x88B3, 0x88B0]) & tmask, mask=tmask) if tmask else None,
         )
         prio = rng.randrange(1, 6)
-        act = rng.choice([
-            ActionCall("MyIngress.fwd", (rng.randrange(8),)),
-            ActionCall("MyIngress.fwd_tag", (rng.randrange(8), rng.getrandbits(16))),
-            ActionCall("MyIngress.drop"),
-            ActionCall("MyIngress.mcast", (rng.randrange(0, 4),)),
-        ])
+        act = rng.choice(
+            [
+                ActionCall("MyIngress.fwd", (rng.randrange(8),)),
+                ActionCall("MyIngress.fwd_tag", (rng.randrange(8), rng.getrandbits(16))),
+                ActionCall("MyIngress.drop"),
+                ActionCall("MyIngress.mcast", (rng.randrange(0, 4),)),
+            ]
+        )
         twin.table("MyIngress.acl", op, lambda: TableEntry(key3, act, priority=prio))
     elif which == 3:
         lo = rng.randrange(0, 4096)
         hi = min(4095, lo + rng.randrange(0, 2000))
         key4 = (FieldMatch(lo, high=hi), FieldMatch(rng.randrange(8)))
-        act = rng.choice([
-            ActionCall("MyIngress.fwd", (rng.randrange(8),)),
-            ActionCall("MyIngress.mcast", (rng.randrange(1, 4),)),
-        ])
+        act = rng.choice(
+            [
+                ActionCall("MyIngress.fwd", (rng.randrange(8),)),
+                ActionCall("MyIngress.mcast", (rng.randrange(1, 4),)),
+            ]
+        )
         prio = rng.randrange(1, 4)
         twin.table("MyIngress.ports", op, lambda: TableEntry(key4, act, priority=prio))
     else:
@@ -374,9 +389,15 @@ def _random_writes(rng: random.Random, twin: _Twin, macs: list[int], nets: list[
             cir = rng.randrange(1, 50)
             twin.meter(rng.randrange(8), MeterConfig(cir, rng.randrange(1, 4), cir * 2, 5))
         else:
-            twin.default("MyIngress.acl", rng.choice([
-                ActionCall("NoAction"), ActionCall("MyIngress.fwd", (rng.randrange(8),)),
-            ]))
+            twin.default(
+                "MyIngress.acl",
+                rng.choice(
+                    [
+                        ActionCall("NoAction"),
+                        ActionCall("MyIngress.fwd", (rng.randrange(8),)),
+                    ]
+                ),
+            )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

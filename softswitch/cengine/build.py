@@ -46,9 +46,9 @@ def compiler() -> str:
 def build(source: str) -> Path:
     """The shared object of ``source``, compiled now or found in the cache."""
     cc = compiler()
-    digest = hashlib.sha256(
-        "\0".join([BUILD_VERSION, cc, *CFLAGS, source]).encode()
-    ).hexdigest()[:32]
+    digest = hashlib.sha256("\0".join([BUILD_VERSION, cc, *CFLAGS, source]).encode()).hexdigest()[
+        :32
+    ]
     out_dir = cache_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     so = out_dir / f"p4_{digest}.so"

@@ -103,7 +103,8 @@ class CTypes:
         if name not in self._used:
             self._used.add(name)
             self.lines.append(
-                f"typedef struct {{\n    uint64_t nbits;\n    uint8_t b[{max(1, nbytes)}];\n}} {name};"
+                f"typedef struct {{\n    uint64_t nbits;\n    uint8_t b[{max(1, nbytes)}];\n"
+                f"}} {name};"
             )
         return name
 

@@ -26,8 +26,8 @@ from softswitch.cengine.cgen import ArrayC, CGen, TableC
 from softswitch.cengine.errors import CUnsupported
 from softswitch.cengine.v1c import CDEF, generate
 from softswitch.engine.compiled import CompiledProgram
-from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.externs import Counter, Meter, Register
+from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.tables import FieldMatch, MatchKind, Table, TableEntry
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class _CRegister(Register):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def values(self) -> Any:
         return _REG_VALUES.__get__(self, Register)
 
@@ -124,7 +124,7 @@ class _CCounter(Counter):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def packets(self) -> Any:
         return _CTR_PACKETS.__get__(self, Counter)
 
@@ -132,7 +132,7 @@ class _CCounter(Counter):
     def packets(self, new: Any) -> None:
         _CTR_PACKETS.__get__(self, Counter)[:] = list(new)
 
-    @property  # type: ignore[override]
+    @property
     def bytes(self) -> Any:
         return _CTR_BYTES.__get__(self, Counter)
 
