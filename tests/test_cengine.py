@@ -139,6 +139,42 @@ def test_table_writes_reach_the_c_tables() -> None:
         assert c.process(1, frame) == py.process(1, frame)
 
 
+def test_action_selector_groups_members_and_digests() -> None:
+    """A table with an action selector: member entries, weighted groups picked by the
+    selector hash, an empty group (default action), then member and group changes; and
+    the digests of the same program (tests/p4/stf_only/externs.p4) on both engines."""
+    py, c = _pair(P4 / "stf_only" / "externs.p4")
+    rng = random.Random(7)
+    for p in (py, c):
+        sel = p.action_profiles["MyIngress.ecmp_selector"]
+        for m in range(1, 5):
+            sel.insert_member(m, ActionCall("MyIngress.set_port", (m + 10,)))
+        sel.insert_group(1, [(1, 1), (2, 3), (3, 2)])
+        sel.insert_group(2, [])
+        t = p.tables["MyIngress.ecmp"]
+        t.insert(TableEntry((FieldMatch(0x0800),), None, group_id=1))
+        t.insert(TableEntry((FieldMatch(0x0806),), None, group_id=2))
+        t.insert(TableEntry((FieldMatch(0x86DD),), None, member_id=4))
+        p.pre.set_group(1, [(2, 0), (3, 1)])
+
+    def frames(n: int) -> list[bytes]:
+        out = []
+        for _ in range(n):
+            etype = rng.choice([0x0800, 0x0806, 0x86DD, 0x1234])
+            out.append(rng.getrandbits(96).to_bytes(12, "big") + etype.to_bytes(2, "big") + b"x")
+        return out
+
+    batch = frames(200)
+    assert [c.process(1, f) for f in batch] == [py.process(1, f) for f in batch]
+    for p in (py, c):
+        sel = p.action_profiles["MyIngress.ecmp_selector"]
+        sel.modify_member(2, ActionCall("MyIngress.set_port", (99,)))
+        sel.modify_group(1, [(4, 2), (2, 1)])
+    batch = frames(200)
+    assert [c.process(2, f) for f in batch] == [py.process(2, f) for f in batch]
+    assert c.drain_digests() == py.drain_digests()
+
+
 # ------------------------------------------------------------------ fallback
 
 
@@ -153,12 +189,11 @@ parser P(packet_in p, out hs h, inout m mm, inout standard_metadata_t s) {
 }
 control V(inout hs h, inout m mm) { apply {} }
 control I(inout hs h, inout m mm, inout standard_metadata_t s) {
-    action_selector(HashAlgorithm.crc16, 32, 14) sel;
     action fwd(bit<9> port) { s.egress_spec = port; }
     table t {
-        key = { h.h.a: exact; h.h.a: selector; }
+        key = { h.h.a: exact; }
         actions = { fwd; }
-        implementation = sel;
+        support_timeout = true;
     }
     apply { s.egress_spec = 2; t.apply(); }
 }
@@ -174,13 +209,13 @@ def test_unsupported_program_falls_back_with_one_log_line(
 ) -> None:
     """A program the C engine cannot take runs on the Python engine; one warning names the
     construct and its place in the P4 source."""
-    program = compile_source(FALLBACK_PROGRAM, "selector.p4")
+    program = compile_source(FALLBACK_PROGRAM, "timeout.p4")
     with caplog.at_level(logging.WARNING, logger="softswitch.cengine"):
         pipeline = Pipeline(program, engine="c")
     assert pipeline.engine == "python"
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("softswitch.cengine")]
     assert len(lines) == 1, lines
-    assert "action_selector" in lines[0] and "selector.p4:" in lines[0]
+    assert "idle timeout" in lines[0] and "timeout.p4:" in lines[0]
     assert pipeline.process(0, b"\x07") == [(2, b"\x07")]
 
 

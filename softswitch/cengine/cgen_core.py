@@ -36,6 +36,14 @@ from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
 from softswitch.engine.codegen_walk import root_var, walk
 from softswitch.engine.compiled import CompiledProgram
 
+# action selector algorithm -> its C function (the run time's BMv2 hashes)
+_SELECTOR_HASHES = {
+    "crc16": "h_crc16",
+    "crc32": "h_crc32",
+    "csum16": "h_csum16",
+    "xor16": "h_xor16",
+    "identity": "h_identity",
+}
 PARSER_LOOP_LIMIT = 10000  # back-edge transitions before error.ParserTimeout (as Python)
 DROP_PORT = 511
 
@@ -105,6 +113,8 @@ class TableC:
     aw: int
     strategy: int  # 0: hashed mask groups (exact/lpm), 1: ordered list
 
+    selector_hash: str | None = None  # C hash function of an action selector
+    selector_keys: list[ir.Expr] = field(default_factory=list)
     direct_counter: bool = False
     direct_meter: str | None = None  # "packets" / "bytes" when the table has a direct meter
 
@@ -244,7 +254,7 @@ class CGenCore:
             m = self.compiled.meters[name]
             return self._array(name, "meter", m.size, 0)
         if t.name in ("action_profile", "action_selector"):
-            raise CUnsupported(f"extern {t.name} ({name})", inst.loc)
+            return None  # its members are loaded into the tables that use it
         raise CUnsupported(f"extern {t.name}", inst.loc)
 
     def _array(self, name: str, kind: str, size: int, width: int) -> ArrayC:
@@ -278,15 +288,13 @@ class CGenCore:
         name = ir.qualify(path, decl.cp_name)
         if name in self._tables_by_name:
             return self._tables_by_name[name]
-        if decl.implementation is not None:
-            raise CUnsupported(f"table {name} with an action profile/selector", decl.loc)
         if decl.support_timeout:
             raise CUnsupported(f"table {name} with idle timeout", decl.loc)
         key_words: list[tuple[int, int, str]] = []
         kw = 0
         for k in decl.keys:
             if k.match_kind == "selector":
-                raise CUnsupported("selector keys", k.loc)
+                continue
             w = scalar_width(k.expr.type)
             if k.match_kind == "range" and w > 64:
                 raise CUnsupported(f"range match on {w} bits", k.loc)
@@ -314,6 +322,14 @@ class CGenCore:
         strategy = 0 if table.strategy in ("exact", "lpm", "keyless") else 1
         tc = TableC(len(self.tables), name, decl, path, key_words, kw, action_ids, arg_words, aw,
                     strategy)  # fmt: skip
+        impl = table.implementation
+        if impl is not None:
+            tc.aw = max(tc.aw, 1)  # a group's row holds its slot count there
+            algo = getattr(impl, "algo", None)
+            if impl.has_selector and algo not in _SELECTOR_HASHES:
+                raise CUnsupported(f"action selector hash {algo}", decl.loc)
+            tc.selector_hash = _SELECTOR_HASHES.get(algo or "")
+            tc.selector_keys = [k.expr for k in decl.keys if k.match_kind == "selector"]
         tc.direct_counter = decl.counters is not None
         tc.direct_meter = table.direct_meter_kind if decl.meters is not None else None
         self.tables.append(tc)

@@ -32,10 +32,11 @@ class ExternMixin(CGenCore):
         an = self.fn.tmp("uint64_t", "act")
         args = self.fn.tmp("const uint64_t *", "args")
         row = self.fn.tmp("const uint64_t *", "row")
-        if decl.keys:
+        if tc.key_words:
             k = self.fn.tmp("uint64_t", "key")
             self.fn.decls[-1] = f"uint64_t {k}[{max(1, tc.kw)}];"
-            for kd, (off, w, _kind) in zip(decl.keys, tc.key_words, strict=True):
+            keys = [kd for kd in decl.keys if kd.match_kind != "selector"]
+            for kd, (off, w, _kind) in zip(keys, tc.key_words, strict=True):
                 v = self.expr(kd.expr, sc, em)
                 kt = strip(kd.expr.type)
                 if is_wide(kt):
@@ -55,6 +56,8 @@ class ExternMixin(CGenCore):
             if tc.direct_meter is not None:
                 units = "1" if tc.direct_meter == "packets" else "P->ingress_length"
                 em.line(f"P->meter_color = meter_exec(&{T}.mtr[{row}[1]], {units}, S->now_ns);")
+            if tc.selector_hash is not None or decl.implementation is not None:
+                self._group_select(tc, an, args, sc, em)
         with em.block("else"):
             em.line(f"{hit} = 0; {an} = {T}.def_action; {args} = {T}.def_args;")
         first = True
@@ -80,6 +83,28 @@ class ExternMixin(CGenCore):
                 self.inline_action(aref.action, dir_args, cp, sc, em)
             first = False
         return hit, an
+
+    def _group_select(self, tc: TableC, an: str, args: str, sc: Scope, em: Em) -> None:
+        """A row that names an action selector's group: the member its slots give for
+        the selector hash (an empty group runs the default action, still a hit)."""
+        T = f"S->tbl[{tc.index}]"
+        with em.block(f"if ({an} >> 63)"):
+            first, n = self.fn.tmp("uint64_t"), self.fn.tmp("uint64_t")
+            em.line(f"{first} = {an} & 0x7fffffffffffffffull; {n} = {args}[0];")
+            with em.block(f"if ({n} == 0)"):
+                em.line(f"{an} = {T}.def_action; {args} = {T}.def_args;")
+            with em.block("else"):
+                h = "0"
+                if tc.selector_keys and tc.selector_hash is not None:
+                    data = ir.ListExpr(
+                        ir.TupleType(tuple(x.type for x in tc.selector_keys)),
+                        tc.decl.loc,
+                        list(tc.selector_keys),
+                    )
+                    bb = self.pack(data, sc, em)
+                    h = f"{tc.selector_hash}({bb}.b, bb_len(&{bb}))"
+                slot = f"{T}.slots + ({first} + ({h}) % {n}) * {1 + tc.aw}"
+                em.line(f"{an} = ({slot})[0]; {args} = ({slot}) + 1;")
 
     # ------------------------------------------------------------------ externs
 

@@ -327,6 +327,7 @@ typedef struct {
     uint32_t nhandles;       /* capacity of the per-handle arrays */
     uint64_t *cnt;           /* 2 per handle: packets, bytes since the last flush */
     meter_t *mtr;            /* per handle */
+    uint64_t *slots;         /* action selector groups: (action, args) per slot */
 } table_t;
 
 static inline uint64_t mix64(uint64_t h) {
@@ -347,8 +348,8 @@ static void table_free_rows(table_t *t) {
 }
 static void table_free(table_t *t) {
     table_free_rows(t);
-    free(t->cnt); free(t->mtr);
-    t->cnt = NULL; t->mtr = NULL; t->nhandles = 0;
+    free(t->cnt); free(t->mtr); free(t->slots);
+    t->cnt = NULL; t->mtr = NULL; t->slots = NULL; t->nhandles = 0;
 }
 static int table_handles(table_t *t, uint32_t need) {
     if (need <= t->nhandles) return 0;

@@ -28,7 +28,14 @@ from softswitch.cengine.v1c import CDEF, generate
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
-from softswitch.engine.tables import FieldMatch, MatchKind, Table, TableEntry
+from softswitch.engine.tables import (
+    ActionProfile,
+    ActionSelector,
+    FieldMatch,
+    MatchKind,
+    Table,
+    TableEntry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +192,8 @@ class CV1Switch:
             table.add_listener(self._table_listener(tc.index))
             if tc.direct_counter:
                 table.add_counter_sync(self._counter_sync(tc.index))
+            if table.implementation is not None:
+                table.implementation.add_listener(self._profile_listener(tc.index))
         pre.add_listener(self._pre_changed)
         self._meters: list[tuple[ArrayC, Meter, list[Any]]] = []
         self._stale_meters: set[int] = set()
@@ -249,6 +258,13 @@ class CV1Switch:
                     self._state, a.index, i, 1, cfg.cir, cfg.cburst, cfg.pir, cfg.pburst
                 )
 
+    def _profile_listener(self, index: int) -> Callable[[ActionProfile], None]:
+        def changed(_profile: ActionProfile) -> None:
+            self._stale_tables.add(index)
+            self._dirty = True
+
+        return changed
+
     def _pre_changed(self, _pre: PacketReplicationEngine) -> None:
         self._pre_stale = True
         self._dirty = True
@@ -300,8 +316,13 @@ class CV1Switch:
         else:
             entries.sort(key=lambda e: (-e.priority, e.handle))
         words: list[int] = []
+        slots: list[int] = []
         for e in entries:
-            words += self._row(tc, table, e)
+            words += self._row(tc, table, e, slots)
+        if table.implementation is not None:
+            buf = self._ffi.new("uint64_t[]", slots or [0])
+            if self._lib.ss_table_slots(self._state, tc.index, len(slots), buf) != 0:
+                raise MemoryError(f"C engine: loading the groups of table {tc.name} failed")
         rows = self._ffi.new("uint64_t[]", words or [0])
         rc = self._lib.ss_table_load(self._state, tc.index, len(entries), rows)
         if rc != 0:
@@ -338,7 +359,7 @@ class CV1Switch:
                 out[off + k] = word
         return out
 
-    def _row(self, tc: TableC, table: Table, e: TableEntry) -> list[int]:
+    def _row(self, tc: TableC, table: Table, e: TableEntry, slots: list[int]) -> list[int]:
         values = [0] * tc.kw
         masks = [0] * tc.kw
         ranges: list[int] = []
@@ -364,9 +385,18 @@ class CV1Switch:
             for k, word in enumerate(_words(m, n)):
                 masks[off + k] = word
             ranges += [lo & _M64, hi & _M64]
+        impl = table.implementation
+        if e.group_id is not None and isinstance(impl, ActionSelector):
+            # the group's slots, each (action, args); the row points at the first
+            first = len(slots) // (1 + tc.aw)
+            members = impl.group_slots(e.group_id)
+            for action in members:
+                slots += [tc.action_ids[action.name], *self._args(tc, action.name, action.args)]
+            args = [len(members)] + [0] * (tc.aw - 1)
+            return [(1 << 63) | first, e.handle, *values, *masks, *ranges, *args]
         action = table.action_for(e)
         if action is None:
-            raise CUnsupported(f"table {tc.name}: entry without a direct action")
+            raise CUnsupported(f"table {tc.name}: entry without an action")
         aid = tc.action_ids[action.name]
         args = self._args(tc, action.name, action.args)
         return [aid, e.handle, *values, *masks, *ranges, *args]

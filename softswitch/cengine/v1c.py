@@ -31,6 +31,7 @@ void ss_free(void *S);
 int ss_process(void *S, uint32_t port, const char *frame, uint32_t len, uint64_t now_ns,
                uint64_t t0_ns, char **out);
 uint64_t *ss_digests(void *S, uint32_t *nwords);
+int ss_table_slots(void *S, int t, uint32_t nwords, const uint64_t *words);
 void ss_table_flush(void *S, int t, uint32_t n, const uint64_t *handles, uint64_t *out);
 void ss_table_meter(void *S, int t, uint64_t handle, int configured, uint64_t cir,
                     uint64_t cburst, uint64_t pir, uint64_t pburst);

@@ -271,6 +271,14 @@ void ss_table_default(void *vs, int t, uint64_t action, const uint64_t *args, in
     for (int i = 0; i < nargs && i < 64; i++) tb->def_args[i] = args[i];
 }
 uint64_t *ss_array(void *vs, int a) { return ((state_t *)vs)->arr[a]; }
+int ss_table_slots(void *vs, int t, uint32_t nwords, const uint64_t *words) {
+    table_t *tb = &((state_t *)vs)->tbl[t];
+    free(tb->slots);
+    tb->slots = (uint64_t *)malloc(8 * (nwords + 1));
+    if (!tb->slots) return -1;
+    memcpy(tb->slots, words, 8 * nwords);
+    return 0;
+}
 uint64_t *ss_digests(void *vs, uint32_t *nwords) {
     state_t *S = (state_t *)vs;
     *nwords = S->dg_used;

@@ -169,6 +169,16 @@ class ActionProfile:
         self._member_handle: dict[int, int] = {}
         self._handles = _HandleAllocator()
         self._refs: dict[tuple[str, int], int] = {}
+        # called after every change of members or groups (the C engine's mirror)
+        self._listeners: list[Callable[[ActionProfile], None]] = []
+
+    def add_listener(self, fn: Callable[[ActionProfile], None]) -> None:
+        """Call ``fn(self)`` after each change of a member or a group."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
 
     # references from table entries and groups, so in-use objects cannot be deleted
     def _ref(self, kind: str, ident: int, delta: int) -> None:
@@ -195,6 +205,7 @@ class ActionProfile:
             raise TableError("RESOURCE_EXHAUSTED", f"{self.name}: action profile is full")
         self.members[member_id] = action
         self._member_handle[member_id] = self._handles.get()
+        self._changed()
 
     def modify_member(self, member_id: int, action: ActionCall) -> None:
         """Replace a member's action; NOT_FOUND when it does not exist."""
@@ -202,6 +213,7 @@ class ActionProfile:
             raise TableError("NOT_FOUND", f"{self.name}: no member {member_id}")
         self._check_member_action(action)
         self.members[member_id] = action
+        self._changed()
 
     def delete_member(self, member_id: int) -> None:
         """Remove a member; NOT_FOUND, or FAILED_PRECONDITION while referenced."""
@@ -213,6 +225,7 @@ class ActionProfile:
             )
         del self.members[member_id]
         self._handles.release(self._member_handle.pop(member_id))
+        self._changed()
 
     def member(self, member_id: int) -> ActionCall | None:
         """Action of a member (``None`` when unknown)."""
@@ -224,6 +237,7 @@ class ActionProfile:
         self._member_handle.clear()
         self._handles.clear()
         self._refs.clear()
+        self._changed()
 
 
 class ActionSelector(ActionProfile):
@@ -280,6 +294,7 @@ class ActionSelector(ActionProfile):
         for member_id, weight in ordered:
             slots.extend([self.members[member_id]] * weight)
         self._slots[group_id] = tuple(slots)
+        self._changed()
 
     def _set_members(self, group_id: int, members: Sequence[tuple[int, int]]) -> None:
         for member_id, _ in self.groups.get(group_id, ()):
@@ -316,6 +331,11 @@ class ActionSelector(ActionProfile):
         for member_id, _ in self.groups.pop(group_id):
             self._ref("member", member_id, -1)
         del self._slots[group_id]
+        self._changed()
+
+    def group_slots(self, group_id: int) -> tuple[ActionCall, ...]:
+        """The actions a group's hash picks among (``slots[h % len(slots)]``), in order."""
+        return self._slots.get(group_id, ())
 
     def modify_member(self, member_id: int, action: ActionCall) -> None:
         super().modify_member(member_id, action)
