@@ -175,6 +175,54 @@ def test_action_selector_groups_members_and_digests() -> None:
     assert c.drain_digests() == py.drain_digests()
 
 
+IDLE_PROGRAM = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct hs { h_t h; }
+struct m {}
+parser P(packet_in p, out hs h, inout m mm, inout standard_metadata_t s) {
+    state start { p.extract(h.h); transition accept; }
+}
+control V(inout hs h, inout m mm) { apply {} }
+control I(inout hs h, inout m mm, inout standard_metadata_t s) {
+    action fwd(bit<9> port) { s.egress_spec = port; }
+    table t {
+        key = { h.h.a: exact; }
+        actions = { fwd; NoAction; }
+        support_timeout = true;
+    }
+    apply { s.egress_spec = 2; t.apply(); }
+}
+control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply {} }
+control C(inout hs h, inout m mm) { apply {} }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+"""
+
+
+def test_idle_timeout_hit_times() -> None:
+    """Entries of a table with idle timeout record their last hit on the C engine as on
+    the Python engine, so the same entries expire."""
+    now = [1000]
+    pipes = [Pipeline(compile_source(IDLE_PROGRAM, "idle.p4"), engine=e, clock_ns=lambda: now[0])
+             for e in ("python", "c")]  # fmt: skip
+    assert [p.engine for p in pipes] == ["python", "c"]
+    for p in pipes:
+        for a in (1, 2, 3):
+            e = TableEntry((FieldMatch(a),), ActionCall("I.fwd", (a,)), idle_timeout_ns=500)
+            e.last_hit_ns = now[0]
+            p.tables["I.t"].insert(e)
+    for t, a in ((1200, 1), (1300, 2), (1400, 1)):
+        now[0] = t
+        outs = [p.process(0, bytes([a])) for p in pipes]
+        assert outs[0] == outs[1] == [(a, bytes([a]))]
+    for at in (1499, 1800, 1850, 1900):
+        got = [sorted(e.matches[0].value for e in p.tables["I.t"].expired(at)) for p in pipes]
+        assert got[0] == got[1], at
+    assert [e.last_hit_ns for e in pipes[1].tables["I.t"].entries()] == [1400, 1300, 1000]
+
+
 # ------------------------------------------------------------------ fallback
 
 
@@ -189,13 +237,10 @@ parser P(packet_in p, out hs h, inout m mm, inout standard_metadata_t s) {
 }
 control V(inout hs h, inout m mm) { apply {} }
 control I(inout hs h, inout m mm, inout standard_metadata_t s) {
-    action fwd(bit<9> port) { s.egress_spec = port; }
-    table t {
-        key = { h.h.a: exact; }
-        actions = { fwd; }
-        support_timeout = true;
+    apply {
+        tuple<bit<8>, bit<8>> pair = { h.h.a, 8w2 };
+        s.egress_spec = 2;
     }
-    apply { s.egress_spec = 2; t.apply(); }
 }
 control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply {} }
 control C(inout hs h, inout m mm) { apply {} }
@@ -209,13 +254,13 @@ def test_unsupported_program_falls_back_with_one_log_line(
 ) -> None:
     """A program the C engine cannot take runs on the Python engine; one warning names the
     construct and its place in the P4 source."""
-    program = compile_source(FALLBACK_PROGRAM, "timeout.p4")
+    program = compile_source(FALLBACK_PROGRAM, "tuple.p4")
     with caplog.at_level(logging.WARNING, logger="softswitch.cengine"):
         pipeline = Pipeline(program, engine="c")
     assert pipeline.engine == "python"
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("softswitch.cengine")]
     assert len(lines) == 1, lines
-    assert "idle timeout" in lines[0] and "timeout.p4:" in lines[0]
+    assert "TupleType" in lines[0] and "tuple.p4:" in lines[0]
     assert pipeline.process(0, b"\x07") == [(2, b"\x07")]
 
 

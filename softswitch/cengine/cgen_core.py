@@ -115,6 +115,7 @@ class TableC:
 
     selector_hash: str | None = None  # C hash function of an action selector
     selector_keys: list[ir.Expr] = field(default_factory=list)
+    idle_timeout: bool = False  # hit times are recorded per entry
     direct_counter: bool = False
     direct_meter: str | None = None  # "packets" / "bytes" when the table has a direct meter
 
@@ -288,8 +289,6 @@ class CGenCore:
         name = ir.qualify(path, decl.cp_name)
         if name in self._tables_by_name:
             return self._tables_by_name[name]
-        if decl.support_timeout:
-            raise CUnsupported(f"table {name} with idle timeout", decl.loc)
         key_words: list[tuple[int, int, str]] = []
         kw = 0
         for k in decl.keys:
@@ -330,6 +329,7 @@ class CGenCore:
                 raise CUnsupported(f"action selector hash {algo}", decl.loc)
             tc.selector_hash = _SELECTOR_HASHES.get(algo or "")
             tc.selector_keys = [k.expr for k in decl.keys if k.match_kind == "selector"]
+        tc.idle_timeout = decl.support_timeout
         tc.direct_counter = decl.counters is not None
         tc.direct_meter = table.direct_meter_kind if decl.meters is not None else None
         self.tables.append(tc)

@@ -53,6 +53,8 @@ class ExternMixin(CGenCore):
                 em.line(
                     f"{T}.cnt[2 * {row}[1]] += 1; {T}.cnt[2 * {row}[1] + 1] += P->ingress_length;"
                 )
+            if tc.idle_timeout:
+                em.line(f"{T}.hit_ns[{row}[1]] = S->now_ns;")
             if tc.direct_meter is not None:
                 units = "1" if tc.direct_meter == "packets" else "P->ingress_length"
                 em.line(f"P->meter_color = meter_exec(&{T}.mtr[{row}[1]], {units}, S->now_ns);")

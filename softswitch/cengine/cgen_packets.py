@@ -279,8 +279,7 @@ class PacketMixin(CGenCore):
                 j = index[target]
                 if j <= here:
                     ind.line(
-                        f"if (++{it} > {PARSER_LOOP_LIMIT}) "
-                        f"{{ {err} = {timeout}; goto {reject}; }}"
+                        f"if (++{it} > {PARSER_LOOP_LIMIT}) {{ {err} = {timeout}; goto {reject}; }}"
                     )
                 ind.line(f"goto {labels[target]};")
 

@@ -328,6 +328,7 @@ typedef struct {
     uint64_t *cnt;           /* 2 per handle: packets, bytes since the last flush */
     meter_t *mtr;            /* per handle */
     uint64_t *slots;         /* action selector groups: (action, args) per slot */
+    uint64_t *hit_ns;        /* per handle: time of the last hit since the last flush (0: none) */
 } table_t;
 
 static inline uint64_t mix64(uint64_t h) {
@@ -348,8 +349,8 @@ static void table_free_rows(table_t *t) {
 }
 static void table_free(table_t *t) {
     table_free_rows(t);
-    free(t->cnt); free(t->mtr); free(t->slots);
-    t->cnt = NULL; t->mtr = NULL; t->slots = NULL; t->nhandles = 0;
+    free(t->cnt); free(t->mtr); free(t->slots); free(t->hit_ns);
+    t->cnt = NULL; t->mtr = NULL; t->slots = NULL; t->hit_ns = NULL; t->nhandles = 0;
 }
 static int table_handles(table_t *t, uint32_t need) {
     if (need <= t->nhandles) return 0;
@@ -361,6 +362,10 @@ static int table_handles(table_t *t, uint32_t need) {
     meter_t *mtr = (meter_t *)realloc(t->mtr, sizeof(meter_t) * cap);
     if (!mtr) return -1;
     t->mtr = mtr;
+    uint64_t *hit = (uint64_t *)realloc(t->hit_ns, sizeof(uint64_t) * cap);
+    if (!hit) return -1;
+    t->hit_ns = hit;
+    memset(t->hit_ns + t->nhandles, 0, sizeof(uint64_t) * (cap - t->nhandles));
     memset(t->cnt + 2 * t->nhandles, 0, sizeof(uint64_t) * 2 * (cap - t->nhandles));
     memset(t->mtr + t->nhandles, 0, sizeof(meter_t) * (cap - t->nhandles));
     t->nhandles = cap;

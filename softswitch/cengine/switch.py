@@ -190,7 +190,7 @@ class CV1Switch:
             table = compiled.tables[tc.name]
             self._tables.append((tc, table))
             table.add_listener(self._table_listener(tc.index))
-            if tc.direct_counter:
+            if tc.direct_counter or tc.idle_timeout:
                 table.add_counter_sync(self._counter_sync(tc.index))
             if table.implementation is not None:
                 table.implementation.add_listener(self._profile_listener(tc.index))
@@ -200,7 +200,7 @@ class CV1Switch:
         for a in gen.arrays:
             self._bind_array(a)
         self._needs_clock = bool(self._meters) or any(
-            tc.direct_meter is not None for tc in gen.tables
+            tc.direct_meter is not None or tc.idle_timeout for tc in gen.tables
         )
         sm_t = ir.strip_newtype(compiled.block_params["parser"][3].type)
         names = {f.name for f in getattr(sm_t, "fields", [])}
@@ -227,14 +227,17 @@ class CV1Switch:
         """Add the C engine's direct counts to the entries last loaded into table
         ``index`` (and zero them in C)."""
         entries = self._loaded[index]
-        if not entries or not self._tables[index][0].direct_counter:
+        tc = self._tables[index][0]
+        if not entries or not (tc.direct_counter or tc.idle_timeout):
             return
         handles = self._ffi.new("uint64_t[]", [e.handle for e in entries])
-        out = self._ffi.new("uint64_t[]", 2 * len(entries))
+        out = self._ffi.new("uint64_t[]", 3 * len(entries))
         self._lib.ss_table_flush(self._state, index, len(entries), handles, out)
         for i, e in enumerate(entries):
-            e.packets += out[2 * i]
-            e.bytes += out[2 * i + 1]
+            e.packets += out[3 * i]
+            e.bytes += out[3 * i + 1]
+            if out[3 * i + 2]:
+                e.last_hit_ns = int(out[3 * i + 2])
 
     def _meter_listener(self, index: int) -> Callable[[Meter], None]:
         def changed(_meter: Meter) -> None:

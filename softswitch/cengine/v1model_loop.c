@@ -289,9 +289,10 @@ void ss_table_flush(void *vs, int t, uint32_t n, const uint64_t *handles, uint64
     for (uint32_t i = 0; i < n; i++) {
         uint64_t h = handles[i];
         if (h < tb->nhandles) {
-            out[2 * i] = tb->cnt[2 * h]; out[2 * i + 1] = tb->cnt[2 * h + 1];
-            tb->cnt[2 * h] = 0; tb->cnt[2 * h + 1] = 0;
-        } else { out[2 * i] = 0; out[2 * i + 1] = 0; }
+            out[3 * i] = tb->cnt[2 * h]; out[3 * i + 1] = tb->cnt[2 * h + 1];
+            out[3 * i + 2] = tb->hit_ns[h];
+            tb->cnt[2 * h] = 0; tb->cnt[2 * h + 1] = 0; tb->hit_ns[h] = 0;
+        } else { out[3 * i] = 0; out[3 * i + 1] = 0; out[3 * i + 2] = 0; }
     }
 }
 void ss_table_meter(void *vs, int t, uint64_t handle, int configured, uint64_t cir,

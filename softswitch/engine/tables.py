@@ -842,6 +842,7 @@ class Table:
         stamp ``last_hit_ns`` set by the caller)."""
         if not self.support_timeout:
             return []
+        self.sync_counters()  # hit times kept elsewhere (the C engine) come in too
         return [
             e
             for e in self._by_id.values()
