@@ -393,15 +393,15 @@ class CV1Switch:
             # the group's slots, each (action, args); the row points at the first
             first = len(slots) // (1 + tc.aw)
             members = impl.group_slots(e.group_id)
-            for action in members:
-                slots += [tc.action_ids[action.name], *self._args(tc, action.name, action.args)]
+            for m in members:
+                slots += [tc.action_ids[m.name], *self._args(tc, m.name, m.args)]
             args = [len(members)] + [0] * (tc.aw - 1)
             return [(1 << 63) | first, e.handle, *values, *masks, *ranges, *args]
-        action = table.action_for(e)
-        if action is None:
+        direct = table.action_for(e)
+        if direct is None:
             raise CUnsupported(f"table {tc.name}: entry without an action")
-        aid = tc.action_ids[action.name]
-        args = self._args(tc, action.name, action.args)
+        aid = tc.action_ids[direct.name]
+        args = self._args(tc, direct.name, direct.args)
         return [aid, e.handle, *values, *masks, *ranges, *args]
 
     def _load_pre(self) -> None:
