@@ -393,8 +393,8 @@ class CV1Switch:
             # the group's slots, each (action, args); the row points at the first
             first = len(slots) // (1 + tc.aw)
             members = impl.group_slots(e.group_id)
-            for m in members:
-                slots += [tc.action_ids[m.name], *self._args(tc, m.name, m.args)]
+            for slot in members:
+                slots += [tc.action_ids[slot.name], *self._args(tc, slot.name, slot.args)]
             args = [len(members)] + [0] * (tc.aw - 1)
             return [(1 << 63) | first, e.handle, *values, *masks, *ranges, *args]
         direct = table.action_for(e)
