@@ -223,6 +223,26 @@ def test_idle_timeout_hit_times() -> None:
     assert [e.last_hit_ns for e in pipes[1].tables["I.t"].entries()] == [1400, 1300, 1000]
 
 
+LOOP_PROGRAM = IDLE_PROGRAM.replace(
+    "apply { s.egress_spec = 2; t.apply(); }", "apply { s.egress_spec = 2; }"
+).replace(
+    "control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply {} }",
+    "control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply { recirculate_preserving_field_list(0); } }",
+)
+
+
+def test_pass_limit_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """A frame that recirculates forever stops after the pass limit on both engines, with
+    the same warning."""
+    pipes = [Pipeline(compile_source(LOOP_PROGRAM, "loop.p4"), engine=e) for e in ("python", "c")]
+    assert pipes[1].engine == "c"
+    for p in pipes:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="softswitch"):
+            assert p.process(3, b"\x01") == []
+        assert any("exceeded 256 passes" in r.getMessage() for r in caplog.records)
+
+
 # ------------------------------------------------------------------ fallback
 
 

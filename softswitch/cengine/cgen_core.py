@@ -188,6 +188,7 @@ class CGenCore:
         self.digest_sites: list[tuple[int, list[tuple[str, int]]]] = []
         self.digest_flag: str | None = None
         self.asserts: list[str] = []  # source location of each assert/assume
+        self.may_loop = False  # resubmit/recirculate/clone: a frame can take many passes
 
     # ------------------------------------------------------------------ helpers
 

@@ -307,26 +307,32 @@ class ExternMixin(CGenCore):
             raise CUnsupported("a clone type chosen at run time", e.loc)
 
     def fn_clone(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         self._clone_const(e)
         em.line(f"P->clone_session = {self.arg(e, 1, sc, em)}; P->has_clone = 1; P->clone_fl = -1;")
 
     fn_clone3 = fn_clone
 
     def fn_clone_preserving_field_list(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         self._clone_const(e)
         em.line(f"P->clone_session = {self.arg(e, 1, sc, em)}; P->has_clone = 1;")
         em.line(f"P->clone_fl = (int64_t){self.arg(e, 2, sc, em)};")
 
     def fn_resubmit(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         em.line("P->has_resubmit = 1; P->resubmit_fl = -1;")
 
     def fn_resubmit_preserving_field_list(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         em.line(f"P->has_resubmit = 1; P->resubmit_fl = (int64_t){self.arg(e, 0, sc, em)};")
 
     def fn_recirculate(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         em.line("P->has_recirculate = 1; P->recirculate_fl = -1;")
 
     def fn_recirculate_preserving_field_list(self, e: ir.Call, sc: Scope, em: Em) -> None:
+        self.may_loop = True
         em.line(f"P->has_recirculate = 1; P->recirculate_fl = (int64_t){self.arg(e, 0, sc, em)};")
 
     def fn_digest(self, e: ir.Call, sc: Scope, em: Em) -> None:

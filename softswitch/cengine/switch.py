@@ -24,7 +24,7 @@ from softswitch import ir
 from softswitch.cengine import build as cbuild
 from softswitch.cengine.cgen import ArrayC, CGen, TableC
 from softswitch.cengine.errors import CUnsupported
-from softswitch.cengine.v1c import CDEF, generate
+from softswitch.cengine.v1c import CDEF, MAX_PASSES, generate
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
@@ -178,6 +178,8 @@ class CV1Switch:
         self._out = self._ffi.new("char **")
         self._ndg = self._ffi.new("uint32_t *")
         self._assert_seen = 0
+        self._passes_seen = 0
+        self._may_loop = gen.may_loop
         self._stale_tables: set[int] = set(range(len(gen.tables)))
         self._pre_stale = True
         self._dirty = True
@@ -438,6 +440,8 @@ class CV1Switch:
             self._take_digests()
         if self._gen.asserts:
             self._check_asserts()
+        if self._may_loop:
+            self._check_passes(port)
         if n == 0:
             return []
         buf = self._ffi.unpack(self._out[0], n)
@@ -450,6 +454,15 @@ class CV1Switch:
             out.append((p, buf[pos : pos + ln]))
             pos += ln
         return out
+
+    def _check_passes(self, port: int) -> None:
+        """Warn about a frame that exceeded the pass limit, as the Python switch does."""
+        over = int(self._lib.ss_stat(self._state, 1))
+        if over != self._passes_seen:
+            self._passes_seen = over
+            log.warning(
+                "packet from port %d exceeded %d passes; dropping the rest", port, MAX_PASSES
+            )
 
     def _check_asserts(self) -> None:
         """Log each packet an assert/assume dropped, as the Python switch does."""
