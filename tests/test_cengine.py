@@ -227,7 +227,8 @@ LOOP_PROGRAM = IDLE_PROGRAM.replace(
     "apply { s.egress_spec = 2; t.apply(); }", "apply { s.egress_spec = 2; }"
 ).replace(
     "control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply {} }",
-    "control E(inout hs h, inout m mm, inout standard_metadata_t s) { apply { recirculate_preserving_field_list(0); } }",
+    "control E(inout hs h, inout m mm, inout standard_metadata_t s) "
+    "{ apply { recirculate_preserving_field_list(0); } }",
 )
 
 
