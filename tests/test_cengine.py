@@ -244,6 +244,29 @@ def test_pass_limit_is_logged(caplog: pytest.LogCaptureFixture) -> None:
         assert any("exceeded 256 passes" in r.getMessage() for r in caplog.records)
 
 
+PAYLOAD_CSUM_PROGRAM = IDLE_PROGRAM.replace(
+    "header h_t { bit<8> a; }", "header h_t { bit<8> a; bit<16> sum; bit<32> crc; }"
+).replace(
+    "control C(inout hs h, inout m mm) { apply {} }",
+    "control C(inout hs h, inout m mm) { apply {\n"
+    "    update_checksum_with_payload(true, { h.h.a }, h.h.sum, HashAlgorithm.csum16);\n"
+    "    update_checksum_with_payload(h.h.a > 2, { h.h.a, h.h.sum }, h.h.crc,"
+    " HashAlgorithm.crc32); } }",
+)
+
+
+@pytest.mark.parametrize("size", [0, 1, 1500, 9000])
+def test_checksum_with_payload_of_any_length(size: int) -> None:
+    """A checksum over the payload covers all of it, jumbo frames included."""
+    pipes = [Pipeline(compile_source(PAYLOAD_CSUM_PROGRAM, "csum.p4"), engine=e)
+             for e in ("python", "c")]  # fmt: skip
+    assert pipes[1].engine == "c"
+    frame = bytes([7, 0, 0, 0, 0, 0, 0]) + bytes((i * 7) & 0xFF for i in range(size))
+    outs = [p.process(0, frame) for p in pipes]
+    assert outs[0] == outs[1]
+    assert outs[0][0][1][1:3] != b"\x00\x00"
+
+
 # ------------------------------------------------------------------ fallback
 
 

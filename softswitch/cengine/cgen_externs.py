@@ -198,10 +198,16 @@ class ExternMixin(CGenCore):
         if fn is None:
             raise CUnsupported(f"hash algorithm {name}", algo.loc)
         assert data is not None
-        bb = self.pack(data, sc, em)
-        if payload:
-            em.line(f"bb_bytes(&{bb}, P->data + P->pos, P->len - P->pos);")
-        return f"{fn}({bb}.b, bb_len(&{bb}))"
+        if not payload:
+            bb = self.pack(data, sc, em)
+            return f"{fn}({bb}.b, bb_len(&{bb}))"
+        # the payload can be any length: a buffer of the packet's size, freed at once
+        bb = self.pack(data, sc, em, extra="(P->len - P->pos)")
+        em.line(f"bb_bytes(&{bb}, P->data + P->pos, P->len - P->pos);")
+        h = self.fn.tmp("uint64_t")
+        em.line(f"{h} = {fn}({bb}.b, bb_len(&{bb}));")
+        em.line(f"free({bb}.b);")
+        return h
 
     def flat(self, e: ir.Expr, sc: Scope, em: Em) -> list[tuple[str, int, str | None, bool]]:
         """``(value, width, validity condition, wide)`` of each scalar of a field list."""
@@ -222,8 +228,8 @@ class ExternMixin(CGenCore):
         valid = None
         if isinstance(e, ir.Member) and isinstance(strip(e.base.type), ir.HeaderType):
             valid = f"{self.expr(e.base, sc, em)}._v"
-        if isinstance(t, ir.VarbitType):
-            return [(xv, -1, valid, False)]
+        if isinstance(t, ir.VarbitType):  # a negative width: its maximum bytes
+            return [(xv, -((t.max_width + 7) // 8), valid, False)]
         if not is_scalar(t):
             raise CUnsupported(f"a {type(t).__name__} in a field list", e.loc)
         w = scalar_width(t) if not isinstance(t, ir.IntLitType) else 32
@@ -244,20 +250,27 @@ class ExternMixin(CGenCore):
                 out += self.flat_obj(f"{x}.{fld(f.name)}", f.type, valid)
             return out
         if isinstance(t, ir.VarbitType):
-            return [(x, -1, valid, False)]
+            return [(x, -((t.max_width + 7) // 8), valid, False)]
         if not is_scalar(t):
             raise CUnsupported(f"{type(t).__name__} in a field list")
         return [(x, scalar_width(t), valid, is_wide(t))]
 
-    def pack(self, data: ir.Expr, sc: Scope, em: Em) -> str:
+    def pack(self, data: ir.Expr, sc: Scope, em: Em, extra: str | None = None) -> str:
+        """A bit buffer holding field list ``data`` packed as BMv2 packs it (fields of
+        invalid headers left out); ``extra``: bytes to leave room for after them (the
+        buffer is then malloc'ed; the caller frees it)."""
         fields = self.flat(data, sc, em)
         total = sum(w for _, w, _, _ in fields if w > 0)
-        total += sum(8 * self._varbit_bytes(x) for x, w, _, _ in fields if w < 0)
-        nbytes = (total + 7) // 8 + 4
-        buf = self.fn.tmp("uint8_t", "hb")
-        self.fn.decls[-1] = f"uint8_t {buf}[{nbytes + 1600}];"
+        total += sum(-8 * w for _, w, _, _ in fields if w < 0)  # varbits at their maximum
+        nbytes = (total + 7) // 8 + 8
         bb = self.fn.tmp("bitbuf_t", "bb")
-        em.line(f"{bb}.b = {buf}; {bb}.nbits = 0; {bb}.cap = sizeof {buf};")
+        if extra is None:
+            buf = self.fn.tmp("uint8_t", "hb")
+            self.fn.decls[-1] = f"uint8_t {buf}[{nbytes}];"
+            em.line(f"{bb}.b = {buf}; {bb}.nbits = 0; {bb}.cap = sizeof {buf};")
+        else:
+            em.line(f"{bb}.cap = {nbytes} + {extra}; {bb}.nbits = 0;")
+            em.line(f"{bb}.b = (uint8_t *)malloc({bb}.cap);")
         for x, w, valid, wide in fields:
             if w < 0:
                 put = f"bb_bytes(&{bb}, {x}.b, (uint32_t)({x}.nbits / 8));"
@@ -267,10 +280,6 @@ class ExternMixin(CGenCore):
                 put = f"bb_put_fast(&{bb}, {x}, {w});"
             em.line(f"if ({valid}) {put}" if valid else put)
         return bb
-
-    @staticmethod
-    def _varbit_bytes(x: str) -> int:
-        return 128  # room for any varbit's bytes (the buffer has 1600 spare bytes too)
 
     def fn_verify_checksum(self, e: ir.Call, sc: Scope, em: Em) -> None:
         self._checksum(e, sc, em, update=False, payload=False)
