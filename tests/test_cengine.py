@@ -39,6 +39,17 @@ KNOWN_FALLBACKS = {
 }
 
 
+def _has_compiler() -> bool:
+    try:
+        cbuild.compiler()
+    except Exception:  # noqa: BLE001 - CUnsupported: no compiler on this machine
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(not _has_compiler(), reason="no C compiler (cc/gcc, $CC)")
+
+
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Compiled programs go to one cache for the whole session (not the user's)."""

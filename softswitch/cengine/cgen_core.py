@@ -189,6 +189,7 @@ class CGenCore:
         self.digest_flag: str | None = None
         self.asserts: list[str] = []  # source location of each assert/assume
         self.may_loop = False  # resubmit/recirculate/clone: a frame can take many passes
+        self.emit_bound = 0  # bytes the deparser's emit calls can write at most
 
     # ------------------------------------------------------------------ helpers
 

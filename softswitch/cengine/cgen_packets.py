@@ -201,6 +201,13 @@ class PacketMixin(CGenCore):
 
     def emit_value(self, x: str, t: ir.Type, em: Em) -> None:
         t = strip(t)
+        if isinstance(t, ir.HeaderType):
+            vb = _varbit_of(t)
+            self.emit_bound += (t.bit_width + 7) // 8
+            if vb is not None:
+                vt = strip(vb.type)
+                assert isinstance(vt, ir.VarbitType)
+                self.emit_bound += (vt.max_width + 7) // 8
         if isinstance(t, ir.HeaderType) and _varbit_of(t) is None:
             nb = (t.bit_width + 7) // 8
             with em.block(f"if ({x}._v)"):

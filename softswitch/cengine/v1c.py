@@ -144,7 +144,7 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
     here = resources.files("softswitch.cengine")
     loop = here.joinpath("v1model_loop.c").read_text("utf-8")
     loop = loop.replace("HDR_T", H).replace("META_T", M).replace("SM_T", SM)
-    opt = []
+    opt = [f"#define EMIT_BOUND {gen.emit_bound}"]
     for name in ("ingress_global_timestamp", "egress_global_timestamp"):
         if name in sm_fields:
             opt.append(f"#define HAS_{name.upper()} 1")

@@ -160,7 +160,7 @@ static uint32_t emit_frame(run_t *R, job_t *j, uint8_t **out) {
     pkt_t *P = &j->P;
     blk_compute_checksum(S, P, &j->hdr, &j->meta);
     uint32_t payload = P->len > P->pos ? P->len - P->pos : 0;
-    uint32_t cap = 4 * (uint32_t)sizeof(HDR_T) + 256 + payload; /* a header emitted more than once */
+    uint32_t cap = EMIT_BOUND + 64 + payload;
     uint8_t *buf = frame_alloc(R, cap);
     P->out.b = buf; P->out.nbits = 0; P->out.cap = cap;
     blk_deparser(S, P, &j->hdr);
