@@ -75,9 +75,55 @@ def build(source: str) -> Path:
 
 
 def load(so: Path, cdef: str) -> tuple[Any, Any]:
-    """``(ffi, lib)`` of a compiled program."""
+    """``(ffi, lib)`` of a compiled program (ABI mode: calls go through libffi)."""
     import cffi
 
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     return ffi, ffi.dlopen(str(so))
+
+
+def build_module(source: str, cdef: str) -> tuple[Any, Any]:
+    """``(ffi, lib)`` of ``source`` as a Python extension module (cffi's API mode: each
+    call is a direct C call, some 0.3 us cheaper per packet than ABI mode), compiled now
+    or found in the cache. Needs the Python headers; :func:`build_and_load` falls back to
+    :func:`build` and :func:`load` without them."""
+    import importlib.machinery
+    import importlib.util
+
+    import cffi
+
+    cc = compiler()
+    digest = hashlib.sha256(
+        "\0".join([BUILD_VERSION, "api", cc, *CFLAGS, cdef, source]).encode()
+    ).hexdigest()[:32]
+    name = f"_p4_{digest}"
+    out_dir = cache_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    if not path.exists():
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        ffi.set_source(name, source, extra_compile_args=["-O2", "-w"])
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            built = ffi.compile(tmpdir=tmp, verbose=False)
+            os.replace(built, path)
+        log.debug("compiled %s", path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ffi, module.lib
+
+
+def build_and_load(source: str, cdef: str) -> tuple[Any, Any]:
+    """``(ffi, lib)`` of ``source``: an extension module when the Python headers are
+    there, else a plain shared object loaded in ABI mode."""
+    try:
+        return build_module(source, cdef)
+    except CUnsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - no headers/setuptools: the ABI path below
+        log.info("C engine: no extension module (%s); loading a shared object", exc)
+    return load(build(source), cdef)

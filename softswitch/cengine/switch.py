@@ -166,8 +166,7 @@ class CV1Switch:
     ) -> None:
         source, gen = generate(compiled.program, compiled)
         self.source = source
-        so = cbuild.build(source)
-        self._ffi, self._lib = cbuild.load(so, CDEF)
+        self._ffi, self._lib = cbuild.build_and_load(source, CDEF)
         self._state = self._ffi.gc(self._lib.ss_new(), self._lib.ss_free)
         self._gen: CGen = gen
         self.compiled = compiled
