@@ -39,7 +39,9 @@ from softswitch.engine.compiled import CompiledProgram
 # action selector algorithm -> its C function (the run time's BMv2 hashes)
 _SELECTOR_HASHES = {
     "crc16": "h_crc16",
+    "crc16_custom": "h_crc16",
     "crc32": "h_crc32",
+    "crc32_custom": "h_crc32",
     "csum16": "h_csum16",
     "xor16": "h_xor16",
     "identity": "h_identity",
@@ -818,6 +820,12 @@ class CGenCore:
                 self.assign_to(f"{tmp}.{fld(f.name)}", f.type, x, sc, em)
             if isinstance(t, ir.HeaderType):
                 em.line(f"{tmp}._v = 1;")
+            em.line(f"{lv} = {tmp};")
+            return
+        if isinstance(rhs, ir.ListExpr) and isinstance(t, ir.TupleType):
+            tmp = self.fn.tmp(self.types.ctype(t))
+            for i, (et, x) in enumerate(zip(t.elems, rhs.elems, strict=False)):
+                self.assign_to(f"{tmp}.e{i}", et, x, sc, em)
             em.line(f"{lv} = {tmp};")
             return
         v = self.expr(rhs, sc, em)

@@ -193,8 +193,16 @@ class ExternMixin(CGenCore):
         if not isinstance(algo, ir.EnumMember):
             raise CUnsupported("a hash algorithm chosen at run time", getattr(algo, "loc", None))
         name = algo.member
-        fn = {"crc32": "h_crc32", "crc16": "h_crc16", "csum16": "h_csum16", "xor16": "h_xor16",
-              "identity": "h_identity"}.get(name)  # fmt: skip
+        # the *_custom algorithms run with their defaults, which equal crc16/crc32 (BMv2)
+        fn = {
+            "crc32": "h_crc32",
+            "crc32_custom": "h_crc32",
+            "crc16": "h_crc16",
+            "crc16_custom": "h_crc16",
+            "csum16": "h_csum16",
+            "xor16": "h_xor16",
+            "identity": "h_identity",
+        }.get(name)
         if fn is None:
             raise CUnsupported(f"hash algorithm {name}", algo.loc)
         assert data is not None

@@ -82,7 +82,22 @@ class CTypes:
             return self._struct(t)
         if isinstance(t, ir.VarbitType):
             return self._varbit(t)
+        if isinstance(t, ir.TupleType):
+            return self._tuple(t)
         raise CUnsupported(f"values of type {type(t).__name__}")
+
+    def _tuple(self, t: ir.TupleType) -> str:
+        """A tuple's elements as fields ``e0``, ``e1``, ...; tuples of the same element
+        types share one C type."""
+        elems = [self.ctype(x) for x in t.elems]
+        name = "T_" + "_".join(c_ident(e) for e in elems) if elems else "T_empty"
+        if name not in self._used:
+            self._used.add(name)
+            fields = (
+                "".join(f"    {e} e{i};\n" for i, e in enumerate(elems)) or "    uint64_t _pad;\n"
+            )
+            self.lines.append(f"typedef struct {{\n{fields}}} {name};")
+        return name
 
     def _stack(self, t: ir.StackType) -> str:
         """``h[N]`` plus one spare element (what an out-of-range index reaches) and

@@ -47,6 +47,7 @@ struct metadata_t {
     bit<8>  color;
     bit<8>  dcolor;
     bit<16> tag;
+    bit<32> hashx;
 }
 
 parser MyParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -133,6 +134,17 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         port_meter.execute_meter((bit<32>)std.ingress_port & 7, meta.color);
         hash(meta.hash16, HashAlgorithm.crc16, 16w0, { hdr.ethernet.src, hdr.ethernet.type }, 32w1024);
         hash(meta.hash32, HashAlgorithm.crc32, 32w7, { hdr.ethernet.dst }, 32w0);
+        if (hdr.probe.isValid()) {
+            if (hdr.probe.d == 1) {
+                hash(meta.hashx, HashAlgorithm.xor16, 32w0, { hdr.probe.wide, hdr.probe.c }, 32w65536);
+            } else if (hdr.probe.d == 2) {
+                hash(meta.hashx, HashAlgorithm.identity, 32w3, { hdr.probe.a, hdr.ethernet.src }, 32w1000003);
+            } else if (hdr.probe.d == 3) {
+                hash(meta.hashx, HashAlgorithm.crc32_custom, 32w0, { hdr.probe.op }, 32w0xFFFFFFFF);
+            } else {
+                hash(meta.hashx, HashAlgorithm.csum16, 32w0, { hdr.probe.b, hdr.ipv4.ttl }, 32w65536);
+            }
+        }
         last_src.write((bit<32>)hdr.ethernet.src[3:0], hdr.ethernet.src[31:0]);
         mac_exact.apply();
         if (hdr.ipv4.isValid()) {
@@ -162,7 +174,7 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             } else if (hdr.probe.op == 5) {
                 hdr.probe.result = (hdr.probe.c * (bit<12>)hdr.probe.d) ++ hdr.probe.c[11:8] ++ 16w0;
             } else if (hdr.probe.op == 6) {
-                hdr.probe.result = meta.hash16 ^ meta.hash32;
+                hdr.probe.result = meta.hash16 ^ meta.hash32 ^ meta.hashx;
             } else {
                 hdr.probe.result = meta.color ++ meta.dcolor ++ meta.tag;
             }
