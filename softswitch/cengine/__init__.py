@@ -56,7 +56,7 @@ def c_switch(
     from softswitch.cengine.switch import CV1Switch
 
     try:
-        return CV1Switch(compiled, pre, clock_ns)
+        switch = CV1Switch(compiled, pre, clock_ns)
     except CUnsupported as exc:
         where = f" at {exc.loc}" if exc.loc is not None else ""
         log.warning(
@@ -65,9 +65,12 @@ def c_switch(
             exc.construct,
             where,
         )
+        return None
     except CBuildError as exc:
         log.error("%s: %s; using the Python engine", source, exc)
-    return None
+        return None
+    log.info("%s: running on the C engine", source)
+    return switch
 
 
 __all__ = ["ENGINES", "CBuildError", "CUnsupported", "c_switch", "check_engine", "default_engine"]
