@@ -33,6 +33,10 @@ NR_PACKETS_PER_S_GUESS = 10000  # sizes the message stream to about ``seconds``
 PAYLOAD_ELEMS = (32, 256)  # per-packet cost against payload size (issue 13)
 PAYLOAD_WORKERS = 4
 PAYLOAD_ROUNDS = 5
+ENGINES = ("python", "c")  # side-by-side rows of the compiled data path (issue 28)
+ENGINE_ELEMS = 256
+ENGINE_WORKERS = 4
+ENGINE_ROUNDS = 5
 
 
 def _require(module: str, attr: str) -> Any:
@@ -226,6 +230,93 @@ def payload_rows(seconds: float) -> list[dict[str, Any]]:
     return rows
 
 
+def _build_lpm(engine: str) -> Any:
+    """The LPM forwarder (ipv4_forward.p4 with one route) on ``engine``."""
+    pipeline_cls = _require("softswitch.pipeline", "Pipeline")
+    tables_mod = importlib.import_module("softswitch.engine.tables")
+    pipeline = pipeline_cls.from_file(str(PROGRAM), engine=engine)
+    table = next(
+        t
+        for t in pipeline.tables.values()
+        if len(t.keys) == 1 and t.keys[0].match_kind == tables_mod.MatchKind.LPM
+    )
+    name, args = _route_action(pipeline.program, table.name, table.action_names)
+    dst = int.from_bytes(bytes(int(b) for b in DST_IP.split(".")), "big")
+    table.insert(
+        tables_mod.TableEntry(
+            matches=(tables_mod.FieldMatch(value=dst, prefix_len=32),),
+            action=tables_mod.ActionCall(name=name, args=args),
+        )
+    )
+    return pipeline
+
+
+def engine_rows(seconds: float) -> list[dict[str, Any]]:
+    """CPU time per packet of the Python engine and of the C engine side by side, in one
+    run: netreduce.p4 at E = 256, P = 4 (a stream of aggregation messages) and the LPM
+    forwarder. Rounds alternate between the engines, the best round counts; the C
+    engine's outputs must equal the Python engine's, packet for packet."""
+    import tempfile
+    import time
+
+    from bench.netreduce_job import AggregationJob, completions, make_workers
+    from experiment.matrix import program_for
+
+    pipeline_cls = _require("softswitch.pipeline", "Pipeline")
+    messages = max(50, int(seconds * NR_PACKETS_PER_S_GUESS) // ENGINE_WORKERS // 8)
+    total = messages * ENGINE_ROUNDS
+    with tempfile.TemporaryDirectory() as tmp:
+        source = program_for(ENGINE_ELEMS, Path(tmp))
+        nr = {e: pipeline_cls.from_file(str(source), engine=e) for e in ENGINES}
+    if nr["c"].engine != "c":
+        raise BenchSkipped("netreduce.p4 does not run on the C engine (see the log)")
+    jobs = {e: AggregationJob(1, make_workers(ENGINE_WORKERS), elems=ENGINE_ELEMS)
+            for e in ENGINES}  # fmt: skip
+    for e in ENGINES:
+        jobs[e].configure(nr[e])
+    stream = jobs["python"].stream(total)
+    lpm = {e: _build_lpm(e) for e in ENGINES}
+    frame = routed_frame()
+    lpm_n = max(1000, int(seconds * 20000) // ENGINE_ROUNDS)
+    best = {(w, e): float("inf") for w in ("nr", "lpm") for e in ENGINES}
+    outs: dict[str, list[Any]] = {e: [] for e in ENGINES}
+    per_round = messages * ENGINE_WORKERS
+    for r in range(ENGINE_ROUNDS):
+        for e in ENGINES:
+            process = nr[e].process
+            chunk = stream[r * per_round:(r + 1) * per_round]
+            start = time.process_time()
+            got = [process(port, f) for port, f in chunk]
+            best["nr", e] = min(best["nr", e], (time.process_time() - start) / len(chunk))
+            outs[e] += got
+            process = lpm[e].process
+            start = time.process_time()
+            for _ in range(lpm_n):
+                process(INGRESS_PORT, frame)
+            best["lpm", e] = min(best["lpm", e], (time.process_time() - start) / lpm_n)
+    if outs["c"] != outs["python"]:
+        raise RuntimeError("netreduce: the C engine's outputs differ from the Python engine's")
+    for e in ENGINES:
+        done = completions(nr[e], jobs[e].job)
+        if done != total:
+            raise RuntimeError(f"netreduce on {e}: {done}/{total} messages completed")
+    if lpm["c"].process(INGRESS_PORT, frame) != lpm["python"].process(INGRESS_PORT, frame):
+        raise RuntimeError("LPM forwarder: the engines forward differently")
+    notes_nr = (f"netreduce.p4 E = {ENGINE_ELEMS}, {ENGINE_WORKERS} workers x {messages} "
+                f"messages per round; CPU time, best of {ENGINE_ROUNDS} alternating rounds")
+    notes_lpm = (f"{PROGRAM.name}, LPM hit, {len(frame)} B; CPU time, best of "
+                 f"{ENGINE_ROUNDS} alternating rounds of {lpm_n} packets")
+    rows = []
+    for w, label, notes in (("nr", f"netreduce E={ENGINE_ELEMS}, P={ENGINE_WORKERS}", notes_nr),
+                            ("lpm", "LPM forwarder", notes_lpm)):  # fmt: skip
+        for e in ENGINES:
+            rows.append({"name": f"{label}, {e} engine", "metric": "CPU per packet",
+                         "value": best[w, e] * 1e6, "unit": "us", "notes": notes})
+        rows.append({"name": f"{label}, python / c", "metric": "speed-up",
+                     "value": best[w, "python"] / best[w, "c"], "unit": "x", "notes": notes})
+    return rows
+
+
 def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     """Measures pipeline throughput; skips while the engine or the program is missing."""
     bench_pipeline = _require("bench.pipeline_rate", "bench_pipeline")
@@ -255,4 +346,5 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     for workers in NR_WORKERS:
         rows += netreduce_rows(workers, seconds)
     rows += payload_rows(seconds)
+    rows += engine_rows(seconds)
     return rows

@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="add DIR to the #include search path",
     )
+    stf.add_argument(
+        "--engine",
+        choices=("python", "c"),
+        default="python",
+        help="packet engine: the Python reference (default) or the compiled C path",
+    )
 
     sub.add_parser(
         "run", help="run the P4Runtime switch (see 'softswitch run --help')", add_help=False
@@ -102,7 +108,9 @@ def _stf(args: argparse.Namespace) -> int:
         print(f"error: cannot read {args.test}: {err.strerror}", file=sys.stderr)
         return 1
     lines = parse_stf(stf_text, str(args.test))
-    pipeline = Pipeline.from_file(str(args.program), [str(d) for d in args.include_dirs])
+    pipeline = Pipeline.from_file(
+        str(args.program), [str(d) for d in args.include_dirs], engine=args.engine
+    )
     from softswitch.stf import StfRunner
 
     result = StfRunner(pipeline).run(lines)

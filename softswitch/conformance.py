@@ -107,12 +107,16 @@ def run_program(
     timeout: float = 30.0,
     include_dirs: Sequence[Path] = (),
     python: str = sys.executable,
+    engine: str = "python",
 ) -> Result:
     """Compile ``program`` and run its ``.stf`` file when there is one (in a child process)."""
     stf = program.with_suffix(".stf")
     has_stf = stf.is_file()
     cmd = [python, "-m", "softswitch"]
-    cmd += ["stf", str(program), str(stf)] if has_stf else ["compile", str(program)]
+    if has_stf:
+        cmd += ["stf", str(program), str(stf), "--engine", engine]
+    else:
+        cmd += ["compile", str(program)]
     for d in include_dirs:
         cmd += ["-I", str(d)]
     try:
@@ -134,7 +138,9 @@ def _alarm(_signum: int, _frame: object) -> None:
     raise _Timeout
 
 
-def _run_in_process(program: Path, stf: Path | None, dirs: list[str]) -> tuple[str, str]:
+def _run_in_process(
+    program: Path, stf: Path | None, dirs: list[str], engine: str = "python"
+) -> tuple[str, str]:
     from softswitch.errors import P4Error
     from softswitch.frontend import compile_file
     from softswitch.pipeline import Pipeline
@@ -143,7 +149,8 @@ def _run_in_process(program: Path, stf: Path | None, dirs: list[str]) -> tuple[s
     try:
         if stf is not None:
             lines = parse_stf(stf.read_text(encoding="utf-8"), str(stf))
-            result = StfRunner(Pipeline.from_file(str(program), dirs)).run(lines)
+            pipeline = Pipeline.from_file(str(program), dirs, engine=engine)
+            result = StfRunner(pipeline).run(lines)
             if not result.passed:
                 return "stf-fail", f"FAIL: {result.first_mismatch}"
         else:
@@ -158,7 +165,10 @@ def _run_in_process(program: Path, stf: Path | None, dirs: list[str]) -> tuple[s
 
 
 def run_program_in_process(
-    program: Path, timeout: float = 30.0, include_dirs: Sequence[Path] = ()
+    program: Path,
+    timeout: float = 30.0,
+    include_dirs: Sequence[Path] = (),
+    engine: str = "python",
 ) -> Result:
     """:func:`run_program` without a child process (much faster: no interpreter start-up
     per program); the same outcomes, with ``crash`` for any exception that escapes and the
@@ -173,7 +183,7 @@ def run_program_in_process(
     try:  # the timer fires at most once; wherever it lands, it is caught here
         signal.setitimer(signal.ITIMER_VIRTUAL, timeout)
         try:
-            outcome, detail = _run_in_process(program, stf if has_stf else None, dirs)
+            outcome, detail = _run_in_process(program, stf if has_stf else None, dirs, engine)
         finally:
             signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     except _Timeout:
@@ -191,15 +201,17 @@ def run_directory(
     v1model_only: bool = True,
     include_dirs: Sequence[Path] = (),
     in_process: bool = False,
+    engine: str = "python",
 ) -> list[Result]:
-    """Run every test program of ``directory``, one after the other."""
+    """Run every test program of ``directory``, one after the other (``engine``: the
+    packet engine the STF tests run on, "python" or "c")."""
     results = []
     for program in find_programs(directory, pattern, v1model_only):
         log.info("running %s", program.name)
         if in_process:
-            results.append(run_program_in_process(program, timeout, include_dirs))
+            results.append(run_program_in_process(program, timeout, include_dirs, engine))
         else:
-            results.append(run_program(program, timeout, include_dirs))
+            results.append(run_program(program, timeout, include_dirs, engine=engine))
     return results
 
 
@@ -275,6 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(much faster; a crash of the interpreter stops the run)",
     )
     parser.add_argument(
+        "--engine",
+        choices=("python", "c"),
+        default="python",
+        help="packet engine of the STF runs: the Python reference (default) or the C path "
+        "(programs it cannot take run on Python, logged)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="log each program as it starts"
     )
     args = parser.parse_args(argv)
@@ -291,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         not (args.all_archs or args.errors),
         args.include_dirs,
         args.in_process,
+        args.engine,
     )
     if args.errors:
         results = expected_rejections(results)

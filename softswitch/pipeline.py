@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from softswitch import ir
+from softswitch.cengine import c_switch, check_engine, default_engine
 from softswitch.engine.codegen import CompiledProgram, compile_program
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
@@ -51,8 +52,11 @@ class Pipeline:
         egress_order: str = "sync",
         queue_depth: int = BMV2_QUEUE_DEPTH,
         egress_seed: int | None = None,
+        engine: str | None = None,
     ) -> None:
         check_tm_options(egress_order, queue_depth, egress_seed)
+        engine = default_engine() if engine is None else engine
+        check_engine(engine)
         if log_msgs is None:
             log_msgs = logging.getLogger("softswitch.p4").isEnabledFor(logging.DEBUG)
         self.program = program
@@ -87,6 +91,13 @@ class Pipeline:
             self._switch = TracingV1Switch(c, self.pre, clock_ns)
         else:
             self._switch = V1Switch(c, self.pre, clock_ns)
+        # the engine that runs packets: "c" only when asked for and the program fits it
+        self.engine = "python"
+        if engine == "c":
+            fast = c_switch(c, self.pre, clock_ns, mode=egress_order, trace=bool(trace))
+            if fast is not None:
+                self._switch = fast
+                self.engine = "c"
         if trace:
             self.trace_sink = trace if callable(trace) else _log_trace
 
@@ -100,7 +111,7 @@ class Pipeline:
         **tm: Any,
     ) -> Pipeline:
         """Compile the P4 program at ``path`` (raises P4Error on a bad program); ``tm``:
-        ``egress_order``, ``queue_depth``, ``egress_seed`` as for the constructor."""
+        ``egress_order``, ``queue_depth``, ``egress_seed``, ``engine`` as for the constructor."""
         return cls(compile_file(path, include_dirs=tuple(include_dirs)), trace=trace, **tm)
 
     @classmethod
@@ -209,6 +220,9 @@ class Pipeline:
     def seed(self, value: int) -> None:
         """Seed the generator behind ``random()`` and the ``random`` hash algorithm."""
         self.compiled.namespace["_rng"].seed(value)
+        seed_c = getattr(self._switch, "seed", None)
+        if seed_c is not None:  # the C engine's own generator
+            seed_c(value)
 
     @property
     def source(self) -> str:

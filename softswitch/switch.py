@@ -551,6 +551,7 @@ class SwitchOptions:
     seed: int | None = None
     queue_depth: int = 64
     timing: SwitchTiming = field(default_factory=SwitchTiming)
+    engine: str = "python"
     notes: tuple[str, ...] = field(default=())
 
 
@@ -562,14 +563,16 @@ class _PipelineOptions(TypedDict):
     queue_depth: int
     egress_seed: int | None
     clock_ns: Callable[[], int]
+    engine: str
 
 
 def pipeline_options(opts: SwitchOptions, clock: VirtualClock) -> _PipelineOptions:
     """What every pipeline of this switch is built with, the first one and those that
     SetForwardingPipelineConfig installs later: ``clock`` (the switch's, at its TDF) times
-    the timestamps, meters and table hits."""
+    the timestamps, meters and table hits, and the packet engine."""
     return {"egress_order": opts.egress_order, "queue_depth": opts.queue_depth,
-            "egress_seed": opts.seed, "clock_ns": pipeline_clock_ns(clock)}
+            "egress_seed": opts.seed, "clock_ns": pipeline_clock_ns(clock),
+            "engine": opts.engine}
 
 
 def _parse_interface(text: str) -> tuple[int, str]:
@@ -635,6 +638,11 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     p.add_argument("--port-ingress-delay", action="append", default=[], metavar="PORT=DELAY",
                    help="hold frames arriving on PORT for DELAY, for a link whose far end "
                    "cannot delay (a host, BMv2); repeatable")
+    p.add_argument("--engine", default=os.environ.get("SOFTSWITCH_ENGINE") or "python",
+                   metavar="python|c",
+                   help="packet engine: the Python reference or the compiled C data path "
+                   "(a program or mode it cannot take runs on Python, logged); default "
+                   "$SOFTSWITCH_ENGINE or python")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
     args = p.parse_args(list(argv))
@@ -685,6 +693,8 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     if not 1 <= depth <= MAX_QUEUE_DEPTH:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
     timing = _parse_timing(args, set(nums))
+    if args.engine not in ("python", "c"):
+        raise _UsageError(f"--engine {args.engine}: choose from python, c")
     notes: tuple[str, ...] = ()
     if args.thrift_port is not None:
         notes = (
@@ -708,6 +718,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         seed=seed,
         queue_depth=depth,
         timing=timing,
+        engine=args.engine,
         notes=notes,
     )
 

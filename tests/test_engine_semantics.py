@@ -223,3 +223,24 @@ def test_register_read_write_and_digest() -> None:
     assert p.registers["I.r"].values[1] == 11
     assert p.drain_digests() == [("dig_t", (5, 2)), ("dig_t", (11, 2))]
     assert p.drain_digests() == []
+
+
+def test_direct_counter_count_and_direct_meter_read_in_an_action() -> None:
+    """``dc.count()`` and ``dm.read(x)`` inside a table's action compile (they once failed
+    with "instance dc is not a value"); the counter counts each hit once."""
+    from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
+
+    src = TEMPLATE % {
+        "decls": "",
+        "locals": "direct_counter(CounterType.packets) dc;"
+        " direct_meter<bit<32>>(MeterType.bytes) dm;"
+        " action hit() { dc.count(); dm.read(hdr.res.c); hdr.res.b = 7; }"
+        " table t { key = { hdr.res.a: exact; } actions = { hit; NoAction; }"
+        " counters = dc; meters = dm; }",
+        "body": "t.apply();",
+    }
+    p = Pipeline(compile_source(src, "t.p4"))
+    p.tables["I.t"].insert(TableEntry((FieldMatch(5),), ActionCall("I.hit", ())))
+    out = p.process(0, ETH + words(5, 0, 9, 0))
+    assert out[0][1][len(ETH) :] == words(5, 7, 0, 0)
+    assert [e.packets for e in p.tables["I.t"].entries()] == [1]

@@ -139,7 +139,7 @@ def test_traced_outputs_equal_plain_outputs() -> None:
 
 def test_plain_pipeline_has_no_trace_code() -> None:
     """Without trace the generated code contains no tracer calls (the hot path pays nothing)."""
-    plain = Pipeline.from_file(PROGRAM)
+    plain = Pipeline.from_file(PROGRAM, engine="python")  # the Python engine's own code
     assert "_tr." not in plain.source
     assert type(plain._switch) is V1Switch  # noqa: SLF001
     assert not plain.tracing and plain.last_trace is None

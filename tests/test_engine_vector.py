@@ -70,10 +70,11 @@ NEIGHBOUR = """
 """
 
 
-def build(template: str) -> Pipeline:
+def build(template: str, engine: str | None = None) -> Pipeline:
     fields = " ".join(f"int<32> e{i};" for i in range(N))
     body = "".join(template.format(i=i, j=i + 1) for i in range(N))
-    return Pipeline(compile_source(PROGRAM % {"fields": fields, "body": body}, "vec.p4"))
+    program = compile_source(PROGRAM % {"fields": fields, "body": body}, "vec.p4")
+    return Pipeline(program, engine=engine)
 
 
 def frame(base: int, values: list[int]) -> bytes:
@@ -153,7 +154,7 @@ def test_register_indexes_share_one_local() -> None:
     numbered temporary per access gave netreduce.p4's ingress at E = 256 some 2,000 locals,
     a frame larger than CPython's 16 KiB data-stack chunk, which then cost an mmap and a
     munmap on every packet (issue 13)."""
-    pipe = build(ACCUMULATE)
+    pipe = build(ACCUMULATE, engine="python")  # the Python engine's generated function
     names = pipe._switch.ingress.__code__.co_varnames  # noqa: SLF001
     index_temps = [n for n in names if n.startswith("_ri")]
     assert index_temps == ["_ri"]

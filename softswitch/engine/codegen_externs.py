@@ -241,6 +241,12 @@ class ExternGen:
             value = self._arg(e, 0, sc, em)
             self.ctx.packets.emit_value(value, given(e.args[0]).type, sc.out, em)
             return
+        if ext in ("direct_counter", "direct_meter"):  # kept by their table, not a value
+            meth = getattr(self, f"{ext}_{m}", None)
+            if meth is None:
+                raise UnsupportedError(f"extern method {ext}.{m}", e.loc)
+            meth("", e, sc, em)
+            return
         obj = self.ctx.exprs.expr(e.target, sc, em)
         if ext == "register":
             if m not in ("read", "write"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random as _random
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -67,8 +67,8 @@ class Register:
             self.values[index] = value & self.mask
 
     def reset(self) -> None:
-        """Set every cell back to 0."""
-        self.values = [0] * self.size
+        """Set every cell back to 0 (in place: the C engine's view stays bound)."""
+        self.values[:] = [0] * self.size
 
 
 # --------------------------------------------------------------------------- counters
@@ -112,9 +112,9 @@ class Counter:
         self.bytes[index] = nbytes
 
     def reset(self) -> None:
-        """Set every count back to 0."""
-        self.packets = [0] * self.size
-        self.bytes = [0] * self.size
+        """Set every count back to 0 (in place: the C engine's views stay bound)."""
+        self.packets[:] = [0] * self.size
+        self.bytes[:] = [0] * self.size
 
     def _check(self, index: int) -> None:
         if not 0 <= index < self.size:
@@ -192,7 +192,7 @@ class MeterCell:
 class Meter:
     """``meter(size, kind)``: an array of trTCMs, executed by index."""
 
-    __slots__ = ("name", "size", "kind", "cells")
+    __slots__ = ("name", "size", "kind", "cells", "_listeners")
 
     def __init__(self, name: str, size: int, kind: str) -> None:
         if kind not in METER_KINDS:
@@ -203,6 +203,16 @@ class Meter:
         self.size = size
         self.kind = kind
         self.cells = [MeterCell() for _ in range(size)]
+        # called after every configuration change (the C engine's mirror)
+        self._listeners: list[Callable[[Meter], None]] = []
+
+    def add_listener(self, fn: Callable[[Meter], None]) -> None:
+        """Call ``fn(self)`` after each configuration change or reset."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
 
     def execute(self, index: int, nbytes: int, now: int) -> int:
         """Colour (0 green, 1 yellow, 2 red) of a packet of ``nbytes`` bytes at ``now``
@@ -215,6 +225,7 @@ class Meter:
         """Configure cell ``index`` (``None`` resets it to unconfigured)."""
         self._check(index)
         self.cells[index].set_config(config)
+        self._changed()
 
     def get_config(self, index: int) -> MeterConfig | None:
         """Configuration of cell ``index`` (``None`` when unconfigured)."""
@@ -224,6 +235,7 @@ class Meter:
     def reset(self) -> None:
         """Make every cell unconfigured."""
         self.cells = [MeterCell() for _ in range(self.size)]
+        self._changed()
 
     def _check(self, index: int) -> None:
         if not 0 <= index < self.size:

@@ -17,7 +17,7 @@ of service and a truncation length (0 = no truncation).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from softswitch.errors import TableError
@@ -67,6 +67,16 @@ class PacketReplicationEngine:
         self._next_node = 0
         self._free_nodes: list[int] = []
         self._sessions: dict[int, CloneSession] = {}
+        # called after every change the data plane can see (the C engine's mirror)
+        self._listeners: list[Callable[[PacketReplicationEngine], None]] = []
+
+    def add_listener(self, fn: Callable[[PacketReplicationEngine], None]) -> None:
+        """Call ``fn(self)`` after each change of a group or clone session."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
 
     # ------------------------------------------------------------------ checks
 
@@ -125,6 +135,7 @@ class PacketReplicationEngine:
         self._drop_nodes(gid)
         del self._groups[gid]
         del self._expanded[gid]
+        self._changed()
 
     def group_replicas(self, gid: int) -> tuple[tuple[int, int], ...] | None:
         """The replicas of ``gid`` as the control plane wrote them (``None``: no group)."""
@@ -179,6 +190,7 @@ class PacketReplicationEngine:
             node = self._nodes[handle]
             out.extend((port, node.rid) for port in node.ports)
         self._expanded[gid] = tuple(out)
+        self._changed()
 
     # ------------------------------------------------------------------ BMv2 CLI style
 
@@ -198,6 +210,7 @@ class PacketReplicationEngine:
         if gid not in self._groups:
             self._groups[gid] = _Group()
             self._expanded[gid] = ()
+            self._changed()
 
     def mc_mgrp_destroy(self, gid: int) -> None:
         """Destroy a group, detaching its nodes (no-op when unknown, as BMv2)."""
@@ -289,6 +302,7 @@ class PacketReplicationEngine:
         if sid in self._sessions:
             raise TableError("ALREADY_EXISTS", f"clone session {sid} already exists")
         self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
+        self._changed()
 
     def modify_clone_session(
         self,
@@ -301,6 +315,7 @@ class PacketReplicationEngine:
         if sid not in self._sessions:
             raise TableError("NOT_FOUND", f"clone session {sid} does not exist")
         self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
+        self._changed()
 
     def set_clone_session(
         self,
@@ -311,11 +326,13 @@ class PacketReplicationEngine:
     ) -> None:
         """Create or replace session ``sid`` (a bare port means one replica with rid 0)."""
         self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
+        self._changed()
 
     def delete_clone_session(self, sid: int) -> None:
         """Remove session ``sid``; NOT_FOUND if it does not exist."""
         if self._sessions.pop(sid, None) is None:
             raise TableError("NOT_FOUND", f"clone session {sid} does not exist")
+        self._changed()
 
     def clone_sessions(self) -> list[CloneSession]:
         """All clone sessions, by id."""
@@ -329,3 +346,4 @@ class PacketReplicationEngine:
         self._next_node = 0
         self._free_nodes = []
         self._sessions.clear()
+        self._changed()

@@ -169,6 +169,16 @@ class ActionProfile:
         self._member_handle: dict[int, int] = {}
         self._handles = _HandleAllocator()
         self._refs: dict[tuple[str, int], int] = {}
+        # called after every change of members or groups (the C engine's mirror)
+        self._listeners: list[Callable[[ActionProfile], None]] = []
+
+    def add_listener(self, fn: Callable[[ActionProfile], None]) -> None:
+        """Call ``fn(self)`` after each change of a member or a group."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
 
     # references from table entries and groups, so in-use objects cannot be deleted
     def _ref(self, kind: str, ident: int, delta: int) -> None:
@@ -195,6 +205,7 @@ class ActionProfile:
             raise TableError("RESOURCE_EXHAUSTED", f"{self.name}: action profile is full")
         self.members[member_id] = action
         self._member_handle[member_id] = self._handles.get()
+        self._changed()
 
     def modify_member(self, member_id: int, action: ActionCall) -> None:
         """Replace a member's action; NOT_FOUND when it does not exist."""
@@ -202,6 +213,7 @@ class ActionProfile:
             raise TableError("NOT_FOUND", f"{self.name}: no member {member_id}")
         self._check_member_action(action)
         self.members[member_id] = action
+        self._changed()
 
     def delete_member(self, member_id: int) -> None:
         """Remove a member; NOT_FOUND, or FAILED_PRECONDITION while referenced."""
@@ -213,6 +225,7 @@ class ActionProfile:
             )
         del self.members[member_id]
         self._handles.release(self._member_handle.pop(member_id))
+        self._changed()
 
     def member(self, member_id: int) -> ActionCall | None:
         """Action of a member (``None`` when unknown)."""
@@ -224,6 +237,7 @@ class ActionProfile:
         self._member_handle.clear()
         self._handles.clear()
         self._refs.clear()
+        self._changed()
 
 
 class ActionSelector(ActionProfile):
@@ -280,6 +294,7 @@ class ActionSelector(ActionProfile):
         for member_id, weight in ordered:
             slots.extend([self.members[member_id]] * weight)
         self._slots[group_id] = tuple(slots)
+        self._changed()
 
     def _set_members(self, group_id: int, members: Sequence[tuple[int, int]]) -> None:
         for member_id, _ in self.groups.get(group_id, ()):
@@ -316,6 +331,11 @@ class ActionSelector(ActionProfile):
         for member_id, _ in self.groups.pop(group_id):
             self._ref("member", member_id, -1)
         del self._slots[group_id]
+        self._changed()
+
+    def group_slots(self, group_id: int) -> tuple[ActionCall, ...]:
+        """The actions a group's hash picks among (``slots[h % len(slots)]``), in order."""
+        return self._slots.get(group_id, ())
 
     def modify_member(self, member_id: int, action: ActionCall) -> None:
         super().modify_member(member_id, action)
@@ -399,6 +419,11 @@ class Table:
         self.requires_priority = any(k.match_kind in _PRIORITY_KINDS for k in self.keys)
 
         self._by_id: dict[tuple[tuple[FieldMatch | None, ...], int], TableEntry] = {}
+        # called after every change of entries or default action (the C engine's mirror)
+        self._listeners: list[Callable[[Table], None]] = []
+        # called before the direct counters of entries are read or written (the C engine
+        # adds the counts it holds)
+        self._counter_syncs: list[Callable[[Table], None]] = []
         self._handles = _HandleAllocator()
         self._widths = tuple(k.width for k in self.keys)
         shifts = []
@@ -427,6 +452,24 @@ class Table:
             self.strategy = "list"
             self._rows: list[_Row] = []
             self.lookup = self._lookup_list
+
+    def add_listener(self, fn: Callable[[Table], None]) -> None:
+        """Call ``fn(self)`` after each change of the entries or the default action."""
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        for fn in self._listeners:
+            fn(self)
+
+    def add_counter_sync(self, fn: Callable[[Table], None]) -> None:
+        """Call ``fn(self)`` whenever :meth:`sync_counters` runs."""
+        self._counter_syncs.append(fn)
+
+    def sync_counters(self) -> None:
+        """Bring the entries' direct counters up to date (a data path that counts
+        elsewhere adds its counts here); call before reading or writing them."""
+        for fn in self._counter_syncs:
+            fn(self)
 
     # ------------------------------------------------------------------ hot path
 
@@ -697,6 +740,7 @@ class Table:
         self._by_id[ident] = entry
         self._index_add(entry)
         self._reference(entry, +1)
+        self._changed()
 
     def _writable(self) -> None:
         if self.has_const_entries:
@@ -732,6 +776,7 @@ class Table:
         stored.meter = entry.meter
         stored.meter_state = MeterCell(entry.meter) if entry.meter is not None else None
         self._reference(stored, +1)
+        self._changed()
 
     def delete(self, entry: TableEntry) -> None:
         """Remove the stored entry with the same matches and priority."""
@@ -743,9 +788,11 @@ class Table:
         self._index_remove(stored)
         self._handles.release(stored.handle)
         self._reference(stored, -1)
+        self._changed()
 
     def find(self, matches: Sequence[FieldMatch | None], priority: int = 0) -> TableEntry | None:
         """The stored entry with these matches and priority, or ``None``."""
+        self.sync_counters()
         try:
             norm = self._normalise(matches)
         except TableError:
@@ -753,7 +800,9 @@ class Table:
         return self._by_id.get((norm, priority))
 
     def entries(self) -> list[TableEntry]:
-        """All entries (const ones included), in handle order."""
+        """All entries (const ones included), in handle order (their direct counters up
+        to date)."""
+        self.sync_counters()
         return sorted(self._by_id.values(), key=lambda e: e.handle)
 
     def clear(self) -> None:
@@ -763,6 +812,7 @@ class Table:
             self._index_remove(entry)
             self._handles.release(entry.handle)
             self._reference(entry, -1)
+        self._changed()
 
     def set_default(self, action: ActionCall) -> None:
         """Change the default action; PERMISSION_DENIED when it is const."""
@@ -774,21 +824,25 @@ class Table:
             )
         _check_action(action, self.action_params, self.action_names, f"table {self.name}")
         self.default_action = action
+        self._changed()
 
     def reset_default(self) -> None:
         """Restore the program's default action."""
         self.default_action = self.initial_default_action
+        self._changed()
 
     def set_meter_config(self, entry: TableEntry, config: MeterConfig | None) -> None:
         """Configure the direct meter of a stored entry (``None``: unconfigured)."""
         entry.meter = config
         entry.meter_state = MeterCell(config) if config is not None else None
+        self._changed()
 
     def expired(self, now_ns: int) -> list[TableEntry]:
         """Entries whose idle timeout has elapsed since their last hit (or insertion time
         stamp ``last_hit_ns`` set by the caller)."""
         if not self.support_timeout:
             return []
+        self.sync_counters()  # hit times kept elsewhere (the C engine) come in too
         return [
             e
             for e in self._by_id.values()

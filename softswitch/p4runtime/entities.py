@@ -351,6 +351,7 @@ class PipelineState:
         if (info.direct_counter if kind == "counter" else info.direct_meter) is None:
             raise invalid(f"table {info.name!r} has no direct {kind}")
         table = tt.engine_table(self.pipeline, info)
+        table.sync_counters()  # the C engine's pending counts, before a read or a write
         if te.is_default_action:
             raise unimplemented(f"direct {kind} of a default entry")
         if not len(te.match) and info.proto.match_fields:
@@ -381,6 +382,7 @@ class PipelineState:
         with_counters = True  # direct counters are always reported, as PI does
         for info in infos:
             table = tt.engine_table(self.pipeline, info)
+            table.sync_counters()  # the C engine's pending counts
             if req.is_default_action:
                 yield p4runtime_pb2.Entity(
                     table_entry=tt.default_entry_to_proto(self.schema, info, table)

@@ -1,0 +1,129 @@
+"""Compile generated C with the system compiler into a shared object, cached by the
+source's hash, and load it through cffi (ABI mode: no Python extension is built).
+
+The cache is ``$SOFTSWITCH_CACHE_DIR`` or ``$XDG_CACHE_HOME/softswitch/cengine`` (default
+``~/.cache/softswitch/cengine``); a program whose source did not change loads its shared
+object again without compiling. Objects are written to a temporary name and renamed, so
+concurrent switches loading the same program never see a half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from softswitch.cengine.errors import CBuildError, CUnsupported
+
+log = logging.getLogger(__name__)
+
+CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-w")
+BUILD_VERSION = "1"  # bump when the flags or the ABI between Python and C change
+
+
+def cache_dir() -> Path:
+    """Where compiled programs are kept."""
+    explicit = os.environ.get("SOFTSWITCH_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "softswitch" / "cengine"
+
+
+def compiler() -> str:
+    """The C compiler (``$CC`` or cc/gcc on PATH); CUnsupported when there is none."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise CUnsupported("no C compiler on this machine (set CC)")
+    return cc
+
+
+def build(source: str) -> Path:
+    """The shared object of ``source``, compiled now or found in the cache."""
+    cc = compiler()
+    digest = hashlib.sha256("\0".join([BUILD_VERSION, cc, *CFLAGS, source]).encode()).hexdigest()[
+        :32
+    ]
+    out_dir = cache_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    so = out_dir / f"p4_{digest}.so"
+    if so.exists():
+        return so
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        c_file = Path(tmp) / "prog.c"
+        c_file.write_text(source, encoding="utf-8")
+        tmp_so = Path(tmp) / "prog.so"
+        proc = subprocess.run(
+            [cc, *CFLAGS, "-o", str(tmp_so), str(c_file)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            keep = out_dir / f"failed_{digest}.c"
+            keep.write_text(source, encoding="utf-8")
+            first = "\n".join(proc.stderr.splitlines()[:8])
+            raise CBuildError(f"C compiler failed on generated code ({keep}):\n{first}")
+        os.replace(tmp_so, so)
+    log.debug("compiled %s", so)
+    return so
+
+
+def load(so: Path, cdef: str) -> tuple[Any, Any]:
+    """``(ffi, lib)`` of a compiled program (ABI mode: calls go through libffi)."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    return ffi, ffi.dlopen(str(so))
+
+
+def build_module(source: str, cdef: str) -> tuple[Any, Any]:
+    """``(ffi, lib)`` of ``source`` as a Python extension module (cffi's API mode: each
+    call is a direct C call, some 0.3 us cheaper per packet than ABI mode), compiled now
+    or found in the cache. Needs the Python headers; :func:`build_and_load` falls back to
+    :func:`build` and :func:`load` without them."""
+    import importlib.machinery
+    import importlib.util
+
+    import cffi
+
+    cc = compiler()
+    digest = hashlib.sha256(
+        "\0".join([BUILD_VERSION, "api", cc, *CFLAGS, cdef, source]).encode()
+    ).hexdigest()[:32]
+    name = f"_p4_{digest}"
+    out_dir = cache_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+    if not path.exists():
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        ffi.set_source(name, source, extra_compile_args=["-O2", "-w"])
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            built = ffi.compile(tmpdir=tmp, verbose=False)
+            os.replace(built, path)
+        log.debug("compiled %s", path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ffi, module.lib
+
+
+def build_and_load(source: str, cdef: str) -> tuple[Any, Any]:
+    """``(ffi, lib)`` of ``source``: an extension module when the Python headers are
+    there, else a plain shared object loaded in ABI mode."""
+    try:
+        return build_module(source, cdef)
+    except CUnsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - no headers/setuptools: the ABI path below
+        log.info("C engine: no extension module (%s); loading a shared object", exc)
+    return load(build(source), cdef)
