@@ -5,7 +5,7 @@ at which this machine keeps up with the emulated network; ``tdf=N`` forces one. 
 emulated network itself is described in emulated units (``bw=100G delay=2us``): the links
 are configured at ``bw / TDF`` and ``delay * TDF``, the switches and host agents run their
 clocks TDF times slower, and the in-network agents' timer bounds are chosen here in emulated
-seconds from the emulated network (round trip, window) so that they mean the same at any
+seconds from the emulated network (round trip) so that they mean the same at any
 rate.
 """
 
@@ -148,14 +148,6 @@ def switch_hops(spec: TopologySpec) -> int:
     return max(1, most)
 
 
-def window_seconds(spec: TopologySpec, window_pkts: int, elems: int) -> float:
-    """Emulated seconds the job's window takes on the slowest worker host link (0 when
-    unshaped)."""
-    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
-    shaped = [r for r in rates if r]
-    return window_pkts * calibrate.frame_bits(elems) / min(shaped) if shaped else 0.0
-
-
 def transfer_seconds(spec: TopologySpec, elements: int) -> float:
     """Emulated seconds ``elements`` float32 take on the slowest worker host link (payload
     only; 0 when unshaped)."""
@@ -186,16 +178,16 @@ def collective_timeout(spec: TopologySpec, elements: int, tdf: float,
     return max(real_timeout_s / tdf, needed)
 
 
-def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
-                 window_s: float = 0.0) -> tuple[float, float]:
+def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0) -> tuple[float, float]:
     """The in-network agents' retransmission timer bounds (lowest, highest), emulated
     seconds. The target's real-time bounds (``TARGET_TIMERS``, else the agents' defaults:
     what a switch process on this machine needs at TDF 1) shrink by the TDF, since the
     machine's delays do; but never below what the emulated network itself needs: twice its
-    propagation round trip, and four round trips plus windows at the top."""
+    propagation round trip, four at the top. (The top stays low on purpose: under loss the
+    estimate climbs to it and every stall costs the job that much, docs/protocol.md 7.)"""
     low_real, high_real = TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
     low = max(low_real / tdf, 2 * rtt_s)
-    high = max(high_real / tdf, 4 * (rtt_s + window_s), 2 * low)
+    high = max(high_real / tdf, 4 * rtt_s, 2 * low)
     return low, high
 
 

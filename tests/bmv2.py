@@ -118,7 +118,9 @@ def run_topo(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.Complet
     """``python -m experiment.run ARGV`` as a child; on timeout it is asked for its threads'
     stacks (they end its stderr), then SIGTERM (experiment.run then takes its network down),
     then SIGKILL its process group, and the result says so."""
-    proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *argv], cwd=cwd,
+    # wide enough that rich wraps no table cell (a wrapped name breaks the row lookups)
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "experiment.run", *argv], cwd=cwd, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
