@@ -24,6 +24,7 @@ taken down on the way out, including on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -569,6 +570,14 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
                    overhead_s=overhead)
 
 
+def record_dilation(path: Path, dilation: Dilation) -> None:
+    """Add the run's TDF, why it was chosen and the calibration behind it to its
+    experiment.json (``dilation``)."""
+    data = json.loads(path.read_text())
+    data["dilation"] = dilation.to_dict()
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
 def clean_stale_runs(rundir: Path | None, console: Any) -> None:
     """What runs killed before they could stop their network (SIGKILL, a crash) left in the
     runs root: their recorded processes and interfaces (``topo.cleanup``; runs whose
@@ -628,6 +637,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = run_experiment(lab, lab.topology,
                                      experiment_options(args, topo, dilation, target),
                                      Stages(enabled=True), experiment=not args.no_experiment)
+            if summary.experiment is not None and summary.experiment.path:
+                record_dilation(Path(summary.experiment.path), dilation)
             print_summary(summary, lab.network, console)
             if not all(s.ready for s in summary.switches):
                 console.print("[red]error:[/red] not every switch is up")

@@ -114,3 +114,19 @@ def test_switch_hops() -> None:
     assert dilation.switch_hops(_spineleaf(bw=3)) == 3  # type: ignore[arg-type]
     rack = load_spec(resolve("rack"), {"hosts": 3})
     assert dilation.switch_hops(rack) == 1
+
+
+def test_experiment_json_records_the_dilation(tmp_path: Path) -> None:
+    """experiment.json gains the TDF, why it was chosen and the calibration behind it."""
+    from experiment.run import record_dilation
+
+    path = tmp_path / "experiment.json"
+    path.write_text('{"exact": true}\n')
+    costs = calibrate.Costs(1e-4, 2e-4, "softswitch", 4, 252, overhead_s=0.003)
+    record_dilation(path, dilation.Dilation(2.5, "calibrated", True, costs))
+    import json
+
+    data = json.loads(path.read_text())
+    assert data["exact"] is True
+    assert data["dilation"]["tdf"] == 2.5 and data["dilation"]["auto"] is True
+    assert data["dilation"]["costs"]["overhead_s"] == 0.003

@@ -58,6 +58,7 @@ def test_auto_calibrates_and_a_tdf_forced_too_small_is_unfaithful(tmp_path: Path
     runs = {r["algorithm"]: r for r in data["runs"]}
     tdf = runs["innetwork"]["tdf"]
     assert tdf > 1 and f"time dilation: TDF {tdf:g}" in out
+    assert data["dilation"]["tdf"] == tdf and data["dilation"]["auto"] is True
     for run in runs.values():
         assert run["exact"] and run["fidelity"]["faithful"], run["fidelity"]
         assert run["real_seconds"] == pytest.approx(run["seconds"] * tdf)
