@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from experiment.fidelity import Budget
 from protocol import netreduce as nr
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,12 @@ CALIBRATION_ELEMENTS = 32768
 FIXED_COST_ITERS = 5
 #: The share of a collective's emulated time that the machine's fixed real-time cost (process
 #: wake-ups, the first packets through every Python hop) may take, once divided by the TDF.
-#: The one-packet measurement underestimates what a loaded machine adds (at TDF 1 spine-leaf
-#: make runs ended 4-30 % below the frame-size ideal with a measured 10 ms), hence 1 %.
-OVERHEAD_SHARE = 0.01
+OVERHEAD_SHARE = 0.02
+#: Round trips in which that cost is paid: the agents' window opens from its smallest to the
+#: job's (4 x 64 packets from 32: three doublings) and each round trip carries the hops'
+#: latency. The one-packet measurement times this (at TDF 1 the spine-leaf make runs ended
+#: 30-80 ms, 3-8 one-packet costs, below their link-bound time).
+RAMP_ROUND_TRIPS = 4
 #: The calibration rack's link delay when it measures with delay nodes (they sit only on
 #: delayed links): short enough not to matter at TDF 1.
 CALIBRATION_DELAY = "1us"
@@ -126,15 +130,22 @@ def max_real_rate(costs: Costs, fabric: Fabric, elems: int, switch_budget: float
     return min(r_switch, r_machine)
 
 
-def choose_tdf(costs: Costs, fabric: Fabric, elems: int, switch_budget: float = 0.85,
-               machine_budget: float = 0.9, headroom: float = HEADROOM,
+def fixed_cost(costs: Costs, hops: int) -> float:
+    """A collective's fixed real-time cost on a path of ``hops`` switches: the calibrated
+    one-switch, one-packet cost, per hop, over the window's ramp (``RAMP_ROUND_TRIPS``)."""
+    return costs.overhead_s * max(1, hops) * RAMP_ROUND_TRIPS
+
+
+def choose_tdf(costs: Costs, fabric: Fabric, elems: int,
+               switch_budget: float = Budget.switch_core,
+               machine_budget: float = Budget.machine, headroom: float = HEADROOM,
                transfer_s: float = 0.0, hops: int = 1) -> tuple[float, str]:
     """(TDF, why): the smallest nice TDF at which (1) the fastest emulated link runs, divided
     by the TDF, no faster than :func:`max_real_rate` allows with ``headroom``, and (2) the
-    collective's fixed real-time cost (the calibrated one-switch cost times ``hops``, the
-    switches on the job's longest path), divided by the TDF, is at most ``OVERHEAD_SHARE`` of
-    ``transfer_s`` (the job's emulated transfer time at the emulated rate; 0: not checked)."""
-    fixed = costs.overhead_s * max(1, hops)
+    collective's fixed real-time cost (:func:`fixed_cost` on ``hops``, the switches on the
+    job's longest path), divided by the TDF, is at most ``OVERHEAD_SHARE`` of ``transfer_s``
+    (the job's emulated transfer time at the emulated rate; 0: not checked)."""
+    fixed = fixed_cost(costs, hops)
     real = max_real_rate(costs, fabric, elems, switch_budget * headroom,
                          machine_budget * headroom)
     if math.isinf(real):

@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
-from experiment.calibrate import CalibrationError
+from experiment.calibrate import CalibrationError, fixed_cost
 from experiment.dilation import (
     AUTO,
     Dilation,
@@ -564,7 +564,7 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec))
     timeout = collective_timeout(topo.spec, elements, dilation.tdf, opts.timeout_s)
     # the calibrated fixed cost of a collective through one switch, times this job's hops
-    overhead = (dilation.costs.overhead_s * switch_hops(topo.spec)
+    overhead = (fixed_cost(dilation.costs, switch_hops(topo.spec))
                 if dilation.costs is not None else 0.0)
     return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
                    overhead_s=overhead)

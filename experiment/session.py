@@ -35,7 +35,15 @@ from typing import Any
 from controller.fabric import ControllerError
 from controller.jobs import JobError, JobRequest
 from controller.p4client import P4RuntimeRequestError
-from experiment.fidelity import Monitor, RunLoad, Verdict, judge, link_utilization, softnet_drops
+from experiment.fidelity import (
+    Budget,
+    Monitor,
+    RunLoad,
+    Verdict,
+    judge,
+    link_utilization,
+    softnet_drops,
+)
 from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
@@ -60,8 +68,8 @@ RESULT_FILE = "experiment.json"
 # really lost.
 TARGET_TIMERS: dict[str, tuple[float, float]] = {"bmv2": (0.5, 1.0)}
 # Share of the machine's cores the switch processes together may use before a run counts as
-# CPU-bound (the hosts' agents need the rest).
-MACHINE_SATURATED = 0.8
+# CPU-bound (the hosts' agents need the rest): the fidelity guard's machine budget.
+MACHINE_SATURATED = Budget.machine
 
 
 class ExperimentError(TopoError):

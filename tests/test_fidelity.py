@@ -16,8 +16,8 @@ from experiment.fidelity import Budget, Monitor, RunLoad, judge, link_utilizatio
 
 
 def _load(**changes: object) -> RunLoad:
-    base = dict(switch_cores={"l1": 0.4, "sp1": 0.3}, switch_peaks={"l1": 0.6, "sp1": 0.4},
-                agent_cores={"h1#0": 0.2, "h2#1": 0.25}, machine_cores=2,
+    base = dict(switch_cores={"l1": 0.4, "sp1": 0.1}, switch_peaks={"l1": 0.6, "sp1": 0.4},
+                agent_cores={"h1#0": 0.1, "h2#1": 0.1}, machine_cores=2,
                 link_utilization={"l1:1": 0.93, "l1:3": 0.5}, machine_drops=0)
     base.update(changes)
     return RunLoad(**base)  # type: ignore[arg-type]
@@ -197,18 +197,18 @@ def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
 
 
 def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
-    """A 60 ms real fixed cost against a 0.7 s emulated transfer needs a TDF of about
-    60 / (1 % of 700) = 8.6; without it the CPU alone asks for 1."""
+    """A 60 ms one-packet cost, paid over the window's 4-round-trip ramp, against a 0.7 s
+    emulated transfer needs a TDF of 240 / (2 % of 700) = 17.1; the CPU alone asks for 1."""
     costs = cal.Costs(100e-6, 150e-6, "softswitch", 4, 252, overhead_s=0.06)
     fabric = cal.Fabric({"l1": 4, "l2": 4, "sp1": 2, "sp2": 2}, agents=4, max_bw_bps=3e6,
                         cores=2)
     cpu_only, _ = cal.choose_tdf(costs, fabric, 252)
     tdf, why = cal.choose_tdf(costs, fabric, 252, transfer_s=0.7)
     assert cpu_only == 1.0
-    assert tdf == 10.0  # 8.6 rounded up
-    assert "fixed cost 60 ms" in why
-    # three switches on the path (spine-leaf): three times the cost, 25.7 -> 30
-    assert cal.choose_tdf(costs, fabric, 252, transfer_s=0.7, hops=3)[0] == 30.0
+    assert tdf == 20.0  # 60 ms x 4 round trips / (2 % of 700 ms) = 17.1, rounded up
+    assert "fixed cost 240 ms" in why
+    # three switches on the path (spine-leaf): three times the cost, 51.4 -> 60
+    assert cal.choose_tdf(costs, fabric, 252, transfer_s=0.7, hops=3)[0] == 60.0
 
 
 def test_the_machine_latency_check() -> None:
