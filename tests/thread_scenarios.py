@@ -12,6 +12,7 @@ the thread does around them (ports, leak scans, the progress bar) is the real th
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,9 @@ def _instant_run(prefix: str, grpc_port: int, rundir: Path, experiment: bool) ->
 
 
 def campaign_teardown(runs_root: Path) -> int:
+    # as reliability's main does: a suite started as a background job (SIGINT ignored, and
+    # inherited) must not make the cell refuse to run
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     teardown.run_argv = _instant_run
     plan = replace(QUICK, cells=("teardown",),
                    teardown=replace(QUICK.teardown, runs=2, prefix="rqy"))
