@@ -20,6 +20,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from controller.errors import SchemaError
 from p4schema import P4InfoIndex, P4InfoLookupError
 
 MatchType = p4info_pb2.MatchField.MatchType
@@ -29,8 +30,6 @@ MatchType = p4info_pb2.MatchField.MatchType
 MatchValue = Any
 
 
-class SchemaError(ValueError):
-    """A name or value does not fit the P4Info (the message says which and why)."""
 
 
 def load_p4info(path: str | Path) -> p4info_pb2.P4Info:

@@ -114,8 +114,7 @@ class TrainingTestbed:
 
     def start(self) -> None:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
-        from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeRequestError
+        from controller.errors import ControllerError
         from liveview import port_or_announce
         from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
@@ -131,7 +130,7 @@ class TrainingTestbed:
                                          live_port=port_or_announce(default=None)).start()
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
-        except (ControllerError, P4RuntimeRequestError) as exc:
+        except ControllerError as exc:
             raise TestbedError(f"cannot program the network: {exc}") from exc
         log.info("spine-leaf up in %s: workers %s, data server on %s", self.rundir,
                  ", ".join(self.worker_hosts), self.data_host)
@@ -197,9 +196,8 @@ class TrainingTestbed:
     def new_job(self, path: Path) -> Path:
         """A fresh NetReduce job over the worker hosts (the previous training job is deleted
         first); its plan (``job show --json``) is written to ``path``."""
-        from controller.fabric import ControllerError
-        from controller.jobs import JobError, JobRequest
-        from controller.p4client import P4RuntimeRequestError
+        from controller.errors import ControllerError
+        from controller.jobs import JobRequest
 
         try:
             if self._job_key is not None:
@@ -210,7 +208,7 @@ class TrainingTestbed:
             plan = self.controller.create_job(JobRequest(
                 name, tuple(self.worker_hosts), credits=self.options.credits,
                 slots=self.options.slots, workers_per_host=1))
-        except (ControllerError, JobError, P4RuntimeRequestError) as exc:
+        except ControllerError as exc:
             raise TestbedError(f"controller: cannot create the training job: {exc}") from exc
         self._job_key = name
         write_json(path, plan.to_dict())
