@@ -38,8 +38,6 @@ _ERROR_PREFIXES = ("Error:", "Invalid ", "Exception")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]$]*$")
 
 
-
-
 @dataclass(frozen=True)
 class Bmv2Runtime:
     """BMv2's Thrift runtime server of one switch, driven through ``simple_switch_CLI``."""

@@ -37,8 +37,6 @@ USER_ERRORS = (ControllerError, FabricSpecError)
 DEFAULT_RUNDIR = Path("run/latest")
 
 
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")

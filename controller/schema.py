@@ -30,8 +30,6 @@ MatchType = p4info_pb2.MatchField.MatchType
 MatchValue = Any
 
 
-
-
 def load_p4info(path: str | Path) -> p4info_pb2.P4Info:
     """Read P4Info in text (``.txt``/``.txtpb``/``.pb.txt``) or binary format."""
     data = Path(path).read_bytes()

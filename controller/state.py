@@ -26,8 +26,6 @@ LOCK_FILE = "controller_state.lock"
 VERSION = 1
 
 
-
-
 @dataclass
 class ControllerState:
     election_id: int = 0

@@ -27,8 +27,6 @@ from controller.topology import FabricTopology
 TIERS = {"leaf": 0, "aggregation": 1, "spine": 2, "core": 3}
 
 
-
-
 def switch_graph(topo: FabricTopology) -> nx.Graph:
     """Switches as nodes, one edge per pair of cabled switches (parallel links collapse)."""
     graph = nx.Graph()

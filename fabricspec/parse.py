@@ -40,7 +40,10 @@ def topology_to_dict(topology: Topology) -> dict[str, Any]:
 
 
 def _type_names(kinds: tuple[type, ...]) -> str:
-    return " or ".join("number" if k is float else k.__name__ for k in kinds)
+    """``str``, ``int``, ``list``...; int-or-float is ``number`` (JSON's word)."""
+    if set(kinds) == {int, float}:
+        return "number"
+    return " or ".join(k.__name__ for k in kinds)
 
 
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str,

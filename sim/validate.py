@@ -107,7 +107,7 @@ def ns3_simulate(algorithm: str, fabric: Fabric, nbytes: int, density: float) ->
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows from a JSON file (a list), a JSON-lines file, a ``python -m workloads matrix``
+    """Rows from a JSON file (a list), a JSON-lines file, a ``python -m experiment matrix``
     result (its all-reduce cells) or a ``make run`` run directory (its all-reduces), the
     last two on the fabric :mod:`sim.emulation` derives."""
     if path.is_dir():
