@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.errors import SimError
 from sim.fabric import Fabric, emulated
 from sim.model import predict
 
@@ -29,7 +30,7 @@ _ALIASES = {"bw_mbit": ("host_bps", 1e6), "fabric_bw_mbit": ("fabric_bps", 1e6),
             "delay_ms": ("link_delay_s", 1e-3), "switch_delay_us": ("switch_delay_s", 1e-6)}
 
 
-class ValidationInputError(ValueError):
+class ValidationInputError(SimError, ValueError):
     """A measured row is malformed; the message names the row and the key."""
 
 

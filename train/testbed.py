@@ -39,6 +39,7 @@ from typing import Any
 from algorithms import registry
 from experiment.lifecycle import ExperimentNetwork, Snapshot, StartOptions, Window
 from topo.errors import TopoError
+from train.errors import TrainError
 from train.launch import (
     LaunchError,
     LaunchPlan,
@@ -57,7 +58,7 @@ PROGRAM = REPO_ROOT / "p4src" / "netreduce.p4"
 JOB_PREFIX = "train"
 
 
-class TestbedError(RuntimeError):
+class TestbedError(TrainError, RuntimeError):
     """The emulated network could not be started or programmed."""
 
 

@@ -38,9 +38,9 @@ import stackdump
 from algorithms import registry
 from protocol.netreduce import PROGRAM_ELEMS
 from vtime import VirtualClock, parse_tdf, rate_arg
-from workloads.agent import AgentError, HostAgent, load_job, local_ranks
+from workloads.agent import HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
-from workloads.fixedpoint import FixedPointOverflow
+from workloads.errors import WorkloadError
 from workloads.innetwork import (
     AGG_MAX_RTO,
     AGG_RTO,
@@ -60,7 +60,7 @@ from workloads.results import (
     read_json,
     write_json,
 )
-from workloads.roce import ROCE_V2_PORT, TransportError
+from workloads.roce import ROCE_V2_PORT
 from workloads.schedule import SPARSE, make_schedule
 from workloads.sparse import block_hosts, hitopk_reference
 
@@ -83,7 +83,7 @@ def parse_algo(text: str) -> str:
     return name
 
 
-class UsageError(ValueError):
+class UsageError(WorkloadError, ValueError):
     """Bad command-line input (reported without a traceback)."""
 
 
@@ -403,8 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--size must be >= 1")
     try:
         return int(args.func(args))
-    except (UsageError, AgentError, TransportError, CommError, FixedPointOverflow,
-            ValueError, TimeoutError) as err:
+    except (WorkloadError, ValueError, TimeoutError) as err:
+        # the package's errors, and bad values / deadlines from the libraries under it
         print(f"python -m workloads {args.cmd}: error: {err}", file=sys.stderr)
         return 2
 
