@@ -73,8 +73,18 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+#: Each schema's link keys that the other does not know: a file that carries the other's
+#: keys was labelled wrongly (or not at all), and reading it as labelled would drop its rates.
+_OTHER_SCHEMA_KEYS = {1: ("bw_bps", "delay_s"), 2: ("bw_mbit", "delay")}
+
+
 def _link_rate(ln: Mapping[str, Any], where: str, schema: int) -> float | None:
     """A link's bits/s: ``bw_bps``, or schema 1's ``bw_mbit``."""
+    for key in _OTHER_SCHEMA_KEYS.get(schema, ()):
+        if key in ln:
+            raise FabricSpecError(
+                f"{where}{key}: not a schema {schema} key (got {ln[key]!r}); set the file's "
+                f"\"schema\" to the one it is written in")
     if schema == 1:
         mbit = _number(ln, "bw_mbit", where)
         return None if mbit is None else mbit * 1e6

@@ -213,3 +213,19 @@ def test_topo_and_controller_read_with_this_parser(tmp_path: Path) -> None:
         f"{tmp_path}/topology.json: switches: expected list, got 3")
     assert isinstance(ctl.value, ControllerError) and isinstance(top.value, TopoError)
     assert isinstance(ctl.value, FabricSpecError) and isinstance(top.value, FabricSpecError)
+
+
+def test_a_file_without_a_schema_that_has_schema_2_rates_is_refused() -> None:
+    """No "schema" means 1; a schema 2 rate in such a file must not be dropped silently."""
+    data = _schema2()
+    del data["schema"]
+    with pytest.raises(FabricSpecError,
+                       match=r"^t\.json: links\[0\]\.bw_bps: not a schema 1 key \(got 10000000"):
+        topology_from_dict(data, "t.json")
+
+
+def test_a_schema_2_file_with_schema_1_keys_is_refused() -> None:
+    data = _schema2()
+    data["links"][1]["delay"] = "2us"
+    with pytest.raises(FabricSpecError, match=r"^t\.json: links\[1\]\.delay: not a schema 2 key"):
+        topology_from_dict(data, "t.json")
