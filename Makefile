@@ -112,7 +112,7 @@ bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
 experiments: setup
-	INA_LIVE_PORT=$(live) $(PY) -m workloads matrix $(EXP_ARGS)
+	INA_LIVE_PORT=$(live) $(PY) -m experiment matrix $(EXP_ARGS)
 
 train: setup
 	INA_LIVE_PORT=$(live) $(PY) -m train compare --topo spineleaf $(TRAIN_ARGS)

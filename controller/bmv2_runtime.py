@@ -25,6 +25,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from controller.errors import Bmv2RuntimeError
+
 log = logging.getLogger(__name__)
 
 CLI_PROGRAM = "simple_switch_CLI"
@@ -34,10 +36,6 @@ DEFAULT_TIMEOUT_S = 30.0
 # Lines the CLI prints instead of a result (runtime_CLI's handle_bad_input and friends).
 _ERROR_PREFIXES = ("Error:", "Invalid ", "Exception")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\[\]$]*$")
-
-
-class Bmv2RuntimeError(Exception):
-    """A BMv2 runtime (Thrift) operation failed; the message is one line for people."""
 
 
 @dataclass(frozen=True)

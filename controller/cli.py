@@ -23,22 +23,18 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from controller.fabric import Controller, ControllerError, ControllerOptions
-from controller.jobs import JobError, JobPlan, JobRequest
-from controller.p4client import P4RuntimeRequestError
-from controller.schema import SchemaError
-from controller.state import StateError, load_state
-from controller.topology import FabricTopologyError
+from controller.errors import ControllerError, JobError, UsageError
+from controller.fabric import Controller, ControllerOptions
+from controller.jobs import JobPlan, JobRequest
+from controller.state import load_state
 from controller.trees import Tree, describe_tree
+from fabricspec import FabricSpecError
 
 log = logging.getLogger(__name__)
-USER_ERRORS = (ControllerError, JobError, SchemaError, FabricTopologyError, StateError,
-               P4RuntimeRequestError)
+# Errors shown as one line (exit status 2): the controller's, and a topology.json whose records
+# contradict each other (a port to a node it does not list), found by a lookup.
+USER_ERRORS = (ControllerError, FabricSpecError)
 DEFAULT_RUNDIR = Path("run/latest")
-
-
-class UsageError(Exception):
-    """Bad command-line syntax (argparse's message)."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -25,6 +25,7 @@ from p4.v1 import p4runtime_pb2
 from controller import desired as dsr
 from controller import netreduce as nr
 from controller.bmv2_runtime import Bmv2Runtime, Bmv2RuntimeError
+from controller.errors import ControllerError
 from controller.jobs import (
     JobError,
     JobPlan,
@@ -39,13 +40,13 @@ from controller.p4client import ArbitrationAnswer, P4RuntimeRequestError
 from controller.schema import ControlPlaneSchema, SchemaError, decode_int, encode_int
 from controller.state import ControllerState, load_state, locked, next_election_id, save_state
 from controller.switch import ManagedSwitch, SwitchOptions, SyncReport
-from controller.topology import FabricTopology, load_topology
+from controller.topology import FabricTopology, SwitchInfo, load_topology
 
 log = logging.getLogger(__name__)
 
 
-class ControllerError(Exception):
-    """A request the controller cannot carry out (one line, for people)."""
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ class Controller:
             else next_election_id(self.rundir)
         )
         self.election_id = eid
-        p4info = options.p4info or self.topology.p4info
-        device_config = options.device_config or self.topology.device_config
+        p4info = options.p4info or _path(self.topology.p4info)
+        device_config = options.device_config or _path(self.topology.device_config)
         self._schema: ControlPlaneSchema | None = None
         if p4info is not None:
             if not p4info.is_file():
@@ -120,6 +121,10 @@ class Controller:
             raise ControllerError(f"switch: unknown switch {name!r} "
                                   f"(switches: {', '.join(self.switches)})") from None
 
+    def info(self, name: str) -> SwitchInfo:
+        """topology.json's record of switch ``name`` (a ControllerError when unknown)."""
+        return self.topology.switch(self.switch(name).name)
+
     def connect(self, names: Iterable[str] | None = None, required: bool = True) -> dict[str, str]:
         """Connect to the named switches (all by default). Returns {name: error} for those
         that failed; raises ControllerError for the first when ``required``."""
@@ -158,7 +163,7 @@ class Controller:
         """Every entity switch ``name`` should hold according to ``state``."""
         st = state if state is not None else self.state
         schema = self.switch(name).require_schema()
-        info = self.topology.switch(name)
+        info = self.info(name)
         out: list[p4runtime_pb2.Entity] = []
         if st.routes:
             out.extend(dsr.route_entities(self.topology, info, schema))
@@ -298,7 +303,7 @@ class Controller:
         """Loss and/or reordering on a switch port (docs/protocol.md section 5): ``loss``
         drops, ``reorder`` holds that fraction of aggregation packets back until at most
         ``max_hold`` later ones have passed."""
-        info = self.topology.switch(self.switch(switch).name)
+        info = self.info(switch)
         if port not in {p.port for p in info.ports}:
             raise ControllerError(f"port: switch {switch} has no port {port} "
                                   f"(ports: {', '.join(str(p.port) for p in info.ports)})")
@@ -485,7 +490,7 @@ class Controller:
     def _bmv2_runtime(self, switch: str, what: str, err: P4RuntimeRequestError) -> Bmv2Runtime:
         """BMv2's Thrift runtime of ``switch`` for an operation its P4Runtime server lacks;
         a ControllerError saying so precisely when topology.json names no Thrift port."""
-        addr = self.topology.switch(switch).thrift_addr
+        addr = self.info(switch).thrift_addr
         if addr is None:
             why = "; ".join(e.message for e in err.errors) or err.message
             raise ControllerError(
@@ -528,7 +533,7 @@ class Controller:
     def port_bytes(self, switch: str) -> dict[int, tuple[int, int]]:
         """{port: (rx_bytes, tx_bytes)} of the switch's topology ports (what link usage is
         computed from), read cell by cell rather than over all NR_PORTS indices."""
-        ports = [p.port for p in self.topology.switch(switch).ports]
+        ports = [p.port for p in self.info(switch).ports]
         cells = [(cname, port) for port in ports
                  for cname in (nr.SwitchCounters.PORT_RX, nr.SwitchCounters.PORT_TX)]
         values = self.read_counter_cells(switch, cells)
@@ -541,7 +546,7 @@ class Controller:
                                              nr.SwitchCounters.EGRESS_DROPS))
         rx, tx = values[nr.SwitchCounters.PORT_RX], values[nr.SwitchCounters.PORT_TX]
         ports = {}
-        for p in self.topology.switch(switch).ports:
+        for p in self.info(switch).ports:
             ports[p.port] = {"peer": p.peer, "rx_packets": rx.get(p.port, (0, 0))[0],
                              "rx_bytes": rx.get(p.port, (0, 0))[1],
                              "tx_packets": tx.get(p.port, (0, 0))[0],
@@ -585,7 +590,7 @@ class Controller:
                     row["expected_entries"] = sum(
                         1 for e in self.desired(name) if e.WhichOneof("entity") == "table_entry"
                         and not e.table_entry.is_default_action)
-            except (ControllerError, P4RuntimeRequestError) as err:
+            except ControllerError as err:
                 row["reachable"] = False
                 row["error"] = str(err)
             rows.append(row)
@@ -634,7 +639,7 @@ class Controller:
         self.connect(required=False)
         try:
             self.reconcile()
-        except (P4RuntimeRequestError, ControllerError) as err:
+        except ControllerError as err:
             log.warning("initial reconcile incomplete: %s", err)
         path = self.rundir / "controller_state.json"
         mtime = path.stat().st_mtime if path.exists() else 0.0

@@ -27,16 +27,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import netreduce as nr
-from controller.topology import FabricTopology, FabricTopologyError, HostInfo
-from controller.trees import Tree, TreeError, aggregation_tree
-
-
-class JobError(ValueError):
-    """A job request that cannot be satisfied; ``field`` names the offending input."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
+from controller.errors import JobError, TreeError
+from controller.topology import FabricTopology, HostInfo
+from controller.trees import Tree, aggregation_tree
 
 
 @dataclass(frozen=True)
@@ -278,7 +271,7 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
     for host_name in req.hosts:
         try:
             hosts.append(topo.host(host_name))
-        except FabricTopologyError:
+        except KeyError:
             raise JobError("hosts", f"unknown host {host_name!r} (hosts: "
                                     f"{', '.join(x.name for x in topo.hosts)})") from None
     by_leaf: dict[str, list[tuple[HostInfo, int]]] = {}

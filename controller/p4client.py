@@ -28,6 +28,8 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controller.errors import ControllerError
+
 log = logging.getLogger(__name__)
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -55,7 +57,7 @@ def _grpc_code(canonical: int) -> grpc.StatusCode:
     return grpc.StatusCode.UNKNOWN
 
 
-class P4RuntimeRequestError(Exception):
+class P4RuntimeRequestError(ControllerError):
     """A P4Runtime request failed: ``operation``, ``code`` (grpc.StatusCode), ``message`` and,
     for Write, ``errors`` with one :class:`UpdateError` per failed update."""
 

@@ -20,6 +20,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from controller.errors import SchemaError
 from p4schema import P4InfoIndex, P4InfoLookupError
 
 MatchType = p4info_pb2.MatchField.MatchType
@@ -27,10 +28,6 @@ MatchType = p4info_pb2.MatchField.MatchType
 # A match value as the caller writes it: exact/optional -> value; lpm -> (value, prefix_len)
 # or "a.b.c.d/len"; ternary -> (value, mask); range -> (low, high).
 MatchValue = Any
-
-
-class SchemaError(ValueError):
-    """A name or value does not fit the P4Info (the message says which and why)."""
 
 
 def load_p4info(path: str | Path) -> p4info_pb2.P4Info:

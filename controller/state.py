@@ -18,15 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.errors import StateError
 from controller.jobs import JobPlan, SwitchAlloc
 
 STATE_FILE = "controller_state.json"
 LOCK_FILE = "controller_state.lock"
 VERSION = 1
-
-
-class StateError(ValueError):
-    """The state file is unreadable or from an incompatible version."""
 
 
 @dataclass

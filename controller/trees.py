@@ -20,18 +20,11 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from controller.errors import TreeError
 from controller.topology import FabricTopology
 
 #: Tiers, bottom to top; a higher tier wins a tie for the root.
 TIERS = {"leaf": 0, "aggregation": 1, "spine": 2, "core": 3}
-
-
-class TreeError(ValueError):
-    """No tree can be built as asked; ``field`` names the request field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field_name
 
 
 def switch_graph(topo: FabricTopology) -> nx.Graph:

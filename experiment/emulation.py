@@ -1,7 +1,7 @@
-"""``python -m sim emulate``: a small matrix on a fresh Mininet network, for validation.
+"""``python -m experiment emulate``: a small matrix on a fresh Mininet network, for validation.
 
 The simulator (sim/) only models; running the emulation it is compared with is an
-experiment, so it lives here and ``sim.__main__`` calls it.
+experiment, so it lives here (and its command line in ``experiment.__main__``, above sim).
 """
 
 from __future__ import annotations

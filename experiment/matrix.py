@@ -11,7 +11,7 @@ to run and turns the measurements into cells.
   the P4 port counters, switch and machine CPU). In-network runs get a fresh job each.
 * :func:`running_network` - the spec's network (an ``ExperimentNetwork``) as a Launcher.
 * :func:`run_matrix` - starts the network, runs every cell with a progress bar, writes
-  ``<out>/matrix-<time>.json`` and two plots; used by ``python -m workloads matrix``
+  ``<out>/matrix-<time>.json`` and two plots; used by ``python -m experiment matrix``
   (``make experiments``) and by ``bench/bench_workloads.py``.
 
 Workers are numbered host by host; a host with ``g`` GPUs runs ``g`` TCP ranks (ring, torus,
@@ -478,7 +478,7 @@ def plot_matrix(cells: Sequence[Cell], stem: Path, spec: MatrixSpec) -> list[Pat
 
 
 def spec_from_args(args: Any) -> MatrixSpec:
-    """A :class:`MatrixSpec` from ``python -m workloads matrix`` options."""
+    """A :class:`MatrixSpec` from ``python -m experiment matrix`` options."""
     if args.topo != "spineleaf":
         raise MatrixError("only --topo spineleaf is supported by the matrix")
     spec = MatrixSpec()

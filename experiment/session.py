@@ -32,9 +32,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.fabric import ControllerError
-from controller.jobs import JobError, JobRequest
-from controller.p4client import P4RuntimeRequestError
+from controller.errors import ControllerError
+from controller.jobs import JobRequest
 from experiment.fidelity import (
     Budget,
     Monitor,
@@ -541,7 +540,7 @@ def run_experiment(network: Any, options: ExperimentOptions | None = None,
             with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
                               f"{len(plan['workers'])} hosts"):
                 runs.append(run_allreduce(lab, None, plan, algo, opts, plan_path))
-    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
+    except ControllerError as exc:
         raise ExperimentError(f"controller: {exc}") from None
     finally:
         if lab is not network:

@@ -5,7 +5,7 @@
 utilisation, each switch's counters and each aggregation job's progress once a second over
 server-sent events. Data sources are read-only: see :mod:`liveview.sources`.
 
-:func:`live_view` is the hook the runners (``experiment.run``, ``workloads matrix``, ``train``) use
+:func:`live_view` is the hook the runners (``experiment.run``, ``experiment matrix``, ``train``) use
 around their network; ``python -m liveview --rundir run/latest`` serves a network started
 elsewhere.
 """

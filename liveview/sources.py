@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.fabric import Controller, ControllerError, ControllerOptions
-from controller.p4client import P4RuntimeRequestError
-from controller.schema import SchemaError
+from controller.errors import ControllerError
+from controller.fabric import Controller, ControllerOptions
 from controller.state import load_state
 from softswitch.stats import StatsError, default_stats_path, read_stats
 from topo.model import Topology
@@ -241,7 +240,7 @@ class Collector:
             return out
         try:
             reader = self._controller()
-        except (ControllerError, SchemaError, OSError) as exc:
+        except (ControllerError, OSError) as exc:
             errors.append(f"P4Runtime: {exc}")
             return out
         reader.refresh_state()
@@ -249,7 +248,7 @@ class Collector:
         for sw in self.topology.switches:
             try:
                 out["drops"][sw.name] = ctl.switch_counters(sw.name)["drops"]
-            except (ControllerError, P4RuntimeRequestError, SchemaError) as exc:
+            except ControllerError as exc:
                 errors.append(f"{sw.name}: P4Runtime counters unavailable: {exc}")
         jobs = out["jobs"]
         for plan in sorted(ctl.state.jobs.values(), key=lambda p: p.job_id):
@@ -260,7 +259,7 @@ class Collector:
             try:
                 rows = ctl.job_counters(plan.name)
                 self._job_rows[plan.name] = rows
-            except (ControllerError, P4RuntimeRequestError, SchemaError) as exc:
+            except ControllerError as exc:
                 # a read that timed out on a busy switch: show the last rows, marked stale
                 errors.append(f"job {plan.name}: counters unavailable: {exc}")
                 rows = self._job_rows.get(plan.name, [])

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import stackdump
-from controller.fabric import ControllerError
-from controller.p4client import P4RuntimeRequestError
+from controller.errors import ControllerError
 from experiment.lifecycle import ExperimentNetwork
 from reliability.illegal import illegal_requests
 from reliability.results import BadInputCell, ControllerCell, JobTally, LossCell, RestartCell
@@ -109,7 +108,7 @@ def _job_counter_rows(bed: Testbed) -> list[dict[str, Any]]:
     """The job's counters at every switch, or one row saying why they cannot be read."""
     try:
         return bed.controller.job_counters(bed.plan["name"])
-    except (ControllerError, P4RuntimeRequestError) as exc:
+    except ControllerError as exc:
         return [{"error": str(exc)}]
 
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.fabric import Controller, ControllerError, ControllerOptions
+from controller.errors import ControllerError
+from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobError, JobRequest
-from controller.p4client import P4RuntimeRequestError
 from controller.state import load_state
 from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
 from experiment.session import ExperimentOptions, run_allreduce
@@ -96,7 +96,7 @@ class TolerantReads:
         for attempt in range(READ_RETRIES):
             try:
                 return self.controller.switch_counters(name)
-            except (ControllerError, P4RuntimeRequestError) as exc:
+            except ControllerError as exc:
                 log.debug("%s: counters unavailable (%s)", name, exc)
                 self.controller.switch(name).close()
                 time.sleep(0.25 * (attempt + 1))

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.fabric import Controller, ControllerError, ControllerOptions
-from controller.jobs import JobError, JobRequest
-from controller.p4client import P4RuntimeRequestError
+from controller.errors import ControllerError
+from controller.fabric import Controller, ControllerOptions
+from controller.jobs import JobRequest
 from experiment.matrix import program_for
 from experiment.session import ExperimentOptions, run_allreduce
 from liveview import live_view
@@ -142,7 +142,7 @@ class _GatedReads:
             with self.gate:
                 try:
                     return self.controller.switch_counters(name)
-                except (ControllerError, P4RuntimeRequestError) as exc:
+                except ControllerError as exc:
                     last = exc
             time.sleep(0.2 * (attempt + 1))
         log.warning("%s: port counters unavailable (%s): link usage of this run is incomplete",
@@ -270,7 +270,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
             _run_on(network, scenario, opts, report, setup, t_start)
     except TopoError as exc:
         setup.error = str(exc)
-    except (ControllerError, JobError, P4RuntimeRequestError) as exc:
+    except ControllerError as exc:
         setup.error = f"controller: {exc}"
     except Exception as exc:  # a bug or an unexpected failure: reported, the network is down
         log.debug("scenario failed", exc_info=True)

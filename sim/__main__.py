@@ -2,9 +2,11 @@
 
     python -m sim sweep [emulated|scaling|crossover|speedup|all] [--small] [--out results/sim]
     python -m sim validate measured.json [more.json ...] [--no-sim] [--out validation.json]
-    python -m sim emulate [--bw 3] [--sizes 65536,262144] [--out results/sim]   (root)
     python -m sim run --algorithm ring --spines 2 --leaves 2 --hosts 2 --bw 10 --bytes 1048576
     python -m sim run --algorithm ina --topo spineleaf --param leaves=32 --param hosts=16
+
+The emulation these models are checked against is an experiment: ``python -m experiment
+emulate`` (root) runs it and validates its rows with :mod:`sim.validate`.
 """
 
 from __future__ import annotations
@@ -68,29 +70,6 @@ def _check_rows(rows: list[dict[str, Any]], no_sim: bool, out: str) -> int:
 def _validate(args: argparse.Namespace) -> int:
     rows = [row for path in args.rows for row in load_rows(Path(path))]
     return _check_rows(rows, args.no_sim, args.out)
-
-
-def _emulate(args: argparse.Namespace) -> int:
-    import os
-    import time
-
-    from experiment.emulation import run_emulation
-    from experiment.matrix import MatrixSpec
-    from sim.emulation import rows_from_matrix
-
-    if os.geteuid() != 0:
-        raise RuntimeError("emulation needs root (Mininet)")
-    spec = MatrixSpec(gpus=1, bw_mbit=args.bw, algos=tuple(args.algos.split(",")),
-                      sizes=tuple(int(s) for s in args.sizes.split(",") if s),
-                      credits=args.credits, msg_pkts=args.msg_pkts, elems=64,
-                      name_prefix="vs")
-    doc = run_emulation(spec)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"emulation-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {path}")
-    return _check_rows(rows_from_matrix(doc), False, str(path.with_suffix(".validation.json")))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -157,13 +136,6 @@ def main(argv: list[str] | None = None) -> int:
                          "or a make run directory (e.g. run/latest)")
     va.add_argument("--no-sim", action="store_true", help="cost model only")
     va.add_argument("--out", default="")
-    em = sub.add_parser("emulate", help="run a small 2x2x2 emulation (root) and validate it")
-    em.add_argument("--bw", type=float, default=3.0, help="link rate, Mbit/s")
-    em.add_argument("--algos", default="ring,innetwork")
-    em.add_argument("--sizes", default="65536,262144", help="float32 per worker")
-    em.add_argument("--credits", type=int, default=4)
-    em.add_argument("--msg-pkts", type=int, default=16)
-    em.add_argument("--out", default="results/sim")
     ru = sub.add_parser("run", help="simulate one collective on a spine-leaf fabric")
     ru.add_argument("--algorithm", choices=ALGORITHMS, default="ring")
     ru.add_argument("--topo", help="a topology file or shipped name (docs/topology.md) instead "
@@ -181,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ru.add_argument("--density", type=float, default=0.01)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
-    handlers = {"sweep": _sweep, "validate": _validate, "emulate": _emulate, "run": _run}
+    handlers = {"sweep": _sweep, "validate": _validate, "run": _run}
     try:
         return handlers[args.command](args)
     except (ValueError, OSError, RuntimeError) as exc:

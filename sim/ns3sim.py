@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.errors import SimError
 from sim.fabric import Fabric
 from sim.schedules import Schedule, build
 
@@ -23,11 +24,11 @@ log = logging.getLogger(__name__)
 _ENGINE_SOURCE = Path(__file__).with_name("collective_engine.cc")
 
 
-class SimulatorUnavailable(RuntimeError):
+class SimulatorUnavailable(SimError, RuntimeError):
     """ns-3 (the ``ns3`` wheel and its ``cppyy``) cannot be loaded here."""
 
 
-class SimulationError(RuntimeError):
+class SimulationError(SimError, RuntimeError):
     """The simulated collective did not complete (a schedule or engine bug)."""
 
 

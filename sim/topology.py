@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sim.errors import SimError
 from sim.fabric import Fabric, emulated
 from topo.topofile import TopologySpec, load_spec, resolve
 from vtime import format_delay, format_rate
 
 
-class TopologyFileMismatch(ValueError):
+class TopologyFileMismatch(SimError, ValueError):
     """A topology file the simulator's uniform spine-leaf cannot stand for."""
 
 

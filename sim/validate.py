@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.errors import SimError
 from sim.fabric import Fabric, emulated
 from sim.model import predict
 
@@ -29,7 +30,7 @@ _ALIASES = {"bw_mbit": ("host_bps", 1e6), "fabric_bw_mbit": ("fabric_bps", 1e6),
             "delay_ms": ("link_delay_s", 1e-3), "switch_delay_us": ("switch_delay_s", 1e-6)}
 
 
-class ValidationInputError(ValueError):
+class ValidationInputError(SimError, ValueError):
     """A measured row is malformed; the message names the row and the key."""
 
 
@@ -107,7 +108,7 @@ def ns3_simulate(algorithm: str, fabric: Fabric, nbytes: int, density: float) ->
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows from a JSON file (a list), a JSON-lines file, a ``python -m workloads matrix``
+    """Rows from a JSON file (a list), a JSON-lines file, a ``python -m experiment matrix``
     result (its all-reduce cells) or a ``make run`` run directory (its all-reduces), the
     last two on the fabric :mod:`sim.emulation` derives."""
     if path.is_dir():

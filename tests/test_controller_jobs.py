@@ -175,7 +175,8 @@ def test_leaf_rings_alternate_for_every_feasible_layout() -> None:
     from controller.jobs import leaf_ring
     from controller.topology import HostInfo
 
-    hosts = [HostInfo(f"h{i}", f"10.0.0.{i}", 24, "00:00:00:00:00:01", "l1", i, 1)
+    hosts = [HostInfo(name=f"h{i}", ip=f"10.0.0.{i}", prefix_len=24, mac="00:00:00:00:00:01",
+                      intf=f"h{i}-eth0", switch="l1", switch_port=i, leaf=1, slot=i, gpus=1)
              for i in range(3)]
     for counts in itertools.product(range(5), repeat=3):
         local = [(h, g) for h, c in zip(hosts, counts, strict=True) for g in range(c)]

@@ -71,8 +71,6 @@ THREAD_CODE = (
 
 #: (module, function) -> why its import may stay inside it.
 ALLOWED = {
-    ("workloads/__main__.py", "cmd_matrix"): "the matrix command starts networks "
-    "(experiment); a worker process in a host must not import that; main thread",
     ("workloads/results.py", "plot"): "matplotlib, for the plot command, on the main thread",
     ("train/data.py", "load_digits_split"): "scikit-learn is optional (a clear message when it "
     "is missing); called on the main thread before any rank starts",

@@ -144,7 +144,7 @@ def test_bad_spec_is_refused(changes, message):
 
 def test_spec_from_command_line():
     """The CLI's comma lists become the spec's tuples; an empty model list means none."""
-    from workloads.__main__ import build_parser
+    from experiment.__main__ import build_parser
 
     args = build_parser().parse_args(["matrix", "--algos", "ring,innetwork-hier", "--sizes",
                                       "1000,2000", "--models", "", "--bw", "2"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fabricspec import FabricSpecError
+
 
 class TopoError(Exception):
     """Base of every user-facing error of ``topo/`` (the CLI prints ``error: <message>``)."""
@@ -11,8 +13,9 @@ class TopologyError(TopoError, ValueError):
     """A topology that cannot be built as asked (bad sizes, names too long, port clashes)."""
 
 
-class TopologyFileError(TopoError):
-    """A ``topology.json`` that is missing, unreadable or does not match the schema."""
+class TopologyFileError(TopoError, FabricSpecError):
+    """A ``topology.json`` that is missing, unreadable or does not match the schema (what
+    :mod:`fabricspec` found, as an error of topo's)."""
 
 
 class TargetError(TopoError):

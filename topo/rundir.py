@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fabricspec
 from topo.errors import TopologyFileError
-from topo.model import Topology, topology_from_dict, topology_to_dict
+from topo.model import Topology, topology_to_dict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RUNS_ROOT = Path("run")
-TOPOLOGY_FILE = "topology.json"
+TOPOLOGY_FILE = fabricspec.TOPOLOGY_FILE
 PIDS_FILE = "pids.json"
 LATEST = "latest"
 CMDLINE_WAIT_S = 2.0
@@ -178,18 +179,8 @@ def read_pids(path: str | Path) -> tuple[dict[str, Any], list[ProcessRecord]]:
 def load_topology(path: str | Path) -> Topology:
     """The :class:`Topology` in a ``topology.json``, or in a run directory containing one
     (``run/latest`` works). Raises :class:`TopologyFileError` with the reason."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / TOPOLOGY_FILE
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise TopologyFileError(f"{path}: no such file (is a network running? "
-                                f"start one with `make run`)") from None
-    except OSError as exc:
-        raise TopologyFileError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise TopologyFileError(f"{path}: not valid JSON: {exc}") from None
-    return topology_from_dict(data, str(path))
+        return fabricspec.read_topology(
+            path, "is a network running? start one with `make run`")
+    except fabricspec.FabricSpecError as exc:
+        raise TopologyFileError(str(exc)) from None

@@ -34,14 +34,16 @@ from pathlib import Path
 
 from train.cache import MultiLevelCache
 from train.data import load_digits_split, make_shards, shards_of_rank
-from train.dataserver import DataServer, DataServerError, ShardClient
+from train.dataserver import DataServer, ShardClient
+from train.errors import TrainError
 from train.exchange import COLLECTIVES, ExchangeOptions, IntAggregator, channel_aggregator
 from train.interference import measure_data_interference
-from train.launch import LaunchError, execute, plan_from_rundir, plan_loopback
+from train.launch import execute, plan_from_rundir, plan_loopback
 from train.report import write_comparison, write_experiment, write_json
 from train.trainer import Experiment, TrainConfig, combine, run_loopback, train_rank
 from vtime import VirtualClock, parse_tdf
-from workloads.comm import CommError, Communicator
+from workloads.comm import Communicator
+from workloads.errors import WorkloadError
 
 log = logging.getLogger("train")
 
@@ -365,6 +367,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "interference": _interference}
     try:
         return handlers[args.command](args)
-    except (ValueError, OSError, LaunchError, DataServerError, CommError, RuntimeError) as exc:
+    except (TrainError, WorkloadError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

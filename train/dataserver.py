@@ -25,6 +25,7 @@ import struct
 import threading
 from collections.abc import Mapping
 
+from train.errors import TrainError
 from vtime import REAL_TIME, VirtualClock
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ _MAX_LINE = 1024
 _MAX_PAYLOAD = 1 << 32
 
 
-class DataServerError(RuntimeError):
+class DataServerError(TrainError, RuntimeError):
     """The data server could not be reached or answered with an error."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from train.errors import TrainError
 from train.trainer import RankResult
 from vtime import VirtualClock
 
@@ -42,7 +43,7 @@ DEFAULT_BASE_PORT = 47000
 DEFAULT_DATA_PORT = 46999
 
 
-class LaunchError(RuntimeError):
+class LaunchError(TrainError, RuntimeError):
     """A process of the job could not be started, failed, or did not finish in time."""
 
 

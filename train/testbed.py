@@ -39,6 +39,7 @@ from typing import Any
 from algorithms import registry
 from experiment.lifecycle import ExperimentNetwork, Snapshot, StartOptions, Window
 from topo.errors import TopoError
+from train.errors import TrainError
 from train.launch import (
     LaunchError,
     LaunchPlan,
@@ -57,7 +58,7 @@ PROGRAM = REPO_ROOT / "p4src" / "netreduce.p4"
 JOB_PREFIX = "train"
 
 
-class TestbedError(RuntimeError):
+class TestbedError(TrainError, RuntimeError):
     """The emulated network could not be started or programmed."""
 
 
@@ -114,8 +115,7 @@ class TrainingTestbed:
 
     def start(self) -> None:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
-        from controller.fabric import ControllerError
-        from controller.p4client import P4RuntimeRequestError
+        from controller.errors import ControllerError
         from liveview import port_or_announce
         from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
@@ -131,7 +131,7 @@ class TrainingTestbed:
                                          live_port=port_or_announce(default=None)).start()
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
-        except (ControllerError, P4RuntimeRequestError) as exc:
+        except ControllerError as exc:
             raise TestbedError(f"cannot program the network: {exc}") from exc
         log.info("spine-leaf up in %s: workers %s, data server on %s", self.rundir,
                  ", ".join(self.worker_hosts), self.data_host)
@@ -197,9 +197,8 @@ class TrainingTestbed:
     def new_job(self, path: Path) -> Path:
         """A fresh NetReduce job over the worker hosts (the previous training job is deleted
         first); its plan (``job show --json``) is written to ``path``."""
-        from controller.fabric import ControllerError
-        from controller.jobs import JobError, JobRequest
-        from controller.p4client import P4RuntimeRequestError
+        from controller.errors import ControllerError
+        from controller.jobs import JobRequest
 
         try:
             if self._job_key is not None:
@@ -210,7 +209,7 @@ class TrainingTestbed:
             plan = self.controller.create_job(JobRequest(
                 name, tuple(self.worker_hosts), credits=self.options.credits,
                 slots=self.options.slots, workers_per_host=1))
-        except (ControllerError, JobError, P4RuntimeRequestError) as exc:
+        except ControllerError as exc:
             raise TestbedError(f"controller: cannot create the training job: {exc}") from exc
         self._job_key = name
         write_json(path, plan.to_dict())

@@ -17,6 +17,8 @@ duration given (``--timeout``, ``--rto``, ``--max-rto``, ``--dead-after``,
 ``--intra-latency``) is in emulated seconds, and every time reported is emulated, with the
 factor (``tdf``) and the real seconds beside it.
 Exit status: 0 success, 1 a check failed, 2 bad usage or a failed run.
+The experiment matrix that starts a network and runs these over it is ``python -m experiment
+matrix`` (``make experiments``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,11 +36,11 @@ from numpy.random import default_rng
 
 import stackdump
 from algorithms import registry
-from protocol.netreduce import MAX_ELEMS, MTU_ELEMS, PROGRAM_ELEMS
+from protocol.netreduce import PROGRAM_ELEMS
 from vtime import VirtualClock, parse_tdf, rate_arg
-from workloads.agent import AgentError, HostAgent, load_job, local_ranks
+from workloads.agent import HostAgent, load_job, local_ranks
 from workloads.comm import CommError, Communicator
-from workloads.fixedpoint import FixedPointOverflow
+from workloads.errors import WorkloadError
 from workloads.innetwork import (
     AGG_MAX_RTO,
     AGG_RTO,
@@ -59,7 +60,7 @@ from workloads.results import (
     read_json,
     write_json,
 )
-from workloads.roce import ROCE_V2_PORT, TransportError
+from workloads.roce import ROCE_V2_PORT
 from workloads.schedule import SPARSE, make_schedule
 from workloads.sparse import block_hosts, hitopk_reference
 
@@ -82,7 +83,7 @@ def parse_algo(text: str) -> str:
     return name
 
 
-class UsageError(ValueError):
+class UsageError(WorkloadError, ValueError):
     """Bad command-line input (reported without a traceback)."""
 
 
@@ -299,25 +300,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_matrix(args: argparse.Namespace) -> int:
-    """Starts a network (root), runs the experiment matrix, writes JSON and plots."""
-    from experiment.matrix import MatrixError, run_matrix, spec_from_args
-
-    try:
-        spec = spec_from_args(args)
-        path, cells = run_matrix(spec, args.out, args.rundir, show_progress=not args.quiet)
-    except MatrixError as err:
-        raise UsageError(str(err)) from None
-    for c in cells:
-        what = c.size if c.kind == "allreduce" else c.model
-        util = f" busiest link {c.busiest_util:.0%}" if c.busiest_util is not None else ""
-        status = "ok" if c.ok else "FAILED: " + "; ".join(c.errors)
-        print(f"{c.kind:9} {c.algo:14} {what!s:>9}: {c.seconds * 1000:9.1f} ms{util} "
-              f"machine CPU {c.machine_busy:.0%} {status}")
-    print(f"results: {path}")
-    return 0 if all(c.ok for c in cells) else 1
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     records = read_json(args.files)
     out = plot(records, args.out, args.title)
@@ -404,35 +386,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results JSON")
     r.add_argument("--plot", help="plot PNG")
     r.set_defaults(func=cmd_replay)
-    m = sub.add_parser("matrix", help="start a network and run algorithms x sizes x models "
-                       "(root; what `make experiments` runs)")
-    m.add_argument("--topo", choices=("spineleaf",), default="spineleaf")
-    m.add_argument("--spines", type=int, default=2)
-    m.add_argument("--leaves", type=int, default=2)
-    m.add_argument("--hosts", type=int, default=2, help="hosts per leaf")
-    m.add_argument("--gpus", type=int, default=2, help="GPUs (workers) per host")
-    m.add_argument("--bw", type=rate_arg, default=3e6, metavar="RATE",
-                   help="link rate: 10M, 500k (a bare number is Mbit/s; default 3M)")
-    m.add_argument("--intra-bw", type=rate_arg, default=None, metavar="RATE",
-                   help="innetwork-hier: rate between a host's GPUs, e.g. 150GB/s (recorded in "
-                   "topology.json; default: the workload's)")
-    m.add_argument("--algos", default="ring,torus,topk,hybrid,innetwork,innetwork-hier")
-    m.add_argument("--sizes", default="65536,262144", help="float32 per worker, comma-separated")
-    m.add_argument("--models", default="resnet50,bert-base", help="replayed models ('' for none)")
-    m.add_argument("--scale", type=float, default=1000.0, help="replay: shrink models this much")
-    m.add_argument("--iters", type=int, default=1, help="timed all-reduces per cell")
-    m.add_argument("--replay-iters", type=int, default=3)
-    m.add_argument("--elems", type=int, default=MTU_ELEMS,
-                   help=f"NR_ELEMS the program is built with: a multiple of 4 up to {MAX_ELEMS} "
-                   f"(default {MTU_ELEMS}, the full RoCE path MTU with the tag)")
-    m.add_argument("--credits", type=int, default=4)
-    m.add_argument("--slots", type=int, default=256)
-    m.add_argument("--msg-pkts", type=int, default=64)
-    m.add_argument("--seed", type=int, default=1)
-    m.add_argument("--out", type=Path, default=Path("results"), help="results directory")
-    m.add_argument("--rundir", type=Path, default=None, help="network run directory")
-    m.add_argument("--quiet", action="store_true", help="no progress bar")
-    m.set_defaults(func=cmd_matrix)
     p = sub.add_parser("plot", help="plot results JSON files")
     p.add_argument("files", nargs="+")
     p.add_argument("--out", required=True)
@@ -450,8 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--size must be >= 1")
     try:
         return int(args.func(args))
-    except (UsageError, AgentError, TransportError, CommError, FixedPointOverflow,
-            ValueError, TimeoutError) as err:
+    except (WorkloadError, ValueError, TimeoutError) as err:
+        # the package's errors, and bad values / deadlines from the libraries under it
         print(f"python -m workloads {args.cmd}: error: {err}", file=sys.stderr)
         return 2
 

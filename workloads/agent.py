@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from vtime import REAL_TIME, VirtualClock
+from workloads.errors import WorkloadError
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO, AggregationChannel, JobConfig
 from workloads.roce import ROCE_V2_PORT, Address, RoceEndpoint, TransportError
 
@@ -33,7 +34,7 @@ DRAIN_REAL_S = 30.0
 LINGER_REAL_S = 1.0
 
 
-class AgentError(RuntimeError):
+class AgentError(WorkloadError, RuntimeError):
     """A host agent could not be set up or one of its workers failed."""
 
 

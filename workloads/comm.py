@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vtime import REAL_TIME, VirtualClock
+from workloads.errors import WorkloadError
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ _DTYPES: dict[int, np.dtype] = {
 _CODES: dict[np.dtype, int] = {dt: code for code, dt in _DTYPES.items()}
 
 
-class CommError(RuntimeError):
+class CommError(WorkloadError, RuntimeError):
     """A peer is unreachable, closed its connection, or sent something malformed."""
 
 

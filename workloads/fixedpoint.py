@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workloads.errors import WorkloadError
+
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 
 
-class FixedPointOverflow(ArithmeticError):
+class FixedPointOverflow(WorkloadError, ArithmeticError):
     """The values could not be aggregated even at the smallest allowed scale."""
 
 

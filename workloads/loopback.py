@@ -12,11 +12,12 @@ from typing import TypeVar
 
 from vtime import REAL_TIME, VirtualClock
 from workloads.comm import CommError, Communicator, listen
+from workloads.errors import WorkloadError
 
 T = TypeVar("T")
 
 
-class RankFailed(RuntimeError):
+class RankFailed(WorkloadError, RuntimeError):
     """One or more ranks raised; the first error is chained."""
 
 

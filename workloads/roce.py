@@ -54,6 +54,7 @@ from protocol.netreduce import (
     ROCE_V2_PORT,
 )
 from vtime import REAL_TIME, VirtualClock
+from workloads.errors import WorkloadError
 from workloads.mmsg import BatchSocket
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ SYNDROME_NAK_PSN = 0x60  # NAK: PSN sequence error
 Address = tuple[str, int]
 
 
-class TransportError(RuntimeError):
+class TransportError(WorkloadError, RuntimeError):
     """A connection failed (no progress within its deadline) or the endpoint is closed."""
 
 
