@@ -307,7 +307,21 @@ inspect_bmv2() {  # inspect_bmv2 PREFIX WANT_FAST LABEL
         status=differs
         PROBLEMS+=("$prefix has BMv2's $flavour build; the $want_flavour build is asked for (BMV2_FAST=$want_fast)")
     fi
+    local foreign
+    foreign=$(foreign_bm_libs "$bin" "$prefix")
+    if [[ -n $foreign ]]; then
+        status=differs
+        PROBLEMS+=("$bin loads BMv2 libraries of another build: $foreign (reinstall it)")
+    fi
     row "$label" "$status" "$out, $flavour build  $bin"
+}
+
+# BMv2 libraries (libbm*, libsimpleswitch*) that BIN resolves outside its own PREFIX/lib: a
+# build installed beside another must not run with the other's libraries.
+foreign_bm_libs() {  # foreign_bm_libs BIN PREFIX
+    command -v ldd > /dev/null || return 0
+    ldd "$1" 2> /dev/null | awk -v own="${2%/}/lib/" '
+        $1 ~ /^lib(bm|simpleswitch)/ && $2 == "=>" && index($3, own) != 1 { printf "%s%s", sep, $3; sep = ", " }'
 }
 
 inspect_installed() {  # inspect_installed: rows and PROBLEMS for PREFIX (and BMV2_FAST_PREFIX)
@@ -618,7 +632,7 @@ step_bmv2() {  # step_bmv2 PREFIX FAST: BMv2 with simple_switch_grpc, against PR
     (( fast )) && flavour=fast
     local step=bmv2
     [[ $prefix != "$PREFIX" ]] && step=bmv2-beside
-    key="bmv2 ${PIN_REV[behavioral-model]} pi=$(pi_key) build=$flavour prefix=$prefix"
+    key="bmv2 ${PIN_REV[behavioral-model]} pi=$(pi_key) build=$flavour prefix=$prefix rpath=own"
     # A PI built just now may differ from the one an installed BMv2 was linked against.
     local check=(bmv2_ok "$prefix" "$fast")
     [[ " ${BUILT[*]} " == *" pi "* ]] && check=()
@@ -628,8 +642,10 @@ step_bmv2() {  # step_bmv2 PREFIX FAST: BMv2 with simple_switch_grpc, against PR
     copy_tree "$S/behavioral-model" "$work"
     local flags=()
     (( fast )) && flags=("${BMV2_FAST_FLAGS[@]}")
-    local ldflags="-L$PREFIX/lib -Wl,-rpath,$PREFIX/lib"
-    [[ $prefix != "$PREFIX" ]] && ldflags+=" -Wl,-rpath,$prefix/lib"
+    # Its own lib first: a build beside the default one must load its own libbm* (the
+    # dynamic linker takes the first RUNPATH entry that has the library), PI from PREFIX.
+    local ldflags="-L$PREFIX/lib -Wl,-rpath,$prefix/lib"
+    [[ $prefix != "$PREFIX" ]] && ldflags+=" -Wl,-rpath,$PREFIX/lib"
     run -C "$work" ./autogen.sh
     # Configured in its tree: an out-of-tree build misses bm/config.h for simple_switch_grpc.
     run -C "$work" ./configure --prefix="$prefix" --with-pi --with-thrift --with-nanomsg \

@@ -365,7 +365,8 @@ def test_fast_build_beside_the_default_one(box: Box, tmp_path: Path) -> None:
     assert len(configures) == 2
     assert f"--prefix={box.prefix} " in configures[0] and "--disable-elogger" not in configures[0]
     assert f"--prefix={fast_prefix} " in configures[1] and "--disable-elogger" in configures[1]
-    assert f"-Wl,-rpath,{box.prefix}/lib -Wl,-rpath,{fast_prefix}/lib" in configures[1]
+    # its own libraries first (the dynamic linker takes the first RUNPATH entry that has one)
+    assert f"-Wl,-rpath,{fast_prefix}/lib -Wl,-rpath,{box.prefix}/lib" in configures[1]
     assert (fast_prefix / "bin" / "simple_switch_grpc").is_file()
     check = box.run("--check", BMV2_FAST_PREFIX=str(fast_prefix))
     assert check.returncode == 0, check.stdout
@@ -442,3 +443,20 @@ def test_ci_reports_the_toolchain_without_building_it() -> None:
     assert calls, ".ci/run does not report the toolchain"
     for line in calls:
         assert "--check" in line or "toolchain-check" in line, line
+
+
+def test_check_refuses_a_build_that_loads_another_builds_libraries(box: Box, tmp_path: Path) -> None:
+    """A performance build whose RUNPATH put the default build's lib first ran with the
+    default build's libbmpi: --check names the foreign libraries."""
+    fast_prefix = tmp_path / "bmv2-fast"
+    proc = box.run(BMV2_FAST_PREFIX=str(fast_prefix))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ldd = box.bin / "ldd"
+    ldd.write_text("#!/bin/sh\n"
+                   f"echo \"\tlibbmpi.so.0 => {box.prefix}/lib/libbmpi.so.0 (0x1)\"\n"
+                   "echo \"\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\"\n")
+    ldd.chmod(0o755)
+    check = box.run("--check", BMV2_FAST_PREFIX=str(fast_prefix))
+    assert check.returncode == 1, check.stdout
+    assert (f"{fast_prefix}/bin/simple_switch_grpc loads BMv2 libraries of another build: "
+            f"{box.prefix}/lib/libbmpi.so.0") in check.stdout + check.stderr
