@@ -3,6 +3,11 @@
 Markers (registered in pyproject.toml): ``slow`` for tests that take more than a few seconds,
 ``root`` for tests that need root (network namespaces, veths, Mininet); the latter are skipped
 with a reason when the suite runs as another user.
+
+Under pytest-xdist (``make test`` runs two workers where there are two cores) every
+``root`` test is in one xdist group, so they run one after another on one worker: they
+build Mininet networks and namespaces, share the root namespace's interface names and
+are sensitive to CPU; the other tests spread over the workers beside them.
 """
 
 from __future__ import annotations
@@ -15,8 +20,16 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The xdist group of every ``root`` test (``--dist loadgroup`` runs a group on one worker).
+ROOT_GROUP = "root-network"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skips ``root``-marked tests, with a reason, when not running as root."""
+    """Puts ``root``-marked tests in one xdist group; skips them, with a reason, when not
+    running as root."""
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group(ROOT_GROUP))
     if os.geteuid() == 0:
         return
     skip_root = pytest.mark.skip(reason="needs root (network namespaces / veth / Mininet)")
