@@ -4,10 +4,11 @@ Markers (registered in pyproject.toml): ``slow`` for tests that take more than a
 ``root`` for tests that need root (network namespaces, veths, Mininet); the latter are skipped
 with a reason when the suite runs as another user.
 
-Under pytest-xdist (``make test`` runs two workers where there are two cores) every
-``root`` test is in one xdist group, so they run one after another on one worker: they
-build Mininet networks and namespaces, share the root namespace's interface names and
-are sensitive to CPU; the other tests spread over the workers beside them.
+Under pytest-xdist (``make test`` runs two workers where there are two cores) every test of
+a module with a ``root`` test is in one xdist group, so they run one after another on one
+worker: they build Mininet networks and namespaces, share the root namespace's interface
+names and module-scoped networks, and are sensitive to CPU; the other tests spread over the
+workers beside them.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ ROOT_GROUP = "root-network"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Puts ``root``-marked tests in one xdist group; skips them, with a reason, when not
-    running as root."""
+    """Puts the modules with ``root``-marked tests in one xdist group; skips those tests, with
+    a reason, when not running as root."""
+    # whole modules: their unmarked tests may share a module's network fixture
+    networked = {item.path for item in items if "root" in item.keywords}
     for item in items:
-        if "root" in item.keywords:
+        if item.path in networked:
             item.add_marker(pytest.mark.xdist_group(ROOT_GROUP))
     if os.geteuid() == 0:
         return

@@ -46,6 +46,7 @@ def test_p4c_compiles_program_for_bmv2(program: Path, tmp_path: Path) -> None:
     assert (tmp_path / "p4info.txtpb").is_file()
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ethtool") is None,
                     reason="needs root (a network namespace) and ethtool")
 def test_bmv2_ports_get_offloads_off_so_libpcap_rings_hold_more_than_8_packets() -> None:
