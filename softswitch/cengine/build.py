@@ -22,8 +22,8 @@ from softswitch.cengine.errors import CBuildError, CUnsupported
 
 log = logging.getLogger(__name__)
 
-CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-w")
-BUILD_VERSION = "1"  # bump when the flags or the ABI between Python and C change
+CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-pthread", "-w")
+BUILD_VERSION = "2"  # bump when the flags or the ABI between Python and C change
 
 
 def cache_dir() -> Path:
@@ -104,7 +104,10 @@ def build_module(source: str, cdef: str) -> tuple[Any, Any]:
     if not path.exists():
         ffi = cffi.FFI()
         ffi.cdef(cdef)
-        ffi.set_source(name, source, extra_compile_args=["-O2", "-w"])
+        ffi.set_source(
+            name, source, extra_compile_args=["-O2", "-pthread", "-w"],
+            extra_link_args=["-pthread"],
+        )
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
             built = ffi.compile(tmpdir=tmp, verbose=False)
             os.replace(built, path)
