@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
 from softswitch.cengine.loop import (
-    NPC,
     E_HELD,
     E_MAX,
     E_OVF,
     I_HELD,
     I_MAX,
     I_OVF,
+    NPC,
     PT_ASSERT,
     PT_CPU,
     PT_DIGEST,
