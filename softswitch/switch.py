@@ -121,13 +121,19 @@ class ControlLock:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
+        self._owner = 0  # thread ident of the holder (0: free)
         self.loop: CLoop | None = None  # the running C loop (set under this lock)
         self._paused: CLoop | None = None
+
+    def held_here(self) -> bool:
+        """True when the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self._lock.acquire(blocking, timeout):
             return False
         self._depth += 1
+        self._owner = threading.get_ident()
         if self._depth == 1 and self.loop is not None:
             self._paused = self.loop
             self._paused.pause()
@@ -141,6 +147,8 @@ class ControlLock:
             finally:
                 loop.resume()
         self._depth -= 1
+        if self._depth == 0:
+            self._owner = 0
         self._lock.release()
 
     def __enter__(self) -> bool:
@@ -258,8 +266,9 @@ class SwitchDataPlane:
                 # thread now (frames it had already received still run on the old one)
                 self.lock.loop = None
                 loop.stop()
-            self.pipeline = pipeline
-            self._generation += 1
+            if pipeline is not self.pipeline:
+                self.pipeline = pipeline
+                self._generation += 1
         self._wake()
 
     def port_counters(self) -> dict[int, PortCounters]:
@@ -699,7 +708,7 @@ class SwitchDataPlane:
                         if not isinstance(port.counters, LoopPortCounters):
                             port.counters = LoopPortCounters(port.counters)
                         port.counters.attach(loop.port_ctr, i * NPC)
-                    cswitch.on_dirty = self._wake
+                    cswitch.on_dirty = self._reload_soon
                     try:
                         loop.start()
                     except CLoopError as exc:
@@ -715,6 +724,12 @@ class SwitchDataPlane:
                 self._io_said.add(key)
                 log.warning("C packet loop: %s; using the Python loop", reason)
             return None
+
+    def _reload_soon(self) -> None:
+        """A control-plane write reached a C pipeline: a holder of the switch's lock
+        reloads it on release; anyone else's write is reloaded by the run loop."""
+        if not self.lock.held_here():
+            self._wake()
 
     def _run_c(self, loop: CLoop) -> None:
         """While the C thread forwards: punted frames, digests and events, the stats file,

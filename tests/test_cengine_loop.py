@@ -85,16 +85,26 @@ class Running:
         with self.sw.lock:  # waits for the C thread's batch to end
             return int(self.ports[port].counters.rx_packets)
 
-    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+    def send(self, port: int, frame: bytes, expect: int | None = None) -> list[tuple[int, bytes]]:
         """Send ``frame`` into ``port`` and return what came out (all ports, in port
-        order), once the switch has processed it."""
+        order), once the switch has processed it. On the C loop that is known from the
+        ingress port's count (the lock waits for the thread's batch to end); the Python loop
+        counts before it runs the frame, so there ``expect`` (how many frames come out)
+        says when it is done."""
         target = self.rx(port) + 1
         self.ports[port].inject(frame)
         wait_for(f"frame on port {port}", lambda: self.rx(port) >= target)
-        if self.sw.io_loop == "python":  # the Python loop counts before it runs the frame
-            with self.sw.lock:
-                pass
-        return self.collect()
+        if expect is None:
+            assert self.sw.io_loop == "c", "the Python loop needs expect="
+            return self.collect()
+        out: list[tuple[int, bytes]] = []
+
+        def arrived() -> bool:
+            out.extend(self.collect())
+            return len(out) >= expect
+
+        wait_for(f"{expect} frame(s) out", arrived)
+        return sorted(out, key=lambda x: x[0])
 
     def collect(self) -> list[tuple[int, bytes]]:
         out = []
@@ -181,24 +191,29 @@ def test_stf_frames_through_the_c_loop(name: str, running: Callable[..., Running
 
 def test_c_loop_and_python_loop_send_the_same_frames(running: Callable[..., Running]) -> None:
     """Same program, entries and frames: the same frames out per port on both loops."""
-    lines = parse_stf((P4 / "multicast_clone.stf").read_text())
-    frames = [(i.command.port, i.command.data) for i in lines
-              if type(i.command).__name__ == "Packet"]
-    outs = {}
+    text = (P4 / "multicast_clone.stf").read_text()
+    frames = [(i.command.port, i.command.data) for i in parse_stf(text)
+              if type(i.command).__name__ == "Packet"] * 3
+    setup = "\n".join(x for x in text.splitlines() if not x.startswith(("packet", "expect")))
+    ref = Pipeline.from_file(str(P4 / "multicast_clone.p4"), engine="python")
+    run_stf(ref, setup)
+    expect = [len(ref.process(port, frame)) for port, frame in frames]
+    outs: dict[str, Any] = {}
     for io in ("c", "python"):
         pl = Pipeline.from_file(str(P4 / "multicast_clone.p4"), engine="c")
-        run_stf(pl, "\n".join(x for x in (P4 / "multicast_clone.stf").read_text().splitlines()
-                              if not x.startswith(("packet", "expect"))))
+        run_stf(pl, setup)
         run = running(pl, io=io)
         assert run.sw.io_loop == io
         got: dict[int, list[bytes]] = {}
-        for port, frame in frames * 3:
-            for p, f in run.send(port, frame):
+        for (port, frame), n in zip(frames, expect, strict=True):
+            for p, f in run.send(port, frame, expect=n):
                 got.setdefault(p, []).append(f)
+        run.stop()
+        assert run.collect() == []  # nothing more came out
         outs[io] = got
         counters = {n: c.as_dict() for n, c in run.sw.port_counters().items()}
         outs[io + "-counters"] = counters
-        run.stop()
+    assert sum(expect) > 0
     assert outs["c"] == outs["python"]
     assert outs["c-counters"] == outs["python-counters"]
 
@@ -401,17 +416,17 @@ def test_io_python_and_fallbacks(running: Callable[..., Running], tmp_path: Path
     """--io python forces the Python loop; pcap capture falls back with one log line;
     a pipeline on the Python engine runs the Python loop."""
     run = running(port_forward(), nports=3, io="python")
-    assert run.send(1, FRAME) == [(2, FRAME)] and run.sw.io_loop == "python"
+    assert run.send(1, FRAME, expect=1) == [(2, FRAME)] and run.sw.io_loop == "python"
     run.stop()
     with caplog.at_level(logging.WARNING, logger="softswitch.switch"):
         run = running(port_forward(), nports=3, pcap_dir=tmp_path, expect_c=False)
-        assert run.send(1, FRAME) == [(2, FRAME)] and run.sw.io_loop == "python"
+        assert run.send(1, FRAME, expect=1) == [(2, FRAME)] and run.sw.io_loop == "python"
         run.stop()
     said = [r.getMessage() for r in caplog.records if "C packet loop" in r.getMessage()]
     assert said == ["C packet loop: pcap capture (--pcap) needs the Python loop; using the "
                     "Python loop"]
     run = running(port_forward(engine="python"), nports=3)
-    assert run.send(1, FRAME) == [(2, FRAME)] and run.sw.io_loop == "python"
+    assert run.send(1, FRAME, expect=1) == [(2, FRAME)] and run.sw.io_loop == "python"
     with pytest.raises(ValueError, match="io 'x'"):
         SwitchDataPlane([], io="x")
 
@@ -443,7 +458,7 @@ def test_pipeline_swap_restarts_the_loop(running: Callable[..., Running]) -> Non
     wait_for("the new C loop", lambda: run.sw.io_loop == "c")
     with run.sw.lock:
         run.sw.install_pipeline(port_forward(engine="python", entries={1: 2}))
-    assert run.send(1, FRAME) == [(2, FRAME)]
+    assert run.send(1, FRAME, expect=1) == [(2, FRAME)]
     assert run.sw.io_loop == "python"
     assert run.sw.port_counters()[1].rx_packets == 3
 

@@ -345,10 +345,14 @@ static void *lp_main(void *arg) {
     struct pollfd *pf = (struct pollfd *)calloc(L->n + 1, sizeof *pf);
     for (uint32_t i = 0; i < L->n; i++) { pf[i].fd = L->ports[i].fd; pf[i].events = POLLIN; }
     pf[L->n].fd = L->wake_fd; pf[L->n].events = POLLIN;
+    int busy = 0;  /* the last batch had frames: look again without sleeping */
     while (!L->stop) {
         struct timespec ts, *tsp = NULL;
         uint64_t due = lp_next_due(L);
-        if (due) {
+        if (busy) {
+            ts.tv_sec = 0; ts.tv_nsec = 0;
+            tsp = &ts;
+        } else if (due) {
             uint64_t now = mono_ns();
             uint64_t wait = due > now ? due - now : 0;
             ts.tv_sec = (time_t)(wait / 1000000000ull); ts.tv_nsec = (long)(wait % 1000000000ull);
@@ -360,8 +364,12 @@ static void *lp_main(void *arg) {
             uint64_t x; ssize_t got = read(L->wake_fd, &x, 8); (void)got;
         }
         if (L->stop) break;
+        busy = 0;
         for (uint32_t i = 0; r > 0 && i < L->n; i++)
-            if (pf[i].revents & (POLLIN | POLLERR)) lp_recv(&L->ports[i]);
+            if (pf[i].revents & (POLLIN | POLLERR)) {
+                lp_recv(&L->ports[i]);
+                busy |= L->ports[i].nrx > 0;
+            }
         if (!lp_enter(L)) break;  /* stopping: what was received is left to ss_loop_flush */
         uint64_t now = mono_ns();
         lp_release(L, now, 0);
@@ -485,7 +493,7 @@ int ss_loop_inject(void *vs, uint32_t port, const char *frame, uint32_t len) {
     loop_t *L = lp_of(vs);
     if (!L) return -1;
     lport_t fake; memset(&fake, 0, sizeof fake);
-    uint64_t junk[NPC];
+    uint64_t junk[NPC] = {0};
     fake.num = port; fake.ctr = junk;
     lport_t *in = (port < 512 && L->map[port] >= 0) ? &L->ports[L->map[port]] : &fake;
     uint64_t drop = in->ctr[PC_DROP];
