@@ -191,7 +191,7 @@ setattr(LoopPortCounters, "rx_errors", property(  # noqa: B010 - not a C word: P
 def parse_digests(switch: CV1Switch, data: bytes) -> list[tuple[str, tuple[int, ...]]]:
     """The digest messages of one punted digest record (the C engine's words)."""
     n = len(data) // 8
-    return switch.parse_digest_words(struct.unpack(f"<{n}Q", data[: 8 * n]))
+    return switch.parse_digest_words(struct.unpack(f"={n}Q", data[: 8 * n]))
 
 
 __all__ = ["CLoop", "CLoopError", "LoopPortCounters", "parse_digests"]
