@@ -717,7 +717,8 @@ class SwitchDataPlane:
                     else:
                         self._cloop = loop
                         self.lock.loop = loop
-                        log.info("packet loop: C thread over %d port(s)", len(self.ports))
+                        log.info("packet loop: C thread over %d port(s), %d read through "
+                                 "receive rings", len(self.ports), loop.rings)
                         return loop
             key = (id(pipeline), reason)
             if reason and key not in self._io_said:

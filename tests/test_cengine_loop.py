@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -528,6 +529,7 @@ def test_veth_forwarding_and_vlan_tags(io: str) -> None:
         thread.start()
         if io == "c":
             wait_for("the C loop", lambda: sw.io_loop == "c")
+            assert sw._cloop is not None and sw._cloop.rings == 2  # PACKET_RX_RING on both
         frames = [FRAME, FRAME[:12] + bytes.fromhex("8100002a") + FRAME[12:]]
         recv = topo.popen_in(topo.namespaces[1], RECEIVER, [str(len(frames))])
         assert recv.stdout is not None
@@ -540,6 +542,11 @@ def test_veth_forwarding_and_vlan_tags(io: str) -> None:
         thread.join(WAIT_S)
         assert not thread.is_alive()
         assert sw.port_counters()[2].tx_packets >= len(frames)
+        if io == "c":  # the rings were given back: the Python loop receives again
+            assert ports[0].recv_batch(8) == []
+            subprocess.run(["ip", "netns", "exec", topo.namespaces[0], sys.executable, "-c",
+                            SENDER, FRAME.hex()], check=True, timeout=60, cwd=REPO)
+            wait_for("a frame on the plain socket", lambda: ports[0].recv_batch(8) == [FRAME])
     finally:
         if sw is not None and thread is not None and thread.is_alive():
             sw.stop()

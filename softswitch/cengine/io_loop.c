@@ -16,11 +16,14 @@
 #include <unistd.h>
 #include <time.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <linux/if_packet.h>
 
 #define LB 64                     /* frames per receive/send batch and port */
 #define PUNT_MAX (64u << 20)      /* bytes the punt queue holds before it drops */
+#define RING_BLOCKS 64            /* PACKET_RX_RING: blocks of RING_BLOCK_FRAMES frames */
+#define RING_BLOCK_FRAMES 16
 /* per-port counters (the Python side reads them: keep in step with loop.py) */
 enum { PC_RXP, PC_RXB, PC_TXP, PC_TXB, PC_TXD, PC_MAL, PC_DROP, PC_EHELD, PC_EMAX, PC_EOVF,
        PC_IHELD, PC_IMAX, PC_IOVF, NPC = 16 };
@@ -38,6 +41,9 @@ typedef struct {
     struct mmsghdr rmsg[LB]; struct iovec riov[LB];
     struct sockaddr_ll raddr[LB]; uint64_t rctl[LB][8];
     uint32_t rlen[LB]; uint32_t nrx;
+    /* PACKET_RX_RING (AF_PACKET sockets): frames read in place, no receive system call */
+    uint8_t *ring; size_t ring_len; uint32_t ring_frames, ring_fsize, ring_fpb, ring_bsize;
+    uint32_t ring_pos, ntaken; uint32_t taken[LB];
     struct mmsghdr tmsg[LB]; struct iovec tiov[LB]; uint32_t toff[LB];
     uint8_t *txbuf; uint32_t txcap, txused, ntx;
     dline_t eline, iline;
@@ -315,12 +321,88 @@ static void lp_recv(lport_t *p) {
     }
 }
 
+static struct tpacket2_hdr *ring_frame(lport_t *p, uint32_t i) {
+    return (struct tpacket2_hdr *)(p->ring + (size_t)(i / p->ring_fpb) * p->ring_bsize
+                                   + (size_t)(i % p->ring_fpb) * p->ring_fsize);
+}
+
+/* A receive ring on an AF_PACKET socket (else the port keeps recvmmsg). */
+static void ring_setup(lport_t *p) {
+    struct sockaddr_storage ss; socklen_t sl = sizeof ss;
+    if (getsockname(p->fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != AF_PACKET) return;
+    int v = TPACKET_V2;
+    if (setsockopt(p->fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) return;
+    uint32_t fsize = TPACKET_ALIGN(TPACKET2_HDRLEN) + p->bufsize + 16;
+    fsize = (fsize + TPACKET_ALIGNMENT - 1) & ~(uint32_t)(TPACKET_ALIGNMENT - 1);
+    uint32_t bsize = ((fsize * RING_BLOCK_FRAMES) + 4095) & ~4095u;
+    struct tpacket_req req;
+    req.tp_block_size = bsize; req.tp_block_nr = RING_BLOCKS; req.tp_frame_size = fsize;
+    req.tp_frame_nr = (bsize / fsize) * RING_BLOCKS;
+    if (setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) return;
+    size_t len = (size_t)bsize * RING_BLOCKS;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+    if (m == MAP_FAILED) {
+        memset(&req, 0, sizeof req);
+        setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
+        return;
+    }
+    p->ring = (uint8_t *)m; p->ring_len = len; p->ring_fsize = fsize; p->ring_bsize = bsize;
+    p->ring_fpb = bsize / fsize; p->ring_frames = req.tp_frame_nr; p->ring_pos = 0;
+}
+/* Give the ring back to the kernel's plain receive queue (the Python loop reads it). */
+static void ring_teardown(lport_t *p) {
+    if (!p->ring) return;
+    munmap(p->ring, p->ring_len);
+    p->ring = NULL;
+    struct tpacket_req req; memset(&req, 0, sizeof req);
+    setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
+}
+/* The ring's slots of the frames just processed go back to the kernel. */
+static void ring_release(lport_t *p) {
+    for (uint32_t k = 0; k < p->ntaken; k++)
+        __atomic_store_n(&ring_frame(p, p->taken[k])->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+    p->ntaken = 0;
+}
+static void ring_recv(lport_t *p) {
+    p->nrx = 0;
+    while (p->ntaken < LB) {
+        struct tpacket2_hdr *h = ring_frame(p, p->ring_pos);
+        uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+        if (!(st & TP_STATUS_USER)) break;
+        p->taken[p->ntaken++] = p->ring_pos;
+        p->ring_pos = (p->ring_pos + 1) % p->ring_frames;
+        const struct sockaddr_ll *sll = (const struct sockaddr_ll *)
+            ((uint8_t *)h + TPACKET_ALIGN(sizeof(struct tpacket2_hdr)));
+        if (sll->sll_pkttype == PACKET_OUTGOING) continue;
+        uint8_t *d = (uint8_t *)h + h->tp_mac;
+        uint32_t len = h->tp_snaplen;
+        if (((st & TP_STATUS_VLAN_VALID) || h->tp_vlan_tci) && len >= 12
+            && h->tp_mac >= TPACKET_ALIGN(TPACKET2_HDRLEN)) {
+            uint16_t tpid = ((st & TP_STATUS_VLAN_TPID_VALID) && h->tp_vlan_tpid)
+                            ? h->tp_vlan_tpid : 0x8100;
+            memmove(d - 4, d, 12);
+            d -= 4;
+            d[12] = tpid >> 8; d[13] = tpid & 0xFF;
+            d[14] = h->tp_vlan_tci >> 8; d[15] = h->tp_vlan_tci & 0xFF;
+            len += 4;
+        }
+        p->riov[p->nrx].iov_base = d;
+        p->rlen[p->nrx] = len;
+        p->nrx++;
+    }
+    if (p->ntaken == 0) lp_recv(p);  /* frames queued before the ring was set up */
+}
+static void lp_pull(lport_t *p) {
+    if (p->ring) ring_recv(p); else lp_recv(p);
+}
+
 static void lp_run_received(loop_t *L, uint64_t now) {
     for (uint32_t i = 0; i < L->n; i++) {
         lport_t *p = &L->ports[i];
         for (uint32_t k = 0; k < p->nrx; k++)
             lp_receive(L, p, (const uint8_t *)p->riov[k].iov_base, p->rlen[k], now);
         p->nrx = 0;
+        if (p->ring) ring_release(p);
     }
 }
 
@@ -367,7 +449,7 @@ static void *lp_main(void *arg) {
         busy = 0;
         for (uint32_t i = 0; r > 0 && i < L->n; i++)
             if (pf[i].revents & (POLLIN | POLLERR)) {
-                lp_recv(&L->ports[i]);
+                lp_pull(&L->ports[i]);
                 busy |= L->ports[i].nrx > 0;
             }
         if (!lp_enter(L)) break;  /* stopping: what was received is left to ss_loop_flush */
@@ -392,6 +474,7 @@ static void lp_destroy(loop_t *L) {
             while (ls[k]->n) { free(dl_head(ls[k])->data); dl_pop(ls[k]); }
             free(ls[k]->q);
         }
+        ring_teardown(p);
         free(p->rxbuf); free(p->txbuf);
     }
     free(L->ports); free(L->pq); free(L->pq2);
@@ -405,7 +488,7 @@ static void lp_destroy(loop_t *L) {
 int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
                 const uint32_t *bufsizes, const uint64_t *edelay, const uint64_t *idelay,
                 uint32_t capacity, int32_t cpu_port, double tdf, int needs_clock, uint64_t t0,
-                uint64_t *port_ctr, uint64_t *sw_ctr) {
+                uint64_t *port_ctr, uint64_t *sw_ctr, int use_ring) {
     state_t *S = (state_t *)vs;
     if (S->loop) return -1;
     loop_t *L = (loop_t *)calloc(1, sizeof *L);
@@ -426,6 +509,7 @@ int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
         p->rxbuf = (uint8_t *)malloc((size_t)LB * (p->bufsize + 4));
         if (!p->rxbuf) { lp_destroy(L); return -1; }
         if (nums[i] < 512) L->map[nums[i]] = (int16_t)i;
+        if (use_ring) ring_setup(p);
     }
     L->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     L->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -435,6 +519,13 @@ int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
     return 0;
 }
 int ss_loop_notify_fd(void *vs) { loop_t *L = lp_of(vs); return L ? L->notify_fd : -1; }
+
+int ss_loop_rings(void *vs) {
+    loop_t *L = lp_of(vs);
+    int n = 0;
+    for (uint32_t i = 0; L && i < L->n; i++) n += L->ports[i].ring != NULL;
+    return n;
+}
 
 /* Start the thread: 0, or the error number of pthread_create. */
 int ss_loop_start(void *vs) {
@@ -483,6 +574,15 @@ uint32_t ss_loop_flush(void *vs) {
     L->nohold = 1;
     uint64_t now = mono_ns();
     lp_run_received(L, now);
+    for (uint32_t i = 0; i < L->n; i++) {  /* what the rings still hold */
+        lport_t *p = &L->ports[i];
+        if (!p->ring) continue;
+        for (int k = 0; k < 1 << 16; k++) {
+            ring_recv(p);
+            if (!p->ntaken && !p->nrx) break;
+            lp_run_received(L, now);
+        }
+    }
     uint32_t n = lp_release(L, now, 1);
     lp_flush_all(L);
     L->sw[SC_RELEASED] += n;

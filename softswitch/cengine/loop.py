@@ -46,7 +46,9 @@ class CLoop:
     """The C packet loop of one :class:`CV1Switch` over ``ports`` (see the module doc).
 
     ``egress_delay_ns`` / ``ingress_delay_ns``: real ns a frame leaving / arriving on a
-    port is held; ``tdf``: the factor of the pipeline's clock (``real ns / tdf``)."""
+    port is held; ``tdf``: the factor of the pipeline's clock (``real ns / tdf``);
+    ``rings``: read AF_PACKET ports through a ``PACKET_RX_RING`` (frames in place, no
+    receive system call; given back when the loop ends), else ``recvmmsg``."""
 
     def __init__(
         self,
@@ -58,6 +60,7 @@ class CLoop:
         ingress_delay_ns: Mapping[int, int],
         capacity: int,
         tdf: float,
+        rings: bool = True,
     ) -> None:
         self.switch = switch
         self.ports = list(ports)
@@ -77,10 +80,12 @@ class CLoop:
             ffi.new("uint64_t[]", [int(ingress_delay_ns.get(x, 0)) for x in nums] or [0]),
             capacity, -1 if cpu_port is None else cpu_port, float(tdf),
             1 if switch._needs_clock else 0, switch._t0, self.port_ctr, self.sw_ctr,
+            1 if rings else 0,
         )  # fmt: skip
         if rc != 0:
             raise CLoopError("C packet loop: cannot set up (out of memory or eventfds)")
         self.index = {num: i for i, num in enumerate(nums)}
+        self.rings: int = lib.ss_loop_rings(self._state)  # ports read through PACKET_RX_RING
         self.notify_fd: int = lib.ss_loop_notify_fd(self._state)
         self._buf = ffi.new("char **")
         self.running = False
