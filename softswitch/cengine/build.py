@@ -18,6 +18,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# imported at load, not on the P4Runtime thread that loads a pipeline (a thread imports
+# nothing new); the generated extension modules import _cffi_backend
+import _cffi_backend  # noqa: F401
+import cffi
+
 from softswitch.cengine.errors import CBuildError, CUnsupported
 
 log = logging.getLogger(__name__)
@@ -76,8 +81,6 @@ def build(source: str) -> Path:
 
 def load(so: Path, cdef: str) -> tuple[Any, Any]:
     """``(ffi, lib)`` of a compiled program (ABI mode: calls go through libffi)."""
-    import cffi
-
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     return ffi, ffi.dlopen(str(so))
@@ -90,8 +93,6 @@ def build_module(source: str, cdef: str) -> tuple[Any, Any]:
     :func:`build` and :func:`load` without them."""
     import importlib.machinery
     import importlib.util
-
-    import cffi
 
     cc = compiler()
     digest = hashlib.sha256(

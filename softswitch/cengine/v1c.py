@@ -11,7 +11,7 @@ same frames in the same order (the equivalence tests hold them to it).
 from __future__ import annotations
 
 import logging
-from importlib import resources
+from pathlib import Path
 
 from softswitch import ir
 from softswitch.cengine.cgen import CGen
@@ -155,7 +155,7 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
     H, M, SM = (gen.types.ctype(t) for t in (hdr_t, meta_t, sm_t))
     sm_fields = {f.name for f in getattr(strip(sm_t), "fields", [])}
     fl = _field_list_copier(gen, meta_t)
-    here = resources.files("softswitch.cengine")
+    here = Path(__file__).parent  # read here: importlib.resources imports more, on a thread
     loop = here.joinpath("v1model_loop.c").read_text("utf-8")
     loop = loop.replace("HDR_T", H).replace("META_T", M).replace("SM_T", SM)
     loop += "\n" + here.joinpath("io_loop.c").read_text("utf-8")
