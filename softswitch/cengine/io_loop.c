@@ -22,8 +22,8 @@
 
 #define LB 64                     /* frames per receive/send batch and port */
 #define PUNT_MAX (64u << 20)      /* bytes the punt queue holds before it drops */
-#define RING_BLOCKS 64            /* PACKET_RX_RING: blocks of RING_BLOCK_FRAMES frames */
-#define RING_BLOCK_FRAMES 16
+#define RING_BYTES (4u << 20)     /* PACKET_RX_RING: as much as the sockets' 4 MiB buffers */
+#define RING_BLOCK_FRAMES 16      /* frames per ring block */
 /* per-port counters (the Python side reads them: keep in step with loop.py) */
 enum { PC_RXP, PC_RXB, PC_TXP, PC_TXB, PC_TXD, PC_MAL, PC_DROP, PC_EHELD, PC_EMAX, PC_EOVF,
        PC_IHELD, PC_IMAX, PC_IOVF, NPC = 16 };
@@ -335,11 +335,13 @@ static void ring_setup(lport_t *p) {
     uint32_t fsize = TPACKET_ALIGN(TPACKET2_HDRLEN) + p->bufsize + 16;
     fsize = (fsize + TPACKET_ALIGNMENT - 1) & ~(uint32_t)(TPACKET_ALIGNMENT - 1);
     uint32_t bsize = ((fsize * RING_BLOCK_FRAMES) + 4095) & ~4095u;
+    uint32_t blocks = RING_BYTES / bsize;
+    if (blocks < 8) blocks = 8;
     struct tpacket_req req;
-    req.tp_block_size = bsize; req.tp_block_nr = RING_BLOCKS; req.tp_frame_size = fsize;
-    req.tp_frame_nr = (bsize / fsize) * RING_BLOCKS;
+    req.tp_block_size = bsize; req.tp_block_nr = blocks; req.tp_frame_size = fsize;
+    req.tp_frame_nr = (bsize / fsize) * blocks;
     if (setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) return;
-    size_t len = (size_t)bsize * RING_BLOCKS;
+    size_t len = (size_t)bsize * blocks;
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
     if (m == MAP_FAILED) {
         memset(&req, 0, sizeof req);
