@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -475,9 +476,20 @@ def _threads() -> int:
 def test_stop_joins_the_thread_and_leaks_nothing(running: Callable[..., Running]) -> None:
     pl = port_forward()
     fds, threads = _fds(), _threads()
+    before = set(os.listdir("/proc/self/task"))
     run = running(pl, nports=3)
     assert _threads() >= threads + 2  # the Python loop's thread and the C thread
     assert run.send(1, FRAME) == [(2, FRAME)]
+    # the C thread blocks every signal: SIGTERM and SIGUSR1/2 go to Python's main thread
+    python_tids = {str(t.native_id) for t in threading.enumerate()}
+    c_tids = set(os.listdir("/proc/self/task")) - python_tids - before
+    assert c_tids
+    for tid in c_tids:
+        status = Path(f"/proc/self/task/{tid}/status").read_text()
+        blocked = int(next(x for x in status.splitlines() if x.startswith("SigBlk:")).split()[1],
+                      16)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+            assert blocked & (1 << (sig - 1)), (tid, sig)
     run.close()
     assert _threads() == threads
     assert _fds() <= fds

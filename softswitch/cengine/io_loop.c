@@ -11,6 +11,7 @@
  * action (table reloads, counter and register reads, PacketOut): the thread finishes its
  * batch, then waits until ss_loop_resume, so a reload never races a frame. */
 #include <pthread.h>
+#include <signal.h>
 #include <poll.h>
 #include <errno.h>
 #include <unistd.h>
@@ -534,7 +535,13 @@ int ss_loop_start(void *vs) {
     loop_t *L = lp_of(vs);
     if (!L || L->running) return -1;
     L->stop = 0;
+    /* the thread takes no signal: SIGTERM, SIGUSR1/2 must reach Python's main thread,
+     * whose handlers run only there (and only wake it when they interrupt its wait) */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     int rc = pthread_create(&L->th, NULL, lp_main, L);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0) L->running = 1;
     return rc;
 }
