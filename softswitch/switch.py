@@ -38,6 +38,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
+from softswitch.cengine.loop import (
+    E_HELD,
+    E_MAX,
+    E_OVF,
+    I_HELD,
+    I_MAX,
+    I_OVF,
+    NPC,
+    PT_ASSERT,
+    PT_CPU,
+    PT_DIGEST,
+    PT_PASSES,
+    SC_MAXHELD,
+    SC_NOPORT,
+    SC_RELEASED,
+    CLoop,
+    CLoopError,
+    LoopPortCounters,
+    parse_digests,
+)
+from softswitch.cengine.switch import CV1Switch
 from softswitch.device_config import load_device_config
 from softswitch.p4info import build_p4info
 from softswitch.p4runtime.entities import PipelineState
@@ -57,6 +78,7 @@ from softswitch.timing import (
     pipeline_clock_ns,
 )
 from softswitch.traffic_manager import EGRESS_ORDERS, MAX_QUEUE_DEPTH
+from softswitch.v1model import MAX_PASSES
 from vtime import REAL_TIME, VirtualClock, parse_tdf
 
 log = logging.getLogger("softswitch.switch")
@@ -66,6 +88,7 @@ MIN_FRAME = 14  # an Ethernet header
 IDLE_FLUSH_S = 1.0
 STATS_INTERVAL_S = 1.0  # how often the stats file is rewritten
 MAX_PORT = 510  # 511 is v1model's drop port
+IO_LOOPS = ("c", "python")  # --io: the C packet loop where it can run, or always Python
 SELECT_FD_LIMIT = 1024  # select(2) takes descriptors below FD_SETSIZE only
 LOG_LEVELS = {
     "trace": logging.DEBUG,
@@ -89,6 +112,65 @@ class SwitchStats:
     packet_outs: int = 0
 
 
+class ControlLock:
+    """The switch's lock (shared with the P4Runtime service): a re-entrant lock that, while
+    the C packet loop runs, also pauses the loop's thread for as long as it is held, and on
+    the last release reloads what the control plane changed into C before the thread goes
+    on. So every update stays atomic relative to packets, on either loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._owner = 0  # thread ident of the holder (0: free)
+        self.loop: CLoop | None = None  # the running C loop (set under this lock)
+        self._paused: CLoop | None = None
+
+    def held_here(self) -> bool:
+        """True when the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        self._depth += 1
+        self._owner = threading.get_ident()
+        if self._depth == 1 and self.loop is not None:
+            self._paused = self.loop
+            self._paused.pause()
+        return True
+
+    def release(self) -> None:
+        if self._depth == 1 and self._paused is not None:
+            loop, self._paused = self._paused, None
+            try:
+                loop.commit()
+            finally:
+                loop.resume()
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = 0
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def c_clock_tdf(clock_ns: Callable[[], int]) -> float | None:
+    """The factor by which ``clock_ns`` (a pipeline's time source) divides the monotonic
+    clock, or None when it is some other clock (a test's fake): the C loop reads
+    CLOCK_MONOTONIC itself."""
+    if clock_ns is time.monotonic_ns:
+        return 1.0
+    owner = getattr(clock_ns, "__self__", None)
+    if (isinstance(owner, VirtualClock) and owner.real_ns is time.monotonic_ns
+            and getattr(clock_ns, "__func__", None) is VirtualClock.now_ns):
+        return owner.tdf
+    return None
+
+
 class SwitchDataPlane:
     """The data plane of one switch: ports, the pipeline, the packet loop."""
 
@@ -106,11 +188,18 @@ class SwitchDataPlane:
         port_delays: Mapping[int, float] | None = None,
         port_ingress_delays: Mapping[int, float] | None = None,
         delay_capacity: int = DEFAULT_DELAY_CAPACITY,
+        io: str = "c",
     ) -> None:
         """``clock``: the emulated clock of pcap records and delay lines (the pipeline
         brings its own, see :func:`pipeline_options`); ``port_delays`` /
         ``port_ingress_delays``: emulated seconds that frames leaving / arriving on a port
-        are held (its link's propagation delay, ``delay * TDF`` real seconds)."""
+        are held (its link's propagation delay, ``delay * TDF`` real seconds); ``io``:
+        "c" runs the packet loop in C (its own thread, no GIL) whenever the pipeline is on
+        the C engine and the configuration allows it (else Python, logged once with the
+        reason), "python" always runs the Python loop."""
+        if io not in IO_LOOPS:
+            raise ValueError(f"io {io!r}: choose from {', '.join(IO_LOOPS)}")
+        self.io = io
         self.name = name
         self.device_id = device_id
         self.stats_file = Path(stats_file) if stats_file is not None else None
@@ -136,7 +225,12 @@ class SwitchDataPlane:
         self._ingress_delayed = frozenset(self._ingress_line.delays_s)
         self.released_at_stop = 0  # held frames let go early because the switch stopped
         self._max_held = 0  # most frames both lines held at once
-        self.lock = threading.RLock()
+        self.lock = ControlLock()
+        self.delay_capacity = delay_capacity
+        self._stats_due = float("inf")
+        self._generation = 0  # bumped by every install_pipeline: the run loop re-decides
+        self._cloop: CLoop | None = None  # the C loop of the current pipeline, if it runs
+        self._io_said: set[tuple[int, str]] = set()  # (pipeline, reason) already logged
         self.cpu_port = cpu_port
         self.pipeline: Any | None = None
         self.stats = SwitchStats()
@@ -166,10 +260,24 @@ class SwitchDataPlane:
                 pipeline.cpu_port = self.cpu_port
             if pipeline is not None and getattr(pipeline, "tracing", False):
                 pipeline.trace_sink = None  # the loop logs each trace in its own record
-            self.pipeline = pipeline
+            loop = self._cloop
+            if loop is not None and loop.switch is not getattr(pipeline, "_switch", None):
+                # no frame may run on the old pipeline once the new one is in: stop its
+                # thread now (frames it had already received still run on the old one)
+                self.lock.loop = None
+                loop.stop()
+            if pipeline is not self.pipeline:
+                self.pipeline = pipeline
+                self._generation += 1
+        self._wake()
 
     def port_counters(self) -> dict[int, PortCounters]:
         return {n: p.counters for n, p in self.ports.items()}
+
+    @property
+    def io_loop(self) -> str:
+        """Which packet loop runs now: "c" (the C thread) or "python"."""
+        return "c" if self._cloop is not None and self._cloop.running else "python"
 
     def stop(self) -> None:
         """Ask the loop to return (safe from signal handlers and other threads)."""
@@ -191,9 +299,13 @@ class SwitchDataPlane:
     def stats_document(self, reason: str = "request") -> dict[str, Any]:
         """Per-port and switch-wide counters as the stats file holds them."""
         ports = {n: (p.name, p.counters.as_dict()) for n, p in self.ports.items()}
+        switch_stats = dataclasses.asdict(self.stats)
+        loop = self._cloop
+        if loop is not None and not loop.closed:
+            switch_stats["no_such_port"] += loop.sw_word(SC_NOPORT)
         return build_document(
             ports,
-            dataclasses.asdict(self.stats),
+            switch_stats,
             name=self.name,
             device_id=self.device_id,
             now=time.time(),
@@ -207,13 +319,33 @@ class SwitchDataPlane:
         """The configured link delays and what the delay lines hold now (and at most)."""
         with self.lock:
             e, i = self._egress_line, self._ingress_line
-            return {
+            doc = {
                 "held": e.held + i.held,
                 "max_held": self._max_held,
                 "released_at_stop": self.released_at_stop,
                 "egress": e.snapshot(),
                 "ingress": i.snapshot(),
             }
+            loop = self._cloop
+            if loop is not None and not loop.closed:
+                self._add_c_delay_stats(loop, doc)
+            return doc
+
+    def _add_c_delay_stats(self, loop: CLoop, doc: dict[str, Any]) -> None:
+        """The C loop's delay lines added to ``doc`` (the Python lines' snapshot)."""
+        doc["max_held"] = max(doc["max_held"], loop.sw_word(SC_MAXHELD))
+        doc["released_at_stop"] += loop.sw_word(SC_RELEASED)
+        for key, line, (held, most, over) in (("egress", self._egress_line,
+                                               (E_HELD, E_MAX, E_OVF)),
+                                              ("ingress", self._ingress_line,
+                                               (I_HELD, I_MAX, I_OVF))):
+            for p in line.delays_s:
+                entry = doc[key][str(p)]
+                now = loop.port_word(p, held)
+                doc["held"] += now
+                entry["held"] += now
+                entry["max_held"] = max(entry["max_held"], loop.port_word(p, most))
+                entry["overflow"] += loop.port_word(p, over)
 
     def write_stats(self, reason: str = "request") -> None:
         """Rewrite the stats file (no-op without one); a failure is logged, not raised."""
@@ -226,6 +358,7 @@ class SwitchDataPlane:
 
     def close(self) -> None:
         """Let held frames go, close ports and flush/close pcap files."""
+        self._stop_c_loop()
         self.flush_delay_lines()
         for p in self.ports.values():
             p.close()
@@ -244,6 +377,10 @@ class SwitchDataPlane:
                 return
             if port == self.cpu_port:
                 self.stats.packet_outs += 1
+            loop = self.lock.loop
+            if loop is not None and loop.switch is getattr(pipeline, "_switch", None):
+                loop.inject(port, frame)  # its outputs take the C loop's path
+                return
             outs = pipeline.process(port, frame)
             self._emit(pipeline, outs)
             if self._egress_line.held:
@@ -428,9 +565,49 @@ class SwitchDataPlane:
         return selectors.DefaultSelector()
 
     def run(self) -> None:
-        """The packet loop; returns after :meth:`stop`."""
+        """The packet loop; returns after :meth:`stop`. It runs in C on its own thread
+        whenever it can (:meth:`c_loop_reason`), else here in Python; a new pipeline
+        (SetForwardingPipelineConfig) decides again."""
         self._debug = self._debug or log.isEnabledFor(logging.DEBUG)
         timed = bool(self._egress_delayed or self._ingress_delayed)
+        self._stats_due = (time.monotonic() + self.stats_interval if self.stats_file
+                           else float("inf"))
+        self.write_stats("start")
+        try:
+            while not self._stop.is_set():
+                loop = self._start_c_loop()
+                if loop is not None:
+                    self._run_c(loop)
+                else:
+                    self._run_python(timed)
+        finally:
+            self._stop_c_loop()
+            if timed:
+                self.flush_delay_lines()
+            self._flush_pcaps()
+            self.write_stats("stop")
+
+    def _tick_stats(self) -> None:
+        """Rewrite the stats file when asked (SIGUSR1) or when its interval has passed."""
+        if self.stats_file is None:
+            return
+        now = time.monotonic()
+        if self._stats_requested.is_set():
+            self._stats_requested.clear()
+            self.write_stats(self._stats_reason)
+        elif now >= self._stats_due:
+            self.write_stats("periodic")
+            self._stats_due = now + self.stats_interval
+
+    def _drain_wake(self) -> None:
+        try:
+            self._wake_r.recv(64)
+        except OSError:
+            pass
+
+    def _run_python(self, timed: bool) -> None:
+        """The Python packet loop, until :meth:`stop` or a new pipeline that the C loop
+        can take."""
         sel = self._selector(timed)
         for p in self.ports.values():
             sel.register(p.fileno(), selectors.EVENT_READ, p)
@@ -438,18 +615,14 @@ class SwitchDataPlane:
         receive = self._receive
         held_in = self._ingress_delayed
         real_ns = self.clock.real_ns
-        stats_due = time.monotonic() + self.stats_interval if self.stats_file else float("inf")
-        self.write_stats("start")
+        generation = self._generation
         try:
             while not self._stop.is_set():
-                if self.stats_file is not None:
-                    now = time.monotonic()
-                    if self._stats_requested.is_set():
-                        self._stats_requested.clear()
-                        self.write_stats(self._stats_reason)
-                    elif now >= stats_due:
-                        self.write_stats("periodic")
-                        stats_due = now + self.stats_interval
+                if self._generation != generation:
+                    generation = self._generation
+                    if self.c_loop_reason(self.pipeline) is None:
+                        return
+                self._tick_stats()
                 due = None
                 if timed:
                     self.release_due()
@@ -469,10 +642,7 @@ class SwitchDataPlane:
                 for key, _mask in events:
                     port = key.data
                     if port is None:
-                        try:
-                            self._wake_r.recv(64)
-                        except OSError:
-                            pass
+                        self._drain_wake()
                         continue
                     try:
                         frames = port.recv_batch(RX_BATCH)
@@ -489,10 +659,156 @@ class SwitchDataPlane:
                         due = self.next_release()
         finally:
             sel.close()
-            if timed:
-                self.flush_delay_lines()
-            self._flush_pcaps()
-            self.write_stats("stop")
+
+    # ------------------------------------------------------------ the C loop
+    def c_loop_reason(self, pipeline: Any | None) -> str | None:
+        """None when the C packet loop can run ``pipeline``; else why not ("" when
+        there is nothing to say: Python asked for, no pipeline, or a pipeline on the
+        Python engine, whose fallback logged its own reason)."""
+        if self.io == "python" or pipeline is None:
+            return ""
+        cswitch = getattr(pipeline, "_switch", None)
+        if not isinstance(cswitch, CV1Switch):
+            return ""
+        if self._pcap_in:
+            return "pcap capture (--pcap) needs the Python loop"
+        if self._debug:
+            return "debug logging (a log line and trace per packet) needs the Python loop"
+        if cswitch._needs_clock and c_clock_tdf(cswitch.clock_ns) is None:
+            return "the pipeline's clock is not the monotonic clock"
+        if ((self._egress_delayed or self._ingress_delayed)
+                and self.clock.real_ns is not time.monotonic_ns):
+            return "the delay lines' clock is not the monotonic clock"
+        if any(p.fileno() < 0 for p in self.ports.values()):
+            return "a port has no socket"
+        return None
+
+    def _start_c_loop(self) -> CLoop | None:
+        """Start the C loop for the current pipeline (None, logged once with the reason,
+        when it cannot run it)."""
+        with self.lock:
+            pipeline = self.pipeline
+            reason = self.c_loop_reason(pipeline)
+            if reason is None:
+                cswitch = pipeline._switch  # type: ignore[union-attr]
+                try:
+                    loop = CLoop(
+                        cswitch, list(self.ports.values()), cpu_port=self.cpu_port,
+                        egress_delay_ns=self._egress_line.delay_ns,
+                        ingress_delay_ns=self._ingress_line.delay_ns,
+                        capacity=self.delay_capacity,
+                        tdf=c_clock_tdf(cswitch.clock_ns) or 1.0,
+                    )  # fmt: skip
+                except CLoopError as exc:
+                    reason = str(exc)
+                else:
+                    self._release_python_lines()
+                    loop.commit()
+                    for i, port in enumerate(self.ports.values()):
+                        if not isinstance(port.counters, LoopPortCounters):
+                            port.counters = LoopPortCounters(port.counters)
+                        port.counters.attach(loop.port_ctr, i * NPC)
+                    cswitch.on_dirty = self._reload_soon
+                    try:
+                        loop.start()
+                    except CLoopError as exc:
+                        loop.close()
+                        reason = str(exc)
+                    else:
+                        self._cloop = loop
+                        self.lock.loop = loop
+                        log.info("packet loop: C thread over %d port(s), %d read through "
+                                 "receive rings", len(self.ports), loop.rings)
+                        return loop
+            key = (id(pipeline), reason)
+            if reason and key not in self._io_said:
+                self._io_said.add(key)
+                log.warning("C packet loop: %s; using the Python loop", reason)
+            return None
+
+    def _reload_soon(self) -> None:
+        """A control-plane write reached a C pipeline: a holder of the switch's lock
+        reloads it on release; anyone else's write is reloaded by the run loop."""
+        if not self.lock.held_here():
+            self._wake()
+
+    def _run_c(self, loop: CLoop) -> None:
+        """While the C thread forwards: punted frames, digests and events, the stats file,
+        and reloads of writes made without the switch's lock; until :meth:`stop` or a new
+        pipeline."""
+        sel = selectors.DefaultSelector()
+        sel.register(self._wake_r.fileno(), selectors.EVENT_READ, None)
+        sel.register(loop.notify_fd, selectors.EVENT_READ, loop)
+        generation = self._generation
+        cswitch = loop.switch
+        try:
+            while not self._stop.is_set() and self._generation == generation:
+                self._tick_stats()
+                for key, _mask in sel.select(min(IDLE_FLUSH_S, self.stats_interval)):
+                    if key.data is None:
+                        self._drain_wake()
+                self._handle_punts(loop)
+                if cswitch.dirty:
+                    with self.lock:  # pauses the thread; the release reloads into C
+                        pass
+        finally:
+            sel.close()
+            self._stop_c_loop()
+
+    def _handle_punts(self, loop: CLoop) -> None:
+        """What the C thread handed to Python: CPU-port frames (PacketIn), digests,
+        failed asserts and the pass limit (logged as the Python loop logs them)."""
+        records = loop.take()
+        if not records:
+            return
+        cswitch = loop.switch
+        with self.lock:
+            for kind, port, data in records:
+                if kind == PT_CPU:
+                    self.stats.cpu_frames += 1
+                    if self.on_cpu_frame is not None:
+                        self.on_cpu_frame(data)
+                elif kind == PT_DIGEST:
+                    digests = parse_digests(cswitch, data)
+                    if self.on_digests is not None:
+                        self.on_digests(digests)
+                    else:
+                        cswitch.digests.extend(digests)
+                elif kind == PT_ASSERT:
+                    log.error("assert/assume failed at %s; packet dropped",
+                              cswitch.assert_location(port))
+                elif kind == PT_PASSES:
+                    log.warning("packet from port %d exceeded %d passes; dropping the rest",
+                                port, MAX_PASSES)
+
+    def _stop_c_loop(self) -> None:
+        """Stop the C thread (if one runs), let what it held go, hand over its last
+        punts and fold its switch-wide counts into :attr:`stats`."""
+        loop = self._cloop
+        if loop is None:
+            return
+        with self.lock:
+            self.lock.loop = None
+            released = loop.stop()
+            self._cloop = None
+            self.stats.no_such_port += loop.sw_word(SC_NOPORT)
+            self.released_at_stop += loop.sw_word(SC_RELEASED)
+            self._max_held = max(self._max_held, loop.sw_word(SC_MAXHELD))
+            loop.switch.on_dirty = None
+        self._handle_punts(loop)
+        loop.close()
+        if released and self._stop.is_set():
+            log.info("stopping: let %d frame(s) off the delay lines early", released)
+
+    def _release_python_lines(self) -> None:
+        """Frames the Python loop held when the C loop takes over leave now (lock held)."""
+        out = self._egress_line.drain()
+        for num, (data, captured) in out:
+            self._send_held(num, data, captured)
+        inp = self._ingress_line.drain()
+        for num, frame in inp:
+            self._receive(self.ports[num], frame)
+        self.released_at_stop += len(out) + len(inp)
 
     def _queued_packets(self) -> int:
         """Packets waiting in the pipeline's egress queues (queued egress orders)."""
@@ -552,6 +868,7 @@ class SwitchOptions:
     queue_depth: int = 64
     timing: SwitchTiming = field(default_factory=SwitchTiming)
     engine: str = "python"
+    io: str = "c"
     notes: tuple[str, ...] = field(default=())
 
 
@@ -643,6 +960,11 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
                    help="packet engine: the Python reference or the compiled C data path "
                    "(a program or mode it cannot take runs on Python, logged); default "
                    "$SOFTSWITCH_ENGINE or python")
+    p.add_argument("--io", default="c", metavar="c|python",
+                   help="packet loop: c (default) runs receive, pipeline, delay lines and "
+                   "send on a C thread without the GIL when the engine is c and the "
+                   "configuration allows (else Python, logged with the reason); python "
+                   "always runs the Python loop")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
     args = p.parse_args(list(argv))
@@ -695,6 +1017,8 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     timing = _parse_timing(args, set(nums))
     if args.engine not in ("python", "c"):
         raise _UsageError(f"--engine {args.engine}: choose from python, c")
+    if args.io not in IO_LOOPS:
+        raise _UsageError(f"--io {args.io}: choose from {', '.join(IO_LOOPS)}")
     notes: tuple[str, ...] = ()
     if args.thrift_port is not None:
         notes = (
@@ -719,6 +1043,7 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         queue_depth=depth,
         timing=timing,
         engine=args.engine,
+        io=args.io,
         notes=notes,
     )
 
@@ -829,6 +1154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clock=clock,
         port_delays=timing.egress,
         port_ingress_delays=timing.ingress,
+        io=opts.io,
     )
     loader = functools.partial(default_loader, trace=trace, **tm)
     service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)

@@ -18,12 +18,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# imported at load, not on the P4Runtime thread that loads a pipeline (a thread imports
+# nothing new); the generated extension modules import _cffi_backend
+import _cffi_backend  # noqa: F401
+import cffi
+
 from softswitch.cengine.errors import CBuildError, CUnsupported
 
 log = logging.getLogger(__name__)
 
-CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-w")
-BUILD_VERSION = "1"  # bump when the flags or the ABI between Python and C change
+CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-pthread", "-w")
+BUILD_VERSION = "2"  # bump when the flags or the ABI between Python and C change
 
 
 def cache_dir() -> Path:
@@ -76,8 +81,6 @@ def build(source: str) -> Path:
 
 def load(so: Path, cdef: str) -> tuple[Any, Any]:
     """``(ffi, lib)`` of a compiled program (ABI mode: calls go through libffi)."""
-    import cffi
-
     ffi = cffi.FFI()
     ffi.cdef(cdef)
     return ffi, ffi.dlopen(str(so))
@@ -91,8 +94,6 @@ def build_module(source: str, cdef: str) -> tuple[Any, Any]:
     import importlib.machinery
     import importlib.util
 
-    import cffi
-
     cc = compiler()
     digest = hashlib.sha256(
         "\0".join([BUILD_VERSION, "api", cc, *CFLAGS, cdef, source]).encode()
@@ -104,7 +105,10 @@ def build_module(source: str, cdef: str) -> tuple[Any, Any]:
     if not path.exists():
         ffi = cffi.FFI()
         ffi.cdef(cdef)
-        ffi.set_source(name, source, extra_compile_args=["-O2", "-w"])
+        ffi.set_source(
+            name, source, extra_compile_args=["-O2", "-pthread", "-w"],
+            extra_link_args=["-pthread"],
+        )
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
             built = ffi.compile(tmpdir=tmp, verbose=False)
             os.replace(built, path)

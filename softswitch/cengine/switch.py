@@ -182,6 +182,9 @@ class CV1Switch:
         self._stale_tables: set[int] = set(range(len(gen.tables)))
         self._pre_stale = True
         self._dirty = True
+        # called when a control-plane write makes the C copy stale (the C packet loop's
+        # switch wakes its Python thread with it, to reload writes made without its lock)
+        self.on_dirty: Callable[[], None] | None = None
         self._tables: list[tuple[TableC, Table]] = []
         # per table: the entries as last loaded (row order), and each handle's direct
         # meter cell as last loaded (a new cell means a new configuration: reset)
@@ -214,7 +217,7 @@ class CV1Switch:
     def _table_listener(self, index: int) -> Callable[[Table], None]:
         def changed(_table: Table) -> None:
             self._stale_tables.add(index)
-            self._dirty = True
+            self._mark_dirty()
 
         return changed
 
@@ -243,7 +246,7 @@ class CV1Switch:
     def _meter_listener(self, index: int) -> Callable[[Meter], None]:
         def changed(_meter: Meter) -> None:
             self._stale_meters.add(index)
-            self._dirty = True
+            self._mark_dirty()
 
         return changed
 
@@ -265,13 +268,29 @@ class CV1Switch:
     def _profile_listener(self, index: int) -> Callable[[ActionProfile], None]:
         def changed(_profile: ActionProfile) -> None:
             self._stale_tables.add(index)
-            self._dirty = True
+            self._mark_dirty()
 
         return changed
 
     def _pre_changed(self, _pre: PacketReplicationEngine) -> None:
         self._pre_stale = True
+        self._mark_dirty()
+
+    def _mark_dirty(self) -> None:
         self._dirty = True
+        if self.on_dirty is not None:
+            self.on_dirty()
+
+    def sync_if_dirty(self) -> None:
+        """Reload the stale tables, meters and groups into C now (the C packet loop's
+        thread paused or stopped)."""
+        if self._dirty:
+            self._sync()
+
+    @property
+    def dirty(self) -> bool:
+        """True when a control-plane write has not reached C yet."""
+        return self._dirty
 
     def _bind_array(self, a: ArrayC) -> None:
         ptr = self._lib.ss_array(self._state, a.index)
@@ -474,19 +493,32 @@ class CV1Switch:
     def _take_digests(self) -> None:
         ptr = self._lib.ss_digests(self._state, self._ndg)
         n = self._ndg[0]
+        if n:
+            self.digests.extend(self.parse_digest_words([int(ptr[i]) for i in range(n)]))
+
+    def parse_digest_words(self, words: Sequence[int]) -> list[tuple[str, tuple[int, ...]]]:
+        """Digest messages ``(name, field values)`` from the C engine's digest words
+        (per message: digest index, word count, then each field's words)."""
+        out = []
         pos = 0
+        n = len(words)
         while pos < n:
-            name, widths = self._gen.digests[ptr[pos]]
+            name, widths = self._gen.digests[words[pos]]
             pos += 2
             values = []
             for w in widths:
                 nw = max(1, (w + 63) // 64)
                 v = 0
                 for k in range(nw - 1, -1, -1):
-                    v = (v << 64) | int(ptr[pos + k])
+                    v = (v << 64) | int(words[pos + k])
                 values.append(v)
                 pos += nw
-            self.digests.append((name, tuple(values)))
+            out.append((name, tuple(values)))
+        return out
+
+    def assert_location(self, index: int) -> str:
+        """Where the assert/assume numbered ``index`` (1-based, as C reports it) is."""
+        return str(self._gen.asserts[index - 1]) if 0 < index <= len(self._gen.asserts) else "?"
 
     @property
     def assertion_failures(self) -> int:
