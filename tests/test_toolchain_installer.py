@@ -445,7 +445,8 @@ def test_ci_reports_the_toolchain_without_building_it() -> None:
         assert "--check" in line or "toolchain-check" in line, line
 
 
-def test_check_refuses_a_build_that_loads_another_builds_libraries(box: Box, tmp_path: Path) -> None:
+def test_check_refuses_a_build_that_loads_another_builds_libraries(box: Box,
+                                                                   tmp_path: Path) -> None:
     """A performance build whose RUNPATH put the default build's lib first ran with the
     default build's libbmpi: --check names the foreign libraries."""
     fast_prefix = tmp_path / "bmv2-fast"
