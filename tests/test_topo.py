@@ -17,10 +17,12 @@ from topo.errors import TargetError, TopoError, TopologyError, TopologyFileError
 from topo.links import (
     ACK_CLASS,
     DATA_CLASS,
+    HTB_QUANTUM_MIN,
     AckFirstIntf,
     LinkRateError,
     ack_first_htb_cmds,
     check_link_shapes,
+    htb_quantum,
     netem_available,
     netem_delay,
     real_link_params,
@@ -458,12 +460,12 @@ def test_ack_first_htb_splits_the_rate_and_filters_acks():
     it, everything unmatched (the htb default) goes to the data class."""
     cmds = ack_first_htb_cmds(3.0)
     assert cmds[0].endswith("root handle 5:0 htb default " + DATA_CLASS.split(":")[1])
-    assert "classid 5:1 htb rate 3.000000Mbit burst 15k" in cmds[1]
+    assert "classid 5:1 htb rate 3.000000Mbit burst 15k quantum 37500" in cmds[1]
     ack, data = cmds[2], cmds[3]
     assert f"classid {ACK_CLASS} htb rate 0.300000Mbit ceil 3.000000Mbit" in ack
-    assert ack.endswith("prio 0")
+    assert ack.endswith("prio 0 quantum 3750")
     assert f"classid {DATA_CLASS} htb rate 2.700000Mbit ceil 3.000000Mbit" in data
-    assert data.endswith("prio 1")
+    assert data.endswith("prio 1 quantum 33750")
     filters = cmds[4:]
     assert len(filters) == 2 and all(f.endswith(f"flowid {ACK_CLASS}") for f in filters)
     assert "protocol 6" in filters[0] and "0x10 0xff at 33" in filters[0]
@@ -599,3 +601,33 @@ def test_free_port_base_stays_below_the_ephemeral_ports():
     assert len({free_port_base(2) for _ in range(5)}) > 1
     with pytest.raises(TopoError, match="no 4 consecutive free TCP ports"):
         free_port_base(4, EPHEMERAL_FLOOR)
+
+
+def test_htb_quantum_stays_between_one_frame_and_htbs_bound():
+    """A dilated run's real links are slow (100G at TDF 300,000: 0.33 Mbit/s, its ACK class
+    0.033): rate / r2q would be 41 bytes, and htb warned on every such class ("quantum of
+    class ... is small"), which Mininet printed as ERROR lines."""
+    assert htb_quantum(0.033) == HTB_QUANTUM_MIN == 1514
+    assert htb_quantum(3.0) == 37500
+    assert htb_quantum(40_000.0) == 200_000
+    cmds = ack_first_htb_cmds(0.333)
+    assert cmds[2].endswith("quantum 1514")  # the ACK class, 0.0333 Mbit/s
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
+def test_slow_ack_first_htb_is_accepted_without_warnings():
+    """The commands for a 0.333 Mbit/s link, run by tc in a private namespace: no warning."""
+    ns = f"qt{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "qa", "type", "veth", "peer", "name",
+                        "qb"], check=True, timeout=30)
+        for cmd in ack_first_htb_cmds(0.333):
+            argv = (cmd % ("tc", "qa")).split()
+            res = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True,
+                                 text=True, timeout=30)
+            assert res.returncode == 0 and "Warning" not in res.stdout + res.stderr, \
+                (argv, res.stdout, res.stderr)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], timeout=30)

@@ -138,6 +138,18 @@ ACK_MATCHES = (
 )
 
 
+#: htb's quantum (bytes a class may send per round) is rate / r2q unless given, and htb warns
+#: (Mininet logs it as an ERROR) when that is below one frame or above 200,000 bytes, as it
+#: is for the slow real links of a dilated run: given, within those bounds.
+HTB_QUANTUM_MIN, HTB_QUANTUM_MAX, HTB_R2Q = 1514, 200_000, 10
+
+
+def htb_quantum(mbit: float) -> int:
+    """The quantum of an htb class of ``mbit`` Mbit/s: htb's own choice (rate / r2q, bytes),
+    kept between one full frame and htb's upper bound."""
+    return int(min(HTB_QUANTUM_MAX, max(HTB_QUANTUM_MIN, mbit * 1e6 / 8 / HTB_R2Q)))
+
+
 def ack_first_htb_cmds(bw_mbit: float) -> list[str]:
     """tc commands (Mininet's ``TCIntf.tc`` format: tc binary, then device) for an htb rate
     limit of ``bw_mbit`` whose two leaf classes serve acknowledgements before data.
@@ -150,11 +162,14 @@ def ack_first_htb_cmds(bw_mbit: float) -> list[str]:
     ack = bw_mbit * ACK_SHARE
     cmds = [
         "%s qdisc add dev %s root handle 5:0 htb default " + DATA_CLASS.split(":")[1],
-        "%s class add dev %s parent 5:0 classid 5:1 htb " + f"rate {bw_mbit:f}Mbit burst 15k",
+        "%s class add dev %s parent 5:0 classid 5:1 htb " + f"rate {bw_mbit:f}Mbit burst 15k"
+        + f" quantum {htb_quantum(bw_mbit)}",
         "%s class add dev %s parent 5:1 classid " + ACK_CLASS
-        + f" htb rate {ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 0",
+        + f" htb rate {ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 0"
+        + f" quantum {htb_quantum(ack)}",
         "%s class add dev %s parent 5:1 classid " + DATA_CLASS
-        + f" htb rate {bw_mbit - ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 1",
+        + f" htb rate {bw_mbit - ack:f}Mbit ceil {bw_mbit:f}Mbit burst 15k prio 1"
+        + f" quantum {htb_quantum(bw_mbit - ack)}",
     ]
     cmds += ["%s filter add dev %s parent 5:0 protocol ip "
              + f"prio {prio} u32 {match} flowid {ACK_CLASS}"
