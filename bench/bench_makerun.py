@@ -49,7 +49,8 @@ def _free_base(count: int) -> int:
     return free_port_base(count, 16500)
 
 
-def make_run(topo: str, target: str, rundir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
+def make_run(topo: str, target: str, rundir: Path, extra: Sequence[str] = (),
+             timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
     """One ``experiment.run`` (with ``extra`` options); its experiment.json (raises when it
     failed or overran)."""
     base = _free_base(8)
@@ -59,7 +60,7 @@ def make_run(topo: str, target: str, rundir: Path, extra: Sequence[str] = ()) ->
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         proc.terminate()  # experiment.run takes its network down on SIGTERM
         try:
@@ -67,7 +68,7 @@ def make_run(topo: str, target: str, rundir: Path, extra: Sequence[str] = ()) ->
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-        raise RuntimeError(f"{topo} on {target}: no result within {RUN_TIMEOUT_S:g} s") from None
+        raise RuntimeError(f"{topo} on {target}: no result within {timeout_s:g} s") from None
     result = rundir / "results" / "experiment.json"
     if not result.is_file():
         raise RuntimeError(f"{topo} on {target}: exit {proc.returncode}: {out.strip()[-300:]}")

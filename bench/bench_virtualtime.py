@@ -8,6 +8,13 @@ For each setting, ``REPEATS`` runs of ``python -m experiment.run --topo spinelea
 - the papers' network, ``bw=100G delay=2us`` with ``tdf=auto``;
 - on BMv2 too where simple_switch_grpc and p4c are installed (its 100G/2us row needs netem
   or delay nodes for BMv2 links; it is left out with the reason when the run is refused).
+  BMv2 is the ``simple_switch_grpc`` first on ``PATH`` (docs/setup.md: the performance
+  build beside the default one).
+
+``INA_BENCH_VTIME_SETTINGS`` (``;``-separated ``target/setting`` names as in the rows, e.g.
+``softswitch/bw=100G delay=2us, tdf=auto``; a prefix is enough) runs only those settings.
+A run has ``RUN_TIMEOUT_S`` of real time (a 100 Gbit/s run on BMv2 is dilated some 10^5
+times: minutes of real time per all-reduce).
 
 Rows per setting: the TDF chosen, ring / in-network against the frame-size ideal (the share
 of it, the done-when is >= 0.95 in every run), how many runs were link-bound, faithful (the
@@ -30,6 +37,7 @@ from bench.bench_makerun import make_run
 from bench.harness import BenchSkipped
 
 REPEATS = 5
+RUN_TIMEOUT_S = 1200.0
 SETTINGS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("defaults, TDF 1", "softswitch", ("--tdf", "1")),
     ("defaults, tdf=auto", "softswitch", ()),
@@ -89,6 +97,12 @@ def run() -> list[dict[str, Any]]:
         raise BenchSkipped("needs root (Mininet)")
     bmv2 = all(shutil.which(b) for b in ("simple_switch_grpc", "p4c"))
     settings = [s for s in SETTINGS if s[1] == "softswitch" or bmv2]
+    chosen = [c.strip() for c in os.environ.get("INA_BENCH_VTIME_SETTINGS", "").split(";")
+              if c.strip()]
+    if chosen:
+        settings = [s for s in settings if any(f"{s[1]}/{s[0]}".startswith(c) for c in chosen)]
+        if not settings:
+            raise BenchSkipped(f"INA_BENCH_VTIME_SETTINGS={';'.join(chosen)} names no setting")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     refused: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory(prefix="bench-vtime-") as tmp:
@@ -98,7 +112,7 @@ def run() -> list[dict[str, Any]]:
                     continue
                 rundir = Path(tmp) / f"{target}-{rep}-{time.monotonic_ns()}"
                 try:
-                    data = make_run("spineleaf", target, rundir, extra)
+                    data = make_run("spineleaf", target, rundir, extra, RUN_TIMEOUT_S)
                 except RuntimeError as exc:
                     refused[(name, target)] = str(exc)[-200:]
                     continue
