@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import numpy as np
 import pytest
 
 from workloads.comm import CommError, CommTimeout, Communicator, listen
+from vtime import VirtualClock
+from workloads import comm
 from workloads.loopback import RankFailed, run_ranks
 
 
@@ -120,6 +123,42 @@ def test_connect_fails_when_peer_absent() -> None:
     free.close()  # rank 0's port now refuses connections
     with pytest.raises(CommTimeout):
         Communicator(1, addresses, listener=lone, connect_timeout=0.3)
+
+
+def test_dial_waits_a_dilated_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At TDF 400,000 a 16 us round trip is 6.4 s of real time: a dial attempt given less
+    (it was capped at 5 s) is abandoned before its SYN-ACK can come back, again and again,
+    and the ring never connected. Here the network answers a dial after 6.4 s: an attempt
+    with a shorter timeout times out (as the kernel's connect would), a longer one connects."""
+    rtt_real = 6.4
+    dial = socket.create_connection
+    attempts: list[float] = []
+
+    def slow_network(address: tuple[str, int], timeout: float) -> socket.socket:
+        attempts.append(timeout)
+        if timeout < rtt_real:
+            raise TimeoutError("timed out")
+        return dial(address, timeout=timeout)
+
+    monkeypatch.setattr(comm.socket, "create_connection", slow_network)
+    lone = listen(("127.0.0.1", 0))
+    peer = listen(("127.0.0.1", 0))
+    addresses = [peer.getsockname()[:2], lone.getsockname()[:2]]
+    clock = VirtualClock(400_000)
+    accepted: list[socket.socket] = []
+    acceptor = threading.Thread(target=lambda: accepted.append(peer.accept()[0]), daemon=True)
+    acceptor.start()
+    try:
+        # 8 s of real time to connect, in emulated seconds
+        c = Communicator(1, addresses, listener=lone, connect_timeout=8.0 / 400_000,
+                         clock=clock)
+    finally:
+        acceptor.join(timeout=10)
+        peer.close()
+        for sock in accepted:
+            sock.close()
+    c.close()
+    assert attempts and attempts[-1] >= rtt_real
 
 
 def test_barrier_and_single_rank() -> None:

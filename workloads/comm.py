@@ -241,8 +241,10 @@ class Communicator:
             if remaining <= 0:
                 raise CommTimeout(f"rank {self.rank}: cannot reach {address[0]}:{address[1]}")
             try:
-                sock = socket.create_connection(address,
-                                                timeout=min(self.clock.real(remaining), 5.0))
+                # no shorter cap per attempt: a dilated network's round trip can be seconds
+                # of real time (16 us at TDF 400,000: 6.4 s), and an attempt abandoned before
+                # its SYN-ACK is back never connects; a refused one returns at once anyway
+                sock = socket.create_connection(address, timeout=self.clock.real(remaining))
             except OSError:
                 # the peer's listener is not up yet: processes start in real time, so the
                 # back-off is real (10 to 200 ms), however dilated the network
