@@ -78,7 +78,7 @@ def test_teardown_after_exception(rack, tmp_path):
 
 
 def test_hosts_have_static_arp_and_offloads_off(rack, tmp_path):
-    """Hosts know each other's MAC permanently and have checksum offload off."""
+    """Hosts know each other's MAC permanently, have checksum offload off and TCP Reno."""
     with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
         h1 = network.node("tqh1")
         neigh = h1.cmd("ip neigh show dev tqh1-eth0")
@@ -86,6 +86,8 @@ def test_hosts_have_static_arp_and_offloads_off(rack, tmp_path):
         features = h1.cmd("ethtool -k tqh1-eth0")
         assert "tx-checksumming: off" in features and "rx-checksumming: off" in features
         assert "10.0.1.1/16" in h1.cmd("ip -br addr show dev tqh1-eth0")
+        # round-trip-clocked TCP in the hosts, whatever the machine's default (BBR here)
+        assert h1.cmd("sysctl -n net.ipv4.tcp_congestion_control").strip() == "reno"
 
 
 ACK_PROBE = """

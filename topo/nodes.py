@@ -737,10 +737,18 @@ def choose_target(name: str = "auto") -> tuple[type[P4Switch], str]:
 
 class TestbedHost(Host):
     """A worker machine: checksum/segmentation offloads off (the P4 switch must see final
-    checksums and real frame sizes), IPv6 off (no RS/MLD noise), static ARP on request."""
+    checksums and real frame sizes), IPv6 off (no RS/MLD noise), static ARP on request, and
+    TCP congestion control Reno (:data:`TCP_CONGESTION`)."""
 
     __test__ = False
     OFFLOADS: ClassVar[tuple[str, ...]] = ("tx", "rx", "sg", "tso", "gso", "gro")
+    #: The hosts' TCP congestion control (the ring's and the torus's transport): Reno, whose
+    #: every control loop is clocked by round trips (slow start, one segment per round
+    #: trip), so it behaves alike at every time-dilation factor. The machine's default may
+    #: run on the wall clock: BBR re-probes its minimum RTT every 10 s real and CUBIC grows
+    #: its window by real seconds; at TDF 400,000 (BMv2 at 100G/2us, a 6.4 s real round
+    #: trip) BBR kept the ring at half the link rate.
+    TCP_CONGESTION: ClassVar[str] = "reno"
 
     def __init__(self, name: str, gpus: int = 1, leaf: int = 1, slot: int = 1,
                  **params: Any) -> None:
@@ -760,7 +768,8 @@ class TestbedHost(Host):
                 args += [feature, "off"]
             self.cmd(shlex.join(args))
         self.cmd("sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1")
+                 "net.ipv6.conf.default.disable_ipv6=1 "
+                 f"net.ipv4.tcp_congestion_control={self.TCP_CONGESTION}")
         return result
 
     def set_static_arp(self, entries: Iterable[tuple[str, str]]) -> None:
