@@ -718,7 +718,8 @@ class SwitchDataPlane:
                         self._cloop = loop
                         self.lock.loop = loop
                         log.info("packet loop: C thread over %d port(s), %d read through "
-                                 "receive rings", len(self.ports), loop.rings)
+                                 "receive rings, %d sent through transmit rings",
+                                 len(self.ports), loop.rings, loop.tx_rings)
                         return loop
             key = (id(pipeline), reason)
             if reason and key not in self._io_said:
