@@ -549,10 +549,11 @@ for f in got:
 
 
 @pytest.mark.skipif(not can_use_netns(), reason="needs root and ip(8)")
-def test_transmit_ring_burst_arrives_intact() -> None:
+@pytest.mark.parametrize("tx_rings", [True, False])
+def test_transmit_ring_burst_arrives_intact(tx_rings: bool) -> None:
     """More frames than the transmit ring holds, of many sizes: every frame that arrives
     is one that was sent, byte for byte (no ring slot reused under a frame in flight),
-    and every forwarded frame is counted as sent or dropped."""
+    and every forwarded frame is counted as sent or dropped; the same with sendmmsg."""
     topo = NetnsTopology(tag=f"cb{uuid.uuid4().hex[:6]}")
     ports: list[Port] = []
     sw: SwitchDataPlane | None = None
@@ -562,11 +563,12 @@ def test_transmit_ring_burst_arrives_intact() -> None:
         for i in (1, 2):
             topo.add_host(i)
         ports = [AfPacketPort(i, topo.links[i - 1].switch_end) for i in (1, 2)]
-        sw = SwitchDataPlane(ports, port_forward(), io="c")
+        sw = SwitchDataPlane(ports, port_forward(), io="c", tx_rings=tx_rings)
         thread = threading.Thread(target=sw.run)
         thread.start()
         wait_for("the C loop", lambda: sw.io_loop == "c")
-        assert sw._cloop is not None and sw._cloop.tx_rings == 2
+        assert sw._cloop is not None and sw._cloop.tx_rings == (2 if tx_rings else 0)
+        assert sw._cloop.rings == 2
         recv = topo.popen_in(topo.namespaces[1], BURST_RECEIVER, [])
         assert recv.stdout is not None and recv.stdout.readline().strip() == "ready"
         head = FRAME[:14]
