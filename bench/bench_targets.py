@@ -9,8 +9,9 @@ veth pairs s1/h1 and s2/h2, the switch on s1/s2, the pipeline and the entry
 namespace. Targets: the built-in switch on the Python engine and Python loop (the default),
 on the C engine with the Python loop (``--engine c --io python``), on the C engine with
 the C packet loop (``--engine c``: receive and transmit rings), the same sending with
-sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Runs alternate target by target and each
-figure is the median; BMv2 rows appear where p4c and simple_switch_grpc are installed.
+sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Runs
+alternate target by target and each figure is the median; BMv2 rows appear where p4c and
+simple_switch_grpc are installed.
 Needs root. Everything it creates is removed on exit.
 """
 
