@@ -4,7 +4,8 @@
  * One thread per switch reads every data port in batches (a PACKET_RX_RING, else
  * recvmmsg), runs each frame through ss_process, and sends in batches (a PACKET_TX_RING
  * filled in place and kicked with one send() per port and batch, else sendmmsg), holding
- * frames on the per-port delay lines (link propagation delay) where a port has one. It never touches Python.
+ * frames on the per-port delay lines (link propagation delay) where a port has one. It
+ * never touches Python.
  * What it cannot finish (frames for the CPU port, digests, log events) goes to Python
  * through the punt queue, with an eventfd to wake the Python thread.
  *
