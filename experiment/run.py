@@ -676,11 +676,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = target_name(args.target, spec)
         if args.elements is None:
             args.elements = default_elements(spec, DEFAULT_ELEMENTS)
+        engine = switch_engine(args, target)
         dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
                                     elements=args.elements, refresh=args.recalibrate,
-                                    announce=console.print, delay_nodes=args.delay_nodes)
+                                    announce=console.print, delay_nodes=args.delay_nodes,
+                                    engine=engine, io=args.io)
         console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
-        engine = switch_engine(args, target)
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
                              seed=args.seed, progress=True, tdf=dilation.tdf,
