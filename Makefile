@@ -6,6 +6,7 @@
 #            (rates: k/M/G/T bit/s, B/s for bytes, a bare number is Mbit/s; delays: ns/us/ms/s)
 #   make run bw=100G delay=2us tdf=auto   (time dilation: auto, the default, calibrates; or N)
 #   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
+#   make run engine=c   (built-in target: the compiled C data path; io=python: its Python loop)
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
@@ -40,6 +41,10 @@ elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
 egress ?=
 seed ?=
+# Built-in target's packet engine (python, c; default $SOFTSWITCH_ENGINE, else python) and
+# packet loop with the C engine (c, python).
+engine ?=
+io ?=
 # delay_nodes=1: link delays by delay nodes even where netem or the switches could (testing)
 delay_nodes ?=
 # The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
@@ -75,13 +80,14 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(tdf),--tdf $(tdf)) $(if $(recalibrate),--recalibrate) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
+	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \
 	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)))
 
 .PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean \
 	toolchain toolchain-check
 
 help:
-	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw fabric_bw delay loss intra_bw elements elems egress seed params)"
+	@echo "make run topo=spineleaf   start a topology, run both all-reduces (options: spines leaves hosts target bw fabric_bw delay loss intra_bw elements elems egress seed engine io params)"
 	@echo "                          bw=100G fabric_bw=25G (k/M/G/T bit/s; bw=3 is 3 Mbit/s), delay=2us (ns/us/ms/s), intra_bw=150GB/s"
 	@echo "                          tdf=auto|N: time dilation (auto calibrates once per program and machine; recalibrate=1)"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""

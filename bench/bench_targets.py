@@ -8,8 +8,10 @@ veth pairs s1/h1 and s2/h2, the switch on s1/s2, the pipeline and the entry
 ``ingress_port 1 -> forward(2)`` written over P4Runtime by a small client inside the
 namespace. Targets: the built-in switch on the Python engine and Python loop (the default),
 on the C engine with the Python loop (``--engine c --io python``), on the C engine with
-the C packet loop (``--engine c``), and BMv2. Runs alternate target by target and each
-figure is the median; BMv2 rows appear where p4c and simple_switch_grpc are installed.
+the C packet loop (``--engine c``: receive and transmit rings), the same sending with
+sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Runs
+alternate target by target and each figure is the median; BMv2 rows appear where p4c and
+simple_switch_grpc are installed.
 Needs root. Everything it creates is removed on exit.
 """
 
@@ -133,8 +135,11 @@ TARGETS = {  # name: (label, extra options of softswitch run)
     "softswitch-c-pyio": ("built-in switch process (C engine, Python loop)",
                           ["--engine", "c", "--io", "python"]),
     "softswitch-c": ("built-in switch process (C engine, C packet loop)", ["--engine", "c"]),
+    "softswitch-c-mmsg": ("built-in switch process (C engine, C packet loop, sendmmsg)",
+                          ["--engine", "c"]),
     "bmv2": ("simple_switch_grpc (BMv2)", []),
 }
+TARGET_ENV = {"softswitch-c-mmsg": {"SOFTSWITCH_TX_RING": "off"}}  # no PACKET_TX_RING
 
 
 def _run(cmd: list[str], timeout: float = 120) -> str:
@@ -209,7 +214,8 @@ def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> tupl
     with _Namespace() as ns:
         ex = ns.exec_argv()
         switch = subprocess.Popen([*ex, *_switch_argv(target, workdir)], cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, **TARGET_ENV.get(target, {})})
         try:
             _run([*ex, sys.executable, "-c", CONFIGURE, GRPC, str(info), str(config)], timeout=180)
             rx = subprocess.Popen([*ex, sys.executable, "-c", RECEIVE, str(seconds)],
@@ -277,6 +283,10 @@ def _size_rows(size: int, seconds: float, pps: dict[str, list[float]],
     base = med["softswitch"]
     rows.append({"name": f"C packet loop / Python path, {size} B", "metric": "throughput ratio",
                  "value": med["softswitch-c"] / base, "unit": "x", "notes": notes})
+    rows.append({"name": f"C packet loop, transmit ring / sendmmsg, {size} B",
+                 "metric": "throughput ratio",
+                 "value": med["softswitch-c"] / med["softswitch-c-mmsg"], "unit": "x",
+                 "notes": notes})
     if "bmv2" in med:
         rows.append({"name": f"C packet loop / BMv2, {size} B", "metric": "throughput ratio",
                      "value": med["softswitch-c"] / med["bmv2"], "unit": "x", "notes": notes})

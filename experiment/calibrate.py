@@ -197,13 +197,16 @@ def target_build(target: str) -> str:
 
 
 def cache_key(target: str, program: Path, elems: int, fanin: int,
-              delay_nodes: bool = False) -> str:
-    """The cache key of one setting: target build, program text, E, fan-in, machine, and
-    whether delay nodes were measured too."""
+              delay_nodes: bool = False, engine: str | None = None) -> str:
+    """The cache key of one setting: target build, program text, E, fan-in, machine, whether
+    delay nodes were measured too, and the built-in switches' packet engine when it is not
+    the Python one (the C engine costs a fraction of it per packet)."""
     key: list[Any] = [target_build(target), program_digest(program), elems, fanin,
                       machine_id()]
     if delay_nodes:
         key.append("delay nodes")
+    if engine not in (None, "python"):
+        key.append(f"engine {engine}")
     return json.dumps(key)
 
 
@@ -281,9 +284,10 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
 
 def calibrate(target: str, program: Path, elems: int, fanin: int,
               measure: Callable[[], Costs], *, refresh: bool = False,
-              path: Path | None = None, delay_nodes: bool = False) -> tuple[Costs, bool]:
+              path: Path | None = None, delay_nodes: bool = False,
+              engine: str | None = None) -> tuple[Costs, bool]:
     """(costs, cached?) of one setting: the cache's, else ``measure()``'s, stored."""
-    key = cache_key(target, program, elems, fanin, delay_nodes)
+    key = cache_key(target, program, elems, fanin, delay_nodes, engine)
     if not refresh:
         hit = load_cached(key, path)
         if hit is not None:
@@ -295,7 +299,8 @@ def calibrate(target: str, program: Path, elems: int, fanin: int,
 
 def measure_costs(target: str, program: Path, elems: int, fanin: int,
                   rundir: Path | None = None, announce: Callable[[str], None] | None = None,
-                  *, delay_nodes: bool = False) -> Costs:
+                  *, delay_nodes: bool = False, engine: str | None = None,
+                  io: str | None = None) -> Costs:
     """Start a one-switch rack of ``fanin`` hosts on ``target`` running ``program`` (links
     unshaped, real time; with ``delay_nodes`` a delay node on each host link), run one
     in-network all-reduce and return its per-packet costs. Needs root; the network is
@@ -319,7 +324,7 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
                                    measure_seconds=0.0, job_name="calibration")
     tiny_opts = replace(large_opts, elements=elems, iters=FIXED_COST_ITERS,
                         job_name="calibrationtiny")
-    start = StartOptions(delay_nodes=delay_nodes)
+    start = StartOptions(delay_nodes=delay_nodes, engine=engine, io=io)
     with ExperimentNetwork(topo, target, rundir, program, start=start) as lab:
         runs = []
         for run_opts in (tiny_opts, large_opts):  # a job each: a job's PSNs start once

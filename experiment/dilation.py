@@ -195,17 +195,20 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
             elems: int, *, elements: int = 0, refresh: bool = False, rundir: Path | None = None,
             announce: Callable[[str], None] | None = None,
             measure: Callable[[], calibrate.Costs] | None = None,
-            delay_nodes: bool = False) -> Dilation:
+            delay_nodes: bool = False, engine: str | None = None,
+            io: str | None = None) -> Dilation:
     """The run's TDF: the number given, or (``auto``) the calibrated one for ``target``,
     ``program`` and ``spec``'s busiest fan-in and a collective of ``elements`` float32 per
     worker (1 without a program or shaped links). When the run will have delay nodes
     (``delay_nodes``: forced; else as ``topo.network.delay_nodes_needed`` decides) the
-    calibration measures with them, so their CPU counts."""
+    calibration measures with them, so their CPU counts. ``engine`` and ``io``: the built-in
+    switches' packet engine and loop, measured as the run will have them."""
     fabric = fabric_of(spec)
     fanin = max(fabric.fanins.values()) if fabric.fanins else 0
     if option != AUTO:
         # a calibration made before still lets the guard judge the machine's latency
-        known = (calibrate.load_cached(calibrate.cache_key(target, program, elems, fanin))
+        known = (calibrate.load_cached(calibrate.cache_key(target, program, elems, fanin,
+                                                           engine=engine))
                  if program is not None and fanin else None)
         return Dilation(float(option), "set by --tdf", False, known)
     if program is None or not fabric.fanins or fabric.max_bw_bps <= 0:
@@ -214,9 +217,10 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
 
     wires = delay_nodes_needed(target, has_delays(spec), delay_nodes)
     run_measure = measure or (lambda: calibrate.measure_costs(
-        target, program, elems, fanin, rundir, announce, delay_nodes=wires))
+        target, program, elems, fanin, rundir, announce, delay_nodes=wires, engine=engine,
+        io=io))
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
-                                        refresh=refresh, delay_nodes=wires)
+                                        refresh=refresh, delay_nodes=wires, engine=engine)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
                                     transfer_s=transfer_seconds(spec, elements),
                                     hops=switch_hops(spec))

@@ -77,6 +77,8 @@ class StartOptions:
     progress: bool = False
     tdf: float = 1.0  # time dilation: links at bw / tdf, switch clocks tdf times slower
     delay_nodes: bool = False  # link delays by delay nodes even where netem/switches could
+    engine: str | None = None  # built-in target's packet engine, python or c (None: default)
+    io: str | None = None  # built-in target's packet loop, c or python (None: default)
 
     def keywords(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pcap": self.pcap, "preload": self.preload,
@@ -86,6 +88,10 @@ class StartOptions:
             out["tdf"] = self.tdf
         if self.delay_nodes:
             out["delay_nodes"] = True
+        if self.engine is not None:  # compiled once there before the switches start
+            out["engine"] = self.engine
+        if self.io is not None:
+            out["io"] = self.io
         if self.start_timeout is not None:
             out["start_timeout"] = self.start_timeout
         return out

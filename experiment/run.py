@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -55,7 +56,14 @@ from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.model import Topology
 from topo.network import Network, Stages
-from topo.nodes import DEFAULT_START_TIMEOUT_S, EGRESS_ORDERS, LOG_LEVELS, port_accepts
+from topo.nodes import (
+    DEFAULT_START_TIMEOUT_S,
+    EGRESS_ORDERS,
+    ENGINES,
+    IO_LOOPS,
+    LOG_LEVELS,
+    port_accepts,
+)
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW, FileTopo
 from vtime import delay_arg, format_delay, format_rate, rate_arg
@@ -99,6 +107,7 @@ class Summary:
     notes: tuple[str, ...] = ()
     experiment: ExperimentResult | None = None
     options: ExperimentOptions | None = None
+    engine: str | None = None  # the built-in switches' packet engine (None: another target)
 
     @property
     def ok(self) -> bool:
@@ -207,7 +216,10 @@ def print_summary(summary: Summary, network: Network, console: Any) -> None:
     from rich.table import Table
 
     topo = summary.topology
-    sw_table = Table(title=f"{topo.kind} on {topo.target}", title_justify="left")
+    title = f"{topo.kind} on {topo.target}"
+    if summary.engine is not None:
+        title += f" ({summary.engine} engine)"
+    sw_table = Table(title=title, title_justify="left")
     for col in ("switch", "role", "device", "gRPC", "ports", "pid", "status"):
         sw_table.add_column(col, no_wrap=col in ("gRPC", "status"))
     for status in summary.switches:
@@ -447,6 +459,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(BMv2-like: ports' egress interleaved, later ingress before earlier egress)")
     p.add_argument("--seed", type=_seed,
                    help="seed of --egress-order random (each switch adds its device id)")
+    p.add_argument("--engine", type=_choice("--engine", ENGINES), metavar="python|c",
+                   help="built-in target's packet engine: the Python reference or the "
+                   "compiled C data path, compiled once before the switches start (a program "
+                   "it cannot take runs on Python, logged); default $SOFTSWITCH_ENGINE, else "
+                   "python")
+    p.add_argument("--io", type=_choice("--io", IO_LOOPS), metavar="c|python",
+                   help="built-in target's packet loop with the C engine: c (the switches' "
+                   "default) runs it on a C thread, python in the Python loop")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
     p.add_argument("--no-cli", action="store_true", help="do not open the Mininet CLI")
     p.add_argument("--link-check-seconds", type=seconds_at_least(0.0),
@@ -491,7 +511,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.seed is not None and args.egress_order != "random":
         p.error(f"--seed {args.seed}: only --egress-order random takes a seed")
+    env_engine = os.environ.get(ENGINE_ENV)
+    if args.engine is None and env_engine and env_engine not in ENGINES:
+        p.error(f"{ENGINE_ENV}={env_engine}: choose from {', '.join(ENGINES)}")
     return args
+
+
+ENGINE_ENV = "SOFTSWITCH_ENGINE"  # the switches' own default engine (softswitch.cengine)
+
+
+def _choice(option: str, choices: Sequence[str]) -> Any:
+    """An argparse type that names the option and the value when the value is not one of
+    ``choices``."""
+
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{option} {text!r}: choose from {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def switch_engine(args: argparse.Namespace, target: str) -> str | None:
+    """The packet engine the built-in switches run: ``--engine``, else
+    ``$SOFTSWITCH_ENGINE``, else python; None for another target (it has its own), unless
+    ``--engine`` asked for one (then the start refuses it, naming the target)."""
+    if args.engine is not None:
+        return str(args.engine)
+    if target != "softswitch":
+        return None
+    return os.environ.get(ENGINE_ENV) or "python"
 
 
 _seed = int_at_least(0)
@@ -570,11 +620,15 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
                    overhead_s=overhead)
 
 
-def record_dilation(path: Path, dilation: Dilation) -> None:
+def record_dilation(path: Path, dilation: Dilation, engine: str | None = None,
+                    io: str | None = None) -> None:
     """Add the run's TDF, why it was chosen and the calibration behind it to its
-    experiment.json (``dilation``)."""
+    experiment.json (``dilation``), and the switches' packet engine and loop (``engine``,
+    ``io``; null: not the built-in target, or the switches' default loop)."""
     data = json.loads(path.read_text())
     data["dilation"] = dilation.to_dict()
+    data["engine"] = engine
+    data["io"] = io
     path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
 
 
@@ -622,14 +676,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         target = target_name(args.target, spec)
         if args.elements is None:
             args.elements = default_elements(spec, DEFAULT_ELEMENTS)
+        engine = switch_engine(args, target)
         dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
                                     elements=args.elements, refresh=args.recalibrate,
-                                    announce=console.print, delay_nodes=args.delay_nodes)
+                                    announce=console.print, delay_nodes=args.delay_nodes,
+                                    engine=engine, io=args.io)
         console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
                              seed=args.seed, progress=True, tdf=dilation.tdf,
-                             delay_nodes=args.delay_nodes)
+                             delay_nodes=args.delay_nodes, engine=engine, io=args.io)
         # the switches are checked before the controller programs them (run_experiment)
         with ExperimentNetwork(topo, target, args.rundir, program,
                                start=start, program_fabric=False, live_port=args.live_port,
@@ -637,8 +693,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = run_experiment(lab, lab.topology,
                                      experiment_options(args, topo, dilation, target),
                                      Stages(enabled=True), experiment=not args.no_experiment)
+            summary = replace(summary, engine=engine)
             if summary.experiment is not None and summary.experiment.path:
-                record_dilation(Path(summary.experiment.path), dilation)
+                record_dilation(Path(summary.experiment.path), dilation, engine, args.io)
             print_summary(summary, lab.network, console)
             if not all(s.ready for s in summary.switches):
                 console.print("[red]error:[/red] not every switch is up")

@@ -189,6 +189,7 @@ class SwitchDataPlane:
         port_ingress_delays: Mapping[int, float] | None = None,
         delay_capacity: int = DEFAULT_DELAY_CAPACITY,
         io: str = "c",
+        tx_rings: bool | None = None,
     ) -> None:
         """``clock``: the emulated clock of pcap records and delay lines (the pipeline
         brings its own, see :func:`pipeline_options`); ``port_delays`` /
@@ -196,10 +197,15 @@ class SwitchDataPlane:
         are held (its link's propagation delay, ``delay * TDF`` real seconds); ``io``:
         "c" runs the packet loop in C (its own thread, no GIL) whenever the pipeline is on
         the C engine and the configuration allows it (else Python, logged once with the
-        reason), "python" always runs the Python loop."""
+        reason), "python" always runs the Python loop. ``tx_rings``: the C loop sends
+        through ``PACKET_TX_RING`` (else ``sendmmsg``; None: unless
+        ``$SOFTSWITCH_TX_RING`` is "off", to compare the two)."""
         if io not in IO_LOOPS:
             raise ValueError(f"io {io!r}: choose from {', '.join(IO_LOOPS)}")
         self.io = io
+        if tx_rings is None:
+            tx_rings = os.environ.get("SOFTSWITCH_TX_RING", "").lower() != "off"
+        self.tx_rings = tx_rings
         self.name = name
         self.device_id = device_id
         self.stats_file = Path(stats_file) if stats_file is not None else None
@@ -697,7 +703,7 @@ class SwitchDataPlane:
                         egress_delay_ns=self._egress_line.delay_ns,
                         ingress_delay_ns=self._ingress_line.delay_ns,
                         capacity=self.delay_capacity,
-                        tdf=c_clock_tdf(cswitch.clock_ns) or 1.0,
+                        tdf=c_clock_tdf(cswitch.clock_ns) or 1.0, tx_rings=self.tx_rings,
                     )  # fmt: skip
                 except CLoopError as exc:
                     reason = str(exc)
@@ -718,7 +724,8 @@ class SwitchDataPlane:
                         self._cloop = loop
                         self.lock.loop = loop
                         log.info("packet loop: C thread over %d port(s), %d read through "
-                                 "receive rings", len(self.ports), loop.rings)
+                                 "receive rings, %d sent through transmit rings",
+                                 len(self.ports), loop.rings, loop.tx_rings)
                         return loop
             key = (id(pipeline), reason)
             if reason and key not in self._io_said:

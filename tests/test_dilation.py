@@ -130,3 +130,27 @@ def test_experiment_json_records_the_dilation(tmp_path: Path) -> None:
     assert data["exact"] is True
     assert data["dilation"]["tdf"] == 2.5 and data["dilation"]["auto"] is True
     assert data["dilation"]["costs"]["overhead_s"] == 0.003
+
+
+def test_the_c_engine_is_calibrated_as_the_run_will_have_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--engine c`` costs a fraction of the Python engine per packet: its calibration is a
+    setting of its own, measured with the C engine (the python engine keeps the old key)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    program = tmp_path / "p.p4"
+    program.write_text("// program\n")
+    plain = calibrate.cache_key("softswitch", program, 252, 4)
+    assert calibrate.cache_key("softswitch", program, 252, 4, engine="python") == plain
+    assert calibrate.cache_key("softswitch", program, 252, 4, engine="c") != plain
+    seen: list[tuple[object, object]] = []
+
+    def measure_costs(*args: object, engine: str | None = None, io: str | None = None,
+                      **kw: object) -> calibrate.Costs:
+        seen.append((engine, io))
+        return calibrate.Costs(10e-6, 50e-6, "softswitch", 4, 252)
+
+    monkeypatch.setattr(calibrate, "measure_costs", measure_costs)
+    spec = load_spec(resolve("spineleaf"), {"bw": 3})
+    dilation.resolve("auto", "softswitch", program, spec, 252, engine="c", io="c")
+    dilation.resolve("auto", "softswitch", program, spec, 252, engine="c", io="c")
+    assert seen == [("c", "c")]  # measured once with the C engine, then cached

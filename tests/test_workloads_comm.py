@@ -8,9 +8,9 @@ import threading
 import numpy as np
 import pytest
 
-from workloads.comm import CommError, CommTimeout, Communicator, listen
 from vtime import VirtualClock
 from workloads import comm
+from workloads.comm import CommError, CommTimeout, Communicator, listen
 from workloads.loopback import RankFailed, run_ranks
 
 

@@ -50,6 +50,7 @@ from topo.nodes import (
     ProgramBuild,
     TestbedHost,
     check_egress_order,
+    check_engine,
     choose_target,
     port_in_use,
 )
@@ -292,6 +293,8 @@ def start_network(
     seed: int | None = None,
     tdf: float = 1.0,
     delay_nodes: bool = False,
+    engine: str | None = None,
+    io: str | None = None,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
@@ -302,7 +305,10 @@ def start_network(
     links carry their emulated rate / tdf and hold their delay * tdf, and the switches'
     clocks run tdf times slower (where the target allows). Link delays are netem's, else the
     switches' (built-in target), else delay nodes' (:mod:`topo.delaynodes`);
-    ``delay_nodes`` forces delay nodes. Raises a :class:`~topo.errors.TopoError` (after
+    ``delay_nodes`` forces delay nodes. ``engine`` (python or c) and ``io`` (the packet
+    loop, c or python) go to every built-in switch (None: the switch's own default); with
+    the C engine the program's C data path is compiled once here, before the switches
+    start, and they all load that one. Raises a :class:`~topo.errors.TopoError` (after
     cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
@@ -316,6 +322,9 @@ def start_network(
         switch_cls, description = target, f"{target.target} (given)"
     stages.note(f"target: {description}")
     check_egress_order(switch_cls, egress_order, seed)
+    check_engine(switch_cls, engine, io)
+    if engine is not None and switch_cls.target == "softswitch":
+        stages.note(f"engine: {engine}" + (f", packet loop {io}" if io is not None else ""))
     if egress_order != "sync":
         stages.note(
             f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else "")
@@ -341,6 +350,11 @@ def start_network(
         with stages.stage(f"compiling {program} for {switch_cls.target}"):
             build = switch_cls.compile_program(Path(program), rundir.build)
             build = bundle_device_config(build, rundir.build)
+        if engine == "c":
+            with stages.stage("compiling the C data path (shared by every switch)"):
+                note = switch_cls.prepare_engine(build, engine)
+            if note:
+                stages.note(note)
     switch_factory = functools.partial(
         switch_cls,
         rundir=rundir,
@@ -353,6 +367,8 @@ def start_network(
         seed=seed,
         tdf=tdf,
         port_delays=delays,
+        engine=engine,
+        io=io,
     )
     build_topo = topo
     if plans:

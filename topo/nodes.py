@@ -49,6 +49,10 @@ LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 #: The built-in target's egress orders (softswitch.traffic_manager.EGRESS_ORDERS; kept here
 #: so that building a topology does not import the switch).
 EGRESS_ORDERS = ("sync", "fifo", "random")
+#: The built-in target's packet engines and packet loops (softswitch.cengine.ENGINES,
+#: softswitch.switch.IO_LOOPS: its --engine and --io).
+ENGINES = ("python", "c")
+IO_LOOPS = ("c", "python")
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class SwitchLaunch:
     tdf: float = 1.0  # time dilation (built-in target: its clock; BMv2 cannot)
     egress_delays: tuple[tuple[int, float], ...] = ()  # built-in target's delay line (s)
     ingress_delays: tuple[tuple[int, float], ...] = ()
+    engine: str | None = None  # built-in target: python or c (--engine; None: its default)
+    io: str | None = None  # built-in target: c or python packet loop (--io; None: default)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -233,6 +239,19 @@ def offloads_on(intf: str, ethtool: str = "ethtool") -> list[str]:
         if name.strip() in _OFFLOAD_NAMES and value.split()[:1] == ["on"]:
             on.append(_OFFLOAD_NAMES[name.strip()])
     return on if res.returncode == 0 else list(PCAP_RING_OFFLOADS)
+
+
+def check_engine(switch_cls: type[P4Switch], engine: str | None, io: str | None = None) -> None:
+    """TargetError naming the option and value: an engine or packet loop that is not one
+    of the built-in target's, or one asked of another target (only its own exists)."""
+    for option, value, choices in (("engine", engine, ENGINES), ("io", io, IO_LOOPS)):
+        if value is None:
+            continue
+        if value not in choices:
+            raise TargetError(f"{option} {value!r}: choose from {', '.join(choices)}")
+        if switch_cls.target != "softswitch" and value != "python" and option == "engine":
+            raise TargetError(f"engine {value!r}: only the built-in target (softswitch) has "
+                              f"engines; {switch_cls.target} runs its own")
 
 
 def check_egress_order(switch_cls: type[P4Switch], egress_order: str, seed: int | None) -> None:
@@ -465,11 +484,16 @@ class P4Switch(ProcessNode):
         seed: int | None = None,
         tdf: float = 1.0,
         port_delays: Mapping[str, tuple[dict[int, float], dict[int, float]]] | None = None,
+        engine: str | None = None,
+        io: str | None = None,
         **params: Any,
     ) -> None:
         if log_level not in LOG_LEVELS:
             raise TargetError(f"log level {log_level!r}: choose from {', '.join(LOG_LEVELS)}")
         check_egress_order(type(self), egress_order, seed)
+        check_engine(type(self), engine, io)
+        self.engine = engine
+        self.io = io
         self.device_id = device_id
         self.grpc_host = grpc_host
         self.grpc_port = grpc_port
@@ -508,6 +532,13 @@ class P4Switch(ProcessNode):
         """Prepares ``program`` for this target in ``builddir``."""
         raise NotImplementedError
 
+    @classmethod
+    def prepare_engine(cls, build: ProgramBuild, engine: str | None) -> str | None:
+        """Readies what every switch of a network would otherwise build for itself at
+        once (the built-in target: the C data path); returns a line for the start-up
+        display, or None when there was nothing to do."""
+        return None
+
     # ------------------------------------------------------------------ paths and argv
     @property
     def grpc_addr(self) -> str:
@@ -531,6 +562,7 @@ class P4Switch(ProcessNode):
             program=self.preload_path(), egress_order=self.egress_order, seed=self.seed,
             tdf=self.tdf, egress_delays=tuple(sorted(self.delays[0].items())),
             ingress_delays=tuple(sorted(self.delays[1].items())),
+            engine=self.engine, io=self.io,
         )
 
     def preload_path(self) -> Path | None:
@@ -612,7 +644,30 @@ class SoftSwitch(P4Switch):
                 argv += ["--seed", str(launch.seed)]
         argv += SwitchTiming.of(launch.tdf, dict(launch.egress_delays),
                                 dict(launch.ingress_delays)).argv()
+        if launch.engine is not None:
+            argv += ["--engine", launch.engine]
+        if launch.io is not None:
+            argv += ["--io", launch.io]
         return argv
+
+    @classmethod
+    def prepare_engine(cls, build: ProgramBuild, engine: str | None) -> str | None:
+        """With the C engine, compiles the program's C data path into the cache the
+        switch processes load it from, so that they share this one compile (twenty
+        switches compiling the same program at once on two cores would take minutes)."""
+        if engine != "c":
+            return None
+        from softswitch.cengine import prebuild
+        from softswitch.program_cache import compile_p4_file
+
+        try:
+            program, _ = compile_p4_file(build.source)  # the cached front-end output
+        except Exception as exc:  # reported by compile_program already: the switches say it
+            return f"C data path not prepared: {exc}"
+        where = prebuild(program)
+        if where is None:
+            return "C engine: the program needs the Python engine (see the switch logs)"
+        return f"C data path: {where.name}"
 
     @classmethod
     def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from softswitch.cengine.errors import CBuildError, CUnsupported
@@ -73,4 +74,30 @@ def c_switch(
     return switch
 
 
-__all__ = ["ENGINES", "CBuildError", "CUnsupported", "c_switch", "check_engine", "default_engine"]
+def prebuild(program: Any) -> Path | None:
+    """Compile the C data path of ``program`` (an ``ir.Program``) into the cache that the
+    switches load from, without loading it, and return where it is; None (logged with the
+    reason) when the program needs the Python engine. A network calls this once before
+    its switches start, so they share one compile instead of each running the compiler
+    at the same time. The source is the one :class:`~softswitch.pipeline.Pipeline` builds
+    (it depends on the program only, not on the switch's flags)."""
+    from softswitch.cengine import build as cbuild
+    from softswitch.cengine.v1c import CDEF, generate
+    from softswitch.engine.codegen import compile_program
+    from softswitch.v1model import V1MODEL
+
+    try:
+        compiled = compile_program(program, V1MODEL, log_enabled=False, trace=False)
+        source, _gen = generate(program, compiled)
+        return cbuild.prebuild(source, CDEF)
+    except CUnsupported as exc:
+        where = f" at {exc.loc}" if exc.loc is not None else ""
+        log.warning("%s: C engine does not support %s%s; the switches will run it on Python",
+                    program.source_file, exc.construct, where)
+    except CBuildError as exc:
+        log.error("%s: %s; the switches will run it on Python", program.source_file, exc)
+    return None
+
+
+__all__ = ["ENGINES", "CBuildError", "CUnsupported", "c_switch", "check_engine",
+           "default_engine", "prebuild"]

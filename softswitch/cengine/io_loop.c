@@ -1,9 +1,11 @@
 /* The packet loop of the C engine on its own thread (appended after v1model_loop.c; see
  * softswitch/cengine/loop.py for the Python side).
  *
- * One thread per switch reads every data port in batches (recvmmsg), runs each frame
- * through ss_process, and sends in batches (sendmmsg), holding frames on the per-port
- * delay lines (link propagation delay) where a port has one. It never touches Python.
+ * One thread per switch reads every data port in batches (a PACKET_RX_RING, else
+ * recvmmsg), runs each frame through ss_process, and sends in batches (a PACKET_TX_RING
+ * filled in place and kicked with one send() per port and batch, else sendmmsg), holding
+ * frames on the per-port delay lines (link propagation delay) where a port has one. It
+ * never touches Python.
  * What it cannot finish (frames for the CPU port, digests, log events) goes to Python
  * through the punt queue, with an eventfd to wake the Python thread.
  *
@@ -20,11 +22,15 @@
 #include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <linux/if_packet.h>
+#include <linux/virtio_net.h>
 
-#define LB 64                     /* frames per receive/send batch and port */
+#define LB 64                     /* frames per recvmmsg/sendmmsg batch and port */
+#define RB 256                    /* frames per receive-ring batch and port */
 #define PUNT_MAX (64u << 20)      /* bytes the punt queue holds before it drops */
 #define RING_BYTES (4u << 20)     /* PACKET_RX_RING: as much as the sockets' 4 MiB buffers */
+#define TX_RING_BYTES (2u << 20)  /* PACKET_TX_RING: frames queued to the kernel, in flight */
 #define RING_BLOCK_FRAMES 16      /* frames per ring block */
+#define VNET (sizeof(struct virtio_net_hdr))
 /* per-port counters (the Python side reads them: keep in step with loop.py) */
 enum { PC_RXP, PC_RXB, PC_TXP, PC_TXB, PC_TXD, PC_MAL, PC_DROP, PC_EHELD, PC_EMAX, PC_EOVF,
        PC_IHELD, PC_IMAX, PC_IOVF, NPC = 16 };
@@ -41,10 +47,16 @@ typedef struct {
     uint8_t *rxbuf;              /* LB slots of bufsize + 4 (room for a VLAN tag) */
     struct mmsghdr rmsg[LB]; struct iovec riov[LB];
     struct sockaddr_ll raddr[LB]; uint64_t rctl[LB][8];
-    uint32_t rlen[LB]; uint32_t nrx;
+    void *rbase[RB]; uint32_t rlen[RB]; uint32_t nrx;
     /* PACKET_RX_RING (AF_PACKET sockets): frames read in place, no receive system call */
     uint8_t *ring; size_t ring_len; uint32_t ring_frames, ring_fsize, ring_fpb, ring_bsize;
-    uint32_t ring_pos, ntaken; uint32_t taken[LB];
+    uint32_t ring_pos, ntaken; uint32_t taken[RB];
+    /* PACKET_TX_RING (after the receive ring in the same mapping): frames written in
+     * place, each with a virtio_net header that makes the kernel copy the whole frame
+     * (no ring page stays in flight); one send() per batch hands them over */
+    uint8_t *tring; uint32_t tring_frames, tring_pos, tring_queued, vnet;
+    int tring_pending;           /* frames handed to the ring that no send() took yet */
+    int qdrained;                /* the plain receive queue (before the ring) is empty */
     struct mmsghdr tmsg[LB]; struct iovec tiov[LB]; uint32_t toff[LB];
     uint8_t *txbuf; uint32_t txcap, txused, ntx;
     dline_t eline, iline;
@@ -62,6 +74,7 @@ typedef struct {
     int wake_fd, notify_fd;
     pthread_t th; int running;
     volatile int stop; int nohold;
+    int all_rings;               /* every port has a receive ring: busy loops skip ppoll */
     pthread_mutex_t m; pthread_cond_t cv;
     int want, owned, busy;
     pthread_mutex_t pm;
@@ -130,7 +143,53 @@ static void lp_note_held(loop_t *L, int delta) {
 }
 
 /* ------------------------------------------------------------------ transmit */
+static struct tpacket2_hdr *ring_at(lport_t *p, uint8_t *base, uint32_t i) {
+    return (struct tpacket2_hdr *)(base + (size_t)(i / p->ring_fpb) * p->ring_bsize
+                                   + (size_t)(i % p->ring_fpb) * p->ring_fsize);
+}
+#define TX_DATA TPACKET_ALIGN(sizeof(struct tpacket2_hdr))  /* frame start in a tx slot */
+
+/* Hand the frames written into the transmit ring to the kernel: one send() sends them
+ * all (without waiting). A frame it could not take yet (the send buffer full of frames
+ * in flight) stays queued for the next kick. */
+static void tring_kick(lport_t *p) {
+    if (!p->tring_pending) return;
+    while (send(p->fd, NULL, 0, MSG_DONTWAIT) < 0 && errno == EINTR) {}
+    uint32_t last = (p->tring_pos + p->tring_frames - 1) % p->tring_frames;
+    p->tring_pending = __atomic_load_n(&ring_at(p, p->tring, last)->tp_status,
+                                       __ATOMIC_ACQUIRE) == TP_STATUS_SEND_REQUEST;
+    p->tring_queued = 0;
+}
+/* One frame into the transmit ring, behind a virtio_net header whose hdr_len is the whole
+ * frame: the kernel copies it all into its buffer, so no ring page is referenced after
+ * the slot is free again. A full ring (after a kick) drops the frame, as a full send
+ * buffer does with sendmmsg. */
+static void tring_tx(lport_t *p, const uint8_t *data, uint32_t len) {
+    if (len < 14 || TX_DATA + VNET + len > p->ring_fsize) { p->ctr[PC_TXD]++; return; }
+    struct tpacket2_hdr *h = ring_at(p, p->tring, p->tring_pos);
+    if (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) != TP_STATUS_AVAILABLE) {
+        tring_kick(p);
+        if (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) != TP_STATUS_AVAILABLE) {
+            p->ctr[PC_TXD]++;
+            return;
+        }
+    }
+    uint8_t *d = (uint8_t *)h + TX_DATA;
+    struct virtio_net_hdr vh;
+    memset(&vh, 0, sizeof vh);
+    vh.hdr_len = (__virtio16)len;  /* little-endian hosts: the legacy header's order */
+    memcpy(d, &vh, VNET);
+    memcpy(d + VNET, data, len);
+    h->tp_len = len + (uint32_t)VNET;
+    __atomic_store_n(&h->tp_status, TP_STATUS_SEND_REQUEST, __ATOMIC_RELEASE);
+    p->tring_pos = (p->tring_pos + 1) % p->tring_frames;
+    p->tring_pending = 1;
+    p->ctr[PC_TXP]++; p->ctr[PC_TXB] += len;
+    if (++p->tring_queued >= LB) tring_kick(p);  /* a long batch leaves in parts */
+}
+
 static void lp_flush_port(lport_t *p) {
+    if (p->tring) { tring_kick(p); return; }
     for (uint32_t i = 0; i < p->ntx; i++) {
         p->tiov[i].iov_base = p->txbuf + p->toff[i];
         memset(&p->tmsg[i].msg_hdr, 0, sizeof p->tmsg[i].msg_hdr);
@@ -155,9 +214,11 @@ static void lp_flush_port(lport_t *p) {
     p->ntx = 0; p->txused = 0;
 }
 static void lp_flush_all(loop_t *L) {
-    for (uint32_t i = 0; i < L->n; i++) if (L->ports[i].ntx) lp_flush_port(&L->ports[i]);
+    for (uint32_t i = 0; i < L->n; i++)
+        if (L->ports[i].ntx || L->ports[i].tring_pending) lp_flush_port(&L->ports[i]);
 }
 static void lp_tx(lport_t *p, const uint8_t *data, uint32_t len) {
+    if (p->tring) { tring_tx(p, data, len); return; }
     if (p->ntx == LB) lp_flush_port(p);
     if (p->txused + len > p->txcap) {
         uint32_t cap = p->txcap ? p->txcap : 16384;
@@ -294,6 +355,10 @@ static void lp_recv(lport_t *p) {
         uint8_t *d = p->rxbuf + (size_t)i * slot + 4;
         uint32_t len = p->rmsg[i].msg_len;
         if (len > p->bufsize) len = p->bufsize;
+        if (p->vnet) {  /* the socket puts a virtio_net header before every frame */
+            if (len < VNET) continue;
+            d += VNET; len -= (uint32_t)VNET;
+        }
         if (h->msg_namelen >= sizeof(unsigned short) && p->raddr[i].sll_family == AF_PACKET
             && p->raddr[i].sll_pkttype == PACKET_OUTGOING)
             continue;  /* our own transmission (kernels without PACKET_IGNORE_OUTGOING) */
@@ -315,50 +380,86 @@ static void lp_recv(lport_t *p) {
             }
             break;
         }
-        /* keep the frame's start in riov (it may have moved for the tag) */
-        p->riov[p->nrx].iov_base = d;
+        /* the frame's start (it may have moved for the tag) */
+        p->rbase[p->nrx] = d;
         p->rlen[p->nrx] = len;
         p->nrx++;
     }
 }
 
-static struct tpacket2_hdr *ring_frame(lport_t *p, uint32_t i) {
-    return (struct tpacket2_hdr *)(p->ring + (size_t)(i / p->ring_fpb) * p->ring_bsize
-                                   + (size_t)(i % p->ring_fpb) * p->ring_fsize);
-}
+static struct tpacket2_hdr *ring_frame(lport_t *p, uint32_t i) { return ring_at(p, p->ring, i); }
 
-/* A receive ring on an AF_PACKET socket (else the port keeps recvmmsg). */
-static void ring_setup(lport_t *p) {
+static int ring_req(lport_t *p, int which, uint32_t fsize, uint32_t bsize, uint32_t bytes,
+                    struct tpacket_req *req) {
+    uint32_t blocks = bytes / bsize;
+    if (blocks < 8) blocks = 8;
+    req->tp_block_size = bsize; req->tp_block_nr = blocks; req->tp_frame_size = fsize;
+    req->tp_frame_nr = (bsize / fsize) * blocks;
+    return setsockopt(p->fd, SOL_PACKET, which, req, sizeof *req);
+}
+static void ring_unset(lport_t *p) {
+    struct tpacket_req req; memset(&req, 0, sizeof req);
+    /* the kernel keeps the transmit ring while frames sent from it are still in flight
+     * (EBUSY): they are copies, freed within moments; wait up to a second for them */
+    for (int k = 0; k < 1000; k++) {
+        if (setsockopt(p->fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof req) == 0
+            || errno != EBUSY)
+            break;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
+    int off = 0;
+    setsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR, &off, sizeof off);
+}
+/* A receive ring, and with ``tx`` a transmit ring, on an AF_PACKET socket (else the port
+ * keeps recvmmsg / sendmmsg). The transmit ring needs the socket's virtio_net header,
+ * which must be set before any ring: without a transmit ring the port goes back to a
+ * receive ring alone, without the header. */
+static void ring_setup(lport_t *p, int tx) {
     struct sockaddr_storage ss; socklen_t sl = sizeof ss;
     if (getsockname(p->fd, (struct sockaddr *)&ss, &sl) != 0 || ss.ss_family != AF_PACKET) return;
     int v = TPACKET_V2;
     if (setsockopt(p->fd, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) return;
-    uint32_t fsize = TPACKET_ALIGN(TPACKET2_HDRLEN) + p->bufsize + 16;
+    uint32_t fsize = TPACKET_ALIGN(TPACKET2_HDRLEN) + (uint32_t)VNET + p->bufsize + 16;
     fsize = (fsize + TPACKET_ALIGNMENT - 1) & ~(uint32_t)(TPACKET_ALIGNMENT - 1);
     uint32_t bsize = ((fsize * RING_BLOCK_FRAMES) + 4095) & ~4095u;
-    uint32_t blocks = RING_BYTES / bsize;
-    if (blocks < 8) blocks = 8;
-    struct tpacket_req req;
-    req.tp_block_size = bsize; req.tp_block_nr = blocks; req.tp_frame_size = fsize;
-    req.tp_frame_nr = (bsize / fsize) * blocks;
-    if (setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) return;
-    size_t len = (size_t)bsize * blocks;
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
-    if (m == MAP_FAILED) {
-        memset(&req, 0, sizeof req);
-        setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
-        return;
+    struct tpacket_req rx, txr; memset(&txr, 0, sizeof txr);
+    int one = 1;
+    int with_tx = tx && setsockopt(p->fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) == 0;
+    if (ring_req(p, PACKET_RX_RING, fsize, bsize, RING_BYTES, &rx) != 0) { ring_unset(p); return; }
+    if (with_tx) {
+        /* a frame the kernel cannot send (too short or long) is skipped, not left in the
+         * ring where it would stop every frame after it */
+        setsockopt(p->fd, SOL_PACKET, PACKET_LOSS, &one, sizeof one);
+        if (ring_req(p, PACKET_TX_RING, fsize, bsize, TX_RING_BYTES, &txr) != 0) {
+            ring_unset(p);
+            with_tx = 0;
+            memset(&txr, 0, sizeof txr);
+            if (ring_req(p, PACKET_RX_RING, fsize, bsize, RING_BYTES, &rx) != 0) {
+                ring_unset(p);
+                return;
+            }
+        }
     }
+    size_t rx_len = (size_t)rx.tp_block_size * rx.tp_block_nr;
+    size_t len = rx_len + (size_t)txr.tp_block_size * txr.tp_block_nr;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+    if (m == MAP_FAILED) { ring_unset(p); return; }
     p->ring = (uint8_t *)m; p->ring_len = len; p->ring_fsize = fsize; p->ring_bsize = bsize;
-    p->ring_fpb = bsize / fsize; p->ring_frames = req.tp_frame_nr; p->ring_pos = 0;
+    p->ring_fpb = bsize / fsize; p->ring_frames = rx.tp_frame_nr; p->ring_pos = 0;
+    if (with_tx) {
+        p->tring = p->ring + rx_len; p->tring_frames = txr.tp_frame_nr;
+        p->tring_pos = 0; p->tring_pending = 0; p->vnet = 1;
+    }
 }
-/* Give the ring back to the kernel's plain receive queue (the Python loop reads it). */
+/* Give the rings back (the Python loop reads and sends on the plain socket again). */
 static void ring_teardown(lport_t *p) {
     if (!p->ring) return;
+    if (p->tring) tring_kick(p);
     munmap(p->ring, p->ring_len);
-    p->ring = NULL;
-    struct tpacket_req req; memset(&req, 0, sizeof req);
-    setsockopt(p->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req);
+    p->ring = NULL; p->tring = NULL; p->vnet = 0;
+    ring_unset(p);
 }
 /* The ring's slots of the frames just processed go back to the kernel. */
 static void ring_release(lport_t *p) {
@@ -368,7 +469,7 @@ static void ring_release(lport_t *p) {
 }
 static void ring_recv(lport_t *p) {
     p->nrx = 0;
-    while (p->ntaken < LB) {
+    while (p->ntaken < RB) {
         struct tpacket2_hdr *h = ring_frame(p, p->ring_pos);
         uint32_t st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
         if (!(st & TP_STATUS_USER)) break;
@@ -389,11 +490,14 @@ static void ring_recv(lport_t *p) {
             d[14] = h->tp_vlan_tci >> 8; d[15] = h->tp_vlan_tci & 0xFF;
             len += 4;
         }
-        p->riov[p->nrx].iov_base = d;
+        p->rbase[p->nrx] = d;
         p->rlen[p->nrx] = len;
         p->nrx++;
     }
-    if (p->ntaken == 0) lp_recv(p);  /* frames queued before the ring was set up */
+    if (p->ntaken == 0 && !p->qdrained) {  /* frames queued before the ring was set up */
+        lp_recv(p);
+        p->qdrained = p->nrx == 0;  /* from now on every frame goes to the ring */
+    }
 }
 static void lp_pull(lport_t *p) {
     if (p->ring) ring_recv(p); else lp_recv(p);
@@ -403,7 +507,7 @@ static void lp_run_received(loop_t *L, uint64_t now) {
     for (uint32_t i = 0; i < L->n; i++) {
         lport_t *p = &L->ports[i];
         for (uint32_t k = 0; k < p->nrx; k++)
-            lp_receive(L, p, (const uint8_t *)p->riov[k].iov_base, p->rlen[k], now);
+            lp_receive(L, p, (const uint8_t *)p->rbase[k], p->rlen[k], now);
         p->nrx = 0;
         if (p->ring) ring_release(p);
     }
@@ -425,6 +529,11 @@ static void lp_leave(loop_t *L) {
     pthread_mutex_unlock(&L->m);
 }
 
+static int lp_tx_pending(loop_t *L) {
+    for (uint32_t i = 0; i < L->n; i++) if (L->ports[i].tring_pending) return 1;
+    return 0;
+}
+
 static void *lp_main(void *arg) {
     loop_t *L = (loop_t *)arg;
     struct pollfd *pf = (struct pollfd *)calloc(L->n + 1, sizeof *pf);
@@ -443,7 +552,21 @@ static void *lp_main(void *arg) {
             ts.tv_sec = (time_t)(wait / 1000000000ull); ts.tv_nsec = (long)(wait % 1000000000ull);
             tsp = &ts;
         }
-        int r = ppoll(pf, L->n + 1, tsp, NULL);
+        int r;
+        if (busy && L->all_rings) {
+            /* frames keep coming: look at the rings again without a system call */
+            for (uint32_t i = 0; i < L->n; i++) pf[i].revents = POLLIN;
+            pf[L->n].revents = 0;
+            r = 1;
+        } else {
+            if (!busy && lp_tx_pending(L)) {  /* frames the kernel could not take yet */
+                uint64_t cap = 1000000;  /* 1 ms */
+                if (!tsp || (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec > cap) {
+                    ts.tv_sec = 0; ts.tv_nsec = (long)cap; tsp = &ts;
+                }
+            }
+            r = ppoll(pf, L->n + 1, tsp, NULL);
+        }
         if (r < 0 && errno != EINTR) break;
         if (r > 0 && (pf[L->n].revents & POLLIN)) {
             uint64_t x; ssize_t got = read(L->wake_fd, &x, 8); (void)got;
@@ -487,7 +610,8 @@ static void lp_destroy(loop_t *L) {
     free(L);
 }
 
-/* Set up the loop over ``n`` ports (not started): 0, or -1 without memory or eventfds. */
+/* Set up the loop over ``n`` ports (not started): 0, or -1 without memory or eventfds.
+ * ``use_ring``: bit 0 a receive ring on AF_PACKET ports, bit 1 also a transmit ring. */
 int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
                 const uint32_t *bufsizes, const uint64_t *edelay, const uint64_t *idelay,
                 uint32_t capacity, int32_t cpu_port, double tdf, int needs_clock, uint64_t t0,
@@ -512,8 +636,10 @@ int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
         p->rxbuf = (uint8_t *)malloc((size_t)LB * (p->bufsize + 4));
         if (!p->rxbuf) { lp_destroy(L); return -1; }
         if (nums[i] < 512) L->map[nums[i]] = (int16_t)i;
-        if (use_ring) ring_setup(p);
+        if (use_ring & 1) ring_setup(p, use_ring & 2);
     }
+    L->all_rings = n > 0;
+    for (uint32_t i = 0; i < n; i++) L->all_rings &= L->ports[i].ring != NULL;
     L->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     L->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (L->wake_fd < 0 || L->notify_fd < 0) { lp_destroy(L); return -1; }
@@ -523,10 +649,12 @@ int ss_loop_new(void *vs, uint32_t n, const int *fds, const uint32_t *nums,
 }
 int ss_loop_notify_fd(void *vs) { loop_t *L = lp_of(vs); return L ? L->notify_fd : -1; }
 
-int ss_loop_rings(void *vs) {
+/* How many ports have a receive ring (``tx`` 0) or a transmit ring (``tx`` 1). */
+int ss_loop_rings(void *vs, int tx) {
     loop_t *L = lp_of(vs);
     int n = 0;
-    for (uint32_t i = 0; L && i < L->n; i++) n += L->ports[i].ring != NULL;
+    for (uint32_t i = 0; L && i < L->n; i++)
+        n += (tx ? L->ports[i].tring : L->ports[i].ring) != NULL;
     return n;
 }
 

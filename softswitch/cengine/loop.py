@@ -1,9 +1,11 @@
 """The packet loop of the C engine on its own thread (``io_loop.c``), without the GIL.
 
-One C thread per switch reads every data port in batches (``recvmmsg``), runs each frame
-through the compiled pass loop, holds frames on the per-port delay lines (the link's
-propagation delay, ``delay * TDF`` real time, as :class:`softswitch.timing.DelayLine`) and
-sends in batches (``sendmmsg``). Python keeps the control plane, the stats and the logs:
+One C thread per switch reads every data port in batches (a ``PACKET_RX_RING`` on
+AF_PACKET ports, else ``recvmmsg``), runs each frame through the compiled pass loop, holds
+frames on the per-port delay lines (the link's propagation delay, ``delay * TDF`` real
+time, as :class:`softswitch.timing.DelayLine`) and sends in batches (frames written into
+a ``PACKET_TX_RING`` and handed over with one ``send()`` per port and batch, else
+``sendmmsg``). Python keeps the control plane, the stats and the logs:
 
 * every control-plane action pauses the thread at its next batch boundary
   (:meth:`CLoop.pause` / :meth:`CLoop.resume`, driven by the switch's lock), and the last
@@ -48,7 +50,9 @@ class CLoop:
     ``egress_delay_ns`` / ``ingress_delay_ns``: real ns a frame leaving / arriving on a
     port is held; ``tdf``: the factor of the pipeline's clock (``real ns / tdf``);
     ``rings``: read AF_PACKET ports through a ``PACKET_RX_RING`` (frames in place, no
-    receive system call; given back when the loop ends), else ``recvmmsg``."""
+    receive system call; given back when the loop ends), else ``recvmmsg``; ``tx_rings``
+    (with ``rings``): send through a ``PACKET_TX_RING`` too (no per-frame message for
+    the kernel to read), else ``sendmmsg``."""
 
     def __init__(
         self,
@@ -61,6 +65,7 @@ class CLoop:
         capacity: int,
         tdf: float,
         rings: bool = True,
+        tx_rings: bool = True,
     ) -> None:
         self.switch = switch
         self.ports = list(ports)
@@ -80,12 +85,13 @@ class CLoop:
             ffi.new("uint64_t[]", [int(ingress_delay_ns.get(x, 0)) for x in nums] or [0]),
             capacity, -1 if cpu_port is None else cpu_port, float(tdf),
             1 if switch._needs_clock else 0, switch._t0, self.port_ctr, self.sw_ctr,
-            1 if rings else 0,
+            (1 if rings else 0) | (2 if rings and tx_rings else 0),
         )  # fmt: skip
         if rc != 0:
             raise CLoopError("C packet loop: cannot set up (out of memory or eventfds)")
         self.index = {num: i for i, num in enumerate(nums)}
-        self.rings: int = lib.ss_loop_rings(self._state)  # ports read through PACKET_RX_RING
+        self.rings: int = lib.ss_loop_rings(self._state, 0)  # ports read through PACKET_RX_RING
+        self.tx_rings: int = lib.ss_loop_rings(self._state, 1)  # sent through PACKET_TX_RING
         self.notify_fd: int = lib.ss_loop_notify_fd(self._state)
         self._buf = ffi.new("char **")
         self.running = False

@@ -48,7 +48,7 @@ int ss_loop_new(void *S, uint32_t n, const int *fds, const uint32_t *nums,
                 const uint32_t *bufsizes, const uint64_t *edelay, const uint64_t *idelay,
                 uint32_t capacity, int32_t cpu_port, double tdf, int needs_clock, uint64_t t0,
                 uint64_t *port_ctr, uint64_t *sw_ctr, int use_ring);
-int ss_loop_rings(void *S);
+int ss_loop_rings(void *S, int tx);
 int ss_loop_notify_fd(void *S);
 int ss_loop_start(void *S);
 void ss_loop_pause(void *S);
