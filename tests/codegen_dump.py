@@ -4,7 +4,7 @@ two versions of the code generator (a refactor must leave the dumps byte-identic
     python tests/codegen_dump.py OUTDIR [P4C_SAMPLES_DIR]
 
 Programs: p4src/netreduce.p4, every ``*.p4`` under tests/p4/ and the v1model programs of
-p4c's ``p4_16_samples`` (default /var/tmp/p4src/p4c/testdata/p4_16_samples, skipped when
+p4c's ``p4_16_samples`` (default: where tests/p4c_testdata.py finds them, skipped when
 absent). Each program the front end accepts is compiled three times (plain, ``trace=True``,
 ``log_enabled=True``); OUTDIR gets one ``.py`` per compile and STATUS.txt with one line per
 compile (the source's hash, or the engine's error). Compare two runs with ``diff -r``.
@@ -22,8 +22,11 @@ from softswitch.errors import P4Error
 from softswitch.frontend import compile_file
 from softswitch.v1model import V1MODEL
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
+from tests import p4c_testdata  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = Path("/var/tmp/p4src/p4c/testdata/p4_16_samples")
+SAMPLES = p4c_testdata.p4_16_samples() or Path("p4_16_samples-not-found")
 VARIANTS = (("plain", {}), ("trace", {"trace": True}), ("log", {"log_enabled": True}))
 
 

@@ -20,10 +20,10 @@ from softswitch.frontend import compile_source
 from softswitch.pipeline import Pipeline
 from softswitch.stf import StfRunner, parse_stf, run_stf_file
 from softswitch.switch import parse_args
+from tests import p4c_testdata
 
 P4 = Path(__file__).resolve().parent / "p4"
 FUZZ = P4 / "cengine_fuzz.p4"
-SAMPLES = Path("/var/tmp/p4src/p4c/testdata/p4_16_samples")
 STF_PROGRAMS = [
     "ipv4_forward",
     "source_routing",
@@ -587,12 +587,13 @@ def test_differential_fuzz(seed: int) -> None:
 def test_p4c_samples_identical_on_c() -> None:
     """Every STF test of p4c's v1model samples that passes on the Python engine passes on
     the C engine with the same frames; only the known programs fall back."""
-    if not SAMPLES.is_dir():
-        pytest.skip(f"p4c's test programs are not at {SAMPLES}")
+    samples = p4c_testdata.p4_16_samples()
+    if samples is None:
+        pytest.skip(f"p4c's test programs not found ({p4c_testdata.where()})")
     fallbacks = []
     failures = []
     ran = 0
-    for program in find_programs(SAMPLES):
+    for program in find_programs(samples):
         stf = program.with_suffix(".stf")
         if not stf.is_file():
             continue
