@@ -55,6 +55,7 @@ SCENARIO ?= scenarios/examples/rack-exact.yaml scenarios/examples/rack-loss.yaml
 JUNIT ?= results/scenarios/junit.xml
 params ?=
 PYTEST_ARGS ?=
+TEST_JOBS ?=
 BENCH_ARGS ?=
 EXP_ARGS ?=
 SOAK_ARGS ?=
@@ -91,7 +92,7 @@ help:
 	@echo "                          bw=100G fabric_bw=25G (k/M/G/T bit/s; bw=3 is 3 Mbit/s), delay=2us (ns/us/ms/s), intra_bw=150GB/s"
 	@echo "                          tdf=auto|N: time dilation (auto calibrates once per program and machine; recalibrate=1)"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
-	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it, TEST_JOBS=1 without workers)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
@@ -109,7 +110,7 @@ setup:
 	@bash scripts/setup.sh
 
 test: setup
-	@bash scripts/run_tests.sh $(PYTEST_ARGS)
+	@TEST_JOBS=$(TEST_JOBS) bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 run: setup
 	INA_LIVE_PORT=$(live) $(PY) -m experiment.run $(RUN_ARGS)
