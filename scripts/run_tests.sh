@@ -10,10 +10,11 @@ args=(-q)
 if [[ "${CI:-}" == "true" ]]; then
     args+=(-ra)   # in CI, list the reason of every skip and xfail at the end
 fi
-# Parallel workers (pytest-xdist): TEST_JOBS, default one per core, at most 2. The tests that
+# Parallel workers (pytest-xdist): TEST_JOBS (default 1: none; the root group did not hold on
+# xdist 3.8 here, issue 29, so parallel runs stay opt-in until it does). The tests that
 # need root (Mininet, namespaces) form one group that runs on one worker, in order; the rest
 # spread over the workers beside them (tests/conftest.py). TEST_JOBS=1: no workers at all.
-jobs="${TEST_JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}"
+jobs="${TEST_JOBS:-1}"
 if ! [[ "$jobs" =~ ^[0-9]+$ ]] || (( jobs < 1 )); then
     echo "run_tests: error: TEST_JOBS must be a whole number >= 1, got '$jobs'" >&2
     exit 2
