@@ -495,14 +495,7 @@ class SwitchDataPlane:
         at once. Returns how many frames were let go."""
         with self.lock:
             self._egress_delayed = self._ingress_delayed = frozenset()
-            out = self._egress_line.drain()
-            for num, (data, captured) in out:
-                self._send_held(num, data, captured)
-            inp = self._ingress_line.drain()
-            for num, frame in inp:
-                self._receive(self.ports[num], frame)
-            n = len(out) + len(inp)
-            self.released_at_stop += n
+            n = self._release_python_lines()
         if n:
             log.info("stopping: let %d frame(s) off the delay lines early", n)
         return n
@@ -807,8 +800,9 @@ class SwitchDataPlane:
         if released and self._stop.is_set():
             log.info("stopping: let %d frame(s) off the delay lines early", released)
 
-    def _release_python_lines(self) -> None:
-        """Frames the Python loop held when the C loop takes over leave now (lock held)."""
+    def _release_python_lines(self) -> int:
+        """Every frame on the Python delay lines leaves now (lock held): at stop, and when
+        the C loop takes over. Returns how many."""
         out = self._egress_line.drain()
         for num, (data, captured) in out:
             self._send_held(num, data, captured)
@@ -816,6 +810,7 @@ class SwitchDataPlane:
         for num, frame in inp:
             self._receive(self.ports[num], frame)
         self.released_at_stop += len(out) + len(inp)
+        return len(out) + len(inp)
 
     def _queued_packets(self) -> int:
         """Packets waiting in the pipeline's egress queues (queued egress orders)."""
