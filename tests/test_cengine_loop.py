@@ -225,28 +225,13 @@ def test_netreduce_aggregation_exact_through_the_c_loop(
 ) -> None:
     """A multi-packet NetReduce message from three workers is summed exactly, every
     result on every connection, with the aggregation counters as on Python."""
-    from bench.netreduce_job import make_workers
     from protocol import netreduce as nr
-    from tests.test_netreduce import E, Job, all_results, counter, sums, values
-    from workloads.netreduce_headers import split_message
+    from tests.test_netreduce import counter, exchange_a_message_of_2_5_packets
 
     pl = Pipeline.from_file(str(REPO / "p4src" / "netreduce.p4"), engine="c")
     assert pl.engine == "c"
     run = running(pl, nports=8)
-    pipe = LoopPipeline(pl, run)
-    ws = make_workers(3)
-    job = Job(pipe, 2, ws)  # type: ignore[arg-type]
-    n = 2 * E + E // 2
-    psns = list(job.next_psn)
-    msgs = [job.message(k, values(k, n), slot=3) for k in range(3)]
-    out = []
-    for i in range(3):
-        out += job.send([(k, msgs[k][i]) for k in range(3)])
-    total = split_message(sums(*(values(k, n) for k in range(3))), E)
-    expected = []
-    for i in range(3):
-        expected += all_results(job, i, 3, total[i], psns, slot=3)
-    assert sorted(out) == sorted(expected)
+    exchange_a_message_of_2_5_packets(LoopPipeline(pl, run))  # type: ignore[arg-type]
     with run.sw.lock:
         assert counter(pl, nr.AggregationIngressNames.CONTRIBUTIONS, 2) == 9
         assert counter(pl, nr.AggregationIngressNames.COMPLETIONS, 2) == 3

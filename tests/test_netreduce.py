@@ -313,8 +313,9 @@ def test_single_packet_message_sums_to_every_worker(pipe: Pipeline) -> None:
     assert counter(pipe, nr.AggregationEgressNames.RESULTS_SENT, 1) == 3
 
 
-def test_multi_packet_message_not_multiple_of_e(pipe: Pipeline) -> None:
-    """A 2.5-packet message: three slots, PSN-located, padded, each summed (PSN wraps)."""
+def exchange_a_message_of_2_5_packets(pipe: Pipeline) -> None:
+    """Three workers of job 2 send a 2.5-packet message each, packet by packet in turn; the
+    results must be every slot's exact sum, padded (shared with the C packet loop's test)."""
     ws = make_workers(3)
     job = Job(pipe, 2, ws)
     n = 2 * E + E // 2
@@ -328,6 +329,11 @@ def test_multi_packet_message_not_multiple_of_e(pipe: Pipeline) -> None:
     for i in range(3):
         expected += all_results(job, i, 3, total[i], psns, slot=3)
     assert sorted(out) == sorted(expected)
+
+
+def test_multi_packet_message_not_multiple_of_e(pipe: Pipeline) -> None:
+    """A 2.5-packet message: three slots, PSN-located, padded, each summed (PSN wraps)."""
+    exchange_a_message_of_2_5_packets(pipe)
 
 
 def test_duplicate_before_completion_not_added_twice(pipe: Pipeline) -> None:
