@@ -197,16 +197,18 @@ def target_build(target: str) -> str:
 
 
 def cache_key(target: str, program: Path, elems: int, fanin: int,
-              delay_nodes: bool = False, engine: str | None = None) -> str:
+              delay_nodes: bool = False, engine: str | None = None,
+              io: str | None = None) -> str:
     """The cache key of one setting: target build, program text, E, fan-in, machine, whether
     delay nodes were measured too, and the built-in switches' packet engine when it is not
-    the Python one (the C engine costs a fraction of it per packet)."""
+    the Python one (the C engine costs a fraction of it per packet), with its packet loop
+    when that is not the C engine's own (``io`` python: a Python loop around C calls)."""
     key: list[Any] = [target_build(target), program_digest(program), elems, fanin,
                       machine_id()]
     if delay_nodes:
         key.append("delay nodes")
     if engine not in (None, "python"):
-        key.append(f"engine {engine}")
+        key.append(f"engine {engine}" + (f", io {io}" if io not in (None, "c") else ""))
     return json.dumps(key)
 
 
@@ -285,9 +287,9 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
 def calibrate(target: str, program: Path, elems: int, fanin: int,
               measure: Callable[[], Costs], *, refresh: bool = False,
               path: Path | None = None, delay_nodes: bool = False,
-              engine: str | None = None) -> tuple[Costs, bool]:
+              engine: str | None = None, io: str | None = None) -> tuple[Costs, bool]:
     """(costs, cached?) of one setting: the cache's, else ``measure()``'s, stored."""
-    key = cache_key(target, program, elems, fanin, delay_nodes, engine)
+    key = cache_key(target, program, elems, fanin, delay_nodes, engine, io)
     if not refresh:
         hit = load_cached(key, path)
         if hit is not None:

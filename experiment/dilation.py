@@ -208,7 +208,7 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
     if option != AUTO:
         # a calibration made before still lets the guard judge the machine's latency
         known = (calibrate.load_cached(calibrate.cache_key(target, program, elems, fanin,
-                                                           engine=engine))
+                                                           engine=engine, io=io))
                  if program is not None and fanin else None)
         return Dilation(float(option), "set by --tdf", False, known)
     if program is None or not fabric.fanins or fabric.max_bw_bps <= 0:
@@ -220,7 +220,8 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
         target, program, elems, fanin, rundir, announce, delay_nodes=wires, engine=engine,
         io=io))
     costs, cached = calibrate.calibrate(target, program, elems, fanin, run_measure,
-                                        refresh=refresh, delay_nodes=wires, engine=engine)
+                                        refresh=refresh, delay_nodes=wires, engine=engine,
+                                        io=io)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
                                     transfer_s=transfer_seconds(spec, elements),
                                     hops=switch_hops(spec))

@@ -142,6 +142,10 @@ def test_the_c_engine_is_calibrated_as_the_run_will_have_it(
     plain = calibrate.cache_key("softswitch", program, 252, 4)
     assert calibrate.cache_key("softswitch", program, 252, 4, engine="python") == plain
     assert calibrate.cache_key("softswitch", program, 252, 4, engine="c") != plain
+    c_loop = calibrate.cache_key("softswitch", program, 252, 4, engine="c")
+    assert calibrate.cache_key("softswitch", program, 252, 4, engine="c", io="c") == c_loop
+    assert calibrate.cache_key("softswitch", program, 252, 4, engine="c", io="python") \
+        not in (c_loop, plain)  # the Python loop around C calls costs more per packet
     seen: list[tuple[object, object]] = []
 
     def measure_costs(*args: object, engine: str | None = None, io: str | None = None,
