@@ -8,9 +8,7 @@ Under pytest-xdist (``make test TEST_JOBS=2``; not yet the default, see below) e
 a module with a ``root`` test is in one xdist group, so they run one after another on one
 worker: they build Mininet networks and namespaces, share the root namespace's interface
 names and module-scoped networks, and are sensitive to CPU; the other tests spread over the
-workers beside them. On this machine's xdist 3.8 the group was not honoured (a test
-marked with ``xdist_group`` still ran on either worker and two workers built one module's
-network at once), so ``make test`` runs without workers until that is understood.
+workers beside them (see :func:`_group` for why the group is set by hand).
 """
 
 from __future__ import annotations
@@ -27,14 +25,27 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ROOT_GROUP = "root-network"
 
 
+def _group(item: pytest.Item, config: pytest.Config) -> None:
+    """Put ``item`` in :data:`ROOT_GROUP`. xdist's loadgroup schedules by a ``@group`` suffix
+    of the node id, which xdist 3.8 adds by setting ``item._nodeid``; pytest 9.2 keeps the
+    id in ``item._id`` and never reads that attribute, so the group was silently ignored
+    (grouped tests ran on both workers). The suffix is set here, the way pytest keeps it."""
+    item.add_marker(pytest.mark.xdist_group(ROOT_GROUP))
+    if getattr(config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{ROOT_GROUP}"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(f"{item.nodeid}@{ROOT_GROUP}")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Puts the modules with ``root``-marked tests in one xdist group; skips those tests, with
-    a reason, when not running as root."""
+    """Puts the modules with ``root``-marked tests in one xdist group (first, so that xdist
+    sees it); skips those tests, with a reason, when not running as root."""
     # whole modules: their unmarked tests may share a module's network fixture
     networked = {item.path for item in items if "root" in item.keywords}
     for item in items:
         if item.path in networked:
-            item.add_marker(pytest.mark.xdist_group(ROOT_GROUP))
+            _group(item, config)
     if os.geteuid() == 0:
         return
     skip_root = pytest.mark.skip(reason="needs root (network namespaces / veth / Mininet)")

@@ -1,0 +1,62 @@
+"""Under ``make test TEST_JOBS=2`` the tests of modules with ``root`` tests run on one
+pytest-xdist worker (tests/conftest.py): their Mininet networks share names and module
+fixtures. With pytest 9.2 and xdist 3.8 xdist's own grouping was silently ignored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+CONFTEST = """
+from tests.conftest import pytest_collection_modifyitems  # noqa: F401  (the hook under test)
+"""
+INI = """[pytest]
+markers =
+    root: needs root
+    xdist_group: xdist
+"""
+MODULE = """
+import os
+from pathlib import Path
+import pytest
+MARK
+OUT = Path(OUTDIR)
+
+def _note(name):
+    (OUT / name).write_text(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+""" + "".join(f"""
+def test_PREFIX{i}():
+    _note("PREFIX{i}")
+""" for i in range(6))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
+def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "pytest.ini").write_text(INI)
+    for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"),
+                       ("test_net_b.py", ""), ("test_plain.py", "")):
+        text = (MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+                .replace("PREFIX", name[5:-3]))
+        if name == "test_net_b.py":  # one root test makes the whole module networked
+            text = text.replace("def test_net_b0", "@pytest.mark.root\ndef test_net_b0")
+        (suite / name).write_text(text)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-n", "2", "--dist", "loadgroup", str(suite)],
+                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    workers = {f.name: f.read_text() for f in out.iterdir()}
+    networked = {w for n, w in workers.items() if n.startswith(("net_a", "net_b"))}
+    assert len(workers) == 18 and len(networked) == 1, workers
+    assert networked != {"none"}  # they did run under xdist
