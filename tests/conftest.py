@@ -8,21 +8,29 @@ Under pytest-xdist (``make test TEST_JOBS=2``; not yet the default, see below) e
 a module with a ``root`` test is in one xdist group, so they run one after another on one
 worker: they build Mininet networks and namespaces, share the root namespace's interface
 names and module-scoped networks, and are sensitive to CPU; the other tests spread over the
-workers beside them (see :func:`_group` for why the group is set by hand).
+workers beside them (see :func:`_group` for why the group is set by hand). Each such module
+also holds a machine-wide lock while it runs (tests/rootlock.py), so a second suite on the
+same machine (CI testing a landing while a developer runs ``make test``) waits its turn.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.rootlock import machine_lock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 #: The xdist group of every ``root`` test (``--dist loadgroup`` runs a group on one worker).
 ROOT_GROUP = "root-network"
+
+#: The files of the modules with a ``root`` test, kept on the config at collection.
+NETWORKED = pytest.StashKey[set[Path]]()
 
 
 def _group(item: pytest.Item, config: pytest.Config) -> None:
@@ -43,6 +51,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     sees it); skips those tests, with a reason, when not running as root."""
     # whole modules: their unmarked tests may share a module's network fixture
     networked = {item.path for item in items if "root" in item.keywords}
+    config.stash[NETWORKED] = networked
     for item in items:
         if item.path in networked:
             _group(item, config)
@@ -52,6 +61,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip_root)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _root_network_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module with ``root`` tests runs holding the machine-wide lock (set up before the
+    module's own network fixtures: autouse fixtures of a scope come first)."""
+    networked = request.config.stash.get(NETWORKED, set())
+    if os.geteuid() != 0 or request.path not in networked:
+        yield
+        return
+    path = request.path
+    with machine_lock(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT)
+                          else path)):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("mininet") is None, reason="Mininet is missing"),
 ]
 
-PREFIX = "tq"
+PREFIX = "to"
 SWITCHES = [f"{PREFIX}l1", f"{PREFIX}l2", f"{PREFIX}sp1"]
 SIZE = 3000  # values per worker: not a multiple of the packet or message size
 REORDER = 0.05

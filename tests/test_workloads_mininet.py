@@ -6,7 +6,7 @@ test runs one cell through :class:`experiment.matrix.Launcher`: the workers run
 ``python -m workloads`` inside the hosts and check their own result against the exact one
 (``--check``: bit for bit, also for the fixed-point in-network sums). Data-plane loss is
 injected with the P4 program's ``port_loss`` table through the controller's fault API.
-Names carry the prefix ``tw`` and gRPC ports are found free, so the module cannot collide
+Names carry the prefix ``tk`` and gRPC ports are found free, so the module cannot collide
 with another network; the network is always stopped (last test checks nothing is left).
 
 What this module does not repeat: ping/TCP/ECMP and the one-job all-reduce of
@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("mininet") is None, reason="Mininet is missing"),
 ]
 
-PREFIX = "tw"
+PREFIX = "tk"
 SWITCHES = [f"{PREFIX}l1", f"{PREFIX}l2", f"{PREFIX}sp1", f"{PREFIX}sp2"]
 SIZE = 3000  # float32 per worker: not a multiple of the packet or message size
 
