@@ -190,10 +190,12 @@ def render(result: CampaignResult, figure: str | None) -> str:
             "direction drops once). Each run is one `python -m workloads allreduce "
             "--check` per host (the result compared with the exact sum). A hang is a run "
             "not done within the bound: a 30 s start allowance (Python and numpy imports, "
-            "the barrier, on a loaded machine) plus 40 × (1 + 100 p) × the tensor's ideal "
-            "time over a host link at the link rate, up and back (p: the loss per link "
-            "direction; every loss costs a retransmission timeout of up to 250 ms, far "
-            "more than the link time); the workers give up at that bound themselves. "
+            "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
+            "host link at the link rate, up and back, plus 3 × the retransmission "
+            "timeouts the loss costs on average at their 250 ms upper bound (a packet's "
+            "round crosses up to six lossy link directions: (1 - p)^-6 - 1 timeouts per "
+            "packet, p the loss per link direction; a timeout costs far more than the "
+            "link time); the workers give up at that bound themselves. "
             "Each all-reduce is a new job (`job create`, the previous one deleted): a "
             "job serves one run of its workers (docs/workloads.md).",
             "",
