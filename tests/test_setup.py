@@ -197,6 +197,42 @@ def test_run_tests_reports_no_tests_as_failure(repo_root: Path) -> None:
     assert "collected no tests" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("jobs", "cores", "expected"),
+    [
+        ("", 2, "-q -n 2 --dist loadgroup"),
+        ("", 8, "-q -n 2 --dist loadgroup"),
+        ("", 1, "-q tests"),
+        ("1", 2, "-q tests"),
+        ("3", 2, "-q -n 3 --dist loadgroup"),
+    ],
+)
+def test_run_tests_runs_two_workers_by_default_on_two_cores(
+    repo_root: Path, tmp_path: Path, jobs: str, cores: int, expected: str
+) -> None:
+    """make test runs two xdist workers where the machine has 2 cores or more (the suite's
+    ~10 min on 2 cores, issue 29); TEST_JOBS overrides it, 1 runs serially."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nproc").write_text(f"#!/bin/sh\necho {cores}\n")
+    (fake / "nproc").chmod(0o755)
+    env = {**os.environ, "RUN_TESTS_PRINT": "1", "TEST_JOBS": jobs,
+           "PATH": f"{fake}:{os.environ['PATH']}", "CI": ""}
+    proc = subprocess.run(["bash", str(repo_root / "scripts" / "run_tests.sh"), "tests"],
+                          capture_output=True, text=True, timeout=30, cwd=repo_root, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f".venv/bin/python -m pytest {expected}" + (
+        " tests" if "-n" in expected else "")
+
+
+def test_run_tests_refuses_a_bad_job_count(repo_root: Path) -> None:
+    env = {**os.environ, "RUN_TESTS_PRINT": "1", "TEST_JOBS": "two"}
+    proc = subprocess.run(["bash", str(repo_root / "scripts" / "run_tests.sh")],
+                          capture_output=True, text=True, timeout=30, cwd=repo_root, env=env)
+    assert proc.returncode == 2
+    assert "TEST_JOBS must be a whole number >= 1, got 'two'" in proc.stderr
+
+
 def test_ci_script_is_strict(repo_root: Path) -> None:
     """.ci/run is bash with `set -euo pipefail` and runs `make test`."""
     text = (repo_root / ".ci" / "run").read_text()
