@@ -495,7 +495,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="only start the network (no controller, no all-reduce)")
     p.add_argument("--name-prefix", default="", help="put before every node name (tests)")
     p.add_argument("--grpc-port", type=_positive, help="first switch's P4Runtime port "
-                   "(default 50051)")
+                   "(default 9559)")
     p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
                    "port (default 9090)")
     p.add_argument("--tdf", type=_tdf, default=AUTO, metavar="auto|N",

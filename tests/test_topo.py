@@ -71,7 +71,7 @@ def test_rack_ports_addresses_and_ids():
     assert (h2["ip"], h2["mac"], h2["gpus"]) == ("10.0.1.2/16", "00:00:0a:00:01:02", 1)
     s1 = topo.switch_options("s1")
     assert (s1["device_id"], s1["grpc_port"], s1["dpid"], s1["cpu_port"]) == (
-        0, 50051, "0000000000000001", 255)
+        0, 9559, "0000000000000001", 255)
 
 
 def test_spineleaf_counts():
@@ -159,7 +159,7 @@ def test_describe_records_ports_and_attachments():
         (1, "h1", 0), (2, "h2", 0), (3, "sp1", 1), (4, "sp2", 1)]
     assert l1.ports[2].intf == "l1-eth3" and l1.ports[2].peer_intf == "sp1-eth1"
     assert l1.ports[0].mac == "00:0b:00:00:00:01"
-    assert l1.grpc_addr == "127.0.0.1:50051" and l1.log == "/r/logs/l1.log"
+    assert l1.grpc_addr == "127.0.0.1:9559" and l1.log == "/r/logs/l1.log"
     h3 = t.host("h3")
     assert (h3.ip, h3.prefix_len, h3.switch, h3.switch_port, h3.intf) == (
         "10.0.2.1", 16, "l2", 1, "h3-eth0")
@@ -631,3 +631,33 @@ def test_slow_ack_first_htb_is_accepted_without_warnings():
                 (argv, res.stdout, res.stderr)
     finally:
         subprocess.run(["ip", "netns", "del", ns], timeout=30)
+
+
+def test_default_grpc_ports_lie_below_the_kernels_client_ports():
+    """The default P4Runtime ports (9559 + device id) stay below the ephemeral range even on
+    a k = 8 fat-tree (80 switches): at 50051 + D a client socket once took a switch's port
+    before the switch bound it."""
+    from topo.nodes import EPHEMERAL_FLOOR
+    from topo.topologies import GRPC_BASE_PORT, load_topology_file
+
+    topo = load_topology_file("fattree", {"k": 8})
+    ports = [topo.switch_options(s)["grpc_port"] for s in topo.switches()]
+    assert len(ports) == 80 and min(ports) == GRPC_BASE_PORT == 9559
+    assert max(ports) < EPHEMERAL_FLOOR
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="preflight needs root")
+def test_preflight_warns_of_grpc_ports_in_the_client_port_range(caplog):
+    from topo.network import preflight
+    from topo.nodes import ephemeral_ports
+
+    low, _high = ephemeral_ports()
+    topo = RackTopo(hosts=1, name_prefix="pw", grpc_base_port=low + 17)
+    with caplog.at_level("WARNING", logger="topo.network"):
+        preflight(topo)
+    assert f"gRPC port(s) of pws1 ({low + 17}) lie in the kernel's client port range" \
+        in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="topo.network"):
+        preflight(RackTopo(hosts=1, name_prefix="pw"))
+    assert "client port range" not in caplog.text

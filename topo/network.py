@@ -52,6 +52,7 @@ from topo.nodes import (
     check_egress_order,
     check_engine,
     choose_target,
+    ephemeral_ports,
     port_in_use,
 )
 from topo.rundir import RunDir
@@ -228,6 +229,13 @@ def preflight(topo: TestbedTopo, extra_nodes: Iterable[str] = ()) -> None:
                 f"switch {info['name']}: gRPC address {info['grpc_host']}:{info['grpc_port']} "
                 "is already in use (a switch left over from an earlier run? `make clean`)"
             )
+    low, high = ephemeral_ports()
+    clients = [f"{i['name']} ({i['grpc_port']})" for i in infos
+               if low <= i["grpc_port"] <= high]
+    if clients:
+        log.warning("gRPC port(s) of %s lie in the kernel's client port range %d-%d: a client "
+                    "socket may take one before its switch binds it; a base port below %d "
+                    "avoids that", ", ".join(clients[:4]), low, high, low)
 
 
 def _record_shells(net: Mininet, rundir: RunDir) -> None:

@@ -152,6 +152,15 @@ def port_in_use(host: str, port: int, strict: bool = False) -> bool:
 EPHEMERAL_FLOOR = 32768
 
 
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of client ports (net.ipv4.ip_local_port_range), or its default."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return EPHEMERAL_FLOOR, 60999
+
+
 def free_port_base(count: int, start: int = 20000, stop: int = EPHEMERAL_FLOOR) -> int:
     """A first port ``P`` with ``P .. P+count-1`` all free on 127.0.0.1 (bindable without
     SO_REUSEADDR) in ``start .. stop``: the gRPC and Thrift ports of a test, benchmark or

@@ -23,7 +23,8 @@ always give the same network (and the controller can compute the same numbers):
   ``10.0.L.(H+1)``) with ``gpus = 0``: it runs no workers, it serves the training data over
   the same links the gradients use. Every other name, port and address is unchanged.
 * device ids: rack ``s1`` is 0; leaves are ``0..L-1``, spines ``L..L+S-1``. The gRPC server of
-  device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 50051); BMv2's
+  device ``D`` listens on ``127.0.0.1:(grpc_base_port + D)`` (default base 9559, P4Runtime's
+  registered port, below the kernel's ephemeral ports); BMv2's
   Thrift runtime port is ``thrift_base_port + D`` (default base 9090).
 """
 
@@ -41,7 +42,9 @@ from topo.errors import TopologyError
 from topo.topofile import LinkShapeSpec, TopologySpec, builtin_files, load_spec, resolve
 from vtime import UnitError, parse_delay, parse_rate
 
-GRPC_BASE_PORT = 50051
+# Below the kernel's ephemeral ports (32768 up): at 50051 a fat-tree's switch failed to
+# bind its port because a client socket (a readiness probe of another switch) held it.
+GRPC_BASE_PORT = 9559
 THRIFT_BASE_PORT = 9090
 GRPC_HOST = "127.0.0.1"
 DEFAULT_CPU_PORT = 255

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument("--name-prefix", default="",
                      help="put before every node name (to run beside another network)")
     net.add_argument("--grpc-base-port", type=int, default=None,
-                     help="P4Runtime port of device 0 (default 50051)")
+                     help="P4Runtime port of device 0 (default 9559)")
     net.add_argument("--interference-repeats", type=int, default=10,
                      help="all-reduces per phase of the interference measurement (0: skip)")
     net.add_argument("--interference-elements", type=int, default=None,

@@ -76,7 +76,7 @@ class TestbedOptions:
     program: Path = PROGRAM
     rundir: Path | None = None
     name_prefix: str = ""
-    grpc_base_port: int | None = None  # None: topo's default (50051)
+    grpc_base_port: int | None = None  # None: topo's default (9559)
     credits: int = 2
     slots: int = 64
     timeout_s: float = 600.0  # per training run (emulated seconds)

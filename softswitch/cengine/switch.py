@@ -93,6 +93,15 @@ class CArrayView:
             vals = list(value)
             if len(vals) != len(idx):
                 raise ValueError("slice assignment must keep the length")
+            if self._words == 1:  # a pipeline load binds whole arrays: no call per cell
+                p, off, stride, mask = self._p, self._off, self._stride, self._mask
+                masked = [int(v) & mask for v in vals]
+                if stride == 1 and idx.step == 1:
+                    p[off + idx.start : off + idx.start + len(masked)] = masked
+                else:
+                    for k, v in zip(idx, masked, strict=True):
+                        p[off + k * stride] = v
+                return
             for k, v in zip(idx, vals, strict=True):
                 self._set(k, int(v))
             return

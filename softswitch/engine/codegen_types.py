@@ -11,6 +11,7 @@ code valid.
 from __future__ import annotations
 
 import keyword
+import weakref
 
 from softswitch import ir
 from softswitch.errors import UnsupportedError
@@ -47,8 +48,35 @@ _VECTOR_DTYPES = {8: ">u1", 16: ">u2", 32: ">u4"}
 
 def vector_header_width(t: ir.HeaderType) -> int | None:
     """The field width of a header held as one ``int64`` array (``_a``), or None: at least
-    ``VECTOR_MIN_FIELDS`` fields, all ``bit<W>``/``int<W>`` with the same W of 8, 16 or 32."""
-    fields = t.fields
+    ``VECTOR_MIN_FIELDS`` fields, all ``bit<W>``/``int<W>`` with the same W of 8, 16 or 32.
+    Asked once per field access of a vectorised block (thousands of times for netreduce's
+    256 elements, a third of a pipeline load), so the answer is kept per header type."""
+    return _vector_layout(t)[0]
+
+
+def vector_field_index(t: ir.HeaderType, name: str) -> int | None:
+    """The index of field ``name`` in the array of a vectorised header ``t`` (None when ``t``
+    is not held as one array or has no such field)."""
+    width, index = _vector_layout(t)
+    return None if width is None else index.get(name)
+
+
+_LAYOUTS: weakref.WeakKeyDictionary[ir.HeaderType, tuple[int | None, dict[str, int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _vector_layout(t: ir.HeaderType) -> tuple[int | None, dict[str, int]]:
+    """(vector width or None, field name -> index), computed once per header type (IR types
+    are not changed after the front end; they hash by identity)."""
+    cached = _LAYOUTS.get(t)
+    if cached is None:
+        cached = (_vector_width(t.fields), {f.name: k for k, f in enumerate(t.fields)})
+        _LAYOUTS[t] = cached
+    return cached
+
+
+def _vector_width(fields: list[ir.StructField]) -> int | None:
     if len(fields) < VECTOR_MIN_FIELDS:
         return None
     widths = set()

@@ -31,7 +31,7 @@ import numpy as np
 from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_types import attr, vector_header_width
+from softswitch.engine.codegen_types import attr, vector_field_index
 from softswitch.engine.codegen_walk import given, register_index_base, walk
 from softswitch.engine.externs import Register
 
@@ -207,12 +207,9 @@ class VectorGen:
 def _field_position(e: ir.Member) -> int | None:
     """Index of field ``e`` in its header when the header is held as one array."""
     t = ir.strip_newtype(e.base.type)
-    if not isinstance(t, ir.HeaderType) or vector_header_width(t) is None:
+    if not isinstance(t, ir.HeaderType):
         return None
-    for k, f in enumerate(t.fields):
-        if f.name == e.name:
-            return k
-    return None
+    return vector_field_index(t, e.name)
 
 
 class _VectorEmitter:
