@@ -41,7 +41,7 @@ elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
 egress ?=
 seed ?=
-# Built-in target's packet engine (python, c; default $SOFTSWITCH_ENGINE, else python) and
+# Built-in target's packet engine (c, python; default $SOFTSWITCH_ENGINE, else c) and
 # packet loop with the C engine (c, python).
 engine ?=
 io ?=

@@ -463,7 +463,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="built-in target's packet engine: the Python reference or the "
                    "compiled C data path, compiled once before the switches start (a program "
                    "it cannot take runs on Python, logged); default $SOFTSWITCH_ENGINE, else "
-                   "python")
+                   "c")
     p.add_argument("--io", type=_choice("--io", IO_LOOPS), metavar="c|python",
                    help="built-in target's packet loop with the C engine: c (the switches' "
                    "default) runs it on a C thread, python in the Python loop")
@@ -518,6 +518,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 ENGINE_ENV = "SOFTSWITCH_ENGINE"  # the switches' own default engine (softswitch.cengine)
+#: make run's engine when neither --engine nor $SOFTSWITCH_ENGINE names one: the compiled
+#: data path (a program it cannot take runs on Python, logged; issue 28). The switches'
+#: own default (softswitch run, Pipeline) stays the Python reference.
+RUN_ENGINE = "c"
 
 
 def _choice(option: str, choices: Sequence[str]) -> Any:
@@ -535,13 +539,13 @@ def _choice(option: str, choices: Sequence[str]) -> Any:
 
 def switch_engine(args: argparse.Namespace, target: str) -> str | None:
     """The packet engine the built-in switches run: ``--engine``, else
-    ``$SOFTSWITCH_ENGINE``, else python; None for another target (it has its own), unless
-    ``--engine`` asked for one (then the start refuses it, naming the target)."""
+    ``$SOFTSWITCH_ENGINE``, else :data:`RUN_ENGINE`; None for another target (it has its
+    own), unless ``--engine`` asked for one (then the start refuses it, naming the target)."""
     if args.engine is not None:
         return str(args.engine)
     if target != "softswitch":
         return None
-    return os.environ.get(ENGINE_ENV) or "python"
+    return os.environ.get(ENGINE_ENV) or RUN_ENGINE
 
 
 _seed = int_at_least(0)

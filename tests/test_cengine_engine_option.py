@@ -46,14 +46,16 @@ def test_bad_engine_environment_is_named(monkeypatch: pytest.MonkeyPatch,
     assert run.parse_args(["--engine", "c"]).engine == "c"
 
 
-def test_switch_engine_flag_then_environment_then_python(
+def test_switch_engine_flag_then_environment_then_c(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """make run's switches run the C engine unless told otherwise (issue 28); the Python
+    engine is one flag (or the environment) away."""
     monkeypatch.delenv("SOFTSWITCH_ENGINE", raising=False)
-    assert run.switch_engine(run.parse_args([]), "softswitch") == "python"
-    assert run.switch_engine(run.parse_args(["--engine", "c"]), "softswitch") == "c"
-    monkeypatch.setenv("SOFTSWITCH_ENGINE", "c")
     assert run.switch_engine(run.parse_args([]), "softswitch") == "c"
     assert run.switch_engine(run.parse_args(["--engine", "python"]), "softswitch") == "python"
+    monkeypatch.setenv("SOFTSWITCH_ENGINE", "python")
+    assert run.switch_engine(run.parse_args([]), "softswitch") == "python"
+    assert run.switch_engine(run.parse_args(["--engine", "c"]), "softswitch") == "c"
     # BMv2 runs its own engine: nothing to choose unless asked (then refused at start)
     assert run.switch_engine(run.parse_args([]), "bmv2") is None
     assert run.switch_engine(run.parse_args(["--engine", "c"]), "bmv2") == "c"
