@@ -46,6 +46,13 @@ NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 #: (their mean: a one-packet collective is nothing but its fixed cost).
 CALIBRATION_ELEMENTS = 32768
 FIXED_COST_ITERS = 5
+#: The switch CPU a calibration all-reduce must use to be measured: /proc counts CPU in
+#: 10 ms clock ticks, and the C engine's ~260 packets of 32768 float32 at E = 252 cost 3 ms
+#: (read as 0.00 s: the calibration failed, "nothing to measure"). 25 ticks hold the cost
+#: within ~4 %; the all-reduce grows (x2 to x16 a step, at most MAX_CALIBRATION_GROWTH
+#: times) until it uses that much.
+MIN_SWITCH_CPU_S = 0.25
+MAX_CALIBRATION_GROWTH = 256
 #: The share of a collective's emulated time that the machine's fixed real-time cost (process
 #: wake-ups, the first packets through every Python hop) may take, once divided by the TDF.
 OVERHEAD_SHARE = 0.02
@@ -273,7 +280,7 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
     bits = frame_bits(elems)
     rx_bytes = sum(u.rx_bytes for u in run.links)
     packets = int(rx_bytes * 8 // bits)
-    switch_cpu = sum(run.switch_cpu.values()) * run.wall_seconds
+    switch_cpu = switch_cpu_seconds(run)
     if packets <= 0 or switch_cpu <= 0:
         raise CalibrationError(f"the calibration all-reduce moved {packets} packets and used "
                                f"{switch_cpu:.2f} CPU s at the switch: nothing to measure")
@@ -282,6 +289,30 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
     agent_packets = max(1, int(sent * 8 // bits))
     return Costs(switch_cpu / packets, agent_cpu / agent_packets, target, fanin, elems,
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), packets)
+
+
+def switch_cpu_seconds(run: Any) -> float:
+    """The CPU seconds the switch processes of ``run`` (an ``AllreduceRun``) used."""
+    return float(sum(run.switch_cpu.values()) * run.wall_seconds)
+
+
+def measurable_run(run: Callable[[int, int], Any]) -> Any:
+    """``run(elements, attempt)`` from CALIBRATION_ELEMENTS up, grown until the switch CPU it
+    used can be read (:data:`MIN_SWITCH_CPU_S`) or it is MAX_CALIBRATION_GROWTH times as
+    large; the last run (``costs_from_run`` refuses one that used nothing)."""
+    elements, attempt = CALIBRATION_ELEMENTS, 0
+    result = run(elements, attempt)
+    while True:
+        used = switch_cpu_seconds(result)
+        limit = CALIBRATION_ELEMENTS * MAX_CALIBRATION_GROWTH
+        if used >= MIN_SWITCH_CPU_S or elements >= limit or not getattr(result, "exact", True):
+            return result
+        wanted = 16.0 if used <= 0 else 1.5 * MIN_SWITCH_CPU_S / used
+        growth = 2 ** min(4, max(1, math.ceil(math.log2(wanted))))
+        elements, attempt = min(limit, elements * growth), attempt + 1
+        log.info("calibration: %.3f CPU s at the switch is below %.2f s; again with %d float32",
+                 used, MIN_SWITCH_CPU_S, elements)
+        result = run(elements, attempt)
 
 
 def calibrate(target: str, program: Path, elems: int, fanin: int,
@@ -328,13 +359,16 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
                         job_name="calibrationtiny")
     start = StartOptions(delay_nodes=delay_nodes, engine=engine, io=io)
     with ExperimentNetwork(topo, target, rundir, program, start=start) as lab:
-        runs = []
-        for run_opts in (tiny_opts, large_opts):  # a job each: a job's PSNs start once
+
+        def run(run_opts: Any) -> Any:  # a job each: a job's PSNs start once
             plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))
             plan_path = lab.rundir / f"{run_opts.job_name}.json"
             plan_path.write_text(json.dumps(plan))
-            runs.append(run_allreduce(lab, None, plan, "innetwork", run_opts, plan_path))
-        tiny, large = runs
+            return run_allreduce(lab, None, plan, "innetwork", run_opts, plan_path)
+
+        tiny = run(tiny_opts)
+        large = measurable_run(lambda n, k: run(replace(large_opts, elements=n,
+                                                        job_name=f"calibration{k}")))
     for run in (tiny, large):
         if not run.exact:
             raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "

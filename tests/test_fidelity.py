@@ -166,6 +166,58 @@ def test_costs_from_a_calibration_run() -> None:
         cal.costs_from_run(idle, "bmv2", 2, 252)
 
 
+def _fake_run(elements: int, cpu_per_packet: float, elems: int = 252) -> SimpleNamespace:
+    """An all-reduce of ``elements`` float32 on two workers whose switch CPU /proc reads in
+    10 ms ticks (rounded down, as the kernel counts)."""
+    packets = 2 * -(-elements // elems)
+    cpu = math.floor(packets * cpu_per_packet / 0.01) * 0.01
+    bits = cal.frame_bits(elems)
+    return SimpleNamespace(links=[SimpleNamespace(rx_bytes=packets * bits // 8, tx_bytes=0)],
+                           switch_cpu={"s1": cpu / 2.0}, wall_seconds=2.0, exact=True,
+                           ranks=[SimpleNamespace(bytes_sent=packets * bits // 16,
+                                                  cpu_seconds=0.01)] * 2)
+
+
+def test_calibration_grows_until_the_switch_cpu_can_be_read() -> None:
+    """Regression: the C engine's switch (11 us per packet) used 3 ms on the 32768-float32
+    calibration all-reduce at E = 252, which /proc reads as 0.00 s, and the run failed
+    ("nothing to measure"); the all-reduce now grows until the CPU is countable, and the
+    cost comes out within 5 %."""
+    sizes: list[tuple[int, int]] = []
+
+    def run(elements: int, attempt: int) -> SimpleNamespace:
+        sizes.append((elements, attempt))
+        return _fake_run(elements, 11e-6)
+
+    with pytest.raises(cal.CalibrationError, match="nothing to measure"):
+        cal.costs_from_run(_fake_run(cal.CALIBRATION_ELEMENTS, 11e-6), "softswitch", 2, 252)
+    costs = cal.costs_from_run(cal.measurable_run(run), "softswitch", 2, 252)
+    assert sizes[0] == (cal.CALIBRATION_ELEMENTS, 0) and len(sizes) >= 2
+    assert [a for _n, a in sizes] == list(range(len(sizes)))  # a new job name each
+    assert cal.switch_cpu_seconds(_fake_run(sizes[-1][0], 11e-6)) >= cal.MIN_SWITCH_CPU_S
+    assert costs.switch_s == pytest.approx(11e-6, rel=0.05)
+
+
+def test_calibration_does_not_grow_what_it_can_measure_or_past_its_limit() -> None:
+    sizes: list[int] = []
+
+    def slow(elements: int, attempt: int) -> SimpleNamespace:
+        sizes.append(elements)
+        return _fake_run(elements, 1e-3)  # the Python engine on a slow machine
+
+    cal.measurable_run(slow)
+    assert sizes == [cal.CALIBRATION_ELEMENTS]
+    sizes.clear()
+
+    def idle(elements: int, attempt: int) -> SimpleNamespace:
+        sizes.append(elements)
+        return _fake_run(elements, 0.0)
+
+    cal.measurable_run(idle)
+    assert sizes[-1] == cal.CALIBRATION_ELEMENTS * cal.MAX_CALIBRATION_GROWTH
+    assert len(sizes) == 3  # x16 each step: 32768 -> 524288 -> 8388608
+
+
 def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
     """The first call measures, the second reads the cache; another E measures again; a
     corrupt cache is ignored, not fatal."""
