@@ -360,15 +360,15 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     start = StartOptions(delay_nodes=delay_nodes, engine=engine, io=io)
     with ExperimentNetwork(topo, target, rundir, program, start=start) as lab:
 
-        def run(run_opts: Any) -> Any:  # a job each: a job's PSNs start once
+        def run_job(run_opts: Any) -> Any:  # a job each: a job's PSNs start once
             plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))
             plan_path = lab.rundir / f"{run_opts.job_name}.json"
             plan_path.write_text(json.dumps(plan))
             return run_allreduce(lab, None, plan, "innetwork", run_opts, plan_path)
 
-        tiny = run(tiny_opts)
-        large = measurable_run(lambda n, k: run(replace(large_opts, elements=n,
-                                                        job_name=f"calibration{k}")))
+        tiny = run_job(tiny_opts)
+        large = measurable_run(lambda n, k: run_job(replace(large_opts, elements=n,
+                                                            job_name=f"calibration{k}")))
     for run in (tiny, large):
         if not run.exact:
             raise CalibrationError(f"the calibration all-reduce on {target} was not exact: "
