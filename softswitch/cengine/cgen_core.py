@@ -32,6 +32,7 @@ from softswitch.cengine.ctypes_gen import (
 )
 from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
+from softswitch.engine.bits import mask
 from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
 from softswitch.engine.codegen_walk import root_var, walk
 from softswitch.engine.compiled import CompiledProgram
@@ -48,10 +49,6 @@ _SELECTOR_HASHES = {
 }
 PARSER_LOOP_LIMIT = 10000  # back-edge transitions before error.ParserTimeout (as Python)
 DROP_PORT = 511
-
-
-def mask(w: int) -> int:
-    return (1 << w) - 1
 
 
 def cnum(v: int) -> str:

@@ -6,10 +6,11 @@ truncate), with the semantics of the Python engine's code generator."""
 from __future__ import annotations
 
 from softswitch import ir
-from softswitch.cengine.cgen_core import DROP_PORT, ArrayC, CGenCore, Em, Scope, TableC, cnum, mask
+from softswitch.cengine.cgen_core import DROP_PORT, ArrayC, CGenCore, Em, Scope, TableC, cnum
 from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.ctypes_gen import is_scalar, is_wide, scalar_width, strip
 from softswitch.cengine.errors import CUnsupported
+from softswitch.engine.bits import mask
 from softswitch.v1model.primitives import _unwrap_struct_init
 
 

@@ -5,10 +5,11 @@ as labels with ``goto`` transitions, with the errors of the Python engine."""
 from __future__ import annotations
 
 from softswitch import ir
-from softswitch.cengine.cgen_core import PARSER_LOOP_LIMIT, CGenCore, Em, Scope, cnum, mask
+from softswitch.cengine.cgen_core import PARSER_LOOP_LIMIT, CGenCore, Em, Scope, cnum
 from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.ctypes_gen import is_scalar, is_wide, scalar_width, strip
 from softswitch.cengine.errors import CUnsupported
+from softswitch.engine.bits import mask
 
 
 class PacketMixin(CGenCore):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
+from softswitch.engine.bits import mask
 from softswitch.engine.codegen_context import runtime_globals
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
@@ -42,10 +43,6 @@ def fixed_fields(fields: Sequence[FlatField]) -> list[FixedField] | None:
 
 def strip(t: ir.Type) -> ir.Type:
     return ir.strip_newtype(t)
-
-
-def mask(width: int) -> int:
-    return (1 << width) - 1
 
 
 def is_fresh(e: ir.Expr) -> bool:

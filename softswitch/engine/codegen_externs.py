@@ -22,8 +22,9 @@ import re
 from typing import TYPE_CHECKING
 
 from softswitch import ir
+from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
-from softswitch.engine.codegen_expr import PyValue, mask, strip
+from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import scalar_width
 from softswitch.engine.codegen_walk import given, register_index_base
 from softswitch.engine.externs import Register

@@ -36,20 +36,9 @@ def encode_width(n: int, width: int) -> bytes:
     return n.to_bytes(max(1, (width + 7) // 8), "big")
 
 
-def pack_fields(values: list[tuple[int, int]]) -> bytes:
-    """Big-endian bit packing of ``(value, width)`` pairs (e.g. a controller header)."""
-    acc = 0
-    total = 0
-    for value, width in values:
-        acc = (acc << width) | (value & ((1 << width) - 1))
-        total += width
-    nbytes = (total + 7) // 8
-    acc <<= nbytes * 8 - total
-    return acc.to_bytes(nbytes, "big") if nbytes else b""
-
-
 def unpack_fields(data: bytes, widths: list[int]) -> list[int]:
-    """Inverse of :func:`pack_fields` on the first ``ceil(sum(widths)/8)`` bytes of data."""
+    """Inverse of :func:`softswitch.engine.externs.pack_fields` on the first
+    ``ceil(sum(widths)/8)`` bytes of data."""
     total = sum(widths)
     nbytes = (total + 7) // 8
     acc = int.from_bytes(data[:nbytes], "big") >> (nbytes * 8 - total)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from p4.v1 import p4runtime_pb2
 
-from softswitch.p4runtime.codec import decode, encode, pack_fields, unpack_fields
+from softswitch.engine.externs import pack_fields
+from softswitch.p4runtime.codec import decode, encode, unpack_fields
 from softswitch.p4runtime.schema import P4InfoById
 from softswitch.p4runtime.status import invalid
 
