@@ -19,8 +19,9 @@ PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
 # mininet: the emulator (brings mnexec; its recommended openvswitch-switch comes along);
 # iproute2: ip netns / veth / tc; ethtool: turning off veth checksum offload so software
-# switches see final checksums; chromium + chromium-driver: the live view's browser test (selenium).
-APT_PACKAGES=(mininet iproute2 ethtool chromium chromium-driver)
+# switches see final checksums; chromium + chromium-driver: the live view's browser test (selenium);
+# gcc + libc6-dev: the built-in target's C engine, make run's default, compiles each program.
+APT_PACKAGES=(mininet iproute2 ethtool chromium chromium-driver gcc libc6-dev)
 DEBIAN_MININET=/usr/lib/python3/dist-packages/mininet
 REQ_STAMP="$VENV/.requirements.sha256"
 PROJECT_STAMP="$VENV/.project.sha256"
