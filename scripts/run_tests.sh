@@ -9,6 +9,7 @@ cd "$ROOT"
 args=(-q)
 if [[ "${CI:-}" == "true" ]]; then
     args+=(-ra)   # in CI, list the reason of every skip and xfail at the end
+    args+=(--durations=25 --durations-min=5)   # and the slowest tests (the 12 min budget)
 fi
 # Parallel workers (pytest-xdist): TEST_JOBS, by default 2 where the machine has 2 cores or
 # more (measured on the 2-core machine: 10 min 12 s against 17-20 min serially, issue 29).
