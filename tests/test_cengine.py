@@ -148,6 +148,41 @@ def test_table_writes_reach_the_c_tables() -> None:
         assert c.process(1, frame) == py.process(1, frame)
 
 
+def test_a_write_during_a_reload_is_not_lost() -> None:
+    """Regression: the reload cleared the stale flags after copying, so a control-plane
+    write made while it ran (one made without the switch's lock, as the STF runner's are
+    when the C loop's run thread reloads beside it) stayed out of C for good: a multicast
+    group then missed a copy (seen once as tests/test_cengine_loop.py's multicast_clone
+    failing with "port 1: expected ... got nothing"). Now the write marks the switch stale
+    again and the next reload takes it."""
+    pl = Pipeline.from_file(str(P4 / "multicast_clone.p4"), engine="c")
+    cswitch = pl._switch
+    pre = pl.pre
+    pre.mc_mgrp_create(7)
+    node = pre.mc_node_create(10, [1])
+    load_pre = cswitch._load_pre
+    late: list[int] = []
+
+    def load_then_write() -> None:
+        load_pre()
+        if not late:  # a write lands while the reload runs
+            late.append(1)
+            pre.mc_node_associate(7, node)
+
+    cswitch._load_pre = load_then_write
+    cswitch.sync_if_dirty()
+    assert cswitch.dirty, "the write made during the reload was dropped"
+    cswitch._load_pre = load_pre
+    cswitch.sync_if_dirty()
+    assert not cswitch.dirty
+    frame = bytes.fromhex("000000000001000000000009080064617461")
+    fwd = pl.tables["MyIngress.fwd"]
+    fwd.insert(TableEntry((FieldMatch(0x000000000001),),
+                          ActionCall("MyIngress.multicast", (7,))))
+    cswitch.sync_if_dirty()
+    assert [port for port, _f in pl.process(2, frame)] == [1]
+
+
 def test_action_selector_groups_members_and_digests() -> None:
     """A table with an action selector: member entries, weighted groups picked by the
     selector hash, an empty group (default action), then member and group changes; and

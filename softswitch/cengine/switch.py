@@ -328,17 +328,20 @@ class CV1Switch:
             ctr.__class__ = _CCounter
 
     def _sync(self) -> None:
+        # Each flag is cleared before what it marks is copied, never after: a write that
+        # lands while the copy runs (one made without the switch's lock) marks it stale
+        # again and the next reload takes it, instead of being dropped for good.
+        self._dirty = False
         for index in sorted(self._stale_tables):
+            self._stale_tables.discard(index)
             tc, table = self._tables[index]
             self._load_table(tc, table)
-        self._stale_tables.clear()
         for index in sorted(self._stale_meters):
+            self._stale_meters.discard(index)
             self._load_meter(index)
-        self._stale_meters.clear()
         if self._pre_stale:
-            self._load_pre()
             self._pre_stale = False
-        self._dirty = False
+            self._load_pre()
 
     def _load_table(self, tc: TableC, table: Table) -> None:
         self._flush_counters(tc.index)
