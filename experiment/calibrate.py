@@ -305,7 +305,7 @@ def measurable_run(run: Callable[[int, int], Any]) -> Any:
     while True:
         used = switch_cpu_seconds(result)
         limit = CALIBRATION_ELEMENTS * MAX_CALIBRATION_GROWTH
-        if used >= MIN_SWITCH_CPU_S or elements >= limit or not getattr(result, "exact", True):
+        if used >= MIN_SWITCH_CPU_S or elements >= limit or not result.exact:
             return result
         wanted = 16.0 if used <= 0 else 1.5 * MIN_SWITCH_CPU_S / used
         growth = 2 ** min(4, max(1, math.ceil(math.log2(wanted))))

@@ -1,5 +1,5 @@
-"""``python -m experiment.run --engine c`` end to end on the built-in target (needs root):
-the all-reduces are exact with every switch on the C engine, the run records the engine,
+"""``python -m experiment.run`` end to end on the built-in target (needs root), on the C
+engine (make run's default) and on the Python engine: exact all-reduces, the engine recorded,
 and nothing is left behind. Node names use the prefix ``cp``; gRPC ports are found free at
 run time; the C programs compile into the test's own cache."""
 
@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -25,21 +27,28 @@ PREFIX = "cp"
 SWITCHES = [f"{PREFIX}s1"]
 
 
+class _Run(NamedTuple):
+    proc: subprocess.CompletedProcess[str]
+    data: dict[str, Any]
+    log: str  # the switch's log: its command line and what it said
+    compiled: list[Path]  # C objects in the run's own cache
+
+
 @pytest.fixture(autouse=True)
 def _no_leftovers() -> Iterator[None]:
     yield
     remove_interfaces(switch_interfaces(SWITCHES))
 
 
-def test_c_engine_run_is_exact(tmp_path: Path, repo_root: Path) -> None:
-    """The C engine is make run's default (issue 28; that ``--engine c`` asks for it too is
-    tests/test_cengine_engine_option.py's, without a network)."""
-    rundir = tmp_path / "run"
-    cache = tmp_path / "cache"
+@contextmanager
+def _make_run(tmp_path: Path, repo_root: Path, *engine_args: str) -> Iterator[_Run]:
+    """``python -m experiment.run`` on a two-host rack with ``engine_args``, its own C
+    cache; checks on the way out (also on failure) that nothing of it is left."""
+    rundir, cache = tmp_path / "run", tmp_path / "cache"
     env = {**os.environ, "COLUMNS": "200", "SOFTSWITCH_CACHE_DIR": str(cache)}
     env.pop("SOFTSWITCH_ENGINE", None)
     argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2",
-            "--target", "softswitch", "--no-cli", "--tdf", "1",
+            "--target", "softswitch", *engine_args, "--no-cli", "--tdf", "1",
             "--elements", "2048", "--name-prefix", PREFIX,
             "--grpc-port", str(free_port_base(1, 25100)), "--rundir", str(rundir)]
     proc = stackdump.run(argv, 300, cwd=repo_root, stdin=subprocess.DEVNULL,
@@ -47,45 +56,33 @@ def test_c_engine_run_is_exact(tmp_path: Path, repo_root: Path) -> None:
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         data = json.loads((rundir / "results" / "experiment.json").read_text())
-        assert data["exact"] is True and data["engine"] == "c"
+        assert data["exact"] is True
         assert [(r["algorithm"], r["exact"]) for r in data["runs"]] == [
             ("innetwork", True), ("ring", True)]
-        assert "(c engine)" in proc.stdout
-        assert "compiling the C data path" in proc.stderr
-        log = (rundir / "logs" / f"{PREFIX}s1.log").read_text()
-        assert "--engine c" in log and "running on the C engine" in log, log
-        # the switch loaded the compile made before it started
-        assert len([p for p in cache.iterdir() if p.name.startswith(("_p4_", "p4_"))]) == 1
+        compiled = [p for p in cache.iterdir() if p.name.startswith(("_p4_", "p4_"))]
+        yield _Run(proc, data, (rundir / "logs" / f"{PREFIX}s1.log").read_text(), compiled)
     finally:
         _owner, records = read_pids(rundir / "pids.json")
         alive = [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)]
         assert (switch_interfaces(SWITCHES), alive) == ([], [])
+
+
+def test_c_engine_run_is_exact(tmp_path: Path, repo_root: Path) -> None:
+    """The C engine is make run's default (issue 28; that ``--engine c`` asks for it too is
+    tests/test_cengine_engine_option.py's, without a network)."""
+    with _make_run(tmp_path, repo_root) as run:
+        assert run.data["engine"] == "c" and "(c engine)" in run.proc.stdout
+        assert "compiling the C data path" in run.proc.stderr
+        assert "--engine c" in run.log and "running on the C engine" in run.log, run.log
+        assert len(run.compiled) == 1  # the switch loaded the compile made before it started
 
 
 def test_python_engine_is_one_flag_away(tmp_path: Path, repo_root: Path) -> None:
     """``--engine python`` (``make run engine=python``) runs every switch on the Python
     reference engine: nothing compiled to C, exact all-reduces, the engine recorded."""
-    rundir = tmp_path / "run"
-    cache = tmp_path / "cache"
-    env = {**os.environ, "COLUMNS": "200", "SOFTSWITCH_CACHE_DIR": str(cache)}
-    env.pop("SOFTSWITCH_ENGINE", None)
-    argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2",
-            "--target", "softswitch", "--engine", "python", "--no-cli", "--tdf", "1",
-            "--elements", "2048", "--name-prefix", PREFIX,
-            "--grpc-port", str(free_port_base(1, 25100)), "--rundir", str(rundir)]
-    proc = stackdump.run(argv, 300, cwd=repo_root, stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, env=env)
-    try:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        data = json.loads((rundir / "results" / "experiment.json").read_text())
-        assert data["exact"] is True and data["engine"] == "python"
-        assert "(python engine)" in proc.stdout
-        assert "compiling the C data path" not in proc.stderr
-        log = (rundir / "logs" / f"{PREFIX}s1.log").read_text()
-        assert "running on the C engine" not in log, log
-        compiled = [p for p in cache.iterdir() if p.name.startswith(("_p4_", "p4_"))]
-        assert compiled == []  # (the cache keeps the front end's output either way)
-    finally:
-        _owner, records = read_pids(rundir / "pids.json")
-        alive = [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)]
-        assert (switch_interfaces(SWITCHES), alive) == ([], [])
+    with _make_run(tmp_path, repo_root, "--engine", "python") as run:
+        assert run.data["engine"] == "python" and "(python engine)" in run.proc.stdout
+        assert "compiling the C data path" not in run.proc.stderr
+        assert "--engine python" in run.log, run.log  # the switch was told, and stayed there
+        assert "running on the C engine" not in run.log, run.log
+        assert run.compiled == []  # (the cache keeps the front end's output either way)
