@@ -24,6 +24,9 @@ from workloads.netreduce_headers import worker_packet
 from workloads.roce import (
     DEAD_AFTER,
     INITIAL_RTO,
+    MODERATION_BATCH,
+    MODERATION_MAX_S,
+    MODERATION_RTT_SHARE,
     OP_ACK,
     RoceEndpoint,
     TransportError,
@@ -381,3 +384,71 @@ def test_machine_margins_stay_real_under_dilation(tdf: float) -> None:
         req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=1e-6, max_rto=1e-5)
         assert clock.real(req.dead_after) == pytest.approx(DEAD_AFTER)
         assert clock.real(req.current_rto) == pytest.approx(INITIAL_RTO)
+
+
+# ------------------------------------------------------------------------ wake-ups
+
+
+def test_acks_wake_waiters_only_for_whole_messages() -> None:
+    """Waiters wait for messages (acknowledged or delivered), so an ACK that moves the
+    window inside a message is not a reason to wake them (each wake-up cost the application
+    thread a round trip on the endpoint's lock); the ACK that completes the message is."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    try:
+        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname()) as ep:
+            req = ep.requester(0x101, 0x202, "10.0.0.2", window=8, rto=5.0, max_rto=5.0)
+            req.post(lambda psn: write_packets(0x202, psn, message(0, 4), 0x1000, 7))
+            for _ in range(4):
+                sink.recv(2048)
+            with ep.cv:  # the I/O thread dispatches under the same lock
+                assert ep._on_datagram(ack_packet(0x101, 1, 0)) is False  # noqa: SLF001
+                assert req.stats.messages_acked == 0 and not req.idle
+                assert ep._on_datagram(ack_packet(0x101, 3, 1)) is True  # noqa: SLF001
+                assert req.stats.messages_acked == 1 and req.idle
+    finally:
+        sink.close()
+
+
+@pytest.mark.parametrize("tdf", [1.0, 4.0])
+def test_receive_moderation_is_a_share_of_the_round_trip(tdf: float) -> None:
+    """After a pass that found few datagrams the I/O loop waits for more: never before a
+    round trip was measured or after a full pass, at most MODERATION_MAX_S real seconds and
+    MODERATION_RTT_SHARE of the smallest smoothed round trip (emulated, so x TDF real)."""
+    machine = FakeRealTime()
+    with RoceEndpoint(("127.0.0.1", 0), clock=machine.clock(tdf)) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=8)
+        assert ep._moderation(1) == 0.0  # noqa: SLF001 - no round trip yet
+        with ep.cv:
+            req._srtt = 0.001  # noqa: SLF001 - 1 ms emulated
+        assert ep._moderation(1) == pytest.approx(  # noqa: SLF001
+            min(MODERATION_MAX_S, MODERATION_RTT_SHARE * 0.001 * tdf))
+        assert ep._moderation(MODERATION_BATCH) == 0.0  # noqa: SLF001
+        with ep.cv:
+            req._srtt = 10.0  # noqa: SLF001
+        assert ep._moderation(0) == MODERATION_MAX_S  # noqa: SLF001
+
+
+def test_a_post_ends_the_moderation_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pause waits only for the network: a message the application posts meanwhile
+    leaves at once (here the pause would last 30 s)."""
+    monkeypatch.setattr("workloads.roce.MODERATION_MAX_S", 30.0)
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    try:
+        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname()) as ep:
+            req = ep.requester(0x101, 0x202, "10.0.0.2", window=8, rto=60.0, max_rto=60.0)
+            with ep.cv:
+                req._srtt = 1000.0  # noqa: SLF001 - the pause is MODERATION_MAX_S
+                passes = ep.loops
+            ep.wake()  # a pass that receives nothing, then the pause
+            deadline = time.monotonic() + 10.0
+            while ep.loops <= passes:
+                assert time.monotonic() < deadline, "the endpoint's I/O loop did not run"
+                time.sleep(0.001)
+            req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
+            assert parse_bth(sink.recv(2048)).psn == 0  # within the 10 s socket timeout
+    finally:
+        sink.close()

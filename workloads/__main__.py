@@ -220,14 +220,17 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
                     # Like the TCP barrier: a one-element all-reduce lines every worker up,
                     # so the timed calls do not include the other agents' start-up.
                     innetwork_allreduce(ch, np.zeros(1, np.int32))
+                # the inputs are made before the meter starts, as the TCP ranks' are: it
+                # measures the all-reduce, not the making of its input
+                local = [make_input(rank * args.gpus + g, args.size, args.dtype, args.seed)
+                         for g in range(args.gpus)] if args.hierarchical else []
+                x = None if args.hierarchical else make_input(rank, args.size, args.dtype,
+                                                               args.seed)
                 meter = CpuMeter(clock)  # the whole process (all local workers)
                 for _ in range(args.iters):
-                    if args.hierarchical:
-                        local = [make_input(rank * args.gpus + g, args.size, args.dtype,
-                                            args.seed) for g in range(args.gpus)]
+                    if x is None:
                         result, st = hierarchical_allreduce(ch, local, intra)
                     else:
-                        x = make_input(rank, args.size, args.dtype, args.seed)
                         result, st = innetwork_allreduce(ch, x)
                     stats.append(st)
                 return result, stats, meter.stop()
