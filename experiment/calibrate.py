@@ -36,6 +36,8 @@ from protocol import netreduce as nr
 log = logging.getLogger(__name__)
 
 CACHE_VERSION = 3
+#: The checkout (whose sources identify the switch's and the agents' builds).
+REPO = Path(__file__).resolve().parent.parent
 #: Share of the guard's budgets a calibrated run aims at (headroom for the run's own noise:
 #: Python's GC, the live view's reads, the kernel's shaping).
 HEADROOM = 0.6
@@ -196,22 +198,35 @@ def target_build(target: str) -> str:
             return "bmv2 (not installed)"
         st = Path(path).resolve().stat()
         return f"{Path(path).resolve()} {int(st.st_mtime)}"
-    root = Path(__file__).resolve().parent.parent / "softswitch"
+    return "softswitch " + sources_digest(REPO / "softswitch")
+
+
+def agent_build() -> str:
+    """What identifies the host agents' build: their sources (the calibration measures an
+    agent's CPU per packet too, and a change to the transport changes it)."""
+    return "agents " + sources_digest(REPO / "workloads", REPO / "protocol")
+
+
+def sources_digest(*roots: Path) -> str:
+    """SHA-256 (16 hex digits) of every Python source under ``roots``, by path."""
     digest = hashlib.sha256()
-    for src in sorted(root.rglob("*.py")):
-        digest.update(src.read_bytes())
-    return "softswitch " + digest.hexdigest()[:16]
+    for root in roots:
+        for src in sorted(root.rglob("*.py")):
+            digest.update(str(src.relative_to(root)).encode())
+            digest.update(src.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cache_key(target: str, program: Path, elems: int, fanin: int,
               delay_nodes: bool = False, engine: str | None = None,
               io: str | None = None) -> str:
-    """The cache key of one setting: target build, program text, E, fan-in, machine, whether
+    """The cache key of one setting: target build, agents' build, program text, E, fan-in,
+    machine, whether
     delay nodes were measured too, and the built-in switches' packet engine when it is not
     the Python one (the C engine costs a fraction of it per packet), with its packet loop
     when that is not the C engine's own (``io`` python: a Python loop around C calls)."""
-    key: list[Any] = [target_build(target), program_digest(program), elems, fanin,
-                      machine_id()]
+    key: list[Any] = [target_build(target), agent_build(), program_digest(program), elems,
+                      fanin, machine_id()]
     if delay_nodes:
         key.append("delay nodes")
     if engine not in (None, "python"):

@@ -158,3 +158,22 @@ def test_the_c_engine_is_calibrated_as_the_run_will_have_it(
     dilation.resolve("auto", "softswitch", program, spec, 252, engine="c", io="c")
     dilation.resolve("auto", "softswitch", program, spec, 252, engine="c", io="c")
     assert seen == [("c", "c")]  # measured once with the C engine, then cached
+
+
+def test_a_change_to_the_agents_is_a_new_calibration(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calibration measures a host agent's CPU per packet as well as the switch's, so
+    the agents' sources are part of the key: a faster transport is measured again, not read
+    from the cache of the slower one."""
+    program = tmp_path / "p.p4"
+    program.write_text("// program\n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "roce.py").write_text("X = 1\n")
+    before = calibrate.sources_digest(pkg)
+    (pkg / "roce.py").write_text("X = 2\n")
+    assert calibrate.sources_digest(pkg) != before
+    assert calibrate.agent_build().startswith("agents ")
+    key = calibrate.cache_key("softswitch", program, 252, 4)
+    monkeypatch.setattr(calibrate, "agent_build", lambda: "agents 0123")
+    assert calibrate.cache_key("softswitch", program, 252, 4) != key
