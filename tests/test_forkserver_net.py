@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ from experiment.lifecycle import ExperimentNetwork
 from experiment.session import collect
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import SwitchStartError
-from topo.forkserver import ForkedProcess
+from topo.forkserver import ForkedProcess, ForkServer
 from topo.network import Network, start_network
 from topo.nodes import SoftSwitch, SwitchLaunch, free_port_base
 from topo.rundir import read_cmdline, read_pids
@@ -99,6 +100,30 @@ def test_switch_exiting_at_start_is_reported_and_nothing_is_left(tmp_path: Path)
     assert any(line.startswith("--- last lines of") for line in lines), lines
     _owner, records = read_pids(tmp_path / "run" / "pids.json")
     assert "forkserver" in {r.kind for r in records}
+    assert _alive(tmp_path / "run") == []
+
+
+def test_fork_server_that_cannot_start_leaves_switches_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A fork server that exits at once: one warning, and the switch is a process of its
+    own that serves; stopping the network leaves nothing."""
+    launch = ForkServer.launch
+
+    def broken(python: str, *args: Any, **kwargs: Any) -> ForkServer:
+        return launch("/bin/false", *args, **kwargs)
+
+    monkeypatch.setattr(ForkServer, "launch", broken)
+    topo = RackTopo(hosts=1, name_prefix=f"{PREFIX}c", grpc_base_port=free_port_base(1, 27000))
+    try:
+        with caplog.at_level(logging.WARNING, logger="topo.forkserver"):
+            with start_network(topo, "softswitch", tmp_path / "run", PROGRAM,
+                               progress=False) as network:
+                sw = network.switches[0]
+                assert isinstance(sw.proc, subprocess.Popen) and sw.is_ready()
+    finally:
+        remove_interfaces(switch_interfaces(topo.switches()))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("fork server: it exited"), warnings
     assert _alive(tmp_path / "run") == []
 
 

@@ -474,8 +474,7 @@ def _wait_forkserver(stages: Stages, fork: ForkServer, timeout: float,
         with stages.stage(title):
             note = fork.wait_ready(timeout)
     except ForkServerError as exc:
-        fork.give_up(str(exc))
-        stages.warn(f"fork server: {exc}; starting the switches as processes of their own")
+        fork.give_up(str(exc))  # the one line that says so
         if build is not None and engine == "c":
             _prepare_engine(stages, switch_cls, build, engine)
         return
