@@ -177,12 +177,20 @@ class ForkServer:
         with self._lock:
             while self._ready is None:
                 if not self.pump(min(0.2, max(0.0, deadline - time.monotonic()))):
-                    raise ForkServerError(f"it exited (status {self.proc.poll()}); see "
-                                          f"{self.log_file}")
+                    raise ForkServerError(self._gone())
                 if self._ready is None and time.monotonic() >= deadline:
                     raise ForkServerError(f"not ready after {timeout:g} s")
             self.note = str(self._ready.get("preload"))
             return self.note
+
+    def _gone(self) -> str:
+        """Why the server's socket closed (its exit status, once it has one)."""
+        try:
+            code: int | None = self.proc.wait(STATUS_WAIT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        what = f"it exited (status {code})" if code is not None else "it closed its socket"
+        return f"{what}; see {self.log_file}"
 
     def spawn(self, argv: Sequence[str], timeout: float = SPAWN_TIMEOUT_S) -> ForkedProcess:
         """Forks the switch whose command line is ``argv`` (its output appended to the log
@@ -201,8 +209,7 @@ class ForkServer:
             deadline = time.monotonic() + timeout
             while rid not in self._replies:
                 if not self.pump(min(0.2, max(0.0, deadline - time.monotonic()))):
-                    raise ForkServerError(f"it exited (status {self.proc.poll()}); see "
-                                          f"{self.log_file}")
+                    raise ForkServerError(self._gone())
                 if rid not in self._replies and time.monotonic() >= deadline:
                     raise ForkServerError(f"no answer after {timeout:g} s")
             reply = self._replies.pop(rid)
