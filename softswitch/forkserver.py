@@ -94,7 +94,7 @@ def describe(preloaded: Preloaded) -> str:
     """The start-up display's line on what was preloaded."""
     engine = preloaded.pipeline.engine if preloaded.pipeline is not None else "no"
     if preloaded.key.engine == "c" and engine != "c":
-        return "C engine: the program needs the Python engine (see the switch logs)"
+        return "C engine asked for, the pipeline runs on Python (the switch logs say why)"
     return f"program loaded for every switch ({engine} engine)"
 
 
@@ -263,8 +263,9 @@ class Server:
                 os.environ.pop(name, None)
             _fresh_logging()
             stackdump.enable()
-            if title is None:
-                log.debug("cannot set the command line of pid %d", os.getpid())
+            if title is None:  # before the switch's logging: to its log through stderr
+                log.warning("the kernel refused PR_SET_MM_MAP: /proc/%d/cmdline stays the "
+                            "fork server's", os.getpid())
             code = switch.main(argv[4:], preloaded=self.preloaded)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
