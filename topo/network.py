@@ -401,16 +401,21 @@ def start_network(
         build_topo = with_delay_nodes(topo, plans, functools.partial(
             DelayNode, rundir=rundir, tdf=tdf, log_level=log_level,
             start_timeout=start_timeout))
-    net = Mininet(
-        topo=build_topo,
-        switch=switch_factory,
-        host=TestbedHost,
-        link=functools.partial(ShapedLink, netem=netem, clock=clock),
-        controller=None,
-        build=False,
-        autoSetMacs=False,
-        autoStaticArp=False,
-    )
+    try:
+        net = Mininet(
+            topo=build_topo,
+            switch=switch_factory,
+            host=TestbedHost,
+            link=functools.partial(ShapedLink, netem=netem, clock=clock),
+            controller=None,
+            build=False,
+            autoSetMacs=False,
+            autoStaticArp=False,
+        )
+    except BaseException:
+        if fork is not None:
+            fork.close()
+        raise
     switch_names = [i["name"] for i in _switch_infos(topo)]
     node_names = switch_names + [p.name for p in plans]
     try:
