@@ -3,7 +3,8 @@
 ``compile`` writes P4Info (text format, as ``p4c --p4runtime-files``) and optionally the
 device config that the switch accepts in SetForwardingPipelineConfig; ``stf`` runs a p4c-style
 STF test; ``run`` starts the P4Runtime switch (``softswitch.switch``); ``wire`` a delay node
-(``softswitch.wire``). Every user error is one line on stderr and exit status 1, never a
+(``softswitch.wire``); ``forkserver`` the process a network forks its switches from
+(``softswitch.forkserver``). Every user error is one line on stderr and exit status 1, never a
 traceback.
 """
 
@@ -135,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: the P4Runtime switch is not available ({err})", file=sys.stderr)
             return 1
         return int(switch.main(argv[run_at + 1 :]) or 0)
+    if run_at is not None and argv[run_at] == "forkserver":  # forks switches (the network's)
+        from softswitch import forkserver
+
+        return int(forkserver.main(argv[run_at + 1 :]) or 0)
     if run_at is not None and argv[run_at] == "wire":  # a delay node parses its own too
         from softswitch import wire
 

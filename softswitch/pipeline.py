@@ -217,6 +217,20 @@ class Pipeline:
         if hasattr(self, "_switch"):
             self._switch.clock_ns = clock_ns
 
+    def renew(self, clock_ns: Callable[[], int], egress_seed: int | None = None) -> None:
+        """Makes a pipeline built earlier (and never run) equal to one built now with
+        ``clock_ns`` and ``egress_seed``: construction reads the clock (the origin of the
+        ingress timestamps), seeds the ``random()`` generator from the system's entropy and
+        the egress order's generator from the seed; nothing else depends on the moment.
+        A switch forked from the fork server takes a pipeline loaded before the fork."""
+        self.set_clock(clock_ns)
+        self.compiled.namespace["_rng"].seed()  # random.Random(): fresh entropy
+        switch: Any = self._switch
+        if hasattr(switch, "_t0"):
+            switch._t0 = clock_ns()  # noqa: SLF001 - the origin its constructor took
+        if isinstance(switch, QueuedSwitchMixin):
+            switch.rng.seed(egress_seed)
+
     def seed(self, value: int) -> None:
         """Seed the generator behind ``random()`` and the ``random`` hash algorithm."""
         self.compiled.namespace["_rng"].seed(value)

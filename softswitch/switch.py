@@ -66,6 +66,7 @@ from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_
 from softswitch.pcap import PcapWriter, pcap_paths
 from softswitch.pipeline import Pipeline
 from softswitch.ports import AfPacketPort, Port, PortCounters, PortError
+from softswitch.preload import PipelineKey, Preloaded, preloading_loader
 from softswitch.program_cache import compile_p4_file
 from softswitch.stats import build_document, default_stats_path, write_atomic
 from softswitch.timing import (
@@ -1111,9 +1112,10 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, preloaded: Preloaded | None = None) -> int:
     """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
-    failure, 2 bad flags)."""
+    failure, 2 bad flags). ``preloaded``: a pipeline the fork server loaded before forking
+    this process, taken by the first load that fits it (:mod:`softswitch.preload`)."""
     try:
         opts = parse_args(sys.argv[1:] if argv is None else argv)
     except _UsageError as exc:
@@ -1127,11 +1129,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     timing = opts.timing
     clock = VirtualClock(timing.tdf)
     tm = pipeline_options(opts, clock)
+    loader: Callable[[bytes], tuple[Any, Any]] = functools.partial(
+        default_loader, trace=trace, **tm)
+    if preloaded is not None:
+        loader = preloading_loader(preloaded, PipelineKey.of(tm, timing.tdf, trace),
+                                   tm["clock_ns"], opts.seed, loader)
     initial = None
     pipeline = None
     if opts.program is not None:
         try:
-            pipeline, p4info, config = load_program(opts.program, trace=trace, **tm)
+            if preloaded is not None and not opts.program.endswith(".p4"):
+                config = Path(opts.program).read_bytes()  # a device config: as pushed
+                pipeline, p4info = loader(config)
+            else:
+                pipeline, p4info, config = load_program(opts.program, trace=trace, **tm)
         except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
             return _fail(f"{opts.program}: {exc}", 1)
         initial = PipelineState(pipeline, p4info, config, None)
@@ -1158,7 +1169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         port_ingress_delays=timing.ingress,
         io=opts.io,
     )
-    loader = functools.partial(default_loader, trace=trace, **tm)
     service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
     switch.on_cpu_frame = service.on_cpu_frame
     switch.on_digests = service.on_digests

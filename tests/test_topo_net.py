@@ -60,7 +60,8 @@ def test_rack_starts_ready_and_stops_cleanly(rack, tmp_path):
         assert summary.ok, summary.switches
         pids = _recorded_pids(network)
         kinds = sorted(r.kind for r in read_pids(network.rundir.pids_path)[1])
-        assert kinds == ["host-shell", "host-shell", "switch", "switch-shell"]
+        # the switch is forked by the network's fork server, recorded (and stopped) too
+        assert kinds == ["forkserver", "host-shell", "host-shell", "switch", "switch-shell"]
         assert load_topology(tmp_path / "run") == network.topology
         assert switch_interfaces(["tqs1"]) == ["tqs1-eth1", "tqs1-eth2"]
     assert _leftovers(["tqs1"], pids) == ([], [])
@@ -73,7 +74,7 @@ def test_teardown_after_exception(rack, tmp_path):
         with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
             pids = _recorded_pids(network)
             raise RuntimeError("boom")
-    assert len(pids) == 4
+    assert len(pids) == 5  # 2 host shells, the switch, its shell, the fork server
     assert _leftovers(["tqs1"], pids) == ([], [])
 
 

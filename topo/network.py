@@ -29,6 +29,7 @@ from typing import Any
 
 from mininet.net import Mininet
 
+from softswitch.timing import SwitchTiming
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.delaynodes import (
     DelayMechanism,
@@ -40,6 +41,8 @@ from topo.delaynodes import (
     with_delay_nodes,
 )
 from topo.errors import NetworkError, TopologyError
+from topo.forkserver import ForkServer, ForkServerError
+from topo.forkserver import enabled as forkserver_enabled
 from topo.links import ShapedLink, check_link_shapes, netem_available, shaping_warning
 from topo.model import Topology, describe
 from topo.nodes import (
@@ -48,6 +51,7 @@ from topo.nodes import (
     P4Switch,
     ProcessNode,
     ProgramBuild,
+    SoftSwitch,
     TestbedHost,
     check_egress_order,
     check_engine,
@@ -123,6 +127,7 @@ class Network:
     switch_class: type[P4Switch]
     target_description: str
     warnings: list[str] = field(default_factory=list)
+    forkserver: ForkServer | None = None  # the switches' (built-in target), if any
     _stopped: bool = False
 
     def __enter__(self) -> Network:
@@ -165,22 +170,29 @@ class Network:
             return
         self._stopped = True
         teardown(self.net, [s["name"] for s in _switch_infos(self.topo)]
-                 + [n.name for n in self.delay_nodes])
+                 + [n.name for n in self.delay_nodes], self.forkserver)
 
 
 def _switch_infos(topo: TestbedTopo) -> list[dict[str, Any]]:
     return [dict(topo.nodeInfo(n), name=n) for n in topo.switches()]
 
 
-def teardown(net: Mininet, switch_names: list[str]) -> None:
+def teardown(net: Mininet, switch_names: list[str],
+             forkserver: ForkServer | None = None) -> None:
     """Best-effort stop of everything ``net`` started; never raises (logs instead).
     ``switch_names``: the root-namespace nodes (switches, delay nodes) whose leftover
-    ``<name>-eth*`` interfaces are removed at the end."""
+    ``<name>-eth*`` interfaces are removed at the end; ``forkserver`` is stopped after the
+    switches."""
     nodes = [s for s in net.switches if isinstance(s, ProcessNode)]
     try:
         ProcessNode.stop_processes(nodes)
     except Exception:
         log.exception("stopping switch processes failed")
+    if forkserver is not None:
+        try:
+            forkserver.close()
+        except Exception:
+            log.exception("stopping the fork server failed")
     try:
         net.stop()
     except Exception:
@@ -303,6 +315,7 @@ def start_network(
     delay_nodes: bool = False,
     engine: str | None = None,
     io: str | None = None,
+    forkserver: bool = True,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
@@ -316,7 +329,9 @@ def start_network(
     ``delay_nodes`` forces delay nodes. ``engine`` (python or c) and ``io`` (the packet
     loop, c or python) go to every built-in switch (None: the switch's own default); with
     the C engine the program's C data path is compiled once here, before the switches
-    start, and they all load that one. Raises a :class:`~topo.errors.TopoError` (after
+    start, and they all load that one. Built-in switches are forked from one fork server
+    (``forkserver``, unless ``$INA_FORKSERVER`` is off) that loaded the program once for
+    all of them (:mod:`topo.forkserver`). Raises a :class:`~topo.errors.TopoError` (after
     cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
@@ -358,13 +373,16 @@ def start_network(
         with stages.stage(f"compiling {program} for {switch_cls.target}"):
             build = switch_cls.compile_program(Path(program), rundir.build)
             build = bundle_device_config(build, rundir.build)
-        if engine == "c":
-            with stages.stage("compiling the C data path (shared by every switch)"):
-                note = switch_cls.prepare_engine(build, engine)
-            if note:
-                stages.note(note)
+    fork = None
+    if forkserver and issubclass(switch_cls, SoftSwitch) and forkserver_enabled():
+        fork = _launch_forkserver(switch_cls, rundir, build, log_level=log_level,
+                                  egress_order=egress_order, tdf=tdf, engine=engine)
+    if build is not None and engine == "c" and fork is None:  # the fork server's load does it
+        _prepare_engine(stages, switch_cls, build, engine)
+    extra: dict[str, Any] = {"forkserver": fork} if fork is not None else {}
     switch_factory = functools.partial(
         switch_cls,
+        **extra,
         rundir=rundir,
         build=build,
         preload=preload,
@@ -383,16 +401,21 @@ def start_network(
         build_topo = with_delay_nodes(topo, plans, functools.partial(
             DelayNode, rundir=rundir, tdf=tdf, log_level=log_level,
             start_timeout=start_timeout))
-    net = Mininet(
-        topo=build_topo,
-        switch=switch_factory,
-        host=TestbedHost,
-        link=functools.partial(ShapedLink, netem=netem, clock=clock),
-        controller=None,
-        build=False,
-        autoSetMacs=False,
-        autoStaticArp=False,
-    )
+    try:
+        net = Mininet(
+            topo=build_topo,
+            switch=switch_factory,
+            host=TestbedHost,
+            link=functools.partial(ShapedLink, netem=netem, clock=clock),
+            controller=None,
+            build=False,
+            autoSetMacs=False,
+            autoStaticArp=False,
+        )
+    except BaseException:
+        if fork is not None:
+            fork.close()
+        raise
     switch_names = [i["name"] for i in _switch_infos(topo)]
     node_names = switch_names + [p.name for p in plans]
     try:
@@ -420,6 +443,8 @@ def start_network(
         with stages.stage("configuring hosts (static ARP)"):
             for host in net.hosts:
                 host.set_static_arp((h.ip, h.mac) for h in topology.hosts if h.name != host.name)
+        if fork is not None:
+            _wait_forkserver(stages, fork, start_timeout, switch_cls, build, engine)
         started = f"starting {len(switch_names)} {switch_cls.target} switches"
         if plans:
             started += f" and {len(plans)} delay nodes"
@@ -427,9 +452,58 @@ def start_network(
             net.start()
         rundir.write_topology(topology)
     except BaseException:
-        teardown(net, node_names)
+        teardown(net, node_names, fork)
         raise
-    return Network(net, topo, topology, rundir, switch_cls, description, warnings)
+    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork)
+
+
+def _prepare_engine(stages: Stages, switch_cls: type[P4Switch], build: ProgramBuild,
+                    engine: str) -> None:
+    """The C data path compiled once for every switch (see ``prepare_engine``)."""
+    with stages.stage("compiling the C data path (shared by every switch)"):
+        note = switch_cls.prepare_engine(build, engine)
+    if note:
+        stages.note(note)
+
+
+def _wait_forkserver(stages: Stages, fork: ForkServer, timeout: float,
+                     switch_cls: type[P4Switch], build: ProgramBuild | None,
+                     engine: str | None) -> None:
+    """Waits for the fork server's load (it began before Mininet built the network); when
+    it fails the switches start as processes of their own, the C data path compiled first
+    as without a fork server."""
+    title = "fork server: loading the program once for every switch"
+    if build is not None and engine == "c":
+        title = "fork server: compiling the C data path and loading the program once"
+    try:
+        with stages.stage(title):
+            note = fork.wait_ready(timeout)
+    except ForkServerError as exc:
+        fork.give_up(str(exc))  # the one line that says so
+        if build is not None and engine == "c":
+            _prepare_engine(stages, switch_cls, build, engine)
+        return
+    stages.note(f"fork server: {note}")
+
+
+def _launch_forkserver(switch_cls: type[SoftSwitch], rundir: RunDir, build: ProgramBuild | None,
+                       *, log_level: str, egress_order: str, tdf: float,
+                       engine: str | None) -> ForkServer | None:
+    """The network's fork server (:mod:`topo.forkserver`), loading the program its
+    controller will push with the switches' options, or None (logged) when it cannot run."""
+    flags = ["-L", log_level, *SwitchTiming(tdf).argv()]
+    if egress_order != "sync":
+        flags += ["--egress-order", egress_order]
+    if engine is not None:
+        flags += ["--engine", engine]
+    config = build.device_config if build is not None else None
+    try:
+        fork = ForkServer.launch(switch_cls.python, rundir.log_path("forkserver"), config, flags)
+    except ForkServerError as exc:
+        log.warning("fork server: %s; starting the switches as processes of their own", exc)
+        return None
+    rundir.record_process("forkserver", "forkserver", fork.proc.pid, fork.proc.pid)
+    return fork
 
 
 def _delay_note(mechanism: DelayMechanism, plans: list[DelayNodePlan], netem: bool,

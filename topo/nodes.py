@@ -36,6 +36,7 @@ from mininet.node import Host, Switch
 from softswitch.timing import SwitchTiming
 from topo import p4c_cache
 from topo.errors import ProgramBuildError, SwitchStartError, TargetError
+from topo.forkserver import ForkServer, ForkServerError, ProcessHandle
 from topo.rundir import RunDir
 from topo.topologies import GRPC_BASE_PORT, GRPC_HOST
 
@@ -299,7 +300,7 @@ class ProcessNode(Switch):
         self.rundir = rundir
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: ProcessHandle | None = None
         super().__init__(name, **params)
 
     @property
@@ -328,18 +329,22 @@ class ProcessNode(Switch):
         with logfile.open("ab") as out:
             out.write(f"# {time.strftime('%H:%M:%S')} {shlex.join(argv)}\n".encode())
             out.flush()
-            try:
-                self.proc = subprocess.Popen(
-                    list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, close_fds=True,
-                )
-            except OSError as exc:
-                raise SwitchStartError(
-                    f"{self.what} {self.name} did not start: cannot run {argv[0]}: "
-                    f"{exc.strerror}"
-                ) from None
+            self.proc = self.start_process(argv, out)
         if self.rundir is not None:
             self.rundir.record_process(self.name, kind, self.proc.pid, self.proc.pid)
+
+    def start_process(self, argv: Sequence[str], out: Any) -> ProcessHandle:
+        """Runs ``argv`` in a new session, its output into the open file ``out``."""
+        try:
+            return subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            raise SwitchStartError(
+                f"{self.what} {self.name} did not start: cannot run {argv[0]}: "
+                f"{exc.strerror}"
+            ) from None
 
     # ------------------------------------------------------------------ readiness
     def is_ready(self) -> bool:
@@ -630,6 +635,21 @@ class SoftSwitch(P4Switch):
     python: ClassVar[str] = sys.executable
     delay_line = True
 
+    def __init__(self, name: str, forkserver: ForkServer | None = None, **params: Any) -> None:
+        self.forkserver = forkserver
+        super().__init__(name, **params)
+
+    def start_process(self, argv: Sequence[str], out: Any) -> ProcessHandle:
+        """Forked by the network's fork server when there is one (:mod:`topo.forkserver`),
+        else (and when it fails) a process of its own."""
+        server = self.forkserver
+        if server is not None and server.usable:
+            try:
+                return server.spawn(argv)
+            except ForkServerError as exc:
+                server.give_up(str(exc))
+        return super().start_process(argv, out)
+
     def preload_path(self) -> Path | None:
         """The P4 source (the built-in target compiles it at start)."""
         return self.build.source if self.preload and self.build is not None else None
@@ -680,8 +700,10 @@ class SoftSwitch(P4Switch):
 
     @classmethod
     def compile_program(cls, program: Path, builddir: Path) -> ProgramBuild:
-        """Compiles in-process with the built-in front end and writes the P4Info; the device
-        config for this target is the P4 source itself."""
+        """Compiles in-process with the built-in front end and writes the P4Info and the
+        device config, which for this target is the bundle of the program's sources
+        (``<stem>.device_config.json``; the compile makes it: bundling again would run the
+        preprocessor over the whole program a second time)."""
         try:
             from google.protobuf import text_format
 
@@ -693,7 +715,7 @@ class SoftSwitch(P4Switch):
         try:
             # every switch process of the network compiles the same sources: the first
             # compile here fills the program cache that their start-up reads
-            ir_program, _ = compile_p4_file(program)
+            ir_program, bundle = compile_p4_file(program)
         except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
             raise ProgramBuildError(str(exc)) from None
         try:
@@ -703,7 +725,9 @@ class SoftSwitch(P4Switch):
         builddir.mkdir(parents=True, exist_ok=True)
         out = builddir / f"{program.stem}.p4info.txtpb"
         out.write_text(text_format.MessageToString(p4info))
-        return ProgramBuild(program.resolve(), out.resolve(), program.resolve())
+        config = builddir / f"{program.stem}.device_config.json"
+        config.write_bytes(bundle)
+        return ProgramBuild(program.resolve(), out.resolve(), config.resolve())
 
 
 class BMv2Switch(P4Switch):
