@@ -258,7 +258,7 @@ class ManagedSwitch:
                 log.info("%s: sync: %s", self.name, report)
             return report
 
-    def _apply(self, kind: int, entities: Sequence[p4runtime_pb2.Entity]) -> None:
+    def _apply(self, kind: ents.UpdateType, entities: Sequence[p4runtime_pb2.Entity]) -> None:
         for batch in ents.write_order(kind, entities):
             self.write(ents.updates(kind, [_strip(e) for e in batch]))
 
