@@ -449,7 +449,8 @@ class P4Client:
         """The server's P4Runtime API version."""
         stub = self._require_stub("Capabilities")
         try:
-            return stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(),
-                                     timeout=self.timeout_s).p4runtime_api_version
+            resp: p4runtime_pb2.CapabilitiesResponse = stub.Capabilities(
+                p4runtime_pb2.CapabilitiesRequest(), timeout=self.timeout_s)
+            return resp.p4runtime_api_version
         except grpc.RpcError as err:
             raise P4RuntimeRequestError.from_rpc("Capabilities", err) from None
