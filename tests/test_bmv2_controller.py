@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=skip_reason())
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> tuple[Path, Path]:
+def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(P4Info, BMv2 JSON) of netreduce.p4 from p4c, compiled once."""
     from topo.nodes import BMv2Switch
 
@@ -40,7 +40,7 @@ def program(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def fabric(tmp_path_factory) -> Iterator[dict[str, Bmv2Process]]:
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bmv2Process]]:
     logs = tmp_path_factory.mktemp("bmv2-logs")
     procs = {name: Bmv2Process(name, dev, logs / f"{name}.log")
              for dev, name in enumerate(NAMES, start=1)}
@@ -88,7 +88,7 @@ def topology(procs: dict[str, Bmv2Process], p4info: Path, config: Path,
 
 
 @pytest.fixture
-def rundir(tmp_path, fabric, program) -> Path:
+def rundir(tmp_path: Path, fabric: dict[str, Bmv2Process], program: tuple[Path, Path]) -> Path:
     (tmp_path / "topology.json").write_text(json.dumps(topology(fabric, *program)))
     return tmp_path
 
@@ -114,7 +114,7 @@ def read(rundir: Path, switch: str, table: str) -> list[dict]:
         return ctl.read_table(switch, table)
 
 
-def test_every_verb_on_bmv2(rundir, capsys) -> None:
+def test_every_verb_on_bmv2(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """pipeline push, status, routes, job create/show/list, slots, tables, counters, credits
     set, registers (Thrift), fault set/clear, reconcile, shell and job delete on BMv2."""
     pushed = ok(rundir, capsys, "pipeline", "push", "--force")
@@ -190,7 +190,7 @@ def test_every_verb_on_bmv2(rundir, capsys) -> None:
     assert read(rundir, "l1", "job_table") == [] and read(rundir, "sp1", "job_table") == []
 
 
-def test_serve_restores_a_restarted_bmv2_switch(tmp_path, program) -> None:
+def test_serve_restores_a_restarted_bmv2_switch(tmp_path: Path, program: tuple[Path, Path]) -> None:
     """serve: a BMv2 switch that restarts (empty, --no-p4) gets its pipeline, routes and job
     back; the registers are fresh again, as the controller assumes."""
     proc = Bmv2Process("l1", 21, tmp_path / "l1.log")

@@ -74,7 +74,9 @@ def test_bmv2_ports_get_offloads_off_so_libpcap_rings_hold_more_than_8_packets()
 
 
 @needs_p4c
-def test_p4c_outputs_are_cached_by_the_preprocessed_program(tmp_path: Path, monkeypatch) -> None:
+def test_p4c_outputs_are_cached_by_the_preprocessed_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second compile of the same program (same includes and defines, same p4c) copies
     p4c's outputs from the cache instead of running p4c (~40 s for netreduce.p4 at E 252);
     a change in an included file is a miss; ``INA_P4C_CACHE=off`` turns the cache off."""

@@ -13,7 +13,8 @@ import pytest
 from controller import netreduce as nr
 from controller.cli import job_tree_lines
 from controller.desired import parent_position, route_entities
-from controller.jobs import JobError, JobRequest, commit_allocations, plan_job
+from controller.errors import JobError
+from controller.jobs import JobRequest, commit_allocations, plan_job
 from controller.schema import ControlPlaneSchema
 from controller.topology import FabricTopology, load_topology
 from controller.trees import aggregation_tree, next_hops
@@ -46,7 +47,7 @@ def fattree(tmp_path: Path) -> FabricTopology:
     return _controller_topology(tmp_path, "fattree")
 
 
-def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree):
+def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree: FabricTopology) -> None:
     """A leaf reaches another pod through both its aggregation switches, an aggregation
     switch through both its cores; downward there is one path."""
     hops = next_hops(fattree)
@@ -57,7 +58,7 @@ def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree):
     assert hops["c1"]["l8"] == ["a7"]
 
 
-def test_fattree_routes_use_ecmp_groups(fattree):
+def test_fattree_routes_use_ecmp_groups(fattree: FabricTopology) -> None:
     """Route entities: a leaf has one ECMP group of its 2 aggregation switches for every
     remote leaf; an aggregation switch one group of its 2 cores for other pods."""
     schema = netreduce_schema()
@@ -79,7 +80,7 @@ def test_fattree_routes_use_ecmp_groups(fattree):
     assert len(lpm) == 8 and not members  # one way down to each leaf
 
 
-def test_fattree_job_is_a_three_level_tree(fattree):
+def test_fattree_job_is_a_three_level_tree(fattree: FabricTopology) -> None:
     """A job over every host: leaves -> aggregation -> core, rooted at a core switch."""
     hosts = tuple(h.name for h in fattree.hosts)
     plan = plan_job(JobRequest("all", hosts), fattree, [], {}, SIZES)
@@ -98,7 +99,7 @@ def test_fattree_job_is_a_three_level_tree(fattree):
     assert lines[2].startswith("    l1: level 2") and "workers on h1, h2" in lines[2]
 
 
-def test_second_job_takes_the_next_core_and_a_chosen_root(fattree):
+def test_second_job_takes_the_next_core_and_a_chosen_root(fattree: FabricTopology) -> None:
     """Roots spread over the cores; a root can be chosen; an unknown root is refused."""
     hosts = tuple(h.name for h in fattree.hosts)
     allocs: dict = {}
@@ -116,7 +117,7 @@ def test_second_job_takes_the_next_core_and_a_chosen_root(fattree):
     assert info.value.field == "root"
 
 
-def test_leaf_as_root_has_workers_and_a_child(tmp_path):
+def test_leaf_as_root_has_workers_and_a_child(tmp_path: Path) -> None:
     """Rooted at a leaf, that leaf aggregates its own workers and the other leaf's subtree:
     its children's bitmap positions follow its workers'."""
     topo = _controller_topology(tmp_path, "spineleaf")
@@ -128,7 +129,7 @@ def test_leaf_as_root_has_workers_and_a_child(tmp_path):
     assert parent_position(plan, "sp1") == 2
 
 
-def test_spineleaf_tree_is_unchanged(tmp_path):
+def test_spineleaf_tree_is_unchanged(tmp_path: Path) -> None:
     """On the spine-leaf the tree is the old leaf -> spine one (spine by load, then index)."""
     topo = _controller_topology(tmp_path, "spineleaf")
     tree = aggregation_tree(topo, ["l1", "l2"])

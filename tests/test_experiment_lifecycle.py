@@ -103,7 +103,8 @@ def _lab(fakes: dict[str, Any], **kw: Any) -> ExperimentNetwork:
 
 
 @pytest.mark.parametrize("error", [RuntimeError("the body failed"), KeyboardInterrupt()])
-def test_body_that_raises_tears_down_processes_controller_and_network(fakes, error):
+def test_body_that_raises_tears_down_processes_controller_and_network(fakes: dict[str, Any],
+                                                                      error) -> None:
     """An exception or Ctrl-C in the body: every launched process killed, the controller
     closed, the network stopped; the error itself reaches the caller unchanged."""
     with pytest.raises(type(error)):
@@ -121,7 +122,7 @@ def test_body_that_raises_tears_down_processes_controller_and_network(fakes, err
         ("h1", procs[0].pid), ("h2", procs[1].pid)]
 
 
-def test_programming_failure_while_starting_stops_everything(fakes):
+def test_programming_failure_while_starting_stops_everything(fakes: dict[str, Any]) -> None:
     """A pipeline push that fails (or is interrupted) while starting: the network is stopped
     and the controller closed before the error propagates."""
     fakes["controller"] = FakeController(fail_push=KeyboardInterrupt())
@@ -132,7 +133,7 @@ def test_programming_failure_while_starting_stops_everything(fakes):
     assert lab.network is None
 
 
-def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes):
+def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes: dict[str, Any]) -> None:
     from experiment.lifecycle import StartOptions
 
     start = StartOptions(egress_order="random", seed=7, start_timeout=30.0)
@@ -148,7 +149,7 @@ def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes):
         "random", 7, 30.0)
 
 
-def test_around_a_network_owns_only_its_processes(fakes, tmp_path):
+def test_around_a_network_owns_only_its_processes(fakes: dict[str, Any], tmp_path: Path) -> None:
     """A lifecycle around a network started elsewhere kills its processes but leaves the
     network and the given controller to their owner."""
     network, ctl = FakeNetwork(tmp_path), FakeController()
@@ -160,7 +161,8 @@ def test_around_a_network_owns_only_its_processes(fakes, tmp_path):
     assert (network.stops, ctl.closed) == (0, 0)
 
 
-def test_run_processes_collects_rows_and_leaves_nothing_running(fakes, tmp_path):
+def test_run_processes_collects_rows_and_leaves_nothing_running(fakes: dict[str, Any],
+                                                                tmp_path: Path) -> None:
     lab = ExperimentNetwork.around(FakeNetwork(tmp_path))
     talk = [sys.executable, "-c", "print('{\"rank\": 0}')"]
     rows = lab.run_processes({"a": ("h1", talk), "b": ("h2", SLEEP)}, timeout_s=1.0)
@@ -187,7 +189,7 @@ def test_window_of_two_snapshots() -> None:
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or importlib.util.find_spec("mininet") is None,
                     reason="needs root and Mininet")
-def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path):
+def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path: Path) -> None:
     """On a real rack (no program: nothing to push): a process inside a host and the
     switch are gone, and no interface is left, after the body raised."""
     from topo.cleanup import remove_interfaces, switch_interfaces

@@ -301,7 +301,9 @@ def test_missing_include_has_a_location(tmp_path: Path) -> None:
         compile_file(main)
 
 
-def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(monkeypatch):
+def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The collector is paused during a compile (a speed-up, docs/benchmarks.md) and on again
     afterwards, also after a program with an error; a caller that had it off keeps it off."""
     import gc

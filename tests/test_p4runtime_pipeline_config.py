@@ -61,7 +61,7 @@ def code_of(c: Client, req: FwdReq) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def test_commit_without_save_fails_and_keeps_state(ready):
+def test_commit_without_save_fails_and_keeps_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """COMMIT with nothing saved is NOT_FOUND; with a config it is INVALID_ARGUMENT; in
     both cases the running pipeline and its entries are untouched (they used to be wiped)."""
     sw, c = ready
@@ -74,7 +74,7 @@ def test_commit_without_save_fails_and_keeps_state(ready):
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_verify_checks_without_changing_anything(ready):
+def test_verify_checks_without_changing_anything(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY accepts a good config and rejects a missing or bad one (INVALID_ARGUMENT);
     none of them touches the running pipeline or saves anything for COMMIT."""
     sw, c = ready
@@ -87,7 +87,9 @@ def test_verify_checks_without_changing_anything(ready):
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
 
 
-def test_save_then_writes_go_to_saved_config_until_commit(ready):
+def test_save_then_writes_go_to_saved_config_until_commit(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """After VERIFY_AND_SAVE, Read and Write refer to the saved config; the data plane keeps
     the old pipeline until COMMIT realizes the saved one with those writes; a second
     COMMIT has nothing left to commit."""
@@ -106,7 +108,7 @@ def test_save_then_writes_go_to_saved_config_until_commit(ready):
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
 
 
-def test_failed_save_saves_nothing(ready):
+def test_failed_save_saves_nothing(ready: tuple[InProcessSwitch, Client]) -> None:
     """A VERIFY_AND_SAVE that fails leaves nothing to COMMIT."""
     sw, c = ready
     bad = request(c, FwdReq.VERIFY_AND_SAVE, with_config=True, device_config=b"garbage")
@@ -115,7 +117,7 @@ def test_failed_save_saves_nothing(ready):
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_actions_need_a_config(ready):
+def test_actions_need_a_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY_AND_SAVE, VERIFY_AND_COMMIT and RECONCILE_AND_COMMIT without a config are
     INVALID_ARGUMENT; UNSPECIFIED and unknown actions too."""
     sw, c = ready
@@ -125,7 +127,7 @@ def test_actions_need_a_config(ready):
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_get_config_invalid_response_type(ready):
+def test_get_config_invalid_response_type(ready: tuple[InProcessSwitch, Client]) -> None:
     """An unknown response_type is INVALID_ARGUMENT."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as err:
@@ -227,7 +229,7 @@ def _fwd_default(real: RealSwitch, out_port: int) -> p4runtime_pb2.Update:
     return u
 
 
-def test_reconcile_keeps_entries_across_programs(real):
+def test_reconcile_keeps_entries_across_programs(real: RealSwitch) -> None:
     """RECONCILE_AND_COMMIT to a program with one more table keeps the fwd entries (they
     forward packets right after) and the default action set by the client, where
     VERIFY_AND_COMMIT would start empty."""
@@ -249,7 +251,7 @@ def test_reconcile_keeps_entries_across_programs(real):
     assert real.fwd_entries() == []
 
 
-def test_reconcile_refuses_state_that_does_not_fit(real):
+def test_reconcile_refuses_state_that_does_not_fit(real: RealSwitch) -> None:
     """An entry whose parameter does not fit the new program makes RECONCILE_AND_COMMIT
     INVALID_ARGUMENT, and the old pipeline and entries stay."""
     assert real.push(PORT_FORWARD, FwdReq.VERIFY_AND_COMMIT) == grpc.StatusCode.OK
@@ -263,7 +265,7 @@ def test_reconcile_refuses_state_that_does_not_fit(real):
 # ------------------------------------------------------------- large failing batches
 
 
-def test_batch_status_capped_and_summarised():
+def test_batch_status_capped_and_summarised() -> None:
     """Details stop within the budget, in update order; the message counts every failure
     and names the first ones beyond the details."""
     errors: list[StatusError | None] = [
@@ -285,13 +287,15 @@ def test_batch_status_capped_and_summarised():
     assert f"details only for updates 0-{shown - 1}" in status.message
 
 
-def test_small_batch_has_every_detail():
+def test_small_batch_has_every_detail() -> None:
     """A batch that fits gets one detail per update and a plain message."""
     status = batch_status([None, StatusError(grpc.StatusCode.NOT_FOUND, "no entry")])
     assert len(status.details) == 2 and status.message == "1 of 2 updates failed"
 
 
-def test_default_client_sees_details_of_large_failing_batch(ready):
+def test_default_client_sees_details_of_large_failing_batch(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """A default gRPC client (no metadata size option) gets the per-update errors of a
     3000-update failing batch instead of a bare RESOURCE_EXHAUSTED."""
     sw, c = ready
@@ -313,7 +317,7 @@ def test_default_client_sees_details_of_large_failing_batch(ready):
         str(0x0200F000) in e.message
 
 
-def test_reconcile_carries_every_kind_of_state(ready):
+def test_reconcile_carries_every_kind_of_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """RECONCILE_AND_COMMIT to another device config (a fresh pipeline) carries entries,
     the register and counter values, meter configs, multicast groups and digest configs."""
     from tests.p4runtime_fakes import CTR_ID, DIGEST_ID, METER_ID, REG_ID, FakePipeline, fake_p4info

@@ -75,14 +75,14 @@ def single_error(client, *updates) -> tuple[int, str]:
 # ----------------------------------------------------------------- basics / config
 
 
-def test_capabilities(sw):
+def test_capabilities(sw: InProcessSwitch) -> None:
     """Capabilities reports the P4Runtime API version."""
     c = sw.client(None)
     resp = c.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest())
     assert resp.p4runtime_api_version == "1.4.1"
 
 
-def test_write_before_pipeline_is_failed_precondition(sw):
+def test_write_before_pipeline_is_failed_precondition(sw: InProcessSwitch) -> None:
     """A write before any pipeline config fails with FAILED_PRECONDITION."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as info:
@@ -90,7 +90,7 @@ def test_write_before_pipeline_is_failed_precondition(sw):
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_get_config_before_set_has_no_config(sw):
+def test_get_config_before_set_has_no_config(sw: InProcessSwitch) -> None:
     """GetForwardingPipelineConfig without a pipeline answers with the config unset
     (specification); with one, the config is set even for COOKIE_ONLY without a cookie."""
     c = sw.client()
@@ -100,7 +100,7 @@ def test_get_config_before_set_has_no_config(sw):
     assert c.stub.GetForwardingPipelineConfig(Get(response_type=Get.COOKIE_ONLY)).HasField("config")
 
 
-def test_get_config_response_types(ready):
+def test_get_config_response_types(ready: tuple[InProcessSwitch, object]) -> None:
     """Each response type returns exactly the requested parts plus the cookie."""
     sw, c = ready
     c.set_config(cookie=42)
@@ -115,14 +115,14 @@ def test_get_config_response_types(ready):
     assert not r.HasField("p4info") and r.p4_device_config == b"fake"
 
 
-def test_verify_does_not_commit(sw):
+def test_verify_does_not_commit(sw: InProcessSwitch) -> None:
     """VERIFY checks a config without installing it."""
     c = sw.client()
     c.set_config(action=FwdReq.VERIFY)
     assert sw.switch.pipeline is None
 
 
-def test_verify_and_save_then_commit(sw):
+def test_verify_and_save_then_commit(sw: InProcessSwitch) -> None:
     """VERIFY_AND_SAVE keeps the config; COMMIT installs it."""
     c = sw.client()
     c.set_config(action=FwdReq.VERIFY_AND_SAVE)
@@ -133,7 +133,7 @@ def test_verify_and_save_then_commit(sw):
     assert sw.switch.pipeline is not None
 
 
-def test_commit_without_saved_config_fails(sw):
+def test_commit_without_saved_config_fails(sw: InProcessSwitch) -> None:
     """COMMIT with nothing saved fails with NOT_FOUND (specification)."""
     c = sw.client()
     req = FwdReq(device_id=0, action=FwdReq.COMMIT)
@@ -143,7 +143,7 @@ def test_commit_without_saved_config_fails(sw):
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_reconcile_keeps_state_for_same_config(ready):
+def test_reconcile_keeps_state_for_same_config(ready: tuple[InProcessSwitch, object]) -> None:
     """RECONCILE_AND_COMMIT with the same config keeps the installed entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -154,7 +154,7 @@ def test_reconcile_keeps_state_for_same_config(ready):
     )
 
 
-def test_verify_and_commit_resets_state(ready):
+def test_verify_and_commit_resets_state(ready: tuple[InProcessSwitch, object]) -> None:
     """VERIFY_AND_COMMIT installs a fresh pipeline without the old entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -162,7 +162,7 @@ def test_verify_and_commit_resets_state(ready):
     assert c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID))) == []
 
 
-def test_mismatched_p4info_rejected(sw):
+def test_mismatched_p4info_rejected(sw: InProcessSwitch) -> None:
     """A P4Info whose table ids differ from the program's is INVALID_ARGUMENT."""
     c = sw.client()
     info = fake_p4info()
@@ -173,7 +173,7 @@ def test_mismatched_p4info_rejected(sw):
     assert "MyIngress.fwd" in err.value.details()
 
 
-def test_bad_device_config_rejected(sw):
+def test_bad_device_config_rejected(sw: InProcessSwitch) -> None:
     """An unloadable device config is INVALID_ARGUMENT with the loader's message."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as err:
@@ -182,7 +182,7 @@ def test_bad_device_config_rejected(sw):
     assert "unknown device config" in err.value.details()
 
 
-def test_unspecified_action_rejected(sw):
+def test_unspecified_action_rejected(sw: InProcessSwitch) -> None:
     """SetForwardingPipelineConfig with action UNSPECIFIED is INVALID_ARGUMENT."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as err:
@@ -190,7 +190,7 @@ def test_unspecified_action_rejected(sw):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_wrong_device_id_is_not_found(ready):
+def test_wrong_device_id_is_not_found(ready: tuple[InProcessSwitch, object]) -> None:
     """A Write for another device id fails with NOT_FOUND."""
     sw, c = ready
     req = p4runtime_pb2.WriteRequest(device_id=7)
@@ -203,7 +203,7 @@ def test_wrong_device_id_is_not_found(ready):
 # ----------------------------------------------------------------------- tables
 
 
-def test_insert_forwards_packet(ready):
+def test_insert_forwards_packet(ready: tuple[InProcessSwitch, object]) -> None:
     """An inserted fwd entry makes port 1 traffic leave on port 2 unchanged."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -211,7 +211,7 @@ def test_insert_forwards_packet(ready):
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_modify_and_delete_entry(ready):
+def test_modify_and_delete_entry(ready: tuple[InProcessSwitch, object]) -> None:
     """MODIFY changes the output port; DELETE falls back to the default (drop)."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -224,7 +224,7 @@ def test_modify_and_delete_entry(ready):
     assert sw.port(2).receive(0.1) is None
 
 
-def test_duplicate_insert_already_exists(ready):
+def test_duplicate_insert_already_exists(ready: tuple[InProcessSwitch, object]) -> None:
     """Inserting the same key twice is ALREADY_EXISTS."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -232,14 +232,14 @@ def test_duplicate_insert_already_exists(ready):
     assert code == code_pb2.ALREADY_EXISTS
 
 
-def test_modify_missing_not_found(ready):
+def test_modify_missing_not_found(ready: tuple[InProcessSwitch, object]) -> None:
     """Modifying an absent entry is NOT_FOUND."""
     sw, c = ready
     code, _ = single_error(c, table_entry_update(MODIFY, 5, 3))
     assert code == code_pb2.NOT_FOUND
 
 
-def test_batch_reports_each_update(ready):
+def test_batch_reports_each_update(ready: tuple[InProcessSwitch, object]) -> None:
     """A batch with one bad update reports OK for the others and applies them."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as info:
@@ -253,14 +253,14 @@ def test_batch_reports_each_update(ready):
     )
 
 
-def test_value_too_wide_invalid_argument(ready):
+def test_value_too_wide_invalid_argument(ready: tuple[InProcessSwitch, object]) -> None:
     """A match value wider than the field is INVALID_ARGUMENT (the match-format rules)."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1024, 2))
     assert code == code_pb2.INVALID_ARGUMENT and "9 bits" in msg
 
 
-def test_unknown_table_invalid_argument(ready):
+def test_unknown_table_invalid_argument(ready: tuple[InProcessSwitch, object]) -> None:
     """A table id not in P4Info makes the update malformed: INVALID_ARGUMENT (as BMv2)."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -269,14 +269,16 @@ def test_unknown_table_invalid_argument(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_missing_param_invalid(ready):
+def test_missing_param_invalid(ready: tuple[InProcessSwitch, object]) -> None:
     """An action without its parameter is INVALID_ARGUMENT."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1, None))
     assert code == code_pb2.INVALID_ARGUMENT and "port" in msg
 
 
-def test_defaultonly_action_in_entry_permission_denied(ready):
+def test_defaultonly_action_in_entry_permission_denied(
+    ready: tuple[InProcessSwitch, object]
+) -> None:
     """A @defaultonly action in a table entry is PERMISSION_DENIED (the specification's code
     for an action used outside its scope; BMv2 answers the same)."""
     sw, c = ready
@@ -284,7 +286,7 @@ def test_defaultonly_action_in_entry_permission_denied(ready):
     assert code == code_pb2.PERMISSION_DENIED and "defaultonly" in msg
 
 
-def test_ternary_needs_priority(ready):
+def test_ternary_needs_priority(ready: tuple[InProcessSwitch, object]) -> None:
     """A ternary table entry without priority is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -297,7 +299,7 @@ def test_ternary_needs_priority(ready):
     assert code == code_pb2.INVALID_ARGUMENT and "priority" in msg
 
 
-def test_zero_mask_rejected(ready):
+def test_zero_mask_rejected(ready: tuple[InProcessSwitch, object]) -> None:
     """A ternary match with a zero mask must be omitted: INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -310,7 +312,7 @@ def test_zero_mask_rejected(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_lpm_bits_beyond_prefix_rejected(ready):
+def test_lpm_bits_beyond_prefix_rejected(ready: tuple[InProcessSwitch, object]) -> None:
     """An LPM value with bits beyond the prefix is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -323,7 +325,7 @@ def test_lpm_bits_beyond_prefix_rejected(ready):
     assert code == code_pb2.INVALID_ARGUMENT and "prefix" in msg
 
 
-def test_table_full_resource_exhausted(ready):
+def test_table_full_resource_exhausted(ready: tuple[InProcessSwitch, object]) -> None:
     """Inserting beyond the table size is RESOURCE_EXHAUSTED."""
     sw, c = ready
     updates = []
@@ -340,7 +342,7 @@ def test_table_full_resource_exhausted(ready):
     assert [code for code, _ in write_errors(info.value)][-1] == code_pb2.RESOURCE_EXHAUSTED
 
 
-def test_read_canonical_and_metadata(ready):
+def test_read_canonical_and_metadata(ready: tuple[InProcessSwitch, object]) -> None:
     """Read returns canonical (leading-zero-free) bytes and the entry's metadata cookie."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -353,7 +355,7 @@ def test_read_canonical_and_metadata(ready):
     assert te.metadata == b"cookie"
 
 
-def test_read_all_tables_wildcard(ready):
+def test_read_all_tables_wildcard(ready: tuple[InProcessSwitch, object]) -> None:
     """A read with table_id 0 returns entries of every table."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -371,7 +373,7 @@ def test_read_all_tables_wildcard(ready):
     assert acl.match[0].lpm.value == bytes([10, 0, 0, 0])
 
 
-def test_default_entry_modify_and_reset(ready):
+def test_default_entry_modify_and_reset(ready: tuple[InProcessSwitch, object]) -> None:
     """MODIFY of the default entry changes the miss action; an empty action resets it."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -395,7 +397,7 @@ def test_default_entry_modify_and_reset(ready):
     assert ent.table_entry.action.action.action_id == DROP_ID
 
 
-def test_default_entry_insert_invalid(ready):
+def test_default_entry_insert_invalid(ready: tuple[InProcessSwitch, object]) -> None:
     """INSERT of a default entry is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -409,7 +411,7 @@ def test_default_entry_insert_invalid(ready):
 # ---------------------------------------------------------------------- externs
 
 
-def test_register_write_read(ready):
+def test_register_write_read(ready: tuple[InProcessSwitch, object]) -> None:
     """A register cell written over P4Runtime reads back canonically."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -428,7 +430,7 @@ def test_register_write_read(ready):
     assert len(c.read(all_cells)) == 8
 
 
-def test_register_index_out_of_range(ready):
+def test_register_index_out_of_range(ready: tuple[InProcessSwitch, object]) -> None:
     """A register index beyond its size is OUT_OF_RANGE."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -439,7 +441,7 @@ def test_register_index_out_of_range(ready):
     assert code == code_pb2.OUT_OF_RANGE
 
 
-def test_register_read_index_out_of_range(ready):
+def test_register_read_index_out_of_range(ready: tuple[InProcessSwitch, object]) -> None:
     """Reading a register cell beyond its size is OUT_OF_RANGE (as BMv2's register_read)."""
     sw, c = ready
     probe = p4runtime_pb2.Entity()
@@ -450,7 +452,7 @@ def test_register_read_index_out_of_range(ready):
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_register_read_engine_smaller_than_p4info(ready):
+def test_register_read_engine_smaller_than_p4info(ready: tuple[InProcessSwitch, object]) -> None:
     """An engine register smaller than P4Info says still answers OUT_OF_RANGE, not 0."""
     from softswitch.engine.externs import Register
 
@@ -464,7 +466,7 @@ def test_register_read_engine_smaller_than_p4info(ready):
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_counter_counts_packets(ready):
+def test_counter_counts_packets(ready: tuple[InProcessSwitch, object]) -> None:
     """The indexed counter counts forwarded packets and bytes; a write resets it."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -486,7 +488,7 @@ def test_counter_counts_packets(ready):
     assert ent.counter_entry.data.packet_count == 0
 
 
-def test_direct_counter_read(ready):
+def test_direct_counter_read(ready: tuple[InProcessSwitch, object]) -> None:
     """Direct counters of acl entries count hits and are read per entry."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -506,7 +508,7 @@ def test_direct_counter_read(ready):
     assert ent.direct_counter_entry.data.byte_count == len(FRAME)
 
 
-def test_meter_config_roundtrip(ready):
+def test_meter_config_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
     """A meter config written to an index reads back; other indices stay unconfigured."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -522,7 +524,7 @@ def test_meter_config_roundtrip(ready):
     assert not ents[0].meter_entry.HasField("config")
 
 
-def test_meter_pir_below_cir_invalid(ready):
+def test_meter_pir_below_cir_invalid(ready: tuple[InProcessSwitch, object]) -> None:
     """A meter config with PIR below CIR is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -549,7 +551,7 @@ def _presence_rules(client, update, on_insert=None) -> None:
     assert single_error(client, update)[0] == code_pb2.NOT_FOUND
 
 
-def test_multicast_group_lifecycle(ready):
+def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, object]) -> None:
     """Multicast groups: presence rules, and an inserted group is replicated and read back."""
     sw, c = ready
     u = p4runtime_pb2.Update()
@@ -568,7 +570,7 @@ def test_multicast_group_lifecycle(ready):
     _presence_rules(c, u, inserted)
 
 
-def test_clone_session_roundtrip(ready):
+def test_clone_session_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
     """A clone session is stored in the PRE and read back with its truncation."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -583,7 +585,7 @@ def test_clone_session_roundtrip(ready):
     assert ent.packet_replication_engine_entry.clone_session_entry.replicas[0].egress_port == 3
 
 
-def test_clone_session_presence_rules(ready):
+def test_clone_session_presence_rules(ready: tuple[InProcessSwitch, object]) -> None:
     """A clone session follows the same presence rules as a multicast group."""
     _sw, c = ready
     u = p4runtime_pb2.Update()
@@ -596,7 +598,7 @@ def test_clone_session_presence_rules(ready):
 # ------------------------------------------------------------------ arbitration
 
 
-def test_first_client_is_primary(sw):
+def test_first_client_is_primary(sw: InProcessSwitch) -> None:
     """The only client is primary (status OK) and learns its own election id."""
     c = sw.client(None)
     msg = c.arbitrate((0, 5))
@@ -604,7 +606,7 @@ def test_first_client_is_primary(sw):
     assert msg.arbitration.election_id.low == 5
 
 
-def test_backup_cannot_write(ready):
+def test_backup_cannot_write(ready: tuple[InProcessSwitch, object]) -> None:
     """A client with a lower election id is a backup and gets PERMISSION_DENIED on Write."""
     sw, primary = ready
     backup = sw.client(None)
@@ -616,7 +618,9 @@ def test_backup_cannot_write(ready):
     primary.write(table_entry_update(INSERT, 1, 2))
 
 
-def test_higher_election_takes_over_and_all_are_notified(ready):
+def test_higher_election_takes_over_and_all_are_notified(
+    ready: tuple[InProcessSwitch, object]
+) -> None:
     """A higher election id becomes primary; the old primary is told it is now a backup."""
     sw, old = ready
     new = sw.client(None)
@@ -631,7 +635,7 @@ def test_higher_election_takes_over_and_all_are_notified(ready):
     new.write(table_entry_update(INSERT, 1, 2))
 
 
-def test_primary_leaving_promotes_backup(ready):
+def test_primary_leaving_promotes_backup(ready: tuple[InProcessSwitch, object]) -> None:
     """When the primary disconnects, the next highest client becomes primary and is told."""
     sw, primary = ready
     backup = sw.client(None)
@@ -642,7 +646,7 @@ def test_primary_leaving_promotes_backup(ready):
     assert note.arbitration.status.code == code_pb2.OK
 
 
-def test_duplicate_election_id_closes_stream(ready):
+def test_duplicate_election_id_closes_stream(ready: tuple[InProcessSwitch, object]) -> None:
     """A second client with the primary's election id gets its stream closed INVALID_ARGUMENT."""
     sw, _ = ready
     dup = sw.client(None)
@@ -651,7 +655,7 @@ def test_duplicate_election_id_closes_stream(ready):
     assert msg.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_arbitration_wrong_device_closes_stream(sw):
+def test_arbitration_wrong_device_closes_stream(sw: InProcessSwitch) -> None:
     """Arbitration for another device id closes the stream with NOT_FOUND."""
     c = sw.client(None)
     msg = c.arbitrate((0, 1), device_id=3)
@@ -661,7 +665,7 @@ def test_arbitration_wrong_device_closes_stream(sw):
 # --------------------------------------------------------------- packet I/O
 
 
-def test_packet_out_goes_to_header_port(ready):
+def test_packet_out_goes_to_header_port(ready: tuple[InProcessSwitch, object]) -> None:
     """A PacketOut with egress_port metadata leaves on that port without the header."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -672,7 +676,7 @@ def test_packet_out_goes_to_header_port(ready):
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_packet_out_missing_metadata_stream_error(ready):
+def test_packet_out_missing_metadata_stream_error(ready: tuple[InProcessSwitch, object]) -> None:
     """A PacketOut without its metadata gets a StreamError INVALID_ARGUMENT echoing it."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -683,7 +687,7 @@ def test_packet_out_missing_metadata_stream_error(ready):
     assert msg.error.packet_out.packet_out.payload == FRAME
 
 
-def test_packet_in_to_primary(ready):
+def test_packet_in_to_primary(ready: tuple[InProcessSwitch, object]) -> None:
     """A frame forwarded to the CPU port arrives as PacketIn with ingress_port metadata."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 3, CPU_PORT))
@@ -694,7 +698,7 @@ def test_packet_in_to_primary(ready):
     assert md == {1: b"\x03", 2: b"\x00"}
 
 
-def test_digest_list_after_config(ready):
+def test_digest_list_after_config(ready: tuple[InProcessSwitch, object]) -> None:
     """With a DigestEntry configured, a learning frame yields a DigestList; ack accepted."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -717,7 +721,7 @@ def test_digest_list_after_config(ready):
     assert ent.digest_entry.config.max_list_size == 1
 
 
-def test_invalid_requests_do_not_kill_server(ready):
+def test_invalid_requests_do_not_kill_server(ready: tuple[InProcessSwitch, object]) -> None:
     """After a burst of malformed requests the server still answers correctly."""
     sw, c = ready
     for bad in (p4runtime_pb2.Update(), p4runtime_pb2.Update(type=INSERT)):

@@ -86,7 +86,7 @@ UNTAGGED = _mac(PEER_MAC) + _mac(HOST_MAC) + b"\x88\xb5" + MARK
 # ------------------------------------------------------------------ pure reconstruction
 
 
-def test_restore_tag_with_tpid():
+def test_restore_tag_with_tpid() -> None:
     """An 802.1ad tag reported with its TPID goes back after the MAC addresses."""
     stripped = UNTAGGED
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0x2064, 0x88A8)
@@ -95,7 +95,7 @@ def test_restore_tag_with_tpid():
     )
 
 
-def test_restore_tag_without_tpid_is_8021q():
+def test_restore_tag_without_tpid_is_8021q() -> None:
     """Kernels that report no TPID get 802.1Q, as libpcap assumes."""
     aux = _aux(TP_STATUS_VLAN_VALID, 0x0005, 0)
     assert (
@@ -103,7 +103,7 @@ def test_restore_tag_without_tpid_is_8021q():
     )
 
 
-def test_restore_priority_tag_vid_zero():
+def test_restore_priority_tag_vid_zero() -> None:
     """A tag with TCI 0 (priority 0, VID 0) is still a tag when the kernel says it is valid."""
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0, 0x8100)
     assert (
@@ -111,7 +111,7 @@ def test_restore_priority_tag_vid_zero():
     )
 
 
-def test_no_tag_leaves_frame_alone():
+def test_no_tag_leaves_frame_alone() -> None:
     """Without the valid flag and with TCI 0 there was no tag; other control messages are
     ignored."""
     assert restore_vlan_tag(UNTAGGED, _aux(0, 0, 0)) == UNTAGGED
@@ -119,7 +119,7 @@ def test_no_tag_leaves_frame_alone():
     assert restore_vlan_tag(UNTAGGED, []) == UNTAGGED
 
 
-def test_old_kernel_nonzero_tci_without_flag():
+def test_old_kernel_nonzero_tci_without_flag() -> None:
     """Kernels before the VLAN_VALID flag only reported a non-zero TCI: still restored."""
     out = restore_vlan_tag(UNTAGGED, _aux(0, 0x0123, 0))
     assert out == UNTAGGED[:12] + bytes.fromhex("81000123") + UNTAGGED[12:]
@@ -170,7 +170,7 @@ def _collect(port: AfPacketPort, src: bytes, n: int, timeout: float = 5.0) -> li
 
 @pytest.mark.root
 @needs_netns
-def test_tagged_frames_received_as_on_the_wire():
+def test_tagged_frames_received_as_on_the_wire() -> None:
     """Untagged, single-, priority- and double-tagged frames arrive byte-exact, although
     the kernel stripped the outer tag of each (a plain recv shows it did)."""
     with topology(1) as topo:
@@ -193,7 +193,7 @@ def test_tagged_frames_received_as_on_the_wire():
 
 @pytest.mark.root
 @needs_netns
-def test_tagged_frames_transmitted_intact():
+def test_tagged_frames_transmitted_intact() -> None:
     """Frames the port sends keep their tags on the wire."""
     with topology(1) as topo:
         link = topo.links[0]
@@ -259,7 +259,7 @@ def compile_p4():
 
 @pytest.mark.root
 @needs_netns
-def test_netreduce_drops_tagged_ipv4(compile_p4):
+def test_netreduce_drops_tagged_ipv4(compile_p4) -> None:
     """netreduce.p4 parses only untagged IPv4: a tagged IPv4 frame is dropped (not IPv4),
     the same frame untagged is routed. Before the ports restored tags, both were routed."""
     from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
@@ -307,7 +307,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
 
 @pytest.mark.root
 @needs_netns
-def test_program_sees_and_keeps_tags(compile_p4):
+def test_program_sees_and_keeps_tags(compile_p4) -> None:
     """A program that parses VLAN sees the outer tag (it adds one to the VID) and the inner
     tag; the frame leaves port 2 with both tags; an untagged frame is dropped by it."""
     from softswitch.pipeline import Pipeline
@@ -338,7 +338,7 @@ def test_program_sees_and_keeps_tags(compile_p4):
                 rx.communicate()
 
 
-def test_auxdata_layout():
+def test_auxdata_layout() -> None:
     """tpacket_auxdata is 20 bytes (three u32, four u16), as in linux/if_packet.h."""
     assert AUXDATA.size == 20
     assert struct.calcsize("=IIIHHHH") == 20

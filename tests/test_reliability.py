@@ -45,7 +45,7 @@ def _run(exact: bool, errors: tuple[str | None, ...], wall: float = 1.0) -> Simp
     )
 
 
-def test_judge_tells_exact_wrong_hang_and_named_failures():
+def test_judge_tells_exact_wrong_hang_and_named_failures() -> None:
     assert judge(_run(True, (None, None)), 10) == "exact"
     assert judge(_run(False, ("result differs from the exact sum", None)), 10) == "wrong"
     assert judge(_run(False, ("no result within 40 s (killed)", None)), 10) == "hang"
@@ -58,14 +58,15 @@ def test_judge_tells_exact_wrong_hang_and_named_failures():
     assert tally.errors and tally.errors[0].startswith("hang: rank 0: timed out")
 
 
-def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
+def test_new_job_goes_on_after_a_failed_create(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The controller cell kills `ina-controller serve` while all-reduces run: a new_job
     that had deleted the previous job and then failed to create the next one left the
     deleted job as the current plan, so every later new_job failed deleting it, and the
     cell waited for ever for one more job (CI hung). The next call now goes on."""
     import contextlib
 
-    from controller.jobs import JobError
+    from controller.errors import JobError
     from reliability.testbed import Testbed, TestbedConfig
 
     class FakeController:
@@ -102,7 +103,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
     assert ctl.jobs == {"soak3"}
 
 
-def test_hang_bound_follows_the_link_rate():
+def test_hang_bound_follows_the_link_rate() -> None:
     slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
     assert slow > fast > 30.0
     # under loss: 3 x the expected retransmission timeouts (256 packets, six lossy link
@@ -117,7 +118,7 @@ def test_hang_bound_follows_the_link_rate():
     assert ideal_seconds(8192, 32, 10.0) == pytest.approx(2 * 256 * 202 * 8 / 10e6)
 
 
-def test_frames_cover_every_kind_and_are_wrong_as_announced():
+def test_frames_cover_every_kind_and_are_wrong_as_announced() -> None:
     factory = FrameFactory("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", "10.0.1.2", 3)
     frames = factory.frames(len(KINDS) * 3)
     assert [k for k, _ in frames[: len(KINDS)]] == list(KINDS)
@@ -136,7 +137,7 @@ def test_frames_cover_every_kind_and_are_wrong_as_announced():
     assert again.frames(len(KINDS) * 3) == frames
 
 
-def test_report_states_each_target_and_the_command():
+def test_report_states_each_target_and_the_command() -> None:
     tally = JobTally(bound_s=31, count=3, exact=3, seconds=[0.5, 0.6, 0.7], retransmissions=4)
     bad = JobTally(bound_s=31, count=2, exact=1, hangs=1, errors=["hang: rank 1: timed out"])
     result = CampaignResult(
@@ -155,7 +156,7 @@ def test_report_states_each_target_and_the_command():
     assert "**no**" in text and "hang: rank 1: timed out" in text
 
 
-def test_leak_scan_sees_only_its_own_tag(tmp_path):
+def test_leak_scan_sees_only_its_own_tag(tmp_path: Path) -> None:
     tag = f"rqtest{os.getpid()}"
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
@@ -185,7 +186,7 @@ def _wait_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> N
 @root_only
 @pytest.mark.root
 @pytest.mark.slow
-def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
+def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path: Path) -> None:
     """Regression (issue 20): a `make run` killed with SIGKILL left its switch processes,
     host shells and interfaces, and the next run refused to start ("already exist ...
     `make clean` removes them")."""
@@ -227,7 +228,7 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_quick_campaign_meets_every_target(tmp_path):
+def test_quick_campaign_meets_every_target(tmp_path: Path) -> None:
     """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
     restarts, teardown and bad input, each target met."""
     out = tmp_path / "reliability.md"
@@ -283,7 +284,8 @@ def _run_quick_campaign(tmp_path: Path, out: Path) -> subprocess.CompletedProces
     )
 
 
-def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
+def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (issue 20): ``make run`` now cleans its runs root before it starts; an older
     dead run there with the same switch names must not take a live run's interfaces."""
     from topo import cleanup

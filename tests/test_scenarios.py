@@ -46,7 +46,7 @@ def _write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
-def test_examples_are_valid():
+def test_examples_are_valid() -> None:
     for path in sorted(EXAMPLES.glob("*.yaml")):
         sc = load_scenario(path)
         assert sc.name == path.stem and sc.jobs and sc.assertions
@@ -54,21 +54,21 @@ def test_examples_are_valid():
     assert names == {*PASSING, "broken"}
 
 
-def test_a_good_file_reads_back():
+def test_a_good_file_reads_back() -> None:
     sc = load_scenario(EXAMPLES / "rack-restart.yaml")
     assert [j.name for j in sc.jobs] == ["j1", "j2"] and sc.jobs[1].start == 6
     assert [(f.at, f.action, f.switch) for f in sc.faults] == [(5.0, "restart", "s1")]
     assert sc.assertions[0].jobs == ("j1", "j2")
 
 
-def test_tdf_dilates_the_scenario(tmp_path):
+def test_tdf_dilates_the_scenario(tmp_path: Path) -> None:
     """A scenario's tdf (default 1) is read as a number; its times stay emulated seconds."""
     assert load_scenario(_write(tmp_path, GOOD)).tdf == 1.0
     sc = load_scenario(_write(tmp_path, "tdf: 4\n" + GOOD))
     assert sc.tdf == 4.0 and [f.at for f in sc.faults] == [2.0, 5.0]
 
 
-def test_link_rates_and_delays_take_units(tmp_path):
+def test_link_rates_and_delays_take_units(tmp_path: Path) -> None:
     """A scenario's bw/fabric_bw take k/M/G/T (a bare number is Mbit/s), delay ns/us/ms/s."""
     sc = load_scenario(_write(tmp_path, GOOD.replace(
         "{kind: rack, hosts: 3}", "{kind: spineleaf, hosts: 1, bw: 20M, fabric_bw: 500k, "
@@ -79,7 +79,7 @@ def test_link_rates_and_delays_take_units(tmp_path):
                          ).topology.bw == 3.0
 
 
-def test_json_works_too(tmp_path):
+def test_json_works_too(tmp_path: Path) -> None:
     path = _write(tmp_path, """\
         {"name": "j", "topology": {"kind": "spineleaf", "spines": 1, "hosts": 2},
          "jobs": [{"name": "a", "algorithms": ["ring"]}],
@@ -121,7 +121,7 @@ def test_json_works_too(tmp_path):
     (("hosts: 3}", "hosts: 3, delay: 2}"),
      r"s.yaml:2: topology.delay: 2: a delay with its unit, such as 2us or 1ms"),
 ])
-def test_errors_name_file_line_field_and_value(tmp_path, change, message):
+def test_errors_name_file_line_field_and_value(tmp_path: Path, change, message) -> None:
     old, new = change
     assert old in GOOD
     path = _write(tmp_path, GOOD.replace(old, new, 1))
@@ -129,7 +129,7 @@ def test_errors_name_file_line_field_and_value(tmp_path, change, message):
         load_scenario(path)
 
 
-def test_topology_file_fields(tmp_path):
+def test_topology_file_fields(tmp_path: Path) -> None:
     """A topology file excludes the built-in fields; a shipped or own file is loaded with its
     parameters and its node names checked."""
     text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml, hosts: 3}")
@@ -155,7 +155,7 @@ def test_topology_file_fields(tmp_path):
     assert sc.topology.file == str(own)
 
 
-def test_missing_and_unparsable(tmp_path):
+def test_missing_and_unparsable(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"s.yaml:1: jobs: \(missing\): required"):
         load_scenario(_write(tmp_path, "topology: {kind: rack}\nassertions: [{exact: all}]\n"))
     with pytest.raises(ScenarioError,
@@ -168,7 +168,7 @@ def test_missing_and_unparsable(tmp_path):
         load_scenario(_write(tmp_path, "[1, 2]\n"))
 
 
-def test_check_cli(tmp_path, capsys):
+def test_check_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", *map(str, sorted(EXAMPLES.glob("*.yaml")))]) == 0
     assert capsys.readouterr().out.count(": ok (") == 4
     bad = _write(tmp_path, GOOD.replace("port: 1,", "port: 9,"))
@@ -185,7 +185,7 @@ def _run(algo: str, seconds: float, exact: bool = True) -> AllreduceRun:
     return AllreduceRun(algo, 16, ranks)
 
 
-def test_assertions_evaluate():
+def test_assertions_evaluate() -> None:
     sc = load_scenario(EXAMPLES / "broken.yaml")
     exact, ratio, no_fault = sc.assertions
     runs = {"j1.innetwork": _run("innetwork", 0.5), "j1.ring": _run("ring", 1.0)}
@@ -202,7 +202,7 @@ def test_assertions_evaluate():
     assert evaluate(ratio, bad, {}, {}).failure == "cannot measure: j1.ring was not exact"
 
 
-def test_junit_xml_is_readable():
+def test_junit_xml_is_readable() -> None:
     sc = load_scenario(EXAMPLES / "broken.yaml")
     report = ScenarioReport(sc, [
         Case("setup", "start the network and program the fabric", 3.0, output="rundir x"),
@@ -248,7 +248,7 @@ def _no_leftovers():
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.usefixtures("_no_leftovers")
-def test_examples_pass(tmp_path, repo_root):
+def test_examples_pass(tmp_path: Path, repo_root: Path) -> None:
     """The three examples in one run: exit 0, a JUnit suite each, no failure or error."""
     files = [str(EXAMPLES / f"{name}.yaml") for name in PASSING]
     proc, root = _cli(tmp_path, repo_root, *files)
@@ -270,7 +270,7 @@ def test_examples_pass(tmp_path, repo_root):
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.usefixtures("_no_leftovers")
-def test_broken_example_fails_with_a_readable_report(tmp_path, repo_root):
+def test_broken_example_fails_with_a_readable_report(tmp_path: Path, repo_root: Path) -> None:
     proc, root = _cli(tmp_path, repo_root, str(EXAMPLES / "broken.yaml"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     suite = root.find("testsuite")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +68,7 @@ def _ack(req: Requester, psn: int, nak: bool = False) -> None:
     req.on_ack(parse_bth(pkt), aeth >> 24)
 
 
-def test_timeout_adapts_to_measured_round_trips():
+def test_timeout_adapts_to_measured_round_trips() -> None:
     """A 200 ms round trip raises the timeout above it (srtt + 4 rttvar), not 10 ms."""
     req = _requester()
     assert req.current_rto == pytest.approx(INITIAL_RTO)  # RFC 6298: 1 s before any sample
@@ -78,7 +79,7 @@ def test_timeout_adapts_to_measured_round_trips():
     assert 0.55 < req.current_rto < 0.7
 
 
-def test_congestion_window_slow_starts_from_min_cwnd():
+def test_congestion_window_slow_starts_from_min_cwnd() -> None:
     """Only min_cwnd packets go out first; each ACKed packet lets one more go (slow start)."""
     req = _requester(min_cwnd=4)
     _post(req, 64)
@@ -89,7 +90,7 @@ def test_congestion_window_slow_starts_from_min_cwnd():
     assert req.cwnd == 8 and req.stats.packets_sent == 12
 
 
-def test_nak_halves_and_timeout_resets_the_window():
+def test_nak_halves_and_timeout_resets_the_window() -> None:
     """A NAK halves the window once per loss event; a timeout drops it to min_cwnd."""
     req = _requester(min_cwnd=4)
     _post(req, 64)
@@ -106,7 +107,7 @@ def test_nak_halves_and_timeout_resets_the_window():
     assert req.cwnd == 4 and req.stats.timeouts == 1
 
 
-def test_without_min_cwnd_the_window_is_fixed():
+def test_without_min_cwnd_the_window_is_fixed() -> None:
     """Plain go-back-N (no min_cwnd): the whole window goes out at once."""
     req = _requester(window=16)
     _post(req, 64)
@@ -114,7 +115,7 @@ def test_without_min_cwnd_the_window_is_fixed():
     assert req.stats.packets_sent == 16
 
 
-def test_program_for_64_elements_compiles(tmp_path):
+def test_program_for_64_elements_compiles(tmp_path: Path) -> None:
     """The NR_ELEMS = 64 wrapper compiles to a program whose aggregation header has 64
     elements; 32 is netreduce.p4 itself."""
     assert program_for(32, tmp_path).name == "netreduce.p4"
@@ -122,7 +123,7 @@ def test_program_for_64_elements_compiles(tmp_path):
     assert len(program.types["nr_data_t"].fields) == 64
 
 
-def test_cells_run_sizes_then_models():
+def test_cells_run_sizes_then_models() -> None:
     """All-reduce cells (size by size, every algorithm) come before the replays."""
     spec = MatrixSpec(algos=("ring", "innetwork"), sizes=(10, 20), models=("resnet50",))
     assert cells_of(spec) == [("allreduce", "ring", 10), ("allreduce", "innetwork", 10),
@@ -136,13 +137,13 @@ def test_cells_run_sizes_then_models():
     ({"elems": 50}, "elems \\(NR_ELEMS\\) must be"),
     ({"models": ("bert",)}, "unknown model"),
 ])
-def test_bad_spec_is_refused(changes, message):
+def test_bad_spec_is_refused(changes, message) -> None:
     """An unknown algorithm, model or element count is a MatrixError naming it."""
     with pytest.raises(MatrixError, match=message):
         MatrixSpec(**changes)
 
 
-def test_spec_from_command_line():
+def test_spec_from_command_line() -> None:
     """The CLI's comma lists become the spec's tuples; an empty model list means none."""
     from experiment.__main__ import build_parser
 
@@ -157,7 +158,7 @@ def test_spec_from_command_line():
     assert (spec.bw_mbit, spec.intra_bw_bps) == (10.0, 1.2e12)
 
 
-def test_hierarchical_intra_host_rate_has_units(capsys):
+def test_hierarchical_intra_host_rate_has_units(capsys: pytest.CaptureFixture[str]) -> None:
     """--intra-bw is a rate like every other (bits/s; 150GB/s counts bytes) and the modelled
     intra-host link gets bytes/s; the hierarchical matrix cells pass the host's recorded
     rate on; a bad value is a usage error naming the option."""
@@ -178,7 +179,7 @@ def test_hierarchical_intra_host_rate_has_units(capsys):
     assert intra_bw_argv("innetwork-hier", None) == [] == intra_bw_argv("innetwork", 1e12)
 
 
-def test_results_keep_a_slow_switchs_window_from_timing_out():
+def test_results_keep_a_slow_switchs_window_from_timing_out() -> None:
     """BMv2 on a loaded machine released results far slower than the link: the ACK at a
     message's end came after the timer, which fired again and again with nothing lost.
     A result at a position this requester sent restarts the timer; one beyond a probe
@@ -205,7 +206,7 @@ def test_results_keep_a_slow_switchs_window_from_timing_out():
     assert req.stats.spurious_timeouts == 1
 
 
-def test_a_timeout_with_one_packet_in_flight_is_lone():
+def test_a_timeout_with_one_packet_in_flight_is_lone() -> None:
     """With one packet in flight the probe is that packet: delay and loss look the same."""
     req = _requester(min_cwnd=1)
     _post(req, 1)
@@ -218,7 +219,7 @@ def _psns(datagrams: list[bytes]) -> list[int]:
     return [parse_bth(d).psn for d in datagrams]
 
 
-def test_results_mode_resends_what_a_restarted_switch_needs():
+def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
     """In-network (track_results): the peer's ACK does not mean our own result arrived. A
     timeout resends the first packet of the message holding the oldest position without a
     result or ACK (a restarted switch cannot place later packets without it) and our
@@ -271,7 +272,7 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
     assert req.next_deadline() is None
 
 
-def test_plain_requester_keeps_nothing_acknowledged():
+def test_plain_requester_keeps_nothing_acknowledged() -> None:
     """Without track_results (ring, torus) an ACK frees the packets, as RoCE does."""
     req = _requester()
     _post(req, 4)
@@ -280,7 +281,7 @@ def test_plain_requester_keeps_nothing_acknowledged():
     assert len(req._kept) == 0 and req.next_deadline() is None
 
 
-def test_a_stuck_worker_sends_its_ack_again():
+def test_a_stuck_worker_sends_its_ack_again() -> None:
     """An ACK lost with a switch that restarted cannot be fetched by the peer's
     retransmission (the new switch has no result to answer it with). The aggregation
     channel sends its responder's cumulative ACK again whenever its own transfer times out."""

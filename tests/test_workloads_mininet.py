@@ -57,7 +57,7 @@ def _assert_exact(cell) -> None:
 
 
 @pytest.mark.parametrize("algo", ["ring", "torus"])
-def test_dense_tcp_collective_is_exact(launcher, algo):
+def test_dense_tcp_collective_is_exact(launcher: Launcher, algo) -> None:
     """Ring and 2D-torus all-reduce over 8 ranks on 4 hosts give every rank the exact sum."""
     cell = _with(launcher).allreduce(algo, SIZE)
     _assert_exact(cell)
@@ -65,30 +65,30 @@ def test_dense_tcp_collective_is_exact(launcher, algo):
 
 
 @pytest.mark.parametrize("algo", ["topk", "hybrid"])
-def test_sparse_collective_matches_reference(launcher, algo):
+def test_sparse_collective_matches_reference(launcher: Launcher, algo) -> None:
     """HiTopKComm (and the hybrid schedule's sparse epoch) equal hitopk_reference exactly."""
     _assert_exact(_with(launcher).allreduce(algo, SIZE))
 
 
-def test_innetwork_flat_two_workers_per_host_is_exact(launcher):
+def test_innetwork_flat_two_workers_per_host_is_exact(launcher: Launcher) -> None:
     """Flat in-network, two workers per host NIC: the fixed-point float sum is bit-exact."""
     cell = _with(launcher).allreduce("innetwork", SIZE)
     _assert_exact(cell)
     assert cell.switch_cpu[f"{PREFIX}l1"] > 0  # the leaves aggregated
 
 
-def test_innetwork_int32_is_exact(launcher):
+def test_innetwork_int32_is_exact(launcher: Launcher) -> None:
     """Flat in-network of int32 tensors equals numpy's integer sum."""
     _assert_exact(_with(launcher, dtype="int32").allreduce("innetwork", SIZE))
 
 
-def test_innetwork_hierarchical_is_exact(launcher):
+def test_innetwork_hierarchical_is_exact(launcher: Launcher) -> None:
     """Hierarchical in-network (GPUs of a host summed first, one network worker per host)."""
     _assert_exact(_with(launcher).allreduce("innetwork-hier", SIZE))
 
 
 @pytest.mark.parametrize("loss", [0.01, 0.05])
-def test_innetwork_exact_under_data_plane_loss(launcher, loss):
+def test_innetwork_exact_under_data_plane_loss(launcher: Launcher, loss) -> None:
     """With port_loss dropping packets on every leaf host port, go-back-N keeps it exact."""
     launch = _with(launcher)
     ctl = launch.controller
@@ -106,14 +106,14 @@ def test_innetwork_exact_under_data_plane_loss(launcher, loss):
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_resnet50_replay_completes(launcher, algo):
+def test_resnet50_replay_completes(launcher: Launcher, algo) -> None:
     """A ResNet-50 profile shrunk 2000 times replays two iterations with every algorithm."""
     cell = _with(launcher).replay(algo, "resnet50")
     assert cell.ok, cell.errors
     assert cell.seconds > 0 and cell.comm_seconds > 0
 
 
-def test_teardown_leaves_nothing(launcher):
+def test_teardown_leaves_nothing(launcher: Launcher) -> None:
     """Leaving the network's context stops every switch and removes every interface."""
     assert Path(launcher.network.rundir.path).is_dir()
     launcher.network.stop()
