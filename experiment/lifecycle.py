@@ -297,7 +297,7 @@ def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
             log.warning("could not stop process %s", proc.pid, exc_info=True)
 
 
-def open_controller(network: RunningNetwork) -> FabricController:
+def open_controller(network: RunningNetwork) -> Controller:
     """A controller of the network's run directory (its P4Info and device config)."""
     return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
 

@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,13 +54,13 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bmv2P
             p.stop()
 
 
-def _port(port: int, peer: str, peer_port: int, dev: int) -> dict:
+def _port(port: int, peer: str, peer_port: int, dev: int) -> dict[str, Any]:
     return {"port": port, "intf": f"x-eth{port}", "mac": f"00:0b:00:{dev:02x}:00:{port:02x}",
             "peer": peer, "peer_port": peer_port, "peer_intf": f"{peer}-eth{peer_port}"}
 
 
 def topology(procs: dict[str, Bmv2Process], p4info: Path, config: Path,
-             only: tuple[str, ...] = NAMES) -> dict:
+             only: tuple[str, ...] = NAMES) -> dict[str, Any]:
     """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2 (as the built-in tests)."""
     layout = {
         "l1": ("leaf", 1, [(1, "h1", 0), (2, "h2", 0), (3, "sp1", 1), (4, "sp2", 1)]),
@@ -109,7 +110,7 @@ def ok(rundir: Path, capsys, *args: str) -> object:
     return data
 
 
-def read(rundir: Path, switch: str, table: str) -> list[dict]:
+def read(rundir: Path, switch: str, table: str) -> list[dict[str, Any]]:
     with Controller(ControllerOptions(rundir=rundir)) as ctl:
         return ctl.read_table(switch, table)
 

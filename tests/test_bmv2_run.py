@@ -54,7 +54,7 @@ def _rows(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("topo", ["rack", "spineleaf"])
-def test_make_run_on_bmv2_is_exact_without_retransmissions(topo, tmp_path: Path,
+def test_make_run_on_bmv2_is_exact_without_retransmissions(topo: str, tmp_path: Path,
                                                            repo_root: Path) -> None:
     """Both all-reduces exact on BMv2, the same job and summary lines as on the built-in
     target, no loss seen by the in-network transport (no NAK, no timeout that was not

@@ -66,7 +66,7 @@ def _state(path: Path, ports: list[int], cells: list[int]) -> None:
     path.write_text(json.dumps({"ports": ports, "registers": {"MyIngress.conn_psn": cells}}))
 
 
-def _cli(rundir: Path, capsys, *args: str) -> tuple[int, str, str]:
+def _cli(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["--rundir", str(rundir), "--json", *args])
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -109,8 +109,8 @@ def test_register_write_falls_back_to_thrift(tmp_path: Path, fake_cli: Path,
 ])
 def test_bad_register_requests_name_the_field(tmp_path: Path, fake_cli: Path,
                                               server: FakeP4RuntimeServer,
-                                              capsys: pytest.CaptureFixture[str], args,
-                                              message) -> None:
+                                              capsys: pytest.CaptureFixture[str],
+                                              args: tuple[str, ...], message: str) -> None:
     port = free_tcp_port()
     _state(fake_cli, [port], [0] * 8)
     rundir = _rundir(tmp_path, server, port)

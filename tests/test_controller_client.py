@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -69,7 +70,7 @@ def server() -> Iterator[FakeP4RuntimeServer]:
         yield srv
 
 
-def _wait(predicate, timeout: float = 5.0) -> bool:
+def _wait(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -231,7 +232,8 @@ def test_wrong_device_id_is_not_found(server: FakeP4RuntimeServer) -> None:
     assert str(info.value).startswith("Read failed: NOT_FOUND")
 
 
-def _switch(server: FakeP4RuntimeServer, p4info, election_id: int = 1, **kw) -> ManagedSwitch:
+def _switch(server: FakeP4RuntimeServer, p4info: p4info_pb2.P4Info, election_id: int = 1,
+            **kw: Any) -> ManagedSwitch:
     sw = ManagedSwitch(SwitchOptions("s1", server.address, 3, election_id=election_id, **kw))
     sw.load_program(p4info, b"device-config")
     return sw

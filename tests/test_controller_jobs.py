@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,12 +25,12 @@ from controller.topology import FabricTopologyError, load_topology
 SIZES = nr.Sizes(slots=1024, jobs=64, conns=1024)
 
 
-def _topology_json(gpus: int | dict[str, int] = 1) -> dict:
+def _topology_json(gpus: int | dict[str, int] = 1) -> dict[str, Any]:
     """l1: h1, h2, h5; l2: h3, h4; spines sp1, sp2. ``gpus``: for every host, or by name."""
-    def port(n: int, peer: str, peer_port: int) -> dict:
+    def port(n: int, peer: str, peer_port: int) -> dict[str, Any]:
         return {"port": n, "mac": f"00:0b:00:00:00:{n:02x}", "peer": peer, "peer_port": peer_port}
 
-    def host(name: str, leaf: int, slot: int, port_no: int) -> dict:
+    def host(name: str, leaf: int, slot: int, port_no: int) -> dict[str, Any]:
         n = gpus.get(name, 1) if isinstance(gpus, dict) else gpus
         return {"name": name, "ip": f"10.0.{leaf}.{slot}", "prefix_len": 24,
                 "mac": f"00:00:0a:00:{leaf:02x}:{slot:02x}", "switch": f"l{leaf}",
@@ -209,7 +210,8 @@ def test_leaf_rings_alternate_for_every_feasible_layout() -> None:
     (JobRequest("a", ("h1", "h3", "h4"), workers_per_host=2), "hosts",
      "all 2 workers behind switch l1 are on host h1.*--workers-per-host 1"),
 ])
-def test_bad_requests_name_the_field(rundir: Path, request_, field, text) -> None:
+def test_bad_requests_name_the_field(rundir: Path, request_: JobRequest, field: str,
+                                     text: str) -> None:
     """Every refused request says which field is wrong."""
     with pytest.raises(JobError, match=text) as info:
         plan_job(request_, load_topology(rundir), [], {}, SIZES)

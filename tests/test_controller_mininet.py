@@ -79,7 +79,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         remove_interfaces(switch_interfaces(LEAVES + SPINES))
 
 
-def _entries(rundir: Path, switch: str, table: str) -> list[dict]:
+def _entries(rundir: Path, switch: str, table: str) -> list[dict[str, Any]]:
     return ok(rundir, "tables", "--switch", switch, "--table", table)
 
 

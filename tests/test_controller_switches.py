@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,12 +34,13 @@ def program_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     return compile_program(PROGRAM, tmp_path_factory.mktemp("program"))
 
 
-def _port(port: int, mac: str, peer: str, peer_port: int) -> dict:
+def _port(port: int, mac: str, peer: str, peer_port: int) -> dict[str, Any]:
     return {"port": port, "intf": f"x-eth{port}", "mac": mac, "peer": peer,
             "peer_port": peer_port, "peer_intf": f"{peer}-eth{peer_port}"}
 
 
-def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config: Path) -> dict:
+def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path,
+                        config: Path) -> dict[str, Any]:
     """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the
     spines."""
     def mac(dev: int, port: int) -> str:
@@ -135,7 +137,7 @@ def test_routes_are_read_back(rundir: Path, capsys: pytest.CaptureFixture[str]) 
         assert spine == {"10.0.1.0/24": 1, "10.0.2.0/24": 2}
 
 
-def _read(ctl: Controller, switch: str, table: str) -> list[dict]:
+def _read(ctl: Controller, switch: str, table: str) -> list[dict[str, Any]]:
     return ctl.read_table(switch, table)
 
 

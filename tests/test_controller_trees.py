@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,8 @@ def netreduce_schema() -> ControlPlaneSchema:
     return ControlPlaneSchema(build_p4info(compile_file(PROGRAM)))
 
 
-def _controller_topology(tmp_path: Path, name: str, params: dict | None = None) -> FabricTopology:
+def _controller_topology(tmp_path: Path, name: str,
+                         params: dict[str, Any] | None = None) -> FabricTopology:
     """The controller's view of a shipped topology file (through topology.json)."""
     described = describe(load_topology_file(name, params), target="softswitch")
     path = tmp_path / "topology.json"
@@ -65,7 +67,7 @@ def test_fattree_routes_use_ecmp_groups(fattree: FabricTopology) -> None:
     lpm_id = schema.table(nr.Ipv4Forwarding.IPV4_LPM).preamble.id
     ecmp_id = schema.table(nr.Ipv4Forwarding.ECMP_NHOP).preamble.id
 
-    def routes(name: str) -> tuple[list, list]:
+    def routes(name: str) -> tuple[list[Any], list[Any]]:
         entries = [e.table_entry for e in route_entities(fattree, fattree.switch(name), schema)]
         return ([e for e in entries if e.table_id == lpm_id],
                 [e for e in entries if e.table_id == ecmp_id])
@@ -102,7 +104,7 @@ def test_fattree_job_is_a_three_level_tree(fattree: FabricTopology) -> None:
 def test_second_job_takes_the_next_core_and_a_chosen_root(fattree: FabricTopology) -> None:
     """Roots spread over the cores; a root can be chosen; an unknown root is refused."""
     hosts = tuple(h.name for h in fattree.hosts)
-    allocs: dict = {}
+    allocs: dict[str, Any] = {}
     first = plan_job(JobRequest("a", hosts), fattree, [], allocs, SIZES)
     commit_allocations(first, allocs)
     second = plan_job(JobRequest("b", hosts), fattree, [first], allocs, SIZES)

@@ -183,7 +183,8 @@ def test_cleanup_after_killed_run_stops_wires_and_removes_their_links(tmp_path: 
 class _PortPairBMv2(BMv2Switch):
     """BMv2 started with a forwarding JSON written by the test (port 1 <-> port 2)."""
 
-    binaries = ("simple_switch_grpc",)  # no p4c: the JSON is not compiled
+    # no p4c: the JSON is not compiled (BMv2Switch's own binaries are typed as its two)
+    binaries = ("simple_switch_grpc",)  # type: ignore[assignment]
     isSetup = False
     json_path: ClassVar[Path] = Path()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from controller.jobs import JobRequest
 from experiment.lifecycle import ExperimentNetwork, Snapshot, Window
 from topo.model import describe
 from topo.topologies import SpineLeafTopo
@@ -72,6 +73,12 @@ class FakeController:
     def switch_counters(self, name: str) -> dict[str, Any]:
         return {"ports": {"1": {"rx_bytes": 10, "tx_bytes": 20}}}
 
+    def create_job(self, request: JobRequest) -> Any:
+        raise NotImplementedError("the lifecycle creates no job")
+
+    def delete_job(self, key: str) -> None:
+        raise NotImplementedError("the lifecycle deletes no job")
+
     def close(self) -> None:
         self.closed += 1
 
@@ -104,7 +111,8 @@ def _lab(fakes: dict[str, Any], **kw: Any) -> ExperimentNetwork:
 
 @pytest.mark.parametrize("error", [RuntimeError("the body failed"), KeyboardInterrupt()])
 def test_body_that_raises_tears_down_processes_controller_and_network(fakes: dict[str, Any],
-                                                                      error) -> None:
+                                                                      error: BaseException
+                                                                      ) -> None:
     """An exception or Ctrl-C in the body: every launched process killed, the controller
     closed, the network stopped; the error itself reaches the caller unchanged."""
     with pytest.raises(type(error)):

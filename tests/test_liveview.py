@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,7 +264,7 @@ def test_slow_p4runtime_reads_do_not_delay_link_rates(net: FakeNet) -> None:
     coming every interval with fresh link counters, and carry the last reading's jobs."""
 
     class SlowReads(Collector):
-        def read_p4runtime(self) -> dict:
+        def read_p4runtime(self) -> dict[str, Any]:
             time.sleep(1.5)
             return {"jobs": [{"name": "j"}], "drops": {"l1": {"ingress:fault": 3}},
                     "errors": [], "time": time.time(), "took_ms": 1500.0}
@@ -280,5 +281,6 @@ def test_slow_p4runtime_reads_do_not_delay_link_rates(net: FakeNet) -> None:
         deadline = time.monotonic() + 10
         while snap["p4runtime_ms"] is None and time.monotonic() < deadline:
             snap = server.wait_newer(snap["seq"], timeout_s=5)
+            assert snap is not None
         assert snap["jobs"] == [{"name": "j"}] and snap["p4runtime_ms"] == 1500.0
         assert snap["switches"]["l1"]["drops"] == {"ingress:fault": 3}

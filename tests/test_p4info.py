@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from p4.config.v1 import p4info_pb2
@@ -60,13 +61,13 @@ def _extern_inst(
 
 
 def _program(
-    ingress_locals: list,
-    egress_locals: list | None = None,
-    top_actions: dict | None = None,
-    types: dict | None = None,
+    ingress_locals: list[Any],
+    egress_locals: list[Any] | None = None,
+    top_actions: dict[str, Any] | None = None,
+    types: dict[str, Any] | None = None,
     ingress_body: list[ir.Stmt] | None = None,
 ) -> ir.Program:
-    def control(name: str, locals_: list, body: list[ir.Stmt] | None = None) -> ir.ControlDecl:
+    def control(name: str, locals_: list[Any], body: list[ir.Stmt] | None = None) -> ir.ControlDecl:
         return ir.ControlDecl(name, [], [], locals_, ir.Block(body or []))
 
     parser = ir.ParserDecl(

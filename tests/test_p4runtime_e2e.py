@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -120,7 +121,7 @@ print("done", flush=True)
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[dict]:
+def lab(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Namespaces h1/h2, the program compiled to P4Info + device config, the switch running."""
     from softswitch.device_config import make_device_config
     from softswitch.p4info import build_p4info, p4info_to_text
@@ -171,7 +172,7 @@ def lab(tmp_path: Path) -> Iterator[dict]:
 
 
 @pytest.fixture
-def shell(lab: dict) -> Iterator[object]:
+def shell(lab: dict[str, Any]) -> Iterator[object]:
     """p4runtime-shell connected as primary with the pipeline pushed."""
     from p4runtime_sh import shell as sh
 
@@ -196,7 +197,7 @@ def send_and_receive(topo, frame: bytes, count: int = 1, timeout: float = 10.0) 
     return [bytes.fromhex(x) for x in out.split() if x not in ("ready", "done")]
 
 
-def test_forwarding_between_namespaces(lab: dict, shell: object) -> None:
+def test_forwarding_between_namespaces(lab: dict[str, Any], shell: object) -> None:
     """An entry pushed with p4runtime-shell forwards h1's frame to h2 byte-exact."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.set_port")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -205,12 +206,12 @@ def test_forwarding_between_namespaces(lab: dict, shell: object) -> None:
     assert send_and_receive(lab["topo"], FRAME) == [FRAME]
 
 
-def test_no_entry_drops(lab: dict, shell: object) -> None:
+def test_no_entry_drops(lab: dict[str, Any], shell: object) -> None:
     """Without an entry the default action drops the frame."""
     assert send_and_receive(lab["topo"], FRAME, timeout=2.0) == []
 
 
-def test_counter_read_after_traffic(lab: dict, shell: object) -> None:
+def test_counter_read_after_traffic(lab: dict[str, Any], shell: object) -> None:
     """The indexed counter read over P4Runtime counts h1's frames on port 1."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.set_port")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -224,7 +225,7 @@ def test_counter_read_after_traffic(lab: dict, shell: object) -> None:
     assert entry.data.byte_count == 3 * len(FRAME)
 
 
-def test_packet_out_reaches_h2(lab: dict, shell: object) -> None:
+def test_packet_out_reaches_h2(lab: dict[str, Any], shell: object) -> None:
     """A PacketOut to port 2 arrives at h2 without the controller header."""
     rx = lab["topo"].popen_in(lab["topo"].links[1].netns, RECV, args=["10", "1"])
     assert rx.stdout.readline().strip() == "ready"
@@ -237,7 +238,7 @@ def test_packet_out_reaches_h2(lab: dict, shell: object) -> None:
     assert [x for x in out.split() if x not in ("ready", "done")] == [FRAME.hex()]
 
 
-def test_packet_in_from_h1(lab: dict, shell: object) -> None:
+def test_packet_in_from_h1(lab: dict[str, Any], shell: object) -> None:
     """A frame punted by to_cpu arrives as PacketIn with ingress_port 1."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.to_cpu")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -254,7 +255,7 @@ def test_packet_in_from_h1(lab: dict, shell: object) -> None:
     assert got[0].packet.metadata[0].value == b"\x01"
 
 
-def test_backup_client_denied(lab: dict, shell: object) -> None:
+def test_backup_client_denied(lab: dict[str, Any], shell: object) -> None:
     """A second client with a lower election id cannot write (PERMISSION_DENIED)."""
     from tests.p4runtime_fakes import Client
 
@@ -275,7 +276,7 @@ def test_backup_client_denied(lab: dict, shell: object) -> None:
         backup.close()
 
 
-def test_pcaps_written(lab: dict, shell: object) -> None:
+def test_pcaps_written(lab: dict[str, Any], shell: object) -> None:
     """Frames through the switch land in the per-interface pcap files."""
     from softswitch.pcap import read_pcap
 

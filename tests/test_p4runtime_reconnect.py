@@ -118,7 +118,8 @@ class Lab:
         )
 
     def fwd_update(
-        self, in_port: int, out_port: int, utype: int = p4runtime_pb2.Update.INSERT
+        self, in_port: int, out_port: int,
+        utype: p4runtime_pb2.Update.Type.ValueType = p4runtime_pb2.Update.INSERT
     ) -> p4runtime_pb2.Update:
         u = p4runtime_pb2.Update(type=utype)
         te = u.entity.table_entry

@@ -109,7 +109,7 @@ def test_af_packet_send_reaches_namespace_and_no_echo() -> None:
         port = AfPacketPort(1, link.switch_end)
         try:
             rx = topo.popen_in(link.netns, RECV_RAW, args=["5"])
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             assert port.send(FRAME)
             out, err = rx.communicate(timeout=10)
             assert out.strip() == FRAME.hex(), err

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -27,6 +28,10 @@ from softswitch.ports import (
     restore_vlan_tag,
 )
 from tests.netns import NetnsTopology, can_use_netns, topology
+
+if TYPE_CHECKING:
+    from softswitch.pipeline import Pipeline
+    from softswitch.switch import SwitchDataPlane
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_MAC = "02:00:00:00:00:01"
@@ -201,7 +206,7 @@ def test_tagged_frames_transmitted_intact() -> None:
         frames = [_mac(PEER_MAC) + _mac(SW_MAC) + f[12:] for f in TAGGED_FRAMES.values()]
         rx = topo.popen_in(link.netns, RECV_SRC, args=[_mac(SW_MAC).hex(), "5", str(len(frames))])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             for f in frames:
                 assert port.send(f)
             out, err = rx.communicate(timeout=15)
@@ -217,7 +222,7 @@ def test_tagged_frames_transmitted_intact() -> None:
 
 
 @contextmanager
-def running_switch(topo: NetnsTopology, pipeline) -> Iterator:
+def running_switch(topo: NetnsTopology, pipeline: Pipeline) -> Iterator[SwitchDataPlane]:
     """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always
     stopped."""
     from softswitch.switch import SwitchDataPlane
@@ -251,7 +256,7 @@ def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def compile_p4():
+def compile_p4() -> Callable[..., Any]:
     from softswitch.frontend import compile_file
 
     return compile_file
@@ -259,7 +264,7 @@ def compile_p4():
 
 @pytest.mark.root
 @needs_netns
-def test_netreduce_drops_tagged_ipv4(compile_p4) -> None:
+def test_netreduce_drops_tagged_ipv4(compile_p4: Callable[..., Any]) -> None:
     """netreduce.p4 parses only untagged IPv4: a tagged IPv4 frame is dropped (not IPv4),
     the same frame untagged is routed. Before the ports restored tags, both were routed."""
     from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
@@ -284,7 +289,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4) -> None:
         h1, h2 = topo.links
         rx = topo.popen_in(h2.netns, RECV_SRC, args=[_mac(SW_MAC).hex(), "10", "1"])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             res = topo.run_in(h1.netns, SEND_RAW, args=[f.hex() for f in tagged])
             assert res.returncode == 0, res.stderr
             assert _wait_for(lambda: drops.packets[not_ipv4] == 2), drops.packets[not_ipv4]
@@ -307,7 +312,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4) -> None:
 
 @pytest.mark.root
 @needs_netns
-def test_program_sees_and_keeps_tags(compile_p4) -> None:
+def test_program_sees_and_keeps_tags(compile_p4: Callable[..., Any]) -> None:
     """A program that parses VLAN sees the outer tag (it adds one to the VID) and the inner
     tag; the frame leaves port 2 with both tags; an untagged frame is dropped by it."""
     from softswitch.pipeline import Pipeline
@@ -327,7 +332,7 @@ def test_program_sees_and_keeps_tags(compile_p4) -> None:
         h1, h2 = topo.links
         rx = topo.popen_in(h2.netns, RECV_SRC, args=[_mac(HOST_MAC).hex(), "10", "2"])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             res = topo.run_in(h1.netns, SEND_RAW, args=[f.hex() for f in sent])
             assert res.returncode == 0, res.stderr
             out, err = rx.communicate(timeout=20)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from softswitch import program_cache
+from softswitch import ir, program_cache
 from softswitch.device_config import load_device_config, make_device_config
 from softswitch.errors import P4Error
 from softswitch.frontend import compile_file
@@ -25,7 +26,7 @@ class Compiles:
         self.path = path
         self.calls = 0
 
-    def __call__(self):
+    def __call__(self) -> ir.Program:
         self.calls += 1
         return compile_file(self.path)
 
@@ -66,7 +67,7 @@ def test_compiler_fingerprint_covers_the_front_end_sources() -> None:
 def test_a_failed_compile_is_not_stored(tmp_path: Path, config: bytes) -> None:
     calls = []
 
-    def broken() -> None:
+    def broken() -> ir.Program:
         calls.append(1)
         raise P4Error("x.p4:1:1: error: boom")
 
@@ -79,7 +80,7 @@ def test_a_failed_compile_is_not_stored(tmp_path: Path, config: bytes) -> None:
 @pytest.mark.parametrize("content", [b"", b"not a pickle", None])
 def test_a_broken_entry_is_compiled_again_and_replaced(tmp_path: Path, config: bytes,
                                                        caplog: pytest.LogCaptureFixture,
-                                                       content) -> None:
+                                                       content: bytes | None) -> None:
     compiles = Compiles()
     cached_program(config, compiles, directory=tmp_path)
     (entry,) = tmp_path.glob("*.pickle")
@@ -157,7 +158,9 @@ def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(
     from softswitch.frontend import parser
 
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "programs"))
-    cache_file = Path(program_cache.parser_cache_file())
+    cache_path = program_cache.parser_cache_file()
+    assert isinstance(cache_path, str)
+    cache_file = Path(cache_path)
     assert cache_file.parent == tmp_path and not cache_file.exists()
     lark, terminals = parser._parser.__wrapped__()
     assert cache_file.stat().st_size > 0
@@ -179,9 +182,14 @@ def test_compile_p4_file_compiles_once_and_names_the_real_file(
     from softswitch.program_cache import compile_p4_file
 
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))
-    calls = []
+    calls: list[tuple[Any, ...]] = []
     real = frontend.compile_file
-    monkeypatch.setattr(frontend, "compile_file", lambda *a, **k: calls.append(a) or real(*a, **k))
+
+    def compile_file(*a: Any, **k: Any) -> ir.Program:
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(frontend, "compile_file", compile_file)
     first, data = compile_p4_file(PROGRAM)
     second, again = compile_p4_file(PROGRAM)
     assert len(calls) == 1 and data == again == make_device_config(PROGRAM)

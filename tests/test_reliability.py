@@ -13,12 +13,14 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import stackdump
+from controller.jobs import JobRequest
 from reliability.frames import KINDS, FrameFactory, ip_checksum
 from reliability.leaks import TAG_VARIABLE, find_leaks
 from reliability.report import render, verdicts
@@ -79,7 +81,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path: Path,
                 raise JobError("job", f"no job named {name!r}")
             self.jobs.remove(name)
 
-        def create_job(self, request):
+        def create_job(self, request: JobRequest) -> SimpleNamespace:
             if self.fail_create:
                 raise RuntimeError("the serving controller was killed")
             self.jobs.add(request.name)
@@ -319,10 +321,13 @@ def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path: Path,
                 )
             )
         asked: list[list[str]] = []
+
+        def remove(intfs: Iterable[str]) -> list[str]:
+            asked.append(list(intfs))
+            return []
+
         monkeypatch.setattr(cleanup, "switch_interfaces", lambda names: sorted(names))
-        monkeypatch.setattr(
-            cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or []
-        )
+        monkeypatch.setattr(cleanup, "remove_interfaces", remove)
         report = cleanup.clean_all(tmp_path)
         assert report.skipped_runs == [str(tmp_path / "live")]
         assert asked == [[]]  # the old run's rqws1 is the live run's too: left alone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ SPEC = {"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "gpus": 1, "bw_mbit": 3.0
         "elems": 64, "credits": 4, "msg_pkts": 16, "density": 0.01}
 
 
-def _cell(algo: str, size: int, seconds: float, **extra) -> dict:
+def _cell(algo: str, size: int, seconds: float, **extra: Any) -> dict[str, Any]:
     return {"kind": "allreduce", "algo": algo, "workers": 4, "size": size,
             "seconds": seconds, "exact": True, "errors": [], **extra}
 
@@ -89,8 +90,8 @@ def test_matrix_file_errors_are_clear(tmp_path: Path) -> None:
         load_matrix_rows([path])
 
 
-def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64,
-             schema: int = 2):
+def _run_dir(tmp_path: Path, kind: str, leaves: int, spines: int, seconds: dict[str, Any],
+             elems: int | None = 64, schema: int = 2) -> Path:
     """A run directory as ``python -m experiment.run`` leaves it (the parts rows_from_run
     reads); topology.json schema 2 has links' bw_bps, schema 1 (older runs) bw_mbit."""
     rundir = tmp_path / f"{kind}{schema}"

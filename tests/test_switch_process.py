@@ -10,10 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from p4.v1 import p4runtime_pb2
 
 from softswitch.pcap import read_pcap
 from softswitch.ports import MemoryPort
@@ -75,8 +77,12 @@ class SwitchProcess:
             return -9
 
 
+#: Starts a switch process with these arguments (the fixture stops them all).
+Spawn = Callable[..., SwitchProcess]
+
+
 @pytest.fixture
-def spawn() -> Iterator:
+def spawn() -> Iterator[Spawn]:
     procs: list[SwitchProcess] = []
 
     def start(*args: str) -> SwitchProcess:
@@ -94,7 +100,7 @@ def spawn() -> Iterator:
                     stream.close()
 
 
-def wait_for(predicate, timeout: float = 5.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (no fixed sleeps)."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -130,7 +136,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["/no/such/prog.p4"], "no such file"),
     ],
 )
-def test_bad_flag_is_one_line_exit_2(args, needle) -> None:
+def test_bad_flag_is_one_line_exit_2(args: list[str], needle: str) -> None:
     """A bad flag or value gives exit code 2 and one error line naming it."""
     res = run_cli(*args)
     assert res.returncode == 2, res.stderr
@@ -151,18 +157,18 @@ def test_parse_args_defaults() -> None:
     assert (opts.device_id, opts.grpc_addr, opts.cpu_port) == (0, "0.0.0.0:9559", None)
 
 
-def test_thrift_port_accepted_with_note(spawn: Iterator) -> None:
+def test_thrift_port_accepted_with_note(spawn: Spawn) -> None:
     """--thrift-port is accepted and ignored with a note; the switch still starts."""
     p = spawn("--no-p4", "--thrift-port", "9090", "--grpc-server-addr", "127.0.0.1:0")
     p.wait_ready()
     assert p.terminate() == 0
-    assert "thrift" in p.proc.stderr.read().lower()
+    assert p.proc.stderr is not None and "thrift" in p.proc.stderr.read().lower()
 
 
 # ------------------------------------------------------------------ process life
 
 
-def test_ready_then_clean_sigterm(spawn: Iterator, tmp_path: Path) -> None:
+def test_ready_then_clean_sigterm(spawn: Spawn, tmp_path: Path) -> None:
     """The switch answers Capabilities after its readiness line and exits 0 on SIGTERM."""
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
@@ -178,7 +184,7 @@ def test_ready_then_clean_sigterm(spawn: Iterator, tmp_path: Path) -> None:
     assert "softswitch ready" in log_file.read_text()
 
 
-def test_sigint_also_clean(spawn: Iterator) -> None:
+def test_sigint_also_clean(spawn: Spawn) -> None:
     """SIGINT stops the switch with exit code 0 as well."""
     p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
     p.wait_ready()
@@ -186,7 +192,7 @@ def test_sigint_also_clean(spawn: Iterator) -> None:
     assert p.proc.wait(20) == 0
 
 
-def test_grpc_port_in_use_fails(spawn: Iterator) -> None:
+def test_grpc_port_in_use_fails(spawn: Spawn) -> None:
     """A gRPC address that is already taken is a one-line error, exit 1."""
     p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
     addr = p.wait_ready()
@@ -209,7 +215,7 @@ def memsw() -> Iterator[InProcessSwitch]:
 def test_fuzz_frames_do_not_kill_loop(memsw: InProcessSwitch) -> None:
     """Thousands of random and truncated frames pass; forwarding works afterwards."""
     c = memsw.client()
-    c.write(table_entry_update(1, 1, 2))
+    c.write(table_entry_update(p4runtime_pb2.Update.INSERT, 1, 2))
     rng = random.Random(1234)
     n = 3000
     for i in range(n):
@@ -235,7 +241,8 @@ def test_fuzz_frames_do_not_kill_loop(memsw: InProcessSwitch) -> None:
 def test_port_counters(memsw: InProcessSwitch) -> None:
     """rx/tx packet and byte counters follow forwarded traffic; unknown ports are counted."""
     c = memsw.client()
-    c.write(table_entry_update(1, 1, 2), table_entry_update(1, 2, 9))
+    c.write(table_entry_update(p4runtime_pb2.Update.INSERT, 1, 2),
+            table_entry_update(p4runtime_pb2.Update.INSERT, 2, 9))
     for _ in range(4):
         memsw.port(1).inject(FRAME)
         assert memsw.port(2).receive(5.0) == FRAME
@@ -353,7 +360,7 @@ def test_debug_trace_line_per_packet(caplog: pytest.LogCaptureFixture) -> None:
 # ------------------------------------------------------------ stats file
 
 
-def read_doc(path: Path) -> dict | None:
+def read_doc(path: Path) -> dict[str, Any] | None:
     from softswitch.stats import StatsError, read_stats
 
     try:
@@ -429,7 +436,7 @@ def test_stats_file_refreshed_periodically(tmp_path: Path) -> None:
         sw.close()
 
 
-def test_stats_file_of_process_on_sigusr1(spawn: Iterator, tmp_path: Path) -> None:
+def test_stats_file_of_process_on_sigusr1(spawn: Spawn, tmp_path: Path) -> None:
     """The running process writes <log>.stats.json, rewrites it on SIGUSR1 and at exit."""
     log_file = tmp_path / "sw.log"
     stats = tmp_path / "sw.stats.json"
@@ -437,11 +444,13 @@ def test_stats_file_of_process_on_sigusr1(spawn: Iterator, tmp_path: Path) -> No
               "--stats-interval", "3600")
     p.wait_ready()
     assert wait_for(lambda: read_doc(stats) is not None, 20.0)
-    assert read_doc(stats)["pid"] == p.proc.pid
+    doc = read_doc(stats)
+    assert doc is not None and doc["pid"] == p.proc.pid
     p.proc.send_signal(signal.SIGUSR1)
     assert wait_for(lambda: (read_doc(stats) or {}).get("reason") == "SIGUSR1", 20.0)
     assert p.terminate() == 0
-    assert read_doc(stats)["reason"] == "stop"
+    doc = read_doc(stats)
+    assert doc is not None and doc["reason"] == "stop"
 
 
 def test_stats_command_prints_table(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -324,7 +324,7 @@ def run_loop(sw: SwitchDataPlane) -> threading.Thread:
     return t
 
 
-def wait_for(predicate, timeout: float = 10.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (no fixed sleeps)."""
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,11 +48,11 @@ from topo.nodes import (
 )
 from topo.probe import receive, send
 from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
-from topo.topologies import LinkShape, RackTopo, SpineLeafTopo
+from topo.topologies import LinkShape, RackTopo, SpineLeafTopo, TestbedTopo
 from vtime import REAL_TIME, VirtualClock
 
 
-def _ports(topo, switch):
+def _ports(topo: TestbedTopo, switch: str) -> dict[int, tuple[str, int]]:
     """{port: (peer, peer_port)} of one switch, from Mininet's own port map."""
     return dict(sorted(topo.ports[switch].items()))
 
@@ -128,7 +130,9 @@ def test_link_shapes_reach_links() -> None:
     assert infos[("h1", "l1")]["bw_bps"] == 100e9 and infos[("l1", "sp1")]["bw_bps"] == 25e9
     assert infos[("h1", "l1")]["delay_s"] == pytest.approx(2e-6)
     assert topo.nodeInfo("h1")["intra_bw_bps"] == 1.2e12
-    assert topo.fabric_shape == LinkShape(25e9, pytest.approx(2e-6), None)
+    shape = topo.fabric_shape
+    assert shape.bw_bps == 25e9 and shape.delay_s == pytest.approx(2e-6) and shape.loss is None
+    assert shape.queue is None
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -145,7 +149,7 @@ def test_link_shapes_reach_links() -> None:
     ({"name_prefix": "a-b"}, "name_prefix"),
     ({"hosts_per_leaf": 3, "cpu_port": 4}, "CPU port"),
 ])
-def test_bad_topology_arguments_are_rejected(kwargs, message) -> None:
+def test_bad_topology_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
     """Impossible sizes, names or port plans raise TopologyError naming the problem."""
     with pytest.raises(TopologyError, match=message):
         SpineLeafTopo(**kwargs)
@@ -232,7 +236,8 @@ def test_topology_json_of_schema_1_still_loads() -> None:
     (lambda d: d.__setitem__("schema", 9), "schema 9"),
     (lambda d: d["hosts"][0].__setitem__("switch", "nope"), "unknown switch 'nope'"),
 ])
-def test_bad_topology_json_is_rejected(mutate, message) -> None:
+def test_bad_topology_json_is_rejected(mutate: Callable[[dict[str, Any]], object],
+                                       message: str) -> None:
     """A topology.json that breaks the schema raises TopologyFileError naming the key."""
     data = topology_to_dict(describe(RackTopo(hosts=1), target="softswitch"))
     mutate(data)
@@ -543,7 +548,7 @@ def test_spineleaf_data_server_with_prefix_and_bad_value() -> None:
     assert topo.data_host == "xdata"
     assert topo.host_options("xdata")["ip"] == "10.0.3.2/16"
     with pytest.raises(TopologyError, match="data_server"):
-        SpineLeafTopo(data_server="yes")
+        SpineLeafTopo(data_server="yes")  # type: ignore[arg-type]  # the wrong type on purpose
 
 
 def test_default_target_is_the_builtin_one_even_with_bmv2_installed(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,9 +104,10 @@ for pkt in (IP(dst=dst) / TCP(dport=5001, flags="A", options=stamps),   # pure A
 """
 
 
-def _class_packets(node, dev: str) -> dict[str, int]:
-    """{htb class id: packets sent} on one interface."""
-    counts, current = {}, None
+def _class_packets(node: Any, dev: str) -> dict[str, int]:
+    """{htb class id: packets sent} on one interface (``node``: a Mininet node)."""
+    counts: dict[str, int] = {}
+    current = None
     for line in node.cmd(f"tc -s class show dev {dev}").splitlines():
         words = line.split()
         if words[:2] == ["class", "htb"]:
@@ -148,7 +150,7 @@ def test_real_link_is_shaped_to_the_emulated_rate(tmp_path: Path) -> None:
         remove_interfaces(switch_interfaces(topo.switches()))
     for text in rates:
         assert "class htb 5:1 root rate 2500Kbit ceil 2500Kbit" in text, text
-    assert (link.bw_bps, link.delay_s) == (2.5e6, pytest.approx(2e-6))
+    assert link.bw_bps == 2.5e6 and link.delay_s == pytest.approx(2e-6)
 
 
 class _BrokenSwitch(SoftSwitch):

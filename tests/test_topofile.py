@@ -133,7 +133,8 @@ def test_params_and_templates(tmp_path: Path) -> None:
     (("role: leaf}\n  - {name: sp1", "role: leaf}\n  - {name: x1, role: core}\n  - {name: sp1"),
      r"switches x1 are not connected"),
 ])
-def test_malformed_files_name_the_place_and_value(tmp_path: Path, edit, message) -> None:
+def test_malformed_files_name_the_place_and_value(tmp_path: Path, edit: tuple[str, str],
+                                                  message: str) -> None:
     """Every malformed file gets a TopologySpecError naming the file, the path inside it and
     the bad value (YAML line where the place is in the file as written)."""
     old, new = edit
@@ -197,7 +198,9 @@ def test_queue_limit_without_netem_is_a_pfifo() -> None:
     packets under the rate limit's data class."""
     from topo.links import DATA_CLASS, AckFirstIntf
 
-    cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ", max_queue_size=50)
+    # no interface: the commands are made from the arguments alone
+    cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ",  # type: ignore[arg-type]
+                                          max_queue_size=50)
     assert cmds == [f"%s qdisc add dev %s  parent {DATA_CLASS}  handle 10: pfifo limit 50"]
     assert parent == " parent 10:1 "
 
@@ -231,12 +234,12 @@ def test_rates_and_delays_with_units(tmp_path: Path) -> None:
     and seconds."""
     spec = load_spec(_write(tmp_path, UNITS))
     h1, h2, h3 = spec.hosts
-    assert (h1.link.bw_bps, h1.link.delay_s) == (100e9, pytest.approx(2e-6))
-    assert (h2.link.bw_bps, h2.link.delay_s) == (500e3, pytest.approx(1.5e-3))
-    assert (h3.link.bw_bps, h3.link.delay_s) == (3e6, pytest.approx(2e-6))  # delay: class's
+    assert h1.link.bw_bps == 100e9 and h1.link.delay_s == pytest.approx(2e-6)
+    assert h2.link.bw_bps == 500e3 and h2.link.delay_s == pytest.approx(1.5e-3)
+    assert h3.link.bw_bps == 3e6 and h3.link.delay_s == pytest.approx(2e-6)  # delay: class's
     assert [h.intra_bw_bps for h in spec.hosts] == [1.2e12, 1e12, 1.2e12]
     up1, up2 = spec.links
-    assert (up1.shape.bw_bps, up1.shape.delay_s) == (25e9, pytest.approx(2e-6))
+    assert up1.shape.bw_bps == 25e9 and up1.shape.delay_s == pytest.approx(2e-6)
     assert (up2.shape.bw_bps, up2.shape.delay_s) == (40e6, 0.0)
     topo = describe(FileTopo(spec), target="softswitch")
     assert {(ln.node1, ln.bw_bps) for ln in topo.links if ln.kind == "host"} == {
@@ -265,7 +268,8 @@ def test_rates_and_delays_with_units(tmp_path: Path) -> None:
     (("default: 2us", "default: 2"), r"t\.yaml:4: params\.lat: 2 needs a unit"),
     (("type: rate", "type: speed"), r"t\.yaml:3: params\.bw\.type: 'speed' is not one of 'rate'"),
 ])
-def test_unit_errors_name_the_place_and_value(tmp_path: Path, edit, message) -> None:
+def test_unit_errors_name_the_place_and_value(tmp_path: Path, edit: tuple[str, str],
+                                              message: str) -> None:
     """A rate or delay the units parser refuses is one TopologySpecError with the file, the
     line, the place and the units parser's reason."""
     old, new = edit

@@ -54,7 +54,8 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def _converged(exp: Experiment) -> None:
     hist = exp.history
     assert exp.consistent, "ranks ended with different models"
-    assert hist[-1].train_loss < hist[1].train_loss
+    last, second = hist[-1].train_loss, hist[1].train_loss
+    assert last is not None and second is not None and last < second
     assert hist[-1].test_loss < 0.5 * hist[0].test_loss
     assert exp.final_accuracy >= MIN_ACCURACY, exp.final_accuracy
 

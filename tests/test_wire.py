@@ -18,7 +18,7 @@ import pytest
 from softswitch import cli
 from softswitch.ports import MemoryPort
 from softswitch.switch import _UsageError
-from softswitch.wire import Wire, WireOptions, main, parse_args, wire_argv
+from softswitch.wire import DEFAULT_DELAY_CAPACITY, Wire, WireOptions, main, parse_args, wire_argv
 from tests.fake_clock import FakeRealTime
 
 MS = 1_000_000  # ns
@@ -39,8 +39,8 @@ def ends() -> Iterator[tuple[MemoryPort, MemoryPort]]:
 
 
 def wire(ends: tuple[MemoryPort, MemoryPort], fake: FakeRealTime, delay_s: float = 1e-3,
-         tdf: float = 10, **kw: int) -> Wire:
-    return Wire(ends, delay_s, fake.clock(tdf), **kw)
+         tdf: float = 10, capacity: int = DEFAULT_DELAY_CAPACITY) -> Wire:
+    return Wire(ends, delay_s, fake.clock(tdf), capacity=capacity)
 
 
 def take(port: MemoryPort) -> list[bytes]:
