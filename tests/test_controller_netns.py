@@ -99,7 +99,7 @@ def ctl(rundir: Path, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def ctl_json(rundir: Path, *args: str):
+def ctl_json(rundir: Path, *args: str) -> Any:
     code, out, err = ctl(rundir, *args)
     assert code == 0, err
     return json.loads(out)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from p4.v1 import p4runtime_pb2
 
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
@@ -91,7 +92,8 @@ def rundir(tmp_path: Path, fabric: dict[str, SwitchProcess],
     return tmp_path
 
 
-def cli(rundir: Path, *args: str, capsys=None) -> tuple[int, str, str]:
+def cli(rundir: Path, *args: str, capsys: pytest.CaptureFixture[str] | None = None
+        ) -> tuple[int, str, str]:
     code = main(["--rundir", str(rundir), "--json", *args])
     if capsys is None:
         return code, "", ""
@@ -99,7 +101,7 @@ def cli(rundir: Path, *args: str, capsys=None) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def controller(rundir: Path, **kw) -> Controller:
+def controller(rundir: Path, **kw: Any) -> Controller:
     return Controller(ControllerOptions(rundir=rundir, **kw))
 
 
@@ -217,9 +219,7 @@ def test_two_jobs_share_switches_without_overlap(rundir: Path,
         "sp2": [{"job": "b", "base": 0, "count": 50}]}
 
 
-def _mcast_request():
-    from p4.v1 import p4runtime_pb2
-
+def _mcast_request() -> p4runtime_pb2.Entity:
     req = p4runtime_pb2.Entity()
     req.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
     return req
@@ -245,8 +245,8 @@ def test_slot_exhaustion_is_a_one_line_error(rundir: Path,
      "error: credits: credits too high: 4 credits x 4 packets per message need 16 slots, "
      "the job has 8\n"),
 ])
-def test_bad_job_requests_name_the_field(rundir: Path, capsys: pytest.CaptureFixture[str], args,
-                                         message) -> None:
+def test_bad_job_requests_name_the_field(rundir: Path, capsys: pytest.CaptureFixture[str],
+                                         args: list[str], message: str) -> None:
     """Unknown hosts and too many credits are refused naming the field and value."""
     code, _, err = cli(rundir, "job", "create", "x", *args, capsys=capsys)
     assert (code, err) == (2, message)

@@ -39,7 +39,7 @@ from experiment.session import (
     with_target_timers,
 )
 from topo import hostcmd
-from topo.model import describe
+from topo.model import Topology, describe
 from topo.network import bundle_device_config
 from topo.nodes import ProgramBuild
 from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
@@ -47,7 +47,7 @@ from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
 
-def _topology():
+def _topology() -> Topology:
     return describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, host_bw=10),
                     target="softswitch")
 
@@ -171,7 +171,7 @@ def test_program_wrapper_defines_elems(tmp_path: Path, monkeypatch: pytest.Monke
                                     ["--elems", "50"], ["--credits", "0"],
                                     ["--egress-order", "lifo"], ["--seed", "3"],
                                     ["--egress-order", "random", "--seed", "-2"]])
-def test_bad_options_exit_2(option, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_options_exit_2(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:
         parse_args(option)
@@ -199,7 +199,7 @@ def test_rate_and_delay_options_take_units() -> None:
     (["--delay", "2"], "argument --delay: '2' needs a unit (ns, us, ms or s), e.g. 2us"),
     (["--delay", "1h"], "argument --delay: '1h' is not a delay"),
 ])
-def test_bad_rates_and_delays_name_option_and_value(option, needle,
+def test_bad_rates_and_delays_name_option_and_value(option: list[str], needle: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """A bad rate or delay is one usage line naming the option and the value; status 2."""
     with pytest.raises(SystemExit) as info:
@@ -365,7 +365,8 @@ def test_summary_states_ratio_and_link_bound_runs() -> None:
     assert ratio_line(inexact) is None
     two_level = ExperimentResult({"parts": {"l1": {"role": "leaf"}, "sp1": {"role": "root"}}},
                                  result.runs)
-    assert ratio_line(two_level, 64).endswith("(0.79 counting frame sizes at E = 64, "
+    line = ratio_line(two_level, 64)
+    assert line is not None and line.endswith("(0.79 counting frame sizes at E = 64, "
                                               "leaf-spine packets)")
 
 
