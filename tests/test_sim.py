@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sim.sweeps import Simulate
 import json
 from pathlib import Path
 
@@ -17,11 +18,15 @@ from workloads.profiles import get_profile
 
 
 @pytest.fixture(scope="module")
-def simulate():
+def simulate() -> Simulate:
     """The ns-3 simulate callback (skips the module's ns-3 tests if ns-3 cannot load)."""
     if not ns3sim.available():
         pytest.skip("ns-3 (pip package ns3) is not installed")
-    return lambda a, f, n, d: ns3sim.simulate(a, f, n, d).seconds
+
+    def seconds(algorithm: str, f: Fabric, nbytes: int, density: float) -> float:
+        return ns3sim.simulate(algorithm, f, nbytes, density).seconds
+
+    return seconds
 
 
 def test_chunk_sizes_sum() -> None:
@@ -52,7 +57,7 @@ def test_fabric_rejects_bad_counts() -> None:
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_sim_matches_model_at_emulated_scale(simulate, algorithm) -> None:
+def test_sim_matches_model_at_emulated_scale(simulate: Simulate, algorithm: str) -> None:
     """On the emulated 2x2x2 fabric at 10 Mbit/s, ns-3 and the cost model agree within 15 %."""
     f = emulated(10.0)
     n = 256 << 10
@@ -61,14 +66,14 @@ def test_sim_matches_model_at_emulated_scale(simulate, algorithm) -> None:
     assert abs(model - sim) / sim < 0.15
 
 
-def test_sim_matches_model_at_20mbit(simulate) -> None:
+def test_sim_matches_model_at_20mbit(simulate: Simulate) -> None:
     """The agreement holds at 20 Mbit/s links too (ring, 1 MiB)."""
     f = emulated(20.0)
     sim = simulate("ring", f, 1 << 20, 0.01)
     assert abs(predict("ring", f, 1 << 20) - sim) / sim < 0.15
 
 
-def test_single_send_time_is_bandwidth_plus_path(simulate) -> None:
+def test_single_send_time_is_bandwidth_plus_path(simulate: Simulate) -> None:
     """In-network all-reduce takes n·β plus one slot round trip (ns-3 adds a 2-byte PPP header)."""
     f = emulated(10.0, switch_delay_s=0.0, header_bytes=0)
     n = 100 * 1024
@@ -76,7 +81,7 @@ def test_single_send_time_is_bandwidth_plus_path(simulate) -> None:
     assert sim == pytest.approx(n * 8 / 10e6 + f.ina_round_trip(), rel=5e-3)
 
 
-def test_ina_flat_in_p_ring_grows(simulate) -> None:
+def test_ina_flat_in_p_ring_grows(simulate: Simulate) -> None:
     """In the simulator, in-network time stays flat from 16 to 64 workers; ring grows."""
     n = 1 << 20
     ina = [simulate("ina", datacenter(p, hosts_per_leaf=8), n, 0.01) for p in (16, 64)]
@@ -86,7 +91,7 @@ def test_ina_flat_in_p_ring_grows(simulate) -> None:
     assert ina[1] < ring[1]
 
 
-def test_crossover_found(simulate) -> None:
+def test_crossover_found(simulate: Simulate) -> None:
     """The small crossover sweep finds a finite B_intra/B_inter crossover near the model's."""
     result = sweeps.crossover(simulate, small=True)
     assert 1.0 < result["sim_crossover"] < 4.0
@@ -94,20 +99,24 @@ def test_crossover_found(simulate) -> None:
     assert abs(result["sim_crossover"] - result["closed_form_alpha0"]) < 0.5
 
 
-def test_small_sweeps_run(simulate, tmp_path: Path) -> None:
+def test_small_sweeps_run(simulate: Simulate, tmp_path: Path) -> None:
     """Every sweep runs in its small form, ticks once per row and is JSON-serialisable."""
     from sim.plots import PLOTTERS
 
     for name in sweeps.SWEEPS:
-        ticks = []
-        result = sweeps.run(name, simulate, small=True, tick=lambda t=ticks: t.append(1))
+        ticks: list[int] = []
+
+        def tick(ticks: list[int] = ticks) -> None:
+            ticks.append(1)
+
+        result = sweeps.run(name, simulate, small=True, tick=tick)
         assert len(ticks) == sweeps.plan_size(name, small=True)
         json.dumps(result)
         png = PLOTTERS[name](result, tmp_path / f"{name}.png")
         assert png.stat().st_size > 1000
 
 
-def test_speedup_grows_as_the_network_slows(simulate) -> None:
+def test_speedup_grows_as_the_network_slows(simulate: Simulate) -> None:
     """Hierarchical in-network's iteration speedup over ring rises as the inter-machine
     rate falls, and never exceeds its communication-only speedup (compute overlaps)."""
     result = sweeps.speedup(simulate, small=True)
@@ -120,7 +129,7 @@ def test_speedup_grows_as_the_network_slows(simulate) -> None:
         assert r["sim_comm_speedup"] > 1.5  # as a communication step it always wins
 
 
-def test_validation_flags_and_passes(simulate) -> None:
+def test_validation_flags_and_passes(simulate: Simulate) -> None:
     """Synthetic measured rows: one near the simulation passes, one 50 % off is flagged."""
     f = emulated(10.0)
     n = 256 << 10
@@ -150,7 +159,7 @@ def test_iteration_overlap_bounds() -> None:
     assert it.compute_s <= it.iteration_s <= it.compute_s + it.comm_s
 
 
-def test_cli_run_prints_json(simulate, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_prints_json(simulate: Simulate, capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m sim run` simulates one collective and prints sim and model seconds."""
     from sim.__main__ import main
 
