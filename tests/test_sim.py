@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sim.sweeps import Simulate
 import json
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from sim.fabric import Fabric, datacenter, emulated
 from sim.iteration import iteration_time
 from sim.model import predict
 from sim.schedules import ALGORITHMS, build, chunk_sizes
+from sim.sweeps import Simulate
 from sim.validate import ValidationInputError, report, validate
 from workloads.profiles import get_profile
 
