@@ -94,7 +94,7 @@ def rundir(tmp_path: Path, fabric: dict[str, Bmv2Process], program: tuple[Path, 
     return tmp_path
 
 
-def cli(rundir: Path, capsys, *args: str) -> tuple[int, object]:
+def cli(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     """Runs one verb with --json; (status, parsed JSON or the error text)."""
     code = main(["--rundir", str(rundir), "--json", *args])
     out = capsys.readouterr()
@@ -104,7 +104,7 @@ def cli(rundir: Path, capsys, *args: str) -> tuple[int, object]:
     return code, json.loads(out.out) if out.out.strip() else None
 
 
-def ok(rundir: Path, capsys, *args: str) -> object:
+def ok(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
     code, data = cli(rundir, capsys, *args)
     assert code == 0, f"{' '.join(args)}: {data}"
     return data

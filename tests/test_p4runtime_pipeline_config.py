@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from softswitch.device_config import device_config_from_source
@@ -41,7 +42,8 @@ def ready() -> Iterator[tuple[InProcessSwitch, Client]]:
 
 
 def request(
-    c: Client, action: int, with_config: bool = False, device_config: bytes = b"fake"
+    c: Client, action: FwdReq.Action.ValueType, with_config: bool = False,
+    device_config: bytes = b"fake"
 ) -> FwdReq:
     req = FwdReq(device_id=0, action=action)
     req.election_id.high, req.election_id.low = c.election_id
@@ -100,9 +102,10 @@ def test_save_then_writes_go_to_saved_config_until_commit(
     assert c.read(FWD_ENTITY) == []  # the saved config starts empty
     c.write(table_entry_update(INSERT, 3, 1))
     assert [e.table_entry.match[0].exact.value for e in c.read(FWD_ENTITY)] == [b"\x03"]
+    assert running is not None
     assert len(running.tables["MyIngress.fwd"].entries()) == 1  # still the old entry only
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.OK
-    assert sw.switch.pipeline is not running
+    assert sw.switch.pipeline is not running and sw.switch.pipeline is not None
     assert len(sw.switch.pipeline.tables["MyIngress.fwd"].entries()) == 1
     assert [e.table_entry.match[0].exact.value for e in c.read(FWD_ENTITY)] == [b"\x03"]
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
@@ -121,8 +124,12 @@ def test_actions_need_a_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY_AND_SAVE, VERIFY_AND_COMMIT and RECONCILE_AND_COMMIT without a config are
     INVALID_ARGUMENT; UNSPECIFIED and unknown actions too."""
     sw, c = ready
-    for action in (FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT, FwdReq.RECONCILE_AND_COMMIT,
-                   FwdReq.UNSPECIFIED, 9):
+    actions: list[FwdReq.Action.ValueType] = [
+        FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT, FwdReq.RECONCILE_AND_COMMIT,
+        FwdReq.UNSPECIFIED,
+        9,  # type: ignore[list-item]  # no such action
+    ]
+    for action in actions:
         assert code_of(c, request(c, action)) == grpc.StatusCode.INVALID_ARGUMENT, action
     assert len(c.read(FWD_ENTITY)) == 1
 
@@ -131,7 +138,7 @@ def test_get_config_invalid_response_type(ready: tuple[InProcessSwitch, Client])
     """An unknown response_type is INVALID_ARGUMENT."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as err:
-        c.stub.GetForwardingPipelineConfig(GetReq(response_type=7))
+        c.stub.GetForwardingPipelineConfig(GetReq(response_type=7))  # type: ignore[arg-type]
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -164,7 +171,13 @@ class RealSwitch:
         self.client = Client(f"127.0.0.1:{port}")
         self.client.arbitrate((0, 1))
 
-    def push(self, source: str, action: int) -> grpc.StatusCode:
+    def p4info(self) -> p4info_pb2.P4Info:
+        """The P4Info of the installed pipeline."""
+        state = self.service.state
+        assert state is not None
+        return state.p4info
+
+    def push(self, source: str, action: FwdReq.Action.ValueType) -> grpc.StatusCode:
         dc = device_config_from_source(source)
         _pipe, info = default_loader(dc)
         req = FwdReq(device_id=0, action=action)
@@ -177,7 +190,7 @@ class RealSwitch:
     def fwd_entries(self) -> list[p4runtime_pb2.Entity]:
         tid = next(
             t.preamble.id
-            for t in self.service.state.p4info.tables
+            for t in self.p4info().tables
             if t.preamble.name.endswith("fwd")
         )
         return self.client.read(
@@ -202,7 +215,7 @@ def real() -> Iterator[RealSwitch]:
 
 
 def _fwd_insert(real: RealSwitch, in_port: int, out_port: int) -> None:
-    info = real.service.state.p4info
+    info = real.p4info()
     table = next(t for t in info.tables if t.preamble.name.endswith("fwd"))
     action = next(a for a in info.actions if a.preamble.name.endswith("set_port"))
     u = p4runtime_pb2.Update(type=INSERT)
@@ -216,7 +229,7 @@ def _fwd_insert(real: RealSwitch, in_port: int, out_port: int) -> None:
 
 def _fwd_default(real: RealSwitch, out_port: int) -> p4runtime_pb2.Update:
     """Set fwd's default action to set_port(out_port); returns the update."""
-    info = real.service.state.p4info
+    info = real.p4info()
     table = next(t for t in info.tables if t.preamble.name.endswith("fwd"))
     action = next(a for a in info.actions if a.preamble.name.endswith("set_port"))
     u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
@@ -245,8 +258,10 @@ def test_reconcile_keeps_entries_across_programs(real: RealSwitch) -> None:
     got = real.client.read(p4runtime_pb2.Entity(table_entry=default.entity.table_entry))
     assert [e.table_entry.action for e in got] == [default.entity.table_entry.action]
     frame = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(46)
-    real.switch.ports[1].inject(frame)
-    assert real.switch.ports[2].receive(5.0) == frame
+    port1, port2 = real.switch.ports[1], real.switch.ports[2]
+    assert isinstance(port1, MemoryPort) and isinstance(port2, MemoryPort)
+    port1.inject(frame)
+    assert port2.receive(5.0) == frame
     assert real.push(EXTRA_TABLE, FwdReq.VERIFY_AND_COMMIT) == grpc.StatusCode.OK
     assert real.fwd_entries() == []
 
@@ -323,9 +338,13 @@ def test_reconcile_carries_every_kind_of_state(ready: tuple[InProcessSwitch, Cli
     from tests.p4runtime_fakes import CTR_ID, DIGEST_ID, METER_ID, REG_ID, FakePipeline, fake_p4info
 
     sw, c = ready
-    sw.service.loader = lambda dc: (
-        (FakePipeline(), fake_p4info()) if dc in (b"fake", b"fake2") else 1 / 0
-    )
+
+    def loader(dc: bytes) -> tuple[FakePipeline, p4info_pb2.P4Info]:
+        if dc in (b"fake", b"fake2"):
+            return FakePipeline(), fake_p4info()
+        raise ZeroDivisionError("not a fake device config")
+
+    sw.service.loader = loader
     MODIFY = p4runtime_pb2.Update.MODIFY
     reg = p4runtime_pb2.Update(type=MODIFY)
     reg.entity.register_entry.register_id = REG_ID
@@ -356,13 +375,14 @@ def test_reconcile_carries_every_kind_of_state(ready: tuple[InProcessSwitch, Cli
         p4runtime_pb2.Entity(register_entry=p4runtime_pb2.RegisterEntry(register_id=REG_ID)),
         p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=CTR_ID)),
         p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry(meter_id=METER_ID)),
-        p4runtime_pb2.Entity(packet_replication_engine_entry={}),
-        p4runtime_pb2.Entity(digest_entry={}),
+        p4runtime_pb2.Entity(
+            packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry()),
+        p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry()),
     ]
     before = c.read(*everything)
     running = sw.switch.pipeline
     assert code_of(c, request(c, FwdReq.RECONCILE_AND_COMMIT, with_config=True,
                               device_config=b"fake2")) == grpc.StatusCode.OK
-    assert sw.switch.pipeline is not running
+    assert sw.switch.pipeline is not running and sw.switch.pipeline is not None
     assert c.read(*everything) == before
     assert sw.switch.pipeline.registers["MyIngress.reg"].values[3] == 42
