@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,8 @@ def test_json_works_too(tmp_path: Path) -> None:
     (("hosts: 3}", "hosts: 3, delay: 2}"),
      r"s.yaml:2: topology.delay: 2: a delay with its unit, such as 2us or 1ms"),
 ])
-def test_errors_name_file_line_field_and_value(tmp_path: Path, change, message) -> None:
+def test_errors_name_file_line_field_and_value(tmp_path: Path, change: tuple[str, str],
+                                                message: str) -> None:
     old, new = change
     assert old in GOOD
     path = _write(tmp_path, GOOD.replace(old, new, 1))
@@ -198,7 +200,8 @@ def test_assertions_evaluate() -> None:
     assert case.failure == "expected none, got 7: 7 fault drops (sns1 7)"
     assert evaluate(no_fault, runs, {("sns1", "malformed"): 1}, {}, prefix="sn").ok
     bad = dict(runs, **{"j1.ring": _run("ring", 1.0, exact=False)})
-    assert "j1.ring: rank 0 (h1): result differs" in evaluate(exact, bad, {}, {}).failure
+    failure = evaluate(exact, bad, {}, {}).failure
+    assert failure is not None and "j1.ring: rank 0 (h1): result differs" in failure
     assert evaluate(ratio, bad, {}, {}).failure == "cannot measure: j1.ring was not exact"
 
 
@@ -218,8 +221,8 @@ def test_junit_xml_is_readable() -> None:
                                                    "scenario.broken.jobs",
                                                    "scenario.broken.assertions"]
     assert cases[0].findtext("system-out") == "rundir x" and cases[0].find("failure") is None
-    assert cases[1].find("error").get("message") == "rank 1 (h2): no result within 5 s"
-    assert cases[2].find("failure").get("message") == "expected >= 50, got 2: ..."
+    assert _attr(cases[1].find("error"), "message") == "rank 1 (h2): no result within 5 s"
+    assert _attr(cases[2].find("failure"), "message") == "expected >= 50, got 2: ..."
 
 
 # ------------------------------------------------------------------------- end to end (root)
@@ -237,8 +240,23 @@ def _cli(
     return proc, ET.parse(junit).getroot()
 
 
+def _attr(element: ET.Element | None, name: str) -> str:
+    """An attribute the report must have."""
+    assert element is not None
+    value = element.get(name)
+    assert value is not None, name
+    return value
+
+
+def _output(case: ET.Element) -> str:
+    """A test case's system-out, which the report must have."""
+    text = case.findtext("system-out")
+    assert text is not None
+    return text
+
+
 @pytest.fixture
-def _no_leftovers():
+def _no_leftovers() -> Iterator[None]:
     from topo.cleanup import remove_interfaces, switch_interfaces
 
     yield
@@ -257,13 +275,14 @@ def test_examples_pass(tmp_path: Path, repo_root: Path) -> None:
     assert (root.get("failures"), root.get("errors")) == ("0", "0"), proc.stdout + proc.stderr
     by_suite = {s.get("name"): s for s in root.findall("testsuite")}
     loss = by_suite["rack-loss"]
-    fault_case = [c for c in loss.findall("testcase") if c.get("name").startswith("t=1s loss")]
-    assert fault_case and "sns1 port 1 drops 0.05 (in)" in fault_case[0].findtext("system-out")
-    drops = [c for c in loss.findall("testcase") if "fault drops" in c.get("name")]
-    assert drops and drops[0].findtext("system-out").split()[0] != "0"
+    fault_case = [c for c in loss.findall("testcase")
+                  if _attr(c, "name").startswith("t=1s loss")]
+    assert fault_case and "sns1 port 1 drops 0.05 (in)" in _output(fault_case[0])
+    drops = [c for c in loss.findall("testcase") if "fault drops" in _attr(c, "name")]
+    assert drops and _output(drops[0]).split()[0] != "0"
     restart = [c for c in by_suite["rack-restart"].findall("testcase")
                if c.get("name") == "t=5s restart s1"]
-    assert restart and "sns1: recovered" in restart[0].findtext("system-out")
+    assert restart and "sns1: recovered" in _output(restart[0])
     assert "PASS" in proc.stdout and "FAIL" not in proc.stdout
 
 
@@ -279,11 +298,12 @@ def test_broken_example_fails_with_a_readable_report(tmp_path: Path, repo_root: 
     failures = {c.get("name"): c.find("failure") for c in suite.findall("testcase")
                 if c.find("failure") is not None}
     ratio = failures["assertions[1]: time j1.ring / j1.innetwork >= 50"]
-    assert ratio.get("message").startswith("expected >= 50, got ")
-    assert "j1.ring took " in ratio.get("message") and ratio.get("type") == "AssertionError"
+    assert _attr(ratio, "message").startswith("expected >= 50, got ")
+    assert "j1.ring took " in _attr(ratio, "message")
+    assert _attr(ratio, "type") == "AssertionError"
     drops = failures["assertions[2]: no fault drops"]
-    assert drops.get("message").startswith("expected none, got ")
-    assert "fault drops (sns1 " in drops.get("message")
+    assert _attr(drops, "message").startswith("expected none, got ")
+    assert "fault drops (sns1 " in _attr(drops, "message")
     passed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is None]
     assert "assertions[0]: exact results of j1" in passed
     assert "FAIL  assertions: assertions[1]" in proc.stdout
