@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from tests.p4runtime_fakes import (
     NOACTION_ID,
     REG_ID,
     SET_PORT_ID,
+    Client,
     InProcessSwitch,
     fake_p4info,
     table_entry_update,
@@ -44,7 +46,7 @@ def sw() -> Iterator[InProcessSwitch]:
 
 
 @pytest.fixture
-def ready(sw: InProcessSwitch) -> Iterator[tuple[InProcessSwitch, object]]:
+def ready(sw: InProcessSwitch) -> Iterator[tuple[InProcessSwitch, Client]]:
     """A switch with the fake pipeline pushed by a primary client."""
     c = sw.client((0, 1))
     c.set_config()
@@ -64,7 +66,14 @@ def write_errors(err: grpc.RpcError) -> list[tuple[int, str]]:
     return out
 
 
-def single_error(client, *updates) -> tuple[int, str]:
+def _pipeline(sw: InProcessSwitch) -> Any:
+    """The switch's installed pipeline (the fixtures install one)."""
+    pipeline = sw.switch.pipeline
+    assert pipeline is not None
+    return pipeline
+
+
+def single_error(client: Client, *updates: p4runtime_pb2.Update) -> tuple[int, str]:
     with pytest.raises(grpc.RpcError) as info:
         client.write(*updates)
     errs = write_errors(info.value)
@@ -100,7 +109,7 @@ def test_get_config_before_set_has_no_config(sw: InProcessSwitch) -> None:
     assert c.stub.GetForwardingPipelineConfig(Get(response_type=Get.COOKIE_ONLY)).HasField("config")
 
 
-def test_get_config_response_types(ready: tuple[InProcessSwitch, object]) -> None:
+def test_get_config_response_types(ready: tuple[InProcessSwitch, Client]) -> None:
     """Each response type returns exactly the requested parts plus the cookie."""
     sw, c = ready
     c.set_config(cookie=42)
@@ -143,7 +152,7 @@ def test_commit_without_saved_config_fails(sw: InProcessSwitch) -> None:
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_reconcile_keeps_state_for_same_config(ready: tuple[InProcessSwitch, object]) -> None:
+def test_reconcile_keeps_state_for_same_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """RECONCILE_AND_COMMIT with the same config keeps the installed entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -154,7 +163,7 @@ def test_reconcile_keeps_state_for_same_config(ready: tuple[InProcessSwitch, obj
     )
 
 
-def test_verify_and_commit_resets_state(ready: tuple[InProcessSwitch, object]) -> None:
+def test_verify_and_commit_resets_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY_AND_COMMIT installs a fresh pipeline without the old entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -190,7 +199,7 @@ def test_unspecified_action_rejected(sw: InProcessSwitch) -> None:
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_wrong_device_id_is_not_found(ready: tuple[InProcessSwitch, object]) -> None:
+def test_wrong_device_id_is_not_found(ready: tuple[InProcessSwitch, Client]) -> None:
     """A Write for another device id fails with NOT_FOUND."""
     sw, c = ready
     req = p4runtime_pb2.WriteRequest(device_id=7)
@@ -203,7 +212,7 @@ def test_wrong_device_id_is_not_found(ready: tuple[InProcessSwitch, object]) -> 
 # ----------------------------------------------------------------------- tables
 
 
-def test_insert_forwards_packet(ready: tuple[InProcessSwitch, object]) -> None:
+def test_insert_forwards_packet(ready: tuple[InProcessSwitch, Client]) -> None:
     """An inserted fwd entry makes port 1 traffic leave on port 2 unchanged."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -211,7 +220,7 @@ def test_insert_forwards_packet(ready: tuple[InProcessSwitch, object]) -> None:
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_modify_and_delete_entry(ready: tuple[InProcessSwitch, object]) -> None:
+def test_modify_and_delete_entry(ready: tuple[InProcessSwitch, Client]) -> None:
     """MODIFY changes the output port; DELETE falls back to the default (drop)."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -224,7 +233,7 @@ def test_modify_and_delete_entry(ready: tuple[InProcessSwitch, object]) -> None:
     assert sw.port(2).receive(0.1) is None
 
 
-def test_duplicate_insert_already_exists(ready: tuple[InProcessSwitch, object]) -> None:
+def test_duplicate_insert_already_exists(ready: tuple[InProcessSwitch, Client]) -> None:
     """Inserting the same key twice is ALREADY_EXISTS."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -232,14 +241,14 @@ def test_duplicate_insert_already_exists(ready: tuple[InProcessSwitch, object]) 
     assert code == code_pb2.ALREADY_EXISTS
 
 
-def test_modify_missing_not_found(ready: tuple[InProcessSwitch, object]) -> None:
+def test_modify_missing_not_found(ready: tuple[InProcessSwitch, Client]) -> None:
     """Modifying an absent entry is NOT_FOUND."""
     sw, c = ready
     code, _ = single_error(c, table_entry_update(MODIFY, 5, 3))
     assert code == code_pb2.NOT_FOUND
 
 
-def test_batch_reports_each_update(ready: tuple[InProcessSwitch, object]) -> None:
+def test_batch_reports_each_update(ready: tuple[InProcessSwitch, Client]) -> None:
     """A batch with one bad update reports OK for the others and applies them."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as info:
@@ -253,14 +262,14 @@ def test_batch_reports_each_update(ready: tuple[InProcessSwitch, object]) -> Non
     )
 
 
-def test_value_too_wide_invalid_argument(ready: tuple[InProcessSwitch, object]) -> None:
+def test_value_too_wide_invalid_argument(ready: tuple[InProcessSwitch, Client]) -> None:
     """A match value wider than the field is INVALID_ARGUMENT (the match-format rules)."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1024, 2))
     assert code == code_pb2.INVALID_ARGUMENT and "9 bits" in msg
 
 
-def test_unknown_table_invalid_argument(ready: tuple[InProcessSwitch, object]) -> None:
+def test_unknown_table_invalid_argument(ready: tuple[InProcessSwitch, Client]) -> None:
     """A table id not in P4Info makes the update malformed: INVALID_ARGUMENT (as BMv2)."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -269,7 +278,7 @@ def test_unknown_table_invalid_argument(ready: tuple[InProcessSwitch, object]) -
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_missing_param_invalid(ready: tuple[InProcessSwitch, object]) -> None:
+def test_missing_param_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """An action without its parameter is INVALID_ARGUMENT."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1, None))
@@ -277,7 +286,7 @@ def test_missing_param_invalid(ready: tuple[InProcessSwitch, object]) -> None:
 
 
 def test_defaultonly_action_in_entry_permission_denied(
-    ready: tuple[InProcessSwitch, object]
+    ready: tuple[InProcessSwitch, Client]
 ) -> None:
     """A @defaultonly action in a table entry is PERMISSION_DENIED (the specification's code
     for an action used outside its scope; BMv2 answers the same)."""
@@ -286,7 +295,7 @@ def test_defaultonly_action_in_entry_permission_denied(
     assert code == code_pb2.PERMISSION_DENIED and "defaultonly" in msg
 
 
-def test_ternary_needs_priority(ready: tuple[InProcessSwitch, object]) -> None:
+def test_ternary_needs_priority(ready: tuple[InProcessSwitch, Client]) -> None:
     """A ternary table entry without priority is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -299,7 +308,7 @@ def test_ternary_needs_priority(ready: tuple[InProcessSwitch, object]) -> None:
     assert code == code_pb2.INVALID_ARGUMENT and "priority" in msg
 
 
-def test_zero_mask_rejected(ready: tuple[InProcessSwitch, object]) -> None:
+def test_zero_mask_rejected(ready: tuple[InProcessSwitch, Client]) -> None:
     """A ternary match with a zero mask must be omitted: INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -312,7 +321,7 @@ def test_zero_mask_rejected(ready: tuple[InProcessSwitch, object]) -> None:
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_lpm_bits_beyond_prefix_rejected(ready: tuple[InProcessSwitch, object]) -> None:
+def test_lpm_bits_beyond_prefix_rejected(ready: tuple[InProcessSwitch, Client]) -> None:
     """An LPM value with bits beyond the prefix is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -325,7 +334,7 @@ def test_lpm_bits_beyond_prefix_rejected(ready: tuple[InProcessSwitch, object]) 
     assert code == code_pb2.INVALID_ARGUMENT and "prefix" in msg
 
 
-def test_table_full_resource_exhausted(ready: tuple[InProcessSwitch, object]) -> None:
+def test_table_full_resource_exhausted(ready: tuple[InProcessSwitch, Client]) -> None:
     """Inserting beyond the table size is RESOURCE_EXHAUSTED."""
     sw, c = ready
     updates = []
@@ -342,7 +351,7 @@ def test_table_full_resource_exhausted(ready: tuple[InProcessSwitch, object]) ->
     assert [code for code, _ in write_errors(info.value)][-1] == code_pb2.RESOURCE_EXHAUSTED
 
 
-def test_read_canonical_and_metadata(ready: tuple[InProcessSwitch, object]) -> None:
+def test_read_canonical_and_metadata(ready: tuple[InProcessSwitch, Client]) -> None:
     """Read returns canonical (leading-zero-free) bytes and the entry's metadata cookie."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -355,7 +364,7 @@ def test_read_canonical_and_metadata(ready: tuple[InProcessSwitch, object]) -> N
     assert te.metadata == b"cookie"
 
 
-def test_read_all_tables_wildcard(ready: tuple[InProcessSwitch, object]) -> None:
+def test_read_all_tables_wildcard(ready: tuple[InProcessSwitch, Client]) -> None:
     """A read with table_id 0 returns entries of every table."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -373,7 +382,7 @@ def test_read_all_tables_wildcard(ready: tuple[InProcessSwitch, object]) -> None
     assert acl.match[0].lpm.value == bytes([10, 0, 0, 0])
 
 
-def test_default_entry_modify_and_reset(ready: tuple[InProcessSwitch, object]) -> None:
+def test_default_entry_modify_and_reset(ready: tuple[InProcessSwitch, Client]) -> None:
     """MODIFY of the default entry changes the miss action; an empty action resets it."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -397,7 +406,7 @@ def test_default_entry_modify_and_reset(ready: tuple[InProcessSwitch, object]) -
     assert ent.table_entry.action.action.action_id == DROP_ID
 
 
-def test_default_entry_insert_invalid(ready: tuple[InProcessSwitch, object]) -> None:
+def test_default_entry_insert_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """INSERT of a default entry is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -411,7 +420,7 @@ def test_default_entry_insert_invalid(ready: tuple[InProcessSwitch, object]) -> 
 # ---------------------------------------------------------------------- externs
 
 
-def test_register_write_read(ready: tuple[InProcessSwitch, object]) -> None:
+def test_register_write_read(ready: tuple[InProcessSwitch, Client]) -> None:
     """A register cell written over P4Runtime reads back canonically."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -419,7 +428,7 @@ def test_register_write_read(ready: tuple[InProcessSwitch, object]) -> None:
     u.entity.register_entry.index.index = 3
     u.entity.register_entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=b"\x00\x00\x12\x34"))
     c.write(u)
-    assert sw.switch.pipeline.registers["MyIngress.reg"].read(3) == 0x1234
+    assert _pipeline(sw).registers["MyIngress.reg"].read(3) == 0x1234
     probe = p4runtime_pb2.Entity()
     probe.register_entry.register_id = REG_ID
     probe.register_entry.index.index = 3
@@ -430,7 +439,7 @@ def test_register_write_read(ready: tuple[InProcessSwitch, object]) -> None:
     assert len(c.read(all_cells)) == 8
 
 
-def test_register_index_out_of_range(ready: tuple[InProcessSwitch, object]) -> None:
+def test_register_index_out_of_range(ready: tuple[InProcessSwitch, Client]) -> None:
     """A register index beyond its size is OUT_OF_RANGE."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -441,7 +450,7 @@ def test_register_index_out_of_range(ready: tuple[InProcessSwitch, object]) -> N
     assert code == code_pb2.OUT_OF_RANGE
 
 
-def test_register_read_index_out_of_range(ready: tuple[InProcessSwitch, object]) -> None:
+def test_register_read_index_out_of_range(ready: tuple[InProcessSwitch, Client]) -> None:
     """Reading a register cell beyond its size is OUT_OF_RANGE (as BMv2's register_read)."""
     sw, c = ready
     probe = p4runtime_pb2.Entity()
@@ -452,12 +461,12 @@ def test_register_read_index_out_of_range(ready: tuple[InProcessSwitch, object])
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_register_read_engine_smaller_than_p4info(ready: tuple[InProcessSwitch, object]) -> None:
+def test_register_read_engine_smaller_than_p4info(ready: tuple[InProcessSwitch, Client]) -> None:
     """An engine register smaller than P4Info says still answers OUT_OF_RANGE, not 0."""
     from softswitch.engine.externs import Register
 
     sw, c = ready
-    sw.switch.pipeline.registers["MyIngress.reg"] = Register("MyIngress.reg", 4, 32)
+    _pipeline(sw).registers["MyIngress.reg"] = Register("MyIngress.reg", 4, 32)
     probe = p4runtime_pb2.Entity()
     probe.register_entry.register_id = REG_ID
     probe.register_entry.index.index = 6
@@ -466,7 +475,7 @@ def test_register_read_engine_smaller_than_p4info(ready: tuple[InProcessSwitch, 
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_counter_counts_packets(ready: tuple[InProcessSwitch, object]) -> None:
+def test_counter_counts_packets(ready: tuple[InProcessSwitch, Client]) -> None:
     """The indexed counter counts forwarded packets and bytes; a write resets it."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -488,7 +497,7 @@ def test_counter_counts_packets(ready: tuple[InProcessSwitch, object]) -> None:
     assert ent.counter_entry.data.packet_count == 0
 
 
-def test_direct_counter_read(ready: tuple[InProcessSwitch, object]) -> None:
+def test_direct_counter_read(ready: tuple[InProcessSwitch, Client]) -> None:
     """Direct counters of acl entries count hits and are read per entry."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -508,7 +517,7 @@ def test_direct_counter_read(ready: tuple[InProcessSwitch, object]) -> None:
     assert ent.direct_counter_entry.data.byte_count == len(FRAME)
 
 
-def test_meter_config_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
+def test_meter_config_roundtrip(ready: tuple[InProcessSwitch, Client]) -> None:
     """A meter config written to an index reads back; other indices stay unconfigured."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -524,7 +533,7 @@ def test_meter_config_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
     assert not ents[0].meter_entry.HasField("config")
 
 
-def test_meter_pir_below_cir_invalid(ready: tuple[InProcessSwitch, object]) -> None:
+def test_meter_pir_below_cir_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """A meter config with PIR below CIR is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -535,7 +544,8 @@ def test_meter_pir_below_cir_invalid(ready: tuple[InProcessSwitch, object]) -> N
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def _presence_rules(client, update, on_insert=None) -> None:
+def _presence_rules(client: Client, update: p4runtime_pb2.Update,
+                    on_insert: Callable[[], None] | None = None) -> None:
     """The P4Runtime presence rules for one PRE entry: MODIFY before INSERT and a second
     DELETE are NOT_FOUND, a second INSERT is ALREADY_EXISTS. ``on_insert`` checks the
     switch in between."""
@@ -551,7 +561,7 @@ def _presence_rules(client, update, on_insert=None) -> None:
     assert single_error(client, update)[0] == code_pb2.NOT_FOUND
 
 
-def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, object]) -> None:
+def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, Client]) -> None:
     """Multicast groups: presence rules, and an inserted group is replicated and read back."""
     sw, c = ready
     u = p4runtime_pb2.Update()
@@ -561,7 +571,7 @@ def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, object]) -> Non
     g.replicas.add(egress_port=2, instance=1)
 
     def inserted() -> None:
-        assert sw.switch.pipeline.pre.replicas(7) == ((1, 1), (2, 1))
+        assert _pipeline(sw).pre.replicas(7) == ((1, 1), (2, 1))
         probe = p4runtime_pb2.Entity()
         probe.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
         (ent,) = c.read(probe)
@@ -570,7 +580,7 @@ def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, object]) -> Non
     _presence_rules(c, u, inserted)
 
 
-def test_clone_session_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
+def test_clone_session_roundtrip(ready: tuple[InProcessSwitch, Client]) -> None:
     """A clone session is stored in the PRE and read back with its truncation."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -578,14 +588,14 @@ def test_clone_session_roundtrip(ready: tuple[InProcessSwitch, object]) -> None:
     cs.session_id, cs.packet_length_bytes = 5, 64
     cs.replicas.add(egress_port=3, instance=0)
     c.write(u)
-    assert sw.switch.pipeline.pre.clone_session(5).packet_length_bytes == 64
+    assert _pipeline(sw).pre.clone_session(5).packet_length_bytes == 64
     probe = p4runtime_pb2.Entity()
     probe.packet_replication_engine_entry.clone_session_entry.session_id = 5
     (ent,) = c.read(probe)
     assert ent.packet_replication_engine_entry.clone_session_entry.replicas[0].egress_port == 3
 
 
-def test_clone_session_presence_rules(ready: tuple[InProcessSwitch, object]) -> None:
+def test_clone_session_presence_rules(ready: tuple[InProcessSwitch, Client]) -> None:
     """A clone session follows the same presence rules as a multicast group."""
     _sw, c = ready
     u = p4runtime_pb2.Update()
@@ -606,7 +616,7 @@ def test_first_client_is_primary(sw: InProcessSwitch) -> None:
     assert msg.arbitration.election_id.low == 5
 
 
-def test_backup_cannot_write(ready: tuple[InProcessSwitch, object]) -> None:
+def test_backup_cannot_write(ready: tuple[InProcessSwitch, Client]) -> None:
     """A client with a lower election id is a backup and gets PERMISSION_DENIED on Write."""
     sw, primary = ready
     backup = sw.client(None)
@@ -619,7 +629,7 @@ def test_backup_cannot_write(ready: tuple[InProcessSwitch, object]) -> None:
 
 
 def test_higher_election_takes_over_and_all_are_notified(
-    ready: tuple[InProcessSwitch, object]
+    ready: tuple[InProcessSwitch, Client]
 ) -> None:
     """A higher election id becomes primary; the old primary is told it is now a backup."""
     sw, old = ready
@@ -635,7 +645,7 @@ def test_higher_election_takes_over_and_all_are_notified(
     new.write(table_entry_update(INSERT, 1, 2))
 
 
-def test_primary_leaving_promotes_backup(ready: tuple[InProcessSwitch, object]) -> None:
+def test_primary_leaving_promotes_backup(ready: tuple[InProcessSwitch, Client]) -> None:
     """When the primary disconnects, the next highest client becomes primary and is told."""
     sw, primary = ready
     backup = sw.client(None)
@@ -646,7 +656,7 @@ def test_primary_leaving_promotes_backup(ready: tuple[InProcessSwitch, object]) 
     assert note.arbitration.status.code == code_pb2.OK
 
 
-def test_duplicate_election_id_closes_stream(ready: tuple[InProcessSwitch, object]) -> None:
+def test_duplicate_election_id_closes_stream(ready: tuple[InProcessSwitch, Client]) -> None:
     """A second client with the primary's election id gets its stream closed INVALID_ARGUMENT."""
     sw, _ = ready
     dup = sw.client(None)
@@ -665,7 +675,7 @@ def test_arbitration_wrong_device_closes_stream(sw: InProcessSwitch) -> None:
 # --------------------------------------------------------------- packet I/O
 
 
-def test_packet_out_goes_to_header_port(ready: tuple[InProcessSwitch, object]) -> None:
+def test_packet_out_goes_to_header_port(ready: tuple[InProcessSwitch, Client]) -> None:
     """A PacketOut with egress_port metadata leaves on that port without the header."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -676,7 +686,7 @@ def test_packet_out_goes_to_header_port(ready: tuple[InProcessSwitch, object]) -
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_packet_out_missing_metadata_stream_error(ready: tuple[InProcessSwitch, object]) -> None:
+def test_packet_out_missing_metadata_stream_error(ready: tuple[InProcessSwitch, Client]) -> None:
     """A PacketOut without its metadata gets a StreamError INVALID_ARGUMENT echoing it."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -687,7 +697,7 @@ def test_packet_out_missing_metadata_stream_error(ready: tuple[InProcessSwitch, 
     assert msg.error.packet_out.packet_out.payload == FRAME
 
 
-def test_packet_in_to_primary(ready: tuple[InProcessSwitch, object]) -> None:
+def test_packet_in_to_primary(ready: tuple[InProcessSwitch, Client]) -> None:
     """A frame forwarded to the CPU port arrives as PacketIn with ingress_port metadata."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 3, CPU_PORT))
@@ -698,7 +708,7 @@ def test_packet_in_to_primary(ready: tuple[InProcessSwitch, object]) -> None:
     assert md == {1: b"\x03", 2: b"\x00"}
 
 
-def test_digest_list_after_config(ready: tuple[InProcessSwitch, object]) -> None:
+def test_digest_list_after_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """With a DigestEntry configured, a learning frame yields a DigestList; ack accepted."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -721,7 +731,7 @@ def test_digest_list_after_config(ready: tuple[InProcessSwitch, object]) -> None
     assert ent.digest_entry.config.max_list_size == 1
 
 
-def test_invalid_requests_do_not_kill_server(ready: tuple[InProcessSwitch, object]) -> None:
+def test_invalid_requests_do_not_kill_server(ready: tuple[InProcessSwitch, Client]) -> None:
     """After a burst of malformed requests the server still answers correctly."""
     sw, c = ready
     for bad in (p4runtime_pb2.Update(), p4runtime_pb2.Update(type=INSERT)):

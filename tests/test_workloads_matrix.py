@@ -8,6 +8,7 @@ import argparse
 import threading
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -19,6 +20,7 @@ from experiment.matrix import (
     program_for,
     spec_from_args,
 )
+from softswitch import ir
 from softswitch.frontend import compile_file
 from workloads.roce import (
     AETH,
@@ -27,6 +29,7 @@ from workloads.roce import (
     KEPT_AFTER_TIMEOUTS,
     Requester,
     Responder,
+    RoceEndpoint,
     ack_packet,
     parse_bth,
     write_packets,
@@ -53,8 +56,31 @@ class _FakeEndpoint:
         return len(datagrams)
 
 
+def _as_endpoint(fake: _FakeEndpoint) -> RoceEndpoint:
+    """The fake where a RoceEndpoint is expected: Requester and Responder use only what it
+    has (workloads.roce types their endpoint as the concrete class)."""
+    return cast(RoceEndpoint, fake)
+
+
+def _fake_endpoint() -> RoceEndpoint:
+    return _as_endpoint(_FakeEndpoint())
+
+
+def _fake(peer: Requester | Responder) -> _FakeEndpoint:
+    """The fake endpoint a requester or responder was made with."""
+    assert isinstance(peer.ep, _FakeEndpoint)
+    return peer.ep
+
+
+def _deadline(req: Requester) -> float:
+    """When the requester's timer fires next (it must be running)."""
+    deadline = req.next_deadline()
+    assert deadline is not None
+    return deadline
+
+
 def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
-    return Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
+    return Requester(_fake_endpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
                      min_cwnd)
 
 
@@ -120,7 +146,8 @@ def test_program_for_64_elements_compiles(tmp_path: Path) -> None:
     elements; 32 is netreduce.p4 itself."""
     assert program_for(32, tmp_path).name == "netreduce.p4"
     program = compile_file(str(program_for(64, tmp_path)))
-    assert len(program.types["nr_data_t"].fields) == 64
+    data = program.types["nr_data_t"]
+    assert isinstance(data, ir.HeaderType) and len(data.fields) == 64
 
 
 def test_cells_run_sizes_then_models() -> None:
@@ -137,7 +164,7 @@ def test_cells_run_sizes_then_models() -> None:
     ({"elems": 50}, "elems \\(NR_ELEMS\\) must be"),
     ({"models": ("bert",)}, "unknown model"),
 ])
-def test_bad_spec_is_refused(changes, message) -> None:
+def test_bad_spec_is_refused(changes: dict[str, Any], message: str) -> None:
     """An unknown algorithm, model or element count is a MatrixError naming it."""
     with pytest.raises(MatrixError, match=message):
         MatrixSpec(**changes)
@@ -188,10 +215,10 @@ def test_results_keep_a_slow_switchs_window_from_timing_out() -> None:
     _post(req, 8)
     t0 = time.monotonic()
     req.transmit(t0)
-    first_deadline = req.next_deadline()
+    first_deadline = _deadline(req)
     req.note_arrived(0, t0 + 0.5)  # the result at position 0 exists: our packet 0 arrived
-    assert req.next_deadline() > first_deadline
-    req.poll_timer(req.next_deadline() + 0.001)  # slow switch: the timer fires anyway
+    assert _deadline(req) > first_deadline
+    req.poll_timer(_deadline(req) + 0.001)  # slow switch: the timer fires anyway
     assert req.stats.timeouts == 1 and req.stats.lone_timeouts == 0
     req.transmit(time.monotonic())
     sent_after_probe = req.stats.packets_sent
@@ -211,7 +238,7 @@ def test_a_timeout_with_one_packet_in_flight_is_lone() -> None:
     req = _requester(min_cwnd=1)
     _post(req, 1)
     req.transmit(time.monotonic())
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     assert req.stats.timeouts == req.stats.lone_timeouts == 1
 
 
@@ -225,7 +252,7 @@ def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
     result or ACK (a restarted switch cannot place later packets without it) and our
     acknowledged packets from there (positions whose result is missing need them; the switch
     counts a message done only when all its packets are final); nothing older is kept."""
-    req = Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+    req = Requester(_fake_endpoint(), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
                     track_results=True)
     _post(req, 4)  # message 0: positions 0-3
     _post(req, 4)  # message 1: positions 4-7
@@ -234,14 +261,14 @@ def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
         req.note_arrived(psn, time.monotonic())  # our results 0-4 arrived
     _ack(req, 6)  # the peer has 0-6
     assert len(req._kept) == 3  # positions 4-6: message 1's first packet, then 5 and 6
-    ep = req.ep
+    ep = _fake(req)
     for _ in range(KEPT_AFTER_TIMEOUTS):  # an ordinary loss: the probe alone
         ep.sent.clear()
-        req.poll_timer(req.next_deadline() + 0.001)
+        req.poll_timer(_deadline(req) + 0.001)
         req.transmit(time.monotonic())
         assert _psns(ep.sent) == [7]
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     req.transmit(time.monotonic())
     # timeouts in a row: 4 (binds message 1), 5 and 6 (acknowledged, our results missing),
     # then the probe 7
@@ -249,7 +276,7 @@ def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
     _ack(req, 4)  # an old ACK: still 4-6 kept
     req.note_arrived(5, time.monotonic())
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     # the whole message from its first packet (the switch counts it done only when every
     # packet is final there): 4, 5 (result now here) and 6 kept, then the probe 7
     assert _psns(ep.sent)[:3] == [4, 5, 6]
@@ -264,9 +291,9 @@ def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
     req.note_arrived(8, time.monotonic())
     assert req.next_deadline() is not None
     for _ in range(KEPT_AFTER_TIMEOUTS):
-        req.poll_timer(req.next_deadline() + 0.001)
+        req.poll_timer(_deadline(req) + 0.001)
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     assert _psns(ep.sent) == [8, 9]
     req.note_arrived(9, time.monotonic())
     assert req.next_deadline() is None
@@ -286,20 +313,20 @@ def test_a_stuck_worker_sends_its_ack_again() -> None:
     retransmission (the new switch has no result to answer it with). The aggregation
     channel sends its responder's cumulative ACK again whenever its own transfer times out."""
     ep = _FakeEndpoint()
-    resp = Responder(ep, 0x301, 0x100, "10.0.0.1", 0, ack_every=16)
+    resp = Responder(_as_endpoint(ep), 0x301, 0x100, "10.0.0.1", 0, ack_every=16)
     for psn in range(3):
         resp.on_write(parse_bth(write_packets(0x301, psn, [bytes(16)], 0, 1)[0]),
                       write_packets(0x301, psn, [bytes(16)], 0, 1)[0])
     ep.sent.clear()
-    req = Requester(ep, 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+    req = Requester(_as_endpoint(ep), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
                     track_results=True)
     req.on_timeout = resp.refresh_ack
     _post(req, 1)
     req.transmit(time.monotonic())
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     acks = [d for d in ep.sent if parse_bth(d).opcode == 0x11]
     assert [parse_bth(a).psn for a in acks] == [2]  # cumulative: everything up to PSN 2
-    quiet = Responder(_FakeEndpoint(), 0x302, 0x100, "10.0.0.1", 0, ack_every=16)
+    quiet = Responder(_fake_endpoint(), 0x302, 0x100, "10.0.0.1", 0, ack_every=16)
     quiet.refresh_ack()  # nothing accepted yet: nothing to acknowledge
-    assert quiet.ep.sent == []
+    assert _fake(quiet).sent == []
