@@ -545,8 +545,11 @@ def update_code(err: grpc.RpcError) -> str:
                 e = p4runtime_pb2.Error()
                 detail.Unpack(e)
                 if e.canonical_code:
-                    return next(c.name for c in grpc.StatusCode if c.value[0] == e.canonical_code)
-    return err.code().name
+                    name: str = next(c.name for c in grpc.StatusCode
+                                     if c.value[0] == e.canonical_code)
+                    return name
+    code: str = err.code().name
+    return code
 
 
 def markdown_table() -> str:

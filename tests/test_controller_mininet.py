@@ -80,7 +80,8 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _entries(rundir: Path, switch: str, table: str) -> list[dict[str, Any]]:
-    return ok(rundir, "tables", "--switch", switch, "--table", table)
+    entries: list[dict[str, Any]] = ok(rundir, "tables", "--switch", switch, "--table", table)
+    return entries
 
 
 def test_job_create_and_delete_read_back(net: Any) -> None:

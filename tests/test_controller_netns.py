@@ -182,7 +182,8 @@ def _read_line(proc: subprocess.Popen[Any], deadline: float) -> dict[str, Any]:
         if ready:
             line = proc.stdout.readline()
             if line.startswith("{"):
-                return json.loads(line)
+                row: dict[str, Any] = json.loads(line)
+                return row
             if not line:
                 break
     _kill([proc])

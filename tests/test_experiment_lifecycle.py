@@ -89,9 +89,9 @@ def fakes(tmp_path: Path) -> Iterator[dict[str, Any]]:
     made: dict[str, Any] = {"controller": FakeController(), "starts": []}
 
     def start(topo: Any, target: str, rundir: Any, program: Any, **keywords: Any) -> FakeNetwork:
-        made["network"] = FakeNetwork(tmp_path)
+        network = made["network"] = FakeNetwork(tmp_path)
         made["starts"].append((target, program, keywords))
-        return made["network"]
+        return network
 
     made["start"] = start
     made["connect"] = lambda network: made["controller"]

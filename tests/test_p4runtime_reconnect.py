@@ -146,7 +146,8 @@ class Lab:
                 rx.terminate()
                 rx_out, rx_err = rx.communicate(timeout=30)
             assert rx.returncode == 0, rx_err
-            return json.loads(rx_out.strip().splitlines()[-1])
+            got: list[int] = json.loads(rx_out.strip().splitlines()[-1])
+            return got
 
         return finish
 
@@ -337,7 +338,7 @@ def test_stats_file_of_running_switch(start_lab: Callable[..., Lab]) -> None:
             doc = json.loads(stats.read_text())
         except (OSError, ValueError):
             return False
-        return doc["ports"]["2"]["tx_packets"] >= 10
+        return bool(doc["ports"]["2"]["tx_packets"] >= 10)
 
     assert wait_for(counted)
     res = subprocess.run(

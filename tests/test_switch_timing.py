@@ -116,6 +116,7 @@ def program(tmp_path: Path) -> Path:
 def switch_pipeline(program: Path, clock: VirtualClock, *flags: str) -> Pipeline:
     """The pipeline as ``softswitch run`` builds it from its flags and clock."""
     opts = parse_args([str(program), "--tdf", str(clock.tdf), *flags])
+    pipeline: Pipeline
     pipeline, _p4info, _config = load_program(str(program), **pipeline_options(opts, clock))
     return pipeline
 
