@@ -108,8 +108,8 @@ class StartOptions:
 
     def keywords(self) -> StartKeywords:
         out: StartKeywords = {"pcap": self.pcap, "preload": self.preload,
-                               "log_level": self.log_level, "progress": self.progress,
-                               "egress_order": self.egress_order, "seed": self.seed}
+                              "log_level": self.log_level, "progress": self.progress,
+                              "egress_order": self.egress_order, "seed": self.seed}
         if self.tdf != 1:
             out["tdf"] = self.tdf
         if self.delay_nodes:

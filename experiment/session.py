@@ -400,7 +400,7 @@ def _outcome(w: JsonObject, row: JsonObject | None, error: str | None) -> RankOu
         error = "result differs from the exact sum"
     else:
         error = "the worker did not check its result"
-    resent: int = row.get("retransmissions", 0)
+    resent: float = row.get("retransmissions", 0)  # a JSON number
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
                        check is True, int(resent), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
