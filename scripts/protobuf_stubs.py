@@ -121,10 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         name for name, text in stubs.items()
         if not (args.out / name).is_file() or (args.out / name).read_text() != text
     )
+    # stubs of modules no longer generated
+    extra = sorted(str(p.relative_to(args.out)) for p in args.out.rglob("*.pyi")
+                   if str(p.relative_to(args.out)) not in stubs)
     if args.check:
-        for name in stale:
+        for name in stale + extra:
             print(f"out of date: {args.out / name} (run: make stubs)", file=sys.stderr)
-        return 1 if stale else 0
+        return 1 if stale or extra else 0
+    for name in extra:
+        (args.out / name).unlink()
+        print(f"removed {args.out / name}")
     for name in stale:
         path = args.out / name
         path.parent.mkdir(parents=True, exist_ok=True)
