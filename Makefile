@@ -17,6 +17,7 @@
 #   make toolchain [SRC=DIR PREFIX=/usr/local BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N]
 #                  (p4c, PI, BMv2 from source at scripts/p4-toolchain.lock's pins; 60-90 min)
 #   make toolchain-check   (installed vs pinned; exit 1 if missing)
+#   make stubs   (rewrite typings/: the P4Runtime protobufs' type stubs, for mypy)
 
 SHELL := /bin/bash
 PY := .venv/bin/python
@@ -84,7 +85,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \
 	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)))
 
-.PHONY: help setup test run bench experiments train sim scenario soak lint clean distclean \
+.PHONY: help setup test run bench experiments train sim scenario soak lint stubs clean distclean \
 	toolchain toolchain-check
 
 help:
@@ -103,6 +104,7 @@ help:
 	@echo "make toolchain            build and install p4c, PI and BMv2 at the pinned revisions (60-90 min; SRC=DIR PREFIX BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N)"
 	@echo "make toolchain-check      what of the P4 toolchain is installed, against the pins (exit 1 if missing)"
 	@echo "make lint                 ruff check, the layering contract (lint-imports), mypy"
+	@echo "make stubs                regenerate typings/ (P4Runtime protobuf stubs) from the installed p4runtime"
 	@echo "make clean                remove build outputs, caches, logs/, pcaps/, run/"
 	@echo "make distclean            clean, and remove .venv"
 
@@ -143,7 +145,11 @@ toolchain-check:
 lint: setup
 	$(PY) -m ruff check .
 	.venv/bin/lint-imports
+	$(PY) scripts/protobuf_stubs.py --check
 	$(PY) -m mypy
+
+stubs: setup
+	$(PY) scripts/protobuf_stubs.py
 
 clean:
 	@if [ -x $(PY) ] && [ -d run ]; then $(PY) -m topo.cleanup || true; fi

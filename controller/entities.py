@@ -16,6 +16,8 @@ from p4.v1 import p4runtime_pb2
 
 Update: TypeAlias = p4runtime_pb2.Update
 Entity: TypeAlias = p4runtime_pb2.Entity
+# Update.INSERT / MODIFY / DELETE
+UpdateType: TypeAlias = p4runtime_pb2.Update.Type.ValueType
 EntityKey = tuple[object, ...]
 
 
@@ -48,12 +50,12 @@ def clone_session(session_id: int, replicas: Sequence[tuple[int, int]]) -> Entit
     return entity(clone=clone)
 
 
-def update(kind: int, ent: Entity) -> Update:
+def update(kind: UpdateType, ent: Entity) -> Update:
     """An Update of ``kind`` (Update.INSERT / MODIFY / DELETE)."""
     return Update(type=kind, entity=ent)
 
 
-def updates(kind: int, ents: Iterable[Entity]) -> list[Update]:
+def updates(kind: UpdateType, ents: Iterable[Entity]) -> list[Update]:
     return [update(kind, e) for e in ents]
 
 
@@ -130,9 +132,9 @@ def read_requests(ents: Iterable[Entity]) -> list[Entity]:
         req = Entity()
         req.table_entry.table_id = table_id
         out.append(req)
-    for kind in sorted(kinds):
+    for pre_kind in sorted(kinds):
         req = Entity()
-        if kind == "multicast_group_entry":
+        if pre_kind == "multicast_group_entry":
             req.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
         else:
             req.packet_replication_engine_entry.clone_session_entry.session_id = 0
@@ -147,7 +149,7 @@ def read_requests(ents: Iterable[Entity]) -> list[Entity]:
     return out
 
 
-def write_order(kind: int, ents: Sequence[Entity]) -> list[list[Entity]]:
+def write_order(kind: UpdateType, ents: Sequence[Entity]) -> list[list[Entity]]:
     """Batches in dependency order: members before groups before table entries for INSERT
     and MODIFY; the reverse for DELETE."""
     rank = {"action_profile_member": 0, "action_profile_group": 1,

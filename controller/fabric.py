@@ -17,17 +17,16 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from p4.v1 import p4runtime_pb2
 
 from controller import desired as dsr
 from controller import netreduce as nr
-from controller.bmv2_runtime import Bmv2Runtime, Bmv2RuntimeError
-from controller.errors import ControllerError
+from controller.bmv2_runtime import Bmv2Runtime
+from controller.errors import Bmv2RuntimeError, ControllerError, JobError, SchemaError
 from controller.jobs import (
-    JobError,
     JobPlan,
     JobRequest,
     SwitchAlloc,
@@ -37,12 +36,13 @@ from controller.jobs import (
     retire,
 )
 from controller.p4client import ArbitrationAnswer, P4RuntimeRequestError
-from controller.schema import ControlPlaneSchema, SchemaError, decode_int, encode_int
+from controller.schema import ControlPlaneSchema, decode_int, encode_int
 from controller.state import ControllerState, load_state, locked, next_election_id, save_state
 from controller.switch import ManagedSwitch, SwitchOptions, SyncReport
 from controller.topology import FabricTopology, SwitchInfo, load_topology
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _path(value: str | None) -> Path | None:
@@ -181,8 +181,8 @@ class Controller:
             save_state(self.rundir, state)
             self.state = state
 
-    def _update(self, change: Callable[[ControllerState], Any],
-                names: Iterable[str] | None = None) -> Any:
+    def _update(self, change: Callable[[ControllerState], T],
+                names: Iterable[str] | None = None) -> T:
         """Apply ``change`` to the recorded state under the lock, sync the switches
         (``names``, default all), and save; on a failed write the state is restored."""
         with locked(self.rundir):

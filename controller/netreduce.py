@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
-from controller.schema import ControlPlaneSchema, SchemaError
+from controller.errors import SchemaError
+from controller.schema import ControlPlaneSchema
 from protocol.netreduce import (
     ROCE_V2_PORT,
     AggregationEgressNames,

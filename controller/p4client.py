@@ -385,8 +385,8 @@ class P4Client:
         stream.outbox.put(req)
 
     # ------------------------------------------------------------------- RPCs
-    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes,
-                     cookie: int = 0, action: int = FwdReq.VERIFY_AND_COMMIT) -> None:
+    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes, cookie: int = 0,
+                     action: FwdReq.Action.ValueType = FwdReq.VERIFY_AND_COMMIT) -> None:
         """SetForwardingPipelineConfig."""
         stub = self._require_stub("SetForwardingPipelineConfig")
         req = FwdReq(device_id=self.device_id, action=action)
@@ -399,8 +399,9 @@ class P4Client:
         except grpc.RpcError as err:
             raise P4RuntimeRequestError.from_rpc("SetForwardingPipelineConfig", err) from None
 
-    def get_pipeline(self, response_type: int = GetReq.P4INFO_AND_COOKIE
-                     ) -> p4runtime_pb2.ForwardingPipelineConfig | None:
+    def get_pipeline(
+        self, response_type: GetReq.ResponseType.ValueType = GetReq.P4INFO_AND_COOKIE
+    ) -> p4runtime_pb2.ForwardingPipelineConfig | None:
         """GetForwardingPipelineConfig; None when the device has no pipeline yet."""
         stub = self._require_stub("GetForwardingPipelineConfig")
         req = GetReq(device_id=self.device_id, response_type=response_type)
@@ -448,7 +449,8 @@ class P4Client:
         """The server's P4Runtime API version."""
         stub = self._require_stub("Capabilities")
         try:
-            return stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(),
-                                     timeout=self.timeout_s).p4runtime_api_version
+            resp: p4runtime_pb2.CapabilitiesResponse = stub.Capabilities(
+                p4runtime_pb2.CapabilitiesRequest(), timeout=self.timeout_s)
+            return resp.p4runtime_api_version
         except grpc.RpcError as err:
             raise P4RuntimeRequestError.from_rpc("Capabilities", err) from None

@@ -26,8 +26,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controller import entities as ents
+from controller.errors import SchemaError
 from controller.p4client import ArbitrationAnswer, P4Client, P4RuntimeRequestError
-from controller.schema import ControlPlaneSchema, SchemaError, load_p4info
+from controller.schema import ControlPlaneSchema, load_p4info
 
 log = logging.getLogger(__name__)
 Update: TypeAlias = p4runtime_pb2.Update
@@ -258,7 +259,7 @@ class ManagedSwitch:
                 log.info("%s: sync: %s", self.name, report)
             return report
 
-    def _apply(self, kind: int, entities: Sequence[p4runtime_pb2.Entity]) -> None:
+    def _apply(self, kind: ents.UpdateType, entities: Sequence[p4runtime_pb2.Entity]) -> None:
         for batch in ents.write_order(kind, entities):
             self.write(ents.updates(kind, [_strip(e) for e in batch]))
 

@@ -25,10 +25,10 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Protocol, TypeVar
 
 from experiment.fidelity import Budget
 from protocol import netreduce as nr
@@ -86,7 +86,7 @@ class Costs:
     packets: int = 0  # aggregation packets the measurement saw
     overhead_s: float = 0.0  # real seconds of a one-packet collective through one switch
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -225,8 +225,8 @@ def cache_key(target: str, program: Path, elems: int, fanin: int,
     delay nodes were measured too, and the built-in switches' packet engine when it is not
     the Python one (the C engine costs a fraction of it per packet), with its packet loop
     when that is not the C engine's own (``io`` python: a Python loop around C calls)."""
-    key: list[Any] = [target_build(target), agent_build(), program_digest(program), elems,
-                      fanin, machine_id()]
+    key: list[object] = [target_build(target), agent_build(), program_digest(program),
+                         elems, fanin, machine_id()]
     if delay_nodes:
         key.append("delay nodes")
     if engine not in (None, "python"):
@@ -285,7 +285,43 @@ def store(key: str, costs: Costs, path: Path | None = None) -> None:
 # ----------------------------------------------------------------------------- measuring
 
 
-def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
+class _LinkBytes(Protocol):
+    @property
+    def rx_bytes(self) -> int: ...
+
+
+class _RankBytes(Protocol):
+    @property
+    def bytes_sent(self) -> int: ...
+
+
+class MeasuredRun(Protocol):
+    """What calibration reads of an all-reduce (:class:`experiment.session.AllreduceRun`):
+    its links' bytes, its ranks' bytes (and ``cpu_seconds`` where they have it), the
+    switch processes' CPU and whether it was exact."""
+
+    @property
+    def links(self) -> Sequence[_LinkBytes]: ...
+
+    @property
+    def ranks(self) -> Sequence[_RankBytes]: ...
+
+    @property
+    def switch_cpu(self) -> Mapping[str, float]: ...
+
+    @property
+    def wall_seconds(self) -> float: ...
+
+
+class GrowableRun(MeasuredRun, Protocol):
+    @property
+    def exact(self) -> bool: ...
+
+
+R = TypeVar("R", bound=GrowableRun)
+
+
+def costs_from_run(run: MeasuredRun, target: str, fanin: int, elems: int) -> Costs:
     """Per-packet costs from one calibration all-reduce (``experiment.session.AllreduceRun``
     on a one-switch rack): the switch's CPU seconds over the aggregation packets it received
     (its ports' received bytes over the frame size: ACKs count as bytes, so the cost per
@@ -306,12 +342,12 @@ def costs_from_run(run: Any, target: str, fanin: int, elems: int) -> Costs:
                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), packets)
 
 
-def switch_cpu_seconds(run: Any) -> float:
+def switch_cpu_seconds(run: MeasuredRun) -> float:
     """The CPU seconds the switch processes of ``run`` (an ``AllreduceRun``) used."""
     return float(sum(run.switch_cpu.values()) * run.wall_seconds)
 
 
-def measurable_run(run: Callable[[int, int], Any]) -> Any:
+def measurable_run(run: Callable[[int, int], R]) -> R:
     """``run(elements, attempt)`` from CALIBRATION_ELEMENTS up, grown until the switch CPU it
     used can be read (:data:`MIN_SWITCH_CPU_S`) or it is MAX_CALIBRATION_GROWTH times as
     large; the last run (``costs_from_run`` refuses one that used nothing)."""
@@ -354,7 +390,7 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     in-network all-reduce and return its per-packet costs. Needs root; the network is
     stopped on the way out."""
     from experiment.lifecycle import ExperimentNetwork, StartOptions
-    from experiment.session import ExperimentOptions, create_job, run_allreduce
+    from experiment.session import AllreduceRun, ExperimentOptions, create_job, run_allreduce
     from topo.network import Stages
     from topo.topofile import load_spec, resolve
     from topo.topologies import FileTopo
@@ -362,7 +398,7 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     if announce is not None:
         announce(f"calibrating {target} for {program.name} at E = {elems}, fan-in {fanin} "
                  "(once per setting and machine; cached)")
-    params: dict[str, Any] = {"hosts": max(2, fanin), "bw": None}
+    params: dict[str, object] = {"hosts": max(2, fanin), "bw": None}
     if delay_nodes:
         params["delay"] = CALIBRATION_DELAY
     spec = load_spec(resolve("rack"), params)
@@ -375,7 +411,8 @@ def measure_costs(target: str, program: Path, elems: int, fanin: int,
     start = StartOptions(delay_nodes=delay_nodes, engine=engine, io=io)
     with ExperimentNetwork(topo, target, rundir, program, start=start) as lab:
 
-        def run_job(run_opts: Any) -> Any:  # a job each: a job's PSNs start once
+        # a job each: a job's PSNs start once
+        def run_job(run_opts: ExperimentOptions) -> AllreduceRun:
             plan = create_job(lab.controller, lab.topology, run_opts, Stages(enabled=False))
             plan_path = lab.rundir / f"{run_opts.job_name}.json"
             plan_path.write_text(json.dumps(plan))

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from experiment.matrix import MatrixSpec, run_cells, running_network
 
 
-def run_emulation(spec: MatrixSpec, rundir: Path | None = None) -> dict[str, Any]:
+def run_emulation(spec: MatrixSpec, rundir: Path | None = None) -> dict[str, object]:
     """Runs ``spec`` on a fresh Mininet network (root) and returns the matrix document
     (``spec`` and ``cells``) that :func:`sim.emulation.rows_from_matrix` reads."""
     with running_network(spec, rundir) as launcher:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from topo.measure import process_cpu_seconds
 
@@ -82,7 +82,7 @@ class Verdict:
             return "faithful (" + "; ".join(c.detail for c in self.checks) + ")"
         return "NOT faithful: " + "; ".join(self.failures)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"faithful": self.faithful, "tdf": self.tdf,
                 "checks": [asdict(c) for c in self.checks]}
 
@@ -216,7 +216,26 @@ class Monitor:
         return dict(self._peaks)
 
 
-def link_utilization(links: Iterable[Any]) -> dict[str, float]:
+class LinkLoad(Protocol):
+    """One link's traffic in a window (:class:`experiment.lifecycle.LinkUsage`)."""
+
+    @property
+    def switch(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def utilization(self) -> float | None: ...
+
+    @property
+    def tx_bytes(self) -> int: ...
+
+    @property
+    def rx_bytes(self) -> int: ...
+
+
+def link_utilization(links: Iterable[LinkLoad]) -> dict[str, float]:
     """``switch:port`` -> utilisation of every shaped link that carried traffic (links are
     ``experiment.lifecycle.LinkUsage``)."""
     out = {}

@@ -38,18 +38,28 @@ import logging
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Protocol, TypedDict, Unpack
 
 import stackdump
 from controller.fabric import Controller, ControllerOptions
+from experiment.seams import (
+    CounterReader,
+    FabricController,
+    JsonObject,
+    LiveView,
+    RunningNetwork,
+    StageDisplay,
+)
 from liveview import start_live_view
 from topo.measure import process_cpu_seconds, process_pids
 from topo.model import Topology
 from topo.network import start_network
+from topo.rundir import RunDir
+from topo.topologies import TestbedTopo
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +69,24 @@ PROC_GRACE_S = 5.0
 #: One process of a run: its key -> (host, argv).
 Commands = Mapping[str, tuple[str, Sequence[str]]]
 #: What a process printed: its JSON lines, or an error message when it printed none.
-Rows = list[dict[str, Any]] | str
+Rows = list[JsonObject] | str
 Counters = dict[tuple[str, int], tuple[int, int]]
+
+
+class StartKeywords(TypedDict, total=False):
+    """The keywords of :func:`topo.network.start_network` that :class:`StartOptions` sets."""
+
+    pcap: bool
+    preload: bool
+    log_level: str
+    start_timeout: float
+    progress: bool
+    egress_order: str
+    seed: int | None
+    tdf: float
+    delay_nodes: bool
+    engine: str | None
+    io: str | None
 
 
 @dataclass(frozen=True)
@@ -80,10 +106,10 @@ class StartOptions:
     engine: str | None = None  # built-in target's packet engine, python or c (None: default)
     io: str | None = None  # built-in target's packet loop, c or python (None: default)
 
-    def keywords(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pcap": self.pcap, "preload": self.preload,
-                               "log_level": self.log_level, "progress": self.progress,
-                               "egress_order": self.egress_order, "seed": self.seed}
+    def keywords(self) -> StartKeywords:
+        out: StartKeywords = {"pcap": self.pcap, "preload": self.preload,
+                              "log_level": self.log_level, "progress": self.progress,
+                              "egress_order": self.egress_order, "seed": self.seed}
         if self.tdf != 1:
             out["tdf"] = self.tdf
         if self.delay_nodes:
@@ -131,7 +157,7 @@ class LinkUsage:
         return self.bps / self.bw_bps if self.bw_bps else None
 
 
-def port_counters(controller: Any) -> Counters:
+def port_counters(controller: CounterReader) -> Counters:
     """{(switch, port): (rx_bytes, tx_bytes)} from the program's port counters."""
     out = {}
     cells = getattr(controller, "port_bytes", None)  # the fabric's few-cell read
@@ -146,7 +172,7 @@ def port_counters(controller: Any) -> Counters:
     return out
 
 
-def switch_cpu_seconds(network: Any) -> dict[str, float]:
+def switch_cpu_seconds(network: RunningNetwork) -> dict[str, float]:
     """CPU seconds used so far by each switch process, and by each delay node's wire
     (``wire:<name>``): they carry the packets too."""
     out = {}
@@ -271,13 +297,27 @@ def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
             log.warning("could not stop process %s", proc.pid, exc_info=True)
 
 
-def open_controller(network: Any) -> Any:
+def open_controller(network: RunningNetwork) -> Controller:
     """A controller of the network's run directory (its P4Info and device config)."""
     return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
 
 
-def _start_network(topo: Any, target: str, rundir: Any, program: Path | None,
-                   **keywords: Any) -> Any:
+class NetworkStarter(Protocol):
+    """Starts a network (:func:`topo.network.start_network`; tests pass fakes)."""
+
+    def __call__(self, topo: TestbedTopo | None, target: str,
+                 rundir: RunDir | str | Path | None, program: Path | None,
+                 **keywords: Unpack[StartKeywords]) -> RunningNetwork: ...
+
+
+#: Opens the controller of a running network.
+Connect = Callable[[RunningNetwork], FabricController]
+
+
+def _start_network(topo: TestbedTopo | None, target: str, rundir: RunDir | str | Path | None,
+                   program: Path | None, **keywords: Unpack[StartKeywords]) -> RunningNetwork:
+    if topo is None:
+        raise ValueError("no topology to start")
     return start_network(topo, target, rundir, program, **keywords)
 
 
@@ -294,12 +334,14 @@ class ExperimentNetwork:
     its controller (the defaults: :func:`topo.network.start_network` and the controller of
     the run directory; tests pass fakes)."""
 
-    def __init__(self, topo: Any, target: str = "softswitch", rundir: Any = None,
+    def __init__(self, topo: TestbedTopo | None, target: str = "softswitch",
+                 rundir: RunDir | str | Path | None = None,
                  program: Path | None = None, *, start: StartOptions | None = None,
                  program_fabric: bool = True, live_port: int | None = None,
-                 announce: Callable[[str], None] | None = None, stages: Any = None,
-                 start_network: Callable[..., Any] = _start_network,
-                 connect: Callable[[Any], Any] = open_controller) -> None:
+                 announce: Callable[[str], None] | None = None,
+                 stages: StageDisplay | None = None,
+                 start_network: NetworkStarter = _start_network,
+                 connect: Connect = open_controller) -> None:
         self.topo = topo
         self.target = target
         self.rundir_arg = rundir
@@ -311,21 +353,22 @@ class ExperimentNetwork:
         self.stages = stages
         self._start_network = start_network
         self._connect = connect
-        self.network: Any = None
-        self.live: Any = None
+        self.network: RunningNetwork | None = None
+        self.live: LiveView | None = None
         self.programmed = False
-        self._controller: Any = None
+        self._controller: FabricController | None = None
         self._owns_network = True
         self._owns_controller = True
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @classmethod
-    def around(cls, network: Any, controller: Any = None, *,
-               connect: Callable[[Any], Any] = open_controller) -> ExperimentNetwork:
+    def around(cls, network: RunningNetwork, controller: FabricController | None = None, *,
+               connect: Connect = open_controller) -> ExperimentNetwork:
         """The lifecycle of a network started (and stopped) elsewhere: it launches, measures
         and kills its own processes; ``controller`` (else one it opens and closes) programs
         and reads the switches."""
-        lab = cls(network.topo if hasattr(network, "topo") else None, connect=connect)
+        topo: TestbedTopo | None = getattr(network, "topo", None)
+        lab = cls(topo, connect=connect)
         lab.network = network
         lab._owns_network = False
         if controller is not None:
@@ -393,7 +436,7 @@ class ExperimentNetwork:
                     log.exception("stopping the network failed")
 
     # ------------------------------------------------------------------ the network
-    def _running(self) -> Any:
+    def _running(self) -> RunningNetwork:
         if self.network is None:
             raise RuntimeError("the network is not running")
         return self.network
@@ -401,22 +444,21 @@ class ExperimentNetwork:
     @property
     def topology(self) -> Topology:
         """The running network's description (hosts, switches, links, P4Info)."""
-        topology: Topology = self._running().topology
-        return topology
+        return self._running().topology
 
     @property
     def rundir(self) -> Path:
         return Path(self._running().rundir.path)
 
     @property
-    def controller(self) -> Any:
+    def controller(self) -> FabricController:
         """The controller of the run directory (opened on first use)."""
         if self._controller is None:
             self._controller = self._connect(self._running())
             self._owns_controller = True
         return self._controller
 
-    def program(self, stages: Any = None) -> Any:
+    def program(self, stages: StageDisplay | None = None) -> FabricController:
         """Pushes the pipeline and programs the IPv4 routes (ECMP over the spines); returns
         the controller. ``stages`` (a :class:`topo.network.Stages`) shows the steps."""
         stages = stages if stages is not None else self.stages
@@ -466,7 +508,7 @@ class ExperimentNetwork:
             kill_all(procs.values())
 
     # ------------------------------------------------------------------ measuring
-    def snapshot(self, counters_from: Any = None) -> Snapshot:
+    def snapshot(self, counters_from: CounterReader | None = None) -> Snapshot:
         """Port counters (read through ``counters_from``, default the controller), switch CPU
         seconds and the machine's CPU ticks, now."""
         source = counters_from if counters_from is not None else self.controller
@@ -474,7 +516,7 @@ class ExperimentNetwork:
                         machine_ticks(), time.monotonic())
 
 
-def _stage(stages: Any, title: str) -> Any:
+def _stage(stages: StageDisplay | None, title: str) -> AbstractContextManager[None]:
     if stages is None:
         return nullcontext()
     return stages.stage(title)

@@ -22,6 +22,7 @@ sends its whole tensor through the host's NIC), or one network worker for the ho
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import time
@@ -29,12 +30,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from algorithms import registry
-from experiment.lifecycle import ExperimentNetwork, StartOptions, Window
+from experiment.lifecycle import ExperimentNetwork, Rows, StartOptions, Window
+from experiment.seams import FabricController, JsonObject, RunningNetwork
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 from vtime import format_rate
+
+if TYPE_CHECKING:
+    from topo.topologies import SpineLeafTopo
 
 log = logging.getLogger(__name__)
 
@@ -194,12 +199,12 @@ class Launcher:
         self._runs = 0
 
     @property
-    def network(self) -> Any:
+    def network(self) -> RunningNetwork | None:
         """The running Mininet network (:class:`topo.network.Network`)."""
         return self.lab.network
 
     @property
-    def controller(self) -> Any:
+    def controller(self) -> FabricController:
         return self.lab.controller
 
     @property
@@ -257,7 +262,7 @@ class Launcher:
 
     # -- one run ------------------------------------------------------------------------
 
-    def _run(self, algo: str, verb: list[str], tag: str) -> tuple[dict[str, Any], Window]:
+    def _run(self, algo: str, verb: list[str], tag: str) -> tuple[dict[str, Rows], Window]:
         """Starts every process of one run, waits, measures; returns ({key: rows or error},
         the measured window)."""
         procs_argv, job = self._processes(algo, verb, tag)
@@ -285,8 +290,9 @@ class Launcher:
                 round(_mean(hosts), 3) if hosts else None)
 
     @staticmethod
-    def _split(results: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-        rows, errors = [], []
+    def _split(results: dict[str, Rows]) -> tuple[list[JsonObject], list[str]]:
+        rows: list[JsonObject] = []
+        errors: list[str] = []
         for key, got in results.items():
             if isinstance(got, str):
                 errors.append(f"{key}: {got}")
@@ -348,18 +354,17 @@ def _cores(window: Window) -> dict[str, float]:
 # ----------------------------------------------------------------------------- network
 
 
-def build_topology(spec: MatrixSpec) -> Any:
+def build_topology(spec: MatrixSpec) -> SpineLeafTopo:
     """The spine-leaf the spec describes."""
     from topo.topologies import SpineLeafTopo
 
-    kwargs: dict[str, Any] = {"spines": spec.spines, "leaves": spec.leaves,
-                              "hosts_per_leaf": spec.hosts_per_leaf, "host_bw": spec.bw_mbit,
-                              "intra_bw": (spec.intra_bw_bps / 1e6
-                                           if spec.intra_bw_bps is not None else None),
-                              "gpus_per_host": spec.gpus, "name_prefix": spec.name_prefix}
-    kwargs["grpc_base_port"] = (spec.grpc_base_port if spec.grpc_base_port is not None
-                                else free_grpc_base(spec.spines + spec.leaves))
-    return SpineLeafTopo(**kwargs)
+    return SpineLeafTopo(
+        spines=spec.spines, leaves=spec.leaves, hosts_per_leaf=spec.hosts_per_leaf,
+        host_bw=spec.bw_mbit,
+        intra_bw=spec.intra_bw_bps / 1e6 if spec.intra_bw_bps is not None else None,
+        gpus_per_host=spec.gpus, name_prefix=spec.name_prefix,
+        grpc_base_port=(spec.grpc_base_port if spec.grpc_base_port is not None
+                        else free_grpc_base(spec.spines + spec.leaves)))
 
 
 @contextmanager
@@ -477,7 +482,7 @@ def plot_matrix(cells: Sequence[Cell], stem: Path, spec: MatrixSpec) -> list[Pat
     return written
 
 
-def spec_from_args(args: Any) -> MatrixSpec:
+def spec_from_args(args: argparse.Namespace) -> MatrixSpec:
     """A :class:`MatrixSpec` from ``python -m experiment matrix`` options."""
     if args.topo != "spineleaf":
         raise MatrixError("only --topo spineleaf is supported by the matrix")

@@ -29,10 +29,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
@@ -68,7 +69,13 @@ from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW, FileTopo
 from vtime import delay_arg, format_delay, format_rate, rate_arg
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 log = logging.getLogger(__name__)
+
+#: A topology file parameter's value: a flag's parsed value or a ``--param`` one.
+ParamValue: TypeAlias = int | float | str | bool | None
 
 DEFAULT_PROGRAM = Path("p4src/netreduce.p4")
 PROGRAM_ELEMS = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of DEFAULT_PROGRAM; others get a wrapper
@@ -128,6 +135,16 @@ def check_switches(network: Network) -> tuple[SwitchStatus, ...]:
     return tuple(out)
 
 
+def started(network: ExperimentNetwork | Network) -> Network:
+    """The Mininet network of a run (the lifecycle's, which ``make run`` starts with
+    :func:`topo.network.start_network`), for what only it has: switch processes, warnings,
+    the Mininet CLI."""
+    net = network.network if isinstance(network, ExperimentNetwork) else network
+    if not isinstance(net, Network):
+        raise TypeError(f"not a running topo.network.Network: {net!r}")
+    return net
+
+
 def run_experiment(network: ExperimentNetwork | Network, topology: Topology,
                    options: ExperimentOptions | None = None, stages: Stages | None = None,
                    experiment: bool = True) -> Summary:
@@ -135,7 +152,7 @@ def run_experiment(network: ExperimentNetwork | Network, topology: Topology,
     and ``experiment``) controller programming and the all-reduces of ``experiment.session``
     (on the lifecycle, or on one around a network started elsewhere). Raises
     :class:`~experiment.session.ExperimentError` when the fabric cannot be programmed."""
-    net = network.network if isinstance(network, ExperimentNetwork) else network
+    net = started(network)
     switches = check_switches(net)
     notes = tuple(net.warnings)
     if not experiment or topology.p4info is None or not all(s.ready for s in switches):
@@ -152,7 +169,7 @@ RATE_FLAGS = ("bw", "fabric_bw", "intra_bw")  # parsed to bits/s
 DELAY_FLAGS = ("delay",)  # parsed to seconds
 
 
-def file_value(flag: str, value: Any) -> Any:
+def file_value(flag: str, value: float) -> float | str:
     """A flag's parsed value as the topology file reads it: a rate as a number of Mbit/s
     (what a bare number means there), a delay as microseconds with the unit."""
     if flag in RATE_FLAGS:
@@ -162,10 +179,11 @@ def file_value(flag: str, value: Any) -> Any:
     return value
 
 
-def topology_params(args: argparse.Namespace, spec_params: Sequence[str]) -> dict[str, Any]:
+def topology_params(args: argparse.Namespace, spec_params: Sequence[str]
+                    ) -> dict[str, ParamValue]:
     """The file's parameters the options set: ``--param NAME=VALUE`` and the named flags
     (``--spines`` sets ``spines``...). A flag the file has no parameter for is an error."""
-    params: dict[str, Any] = {}
+    params: dict[str, ParamValue] = {}
     for flag, name in FLAG_PARAMS.items():
         value = getattr(args, flag, None)
         if value is None:
@@ -182,7 +200,7 @@ def topology_params(args: argparse.Namespace, spec_params: Sequence[str]) -> dic
     return params
 
 
-def _param_value(text: str) -> Any:
+def _param_value(text: str) -> ParamValue:
     """``--param`` values: null/none, true/false, integers and floats, else the text."""
     if text.lower() in ("null", "none"):
         return None
@@ -203,15 +221,15 @@ def load_topology_spec(args: argparse.Namespace) -> TopologySpec:
 
 def build_topology(args: argparse.Namespace) -> FileTopo:
     """The topology the options ask for."""
-    options: dict[str, Any] = {"name_prefix": args.name_prefix}
+    ports: dict[str, int] = {}
     if args.grpc_port is not None:
-        options["grpc_base_port"] = args.grpc_port
+        ports["grpc_base_port"] = args.grpc_port
     if args.thrift_port is not None:
-        options["thrift_base_port"] = args.thrift_port
-    return FileTopo(load_topology_spec(args), **options)
+        ports["thrift_base_port"] = args.thrift_port
+    return FileTopo(load_topology_spec(args), name_prefix=args.name_prefix, **ports)
 
 
-def print_summary(summary: Summary, network: Network, console: Any) -> None:
+def print_summary(summary: Summary, network: Network, console: Console) -> None:
     """Tables of switches and hosts, then where things are."""
     from rich.table import Table
 
@@ -342,7 +360,7 @@ def retransmissions_cell(run: AllreduceRun) -> str:
     return f"{retx} ({lost} losses)" if lost else f"{retx} (spurious)"
 
 
-def print_experiment(result: ExperimentResult, console: Any, elems: int | None = None) -> None:
+def print_experiment(result: ExperimentResult, console: Console, elems: int | None = None) -> None:
     """One row per all-reduce: exact, time, busiest link, busiest switch process, and what
     limited it; then the measured ring / in-network ratio beside the ideal, the link check
     and the fabric links' rates. ``elems`` (E of the program) adds the frame-size-corrected
@@ -524,7 +542,7 @@ ENGINE_ENV = "SOFTSWITCH_ENGINE"  # the switches' own default engine (softswitch
 RUN_ENGINE = "c"
 
 
-def _choice(option: str, choices: Sequence[str]) -> Any:
+def _choice(option: str, choices: Sequence[str]) -> Callable[[str], str]:
     """An argparse type that names the option and the value when the value is not one of
     ``choices``."""
 
@@ -576,9 +594,10 @@ def _program(args: argparse.Namespace) -> Path | None:
     if args.no_program:
         return None
     if args.program is not None:
-        if not args.program.is_file():
-            raise TopoError(f"program {args.program}: no such file")
-        return args.program
+        program: Path = args.program
+        if not program.is_file():
+            raise TopoError(f"program {program}: no such file")
+        return program
     if not DEFAULT_PROGRAM.is_file():
         return None
     if args.elems == PROGRAM_ELEMS:
@@ -636,7 +655,7 @@ def record_dilation(path: Path, dilation: Dilation, engine: str | None = None,
     path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
 
 
-def clean_stale_runs(rundir: Path | None, console: Any) -> None:
+def clean_stale_runs(rundir: Path | None, console: Console) -> None:
     """What runs killed before they could stop their network (SIGKILL, a crash) left in the
     runs root: their recorded processes and interfaces (``topo.cleanup``; runs whose
     starting process is alive are left alone), so the next run starts without `make clean`."""
@@ -649,7 +668,7 @@ def clean_stale_runs(rundir: Path | None, console: Any) -> None:
                       f"{'; '.join(report.lines())}", highlight=False)
 
 
-def _raise_interrupt(_signum: int, _frame: Any) -> None:
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
@@ -700,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = replace(summary, engine=engine)
             if summary.experiment is not None and summary.experiment.path:
                 record_dilation(Path(summary.experiment.path), dilation, engine, args.io)
-            print_summary(summary, lab.network, console)
+            print_summary(summary, started(lab), console)
             if not all(s.ready for s in summary.switches):
                 console.print("[red]error:[/red] not every switch is up")
             elif not summary.ok:
@@ -708,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.no_cli and sys.stdin.isatty():
                 from mininet.cli import CLI
 
-                CLI(lab.network.net)
+                CLI(started(lab).net)
         return 0 if summary.ok else 1
     except (TopoError, CalibrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)

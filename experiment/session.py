@@ -30,7 +30,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from controller.errors import ControllerError
 from controller.jobs import JobRequest
@@ -44,6 +43,13 @@ from experiment.fidelity import (
     softnet_drops,
 )
 from experiment.lifecycle import ExperimentNetwork, LinkUsage, Window, collect_rows, kill_all
+from experiment.seams import (
+    CounterReader,
+    FabricController,
+    JsonObject,
+    RunningNetwork,
+    StageDisplay,
+)
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
 from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_pids
@@ -144,7 +150,7 @@ class AllreduceRun:
     switch_cpu: dict[str, float] = field(default_factory=dict)  # cores, over wall_seconds
     wall_seconds: float = 0.0  # from starting the workers to their exit
     # in-network: the job's counters at each switch during the run (aggregation_counters)
-    switch_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    switch_counters: dict[str, JsonObject] = field(default_factory=dict)
     # Cores all switch processes used together while the collective ran (their CPU seconds
     # in the window over the collective's own time), and the machine's cores: on a small
     # machine several switches can fill it while none alone fills a core (BMv2 spine-leaf).
@@ -219,19 +225,19 @@ class AllreduceRun:
 class ExperimentResult:
     """Everything :func:`run_experiment` did; ``exact`` decides ``make run``'s status."""
 
-    job: dict[str, Any]
+    job: JsonObject
     runs: tuple[AllreduceRun, ...]
     notes: tuple[str, ...] = ()
     path: str | None = None
     path_check: PathMeasurement | None = None  # is the link or a switch the bottleneck?
     elems: int | None = None  # NR_ELEMS of the program (sim.emulation derives frame sizes)
-    link_classes: tuple[dict[str, Any], ...] = ()  # Topology.link_classes(): emulated shapes
+    link_classes: tuple[JsonObject, ...] = ()  # Topology.link_classes(): emulated shapes
 
     @property
     def exact(self) -> bool:
         return bool(self.runs) and all(r.exact for r in self.runs)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON-ready, with the derived values (exact, seconds, utilisation) spelled out."""
         runs = []
         for run in self.runs:
@@ -264,7 +270,8 @@ def _python() -> list[str]:
     return [sys.executable, "-m"]
 
 
-def lifecycle(network: Any, controller: Any = None) -> ExperimentNetwork:
+def lifecycle(network: ExperimentNetwork | RunningNetwork,
+              controller: FabricController | None = None) -> ExperimentNetwork:
     """``network`` itself when it is an :class:`ExperimentNetwork`, else one around it (a
     :class:`topo.network.Network` started elsewhere)."""
     if isinstance(network, ExperimentNetwork):
@@ -272,7 +279,8 @@ def lifecycle(network: Any, controller: Any = None) -> ExperimentNetwork:
     return ExperimentNetwork.around(network, controller)
 
 
-def collect(procs: dict[str, subprocess.Popen[bytes]], timeout_s: float) -> dict[str, Any]:
+def collect(procs: dict[str, subprocess.Popen[bytes]], timeout_s: float
+            ) -> dict[str, JsonObject]:
     """Like :func:`experiment.lifecycle.collect_rows`, one result per process: {key: its
     last JSON line, or ``{"error": ...}``}."""
     return {key: (rows[-1] if isinstance(rows, list) else {"error": rows})
@@ -282,7 +290,8 @@ def collect(procs: dict[str, subprocess.Popen[bytes]], timeout_s: float) -> dict
 # ----------------------------------------------------------------------------- checks
 
 
-def ping_all(network: Any, count: int = 2, timeout_s: float = 2.0) -> dict[tuple[str, str], int]:
+def ping_all(network: ExperimentNetwork | RunningNetwork, count: int = 2,
+             timeout_s: float = 2.0) -> dict[tuple[str, str], int]:
     """Every host pings every other (one process per source host); returns
     {(src, dst): replies received}."""
     lab = lifecycle(network)
@@ -304,8 +313,8 @@ def ping_all(network: Any, count: int = 2, timeout_s: float = 2.0) -> dict[tuple
     return replies
 
 
-def tcp_transfer(network: Any, src: str, dst: str, seconds: float = 4.0,
-                 port: int = 5301) -> dict[str, Any]:
+def tcp_transfer(network: ExperimentNetwork | RunningNetwork, src: str, dst: str,
+                 seconds: float = 4.0, port: int = 5301) -> JsonObject:
     """A bulk TCP transfer from ``src`` to ``dst``; the receiver's byte count and rate."""
     lab = lifecycle(network)
     receiver = lab.popen(dst, _python() + [
@@ -327,7 +336,8 @@ def tcp_transfer(network: Any, src: str, dst: str, seconds: float = 4.0,
     return res["recv"]
 
 
-def udp_flows(network: Any, src: str, dst: str, sports: range, packets: int = 20) -> int:
+def udp_flows(network: ExperimentNetwork | RunningNetwork, src: str, dst: str, sports: range,
+              packets: int = 20) -> int:
     """Sends ``packets`` datagrams on each flow (one per source port, fixed destination
     port); returns the number sent."""
     lab = lifecycle(network)
@@ -376,7 +386,7 @@ def with_target_timers(opts: ExperimentOptions, target: str | None) -> Experimen
                    max_rto=opts.max_rto if opts.max_rto is not None else high)
 
 
-def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -> RankOutcome:
+def _outcome(w: JsonObject, row: JsonObject | None, error: str | None) -> RankOutcome:
     if row is None:
         return RankOutcome(w["rank"], w["host"], error=error or "no result")
     seconds = row.get("seconds", 0.0)
@@ -390,17 +400,18 @@ def _outcome(w: dict[str, Any], row: dict[str, Any] | None, error: str | None) -
         error = "result differs from the exact sum"
     else:
         error = "the worker did not check its result"
+    resent: float = row.get("retransmissions", 0)  # a JSON number
     return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
-                       check is True, int(row.get("retransmissions", 0)), error,
+                       check is True, int(resent), error,
                        int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
                        int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)),
-                       int(row.get("retransmissions_all", row.get("retransmissions", 0))),
+                       int(row.get("retransmissions_all", resent)),
                        float(row.get("cpu_seconds", 0.0)), float(row.get("cpu_utilization", 0.0)))
 
 
-def aggregation_counters(controller: Any, plan: dict[str, Any],
-                         before: dict[str, dict[str, Any]] | None = None
-                         ) -> dict[str, dict[str, Any]]:
+def aggregation_counters(controller: CounterReader, plan: JsonObject,
+                         before: dict[str, JsonObject] | None = None
+                         ) -> dict[str, JsonObject]:
     """{switch: the job's counters there} (contributions, duplicates, completions, results
     and partials sent, drops by reason), minus ``before`` when given: what the switches saw
     of an in-network all-reduce. With nothing lost every retransmission of a worker arrives
@@ -409,10 +420,10 @@ def aggregation_counters(controller: Any, plan: dict[str, Any],
     read = getattr(controller, "job_counters", None)
     if read is None:
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for row in read(str(plan["name"])):
         old = (before or {}).get(row["switch"], {})
-        counts: dict[str, Any] = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
+        counts: JsonObject = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
                                   if k not in ("job", "switch", "drops")}
         drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
         counts["drops"] = {k: n for k, n in drops.items() if n}
@@ -420,13 +431,14 @@ def aggregation_counters(controller: Any, plan: dict[str, Any],
     return out
 
 
-def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str,
+def run_allreduce(network: ExperimentNetwork | RunningNetwork,
+                  controller: CounterReader | None, plan: JsonObject, algo: str,
                   opts: ExperimentOptions, plan_path: Path) -> AllreduceRun:
     """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: ring, one
     process per rank; in-network, one agent per host serving that host's workers.
     ``network``: an :class:`ExperimentNetwork` or a running network; ``controller`` (None:
     the lifecycle's) reads the port counters."""
-    lab = lifecycle(network, controller)
+    lab = lifecycle(network)  # ``controller`` is passed to each read below
     opts = with_target_timers(opts, lab.topology.target)
     workers = sorted(plan["workers"], key=lambda w: w["rank"])
     commands: dict[str, tuple[str, list[str]]] = {}
@@ -452,7 +464,7 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
     window = Window(before, lab.snapshot(controller))
     drops = softnet_drops() - drops0
     agg = aggregation_counters(reader, plan, agg0) if algo == "innetwork" else {}
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, JsonObject] = {}
     errors: dict[str, str] = {}
     for key, got in results.items():
         if isinstance(got, str):
@@ -477,8 +489,8 @@ def run_allreduce(network: Any, controller: Any, plan: dict[str, Any], algo: str
 # ----------------------------------------------------------------------------- experiment
 
 
-def create_job(controller: Any, topology: Topology, opts: ExperimentOptions,
-               stages: Any) -> dict[str, Any]:
+def create_job(controller: FabricController, topology: Topology, opts: ExperimentOptions,
+               stages: StageDisplay) -> JsonObject:
     """One job over ``opts.hosts`` (default every host with GPUs; one worker per host) rooted
     at ``opts.root``; returns the job plan as ``job show --json`` prints it."""
     hosts = opts.hosts or tuple(h.name for h in topology.hosts if h.gpus > 0)
@@ -508,8 +520,9 @@ def undilated_clock_notes(tdf: float, target: str, algorithms: Sequence[str]) ->
     return notes
 
 
-def run_experiment(network: Any, options: ExperimentOptions | None = None,
-                   stages: Any = None) -> ExperimentResult:
+def run_experiment(network: ExperimentNetwork | RunningNetwork,
+                   options: ExperimentOptions | None = None,
+                   stages: StageDisplay | None = None) -> ExperimentResult:
     """Programs the fabric and runs the all-reduces (see the module docstring) on
     ``network`` (an :class:`ExperimentNetwork`, or a running network: then a lifecycle
     around it opens and closes the controller and kills the processes). Raises

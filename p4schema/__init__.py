@@ -3,6 +3,15 @@ name (full, alias or unique suffix) or id. It imports only the P4Runtime protobu
 controller and the built-in target's P4Runtime server both build on it (docs/architecture.md).
 """
 
-from p4schema.index import KINDS, Entities, P4InfoIndex, P4InfoLookupError, resolve_name
+from p4schema.index import (
+    KINDS,
+    Entities,
+    Named,
+    P4InfoIndex,
+    P4InfoLookupError,
+    P4Object,
+    resolve_name,
+)
 
-__all__ = ["KINDS", "Entities", "P4InfoIndex", "P4InfoLookupError", "resolve_name"]
+__all__ = ["KINDS", "Entities", "Named", "P4InfoIndex", "P4InfoLookupError", "P4Object",
+           "resolve_name"]

@@ -13,11 +13,38 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from p4.config.v1 import p4info_pb2
 
-T = TypeVar("T")
+
+class Named(Protocol):
+    """A P4Info object: what the index reads of each (tables, actions, counters, ...)."""
+
+    @property
+    def preamble(self) -> p4info_pb2.Preamble: ...
+
+
+class _Member(Protocol):
+    """A match field, action parameter or controller metadata field."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
+M = TypeVar("M", bound=_Member)
+
+# Any object the index holds, as :meth:`P4InfoIndex.by_id` returns it.
+P4Object: TypeAlias = (
+    p4info_pb2.Table | p4info_pb2.Action | p4info_pb2.ActionProfile | p4info_pb2.Counter
+    | p4info_pb2.DirectCounter | p4info_pb2.Meter | p4info_pb2.DirectMeter
+    | p4info_pb2.Register | p4info_pb2.Digest | p4info_pb2.ValueSet
+    | p4info_pb2.ControllerPacketMetadata
+)
 
 
 class P4InfoLookupError(LookupError):
@@ -86,7 +113,7 @@ def resolve_name(
 class Entities(Generic[T]):
     """The P4Info objects of one kind (tables, actions, ...) by full name, alias and id."""
 
-    def __init__(self, kind: str, items: Sequence[Any]) -> None:
+    def __init__(self, kind: str, items: Sequence[T]) -> None:
         self.kind = kind
         self.by_name: dict[str, T] = {}
         self.by_id: dict[int, T] = {}
@@ -160,7 +187,7 @@ KINDS: dict[str, str] = {
 }
 
 
-def _members(owner: str, what: str, items: Sequence[Any], key: str | int) -> Any:
+def _members(owner: str, what: str, items: Sequence[M], key: str | int) -> M:
     """One match field / parameter / metadata field of ``owner`` by id, name or dot-suffix."""
     for item in items:
         if item.id == key or item.name == key:
@@ -183,26 +210,27 @@ class P4InfoIndex:
 
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
         self.p4info = p4info
-        self.tables: Entities[Any] = Entities("table", p4info.tables)
-        self.actions: Entities[Any] = Entities("action", p4info.actions)
-        self.action_profiles: Entities[Any] = Entities("action profile", p4info.action_profiles)
-        self.counters: Entities[Any] = Entities("counter", p4info.counters)
-        self.direct_counters: Entities[Any] = Entities("direct counter", p4info.direct_counters)
-        self.meters: Entities[Any] = Entities("meter", p4info.meters)
-        self.direct_meters: Entities[Any] = Entities("direct meter", p4info.direct_meters)
-        self.registers: Entities[Any] = Entities("register", p4info.registers)
-        self.digests: Entities[Any] = Entities("digest", p4info.digests)
-        self.value_sets: Entities[Any] = Entities("value set", p4info.value_sets)
-        self.controller_packet_metadata: Entities[Any] = Entities(
+        self.tables = Entities("table", p4info.tables)
+        self.actions = Entities("action", p4info.actions)
+        self.action_profiles = Entities("action profile", p4info.action_profiles)
+        self.counters = Entities("counter", p4info.counters)
+        self.direct_counters = Entities("direct counter", p4info.direct_counters)
+        self.meters = Entities("meter", p4info.meters)
+        self.direct_meters = Entities("direct meter", p4info.direct_meters)
+        self.registers = Entities("register", p4info.registers)
+        self.digests = Entities("digest", p4info.digests)
+        self.value_sets = Entities("value set", p4info.value_sets)
+        self.controller_packet_metadata = Entities(
             "controller packet metadata", p4info.controller_packet_metadata
         )
-        self._by_id: dict[int, Any] = {}
+        self._by_id: dict[int, P4Object] = {}
         for field_name in KINDS:
             self._by_id.update(self.entities(field_name).by_id)
 
     def entities(self, kind: str) -> Entities[Any]:
         """The objects of one kind, named as the P4Info field ("tables") or singular
-        ("table", "direct_counter")."""
+        ("table", "direct_counter"). The kind is a run-time string, so the objects are Any
+        here: callers that know the kind use the typed attributes (``tables``, ``table()``)."""
         for field_name, singular in KINDS.items():
             if kind in (field_name, singular, singular.replace(" ", "_")):
                 found: Entities[Any] = getattr(self, field_name)
@@ -217,7 +245,7 @@ class P4InfoIndex:
         """Full names of every object of ``kind``, in P4Info order."""
         return self.entities(kind).names()
 
-    def by_id(self, ident: int) -> Any:
+    def by_id(self, ident: int) -> P4Object:
         """The object of any kind with this id (the id's top byte says the kind)."""
         try:
             return self._by_id[ident]

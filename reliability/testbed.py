@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.errors import ControllerError
+from controller.errors import ControllerError, JobError
 from controller.fabric import Controller, ControllerOptions
-from controller.jobs import JobError, JobRequest
+from controller.jobs import JobRequest
 from controller.state import load_state
 from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
 from experiment.session import ExperimentOptions, run_allreduce

@@ -899,7 +899,9 @@ def _add_extern(
     if kind == "counter":
         msg = p4info.counters.add()
         _set_preamble(msg.preamble, symbols.id(COUNTER, name), name, alias, inst.annotations)
-        msg.spec.unit = _COUNTER_UNITS.get(_unit(_ctor_arg(program, inst, "type")), 0)
+        msg.spec.unit = _COUNTER_UNITS.get(
+            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.CounterSpec.UNSPECIFIED
+        )
         msg.size = _const_int(_ctor_arg(program, inst, "size"), f"size of counter {name}")
     elif kind == "direct_counter":
         if ext.direct_table is None:
@@ -909,12 +911,16 @@ def _add_extern(
         _set_preamble(
             msg_dc.preamble, symbols.id(DIRECT_COUNTER, name), name, alias, inst.annotations
         )
-        msg_dc.spec.unit = _COUNTER_UNITS.get(_unit(_ctor_arg(program, inst, "type")), 0)
+        msg_dc.spec.unit = _COUNTER_UNITS.get(
+            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.CounterSpec.UNSPECIFIED
+        )
         msg_dc.direct_table_id = symbols.id(TABLE, ext.direct_table)
     elif kind == "meter":
         msg_m = p4info.meters.add()
         _set_preamble(msg_m.preamble, symbols.id(METER, name), name, alias, inst.annotations)
-        msg_m.spec.unit = _METER_UNITS.get(_unit(_ctor_arg(program, inst, "type")), 0)
+        msg_m.spec.unit = _METER_UNITS.get(
+            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.MeterSpec.UNSPECIFIED
+        )
         msg_m.size = _const_int(_ctor_arg(program, inst, "size"), f"size of meter {name}")
     elif kind == "direct_meter":
         if ext.direct_table is None:
@@ -924,7 +930,9 @@ def _add_extern(
         _set_preamble(
             msg_dm.preamble, symbols.id(DIRECT_METER, name), name, alias, inst.annotations
         )
-        msg_dm.spec.unit = _METER_UNITS.get(_unit(_ctor_arg(program, inst, "type")), 0)
+        msg_dm.spec.unit = _METER_UNITS.get(
+            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.MeterSpec.UNSPECIFIED
+        )
         msg_dm.direct_table_id = symbols.id(TABLE, ext.direct_table)
     elif kind == "register":
         msg_r = p4info.registers.add()

@@ -11,6 +11,7 @@ BMv2's documented JSON format (docs/JSON_format.md of p4lang/behavioral-model).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from p4.config.v1 import p4info_pb2
 
@@ -31,7 +32,7 @@ MATCH_TYPES = {
 }
 
 
-def _padded(fields: list[tuple[str, int]]) -> list[list]:
+def _padded(fields: list[tuple[str, int]]) -> list[list[Any]]:
     total = sum(w for _n, w in fields)
     out = [[n, w, False] for n, w in fields]
     if total % 8:
@@ -105,7 +106,7 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
     direct_counters = {c.direct_table_id: c for c in p4info.direct_counters}
     direct_meters = {m.direct_table_id: m for m in p4info.direct_meters}
 
-    tables = []
+    tables: list[dict[str, Any]] = []
     names = [t.preamble.name for t in p4info.tables]
     for i, t in enumerate(p4info.tables):
         nxt = names[i + 1] if i + 1 < len(names) else None
@@ -245,13 +246,13 @@ def port_pair_json() -> bytes:
     whose constant default action sets ``egress_spec``."""
     doc = json.loads(bmv2_json(p4info_pb2.P4Info(), "port_pair.p4"))
 
-    def action(port: int, index: int) -> dict:
+    def action(port: int, index: int) -> dict[str, Any]:
         return {"name": f"to{port}", "id": index, "runtime_data": [], "primitives": [
             {"op": "assign", "parameters": [
                 {"type": "field", "value": ["standard_metadata", "egress_spec"]},
                 {"type": "hexstr", "value": f"0x{port:04x}"}]}]}
 
-    def table(port: int, index: int) -> dict:
+    def table(port: int, index: int) -> dict[str, Any]:
         return {"name": f"t_to{port}", "id": index, "key": [], "match_type": "exact",
                 "type": "simple", "max_size": 1, "with_counters": False,
                 "support_timeout": False, "direct_meters": None, "action_ids": [index],

@@ -27,7 +27,8 @@ from tests import p4c_testdata  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = p4c_testdata.p4_16_samples() or Path("p4_16_samples-not-found")
-VARIANTS = (("plain", {}), ("trace", {"trace": True}), ("log", {"log_enabled": True}))
+VARIANTS: tuple[tuple[str, dict[str, bool]], ...] = (
+    ("plain", {}), ("trace", {"trace": True}), ("log", {"log_enabled": True}))
 
 
 def programs(samples: Path) -> list[Path]:
@@ -51,7 +52,7 @@ def dump(out: Path, samples: Path = SAMPLES) -> list[str]:
             continue
         for variant, kw in VARIANTS:
             try:
-                src = compile_program(prog, V1MODEL, **kw).source  # type: ignore[arg-type]
+                src = compile_program(prog, V1MODEL, **kw).source
             except P4Error as exc:
                 status.append(f"{label}\t{variant}\tengine-error\t{exc}")
                 continue

@@ -656,8 +656,8 @@ class ProcessTarget:
         text = self._cli([f"register_read {name}"])
         for line in text.splitlines():
             if "=" in line and name in line:
-                values = [int(v) for v in line.split("=", 1)[1].replace(",", " ").split()]
-                return values[: min(size, MAX_READ_INDICES)]
+                cells = [int(v) for v in line.split("=", 1)[1].replace(",", " ").split()]
+                return cells[: min(size, MAX_READ_INDICES)]
         raise RuntimeError(f"register_read {name}: no values in {text.strip()[-300:]!r}")
 
 

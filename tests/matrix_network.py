@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from experiment.matrix import Launcher, MatrixSpec, free_grpc_base, running_network
 from topo.cleanup import remove_interfaces, switch_interfaces
@@ -23,7 +24,7 @@ def module_network(spec: MatrixSpec, rundir: Path, switches: Sequence[str],
         remove_interfaces(switch_interfaces(list(switches)))
 
 
-def with_spec(launch: Launcher, spec: MatrixSpec, **changes: object) -> Launcher:
+def with_spec(launch: Launcher, spec: MatrixSpec, **changes: Any) -> Launcher:
     """``launch`` running ``spec`` with ``changes`` (the network's own gRPC ports kept)."""
     launch.spec = replace(spec, grpc_base_port=launch.spec.grpc_base_port, **changes)
     return launch

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from p4.config.v1 import p4info_pb2
@@ -26,6 +26,8 @@ from softswitch.ports import MemoryPort
 from softswitch.switch import SwitchDataPlane
 
 CPU_PORT = 64
+FwdReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
+FwdAction: TypeAlias = FwdReq.Action.ValueType
 FWD_ID = 0x02000001
 ACL_ID = 0x02000002
 SET_PORT_ID = 0x01000001
@@ -218,11 +220,10 @@ class Client:
             if msg.WhichOneof("update") == kind:
                 return msg
 
-    def set_config(self, action: int = 3, device_config: bytes = b"fake",
+    def set_config(self, action: FwdAction = FwdReq.VERIFY_AND_COMMIT,
+                   device_config: bytes = b"fake",
                    p4info: p4info_pb2.P4Info | None = None, cookie: int | None = None) -> Any:
-        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id, action=action
-        )
+        req = FwdReq(device_id=self.device_id, action=action)
         req.election_id.high, req.election_id.low = self.election_id
         req.config.p4info.CopyFrom(p4info if p4info is not None else fake_p4info())
         req.config.p4_device_config = device_config
@@ -291,7 +292,8 @@ class InProcessSwitch:
         self.switch.close()
 
 
-def table_entry_update(utype: int, port: int, out_port: int | None = None,
+def table_entry_update(utype: p4runtime_pb2.Update.Type.ValueType, port: int,
+                       out_port: int | None = None,
                        action_id: int = SET_PORT_ID) -> p4runtime_pb2.Update:
     """An update of fwd: ingress ``port`` -> set_port(out_port) (or drop)."""
     u = p4runtime_pb2.Update(type=utype)

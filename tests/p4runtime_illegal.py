@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from google.rpc import status_pb2
@@ -22,6 +22,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 Update = p4runtime_pb2.Update
 FwdReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
+UpdateType: TypeAlias = Update.Type.ValueType
 ELECTION = (0, 1)
 BAD_TABLE = 0x0200FFFF
 BAD_ACTION = 0x0100FFFF
@@ -49,7 +50,7 @@ class Ids:
 # ------------------------------------------------------------------ request builders
 
 
-def exact_entry(ids: Ids, ethertype: bytes = b"\x08\x00", port: bytes = b"\x01",
+def exact_entry(ids: Ids, ethertype: bytes | None = b"\x08\x00", port: bytes | None = b"\x01",
                 action: str = "set_port", params: tuple[bytes, ...] = (b"\x02",)) -> Update:
     u = Update(type=Update.INSERT)
     te = u.entity.table_entry
@@ -64,7 +65,7 @@ def exact_entry(ids: Ids, ethertype: bytes = b"\x08\x00", port: bytes = b"\x01",
     return u
 
 
-def with_type(u: Update, utype: int) -> Update:
+def with_type(u: Update, utype: UpdateType) -> Update:
     u.type = utype
     return u
 
@@ -91,7 +92,10 @@ def acl_entry(ids: Ids, priority: int = 10, value: bytes = b"\x02", mask: bytes 
     te.priority = priority
     te.match.add(field_id=1, ternary=p4runtime_pb2.FieldMatch.Ternary(value=value, mask=mask))
     if low is not None:
-        te.match.add(field_id=2, range=p4runtime_pb2.FieldMatch.Range(low=low, high=high))
+        rng = p4runtime_pb2.FieldMatch.Range(low=low)
+        if high is not None:
+            rng.high = high
+        te.match.add(field_id=2, range=rng)
     te.action.action.action_id = ids["acl_drop"]
     return u
 
@@ -135,7 +139,8 @@ def indirect_entry(ids: Ids, port: bytes, member_id: int) -> Update:
     return u
 
 
-def counter(ids: Ids, index: int, utype: int = Update.MODIFY, cid: int | None = None) -> Update:
+def counter(ids: Ids, index: int, utype: UpdateType = Update.MODIFY,
+            cid: int | None = None) -> Update:
     u = Update(type=utype)
     c = u.entity.counter_entry
     c.counter_id = ids["ctr"] if cid is None else cid
@@ -163,7 +168,8 @@ def register(ids: Ids, index: int) -> Update:
 
 
 def mcast(
-    gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),), utype: int = Update.INSERT
+    gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),),
+    utype: UpdateType = Update.INSERT
 ) -> Update:
     u = Update(type=utype)
     g = u.entity.packet_replication_engine_entry.multicast_group_entry
@@ -418,8 +424,9 @@ CASES: list[Case] = [
     # ---- GetForwardingPipelineConfig
     Case("get config: unknown device id", "get", lambda ids: GetReq(device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
-    Case("get config: unknown response type", "get", lambda ids: GetReq(response_type=9), "-", IA,
-         IA),
+    Case("get config: unknown response type", "get",
+         lambda ids: GetReq(response_type=9),  # type: ignore[arg-type]  # illegal on purpose
+         "-", IA, IA),
     # ---- SetForwardingPipelineConfig (last: BMv2 may change its pipeline here)
     Case("set config: unknown device id", "set", lambda ids: _set(ids, FwdReq.VERIFY, device_id=7),
          NF, NF, PD,
@@ -449,7 +456,8 @@ def _keyless_insert(ids: Ids) -> Update:
 
 
 def _set(
-    ids: Ids, action: int, device_id: int = 0, election: int = 1, config: bool = True
+    ids: Ids, action: FwdReq.Action.ValueType, device_id: int = 0, election: int = 1,
+    config: bool = True
 ) -> FwdReq:
     req = FwdReq(device_id=device_id, action=action)
     req.election_id.low = election
@@ -537,8 +545,11 @@ def update_code(err: grpc.RpcError) -> str:
                 e = p4runtime_pb2.Error()
                 detail.Unpack(e)
                 if e.canonical_code:
-                    return next(c.name for c in grpc.StatusCode if c.value[0] == e.canonical_code)
-    return err.code().name
+                    name: str = next(c.name for c in grpc.StatusCode
+                                     if c.value[0] == e.canonical_code)
+                    return name
+    code: str = err.code().name
+    return code
 
 
 def markdown_table() -> str:

@@ -170,6 +170,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         with self.lock:
             if self.config is None:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no pipeline")
+            assert self.config is not None  # abort raised otherwise
             resp = p4runtime_pb2.GetForwardingPipelineConfigResponse()
             resp.config.cookie.CopyFrom(self.config.cookie)
             if request.response_type != request.COOKIE_ONLY:
@@ -326,7 +327,11 @@ class SwitchProcess:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 if self.proc.poll() is None:  # its threads' stacks into its log
                     stackdump.request_dump(self.proc.pid)
-                    stackdump.wait_quiet(lambda path=self.log_path: path.stat().st_size)
+
+                    def log_size(path: Path = self.log_path) -> int:
+                        return path.stat().st_size
+
+                    stackdump.wait_quiet(log_size)
                     text = self.log_path.read_bytes()[offset:].decode(errors="replace")
                 self.stop()
                 raise SwitchStartError(f"switch {self.name} did not start: {text.strip()[-2000:]}")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.bench_makerun import rows, summarize
 
 
 def _experiment(inn_s: tuple[float, ...], ring_s: tuple[float, ...], retx: tuple[int, ...],
-                exact: bool = True) -> dict:
-    def ranks(times, retx=None):
+                exact: bool = True) -> dict[str, Any]:
+    def ranks(times: tuple[float, ...], retx: tuple[int, ...] | None = None
+              ) -> list[dict[str, Any]]:
         return [{"rank": i, "seconds": t, "retransmissions": (retx or [0] * len(times))[i],
                  "timeouts": 3, "spurious_timeouts": 1, "naks": 1}
                 for i, t in enumerate(times)]
@@ -22,7 +25,7 @@ def test_summary_takes_the_slowest_rank_and_sums_retransmissions() -> None:
     s = summarize(_experiment((1.9, 2.082), (1.222, 1.1), (268, 268)))
     assert s["innetwork_ms"] == pytest.approx(2082) and s["ring_ms"] == pytest.approx(1222)
     assert s["ratio"] == pytest.approx(1.222 / 2.082)
-    assert (s["retx"], s["exact"], s["cpu"]) == (536, 1.0, pytest.approx(45))
+    assert s["retx"] == 536 and s["exact"] == 1.0 and s["cpu"] == pytest.approx(45)
     assert s["lost"] == 2 * (1 + 3 - 1)  # per rank: one NAK, two timeouts that were real
 
 

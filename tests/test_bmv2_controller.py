@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(bool(missing_binaries()), reason=skip_reason())
 
 
 @pytest.fixture(scope="module")
-def program(tmp_path_factory) -> tuple[Path, Path]:
+def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(P4Info, BMv2 JSON) of netreduce.p4 from p4c, compiled once."""
     from topo.nodes import BMv2Switch
 
@@ -40,7 +41,7 @@ def program(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def fabric(tmp_path_factory) -> Iterator[dict[str, Bmv2Process]]:
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bmv2Process]]:
     logs = tmp_path_factory.mktemp("bmv2-logs")
     procs = {name: Bmv2Process(name, dev, logs / f"{name}.log")
              for dev, name in enumerate(NAMES, start=1)}
@@ -53,13 +54,13 @@ def fabric(tmp_path_factory) -> Iterator[dict[str, Bmv2Process]]:
             p.stop()
 
 
-def _port(port: int, peer: str, peer_port: int, dev: int) -> dict:
+def _port(port: int, peer: str, peer_port: int, dev: int) -> dict[str, Any]:
     return {"port": port, "intf": f"x-eth{port}", "mac": f"00:0b:00:{dev:02x}:00:{port:02x}",
             "peer": peer, "peer_port": peer_port, "peer_intf": f"{peer}-eth{peer_port}"}
 
 
 def topology(procs: dict[str, Bmv2Process], p4info: Path, config: Path,
-             only: tuple[str, ...] = NAMES) -> dict:
+             only: tuple[str, ...] = NAMES) -> dict[str, Any]:
     """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2 (as the built-in tests)."""
     layout = {
         "l1": ("leaf", 1, [(1, "h1", 0), (2, "h2", 0), (3, "sp1", 1), (4, "sp2", 1)]),
@@ -88,12 +89,12 @@ def topology(procs: dict[str, Bmv2Process], p4info: Path, config: Path,
 
 
 @pytest.fixture
-def rundir(tmp_path, fabric, program) -> Path:
+def rundir(tmp_path: Path, fabric: dict[str, Bmv2Process], program: tuple[Path, Path]) -> Path:
     (tmp_path / "topology.json").write_text(json.dumps(topology(fabric, *program)))
     return tmp_path
 
 
-def cli(rundir: Path, capsys, *args: str) -> tuple[int, object]:
+def cli(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
     """Runs one verb with --json; (status, parsed JSON or the error text)."""
     code = main(["--rundir", str(rundir), "--json", *args])
     out = capsys.readouterr()
@@ -103,18 +104,18 @@ def cli(rundir: Path, capsys, *args: str) -> tuple[int, object]:
     return code, json.loads(out.out) if out.out.strip() else None
 
 
-def ok(rundir: Path, capsys, *args: str) -> object:
+def ok(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
     code, data = cli(rundir, capsys, *args)
     assert code == 0, f"{' '.join(args)}: {data}"
     return data
 
 
-def read(rundir: Path, switch: str, table: str) -> list[dict]:
+def read(rundir: Path, switch: str, table: str) -> list[dict[str, Any]]:
     with Controller(ControllerOptions(rundir=rundir)) as ctl:
         return ctl.read_table(switch, table)
 
 
-def test_every_verb_on_bmv2(rundir, capsys) -> None:
+def test_every_verb_on_bmv2(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """pipeline push, status, routes, job create/show/list, slots, tables, counters, credits
     set, registers (Thrift), fault set/clear, reconcile, shell and job delete on BMv2."""
     pushed = ok(rundir, capsys, "pipeline", "push", "--force")
@@ -190,7 +191,7 @@ def test_every_verb_on_bmv2(rundir, capsys) -> None:
     assert read(rundir, "l1", "job_table") == [] and read(rundir, "sp1", "job_table") == []
 
 
-def test_serve_restores_a_restarted_bmv2_switch(tmp_path, program) -> None:
+def test_serve_restores_a_restarted_bmv2_switch(tmp_path: Path, program: tuple[Path, Path]) -> None:
     """serve: a BMv2 switch that restarts (empty, --no-p4) gets its pipeline, routes and job
     back; the registers are fresh again, as the controller assumes."""
     proc = Bmv2Process("l1", 21, tmp_path / "l1.log")

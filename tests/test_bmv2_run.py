@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,8 @@ def _rows(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("topo", ["rack", "spineleaf"])
-def test_make_run_on_bmv2_is_exact_without_retransmissions(topo, tmp_path, repo_root) -> None:
+def test_make_run_on_bmv2_is_exact_without_retransmissions(topo: str, tmp_path: Path,
+                                                           repo_root: Path) -> None:
     """Both all-reduces exact on BMv2, the same job and summary lines as on the built-in
     target, no loss seen by the in-network transport (no NAK, no timeout that was not
     spurious) with none configured, Thrift ports recorded, nothing left behind."""

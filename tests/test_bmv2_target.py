@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,9 @@ def test_bmv2_ports_get_offloads_off_so_libpcap_rings_hold_more_than_8_packets()
 
 
 @needs_p4c
-def test_p4c_outputs_are_cached_by_the_preprocessed_program(tmp_path: Path, monkeypatch) -> None:
+def test_p4c_outputs_are_cached_by_the_preprocessed_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second compile of the same program (same includes and defines, same p4c) copies
     p4c's outputs from the cache instead of running p4c (~40 s for netreduce.p4 at E 252);
     a change in an included file is a miss; ``INA_P4C_CACHE=off`` turns the cache off."""
@@ -90,12 +93,18 @@ def test_p4c_outputs_are_cached_by_the_preprocessed_program(tmp_path: Path, monk
     program.write_text('#include "body.p4"\n')
     first = BMv2Switch.compile_program(program, tmp_path / "a")
     assert len(list(cache.iterdir())) == 1
-    runs = []
+    runs: list[list[str]] = []
     real_run = subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda argv, *a, **k: (
-        runs.append(argv), real_run(argv, *a, **k))[1])
+
+    def run(argv: list[str], *a: Any, **k: Any) -> subprocess.CompletedProcess[Any]:
+        runs.append(argv)
+        return real_run(argv, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", run)
     second = BMv2Switch.compile_program(program, tmp_path / "b")
     assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
+    assert second.device_config is not None and first.device_config is not None
+    assert second.p4info is not None and first.p4info is not None
     assert second.device_config.read_bytes() == first.device_config.read_bytes()
     assert second.p4info.read_text() == first.p4info.read_text()
     (src / "body.p4").write_text((src / "body.p4").read_text() + "\n// changed\n")

@@ -8,14 +8,16 @@ import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from softswitch import cli
 from softswitch.cengine import build as cbuild
+from softswitch.cengine.switch import CV1Switch
 from softswitch.conformance import find_programs, run_program_in_process
 from softswitch.engine.externs import MeterConfig
-from softswitch.engine.tables import ActionCall, FieldMatch, Table, TableEntry
+from softswitch.engine.tables import ActionCall, ActionSelector, FieldMatch, Table, TableEntry
 from softswitch.frontend import compile_source
 from softswitch.pipeline import Pipeline
 from softswitch.stf import StfRunner, parse_stf, run_stf_file
@@ -55,7 +57,7 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
 
 
 def _pair(path: Path, clock: Callable[[], int] | None = None) -> tuple[Pipeline, Pipeline]:
-    kw = {"clock_ns": clock} if clock is not None else {}
+    kw: dict[str, Any] = {"clock_ns": clock} if clock is not None else {}
     py = Pipeline.from_file(str(path), engine="python", **kw)
     c = Pipeline.from_file(str(path), engine="c", **kw)
     assert py.engine == "python"
@@ -157,6 +159,7 @@ def test_a_write_during_a_reload_is_not_lost() -> None:
     again and the next reload takes it."""
     pl = Pipeline.from_file(str(P4 / "multicast_clone.p4"), engine="c")
     cswitch = pl._switch
+    assert isinstance(cswitch, CV1Switch)
     pre = pl.pre
     pre.mc_mgrp_create(7)
     node = pre.mc_node_create(10, [1])
@@ -169,10 +172,10 @@ def test_a_write_during_a_reload_is_not_lost() -> None:
             late.append(1)
             pre.mc_node_associate(7, node)
 
-    cswitch._load_pre = load_then_write
+    cswitch._load_pre = load_then_write  # type: ignore[method-assign]
     cswitch.sync_if_dirty()
     assert cswitch.dirty, "the write made during the reload was dropped"
-    cswitch._load_pre = load_pre
+    cswitch._load_pre = load_pre  # type: ignore[method-assign]
     cswitch.sync_if_dirty()
     assert not cswitch.dirty
     frame = bytes.fromhex("000000000001000000000009080064617461")
@@ -191,6 +194,7 @@ def test_action_selector_groups_members_and_digests() -> None:
     rng = random.Random(7)
     for p in (py, c):
         sel = p.action_profiles["MyIngress.ecmp_selector"]
+        assert isinstance(sel, ActionSelector)
         for m in range(1, 5):
             sel.insert_member(m, ActionCall("MyIngress.set_port", (m + 10,)))
         sel.insert_group(1, [(1, 1), (2, 3), (3, 2)])
@@ -212,6 +216,7 @@ def test_action_selector_groups_members_and_digests() -> None:
     assert [c.process(1, f) for f in batch] == [py.process(1, f) for f in batch]
     for p in (py, c):
         sel = p.action_profiles["MyIngress.ecmp_selector"]
+        assert isinstance(sel, ActionSelector)
         sel.modify_member(2, ActionCall("MyIngress.set_port", (99,)))
         sel.modify_group(1, [(4, 2), (2, 1)])
     batch = frames(200)
@@ -245,6 +250,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 """
 
 
+def _first_value(entry: TableEntry) -> int:
+    match = entry.matches[0]
+    assert match is not None
+    return match.value
+
+
 def test_idle_timeout_hit_times() -> None:
     """Entries of a table with idle timeout record their last hit on the C engine as on
     the Python engine, so the same entries expire."""
@@ -262,7 +273,7 @@ def test_idle_timeout_hit_times() -> None:
         outs = [p.process(0, bytes([a])) for p in pipes]
         assert outs[0] == outs[1] == [(a, bytes([a]))]
     for at in (1499, 1800, 1850, 1900):
-        got = [sorted(e.matches[0].value for e in p.tables["I.t"].expired(at)) for p in pipes]
+        got = [sorted(_first_value(e) for e in p.tables["I.t"].expired(at)) for p in pipes]
         assert got[0] == got[1], at
     assert [e.last_hit_ns for e in pipes[1].tables["I.t"].entries()] == [1400, 1300, 1000]
 

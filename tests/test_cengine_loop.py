@@ -27,7 +27,7 @@ import pytest
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.pipeline import Pipeline
 from softswitch.ports import AfPacketPort, MemoryPort, Port
-from softswitch.stf import parse_stf, run_stf
+from softswitch.stf import Packet, parse_stf, run_stf
 from softswitch.switch import SwitchDataPlane, c_clock_tdf, parse_args
 from tests.netns import NetnsTopology, can_use_netns
 from vtime import VirtualClock
@@ -195,7 +195,7 @@ def test_c_loop_and_python_loop_send_the_same_frames(running: Callable[..., Runn
     """Same program, entries and frames: the same frames out per port on both loops."""
     text = (P4 / "multicast_clone.stf").read_text()
     frames = [(i.command.port, i.command.data) for i in parse_stf(text)
-              if type(i.command).__name__ == "Packet"] * 3
+              if isinstance(i.command, Packet)] * 3
     setup = "\n".join(x for x in text.splitlines() if not x.startswith(("packet", "expect")))
     ref = Pipeline.from_file(str(P4 / "multicast_clone.p4"), engine="python")
     run_stf(ref, setup)

@@ -72,12 +72,13 @@ def test_compile_writes_p4info_and_device_config(tmp_path: Path) -> None:
         "compile", str(STF_ONLY / "fwd.p4"), *INC, "--p4info", str(out), "--device-config", str(cfg)
     )
     assert proc.returncode == 0, proc.stderr
-    from softswitch.device_config import parse_device_config
+    from softswitch.device_config import DeviceConfig, parse_device_config
     from softswitch.p4info import p4info_from_text
 
     p4info = p4info_from_text(out.read_text())
     assert [t.preamble.name for t in p4info.tables] == ["MyIngress.dmac"]
-    assert parse_device_config(cfg.read_bytes()).main == "fwd.p4"
+    config = parse_device_config(cfg.read_bytes())
+    assert isinstance(config, DeviceConfig) and config.main == "fwd.p4"
 
 
 def test_stf_pass_exits_zero() -> None:

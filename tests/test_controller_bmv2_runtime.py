@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.bmv2_runtime import Bmv2Runtime, Bmv2RuntimeError
+from controller.bmv2_runtime import Bmv2Runtime
 from controller.cli import main
+from controller.errors import Bmv2RuntimeError
 from tests import bmv2_fake_cli
 from tests.p4runtime_server_fake import FakeP4RuntimeServer, free_tcp_port
 
@@ -29,7 +30,7 @@ registers {
 
 
 @pytest.fixture
-def fake_cli(tmp_path, monkeypatch) -> Path:
+def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake simple_switch_CLI first on PATH; returns its state file."""
     bindir = tmp_path / "bin"
     bmv2_fake_cli.install(bindir)
@@ -65,13 +66,15 @@ def _state(path: Path, ports: list[int], cells: list[int]) -> None:
     path.write_text(json.dumps({"ports": ports, "registers": {"MyIngress.conn_psn": cells}}))
 
 
-def _cli(rundir: Path, capsys, *args: str) -> tuple[int, str, str]:
+def _cli(rundir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["--rundir", str(rundir), "--json", *args])
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
-def test_register_read_falls_back_to_thrift(tmp_path, fake_cli, server, capsys) -> None:
+def test_register_read_falls_back_to_thrift(tmp_path: Path, fake_cli: Path,
+                                            server: FakeP4RuntimeServer,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     """P4Runtime says UNIMPLEMENTED: the values come from BMv2's runtime, non-zero cells."""
     port = free_tcp_port()
     _state(fake_cli, [port], [0, 7, 0, 0, 0, 0, 0, 0x123456])
@@ -85,7 +88,9 @@ def test_register_read_falls_back_to_thrift(tmp_path, fake_cli, server, capsys) 
     assert json.loads(out) == [{"index": 2, "value": 0}]
 
 
-def test_register_write_falls_back_to_thrift(tmp_path, fake_cli, server, capsys) -> None:
+def test_register_write_falls_back_to_thrift(tmp_path: Path, fake_cli: Path,
+                                             server: FakeP4RuntimeServer,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """--set: PI refuses the MODIFY per update; the cell is written over Thrift and read back."""
     port = free_tcp_port()
     _state(fake_cli, [port], [0] * 8)
@@ -102,8 +107,10 @@ def test_register_write_falls_back_to_thrift(tmp_path, fake_cli, server, capsys)
     (("--index", "1", "--set", str(1 << 24)), "error: value: 16777216 does not fit register"),
     (("--set", "1"), "error: index: --set needs --index"),
 ])
-def test_bad_register_requests_name_the_field(tmp_path, fake_cli, server, capsys, args,
-                                              message) -> None:
+def test_bad_register_requests_name_the_field(tmp_path: Path, fake_cli: Path,
+                                              server: FakeP4RuntimeServer,
+                                              capsys: pytest.CaptureFixture[str],
+                                              args: tuple[str, ...], message: str) -> None:
     port = free_tcp_port()
     _state(fake_cli, [port], [0] * 8)
     rundir = _rundir(tmp_path, server, port)
@@ -113,7 +120,9 @@ def test_bad_register_requests_name_the_field(tmp_path, fake_cli, server, capsys
     assert "Traceback" not in out + err
 
 
-def test_no_thrift_port_says_what_bmv2_lacks(tmp_path, fake_cli, server, capsys) -> None:
+def test_no_thrift_port_says_what_bmv2_lacks(tmp_path: Path, fake_cli: Path,
+                                             server: FakeP4RuntimeServer,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Without a recorded Thrift port the error says why (PI's message) and what is missing."""
     rundir = _rundir(tmp_path, server, None)
     code, out, err = _cli(rundir, capsys, "registers", "--switch", "s1", "conn_psn")
@@ -127,7 +136,9 @@ def test_no_thrift_port_says_what_bmv2_lacks(tmp_path, fake_cli, server, capsys)
     assert "register writes" in err and "register_entry writes are not supported" in err
 
 
-def test_unreachable_thrift_port_is_one_line(tmp_path, fake_cli, server, capsys) -> None:
+def test_unreachable_thrift_port_is_one_line(tmp_path: Path, fake_cli: Path,
+                                             server: FakeP4RuntimeServer,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     port = free_tcp_port()
     _state(fake_cli, [], [0] * 8)
     rundir = _rundir(tmp_path, server, port)
@@ -137,7 +148,9 @@ def test_unreachable_thrift_port_is_one_line(tmp_path, fake_cli, server, capsys)
                            f"unreachable (is the switch running with --thrift-port {port}?)")
 
 
-def test_missing_cli_is_reported(tmp_path, server, capsys, monkeypatch) -> None:
+def test_missing_cli_is_reported(tmp_path: Path, server: FakeP4RuntimeServer,
+                                 capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     rundir = _rundir(tmp_path, server, free_tcp_port())
     code, out, err = _cli(rundir, capsys, "registers", "--switch", "s1", "conn_psn")
@@ -145,7 +158,7 @@ def test_missing_cli_is_reported(tmp_path, server, capsys, monkeypatch) -> None:
     assert "simple_switch_CLI not found on PATH" in err
 
 
-def test_runtime_splits_answers_per_command_and_reports_cli_errors(fake_cli) -> None:
+def test_runtime_splits_answers_per_command_and_reports_cli_errors(fake_cli: Path) -> None:
     """Several commands in one session: one answer each; the CLI's own errors become
     Bmv2RuntimeError naming the command."""
     port = free_tcp_port()
@@ -164,7 +177,8 @@ def test_runtime_splits_answers_per_command_and_reports_cli_errors(fake_cli) -> 
         rt.read_register("x; rm -rf /")
 
 
-def test_cli_runs_on_a_python_that_has_thrift(tmp_path, monkeypatch) -> None:
+def test_cli_runs_on_a_python_that_has_thrift(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """BMv2's CLI is '#!/usr/bin/env python3'; when that python3 (a pyenv or venv first on
     PATH) lacks the thrift module, the system Python that has it runs the script."""
     from controller import bmv2_runtime

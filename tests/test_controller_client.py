@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -12,8 +13,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from controller import entities as ents
+from controller.errors import SchemaError
 from controller.p4client import P4Client, P4RuntimeRequestError
-from controller.schema import ControlPlaneSchema, SchemaError, encode_int
+from controller.schema import ControlPlaneSchema, encode_int
 from controller.switch import ManagedSwitch, SwitchOptions
 from tests.p4runtime_server_fake import FakeP4RuntimeServer
 
@@ -68,7 +70,7 @@ def server() -> Iterator[FakeP4RuntimeServer]:
         yield srv
 
 
-def _wait(predicate, timeout: float = 5.0) -> bool:
+def _wait(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -77,7 +79,7 @@ def _wait(predicate, timeout: float = 5.0) -> bool:
     return False
 
 
-def test_schema_finds_by_suffix_and_full_name(p4info) -> None:
+def test_schema_finds_by_suffix_and_full_name(p4info: p4info_pb2.P4Info) -> None:
     """A unique suffix or the full name finds the object; ids work too."""
     schema = ControlPlaneSchema(p4info)
     assert schema.action("set_nhop").preamble.id == 10
@@ -86,7 +88,7 @@ def test_schema_finds_by_suffix_and_full_name(p4info) -> None:
     assert schema.counter("port_rx").size == 8
 
 
-def test_schema_miss_suggests_close_name(p4info) -> None:
+def test_schema_miss_suggests_close_name(p4info: p4info_pb2.P4Info) -> None:
     """A misspelt name is answered with the closest one."""
     schema = ControlPlaneSchema(p4info)
     with pytest.raises(SchemaError,
@@ -98,7 +100,7 @@ def test_schema_miss_suggests_close_name(p4info) -> None:
         schema.action("set_nhp")
 
 
-def test_schema_ambiguous_suffix_is_an_error(p4info) -> None:
+def test_schema_ambiguous_suffix_is_an_error(p4info: p4info_pb2.P4Info) -> None:
     """A suffix shared by two tables names both."""
     with pytest.raises(SchemaError, match="ambiguous: MyEgress.ipv4_lpm, MyIngress.ipv4_lpm"):
         ControlPlaneSchema(p4info).table("ipv4_lpm")
@@ -113,7 +115,7 @@ def test_encode_strips_leading_zeros() -> None:
         encode_int(512, 9)
 
 
-def test_table_entry_encoding_round_trip(p4info) -> None:
+def test_table_entry_encoding_round_trip(p4info: p4info_pb2.P4Info) -> None:
     """Addresses, prefixes, ternary and range values encode canonically and decode back."""
     schema = ControlPlaneSchema(p4info)
     te = schema.table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": "10.0.1.7/24"},
@@ -130,7 +132,7 @@ def test_table_entry_encoding_round_trip(p4info) -> None:
     assert acl.match[1].range.low == b"\x02" and acl.match[1].range.high == b"\x07"
 
 
-def test_table_entry_bad_values_name_the_field(p4info) -> None:
+def test_table_entry_bad_values_name_the_field(p4info: p4info_pb2.P4Info) -> None:
     """Bad parameters and actions are reported with the table/action and field names."""
     schema = ControlPlaneSchema(p4info)
     with pytest.raises(SchemaError, match="parameter 'port'.*does not fit in 9 bits"):
@@ -144,7 +146,7 @@ def test_table_entry_bad_values_name_the_field(p4info) -> None:
         schema.table_entry("MyIngress.ipv4_lpm", {"dstAdr": 1})
 
 
-def test_client_connects_as_primary(server) -> None:
+def test_client_connects_as_primary(server: FakeP4RuntimeServer) -> None:
     """The first client with an election id becomes primary."""
     with P4Client(server.address, 3, election_id=10) as client:
         arb = client.connect()
@@ -152,7 +154,8 @@ def test_client_connects_as_primary(server) -> None:
         assert client.capabilities() == "1.4.1"
 
 
-def test_lower_election_id_is_backup_and_refused(server, p4info) -> None:
+def test_lower_election_id_is_backup_and_refused(server: FakeP4RuntimeServer,
+                                                 p4info: p4info_pb2.P4Info) -> None:
     """A second controller with a lower election id is backup; its writes are refused."""
     with P4Client(server.address, 3, election_id=10) as first, \
             P4Client(server.address, 3, election_id=5) as second:
@@ -167,7 +170,7 @@ def test_lower_election_id_is_backup_and_refused(server, p4info) -> None:
         assert info.value.operation == "Write"
 
 
-def test_backup_becomes_primary_when_primary_leaves(server) -> None:
+def test_backup_becomes_primary_when_primary_leaves(server: FakeP4RuntimeServer) -> None:
     """When the primary disconnects the backup is told it is primary now."""
     first = P4Client(server.address, 3, election_id=10)
     second = P4Client(server.address, 3, election_id=5)
@@ -181,7 +184,7 @@ def test_backup_becomes_primary_when_primary_leaves(server) -> None:
         second.close()
 
 
-def test_same_election_id_is_refused(server) -> None:
+def test_same_election_id_is_refused(server: FakeP4RuntimeServer) -> None:
     """A client reusing the primary's election id gets an arbitration error."""
     with P4Client(server.address, 3, election_id=10) as first, \
             P4Client(server.address, 3, election_id=10) as second:
@@ -200,7 +203,8 @@ def test_unreachable_switch_is_unavailable() -> None:
     assert "did not answer" in str(info.value)
 
 
-def test_write_errors_are_decoded_per_update(server, p4info) -> None:
+def test_write_errors_are_decoded_per_update(server: FakeP4RuntimeServer,
+                                             p4info: p4info_pb2.P4Info) -> None:
     """Per-update p4.v1.Error details come back with their batch index."""
     schema = ControlPlaneSchema(p4info)
     a = ents.entity(schema.table_entry("MyIngress.ipv4_lpm", {"dstAddr": "10.0.0.0/8"}, "NoAction"))
@@ -217,7 +221,7 @@ def test_write_errors_are_decoded_per_update(server, p4info) -> None:
     assert "update 1: ALREADY_EXISTS" in str(err)
 
 
-def test_wrong_device_id_is_not_found(server) -> None:
+def test_wrong_device_id_is_not_found(server: FakeP4RuntimeServer) -> None:
     """A Read for another device id fails with NOT_FOUND naming the operation."""
     with P4Client(server.address, 3, election_id=1) as client:
         client.connect()
@@ -228,13 +232,15 @@ def test_wrong_device_id_is_not_found(server) -> None:
     assert str(info.value).startswith("Read failed: NOT_FOUND")
 
 
-def _switch(server: FakeP4RuntimeServer, p4info, election_id: int = 1, **kw) -> ManagedSwitch:
+def _switch(server: FakeP4RuntimeServer, p4info: p4info_pb2.P4Info, election_id: int = 1,
+            **kw: Any) -> ManagedSwitch:
     sw = ManagedSwitch(SwitchOptions("s1", server.address, 3, election_id=election_id, **kw))
     sw.load_program(p4info, b"device-config")
     return sw
 
 
-def test_sync_pushes_pipeline_then_inserts(server, p4info) -> None:
+def test_sync_pushes_pipeline_then_inserts(server: FakeP4RuntimeServer,
+                                           p4info: p4info_pb2.P4Info) -> None:
     """First sync pushes the pipeline and inserts everything; a second sync changes nothing."""
     sw = _switch(server, p4info)
     schema = ControlPlaneSchema(p4info)
@@ -255,7 +261,7 @@ def test_sync_pushes_pipeline_then_inserts(server, p4info) -> None:
         sw.close()
 
 
-def test_sync_modifies_and_prunes(server, p4info) -> None:
+def test_sync_modifies_and_prunes(server: FakeP4RuntimeServer, p4info: p4info_pb2.P4Info) -> None:
     """Changed entries are modified, unwanted ones deleted, equal ones left alone."""
     sw = _switch(server, p4info)
     schema = ControlPlaneSchema(p4info)
@@ -278,7 +284,8 @@ def test_sync_modifies_and_prunes(server, p4info) -> None:
         sw.close()
 
 
-def test_backup_switch_refuses_to_sync(server, p4info) -> None:
+def test_backup_switch_refuses_to_sync(server: FakeP4RuntimeServer,
+                                       p4info: p4info_pb2.P4Info) -> None:
     """A ManagedSwitch that is only backup raises PERMISSION_DENIED naming the primary."""
     primary = _switch(server, p4info, election_id=9)
     backup = _switch(server, p4info, election_id=2)
@@ -292,7 +299,7 @@ def test_backup_switch_refuses_to_sync(server, p4info) -> None:
         backup.close()
 
 
-def test_reconnect_after_server_restart_resyncs(p4info) -> None:
+def test_reconnect_after_server_restart_resyncs(p4info: p4info_pb2.P4Info) -> None:
     """When the switch restarts, the ManagedSwitch reconnects, re-pushes the pipeline and its
     entries."""
     first = FakeP4RuntimeServer(device_id=3).start()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller import netreduce as nr
 from controller.cli import Commands, Shell, build_parser, main
+from controller.errors import JobError
 from controller.jobs import (
-    JobError,
     JobPlan,
     JobRequest,
     SwitchAlloc,
@@ -24,12 +25,12 @@ from controller.topology import FabricTopologyError, load_topology
 SIZES = nr.Sizes(slots=1024, jobs=64, conns=1024)
 
 
-def _topology_json(gpus: int | dict[str, int] = 1) -> dict:
+def _topology_json(gpus: int | dict[str, int] = 1) -> dict[str, Any]:
     """l1: h1, h2, h5; l2: h3, h4; spines sp1, sp2. ``gpus``: for every host, or by name."""
-    def port(n: int, peer: str, peer_port: int) -> dict:
+    def port(n: int, peer: str, peer_port: int) -> dict[str, Any]:
         return {"port": n, "mac": f"00:0b:00:00:00:{n:02x}", "peer": peer, "peer_port": peer_port}
 
-    def host(name: str, leaf: int, slot: int, port_no: int) -> dict:
+    def host(name: str, leaf: int, slot: int, port_no: int) -> dict[str, Any]:
         n = gpus.get(name, 1) if isinstance(gpus, dict) else gpus
         return {"name": name, "ip": f"10.0.{leaf}.{slot}", "prefix_len": 24,
                 "mac": f"00:00:0a:00:{leaf:02x}:{slot:02x}", "switch": f"l{leaf}",
@@ -59,7 +60,7 @@ def rundir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_rack_local_job_has_one_root(rundir) -> None:
+def test_rack_local_job_has_one_root(rundir: Path) -> None:
     """Hosts behind one leaf: the leaf is the root, workers form a ring there."""
     topo = load_topology(rundir)
     plan = plan_job(JobRequest("a", ("h1", "h2")), topo, [], {}, SIZES)
@@ -75,7 +76,7 @@ def test_rack_local_job_has_one_root(rundir) -> None:
     assert plan.workers[0].recv_qpn == nr.worker_qpn(plan.job_id, 0, True)
 
 
-def test_cross_leaf_job_uses_least_loaded_spine(rundir) -> None:
+def test_cross_leaf_job_uses_least_loaded_spine(rundir: Path) -> None:
     """A job over two leaves gets a spine root; the next one the other spine."""
     topo = load_topology(rundir)
     first = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), topo, [], {}, SIZES)
@@ -87,7 +88,7 @@ def test_cross_leaf_job_uses_least_loaded_spine(rundir) -> None:
     assert second.job_id == 1
 
 
-def test_slot_ranges_do_not_overlap(rundir) -> None:
+def test_slot_ranges_do_not_overlap(rundir: Path) -> None:
     """Later jobs take the first free slot range on each switch."""
     topo = load_topology(rundir)
     a = plan_job(JobRequest("a", ("h1", "h2"), slots=100), topo, [], {}, SIZES)
@@ -95,7 +96,7 @@ def test_slot_ranges_do_not_overlap(rundir) -> None:
     assert (b.parts["l1"].slot_base, b.parts["l1"].slot_count) == (100, 10)
 
 
-def test_connection_indices_and_job_ids_are_not_reused(rundir) -> None:
+def test_connection_indices_and_job_ids_are_not_reused(rundir: Path) -> None:
     """Connection indices only grow, and a deleted job's id stays retired on its switches."""
     topo = load_topology(rundir)
     allocs: dict[str, SwitchAlloc] = {}
@@ -107,7 +108,7 @@ def test_connection_indices_and_job_ids_are_not_reused(rundir) -> None:
     assert b.parts["l1"].conns == {"w0": 2, "w1": 3}
 
 
-def test_gpus_make_workers(tmp_path) -> None:
+def test_gpus_make_workers(tmp_path: Path) -> None:
     """Each GPU of a host is a worker unless workers_per_host says otherwise."""
     (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus=4)), encoding="utf-8")
     topo = load_topology(tmp_path)
@@ -134,7 +135,7 @@ def _ring_ok(plan: JobPlan) -> bool:
     return True
 
 
-def test_workers_pair_across_hosts(tmp_path) -> None:
+def test_workers_pair_across_hosts(tmp_path: Path) -> None:
     """With two GPUs per host every connection goes to a worker on another host of the leaf."""
     (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus=2)), encoding="utf-8")
     plan = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), load_topology(tmp_path), [], {},
@@ -145,7 +146,7 @@ def test_workers_pair_across_hosts(tmp_path) -> None:
     assert _ring_ok(plan)
 
 
-def test_uneven_gpus_are_dealt_alternately(tmp_path) -> None:
+def test_uneven_gpus_are_dealt_alternately(tmp_path: Path) -> None:
     """h1 with 2 GPUs and two 1-GPU hosts: round robin would pair h1 with itself; the ring
     alternates hosts instead."""
     topo = _topology_json(gpus={"h1": 2})
@@ -155,7 +156,7 @@ def test_uneven_gpus_are_dealt_alternately(tmp_path) -> None:
     assert _ring_ok(plan)
 
 
-def test_host_with_most_workers_is_refused(tmp_path) -> None:
+def test_host_with_most_workers_is_refused(tmp_path: Path) -> None:
     """A host with more than half of a leaf's workers cannot pair across hosts: one-line
     error naming the host and suggesting one worker per host."""
     (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus={"h1": 3})),
@@ -209,21 +210,22 @@ def test_leaf_rings_alternate_for_every_feasible_layout() -> None:
     (JobRequest("a", ("h1", "h3", "h4"), workers_per_host=2), "hosts",
      "all 2 workers behind switch l1 are on host h1.*--workers-per-host 1"),
 ])
-def test_bad_requests_name_the_field(rundir, request_, field, text) -> None:
+def test_bad_requests_name_the_field(rundir: Path, request_: JobRequest, field: str,
+                                     text: str) -> None:
     """Every refused request says which field is wrong."""
     with pytest.raises(JobError, match=text) as info:
         plan_job(request_, load_topology(rundir), [], {}, SIZES)
     assert info.value.field == field
 
 
-def test_job_ids_run_out(rundir) -> None:
+def test_job_ids_run_out(rundir: Path) -> None:
     """With every id used since the switches started, a clear error asks for a restart."""
     allocs = {"l1": SwitchAlloc(retired_jobs=list(range(64)))}
     with pytest.raises(JobError, match="no free job id"):
         plan_job(JobRequest("a", ("h1", "h2")), load_topology(rundir), [], allocs, SIZES)
 
 
-def test_state_round_trip_and_election_ids(rundir) -> None:
+def test_state_round_trip_and_election_ids(rundir: Path) -> None:
     """The state file keeps plans exactly; every controller start gets a higher election id."""
     plan = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), load_topology(rundir), [], {}, SIZES)
     save_state(rundir, ControllerState(jobs={plan.job_id: plan}, routes=True))
@@ -234,14 +236,14 @@ def test_state_round_trip_and_election_ids(rundir) -> None:
     assert load_state(rundir).routes
 
 
-def test_topology_errors_name_the_key(tmp_path) -> None:
+def test_topology_errors_name_the_key(tmp_path: Path) -> None:
     """A topology.json without hosts is refused naming the key."""
     (tmp_path / "topology.json").write_text('{"switches": []}', encoding="utf-8")
     with pytest.raises(FabricTopologyError, match="missing key 'hosts'"):
         load_topology(tmp_path)
 
 
-def test_cli_job_list_and_show_offline(rundir, capsys) -> None:
+def test_cli_job_list_and_show_offline(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """job list/show read the state file without contacting switches."""
     plan = plan_job(JobRequest("a", ("h1", "h2", "h3", "h4")), load_topology(rundir), [], {}, SIZES)
     save_state(rundir, ControllerState(jobs={plan.job_id: plan}))
@@ -252,7 +254,7 @@ def test_cli_job_list_and_show_offline(rundir, capsys) -> None:
     assert capsys.readouterr().err == "error: job: unknown job 'nope' (jobs: a)\n"
 
 
-def test_cli_usage_errors_exit_2(rundir, capsys) -> None:
+def test_cli_usage_errors_exit_2(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Syntax errors and a missing run directory are one line with exit 2."""
     assert main(["--rundir", str(rundir), "job", "create", "x"]) == 2
     err = capsys.readouterr().err
@@ -262,7 +264,7 @@ def test_cli_usage_errors_exit_2(rundir, capsys) -> None:
     assert "no such file (is this a run directory?)" in capsys.readouterr().err
 
 
-def test_shell_runs_verbs(rundir, capsys) -> None:
+def test_shell_runs_verbs(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The interactive shell dispatches do_<verb> with the same syntax and errors."""
     args = build_parser().parse_args(["--rundir", str(rundir), "shell"])
     shell = Shell(Commands(args))
@@ -273,7 +275,7 @@ def test_shell_runs_verbs(rundir, capsys) -> None:
     assert shell.onecmd("quit") is True
 
 
-def test_cli_job_show_table_names_peers(tmp_path, capsys) -> None:
+def test_cli_job_show_table_names_peers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """job show without --json prints the job, its switches and every worker with its peer."""
     (tmp_path / "topology.json").write_text(json.dumps(_topology_json(gpus=2)), encoding="utf-8")
     plan = plan_job(JobRequest("t", ("h1", "h2")), load_topology(tmp_path), [], {}, SIZES)

@@ -79,11 +79,12 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         remove_interfaces(switch_interfaces(LEAVES + SPINES))
 
 
-def _entries(rundir: Path, switch: str, table: str) -> list[dict]:
-    return ok(rundir, "tables", "--switch", switch, "--table", table)
+def _entries(rundir: Path, switch: str, table: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = ok(rundir, "tables", "--switch", switch, "--table", table)
+    return entries
 
 
-def test_job_create_and_delete_read_back(net) -> None:
+def test_job_create_and_delete_read_back(net: Any) -> None:
     """A job over all hosts is read back on both leaves and one spine; delete empties them."""
     rundir = Path(net.rundir.path)
     plan = ok(rundir, "job", "create", "rb", "--hosts", ",".join(HOSTS), "--slots", "32")
@@ -110,7 +111,7 @@ def test_job_create_and_delete_read_back(net) -> None:
     assert ok(rundir, "job", "list") == []
 
 
-def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net) -> None:
+def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net: Any) -> None:
     """Eight workers (two per host) all-reduce exactly through leaves and a spine, and the
     job counters account for every packet."""
     from experiment.lifecycle import ExperimentNetwork

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,7 @@ def ctl(rundir: Path, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def ctl_json(rundir: Path, *args: str):
+def ctl_json(rundir: Path, *args: str) -> Any:
     code, out, err = ctl(rundir, *args)
     assert code == 0, err
     return json.loads(out)
@@ -118,7 +119,7 @@ def _setup_host(topo: netns.NetnsTopology, index: int, ns: str) -> None:
                      "dev", "eth0", "nud", "permanent")
 
 
-def _topology_json(switch: SwitchProcess, p4info: Path, config: Path) -> dict:
+def _topology_json(switch: SwitchProcess, p4info: Path, config: Path) -> dict[str, Any]:
     ports, hosts = [], []
     for i, (name, gpus) in enumerate(GPUS.items(), start=1):
         ports.append({"port": i, "mac": _switch_mac(i), "peer": name, "peer_port": 0})
@@ -166,14 +167,14 @@ def _plan(lab: Lab, job: str) -> Path:
     return path
 
 
-def _kill(procs: list[subprocess.Popen]) -> None:
+def _kill(procs: list[subprocess.Popen[Any]]) -> None:
     for p in procs:
         if p.poll() is None:
             p.kill()
             p.wait(10)
 
 
-def _read_line(proc: subprocess.Popen, deadline: float) -> dict:
+def _read_line(proc: subprocess.Popen[Any], deadline: float) -> dict[str, Any]:
     """The next JSON line of a driver, or a failure with its stderr."""
     assert proc.stdout is not None
     while time.monotonic() < deadline:
@@ -181,7 +182,8 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> dict:
         if ready:
             line = proc.stdout.readline()
             if line.startswith("{"):
-                return json.loads(line)
+                row: dict[str, Any] = json.loads(line)
+                return row
             if not line:
                 break
     _kill([proc])
@@ -190,7 +192,7 @@ def _read_line(proc: subprocess.Popen, deadline: float) -> dict:
 
 
 @contextlib.contextmanager
-def drivers(lab: Lab, job: str, hosts: list[str]) -> Iterator[dict[str, subprocess.Popen]]:
+def drivers(lab: Lab, job: str, hosts: list[str]) -> Iterator[dict[str, subprocess.Popen[Any]]]:
     plan = _plan(lab, job)
     procs = {h: subprocess.Popen(lab.host_argv(h, ["-c", DRIVER, str(plan), h, str(SIZE)]),
                                  cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -201,12 +203,13 @@ def drivers(lab: Lab, job: str, hosts: list[str]) -> Iterator[dict[str, subproce
         _kill(list(procs.values()))
 
 
-def _all(procs: dict[str, subprocess.Popen], timeout_s: float = 120.0) -> dict[str, dict]:
+def _all(procs: dict[str, subprocess.Popen[Any]],
+         timeout_s: float = 120.0) -> dict[str, dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     return {h: _read_line(p, deadline) for h, p in procs.items()}
 
 
-def _go(procs: dict[str, subprocess.Popen]) -> None:
+def _go(procs: dict[str, subprocess.Popen[Any]]) -> None:
     for p in procs.values():
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -214,7 +217,7 @@ def _go(procs: dict[str, subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def serving(lab: Lab, name: str) -> Iterator[subprocess.Popen]:
+def serving(lab: Lab, name: str) -> Iterator[subprocess.Popen[Any]]:
     """``python -m controller serve`` as its own process (output in the run directory)."""
     log = (lab.rundir / f"serve-{name}.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "controller", "--rundir", str(lab.rundir),
@@ -237,7 +240,7 @@ def serving(lab: Lab, name: str) -> Iterator[subprocess.Popen]:
         log.close()
 
 
-def _job_tables(rundir: Path) -> dict[str, list]:
+def _job_tables(rundir: Path) -> dict[str, list[Any]]:
     """The entries of the tables a job and the routes use (without direct counters)."""
     return {t: [{k: v for k, v in e.items() if k not in ("packets", "bytes")}
                 for e in ctl_json(rundir, "tables", "--table", t)]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from p4.v1 import p4runtime_pb2
 
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
@@ -28,17 +30,18 @@ pytestmark = pytest.mark.skipif(not PROGRAM.is_file(), reason="p4src/netreduce.p
 
 
 @pytest.fixture(scope="module")
-def program_files(tmp_path_factory) -> tuple[Path, Path]:
+def program_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """P4Info and device config of netreduce.p4, compiled once."""
     return compile_program(PROGRAM, tmp_path_factory.mktemp("program"))
 
 
-def _port(port: int, mac: str, peer: str, peer_port: int) -> dict:
+def _port(port: int, mac: str, peer: str, peer_port: int) -> dict[str, Any]:
     return {"port": port, "intf": f"x-eth{port}", "mac": mac, "peer": peer,
             "peer_port": peer_port, "peer_intf": f"{peer}-eth{peer_port}"}
 
 
-def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config: Path) -> dict:
+def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path,
+                        config: Path) -> dict[str, Any]:
     """l1 (h1, h2 with 2 GPUs each), l2 (h3, h4); spines sp1, sp2; leaf ports 3/4 go to the
     spines."""
     def mac(dev: int, port: int) -> str:
@@ -69,7 +72,7 @@ def spine_leaf_topology(switches: dict[str, SwitchProcess], p4info: Path, config
 
 
 @pytest.fixture(scope="module")
-def fabric(program_files) -> Iterator[dict[str, SwitchProcess]]:
+def fabric(program_files: tuple[Path, Path]) -> Iterator[dict[str, SwitchProcess]]:
     procs = {name: SwitchProcess(name, dev, free_port())
              for dev, name in enumerate(("l1", "l2", "sp1", "sp2"), start=1)}
     try:
@@ -82,13 +85,15 @@ def fabric(program_files) -> Iterator[dict[str, SwitchProcess]]:
 
 
 @pytest.fixture
-def rundir(tmp_path, fabric, program_files) -> Path:
+def rundir(tmp_path: Path, fabric: dict[str, SwitchProcess],
+           program_files: tuple[Path, Path]) -> Path:
     topo = spine_leaf_topology(fabric, *program_files)
     (tmp_path / "topology.json").write_text(json.dumps(topo), encoding="utf-8")
     return tmp_path
 
 
-def cli(rundir: Path, *args: str, capsys=None) -> tuple[int, str, str]:
+def cli(rundir: Path, *args: str, capsys: pytest.CaptureFixture[str] | None = None
+        ) -> tuple[int, str, str]:
     code = main(["--rundir", str(rundir), "--json", *args])
     if capsys is None:
         return code, "", ""
@@ -96,11 +101,12 @@ def cli(rundir: Path, *args: str, capsys=None) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def controller(rundir: Path, **kw) -> Controller:
+def controller(rundir: Path, **kw: Any) -> Controller:
     return Controller(ControllerOptions(rundir=rundir, **kw))
 
 
-def test_pipeline_push_installs_program_everywhere(rundir, capsys) -> None:
+def test_pipeline_push_installs_program_everywhere(rundir: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """pipeline push leaves every switch running our pipeline, as status reports."""
     code, _, err = cli(rundir, "pipeline", "push", capsys=capsys)
     assert code == 0, err
@@ -112,7 +118,7 @@ def test_pipeline_push_installs_program_everywhere(rundir, capsys) -> None:
         ("sp1", True, True, "ours"), ("sp2", True, True, "ours")]
 
 
-def test_routes_are_read_back(rundir, capsys) -> None:
+def test_routes_are_read_back(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """routes: host /32s at the leaf, remote subnets by ECMP over both spines, subnets at spines."""
     assert cli(rundir, "routes", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
@@ -133,11 +139,11 @@ def test_routes_are_read_back(rundir, capsys) -> None:
         assert spine == {"10.0.1.0/24": 1, "10.0.2.0/24": 2}
 
 
-def _read(ctl: Controller, switch: str, table: str) -> list[dict]:
+def _read(ctl: Controller, switch: str, table: str) -> list[dict[str, Any]]:
     return ctl.read_table(switch, table)
 
 
-def test_job_create_and_delete_read_back(rundir, capsys) -> None:
+def test_job_create_and_delete_read_back(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A two-leaf job configures job/conn/rewrite tables and groups on its tree; delete removes
     them."""
     code, out, err = cli(rundir, "job", "create", "j1", "--hosts", "h1,h2,h3,h4", "--credits", "2",
@@ -185,7 +191,8 @@ def test_job_create_and_delete_read_back(rundir, capsys) -> None:
         assert ctl.switch("l1").read([_mcast_request()]) == []
 
 
-def test_two_jobs_share_switches_without_overlap(rundir, capsys) -> None:
+def test_two_jobs_share_switches_without_overlap(rundir: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Two concurrent jobs get distinct ids, disjoint slot ranges and different spines."""
     assert cli(rundir, "job", "create", "a", "--hosts", "h1,h2,h3,h4", "--slots", "100",
                capsys=capsys)[0] == 0
@@ -212,15 +219,14 @@ def test_two_jobs_share_switches_without_overlap(rundir, capsys) -> None:
         "sp2": [{"job": "b", "base": 0, "count": 50}]}
 
 
-def _mcast_request():
-    from p4.v1 import p4runtime_pb2
-
+def _mcast_request() -> p4runtime_pb2.Entity:
     req = p4runtime_pb2.Entity()
     req.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
     return req
 
 
-def test_slot_exhaustion_is_a_one_line_error(rundir, capsys) -> None:
+def test_slot_exhaustion_is_a_one_line_error(rundir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A job that does not fit in the free slots is refused with exit 2 and one line."""
     assert cli(rundir, "job", "create", "big", "--hosts", "h1,h2", "--slots", "1000",
                capsys=capsys)[0] == 0
@@ -239,13 +245,15 @@ def test_slot_exhaustion_is_a_one_line_error(rundir, capsys) -> None:
      "error: credits: credits too high: 4 credits x 4 packets per message need 16 slots, "
      "the job has 8\n"),
 ])
-def test_bad_job_requests_name_the_field(rundir, capsys, args, message) -> None:
+def test_bad_job_requests_name_the_field(rundir: Path, capsys: pytest.CaptureFixture[str],
+                                         args: list[str], message: str) -> None:
     """Unknown hosts and too many credits are refused naming the field and value."""
     code, _, err = cli(rundir, "job", "create", "x", *args, capsys=capsys)
     assert (code, err) == (2, message)
 
 
-def test_lower_election_id_is_refused_writes(rundir, capsys) -> None:
+def test_lower_election_id_is_refused_writes(rundir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """While a controller with a higher election id is primary, a lower one cannot write."""
     with controller(rundir, election_id=1000) as first:
         first.connect()
@@ -255,7 +263,8 @@ def test_lower_election_id_is_refused_writes(rundir, capsys) -> None:
     assert err.count("\n") == 1
 
 
-def test_controller_restart_adopts_running_state(rundir, capsys) -> None:
+def test_controller_restart_adopts_running_state(rundir: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A new controller finds the job in the state file and changes nothing on the switches."""
     assert cli(rundir, "routes", capsys=capsys)[0] == 0
     assert cli(rundir, "job", "create", "keep", "--hosts", "h3,h4", capsys=capsys)[0] == 0
@@ -269,7 +278,7 @@ def test_controller_restart_adopts_running_state(rundir, capsys) -> None:
     assert [j["name"] for j in json.loads(out)] == ["keep"]
 
 
-def test_fault_set_and_clear(rundir, capsys) -> None:
+def test_fault_set_and_clear(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """fault set writes port_loss entries in both directions; fault clear removes them."""
     assert cli(rundir, "fault", "set", "l2", "3", "0.25", capsys=capsys)[0] == 0
     with controller(rundir) as ctl:
@@ -283,7 +292,7 @@ def test_fault_set_and_clear(rundir, capsys) -> None:
         assert _read(ctl, "l2", nr.PortLossNames.INGRESS) == []
 
 
-def test_fault_set_reorder(rundir, capsys) -> None:
+def test_fault_set_reorder(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """fault set --reorder writes port_reorder entries (no loss entry for loss 0); a
     probability outside 0..1 is refused naming the field."""
     assert cli(rundir, "fault", "set", "l2", "3", "0", "--reorder", "0.05", "--max-hold", "4",
@@ -300,7 +309,7 @@ def test_fault_set_reorder(rundir, capsys) -> None:
         assert _read(ctl, "l2", nr.PortReorderNames.EGRESS) == []
 
 
-def test_counters_and_registers_are_read(rundir, capsys) -> None:
+def test_counters_and_registers_are_read(rundir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Job counters read zero before traffic; a register is readable on the built-in target."""
     assert cli(rundir, "job", "create", "c", "--hosts", "h3,h4", capsys=capsys)[0] == 0
     code, out, err = cli(rundir, "counters", "--job", "c", capsys=capsys)
@@ -316,7 +325,9 @@ def test_counters_and_registers_are_read(rundir, capsys) -> None:
     assert code == 2 and err.startswith("error: no table named 'no_such_tbl'")
 
 
-def test_unreachable_switch_is_reported(tmp_path, fabric, program_files, capsys) -> None:
+def test_unreachable_switch_is_reported(tmp_path: Path, fabric: dict[str, SwitchProcess],
+                                        program_files: tuple[Path, Path],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A switch nobody listens for is named in a one-line error with exit status 2."""
     procs = dict(fabric)
     procs["sp2"] = SwitchProcess("sp2", 4, free_port())  # never started
@@ -328,7 +339,7 @@ def test_unreachable_switch_is_reported(tmp_path, fabric, program_files, capsys)
     assert err.count("\n") == 1
 
 
-def test_restarted_switch_is_reconciled(tmp_path, program_files) -> None:
+def test_restarted_switch_is_reconciled(tmp_path: Path, program_files: tuple[Path, Path]) -> None:
     """A switch that restarts gets its pipeline, routes and jobs back from a serving controller."""
     import threading
 
@@ -365,7 +376,8 @@ def test_restarted_switch_is_reconciled(tmp_path, program_files) -> None:
         l1.stop()
 
 
-def test_credits_set_rewrites_the_job_table(rundir, capsys) -> None:
+def test_credits_set_rewrites_the_job_table(rundir: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     """credits set changes the job_table entry; a value the protocol forbids is refused."""
     assert cli(rundir, "job", "create", "cr", "--hosts", "h3,h4", "--slots", "16",
                capsys=capsys)[0] == 0  # credits 2, 8 packets per message
@@ -382,7 +394,8 @@ def test_credits_set_rewrites_the_job_table(rundir, capsys) -> None:
     assert json.loads(out)["credits"] == 1
 
 
-def test_switch_counters_watch_and_table_occupancy(rundir, capsys) -> None:
+def test_switch_counters_watch_and_table_occupancy(rundir: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """counters --switch lists every port; --watch --count N repeats N times; tables counts
     entries per table."""
     assert cli(rundir, "job", "create", "w", "--hosts", "h3,h4", capsys=capsys)[0] == 0
@@ -422,10 +435,11 @@ def _set_counter(ctl: Controller, switch: str, name: str, index: int, packets: i
     sw.write([u])
 
 
-def test_cell_reads_agree_with_wildcard_reads(rundir, capsys) -> None:
+def test_cell_reads_agree_with_wildcard_reads(rundir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     """job_counters and port_bytes read only the job's and the ports' cells; they give what
     the wildcard reads give, and an index outside the counter is an error naming it."""
-    from controller.fabric import ControllerError
+    from controller.errors import ControllerError
 
     assert cli(rundir, "job", "create", "cells", "--hosts", "h3,h4", capsys=capsys)[0] == 0
     # the module's switches outlive each test's run directory and its election ids: writing

@@ -7,13 +7,15 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller import netreduce as nr
 from controller.cli import job_tree_lines
 from controller.desired import parent_position, route_entities
-from controller.jobs import JobError, JobRequest, commit_allocations, plan_job
+from controller.errors import JobError
+from controller.jobs import JobRequest, commit_allocations, plan_job
 from controller.schema import ControlPlaneSchema
 from controller.topology import FabricTopology, load_topology
 from controller.trees import aggregation_tree, next_hops
@@ -33,7 +35,8 @@ def netreduce_schema() -> ControlPlaneSchema:
     return ControlPlaneSchema(build_p4info(compile_file(PROGRAM)))
 
 
-def _controller_topology(tmp_path: Path, name: str, params: dict | None = None) -> FabricTopology:
+def _controller_topology(tmp_path: Path, name: str,
+                         params: dict[str, Any] | None = None) -> FabricTopology:
     """The controller's view of a shipped topology file (through topology.json)."""
     described = describe(load_topology_file(name, params), target="softswitch")
     path = tmp_path / "topology.json"
@@ -46,7 +49,7 @@ def fattree(tmp_path: Path) -> FabricTopology:
     return _controller_topology(tmp_path, "fattree")
 
 
-def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree):
+def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree: FabricTopology) -> None:
     """A leaf reaches another pod through both its aggregation switches, an aggregation
     switch through both its cores; downward there is one path."""
     hops = next_hops(fattree)
@@ -57,14 +60,14 @@ def test_fattree_next_hops_are_ecmp_upward_and_single_downward(fattree):
     assert hops["c1"]["l8"] == ["a7"]
 
 
-def test_fattree_routes_use_ecmp_groups(fattree):
+def test_fattree_routes_use_ecmp_groups(fattree: FabricTopology) -> None:
     """Route entities: a leaf has one ECMP group of its 2 aggregation switches for every
     remote leaf; an aggregation switch one group of its 2 cores for other pods."""
     schema = netreduce_schema()
     lpm_id = schema.table(nr.Ipv4Forwarding.IPV4_LPM).preamble.id
     ecmp_id = schema.table(nr.Ipv4Forwarding.ECMP_NHOP).preamble.id
 
-    def routes(name: str) -> tuple[list, list]:
+    def routes(name: str) -> tuple[list[Any], list[Any]]:
         entries = [e.table_entry for e in route_entities(fattree, fattree.switch(name), schema)]
         return ([e for e in entries if e.table_id == lpm_id],
                 [e for e in entries if e.table_id == ecmp_id])
@@ -79,7 +82,7 @@ def test_fattree_routes_use_ecmp_groups(fattree):
     assert len(lpm) == 8 and not members  # one way down to each leaf
 
 
-def test_fattree_job_is_a_three_level_tree(fattree):
+def test_fattree_job_is_a_three_level_tree(fattree: FabricTopology) -> None:
     """A job over every host: leaves -> aggregation -> core, rooted at a core switch."""
     hosts = tuple(h.name for h in fattree.hosts)
     plan = plan_job(JobRequest("all", hosts), fattree, [], {}, SIZES)
@@ -98,10 +101,10 @@ def test_fattree_job_is_a_three_level_tree(fattree):
     assert lines[2].startswith("    l1: level 2") and "workers on h1, h2" in lines[2]
 
 
-def test_second_job_takes_the_next_core_and_a_chosen_root(fattree):
+def test_second_job_takes_the_next_core_and_a_chosen_root(fattree: FabricTopology) -> None:
     """Roots spread over the cores; a root can be chosen; an unknown root is refused."""
     hosts = tuple(h.name for h in fattree.hosts)
-    allocs: dict = {}
+    allocs: dict[str, Any] = {}
     first = plan_job(JobRequest("a", hosts), fattree, [], allocs, SIZES)
     commit_allocations(first, allocs)
     second = plan_job(JobRequest("b", hosts), fattree, [first], allocs, SIZES)
@@ -116,7 +119,7 @@ def test_second_job_takes_the_next_core_and_a_chosen_root(fattree):
     assert info.value.field == "root"
 
 
-def test_leaf_as_root_has_workers_and_a_child(tmp_path):
+def test_leaf_as_root_has_workers_and_a_child(tmp_path: Path) -> None:
     """Rooted at a leaf, that leaf aggregates its own workers and the other leaf's subtree:
     its children's bitmap positions follow its workers'."""
     topo = _controller_topology(tmp_path, "spineleaf")
@@ -128,7 +131,7 @@ def test_leaf_as_root_has_workers_and_a_child(tmp_path):
     assert parent_position(plan, "sp1") == 2
 
 
-def test_spineleaf_tree_is_unchanged(tmp_path):
+def test_spineleaf_tree_is_unchanged(tmp_path: Path) -> None:
     """On the spine-leaf the tree is the old leaf -> spine one (spine by load, then index)."""
     topo = _controller_topology(tmp_path, "spineleaf")
     tree = aggregation_tree(topo, ["l1", "l2"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from topo.measure import process_pids
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.network import delay_nodes_needed
 from topo.nodes import BMv2Switch, SoftSwitch
-from topo.topofile import load_spec, resolve
+from topo.topofile import TopologySpec, load_spec, resolve
 from topo.topologies import FileTopo, RackTopo, SpineLeafTopo
 
 MIXED = """\
@@ -58,9 +59,9 @@ def mixed(tmp_path: Path) -> FileTopo:
     return FileTopo(load_spec(path))
 
 
-def _ends(topo) -> dict[tuple[str, int], tuple[str, int, dict]]:
+def _ends(topo: FileTopo) -> dict[tuple[str, int], tuple[str, int, dict[str, Any]]]:
     """{(node, port): (peer, peer port, link options)} of every link end."""
-    out = {}
+    out: dict[tuple[str, int], tuple[str, int, dict[str, Any]]] = {}
     for _a, _b, info in topo.links(withInfo=True):
         n1, p1, n2, p2 = info["node1"], int(info["port1"]), info["node2"], int(info["port2"])
         out[(n1, p1)] = (n2, p2, info)
@@ -214,7 +215,7 @@ def test_calibration_with_delay_nodes_is_its_own_setting(tmp_path: Path,
         calls.append(1)
         return calibrate.Costs(600e-6, 200e-6, "softswitch", 4, 252)
 
-    def spec(**params: object):
+    def spec(**params: object) -> TopologySpec:
         return load_spec(resolve("spineleaf"), {"bw": 3, **params})
 
     delayed = spec(delay="2us")

@@ -72,7 +72,7 @@ def _check_delayed(rtts: list[float]) -> None:
     assert expected_ms <= min(rtts) < 2 * expected_ms, rtts
 
 
-def test_forced_delay_nodes_delay_a_ping_and_leave_nothing(rack, tmp_path) -> None:
+def test_forced_delay_nodes_delay_a_ping_and_leave_nothing(rack: RackTopo, tmp_path: Path) -> None:
     """With a delay node on each host link the ping's round trip takes 4 x delay x TDF at
     least (request and reply each cross two links) and not twice that; the switch's ports,
     topology.json and its links are as without delay nodes; the wires are recorded in
@@ -110,7 +110,8 @@ def test_forced_delay_nodes_delay_a_ping_and_leave_nothing(rack, tmp_path) -> No
     assert [p for p in pids if read_cmdline(p) is not None] == []
 
 
-def test_delay_node_failure_is_reported_and_cleaned_up(rack, tmp_path, monkeypatch) -> None:
+def test_delay_node_failure_is_reported_and_cleaned_up(rack: RackTopo, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A wire that cannot start names itself and its reason; nothing is left behind."""
     from topo.delaynodes import DelayNode
     from topo.errors import SwitchStartError
@@ -137,8 +138,8 @@ time.sleep(120)
 """
 
 
-def test_cleanup_after_killed_run_stops_wires_and_removes_their_links(tmp_path,
-                                                                      repo_root) -> None:
+def test_cleanup_after_killed_run_stops_wires_and_removes_their_links(tmp_path: Path,
+                                                                      repo_root: Path) -> None:
     """After the starting process is SIGKILLed, topo.cleanup stops the recorded wires with
     the switches and removes the delay nodes' surviving interfaces."""
     import signal
@@ -182,7 +183,8 @@ def test_cleanup_after_killed_run_stops_wires_and_removes_their_links(tmp_path,
 class _PortPairBMv2(BMv2Switch):
     """BMv2 started with a forwarding JSON written by the test (port 1 <-> port 2)."""
 
-    binaries = ("simple_switch_grpc",)  # no p4c: the JSON is not compiled
+    # no p4c: the JSON is not compiled (BMv2Switch's own binaries are typed as its two)
+    binaries = ("simple_switch_grpc",)  # type: ignore[assignment]
     isSetup = False
     json_path: ClassVar[Path] = Path()
 
@@ -192,7 +194,8 @@ class _PortPairBMv2(BMv2Switch):
 
 @pytest.mark.skipif(shutil.which("simple_switch_grpc") is None,
                     reason="BMv2 (simple_switch_grpc) not installed; see docs/setup.md")
-def test_bmv2_rack_gets_delay_nodes_and_delays_a_ping(tmp_path, monkeypatch) -> None:
+def test_bmv2_rack_gets_delay_nodes_and_delays_a_ping(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """BMv2 cannot hold frames: without netem its delayed links get delay nodes by
     themselves (with netem they are forced here), frames pass BMv2 and both wires, and the
     ping takes the links' delays; nothing is left behind."""
@@ -218,7 +221,7 @@ def test_bmv2_rack_gets_delay_nodes_and_delays_a_ping(tmp_path, monkeypatch) -> 
 
 @pytest.mark.slow
 @pytest.mark.skipif(bool(missing_binaries()), reason=skip_reason())
-def test_make_run_on_bmv2_with_delay_is_exact(tmp_path, repo_root) -> None:
+def test_make_run_on_bmv2_with_delay_is_exact(tmp_path: Path, repo_root: Path) -> None:
     """``make run target=bmv2 delay=...`` without netem: delay nodes on every link, both
     all-reduces exact, the same summary as without them, nothing left behind."""
     from topo.links import netem_available

@@ -28,12 +28,13 @@ def ipv4() -> Pipeline:
 
 
 def frame(dst: str = "10.0.2.2", ttl: int = 64) -> bytes:
-    return raw(
+    data: bytes = raw(
         Ether(dst="00:00:00:00:00:01", src="00:00:00:00:00:02")
         / IP(src="10.0.1.1", dst=dst, ttl=ttl)
         / UDP(sport=1, dport=2)
         / b"payload"
     )
+    return data
 
 
 def test_forward_rewrites_macs_ttl_and_checksum(ipv4: Pipeline) -> None:

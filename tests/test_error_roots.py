@@ -56,7 +56,7 @@ def test_one_except_catches_a_job_error_and_a_request_error() -> None:
     """What callers now write: ``except ControllerError`` (no tuples)."""
     import grpc
 
-    from controller.jobs import JobError
+    from controller.errors import JobError
     from controller.p4client import P4RuntimeRequestError
 
     for exc in (JobError("hosts", "unknown host 'h9'"),

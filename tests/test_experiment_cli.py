@@ -17,7 +17,9 @@ def test_matrix_options_become_the_spec() -> None:
         ("ring",), (4096,), (), 10.0, 1)
 
 
-def test_bad_matrix_options_exit_2_before_a_network_starts(capsys) -> None:
+def test_bad_matrix_options_exit_2_before_a_network_starts(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["matrix", "--algos", "nope", "--models", ""]) == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m experiment matrix: error: unknown algorithm(s) nope")
@@ -25,8 +27,9 @@ def test_bad_matrix_options_exit_2_before_a_network_starts(capsys) -> None:
 
 @pytest.mark.parametrize("module, command", [("workloads.__main__", "matrix"),
                                              ("sim.__main__", "emulate")])
-def test_old_entry_points_are_gone_from_the_lower_layers(module: str, command: str,
-                                                         capsys) -> None:
+def test_old_entry_points_are_gone_from_the_lower_layers(
+    module: str, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """workloads and sim no longer start experiments (their layer is below experiment)."""
     import importlib
 

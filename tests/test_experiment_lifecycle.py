@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from controller.jobs import JobRequest
 from experiment.lifecycle import ExperimentNetwork, Snapshot, Window
 from topo.model import describe
 from topo.topologies import SpineLeafTopo
@@ -72,6 +73,12 @@ class FakeController:
     def switch_counters(self, name: str) -> dict[str, Any]:
         return {"ports": {"1": {"rx_bytes": 10, "tx_bytes": 20}}}
 
+    def create_job(self, request: JobRequest) -> Any:
+        raise NotImplementedError("the lifecycle creates no job")
+
+    def delete_job(self, key: str) -> None:
+        raise NotImplementedError("the lifecycle deletes no job")
+
     def close(self) -> None:
         self.closed += 1
 
@@ -82,9 +89,9 @@ def fakes(tmp_path: Path) -> Iterator[dict[str, Any]]:
     made: dict[str, Any] = {"controller": FakeController(), "starts": []}
 
     def start(topo: Any, target: str, rundir: Any, program: Any, **keywords: Any) -> FakeNetwork:
-        made["network"] = FakeNetwork(tmp_path)
+        network = made["network"] = FakeNetwork(tmp_path)
         made["starts"].append((target, program, keywords))
-        return made["network"]
+        return network
 
     made["start"] = start
     made["connect"] = lambda network: made["controller"]
@@ -103,7 +110,9 @@ def _lab(fakes: dict[str, Any], **kw: Any) -> ExperimentNetwork:
 
 
 @pytest.mark.parametrize("error", [RuntimeError("the body failed"), KeyboardInterrupt()])
-def test_body_that_raises_tears_down_processes_controller_and_network(fakes, error):
+def test_body_that_raises_tears_down_processes_controller_and_network(fakes: dict[str, Any],
+                                                                      error: BaseException
+                                                                      ) -> None:
     """An exception or Ctrl-C in the body: every launched process killed, the controller
     closed, the network stopped; the error itself reaches the caller unchanged."""
     with pytest.raises(type(error)):
@@ -121,7 +130,7 @@ def test_body_that_raises_tears_down_processes_controller_and_network(fakes, err
         ("h1", procs[0].pid), ("h2", procs[1].pid)]
 
 
-def test_programming_failure_while_starting_stops_everything(fakes):
+def test_programming_failure_while_starting_stops_everything(fakes: dict[str, Any]) -> None:
     """A pipeline push that fails (or is interrupted) while starting: the network is stopped
     and the controller closed before the error propagates."""
     fakes["controller"] = FakeController(fail_push=KeyboardInterrupt())
@@ -132,7 +141,7 @@ def test_programming_failure_while_starting_stops_everything(fakes):
     assert lab.network is None
 
 
-def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes):
+def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes: dict[str, Any]) -> None:
     from experiment.lifecycle import StartOptions
 
     start = StartOptions(egress_order="random", seed=7, start_timeout=30.0)
@@ -148,7 +157,7 @@ def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes):
         "random", 7, 30.0)
 
 
-def test_around_a_network_owns_only_its_processes(fakes, tmp_path):
+def test_around_a_network_owns_only_its_processes(fakes: dict[str, Any], tmp_path: Path) -> None:
     """A lifecycle around a network started elsewhere kills its processes but leaves the
     network and the given controller to their owner."""
     network, ctl = FakeNetwork(tmp_path), FakeController()
@@ -160,7 +169,8 @@ def test_around_a_network_owns_only_its_processes(fakes, tmp_path):
     assert (network.stops, ctl.closed) == (0, 0)
 
 
-def test_run_processes_collects_rows_and_leaves_nothing_running(fakes, tmp_path):
+def test_run_processes_collects_rows_and_leaves_nothing_running(fakes: dict[str, Any],
+                                                                tmp_path: Path) -> None:
     lab = ExperimentNetwork.around(FakeNetwork(tmp_path))
     talk = [sys.executable, "-c", "print('{\"rank\": 0}')"]
     rows = lab.run_processes({"a": ("h1", talk), "b": ("h2", SLEEP)}, timeout_s=1.0)
@@ -187,7 +197,7 @@ def test_window_of_two_snapshots() -> None:
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0 or importlib.util.find_spec("mininet") is None,
                     reason="needs root and Mininet")
-def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path):
+def test_mininet_network_is_torn_down_when_the_body_raises(tmp_path: Path) -> None:
     """On a real rack (no program: nothing to push): a process inside a host and the
     switch are gone, and no interface is left, after the body raised."""
     from topo.cleanup import remove_interfaces, switch_interfaces

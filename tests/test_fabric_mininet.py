@@ -76,7 +76,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         remove_interfaces(switch_interfaces(SWITCHES))
 
 
-def test_hosts_ping_each_other_through_programmed_routes(fabric):
+def test_hosts_ping_each_other_through_programmed_routes(fabric: dict[str, Any]) -> None:
     """Every host pings every other, and nothing crossed racks before the controller's routes."""
     assert fabric["before_routes"] == 0
     replies = ping_all(fabric["network"], count=2)
@@ -84,14 +84,14 @@ def test_hosts_ping_each_other_through_programmed_routes(fabric):
     assert {pair: n for pair, n in replies.items() if n != 2} == {}
 
 
-def test_tcp_between_racks_reaches_shaped_rate(fabric):
+def test_tcp_between_racks_reaches_shaped_rate(fabric: dict[str, Any]) -> None:
     """A TCP transfer from rack 1 to rack 2 gets at least 80 % of the 10 Mbit/s links."""
     got = tcp_transfer(fabric["network"], H1, H3, seconds=4.0)
     assert got["bytes"] > 0
     assert got["mbit_per_s"] >= 0.8 * BW_MBIT, got
 
 
-def test_flows_spread_over_both_spines(fabric):
+def test_flows_spread_over_both_spines(fabric: dict[str, Any]) -> None:
     """Sixteen fixed-port UDP flows from rack 1 to rack 2 leave leaf 1 on both uplinks."""
     network = fabric["network"]
     with open_controller(network) as controller:
@@ -108,7 +108,7 @@ def test_flows_spread_over_both_spines(fabric):
         assert after[(spine, 1)][0] > before[(spine, 1)][0]  # each spine heard from leaf 1
 
 
-def test_job_spans_both_leaves_under_one_spine(fabric):
+def test_job_spans_both_leaves_under_one_spine(fabric: dict[str, Any]) -> None:
     """The controller's job has every host as a worker, both leaves as LEAF, one spine as ROOT."""
     job = fabric["result"].job
     assert sorted(w["host"] for w in job["workers"]) == [H1, H2, H3, H4]
@@ -117,7 +117,7 @@ def test_job_spans_both_leaves_under_one_spine(fabric):
     assert sorted(r for r in roles.values()) == ["leaf", "leaf", "root"]
 
 
-def test_innetwork_allreduce_is_exact(fabric):
+def test_innetwork_allreduce_is_exact(fabric: dict[str, Any]) -> None:
     """The in-network all-reduce through leaves and spine gives every host the exact sum."""
     run = {r.algorithm: r for r in fabric["result"].runs}["innetwork"]
     assert run.errors == []
@@ -127,14 +127,14 @@ def test_innetwork_allreduce_is_exact(fabric):
     assert spine_bytes > 0  # partials went up and results came down through a spine
 
 
-def test_ring_allreduce_is_exact(fabric):
+def test_ring_allreduce_is_exact(fabric: dict[str, Any]) -> None:
     """The ring all-reduce of the same tensors gives every host the exact sum too."""
     ring = {r.algorithm: r for r in fabric["result"].runs}["ring"]
     assert ring.errors == []
     assert ring.exact and len(ring.ranks) == 4
 
 
-def test_results_file_has_utilization_and_cpu(fabric):
+def test_results_file_has_utilization_and_cpu(fabric: dict[str, Any]) -> None:
     """experiment.json says exact, gives link utilisation and switch CPU for each run, and the
     link-vs-switch check of a UDP load across the fabric."""
     data = json.loads(Path(fabric["result"].path).read_text())
@@ -150,7 +150,7 @@ def test_results_file_has_utilization_and_cpu(fabric):
     assert set(check["switch_cpu"]) == set(SWITCHES) and check["achieved_mbit"] > 0
 
 
-def test_teardown_leaves_nothing(fabric):
+def test_teardown_leaves_nothing(fabric: dict[str, Any]) -> None:
     """Stopping the network ends every recorded process and removes every switch interface."""
     network = fabric["network"]
     _owner, records = read_pids(network.rundir.pids_path)

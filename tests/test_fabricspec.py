@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +107,9 @@ def _set(path: str, value: Any) -> Any:
     def mutate(data: dict[str, Any]) -> None:
         *parents, last = path.split(".")
         node: Any = data
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        key = int(last) if isinstance(node, list) else last
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: int | str = int(last) if isinstance(node, list) else last
         if value is _DELETE:
             del node[key]
         else:
@@ -136,7 +137,8 @@ _DELETE = object()
     (_set("hosts.1.switch", "s9"), "t.json: host h2 is attached to unknown switch 's9'"),
     (_set("hosts.1.name", "s1"), "t.json: node name 's1' appears twice"),
 ])
-def test_bad_field_names_file_field_and_value(mutate, message) -> None:
+def test_bad_field_names_file_field_and_value(mutate: Callable[[dict[str, Any]], None],
+                                                message: str) -> None:
     data = _schema2()
     mutate(data)
     with pytest.raises(FabricSpecError) as info:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,8 @@ def features() -> ir.Program:
     return compile_file(FRONTEND / "features.p4")
 
 
-def _local(ctl: ir.ControlDecl, name: str) -> object:
+def _local(ctl: ir.ControlDecl, name: str) -> Any:
+    """The local of ``ctl`` named ``name``, of whatever kind (each test checks what it reads)."""
     return next(
         x
         for x in ctl.locals
@@ -76,21 +78,28 @@ def test_basic_action_params_typedefs_resolved(basic: ir.Program) -> None:
 def test_basic_literal_takes_other_operand_type(basic: ir.Program) -> None:
     """In ttl - 1 the literal is given the type bit<8>."""
     a = _local(basic.controls["MyIngress"], "ipv4_forward")
-    rhs = a.body.stmts[3].rhs
+    stmt = a.body.stmts[3]
+    assert isinstance(stmt, ir.Assign)
+    rhs = stmt.rhs
     assert isinstance(rhs, ir.Binary) and rhs.op == "-"
+    assert isinstance(rhs.right, ir.Const)
     assert rhs.right.type == ir.BitType(8) and rhs.right.value == 1
 
 
 def test_basic_select_const_folded(basic: ir.Program) -> None:
     """A const in a select case is folded to its value."""
     tr = basic.parsers["MyParser"].states["parse_ethernet"].transition
-    assert tr.cases[0].keysets[0].value == 0x800 and tr.cases[0].next_state == "parse_ipv4"
+    keyset = tr.cases[0].keysets[0]
+    assert isinstance(keyset, ir.KeysetValue)
+    assert keyset.value == 0x800 and tr.cases[0].next_state == "parse_ipv4"
     assert isinstance(tr.cases[1].keysets[0], ir.KeysetDefault)
 
 
 def test_basic_checksum_call(basic: ir.Program) -> None:
     """update_checksum gets a tuple of the 11 IPv4 fields and the csum16 enum member."""
-    call = basic.controls["MyComputeChecksum"].body.stmts[0].call
+    stmt = basic.controls["MyComputeChecksum"].body.stmts[0]
+    assert isinstance(stmt, ir.CallStmt)
+    call = stmt.call
     assert isinstance(call, ir.Call) and call.callee.name == "update_checksum"
     assert isinstance(call.args[1], ir.ListExpr) and len(call.args[1].elems) == 11
     assert isinstance(call.args[3], ir.EnumMember) and call.args[3].member == "csum16"
@@ -101,11 +110,12 @@ def test_basic_apply_is_method_call(basic: ir.Program) -> None:
     if_stmt = basic.controls["MyIngress"].body.stmts[0]
     assert isinstance(if_stmt, ir.If) and isinstance(if_stmt.cond, ir.MethodCall)
     assert if_stmt.cond.method == "isValid"
+    assert isinstance(if_stmt.then, ir.Block) and isinstance(if_stmt.then.stmts[0], ir.CallStmt)
     call = if_stmt.then.stmts[0].call
     assert isinstance(call, ir.MethodCall) and call.method == "apply"
-    assert (
-        isinstance(call.type, ir.TableApplyResultType) and call.target.instance.name == "ipv4_lpm"
-    )
+    assert isinstance(call.type, ir.TableApplyResultType)
+    assert isinstance(call.target, ir.InstanceRef)
+    assert call.target.instance.name == "ipv4_lpm"
 
 
 def test_features_const_entries(features: ir.Program) -> None:
@@ -148,6 +158,7 @@ def test_features_externs(features: ir.Program) -> None:
 def test_features_lookahead_and_tuple_select(features: ir.Program) -> None:
     """lookahead<bit<8>>() types as bit<8>; tuple keysets give one keyset per expression."""
     tr = features.parsers["P"].states["start"].transition
+    assert tr.select is not None and isinstance(tr.select[1], ir.MethodCall)
     assert tr.select[1].type == ir.BitType(8) and tr.select[1].method == "lookahead"
     mask = tr.cases[0].keysets[1]
     assert isinstance(mask, ir.KeysetMask) and (mask.value, mask.mask) == (0, 0xF0)
@@ -165,7 +176,8 @@ def test_features_switch_action_run(features: ir.Program) -> None:
     """A switch on action_run has ActionDecl labels; an empty case falls into the next."""
     sw = next(s for s in features.controls["Ing"].body.stmts if isinstance(s, ir.SwitchStmt))
     assert isinstance(sw.subject.type, ir.ActionRunType)
-    assert sw.cases[0].labels[0].name == "fwd"
+    label = sw.cases[0].labels[0]
+    assert isinstance(label, ir.ActionDecl) and label.name == "fwd"
     assert [getattr(x, "name", x) for x in sw.cases[1].labels] == ["drop", "default"]
 
 
@@ -301,7 +313,9 @@ def test_missing_include_has_a_location(tmp_path: Path) -> None:
         compile_file(main)
 
 
-def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(monkeypatch):
+def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The collector is paused during a compile (a speed-up, docs/benchmarks.md) and on again
     afterwards, also after a program with an error; a caller that had it off keeps it off."""
     import gc
@@ -311,7 +325,7 @@ def test_a_compile_leaves_the_cyclic_collector_as_it_found_it(monkeypatch):
     during = []
     build = frontend.build_syntax
 
-    def watched(*args: object) -> object:
+    def watched(*args: Any) -> Any:
         during.append(gc.isenabled())
         return build(*args)
 

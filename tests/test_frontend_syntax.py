@@ -55,7 +55,7 @@ def test_statements_and_expressions_are_typed_nodes_with_positions() -> None:
     assert isinstance(assign.rhs.right, s.IntLit) and assign.rhs.right.text == "1"  # macro expanded
     assert (assign.rhs.loc.line, assign.rhs.loc.col) == (4, 15)
 
-    assert isinstance(slice_assign.lhs, s.Slice)
+    assert isinstance(slice_assign, s.AssignStmt) and isinstance(slice_assign.lhs, s.Slice)
     assert isinstance(slice_assign.rhs, s.Cast)
     assert isinstance(slice_assign.rhs.type, s.BitTypeRef) and slice_assign.rhs.type.width == "4"
 

@@ -19,8 +19,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from controller.fabric import Controller
 from experiment.matrix import Launcher, MatrixSpec
 from tests.matrix_network import module_network, with_spec
+from topo.network import Network
 
 pytestmark = [
     pytest.mark.root,
@@ -50,9 +52,16 @@ def _with(launch: Launcher, **changes: object) -> Launcher:
     return with_spec(launch, SPEC, **changes)
 
 
+def _controller(launch: Launcher) -> Controller:
+    """The launcher's controller, for its fault and counter calls."""
+    ctl = launch.controller
+    assert isinstance(ctl, Controller)
+    return ctl
+
+
 def _held(launch: Launcher) -> int:
     """Aggregation packets the reorder tables have held back so far, all switches."""
-    ctl = launch.controller
+    ctl = _controller(launch)
     return sum(packets for sw in SWITCHES
                for counter in ctl.read_counters(sw, REORDERED).values()
                for packets, _bytes in counter.values())
@@ -61,7 +70,7 @@ def _held(launch: Launcher) -> int:
 @pytest.fixture()
 def reordering(launcher: Launcher) -> Iterator[Launcher]:
     """REORDER on both directions of every port of every switch, cleared afterwards."""
-    ctl = launcher.controller
+    ctl = _controller(launcher)
     try:
         for sw in ctl.topology.switches:
             for port in sw.ports:
@@ -74,7 +83,9 @@ def reordering(launcher: Launcher) -> Iterator[Launcher]:
 def test_switch_processes_run_random_egress_order(launcher: Launcher) -> None:
     """Every switch process got --egress-order random, each with its own seed."""
     seeds = []
-    for sw in launcher.network.net.switches:
+    network = launcher.network
+    assert isinstance(network, Network)
+    for sw in network.net.switches:
         argv = sw.argv()
         assert argv[argv.index("--egress-order") + 1] == "random"
         seeds.append(int(argv[argv.index("--seed") + 1]))
@@ -103,4 +114,4 @@ def test_network_soak_cell_counts_exact_all_reduces(launcher: Launcher) -> None:
                     values=96, timeout=60.0, label="softswitch random")
     assert (res.completed, res.wrong, res.hangs) == (4, 0, 0), res.errors
     assert res.retransmitted > 0 and res.duplicates_at_switches > 0
-    assert not launcher.controller.state.faults
+    assert not _controller(launcher).state.faults

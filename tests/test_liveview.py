@@ -9,18 +9,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
+from typing import Any
 
 import pytest
-from browser import headless_chromium, wait_for
-from liveview_fakes import FakeNet
 
 from liveview import live_view, port_from_env, port_or_announce
 from liveview.server import LiveServer, LiveViewError
 from liveview.sources import Collector, link_id
+from tests.browser import headless_chromium, wait_for
+from tests.liveview_fakes import FakeNet
 
 
 @pytest.fixture
-def net(tmp_path) -> FakeNet:
+def net(tmp_path: Path) -> FakeNet:
     return FakeNet(tmp_path)
 
 
@@ -28,7 +30,7 @@ def _collector(net: FakeNet) -> Collector:
     return Collector(net.rundir.path, sysfs=net.sysfs, p4runtime=False)
 
 
-def test_snapshot_rates_and_utilisation_follow_the_counters(net):
+def test_snapshot_rates_and_utilisation_follow_the_counters(net: FakeNet) -> None:
     """Two samples 1 Mbyte apart on l1's port to h1 give that link its rate and utilisation;
     the other links stay idle, and the switch totals add up the ports."""
     col = _collector(net)
@@ -53,7 +55,7 @@ def test_snapshot_rates_and_utilisation_follow_the_counters(net):
     assert second["jobs"] == [] and second["errors"] == []
 
 
-def test_rates_are_the_emulated_networks_under_time_dilation(tmp_path):
+def test_rates_are_the_emulated_networks_under_time_dilation(tmp_path: Path) -> None:
     """At TDF 4 the bytes of a real interval took a quarter of it in emulated time: the page
     shows four times the real rate (the emulated one) and says the run is dilated."""
     net = FakeNet(tmp_path, tdf=4.0)
@@ -68,7 +70,7 @@ def test_rates_are_the_emulated_networks_under_time_dilation(tmp_path):
     assert snap["tdf"] == 4.0 and col.graph()["tdf"] == 4.0
 
 
-def test_switch_stats_file_is_read(net):
+def test_switch_stats_file_is_read(net: FakeNet) -> None:
     """A softswitch stats file beside the switch's log shows up as that switch's counters."""
     from softswitch.stats import build_document, write_atomic
 
@@ -94,7 +96,7 @@ def _get(url: str) -> tuple[int, str, bytes]:
         return err.code, err.headers["Content-Type"], err.read()
 
 
-def test_routes_and_event_stream(net):
+def test_routes_and_event_stream(net: FakeNet) -> None:
     """The page, its static files, the graph from topology.json (every node and link) and
     one server-sent event carrying a snapshot; unknown paths are 404."""
     with LiveServer(net.rundir.path, 0, 0.2, collector=_collector(net)) as server:
@@ -123,7 +125,7 @@ def test_routes_and_event_stream(net):
         assert json.loads(_get(server.url + "api/snapshot")[2])["seq"] >= snap["seq"]
 
 
-def test_port_taken_and_missing_topology_are_clear_errors(net, tmp_path):
+def test_port_taken_and_missing_topology_are_clear_errors(net: FakeNet, tmp_path: Path) -> None:
     with LiveServer(net.rundir.path, 0, collector=_collector(net)) as server:
         port = server.httpd.server_address[1]
         with pytest.raises(LiveViewError, match=f"cannot listen on 127.0.0.1:{port}"):
@@ -136,7 +138,7 @@ def test_port_taken_and_missing_topology_are_clear_errors(net, tmp_path):
         LiveServer(tmp_path / "empty", 0)
 
 
-def test_port_from_env(monkeypatch):
+def test_port_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("INA_LIVE_PORT", raising=False)
     assert port_from_env() == 0 and port_from_env(default=None) is None
     for text, want in (("8080", 8080), ("0", 0), ("off", None), (" OFF ", None)):
@@ -154,7 +156,7 @@ def test_port_from_env(monkeypatch):
         port_from_env()
 
 
-def test_page_in_headless_chromium_draws_everything_and_updates(net):
+def test_page_in_headless_chromium_draws_everything_and_updates(net: FakeNet) -> None:
     """In a real browser: every node and link of topology.json is drawn, the links table has
     a row per link, and the numbers change when the counters do."""
     topo = net.topology
@@ -205,7 +207,8 @@ def test_page_in_headless_chromium_draws_everything_and_updates(net):
         assert int(packets) > 0
 
 
-def test_make_run_options(monkeypatch, capsys):
+def test_make_run_options(monkeypatch: pytest.MonkeyPatch,
+                          capsys: pytest.CaptureFixture[str]) -> None:
     """``python -m experiment.run``: --live-port PORT|off and --no-live, else $INA_LIVE_PORT, else
     a free port; a bad value is a usage error naming the option."""
     from experiment.run import parse_args
@@ -229,7 +232,7 @@ def test_make_run_options(monkeypatch, capsys):
         assert message in capsys.readouterr().err
 
 
-def test_liveview_cli_serves_a_run_directory(net, repo_root):
+def test_liveview_cli_serves_a_run_directory(net: FakeNet, repo_root: Path) -> None:
     """``python -m liveview --rundir DIR`` prints its URL and serves the graph until stopped;
     a directory without topology.json is a one-line error."""
     import subprocess
@@ -256,12 +259,12 @@ def test_liveview_cli_serves_a_run_directory(net, repo_root):
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_slow_p4runtime_reads_do_not_delay_link_rates(net):
+def test_slow_p4runtime_reads_do_not_delay_link_rates(net: FakeNet) -> None:
     """P4Runtime is read in its own thread: while a (fake) read takes 1.5 s, snapshots keep
     coming every interval with fresh link counters, and carry the last reading's jobs."""
 
     class SlowReads(Collector):
-        def read_p4runtime(self) -> dict:
+        def read_p4runtime(self) -> dict[str, Any]:
             time.sleep(1.5)
             return {"jobs": [{"name": "j"}], "drops": {"l1": {"ingress:fault": 3}},
                     "errors": [], "time": time.time(), "took_ms": 1500.0}
@@ -278,5 +281,6 @@ def test_slow_p4runtime_reads_do_not_delay_link_rates(net):
         deadline = time.monotonic() + 10
         while snap["p4runtime_ms"] is None and time.monotonic() < deadline:
             snap = server.wait_newer(snap["seq"], timeout_s=5)
+            assert snap is not None
         assert snap["jobs"] == [{"name": "j"}] and snap["p4runtime_ms"] == 1500.0
         assert snap["switches"]["l1"]["drops"] == {"ingress:fault": 3}

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import headless_chromium, wait_for
 
 from experiment.run import PROGRAM_ELEMS
 from experiment.session import ExperimentOptions, run_experiment
 from liveview.server import LiveServer
 from liveview.sources import link_id
+from tests.browser import headless_chromium, wait_for
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.network import start_network
 from topo.nodes import free_port_base
@@ -57,7 +57,7 @@ def topo() -> Iterator[SpineLeafTopo]:
     remove_interfaces(switch_interfaces(topo.switches()))
 
 
-def test_live_view_of_a_running_job(topo, tmp_path):
+def test_live_view_of_a_running_job(topo: SpineLeafTopo, tmp_path: Path) -> None:
     """Every node and link is drawn; the completed slots and link byte counts shown change
     while the all-reduces run; the page names the job and its switches."""
     with start_network(topo, "softswitch", tmp_path / "run", PROGRAM, progress=False,

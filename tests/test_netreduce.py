@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -72,6 +73,7 @@ def insert(pipe: Pipeline, table: str, keys: Sequence[int], action: str,
     """Add an exact-match entry (arguments beyond what the action takes are left off, so
     the same tests configure older builds of the program)."""
     t = pipe.tables[table]
+    assert t.action_params is not None
     args = tuple(args)[: len(t.action_params.get(action, args))]
     entry = TableEntry(matches=tuple(FieldMatch(value=k) for k in keys),
                        action=ActionCall(action, tuple(args)))
@@ -120,8 +122,9 @@ class Job:
         self.pipe, self.job, self.workers = pipe, job, list(workers)
         self.credits = credits
         # results advertise the job's credits (older builds of the program send 0)
-        hardened = len(pipe.tables[nr.AggregationIngressNames.CONN_TABLE].action_params[
-            nr.AggregationIngressNames.SET_CONN]) > 4
+        conn_params = pipe.tables[nr.AggregationIngressNames.CONN_TABLE].action_params
+        assert conn_params is not None
+        hardened = len(conn_params[nr.AggregationIngressNames.SET_CONN]) > 4
         self.advertised = credits if hardened else 0
         self.elems = elems
         n = len(self.workers)
@@ -193,7 +196,7 @@ class Job:
 
 
 def all_results(job: Job, pkt_idx: int, npkts: int, elems: Sequence[int],
-                psns: Sequence[int], **kw: int) -> Frames:
+                psns: Sequence[int], **kw: Any) -> Frames:
     return sorted(job.result(k, pkt_idx, npkts, elems, psn=psns[k], **kw)
                   for k in range(len(job.workers)))
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from p4.config.v1 import p4info_pb2
@@ -32,7 +34,7 @@ def _param(name: str, t: ir.Type, annotations: ir.Annotations | None = None) -> 
 
 def _action(
     name: str,
-    params: list[ir.Param] = (),
+    params: Sequence[ir.Param] = (),
     ann: ir.Annotations | None = None,
     body: list[ir.Stmt] | None = None,
 ) -> ir.ActionDecl:
@@ -52,7 +54,8 @@ def _ref(action: ir.ActionDecl, ann: ir.Annotations | None = None) -> ir.ActionR
 
 
 def _extern_inst(
-    name: str, kind: str, args: list[ir.Expr], type_args=(), ann: ir.Annotations | None = None
+    name: str, kind: str, args: list[ir.Expr], type_args: Sequence[ir.Type] = (),
+    ann: ir.Annotations | None = None
 ) -> ir.Instance:
     return ir.Instance(
         name, name, ir.ExternType(kind, tuple(type_args)), args, annotations=ann or {}
@@ -60,26 +63,26 @@ def _extern_inst(
 
 
 def _program(
-    ingress_locals: list,
-    egress_locals: list | None = None,
-    top_actions: dict | None = None,
-    types: dict | None = None,
+    ingress_locals: list[Any],
+    egress_locals: list[Any] | None = None,
+    top_actions: dict[str, Any] | None = None,
+    types: dict[str, Any] | None = None,
     ingress_body: list[ir.Stmt] | None = None,
 ) -> ir.Program:
-    def control(name: str, locals_: list, body: list[ir.Stmt] | None = None) -> ir.ControlDecl:
+    def control(name: str, locals_: list[Any], body: list[ir.Stmt] | None = None) -> ir.ControlDecl:
         return ir.ControlDecl(name, [], [], locals_, ir.Block(body or []))
 
     parser = ir.ParserDecl(
         "MyParser", [], [], [], {"start": ir.ParserState("start", [], ir.Transition("accept"))}
     )
-    blocks = [
-        parser,
+    controls = [
         control("MyVerifyChecksum", []),
         control("MyIngress", ingress_locals, ingress_body),
         control("MyEgress", egress_locals or []),
         control("MyComputeChecksum", []),
         control("MyDeparser", []),
     ]
+    blocks: list[ir.ParserDecl | ir.ControlDecl] = [parser, *controls]
     args = [ir.Instance(b.name, b.name, ir.BlockType(b), []) for b in blocks]
     return ir.Program(
         source_file="x.p4",
@@ -92,7 +95,7 @@ def _program(
         actions=top_actions or {},
         functions={},
         parsers={"MyParser": parser},
-        controls={b.name: b for b in blocks[1:]},
+        controls={b.name: b for b in controls},
         instances={},
         main=ir.PackageInstance("V1Switch", "main", args),
     )
@@ -390,6 +393,7 @@ def test_index_ambiguous_suffix() -> None:
 
 from softswitch import frontend  # noqa: E402
 from softswitch.device_config import (  # noqa: E402
+    DeviceConfig,
     DeviceConfigError,
     device_config_from_source,
     load_device_config,
@@ -408,7 +412,7 @@ def test_device_config_bundles_user_includes() -> None:
     """The bundle holds the main file and its user includes (-I too), not p4include files."""
     data = make_device_config(STF_ONLY / "fwd.p4", [STF_ONLY / "inc"])
     config = parse_device_config(data)
-    assert config.main == "fwd.p4"
+    assert isinstance(config, DeviceConfig) and config.main == "fwd.p4"
     assert sorted(config.files) == ["fwd.p4", "fwd_headers.p4", "inc/fwd_consts.p4"]
     assert config.include_dirs == ("inc",)
     assert config.files["fwd.p4"] == (STF_ONLY / "fwd.p4").read_text()
@@ -442,6 +446,7 @@ def test_device_config_bad_data(data: bytes, message: str) -> None:
 def test_device_config_from_source_round_trip() -> None:
     """A single-file bundle built from text parses back to the same text."""
     config = parse_device_config(device_config_from_source("// x\n", "a/b/prog.p4"))
+    assert isinstance(config, DeviceConfig)
     assert config.main == "prog.p4" and config.files == {"prog.p4": "// x\n"}
 
 

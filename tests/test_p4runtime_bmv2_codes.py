@@ -29,7 +29,7 @@ from tests.p4runtime_illegal import CASES, Target, setup_updates
 PROGRAM = Path(__file__).resolve().parent / "p4" / "p4rt_codes.p4"
 
 
-def test_table_is_consistent():
+def test_table_is_consistent() -> None:
     """At least 60 requests; where the specification prescribes a code we answer it; every
     difference from BMv2 is explained."""
     assert len(CASES) >= 60
@@ -73,7 +73,7 @@ def our_switch() -> Iterator[str]:
         switch.close()
 
 
-def test_our_status_codes(our_switch):
+def test_our_status_codes(our_switch: str) -> None:
     """This switch answers every illegal request with the code in the table."""
     dc = make_device_config(PROGRAM)
     _pipeline, p4info = default_loader(dc)
@@ -143,7 +143,7 @@ def bmv2(tmp_path: Path) -> Iterator[tuple[str, p4info_pb2.P4Info, bytes, Path]]
 
 @pytest.mark.skipif(shutil.which("simple_switch_grpc") is None,
                     reason="BMv2 simple_switch_grpc not installed")
-def test_bmv2_status_codes(bmv2):
+def test_bmv2_status_codes(bmv2: tuple[str, p4info_pb2.P4Info, bytes, Path]) -> None:
     """BMv2 answers every illegal request with the code in the table (so the table's
     differences are real and up to date)."""
     address, p4info, device_config, log = bmv2

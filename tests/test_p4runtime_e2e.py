@@ -14,12 +14,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import grpc
 import pytest
 
 from softswitch import frontend
-from tests.netns import can_use_netns, topology
+from tests.netns import NetnsTopology, can_use_netns, topology
 
 pytestmark = [
     pytest.mark.root,
@@ -120,7 +122,7 @@ print("done", flush=True)
 
 
 @pytest.fixture
-def lab(tmp_path) -> Iterator[dict]:
+def lab(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Namespaces h1/h2, the program compiled to P4Info + device config, the switch running."""
     from softswitch.device_config import make_device_config
     from softswitch.p4info import build_p4info, p4info_to_text
@@ -171,7 +173,7 @@ def lab(tmp_path) -> Iterator[dict]:
 
 
 @pytest.fixture
-def shell(lab) -> Iterator[object]:
+def shell(lab: dict[str, Any]) -> Iterator[ModuleType]:
     """p4runtime-shell connected as primary with the pipeline pushed."""
     from p4runtime_sh import shell as sh
 
@@ -186,17 +188,18 @@ def shell(lab) -> Iterator[object]:
             sh.teardown()
 
 
-def send_and_receive(topo, frame: bytes, count: int = 1, timeout: float = 10.0) -> list[bytes]:
+def send_and_receive(topo: NetnsTopology, frame: bytes, count: int = 1,
+                     timeout: float = 10.0) -> list[bytes]:
     """Send ``frame`` from h1 with scapy; return what h2 receives (EtherType 0x88b5)."""
     rx = topo.popen_in(topo.links[1].netns, RECV, args=[str(timeout), str(count)])
-    assert rx.stdout.readline().strip() == "ready"
+    assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
     res = topo.run_in(topo.links[0].netns, SCAPY_SEND, args=[frame.hex(), str(count)], timeout=120)
     assert res.returncode == 0, res.stderr
     out, _ = rx.communicate(timeout=timeout + 30)
     return [bytes.fromhex(x) for x in out.split() if x not in ("ready", "done")]
 
 
-def test_forwarding_between_namespaces(lab, shell):
+def test_forwarding_between_namespaces(lab: dict[str, Any], shell: ModuleType) -> None:
     """An entry pushed with p4runtime-shell forwards h1's frame to h2 byte-exact."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.set_port")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -205,12 +208,12 @@ def test_forwarding_between_namespaces(lab, shell):
     assert send_and_receive(lab["topo"], FRAME) == [FRAME]
 
 
-def test_no_entry_drops(lab, shell):
+def test_no_entry_drops(lab: dict[str, Any], shell: ModuleType) -> None:
     """Without an entry the default action drops the frame."""
     assert send_and_receive(lab["topo"], FRAME, timeout=2.0) == []
 
 
-def test_counter_read_after_traffic(lab, shell):
+def test_counter_read_after_traffic(lab: dict[str, Any], shell: ModuleType) -> None:
     """The indexed counter read over P4Runtime counts h1's frames on port 1."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.set_port")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -224,7 +227,7 @@ def test_counter_read_after_traffic(lab, shell):
     assert entry.data.byte_count == 3 * len(FRAME)
 
 
-def test_packet_out_reaches_h2(lab, shell):
+def test_packet_out_reaches_h2(lab: dict[str, Any], shell: ModuleType) -> None:
     """A PacketOut to port 2 arrives at h2 without the controller header."""
     rx = lab["topo"].popen_in(lab["topo"].links[1].netns, RECV, args=["10", "1"])
     assert rx.stdout.readline().strip() == "ready"
@@ -237,7 +240,7 @@ def test_packet_out_reaches_h2(lab, shell):
     assert [x for x in out.split() if x not in ("ready", "done")] == [FRAME.hex()]
 
 
-def test_packet_in_from_h1(lab, shell):
+def test_packet_in_from_h1(lab: dict[str, Any], shell: ModuleType) -> None:
     """A frame punted by to_cpu arrives as PacketIn with ingress_port 1."""
     te = shell.TableEntry("MyIngress.fwd")(action="MyIngress.to_cpu")
     te.match["standard_metadata.ingress_port"] = "1"
@@ -254,7 +257,7 @@ def test_packet_in_from_h1(lab, shell):
     assert got[0].packet.metadata[0].value == b"\x01"
 
 
-def test_backup_client_denied(lab, shell):
+def test_backup_client_denied(lab: dict[str, Any], shell: ModuleType) -> None:
     """A second client with a lower election id cannot write (PERMISSION_DENIED)."""
     from tests.p4runtime_fakes import Client
 
@@ -275,7 +278,7 @@ def test_backup_client_denied(lab, shell):
         backup.close()
 
 
-def test_pcaps_written(lab, shell):
+def test_pcaps_written(lab: dict[str, Any], shell: ModuleType) -> None:
     """Frames through the switch land in the per-interface pcap files."""
     from softswitch.pcap import read_pcap
 

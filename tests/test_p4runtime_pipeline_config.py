@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from softswitch.device_config import device_config_from_source
@@ -41,7 +42,8 @@ def ready() -> Iterator[tuple[InProcessSwitch, Client]]:
 
 
 def request(
-    c: Client, action: int, with_config: bool = False, device_config: bytes = b"fake"
+    c: Client, action: FwdReq.Action.ValueType, with_config: bool = False,
+    device_config: bytes = b"fake"
 ) -> FwdReq:
     req = FwdReq(device_id=0, action=action)
     req.election_id.high, req.election_id.low = c.election_id
@@ -61,7 +63,7 @@ def code_of(c: Client, req: FwdReq) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def test_commit_without_save_fails_and_keeps_state(ready):
+def test_commit_without_save_fails_and_keeps_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """COMMIT with nothing saved is NOT_FOUND; with a config it is INVALID_ARGUMENT; in
     both cases the running pipeline and its entries are untouched (they used to be wiped)."""
     sw, c = ready
@@ -74,7 +76,7 @@ def test_commit_without_save_fails_and_keeps_state(ready):
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_verify_checks_without_changing_anything(ready):
+def test_verify_checks_without_changing_anything(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY accepts a good config and rejects a missing or bad one (INVALID_ARGUMENT);
     none of them touches the running pipeline or saves anything for COMMIT."""
     sw, c = ready
@@ -87,7 +89,9 @@ def test_verify_checks_without_changing_anything(ready):
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
 
 
-def test_save_then_writes_go_to_saved_config_until_commit(ready):
+def test_save_then_writes_go_to_saved_config_until_commit(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """After VERIFY_AND_SAVE, Read and Write refer to the saved config; the data plane keeps
     the old pipeline until COMMIT realizes the saved one with those writes; a second
     COMMIT has nothing left to commit."""
@@ -98,15 +102,16 @@ def test_save_then_writes_go_to_saved_config_until_commit(ready):
     assert c.read(FWD_ENTITY) == []  # the saved config starts empty
     c.write(table_entry_update(INSERT, 3, 1))
     assert [e.table_entry.match[0].exact.value for e in c.read(FWD_ENTITY)] == [b"\x03"]
+    assert running is not None
     assert len(running.tables["MyIngress.fwd"].entries()) == 1  # still the old entry only
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.OK
-    assert sw.switch.pipeline is not running
+    assert sw.switch.pipeline is not running and sw.switch.pipeline is not None
     assert len(sw.switch.pipeline.tables["MyIngress.fwd"].entries()) == 1
     assert [e.table_entry.match[0].exact.value for e in c.read(FWD_ENTITY)] == [b"\x03"]
     assert code_of(c, request(c, FwdReq.COMMIT)) == grpc.StatusCode.NOT_FOUND
 
 
-def test_failed_save_saves_nothing(ready):
+def test_failed_save_saves_nothing(ready: tuple[InProcessSwitch, Client]) -> None:
     """A VERIFY_AND_SAVE that fails leaves nothing to COMMIT."""
     sw, c = ready
     bad = request(c, FwdReq.VERIFY_AND_SAVE, with_config=True, device_config=b"garbage")
@@ -115,21 +120,25 @@ def test_failed_save_saves_nothing(ready):
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_actions_need_a_config(ready):
+def test_actions_need_a_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY_AND_SAVE, VERIFY_AND_COMMIT and RECONCILE_AND_COMMIT without a config are
     INVALID_ARGUMENT; UNSPECIFIED and unknown actions too."""
     sw, c = ready
-    for action in (FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT, FwdReq.RECONCILE_AND_COMMIT,
-                   FwdReq.UNSPECIFIED, 9):
+    actions: list[FwdReq.Action.ValueType] = [
+        FwdReq.VERIFY_AND_SAVE, FwdReq.VERIFY_AND_COMMIT, FwdReq.RECONCILE_AND_COMMIT,
+        FwdReq.UNSPECIFIED,
+        9,  # type: ignore[list-item]  # no such action
+    ]
+    for action in actions:
         assert code_of(c, request(c, action)) == grpc.StatusCode.INVALID_ARGUMENT, action
     assert len(c.read(FWD_ENTITY)) == 1
 
 
-def test_get_config_invalid_response_type(ready):
+def test_get_config_invalid_response_type(ready: tuple[InProcessSwitch, Client]) -> None:
     """An unknown response_type is INVALID_ARGUMENT."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as err:
-        c.stub.GetForwardingPipelineConfig(GetReq(response_type=7))
+        c.stub.GetForwardingPipelineConfig(GetReq(response_type=7))  # type: ignore[arg-type]
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -162,7 +171,13 @@ class RealSwitch:
         self.client = Client(f"127.0.0.1:{port}")
         self.client.arbitrate((0, 1))
 
-    def push(self, source: str, action: int) -> grpc.StatusCode:
+    def p4info(self) -> p4info_pb2.P4Info:
+        """The P4Info of the installed pipeline."""
+        state = self.service.state
+        assert state is not None
+        return state.p4info
+
+    def push(self, source: str, action: FwdReq.Action.ValueType) -> grpc.StatusCode:
         dc = device_config_from_source(source)
         _pipe, info = default_loader(dc)
         req = FwdReq(device_id=0, action=action)
@@ -175,7 +190,7 @@ class RealSwitch:
     def fwd_entries(self) -> list[p4runtime_pb2.Entity]:
         tid = next(
             t.preamble.id
-            for t in self.service.state.p4info.tables
+            for t in self.p4info().tables
             if t.preamble.name.endswith("fwd")
         )
         return self.client.read(
@@ -200,7 +215,7 @@ def real() -> Iterator[RealSwitch]:
 
 
 def _fwd_insert(real: RealSwitch, in_port: int, out_port: int) -> None:
-    info = real.service.state.p4info
+    info = real.p4info()
     table = next(t for t in info.tables if t.preamble.name.endswith("fwd"))
     action = next(a for a in info.actions if a.preamble.name.endswith("set_port"))
     u = p4runtime_pb2.Update(type=INSERT)
@@ -214,7 +229,7 @@ def _fwd_insert(real: RealSwitch, in_port: int, out_port: int) -> None:
 
 def _fwd_default(real: RealSwitch, out_port: int) -> p4runtime_pb2.Update:
     """Set fwd's default action to set_port(out_port); returns the update."""
-    info = real.service.state.p4info
+    info = real.p4info()
     table = next(t for t in info.tables if t.preamble.name.endswith("fwd"))
     action = next(a for a in info.actions if a.preamble.name.endswith("set_port"))
     u = p4runtime_pb2.Update(type=p4runtime_pb2.Update.MODIFY)
@@ -227,7 +242,7 @@ def _fwd_default(real: RealSwitch, out_port: int) -> p4runtime_pb2.Update:
     return u
 
 
-def test_reconcile_keeps_entries_across_programs(real):
+def test_reconcile_keeps_entries_across_programs(real: RealSwitch) -> None:
     """RECONCILE_AND_COMMIT to a program with one more table keeps the fwd entries (they
     forward packets right after) and the default action set by the client, where
     VERIFY_AND_COMMIT would start empty."""
@@ -243,13 +258,15 @@ def test_reconcile_keeps_entries_across_programs(real):
     got = real.client.read(p4runtime_pb2.Entity(table_entry=default.entity.table_entry))
     assert [e.table_entry.action for e in got] == [default.entity.table_entry.action]
     frame = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(46)
-    real.switch.ports[1].inject(frame)
-    assert real.switch.ports[2].receive(5.0) == frame
+    port1, port2 = real.switch.ports[1], real.switch.ports[2]
+    assert isinstance(port1, MemoryPort) and isinstance(port2, MemoryPort)
+    port1.inject(frame)
+    assert port2.receive(5.0) == frame
     assert real.push(EXTRA_TABLE, FwdReq.VERIFY_AND_COMMIT) == grpc.StatusCode.OK
     assert real.fwd_entries() == []
 
 
-def test_reconcile_refuses_state_that_does_not_fit(real):
+def test_reconcile_refuses_state_that_does_not_fit(real: RealSwitch) -> None:
     """An entry whose parameter does not fit the new program makes RECONCILE_AND_COMMIT
     INVALID_ARGUMENT, and the old pipeline and entries stay."""
     assert real.push(PORT_FORWARD, FwdReq.VERIFY_AND_COMMIT) == grpc.StatusCode.OK
@@ -263,7 +280,7 @@ def test_reconcile_refuses_state_that_does_not_fit(real):
 # ------------------------------------------------------------- large failing batches
 
 
-def test_batch_status_capped_and_summarised():
+def test_batch_status_capped_and_summarised() -> None:
     """Details stop within the budget, in update order; the message counts every failure
     and names the first ones beyond the details."""
     errors: list[StatusError | None] = [
@@ -285,13 +302,15 @@ def test_batch_status_capped_and_summarised():
     assert f"details only for updates 0-{shown - 1}" in status.message
 
 
-def test_small_batch_has_every_detail():
+def test_small_batch_has_every_detail() -> None:
     """A batch that fits gets one detail per update and a plain message."""
     status = batch_status([None, StatusError(grpc.StatusCode.NOT_FOUND, "no entry")])
     assert len(status.details) == 2 and status.message == "1 of 2 updates failed"
 
 
-def test_default_client_sees_details_of_large_failing_batch(ready):
+def test_default_client_sees_details_of_large_failing_batch(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """A default gRPC client (no metadata size option) gets the per-update errors of a
     3000-update failing batch instead of a bare RESOURCE_EXHAUSTED."""
     sw, c = ready
@@ -313,15 +332,19 @@ def test_default_client_sees_details_of_large_failing_batch(ready):
         str(0x0200F000) in e.message
 
 
-def test_reconcile_carries_every_kind_of_state(ready):
+def test_reconcile_carries_every_kind_of_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """RECONCILE_AND_COMMIT to another device config (a fresh pipeline) carries entries,
     the register and counter values, meter configs, multicast groups and digest configs."""
     from tests.p4runtime_fakes import CTR_ID, DIGEST_ID, METER_ID, REG_ID, FakePipeline, fake_p4info
 
     sw, c = ready
-    sw.service.loader = lambda dc: (
-        (FakePipeline(), fake_p4info()) if dc in (b"fake", b"fake2") else 1 / 0
-    )
+
+    def loader(dc: bytes) -> tuple[FakePipeline, p4info_pb2.P4Info]:
+        if dc in (b"fake", b"fake2"):
+            return FakePipeline(), fake_p4info()
+        raise ZeroDivisionError("not a fake device config")
+
+    sw.service.loader = loader
     MODIFY = p4runtime_pb2.Update.MODIFY
     reg = p4runtime_pb2.Update(type=MODIFY)
     reg.entity.register_entry.register_id = REG_ID
@@ -352,13 +375,14 @@ def test_reconcile_carries_every_kind_of_state(ready):
         p4runtime_pb2.Entity(register_entry=p4runtime_pb2.RegisterEntry(register_id=REG_ID)),
         p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(counter_id=CTR_ID)),
         p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry(meter_id=METER_ID)),
-        p4runtime_pb2.Entity(packet_replication_engine_entry={}),
-        p4runtime_pb2.Entity(digest_entry={}),
+        p4runtime_pb2.Entity(
+            packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry()),
+        p4runtime_pb2.Entity(digest_entry=p4runtime_pb2.DigestEntry()),
     ]
     before = c.read(*everything)
     running = sw.switch.pipeline
     assert code_of(c, request(c, FwdReq.RECONCILE_AND_COMMIT, with_config=True,
                               device_config=b"fake2")) == grpc.StatusCode.OK
-    assert sw.switch.pipeline is not running
+    assert sw.switch.pipeline is not running and sw.switch.pipeline is not None
     assert c.read(*everything) == before
     assert sw.switch.pipeline.registers["MyIngress.reg"].values[3] == 42

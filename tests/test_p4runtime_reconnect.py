@@ -118,7 +118,8 @@ class Lab:
         )
 
     def fwd_update(
-        self, in_port: int, out_port: int, utype: int = p4runtime_pb2.Update.INSERT
+        self, in_port: int, out_port: int,
+        utype: p4runtime_pb2.Update.Type.ValueType = p4runtime_pb2.Update.INSERT
     ) -> p4runtime_pb2.Update:
         u = p4runtime_pb2.Update(type=utype)
         te = u.entity.table_entry
@@ -145,7 +146,8 @@ class Lab:
                 rx.terminate()
                 rx_out, rx_err = rx.communicate(timeout=30)
             assert rx.returncode == 0, rx_err
-            return json.loads(rx_out.strip().splitlines()[-1])
+            got: list[int] = json.loads(rx_out.strip().splitlines()[-1])
+            return got
 
         return finish
 
@@ -160,7 +162,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
 
 
 @pytest.fixture
-def start_lab(tmp_path) -> Iterator[Callable[..., Lab]]:
+def start_lab(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     """Start the switch (with extra flags) between two namespaces; always torn down."""
     stack: list[tuple[NetnsTopology, subprocess.Popen[str]]] = []
     topo_cm = topology(2)
@@ -242,7 +244,7 @@ def connect_primary(address: str, election: tuple[int, int], timeout: float = 20
         time.sleep(0.05)
 
 
-def test_forwarding_survives_controller_close_and_reconnect(start_lab):
+def test_forwarding_survives_controller_close_and_reconnect(start_lab: Callable[..., Lab]) -> None:
     """Traffic flows, the primary closes its stream, traffic still flows, a new primary
     (same election id) connects and writes, and not one frame of the stream is lost."""
     lab = start_lab()
@@ -261,7 +263,7 @@ def test_forwarding_survives_controller_close_and_reconnect(start_lab):
         second.close()
 
 
-def test_forwarding_survives_killed_controller(start_lab):
+def test_forwarding_survives_killed_controller(start_lab: Callable[..., Lab]) -> None:
     """A controller process killed mid-stream (no goodbye) does not disturb forwarding,
     and a backup with a lower election id then becomes primary and can write."""
     lab = start_lab()
@@ -300,7 +302,7 @@ def test_forwarding_survives_killed_controller(start_lab):
             backup.close()
 
 
-def test_debug_log_traces_each_packet(start_lab):
+def test_debug_log_traces_each_packet(start_lab: Callable[..., Lab]) -> None:
     """At -L debug the switch log holds one trace block per packet: parser, table, fate."""
     lab = start_lab("-L", "debug")
     c = connect_primary(lab.address, (0, 1))
@@ -319,7 +321,7 @@ def test_debug_log_traces_each_packet(start_lab):
     assert "=> drop: egress_spec == 511 at the end of ingress (mark_to_drop() at" in log
 
 
-def test_stats_file_of_running_switch(start_lab):
+def test_stats_file_of_running_switch(start_lab: Callable[..., Lab]) -> None:
     """The stats file beside the log counts the stream on ports 1 and 2 after SIGUSR1."""
     lab = start_lab("--stats-interval", "3600")
     c = connect_primary(lab.address, (0, 1))
@@ -336,7 +338,7 @@ def test_stats_file_of_running_switch(start_lab):
             doc = json.loads(stats.read_text())
         except (OSError, ValueError):
             return False
-        return doc["ports"]["2"]["tx_packets"] >= 10
+        return bool(doc["ports"]["2"]["tx_packets"] >= 10)
 
     assert wait_for(counted)
     res = subprocess.run(

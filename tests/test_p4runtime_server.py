@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from tests.p4runtime_fakes import (
     NOACTION_ID,
     REG_ID,
     SET_PORT_ID,
+    Client,
     InProcessSwitch,
     fake_p4info,
     table_entry_update,
@@ -44,7 +46,7 @@ def sw() -> Iterator[InProcessSwitch]:
 
 
 @pytest.fixture
-def ready(sw: InProcessSwitch) -> Iterator[tuple[InProcessSwitch, object]]:
+def ready(sw: InProcessSwitch) -> Iterator[tuple[InProcessSwitch, Client]]:
     """A switch with the fake pipeline pushed by a primary client."""
     c = sw.client((0, 1))
     c.set_config()
@@ -64,7 +66,14 @@ def write_errors(err: grpc.RpcError) -> list[tuple[int, str]]:
     return out
 
 
-def single_error(client, *updates) -> tuple[int, str]:
+def _pipeline(sw: InProcessSwitch) -> Any:
+    """The switch's installed pipeline (the fixtures install one)."""
+    pipeline = sw.switch.pipeline
+    assert pipeline is not None
+    return pipeline
+
+
+def single_error(client: Client, *updates: p4runtime_pb2.Update) -> tuple[int, str]:
     with pytest.raises(grpc.RpcError) as info:
         client.write(*updates)
     errs = write_errors(info.value)
@@ -75,14 +84,14 @@ def single_error(client, *updates) -> tuple[int, str]:
 # ----------------------------------------------------------------- basics / config
 
 
-def test_capabilities(sw):
+def test_capabilities(sw: InProcessSwitch) -> None:
     """Capabilities reports the P4Runtime API version."""
     c = sw.client(None)
     resp = c.stub.Capabilities(p4runtime_pb2.CapabilitiesRequest())
     assert resp.p4runtime_api_version == "1.4.1"
 
 
-def test_write_before_pipeline_is_failed_precondition(sw):
+def test_write_before_pipeline_is_failed_precondition(sw: InProcessSwitch) -> None:
     """A write before any pipeline config fails with FAILED_PRECONDITION."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as info:
@@ -90,7 +99,7 @@ def test_write_before_pipeline_is_failed_precondition(sw):
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_get_config_before_set_has_no_config(sw):
+def test_get_config_before_set_has_no_config(sw: InProcessSwitch) -> None:
     """GetForwardingPipelineConfig without a pipeline answers with the config unset
     (specification); with one, the config is set even for COOKIE_ONLY without a cookie."""
     c = sw.client()
@@ -100,7 +109,7 @@ def test_get_config_before_set_has_no_config(sw):
     assert c.stub.GetForwardingPipelineConfig(Get(response_type=Get.COOKIE_ONLY)).HasField("config")
 
 
-def test_get_config_response_types(ready):
+def test_get_config_response_types(ready: tuple[InProcessSwitch, Client]) -> None:
     """Each response type returns exactly the requested parts plus the cookie."""
     sw, c = ready
     c.set_config(cookie=42)
@@ -115,14 +124,14 @@ def test_get_config_response_types(ready):
     assert not r.HasField("p4info") and r.p4_device_config == b"fake"
 
 
-def test_verify_does_not_commit(sw):
+def test_verify_does_not_commit(sw: InProcessSwitch) -> None:
     """VERIFY checks a config without installing it."""
     c = sw.client()
     c.set_config(action=FwdReq.VERIFY)
     assert sw.switch.pipeline is None
 
 
-def test_verify_and_save_then_commit(sw):
+def test_verify_and_save_then_commit(sw: InProcessSwitch) -> None:
     """VERIFY_AND_SAVE keeps the config; COMMIT installs it."""
     c = sw.client()
     c.set_config(action=FwdReq.VERIFY_AND_SAVE)
@@ -133,7 +142,7 @@ def test_verify_and_save_then_commit(sw):
     assert sw.switch.pipeline is not None
 
 
-def test_commit_without_saved_config_fails(sw):
+def test_commit_without_saved_config_fails(sw: InProcessSwitch) -> None:
     """COMMIT with nothing saved fails with NOT_FOUND (specification)."""
     c = sw.client()
     req = FwdReq(device_id=0, action=FwdReq.COMMIT)
@@ -143,7 +152,7 @@ def test_commit_without_saved_config_fails(sw):
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_reconcile_keeps_state_for_same_config(ready):
+def test_reconcile_keeps_state_for_same_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """RECONCILE_AND_COMMIT with the same config keeps the installed entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -154,7 +163,7 @@ def test_reconcile_keeps_state_for_same_config(ready):
     )
 
 
-def test_verify_and_commit_resets_state(ready):
+def test_verify_and_commit_resets_state(ready: tuple[InProcessSwitch, Client]) -> None:
     """VERIFY_AND_COMMIT installs a fresh pipeline without the old entries."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -162,7 +171,7 @@ def test_verify_and_commit_resets_state(ready):
     assert c.read(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=FWD_ID))) == []
 
 
-def test_mismatched_p4info_rejected(sw):
+def test_mismatched_p4info_rejected(sw: InProcessSwitch) -> None:
     """A P4Info whose table ids differ from the program's is INVALID_ARGUMENT."""
     c = sw.client()
     info = fake_p4info()
@@ -173,7 +182,7 @@ def test_mismatched_p4info_rejected(sw):
     assert "MyIngress.fwd" in err.value.details()
 
 
-def test_bad_device_config_rejected(sw):
+def test_bad_device_config_rejected(sw: InProcessSwitch) -> None:
     """An unloadable device config is INVALID_ARGUMENT with the loader's message."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as err:
@@ -182,7 +191,7 @@ def test_bad_device_config_rejected(sw):
     assert "unknown device config" in err.value.details()
 
 
-def test_unspecified_action_rejected(sw):
+def test_unspecified_action_rejected(sw: InProcessSwitch) -> None:
     """SetForwardingPipelineConfig with action UNSPECIFIED is INVALID_ARGUMENT."""
     c = sw.client()
     with pytest.raises(grpc.RpcError) as err:
@@ -190,7 +199,7 @@ def test_unspecified_action_rejected(sw):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_wrong_device_id_is_not_found(ready):
+def test_wrong_device_id_is_not_found(ready: tuple[InProcessSwitch, Client]) -> None:
     """A Write for another device id fails with NOT_FOUND."""
     sw, c = ready
     req = p4runtime_pb2.WriteRequest(device_id=7)
@@ -203,7 +212,7 @@ def test_wrong_device_id_is_not_found(ready):
 # ----------------------------------------------------------------------- tables
 
 
-def test_insert_forwards_packet(ready):
+def test_insert_forwards_packet(ready: tuple[InProcessSwitch, Client]) -> None:
     """An inserted fwd entry makes port 1 traffic leave on port 2 unchanged."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -211,7 +220,7 @@ def test_insert_forwards_packet(ready):
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_modify_and_delete_entry(ready):
+def test_modify_and_delete_entry(ready: tuple[InProcessSwitch, Client]) -> None:
     """MODIFY changes the output port; DELETE falls back to the default (drop)."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -224,7 +233,7 @@ def test_modify_and_delete_entry(ready):
     assert sw.port(2).receive(0.1) is None
 
 
-def test_duplicate_insert_already_exists(ready):
+def test_duplicate_insert_already_exists(ready: tuple[InProcessSwitch, Client]) -> None:
     """Inserting the same key twice is ALREADY_EXISTS."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -232,14 +241,14 @@ def test_duplicate_insert_already_exists(ready):
     assert code == code_pb2.ALREADY_EXISTS
 
 
-def test_modify_missing_not_found(ready):
+def test_modify_missing_not_found(ready: tuple[InProcessSwitch, Client]) -> None:
     """Modifying an absent entry is NOT_FOUND."""
     sw, c = ready
     code, _ = single_error(c, table_entry_update(MODIFY, 5, 3))
     assert code == code_pb2.NOT_FOUND
 
 
-def test_batch_reports_each_update(ready):
+def test_batch_reports_each_update(ready: tuple[InProcessSwitch, Client]) -> None:
     """A batch with one bad update reports OK for the others and applies them."""
     sw, c = ready
     with pytest.raises(grpc.RpcError) as info:
@@ -253,14 +262,14 @@ def test_batch_reports_each_update(ready):
     )
 
 
-def test_value_too_wide_invalid_argument(ready):
+def test_value_too_wide_invalid_argument(ready: tuple[InProcessSwitch, Client]) -> None:
     """A match value wider than the field is INVALID_ARGUMENT (the match-format rules)."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1024, 2))
     assert code == code_pb2.INVALID_ARGUMENT and "9 bits" in msg
 
 
-def test_unknown_table_invalid_argument(ready):
+def test_unknown_table_invalid_argument(ready: tuple[InProcessSwitch, Client]) -> None:
     """A table id not in P4Info makes the update malformed: INVALID_ARGUMENT (as BMv2)."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -269,14 +278,16 @@ def test_unknown_table_invalid_argument(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_missing_param_invalid(ready):
+def test_missing_param_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """An action without its parameter is INVALID_ARGUMENT."""
     sw, c = ready
     code, msg = single_error(c, table_entry_update(INSERT, 1, None))
     assert code == code_pb2.INVALID_ARGUMENT and "port" in msg
 
 
-def test_defaultonly_action_in_entry_permission_denied(ready):
+def test_defaultonly_action_in_entry_permission_denied(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """A @defaultonly action in a table entry is PERMISSION_DENIED (the specification's code
     for an action used outside its scope; BMv2 answers the same)."""
     sw, c = ready
@@ -284,7 +295,7 @@ def test_defaultonly_action_in_entry_permission_denied(ready):
     assert code == code_pb2.PERMISSION_DENIED and "defaultonly" in msg
 
 
-def test_ternary_needs_priority(ready):
+def test_ternary_needs_priority(ready: tuple[InProcessSwitch, Client]) -> None:
     """A ternary table entry without priority is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -297,7 +308,7 @@ def test_ternary_needs_priority(ready):
     assert code == code_pb2.INVALID_ARGUMENT and "priority" in msg
 
 
-def test_zero_mask_rejected(ready):
+def test_zero_mask_rejected(ready: tuple[InProcessSwitch, Client]) -> None:
     """A ternary match with a zero mask must be omitted: INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -310,7 +321,7 @@ def test_zero_mask_rejected(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def test_lpm_bits_beyond_prefix_rejected(ready):
+def test_lpm_bits_beyond_prefix_rejected(ready: tuple[InProcessSwitch, Client]) -> None:
     """An LPM value with bits beyond the prefix is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -323,7 +334,7 @@ def test_lpm_bits_beyond_prefix_rejected(ready):
     assert code == code_pb2.INVALID_ARGUMENT and "prefix" in msg
 
 
-def test_table_full_resource_exhausted(ready):
+def test_table_full_resource_exhausted(ready: tuple[InProcessSwitch, Client]) -> None:
     """Inserting beyond the table size is RESOURCE_EXHAUSTED."""
     sw, c = ready
     updates = []
@@ -340,7 +351,7 @@ def test_table_full_resource_exhausted(ready):
     assert [code for code, _ in write_errors(info.value)][-1] == code_pb2.RESOURCE_EXHAUSTED
 
 
-def test_read_canonical_and_metadata(ready):
+def test_read_canonical_and_metadata(ready: tuple[InProcessSwitch, Client]) -> None:
     """Read returns canonical (leading-zero-free) bytes and the entry's metadata cookie."""
     sw, c = ready
     u = table_entry_update(INSERT, 1, 2)
@@ -353,7 +364,7 @@ def test_read_canonical_and_metadata(ready):
     assert te.metadata == b"cookie"
 
 
-def test_read_all_tables_wildcard(ready):
+def test_read_all_tables_wildcard(ready: tuple[InProcessSwitch, Client]) -> None:
     """A read with table_id 0 returns entries of every table."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -371,7 +382,7 @@ def test_read_all_tables_wildcard(ready):
     assert acl.match[0].lpm.value == bytes([10, 0, 0, 0])
 
 
-def test_default_entry_modify_and_reset(ready):
+def test_default_entry_modify_and_reset(ready: tuple[InProcessSwitch, Client]) -> None:
     """MODIFY of the default entry changes the miss action; an empty action resets it."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -395,7 +406,7 @@ def test_default_entry_modify_and_reset(ready):
     assert ent.table_entry.action.action.action_id == DROP_ID
 
 
-def test_default_entry_insert_invalid(ready):
+def test_default_entry_insert_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """INSERT of a default entry is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -409,7 +420,7 @@ def test_default_entry_insert_invalid(ready):
 # ---------------------------------------------------------------------- externs
 
 
-def test_register_write_read(ready):
+def test_register_write_read(ready: tuple[InProcessSwitch, Client]) -> None:
     """A register cell written over P4Runtime reads back canonically."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -417,7 +428,7 @@ def test_register_write_read(ready):
     u.entity.register_entry.index.index = 3
     u.entity.register_entry.data.CopyFrom(p4data_pb2.P4Data(bitstring=b"\x00\x00\x12\x34"))
     c.write(u)
-    assert sw.switch.pipeline.registers["MyIngress.reg"].read(3) == 0x1234
+    assert _pipeline(sw).registers["MyIngress.reg"].read(3) == 0x1234
     probe = p4runtime_pb2.Entity()
     probe.register_entry.register_id = REG_ID
     probe.register_entry.index.index = 3
@@ -428,7 +439,7 @@ def test_register_write_read(ready):
     assert len(c.read(all_cells)) == 8
 
 
-def test_register_index_out_of_range(ready):
+def test_register_index_out_of_range(ready: tuple[InProcessSwitch, Client]) -> None:
     """A register index beyond its size is OUT_OF_RANGE."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -439,7 +450,7 @@ def test_register_index_out_of_range(ready):
     assert code == code_pb2.OUT_OF_RANGE
 
 
-def test_register_read_index_out_of_range(ready):
+def test_register_read_index_out_of_range(ready: tuple[InProcessSwitch, Client]) -> None:
     """Reading a register cell beyond its size is OUT_OF_RANGE (as BMv2's register_read)."""
     sw, c = ready
     probe = p4runtime_pb2.Entity()
@@ -450,12 +461,12 @@ def test_register_read_index_out_of_range(ready):
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_register_read_engine_smaller_than_p4info(ready):
+def test_register_read_engine_smaller_than_p4info(ready: tuple[InProcessSwitch, Client]) -> None:
     """An engine register smaller than P4Info says still answers OUT_OF_RANGE, not 0."""
     from softswitch.engine.externs import Register
 
     sw, c = ready
-    sw.switch.pipeline.registers["MyIngress.reg"] = Register("MyIngress.reg", 4, 32)
+    _pipeline(sw).registers["MyIngress.reg"] = Register("MyIngress.reg", 4, 32)
     probe = p4runtime_pb2.Entity()
     probe.register_entry.register_id = REG_ID
     probe.register_entry.index.index = 6
@@ -464,7 +475,7 @@ def test_register_read_engine_smaller_than_p4info(ready):
     assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
-def test_counter_counts_packets(ready):
+def test_counter_counts_packets(ready: tuple[InProcessSwitch, Client]) -> None:
     """The indexed counter counts forwarded packets and bytes; a write resets it."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -486,7 +497,7 @@ def test_counter_counts_packets(ready):
     assert ent.counter_entry.data.packet_count == 0
 
 
-def test_direct_counter_read(ready):
+def test_direct_counter_read(ready: tuple[InProcessSwitch, Client]) -> None:
     """Direct counters of acl entries count hits and are read per entry."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -506,7 +517,7 @@ def test_direct_counter_read(ready):
     assert ent.direct_counter_entry.data.byte_count == len(FRAME)
 
 
-def test_meter_config_roundtrip(ready):
+def test_meter_config_roundtrip(ready: tuple[InProcessSwitch, Client]) -> None:
     """A meter config written to an index reads back; other indices stay unconfigured."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -522,7 +533,7 @@ def test_meter_config_roundtrip(ready):
     assert not ents[0].meter_entry.HasField("config")
 
 
-def test_meter_pir_below_cir_invalid(ready):
+def test_meter_pir_below_cir_invalid(ready: tuple[InProcessSwitch, Client]) -> None:
     """A meter config with PIR below CIR is INVALID_ARGUMENT."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=MODIFY)
@@ -533,7 +544,8 @@ def test_meter_pir_below_cir_invalid(ready):
     assert code == code_pb2.INVALID_ARGUMENT
 
 
-def _presence_rules(client, update, on_insert=None) -> None:
+def _presence_rules(client: Client, update: p4runtime_pb2.Update,
+                    on_insert: Callable[[], None] | None = None) -> None:
     """The P4Runtime presence rules for one PRE entry: MODIFY before INSERT and a second
     DELETE are NOT_FOUND, a second INSERT is ALREADY_EXISTS. ``on_insert`` checks the
     switch in between."""
@@ -549,7 +561,7 @@ def _presence_rules(client, update, on_insert=None) -> None:
     assert single_error(client, update)[0] == code_pb2.NOT_FOUND
 
 
-def test_multicast_group_lifecycle(ready):
+def test_multicast_group_lifecycle(ready: tuple[InProcessSwitch, Client]) -> None:
     """Multicast groups: presence rules, and an inserted group is replicated and read back."""
     sw, c = ready
     u = p4runtime_pb2.Update()
@@ -559,7 +571,7 @@ def test_multicast_group_lifecycle(ready):
     g.replicas.add(egress_port=2, instance=1)
 
     def inserted() -> None:
-        assert sw.switch.pipeline.pre.replicas(7) == ((1, 1), (2, 1))
+        assert _pipeline(sw).pre.replicas(7) == ((1, 1), (2, 1))
         probe = p4runtime_pb2.Entity()
         probe.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
         (ent,) = c.read(probe)
@@ -568,7 +580,7 @@ def test_multicast_group_lifecycle(ready):
     _presence_rules(c, u, inserted)
 
 
-def test_clone_session_roundtrip(ready):
+def test_clone_session_roundtrip(ready: tuple[InProcessSwitch, Client]) -> None:
     """A clone session is stored in the PRE and read back with its truncation."""
     sw, c = ready
     u = p4runtime_pb2.Update(type=INSERT)
@@ -576,14 +588,14 @@ def test_clone_session_roundtrip(ready):
     cs.session_id, cs.packet_length_bytes = 5, 64
     cs.replicas.add(egress_port=3, instance=0)
     c.write(u)
-    assert sw.switch.pipeline.pre.clone_session(5).packet_length_bytes == 64
+    assert _pipeline(sw).pre.clone_session(5).packet_length_bytes == 64
     probe = p4runtime_pb2.Entity()
     probe.packet_replication_engine_entry.clone_session_entry.session_id = 5
     (ent,) = c.read(probe)
     assert ent.packet_replication_engine_entry.clone_session_entry.replicas[0].egress_port == 3
 
 
-def test_clone_session_presence_rules(ready):
+def test_clone_session_presence_rules(ready: tuple[InProcessSwitch, Client]) -> None:
     """A clone session follows the same presence rules as a multicast group."""
     _sw, c = ready
     u = p4runtime_pb2.Update()
@@ -596,7 +608,7 @@ def test_clone_session_presence_rules(ready):
 # ------------------------------------------------------------------ arbitration
 
 
-def test_first_client_is_primary(sw):
+def test_first_client_is_primary(sw: InProcessSwitch) -> None:
     """The only client is primary (status OK) and learns its own election id."""
     c = sw.client(None)
     msg = c.arbitrate((0, 5))
@@ -604,7 +616,7 @@ def test_first_client_is_primary(sw):
     assert msg.arbitration.election_id.low == 5
 
 
-def test_backup_cannot_write(ready):
+def test_backup_cannot_write(ready: tuple[InProcessSwitch, Client]) -> None:
     """A client with a lower election id is a backup and gets PERMISSION_DENIED on Write."""
     sw, primary = ready
     backup = sw.client(None)
@@ -616,7 +628,9 @@ def test_backup_cannot_write(ready):
     primary.write(table_entry_update(INSERT, 1, 2))
 
 
-def test_higher_election_takes_over_and_all_are_notified(ready):
+def test_higher_election_takes_over_and_all_are_notified(
+    ready: tuple[InProcessSwitch, Client]
+) -> None:
     """A higher election id becomes primary; the old primary is told it is now a backup."""
     sw, old = ready
     new = sw.client(None)
@@ -631,7 +645,7 @@ def test_higher_election_takes_over_and_all_are_notified(ready):
     new.write(table_entry_update(INSERT, 1, 2))
 
 
-def test_primary_leaving_promotes_backup(ready):
+def test_primary_leaving_promotes_backup(ready: tuple[InProcessSwitch, Client]) -> None:
     """When the primary disconnects, the next highest client becomes primary and is told."""
     sw, primary = ready
     backup = sw.client(None)
@@ -642,7 +656,7 @@ def test_primary_leaving_promotes_backup(ready):
     assert note.arbitration.status.code == code_pb2.OK
 
 
-def test_duplicate_election_id_closes_stream(ready):
+def test_duplicate_election_id_closes_stream(ready: tuple[InProcessSwitch, Client]) -> None:
     """A second client with the primary's election id gets its stream closed INVALID_ARGUMENT."""
     sw, _ = ready
     dup = sw.client(None)
@@ -651,7 +665,7 @@ def test_duplicate_election_id_closes_stream(ready):
     assert msg.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_arbitration_wrong_device_closes_stream(sw):
+def test_arbitration_wrong_device_closes_stream(sw: InProcessSwitch) -> None:
     """Arbitration for another device id closes the stream with NOT_FOUND."""
     c = sw.client(None)
     msg = c.arbitrate((0, 1), device_id=3)
@@ -661,7 +675,7 @@ def test_arbitration_wrong_device_closes_stream(sw):
 # --------------------------------------------------------------- packet I/O
 
 
-def test_packet_out_goes_to_header_port(ready):
+def test_packet_out_goes_to_header_port(ready: tuple[InProcessSwitch, Client]) -> None:
     """A PacketOut with egress_port metadata leaves on that port without the header."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -672,7 +686,7 @@ def test_packet_out_goes_to_header_port(ready):
     assert sw.port(2).receive(2.0) == FRAME
 
 
-def test_packet_out_missing_metadata_stream_error(ready):
+def test_packet_out_missing_metadata_stream_error(ready: tuple[InProcessSwitch, Client]) -> None:
     """A PacketOut without its metadata gets a StreamError INVALID_ARGUMENT echoing it."""
     sw, c = ready
     req = p4runtime_pb2.StreamMessageRequest()
@@ -683,7 +697,7 @@ def test_packet_out_missing_metadata_stream_error(ready):
     assert msg.error.packet_out.packet_out.payload == FRAME
 
 
-def test_packet_in_to_primary(ready):
+def test_packet_in_to_primary(ready: tuple[InProcessSwitch, Client]) -> None:
     """A frame forwarded to the CPU port arrives as PacketIn with ingress_port metadata."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 3, CPU_PORT))
@@ -694,7 +708,7 @@ def test_packet_in_to_primary(ready):
     assert md == {1: b"\x03", 2: b"\x00"}
 
 
-def test_digest_list_after_config(ready):
+def test_digest_list_after_config(ready: tuple[InProcessSwitch, Client]) -> None:
     """With a DigestEntry configured, a learning frame yields a DigestList; ack accepted."""
     sw, c = ready
     c.write(table_entry_update(INSERT, 1, 2))
@@ -717,7 +731,7 @@ def test_digest_list_after_config(ready):
     assert ent.digest_entry.config.max_list_size == 1
 
 
-def test_invalid_requests_do_not_kill_server(ready):
+def test_invalid_requests_do_not_kill_server(ready: tuple[InProcessSwitch, Client]) -> None:
     """After a burst of malformed requests the server still answers correctly."""
     sw, c = ready
     for bad in (p4runtime_pb2.Update(), p4runtime_pb2.Update(type=INSERT)):

@@ -38,7 +38,7 @@ except socket.timeout:
 needs_netns = pytest.mark.skipif(not can_use_netns(), reason="needs root and ip(8)")
 
 
-def test_memory_port_inject_and_receive():
+def test_memory_port_inject_and_receive() -> None:
     """Frames injected on a memory port are read in a batch; sent frames come out in order."""
     p = MemoryPort(1)
     try:
@@ -52,7 +52,7 @@ def test_memory_port_inject_and_receive():
         p.close()
 
 
-def test_memory_port_batch_limit():
+def test_memory_port_batch_limit() -> None:
     """recv_batch returns at most max_frames and keeps the rest queued."""
     p = MemoryPort(2)
     try:
@@ -64,7 +64,7 @@ def test_memory_port_batch_limit():
         p.close()
 
 
-def test_memory_port_receive_timeout():
+def test_memory_port_receive_timeout() -> None:
     """receive returns None when nothing was sent within the timeout."""
     p = MemoryPort(3)
     try:
@@ -73,7 +73,7 @@ def test_memory_port_receive_timeout():
         p.close()
 
 
-def test_missing_interface_rejected():
+def test_missing_interface_rejected() -> None:
     """Opening an AF_PACKET port on a missing interface raises PortError naming it."""
     with pytest.raises(PortError, match="nosuchif0"):
         AfPacketPort(1, "nosuchif0")
@@ -81,7 +81,7 @@ def test_missing_interface_rejected():
 
 @pytest.mark.root
 @needs_netns
-def test_af_packet_receives_from_namespace():
+def test_af_packet_receives_from_namespace() -> None:
     """A frame sent in the host namespace is received byte-exact on the switch end."""
     with topology(1) as topo:
         link = topo.links[0]
@@ -102,14 +102,14 @@ def test_af_packet_receives_from_namespace():
 
 @pytest.mark.root
 @needs_netns
-def test_af_packet_send_reaches_namespace_and_no_echo():
+def test_af_packet_send_reaches_namespace_and_no_echo() -> None:
     """A frame sent on the port arrives in the namespace; the port does not read its own copy."""
     with topology(1) as topo:
         link = topo.links[0]
         port = AfPacketPort(1, link.switch_end)
         try:
             rx = topo.popen_in(link.netns, RECV_RAW, args=["5"])
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             assert port.send(FRAME)
             out, err = rx.communicate(timeout=10)
             assert out.strip() == FRAME.hex(), err

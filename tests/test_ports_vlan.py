@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -27,6 +28,10 @@ from softswitch.ports import (
     restore_vlan_tag,
 )
 from tests.netns import NetnsTopology, can_use_netns, topology
+
+if TYPE_CHECKING:
+    from softswitch.pipeline import Pipeline
+    from softswitch.switch import SwitchDataPlane
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_MAC = "02:00:00:00:00:01"
@@ -86,7 +91,7 @@ UNTAGGED = _mac(PEER_MAC) + _mac(HOST_MAC) + b"\x88\xb5" + MARK
 # ------------------------------------------------------------------ pure reconstruction
 
 
-def test_restore_tag_with_tpid():
+def test_restore_tag_with_tpid() -> None:
     """An 802.1ad tag reported with its TPID goes back after the MAC addresses."""
     stripped = UNTAGGED
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0x2064, 0x88A8)
@@ -95,7 +100,7 @@ def test_restore_tag_with_tpid():
     )
 
 
-def test_restore_tag_without_tpid_is_8021q():
+def test_restore_tag_without_tpid_is_8021q() -> None:
     """Kernels that report no TPID get 802.1Q, as libpcap assumes."""
     aux = _aux(TP_STATUS_VLAN_VALID, 0x0005, 0)
     assert (
@@ -103,7 +108,7 @@ def test_restore_tag_without_tpid_is_8021q():
     )
 
 
-def test_restore_priority_tag_vid_zero():
+def test_restore_priority_tag_vid_zero() -> None:
     """A tag with TCI 0 (priority 0, VID 0) is still a tag when the kernel says it is valid."""
     aux = _aux(TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID, 0, 0x8100)
     assert (
@@ -111,7 +116,7 @@ def test_restore_priority_tag_vid_zero():
     )
 
 
-def test_no_tag_leaves_frame_alone():
+def test_no_tag_leaves_frame_alone() -> None:
     """Without the valid flag and with TCI 0 there was no tag; other control messages are
     ignored."""
     assert restore_vlan_tag(UNTAGGED, _aux(0, 0, 0)) == UNTAGGED
@@ -119,7 +124,7 @@ def test_no_tag_leaves_frame_alone():
     assert restore_vlan_tag(UNTAGGED, []) == UNTAGGED
 
 
-def test_old_kernel_nonzero_tci_without_flag():
+def test_old_kernel_nonzero_tci_without_flag() -> None:
     """Kernels before the VLAN_VALID flag only reported a non-zero TCI: still restored."""
     out = restore_vlan_tag(UNTAGGED, _aux(0, 0x0123, 0))
     assert out == UNTAGGED[:12] + bytes.fromhex("81000123") + UNTAGGED[12:]
@@ -170,7 +175,7 @@ def _collect(port: AfPacketPort, src: bytes, n: int, timeout: float = 5.0) -> li
 
 @pytest.mark.root
 @needs_netns
-def test_tagged_frames_received_as_on_the_wire():
+def test_tagged_frames_received_as_on_the_wire() -> None:
     """Untagged, single-, priority- and double-tagged frames arrive byte-exact, although
     the kernel stripped the outer tag of each (a plain recv shows it did)."""
     with topology(1) as topo:
@@ -193,7 +198,7 @@ def test_tagged_frames_received_as_on_the_wire():
 
 @pytest.mark.root
 @needs_netns
-def test_tagged_frames_transmitted_intact():
+def test_tagged_frames_transmitted_intact() -> None:
     """Frames the port sends keep their tags on the wire."""
     with topology(1) as topo:
         link = topo.links[0]
@@ -201,7 +206,7 @@ def test_tagged_frames_transmitted_intact():
         frames = [_mac(PEER_MAC) + _mac(SW_MAC) + f[12:] for f in TAGGED_FRAMES.values()]
         rx = topo.popen_in(link.netns, RECV_SRC, args=[_mac(SW_MAC).hex(), "5", str(len(frames))])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             for f in frames:
                 assert port.send(f)
             out, err = rx.communicate(timeout=15)
@@ -217,7 +222,7 @@ def test_tagged_frames_transmitted_intact():
 
 
 @contextmanager
-def running_switch(topo: NetnsTopology, pipeline) -> Iterator:
+def running_switch(topo: NetnsTopology, pipeline: Pipeline) -> Iterator[SwitchDataPlane]:
     """A SwitchDataPlane on AF_PACKET ports 1..n (the topology's veths) in a thread; always
     stopped."""
     from softswitch.switch import SwitchDataPlane
@@ -251,7 +256,7 @@ def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def compile_p4():
+def compile_p4() -> Callable[..., Any]:
     from softswitch.frontend import compile_file
 
     return compile_file
@@ -259,7 +264,7 @@ def compile_p4():
 
 @pytest.mark.root
 @needs_netns
-def test_netreduce_drops_tagged_ipv4(compile_p4):
+def test_netreduce_drops_tagged_ipv4(compile_p4: Callable[..., Any]) -> None:
     """netreduce.p4 parses only untagged IPv4: a tagged IPv4 frame is dropped (not IPv4),
     the same frame untagged is routed. Before the ports restored tags, both were routed."""
     from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
@@ -284,7 +289,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
         h1, h2 = topo.links
         rx = topo.popen_in(h2.netns, RECV_SRC, args=[_mac(SW_MAC).hex(), "10", "1"])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             res = topo.run_in(h1.netns, SEND_RAW, args=[f.hex() for f in tagged])
             assert res.returncode == 0, res.stderr
             assert _wait_for(lambda: drops.packets[not_ipv4] == 2), drops.packets[not_ipv4]
@@ -307,7 +312,7 @@ def test_netreduce_drops_tagged_ipv4(compile_p4):
 
 @pytest.mark.root
 @needs_netns
-def test_program_sees_and_keeps_tags(compile_p4):
+def test_program_sees_and_keeps_tags(compile_p4: Callable[..., Any]) -> None:
     """A program that parses VLAN sees the outer tag (it adds one to the VID) and the inner
     tag; the frame leaves port 2 with both tags; an untagged frame is dropped by it."""
     from softswitch.pipeline import Pipeline
@@ -327,7 +332,7 @@ def test_program_sees_and_keeps_tags(compile_p4):
         h1, h2 = topo.links
         rx = topo.popen_in(h2.netns, RECV_SRC, args=[_mac(HOST_MAC).hex(), "10", "2"])
         try:
-            assert rx.stdout.readline().strip() == "ready"
+            assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
             res = topo.run_in(h1.netns, SEND_RAW, args=[f.hex() for f in sent])
             assert res.returncode == 0, res.stderr
             out, err = rx.communicate(timeout=20)
@@ -338,7 +343,7 @@ def test_program_sees_and_keeps_tags(compile_p4):
                 rx.communicate()
 
 
-def test_auxdata_layout():
+def test_auxdata_layout() -> None:
     """tpacket_auxdata is 20 bytes (three u32, four u16), as in linux/if_packet.h."""
     assert AUXDATA.size == 20
     assert struct.calcsize("=IIIHHHH") == 20

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.errors import TableError
 
 
-def code(fn, *args, **kw) -> str:
+def code(fn: Callable[..., object], *args: object, **kw: object) -> str:
     with pytest.raises(TableError) as err:
         fn(*args, **kw)
     return err.value.code

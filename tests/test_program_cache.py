@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from softswitch import program_cache
+from softswitch import ir, program_cache
 from softswitch.device_config import load_device_config, make_device_config
 from softswitch.errors import P4Error
 from softswitch.frontend import compile_file
@@ -25,7 +26,7 @@ class Compiles:
         self.path = path
         self.calls = 0
 
-    def __call__(self):
+    def __call__(self) -> ir.Program:
         self.calls += 1
         return compile_file(self.path)
 
@@ -35,7 +36,7 @@ def config() -> bytes:
     return make_device_config(PROGRAM)
 
 
-def test_second_load_is_a_hit_with_the_same_program(tmp_path, config):
+def test_second_load_is_a_hit_with_the_same_program(tmp_path: Path, config: bytes) -> None:
     compiles = Compiles()
     first = cached_program(config, compiles, directory=tmp_path)
     second = cached_program(config, compiles, directory=tmp_path)
@@ -45,7 +46,8 @@ def test_second_load_is_a_hit_with_the_same_program(tmp_path, config):
     assert len(list(tmp_path.glob("*.pickle"))) == 1
 
 
-def test_other_sources_origin_or_front_end_miss(tmp_path, config, monkeypatch):
+def test_other_sources_origin_or_front_end_miss(tmp_path: Path, config: bytes,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     compiles = Compiles()
     cached_program(config, compiles, directory=tmp_path)
     cached_program(config + b" ", compiles, directory=tmp_path)  # other bytes
@@ -56,16 +58,16 @@ def test_other_sources_origin_or_front_end_miss(tmp_path, config, monkeypatch):
     assert compiles.calls == 4
 
 
-def test_compiler_fingerprint_covers_the_front_end_sources():
+def test_compiler_fingerprint_covers_the_front_end_sources() -> None:
     fp = program_cache.compiler_fingerprint()
     assert len(fp) == 64 and fp == program_cache.compiler_fingerprint()
     assert "frontend" in program_cache._COMPILER_PARTS and "ir.py" in program_cache._COMPILER_PARTS
 
 
-def test_a_failed_compile_is_not_stored(tmp_path, config):
+def test_a_failed_compile_is_not_stored(tmp_path: Path, config: bytes) -> None:
     calls = []
 
-    def broken():
+    def broken() -> ir.Program:
         calls.append(1)
         raise P4Error("x.p4:1:1: error: boom")
 
@@ -76,7 +78,9 @@ def test_a_failed_compile_is_not_stored(tmp_path, config):
 
 
 @pytest.mark.parametrize("content", [b"", b"not a pickle", None])
-def test_a_broken_entry_is_compiled_again_and_replaced(tmp_path, config, caplog, content):
+def test_a_broken_entry_is_compiled_again_and_replaced(tmp_path: Path, config: bytes,
+                                                       caplog: pytest.LogCaptureFixture,
+                                                       content: bytes | None) -> None:
     compiles = Compiles()
     cached_program(config, compiles, directory=tmp_path)
     (entry,) = tmp_path.glob("*.pickle")
@@ -93,7 +97,8 @@ def test_a_broken_entry_is_compiled_again_and_replaced(tmp_path, config, caplog,
     assert compiles.calls == 2  # the replaced entry is good
 
 
-def test_an_unwritable_cache_only_costs_speed(tmp_path, config, caplog):
+def test_an_unwritable_cache_only_costs_speed(tmp_path: Path, config: bytes,
+                                              caplog: pytest.LogCaptureFixture) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("a file where the directory should be")
     compiles = Compiles()
@@ -103,13 +108,14 @@ def test_an_unwritable_cache_only_costs_speed(tmp_path, config, caplog):
     assert "cannot write" in caplog.text
 
 
-def test_cache_location_and_off_switch(tmp_path):
+def test_cache_location_and_off_switch(tmp_path: Path) -> None:
     assert cache_dir({"SOFTSWITCH_PROGRAM_CACHE": "off"}) is None
     assert cache_dir({"SOFTSWITCH_CACHE_DIR": str(tmp_path)}) == tmp_path
     assert cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "softswitch" / "programs"
 
 
-def test_off_switch_compiles_every_time(tmp_path, config, monkeypatch):
+def test_off_switch_compiles_every_time(tmp_path: Path, config: bytes,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOFTSWITCH_PROGRAM_CACHE", "off")
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "c"))
     compiles = Compiles()
@@ -118,7 +124,7 @@ def test_off_switch_compiles_every_time(tmp_path, config, monkeypatch):
     assert compiles.calls == 2 and not (tmp_path / "c").exists()
 
 
-def test_oldest_entries_are_pruned(tmp_path, config):
+def test_oldest_entries_are_pruned(tmp_path: Path, config: bytes) -> None:
     import os
 
     for i in range(MAX_ENTRIES + 3):
@@ -132,7 +138,7 @@ def test_oldest_entries_are_pruned(tmp_path, config):
 
 
 def test_device_config_loads_through_the_cache_and_errors_still_name_the_bundle_file(
-        tmp_path, monkeypatch):
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))
     data = make_device_config(PROGRAM)
     assert build_p4info(load_device_config(data)) == build_p4info(compile_file(PROGRAM))
@@ -146,11 +152,15 @@ def test_device_config_loads_through_the_cache_and_errors_still_name_the_bundle_
     assert len(list((tmp_path / "cache").glob("*.pickle"))) == 1
 
 
-def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(tmp_path, monkeypatch):
+def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from softswitch.frontend import parser
 
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "programs"))
-    cache_file = Path(program_cache.parser_cache_file())
+    cache_path = program_cache.parser_cache_file()
+    assert isinstance(cache_path, str)
+    cache_file = Path(cache_path)
     assert cache_file.parent == tmp_path and not cache_file.exists()
     lark, terminals = parser._parser.__wrapped__()
     assert cache_file.stat().st_size > 0
@@ -163,16 +173,23 @@ def test_parser_tables_are_cached_and_a_broken_cache_file_is_survived(tmp_path, 
     assert program_cache.parser_cache_file() is False
 
 
-def test_compile_p4_file_compiles_once_and_names_the_real_file(tmp_path, monkeypatch):
+def test_compile_p4_file_compiles_once_and_names_the_real_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a switch start and the topology's P4Info build share: the second load of the same
     file is a hit; a broken file's error names the file itself, not a bundle copy."""
     from softswitch import frontend
     from softswitch.program_cache import compile_p4_file
 
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))
-    calls = []
+    calls: list[tuple[Any, ...]] = []
     real = frontend.compile_file
-    monkeypatch.setattr(frontend, "compile_file", lambda *a, **k: calls.append(a) or real(*a, **k))
+
+    def compile_file(*a: Any, **k: Any) -> ir.Program:
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(frontend, "compile_file", compile_file)
     first, data = compile_p4_file(PROGRAM)
     second, again = compile_p4_file(PROGRAM)
     assert len(calls) == 1 and data == again == make_device_config(PROGRAM)

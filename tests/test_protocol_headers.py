@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from scapy.contrib.roce import BTH
@@ -29,7 +30,7 @@ from workloads.netreduce_headers import (
 )
 
 E = 32
-ADDR = dict(
+ADDR: dict[str, Any] = dict(
     src_mac="02:00:00:00:00:01",
     dst_mac="02:00:00:00:00:02",
     src_ip="10.0.0.1",

@@ -13,12 +13,14 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import stackdump
+from controller.jobs import JobRequest
 from reliability.frames import KINDS, FrameFactory, ip_checksum
 from reliability.leaks import TAG_VARIABLE, find_leaks
 from reliability.report import render, verdicts
@@ -45,7 +47,7 @@ def _run(exact: bool, errors: tuple[str | None, ...], wall: float = 1.0) -> Simp
     )
 
 
-def test_judge_tells_exact_wrong_hang_and_named_failures():
+def test_judge_tells_exact_wrong_hang_and_named_failures() -> None:
     assert judge(_run(True, (None, None)), 10) == "exact"
     assert judge(_run(False, ("result differs from the exact sum", None)), 10) == "wrong"
     assert judge(_run(False, ("no result within 40 s (killed)", None)), 10) == "hang"
@@ -58,14 +60,15 @@ def test_judge_tells_exact_wrong_hang_and_named_failures():
     assert tally.errors and tally.errors[0].startswith("hang: rank 0: timed out")
 
 
-def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
+def test_new_job_goes_on_after_a_failed_create(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The controller cell kills `ina-controller serve` while all-reduces run: a new_job
     that had deleted the previous job and then failed to create the next one left the
     deleted job as the current plan, so every later new_job failed deleting it, and the
     cell waited for ever for one more job (CI hung). The next call now goes on."""
     import contextlib
 
-    from controller.jobs import JobError
+    from controller.errors import JobError
     from reliability.testbed import Testbed, TestbedConfig
 
     class FakeController:
@@ -78,7 +81,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
                 raise JobError("job", f"no job named {name!r}")
             self.jobs.remove(name)
 
-        def create_job(self, request):
+        def create_job(self, request: JobRequest) -> SimpleNamespace:
             if self.fail_create:
                 raise RuntimeError("the serving controller was killed")
             self.jobs.add(request.name)
@@ -102,7 +105,7 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path, monkeypatch):
     assert ctl.jobs == {"soak3"}
 
 
-def test_hang_bound_follows_the_link_rate():
+def test_hang_bound_follows_the_link_rate() -> None:
     slow, fast = hang_bound(8192, 32, 1.0), hang_bound(8192, 32, 100.0)
     assert slow > fast > 30.0
     # under loss: 3 x the expected retransmission timeouts (256 packets, six lossy link
@@ -117,7 +120,7 @@ def test_hang_bound_follows_the_link_rate():
     assert ideal_seconds(8192, 32, 10.0) == pytest.approx(2 * 256 * 202 * 8 / 10e6)
 
 
-def test_frames_cover_every_kind_and_are_wrong_as_announced():
+def test_frames_cover_every_kind_and_are_wrong_as_announced() -> None:
     factory = FrameFactory("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.1.1", "10.0.1.2", 3)
     frames = factory.frames(len(KINDS) * 3)
     assert [k for k, _ in frames[: len(KINDS)]] == list(KINDS)
@@ -136,7 +139,7 @@ def test_frames_cover_every_kind_and_are_wrong_as_announced():
     assert again.frames(len(KINDS) * 3) == frames
 
 
-def test_report_states_each_target_and_the_command():
+def test_report_states_each_target_and_the_command() -> None:
     tally = JobTally(bound_s=31, count=3, exact=3, seconds=[0.5, 0.6, 0.7], retransmissions=4)
     bad = JobTally(bound_s=31, count=2, exact=1, hangs=1, errors=["hang: rank 1: timed out"])
     result = CampaignResult(
@@ -155,7 +158,7 @@ def test_report_states_each_target_and_the_command():
     assert "**no**" in text and "hang: rank 1: timed out" in text
 
 
-def test_leak_scan_sees_only_its_own_tag(tmp_path):
+def test_leak_scan_sees_only_its_own_tag(tmp_path: Path) -> None:
     tag = f"rqtest{os.getpid()}"
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
@@ -185,7 +188,7 @@ def _wait_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float) -> N
 @root_only
 @pytest.mark.root
 @pytest.mark.slow
-def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
+def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path: Path) -> None:
     """Regression (issue 20): a `make run` killed with SIGKILL left its switch processes,
     host shells and interfaces, and the next run refused to start ("already exist ...
     `make clean` removes them")."""
@@ -227,7 +230,7 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path):
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_quick_campaign_meets_every_target(tmp_path):
+def test_quick_campaign_meets_every_target(tmp_path: Path) -> None:
     """The shortened campaign (`python -m reliability --quick`): loss, switch and controller
     restarts, teardown and bad input, each target met."""
     out = tmp_path / "reliability.md"
@@ -283,7 +286,8 @@ def _run_quick_campaign(tmp_path: Path, out: Path) -> subprocess.CompletedProces
     )
 
 
-def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
+def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression (issue 20): ``make run`` now cleans its runs root before it starts; an older
     dead run there with the same switch names must not take a live run's interfaces."""
     from topo import cleanup
@@ -317,10 +321,13 @@ def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path, monkeypatch):
                 )
             )
         asked: list[list[str]] = []
+
+        def remove(intfs: Iterable[str]) -> list[str]:
+            asked.append(list(intfs))
+            return []
+
         monkeypatch.setattr(cleanup, "switch_interfaces", lambda names: sorted(names))
-        monkeypatch.setattr(
-            cleanup, "remove_interfaces", lambda intfs: asked.append(list(intfs)) or []
-        )
+        monkeypatch.setattr(cleanup, "remove_interfaces", remove)
         report = cleanup.clean_all(tmp_path)
         assert report.skipped_runs == [str(tmp_path / "live")]
         assert asked == [[]]  # the old run's rqws1 is the live run's too: left alone

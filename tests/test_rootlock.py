@@ -32,8 +32,8 @@ def _hold(name: str, lock: Path, repo_root: Path) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-def test_second_holder_waits_says_for_whom_and_gets_the_lock_after(tmp_path,
-                                                                   repo_root) -> None:
+def test_second_holder_waits_says_for_whom_and_gets_the_lock_after(tmp_path: Path,
+                                                                   repo_root: Path) -> None:
     lock = tmp_path / "root.lock"
     first = _hold("tests/test_a.py", lock, repo_root)
     second = None
@@ -77,7 +77,8 @@ def test_sees_the_lock():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
-def test_root_modules_run_holding_the_lock_and_others_do_not(tmp_path, repo_root) -> None:
+def test_root_modules_run_holding_the_lock_and_others_do_not(tmp_path: Path,
+                                                             repo_root: Path) -> None:
     """The suite's autouse fixture holds the lock around each module with a root test."""
     suite, out = tmp_path / "suite", tmp_path / "out"
     suite.mkdir()
@@ -100,7 +101,7 @@ def test_root_modules_run_holding_the_lock_and_others_do_not(tmp_path, repo_root
 PREFIX_RE = re.compile(r'''(?:^PREFIX = |name_prefix=)f?["']([^"'{]+)''', re.M)
 
 
-def test_no_two_test_modules_share_a_name_prefix(repo_root) -> None:
+def test_no_two_test_modules_share_a_name_prefix(repo_root: Path) -> None:
     """Network names are ``<prefix><node>``: a prefix used by two modules gives two
     networks the same interfaces (the collision above was ``tw`` in two modules)."""
     owners: dict[str, set[str]] = {}

@@ -59,7 +59,7 @@ def _no_leftover_interfaces() -> Iterator[None]:
     remove_interfaces(switch_interfaces(SWITCHES))
 
 
-def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
+def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path: Path, repo_root: Path) -> None:
     """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status
     0."""
     rundir = tmp_path / "run"
@@ -90,7 +90,9 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path, repo_root):
     assert _left_behind(rundir) == ([], [])
 
 
-def test_crash_in_experiment_exits_one_and_cleans_up(tmp_path, monkeypatch, capsys):
+def test_crash_in_experiment_exits_one_and_cleans_up(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """An unexpected exception during the experiment gives status 1, one error line, and
     the network is still taken down completely."""
     def boom(*_args: object, **_kwargs: object) -> None:
@@ -113,7 +115,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_during_experiment_exits_130_and_cleans_up(tmp_path, repo_root):
+def test_ctrl_c_during_experiment_exits_130_and_cleans_up(tmp_path: Path, repo_root: Path) -> None:
     """SIGINT while the controller programs the switches stops everything; status 130."""
     rundir = tmp_path / "run"
     # A shell's background job (`make test &`) starts with SIGINT ignored, and Python keeps an

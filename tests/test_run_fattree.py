@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,8 @@ def _no_leftover_interfaces() -> Iterator[None]:
     remove_interfaces(switch_interfaces(SWITCHES))
 
 
-def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path, repo_root):
+def test_fattree_file_runs_exact_allreduces_through_three_levels(tmp_path: Path,
+                                                                 repo_root: Path) -> None:
     """`python -m experiment.run --topo topo/files/fattree.yaml --param k=2`: the job's tree is
     leaf -> aggregation -> core, both all-reduces are exact, `job show` prints the tree, and
     nothing is left behind."""

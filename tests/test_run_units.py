@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from experiment.lifecycle import collect_rows, link_usage
+from experiment.lifecycle import LinkUsage, collect_rows, link_usage
 from experiment.run import (
     DEFAULT_ELEMS,
     Summary,
@@ -33,14 +33,13 @@ from experiment.session import (
     AllreduceRun,
     ExperimentOptions,
     ExperimentResult,
-    LinkUsage,
     RankOutcome,
     allreduce_argv,
     collect,
     with_target_timers,
 )
 from topo import hostcmd
-from topo.model import describe
+from topo.model import Topology, describe
 from topo.network import bundle_device_config
 from topo.nodes import ProgramBuild
 from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
@@ -48,7 +47,7 @@ from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
 
-def _topology():
+def _topology() -> Topology:
     return describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, host_bw=10),
                     target="softswitch")
 
@@ -62,7 +61,7 @@ def _run(algo: str, exact: bool = True, error: str | None = None, seconds: float
     return AllreduceRun(algo, 1024, ranks, links, {"l1": cpu, "sp1": 0.2}, 2.0)
 
 
-def test_defaults_and_test_options():
+def test_defaults_and_test_options() -> None:
     """Defaults are a 2x2x2 spine-leaf with the CLI; prefix and gRPC port reach the topology."""
     args = parse_args([])
     assert (args.topo, args.no_cli, args.elements, args.tdf) == ("spineleaf", False, None, "auto")
@@ -75,7 +74,7 @@ def test_defaults_and_test_options():
     assert topo.nodeInfo("zzs1")["grpc_port"] == 41000
 
 
-def test_thrift_port_base_reaches_bmv2_records():
+def test_thrift_port_base_reaches_bmv2_records() -> None:
     """--thrift-port moves BMv2's Thrift ports; topology.json records them for BMv2 only."""
     topo = build_topology(parse_args(["--topo", "spineleaf", "--thrift-port", "42000"]))
     assert {n: topo.nodeInfo(n)["thrift_port"] for n in topo.switches()} == {
@@ -85,7 +84,7 @@ def test_thrift_port_base_reaches_bmv2_records():
     assert {s.thrift_port for s in describe(topo, target="softswitch").switches} == {None}
 
 
-def test_summary_counts_innetwork_retransmissions():
+def test_summary_counts_innetwork_retransmissions() -> None:
     """The retx column sums the in-network ranks' retransmissions (the ring has none)."""
     console = Console(record=True, width=160)
     job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
@@ -105,7 +104,7 @@ def test_summary_counts_innetwork_retransmissions():
     assert late.ranks[0].loss_seen == 0
 
 
-def test_link_bound_defaults():
+def test_link_bound_defaults() -> None:
     """make run's defaults: 3 Mbit/s links, E = 252 (full path MTU with the tag; wrapper
     program), 65536 float32, 4 credits x 64-packet messages."""
     args = parse_args([])
@@ -121,7 +120,7 @@ def test_link_bound_defaults():
     assert {ln.bw_bps for ln in topo.links} == {3e6}
 
 
-def test_default_tensor_covers_the_bandwidth_delay_product():
+def test_default_tensor_covers_the_bandwidth_delay_product() -> None:
     """With delay the default tensor grows until its transfer lasts 20 round trips: at
     100 Gbit/s and 2 us links (16 us round trip) that is 1 Mi float32."""
     fast = build_topology(parse_args(["--bw", "100G", "--delay", "2us"]))
@@ -133,7 +132,9 @@ def test_default_tensor_covers_the_bandwidth_delay_product():
     assert given.elements == 4096
 
 
-def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
+def test_elems_option_rejects_sizes_the_program_cannot_build(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
     """--elems takes multiples of 4 up to 256 and names the rule otherwise."""
     assert parse_args(["--elems", "256"]).elems == 256
     for bad in ("250", "260", "0", "x"):
@@ -142,7 +143,7 @@ def test_elems_option_rejects_sizes_the_program_cannot_build(capsys):
         assert "--elems" in capsys.readouterr().err
 
 
-def test_link_check_seconds_option(capsys):
+def test_link_check_seconds_option(capsys: pytest.CaptureFixture[str]) -> None:
     """--link-check-seconds sets how long the link check runs (0 skips it); a negative or
     non-numeric value is refused with the option and the value named."""
     assert experiment_options(parse_args([])).measure_seconds == 3.0
@@ -155,7 +156,7 @@ def test_link_check_seconds_option(capsys):
         assert "--link-check-seconds" in err and bad in err
 
 
-def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
+def test_program_wrapper_defines_elems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
     monkeypatch.chdir(PROGRAM.parent.parent)
     assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
@@ -170,7 +171,7 @@ def test_program_wrapper_defines_elems(tmp_path, monkeypatch):
                                     ["--elems", "50"], ["--credits", "0"],
                                     ["--egress-order", "lifo"], ["--seed", "3"],
                                     ["--egress-order", "random", "--seed", "-2"]])
-def test_bad_options_exit_2(option, capsys):
+def test_bad_options_exit_2(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """A bad option is one usage error and status 2."""
     with pytest.raises(SystemExit) as info:
         parse_args(option)
@@ -178,7 +179,7 @@ def test_bad_options_exit_2(option, capsys):
     assert "error:" in capsys.readouterr().err
 
 
-def test_rate_and_delay_options_take_units():
+def test_rate_and_delay_options_take_units() -> None:
     """--bw/--fabric-bw/--intra-bw with k/M/G/T (a bare number is Mbit/s), --delay with
     ns/us/ms/s, all parsed by vtime.units to bits/s and seconds."""
     args = parse_args(["--bw", "100G", "--fabric-bw", "25g", "--delay", "2us",
@@ -198,7 +199,8 @@ def test_rate_and_delay_options_take_units():
     (["--delay", "2"], "argument --delay: '2' needs a unit (ns, us, ms or s), e.g. 2us"),
     (["--delay", "1h"], "argument --delay: '1h' is not a delay"),
 ])
-def test_bad_rates_and_delays_name_option_and_value(option, needle, capsys):
+def test_bad_rates_and_delays_name_option_and_value(option: list[str], needle: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A bad rate or delay is one usage line naming the option and the value; status 2."""
     with pytest.raises(SystemExit) as info:
         parse_args(option)
@@ -206,7 +208,8 @@ def test_bad_rates_and_delays_name_option_and_value(option, needle, capsys):
     assert info.value.code == 2 and needle in err and "Traceback" not in err
 
 
-def test_undilated_100g_run_is_refused_clearly(tmp_path, capsys):
+def test_undilated_100g_run_is_refused_clearly(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     """`make run bw=100G` without time dilation: status 1 and one error line that says to
     use time dilation, before any network is built."""
     status = main(["--bw", "100G", "--no-cli", "--no-program", "--rundir",
@@ -218,7 +221,7 @@ def test_undilated_100g_run_is_refused_clearly(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_egress_order_options():
+def test_egress_order_options() -> None:
     """make run egress=random seed=N: the options the switches get (sync by default)."""
     args = parse_args([])
     assert (args.egress_order, args.seed) == ("sync", None)
@@ -226,7 +229,7 @@ def test_egress_order_options():
     assert (args.egress_order, args.seed) == ("random", 7)
 
 
-def test_summary_ok_needs_exact_results():
+def test_summary_ok_needs_exact_results() -> None:
     """Status 0 needs every switch up and, after an experiment, every all-reduce exact."""
     up = (SwitchStatus("l1", 0, "127.0.0.1:1", 1, True, "ready"),)
     down = (SwitchStatus("l1", 0, "127.0.0.1:1", None, False, "process exited"),)
@@ -239,7 +242,7 @@ def test_summary_ok_needs_exact_results():
     assert not Summary(_topology(), up, experiment=ExperimentResult({}, ())).ok
 
 
-def test_run_exactness_and_derived_values():
+def test_run_exactness_and_derived_values() -> None:
     """A run is exact only when every rank checked equal; busiest link and saturation."""
     run = _run("innetwork")
     assert run.exact and run.seconds == 0.5
@@ -252,7 +255,7 @@ def test_run_exactness_and_derived_values():
     assert failed.errors == ["rank 0 (h1): result differs from the exact sum"]
 
 
-def test_result_json_spells_out_derived_values():
+def test_result_json_spells_out_derived_values() -> None:
     """to_dict has exact, per-run seconds, per-link utilisation and saturated switches."""
     data = json.loads(json.dumps(ExperimentResult({"name": "j"}, (_run("ring"),),
                                                   elems=64).to_dict()))
@@ -265,7 +268,7 @@ def test_result_json_spells_out_derived_values():
     assert run["links"][0]["bw_mbit"] == 10.0 and run["links"][0]["rate"] == "5 Mbit/s"
 
 
-def test_result_json_records_the_link_classes():
+def test_result_json_records_the_link_classes() -> None:
     """experiment.json lists each class of links with rate and delay, numbers and text."""
     topo = describe(SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=1, host_bw="1G",
                                   fabric_bw="500M", delay="2us"), target="softswitch")
@@ -279,7 +282,7 @@ def test_result_json_records_the_link_classes():
     assert links_line(bare) == "fabric unshaped, host unshaped"
 
 
-def test_link_usage_matches_ports_to_links():
+def test_link_usage_matches_ports_to_links() -> None:
     """Counter deltas per switch port, labelled with the link's kind and shaped rate."""
     topo = _topology()
     before = {("l1", 3): (100, 200)}
@@ -292,7 +295,7 @@ def test_link_usage_matches_ports_to_links():
     assert usage[("l1", 1)].kind == "host" and usage[("sp2", 2)].tx_bytes == 0
 
 
-def test_print_experiment_shows_result_time_link_and_cpu():
+def test_print_experiment_shows_result_time_link_and_cpu() -> None:
     """The summary table says exact/NOT exact, the time, the busiest link and switch CPU."""
     console = Console(record=True, width=160)
     job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}],
@@ -309,7 +312,7 @@ def test_print_experiment_shows_result_time_link_and_cpu():
     assert "fabric links (busier direction): l1:3 5 Mbit/s" in text
 
 
-def test_bottleneck_verdicts():
+def test_bottleneck_verdicts() -> None:
     """Link-bound needs >= 70 % on the busiest link and no saturated switch process."""
     assert bottleneck(_run("ring", busiest_bytes=1_000_000, cpu=0.3)) == (True, "link-bound")
     assert bottleneck(_run("ring", busiest_bytes=1_000_000, cpu=0.95)) == (
@@ -318,7 +321,7 @@ def test_bottleneck_verdicts():
         False, "not link-bound (busiest link 40%)")
 
 
-def test_switches_that_fill_the_machine_make_a_run_cpu_bound():
+def test_switches_that_fill_the_machine_make_a_run_cpu_bound() -> None:
     """BMv2's spine-leaf: no switch alone near a core, but together 1.8 of 2 cores while the
     collective ran; a link at 80 % does not make that run link-bound."""
     base = _run("innetwork", busiest_bytes=1_000_000, cpu=0.5)
@@ -331,7 +334,7 @@ def test_switches_that_fill_the_machine_make_a_run_cpu_bound():
     assert data["runs"][0]["switches_cores"] == 1.8
 
 
-def test_ideal_ratio_and_frame_correction():
+def test_ideal_ratio_and_frame_correction() -> None:
     """2(P-1)/P, and the same scaled by aggregation-frame over TCP-frame payload share (half
     an ACK per TCP segment; on a host link the tag share of a message (32 packets, or the
     default 64) and a RoCE ACK per 16 packets, on a leaf-spine link RETH + tag on every
@@ -345,7 +348,7 @@ def test_ideal_ratio_and_frame_correction():
     assert ideal_ratio(8)[0] == pytest.approx(1.75)
 
 
-def test_summary_states_ratio_and_link_bound_runs():
+def test_summary_states_ratio_and_link_bound_runs() -> None:
     """Both runs link-bound: no flag; the measured ratio is printed beside the ideal."""
     result = ExperimentResult({"name": "j", "job_id": 1, "workers": [{}, {}]},
                               (_run("innetwork", seconds=0.8, busiest_bytes=1_000_000, cpu=0.3),
@@ -362,11 +365,12 @@ def test_summary_states_ratio_and_link_bound_runs():
     assert ratio_line(inexact) is None
     two_level = ExperimentResult({"parts": {"l1": {"role": "leaf"}, "sp1": {"role": "root"}}},
                                  result.runs)
-    assert ratio_line(two_level, 64).endswith("(0.79 counting frame sizes at E = 64, "
+    line = ratio_line(two_level, 64)
+    assert line is not None and line.endswith("(0.79 counting frame sizes at E = 64, "
                                               "leaf-spine packets)")
 
 
-def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
+def test_allreduce_argv_for_ring_and_innetwork(tmp_path: Path) -> None:
     """Ring ranks get --rank/--peers, in-network agents --job/--host; both --check."""
     opts = ExperimentOptions(elements=100, seed=3, timeout_s=9)
     ring = allreduce_argv("ring", opts, rank=1, peers="10.0.1.1:5400,10.0.1.2:5401")
@@ -379,7 +383,7 @@ def test_allreduce_argv_for_ring_and_innetwork(tmp_path):
     assert "--rto" not in inn and "--max-rto" not in inn  # the agent's own defaults
 
 
-def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path):
+def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path: Path) -> None:
     """On BMv2 the agents' timer waits 0.5-1 s (its ingress FIFO holds results back longer
     than the defaults' 0.25 s bound); the built-in target keeps the agent's defaults, and
     bounds the options set stay."""
@@ -395,7 +399,7 @@ def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path):
     assert "--rto" not in ring
 
 
-def test_collect_reads_json_lines_errors_and_timeouts():
+def test_collect_reads_json_lines_errors_and_timeouts() -> None:
     """JSON lines come back per process; failures give their last stderr line; a process
     past the deadline is killed and reported."""
     import subprocess
@@ -418,7 +422,7 @@ def test_collect_reads_json_lines_errors_and_timeouts():
     assert again == {"one": {"a": 1}}
 
 
-def test_tcp_transfer_on_loopback():
+def test_tcp_transfer_on_loopback() -> None:
     """The host command's TCP receiver counts what the sender sent."""
     import socket
 
@@ -438,7 +442,7 @@ def test_tcp_transfer_on_loopback():
     assert got["bytes"] == sent["bytes"] > 0
 
 
-def test_device_config_bundle_carries_includes(tmp_path):
+def test_device_config_bundle_carries_includes(tmp_path: Path) -> None:
     """For the built-in target the device config becomes a bundle with every include."""
     build = ProgramBuild(PROGRAM, tmp_path / "x.p4info.txtpb", PROGRAM)
     bundled = bundle_device_config(build, tmp_path)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def _write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
-def test_examples_are_valid():
+def test_examples_are_valid() -> None:
     for path in sorted(EXAMPLES.glob("*.yaml")):
         sc = load_scenario(path)
         assert sc.name == path.stem and sc.jobs and sc.assertions
@@ -54,21 +55,21 @@ def test_examples_are_valid():
     assert names == {*PASSING, "broken"}
 
 
-def test_a_good_file_reads_back():
+def test_a_good_file_reads_back() -> None:
     sc = load_scenario(EXAMPLES / "rack-restart.yaml")
     assert [j.name for j in sc.jobs] == ["j1", "j2"] and sc.jobs[1].start == 6
     assert [(f.at, f.action, f.switch) for f in sc.faults] == [(5.0, "restart", "s1")]
     assert sc.assertions[0].jobs == ("j1", "j2")
 
 
-def test_tdf_dilates_the_scenario(tmp_path):
+def test_tdf_dilates_the_scenario(tmp_path: Path) -> None:
     """A scenario's tdf (default 1) is read as a number; its times stay emulated seconds."""
     assert load_scenario(_write(tmp_path, GOOD)).tdf == 1.0
     sc = load_scenario(_write(tmp_path, "tdf: 4\n" + GOOD))
     assert sc.tdf == 4.0 and [f.at for f in sc.faults] == [2.0, 5.0]
 
 
-def test_link_rates_and_delays_take_units(tmp_path):
+def test_link_rates_and_delays_take_units(tmp_path: Path) -> None:
     """A scenario's bw/fabric_bw take k/M/G/T (a bare number is Mbit/s), delay ns/us/ms/s."""
     sc = load_scenario(_write(tmp_path, GOOD.replace(
         "{kind: rack, hosts: 3}", "{kind: spineleaf, hosts: 1, bw: 20M, fabric_bw: 500k, "
@@ -79,7 +80,7 @@ def test_link_rates_and_delays_take_units(tmp_path):
                          ).topology.bw == 3.0
 
 
-def test_json_works_too(tmp_path):
+def test_json_works_too(tmp_path: Path) -> None:
     path = _write(tmp_path, """\
         {"name": "j", "topology": {"kind": "spineleaf", "spines": 1, "hosts": 2},
          "jobs": [{"name": "a", "algorithms": ["ring"]}],
@@ -121,7 +122,8 @@ def test_json_works_too(tmp_path):
     (("hosts: 3}", "hosts: 3, delay: 2}"),
      r"s.yaml:2: topology.delay: 2: a delay with its unit, such as 2us or 1ms"),
 ])
-def test_errors_name_file_line_field_and_value(tmp_path, change, message):
+def test_errors_name_file_line_field_and_value(tmp_path: Path, change: tuple[str, str],
+                                                message: str) -> None:
     old, new = change
     assert old in GOOD
     path = _write(tmp_path, GOOD.replace(old, new, 1))
@@ -129,7 +131,7 @@ def test_errors_name_file_line_field_and_value(tmp_path, change, message):
         load_scenario(path)
 
 
-def test_topology_file_fields(tmp_path):
+def test_topology_file_fields(tmp_path: Path) -> None:
     """A topology file excludes the built-in fields; a shipped or own file is loaded with its
     parameters and its node names checked."""
     text = GOOD.replace("topology: {kind: rack, hosts: 3}", "topology: {file: x.yaml, hosts: 3}")
@@ -155,7 +157,7 @@ def test_topology_file_fields(tmp_path):
     assert sc.topology.file == str(own)
 
 
-def test_missing_and_unparsable(tmp_path):
+def test_missing_and_unparsable(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"s.yaml:1: jobs: \(missing\): required"):
         load_scenario(_write(tmp_path, "topology: {kind: rack}\nassertions: [{exact: all}]\n"))
     with pytest.raises(ScenarioError,
@@ -168,7 +170,7 @@ def test_missing_and_unparsable(tmp_path):
         load_scenario(_write(tmp_path, "[1, 2]\n"))
 
 
-def test_check_cli(tmp_path, capsys):
+def test_check_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", *map(str, sorted(EXAMPLES.glob("*.yaml")))]) == 0
     assert capsys.readouterr().out.count(": ok (") == 4
     bad = _write(tmp_path, GOOD.replace("port: 1,", "port: 9,"))
@@ -185,7 +187,7 @@ def _run(algo: str, seconds: float, exact: bool = True) -> AllreduceRun:
     return AllreduceRun(algo, 16, ranks)
 
 
-def test_assertions_evaluate():
+def test_assertions_evaluate() -> None:
     sc = load_scenario(EXAMPLES / "broken.yaml")
     exact, ratio, no_fault = sc.assertions
     runs = {"j1.innetwork": _run("innetwork", 0.5), "j1.ring": _run("ring", 1.0)}
@@ -198,11 +200,12 @@ def test_assertions_evaluate():
     assert case.failure == "expected none, got 7: 7 fault drops (sns1 7)"
     assert evaluate(no_fault, runs, {("sns1", "malformed"): 1}, {}, prefix="sn").ok
     bad = dict(runs, **{"j1.ring": _run("ring", 1.0, exact=False)})
-    assert "j1.ring: rank 0 (h1): result differs" in evaluate(exact, bad, {}, {}).failure
+    failure = evaluate(exact, bad, {}, {}).failure
+    assert failure is not None and "j1.ring: rank 0 (h1): result differs" in failure
     assert evaluate(ratio, bad, {}, {}).failure == "cannot measure: j1.ring was not exact"
 
 
-def test_junit_xml_is_readable():
+def test_junit_xml_is_readable() -> None:
     sc = load_scenario(EXAMPLES / "broken.yaml")
     report = ScenarioReport(sc, [
         Case("setup", "start the network and program the fabric", 3.0, output="rundir x"),
@@ -218,8 +221,8 @@ def test_junit_xml_is_readable():
                                                    "scenario.broken.jobs",
                                                    "scenario.broken.assertions"]
     assert cases[0].findtext("system-out") == "rundir x" and cases[0].find("failure") is None
-    assert cases[1].find("error").get("message") == "rank 1 (h2): no result within 5 s"
-    assert cases[2].find("failure").get("message") == "expected >= 50, got 2: ..."
+    assert _attr(cases[1].find("error"), "message") == "rank 1 (h2): no result within 5 s"
+    assert _attr(cases[2].find("failure"), "message") == "expected >= 50, got 2: ..."
 
 
 # ------------------------------------------------------------------------- end to end (root)
@@ -237,8 +240,23 @@ def _cli(
     return proc, ET.parse(junit).getroot()
 
 
+def _attr(element: ET.Element | None, name: str) -> str:
+    """An attribute the report must have."""
+    assert element is not None
+    value = element.get(name)
+    assert value is not None, name
+    return value
+
+
+def _output(case: ET.Element) -> str:
+    """A test case's system-out, which the report must have."""
+    text = case.findtext("system-out")
+    assert text is not None
+    return text
+
+
 @pytest.fixture
-def _no_leftovers():
+def _no_leftovers() -> Iterator[None]:
     from topo.cleanup import remove_interfaces, switch_interfaces
 
     yield
@@ -248,7 +266,7 @@ def _no_leftovers():
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.usefixtures("_no_leftovers")
-def test_examples_pass(tmp_path, repo_root):
+def test_examples_pass(tmp_path: Path, repo_root: Path) -> None:
     """The three examples in one run: exit 0, a JUnit suite each, no failure or error."""
     files = [str(EXAMPLES / f"{name}.yaml") for name in PASSING]
     proc, root = _cli(tmp_path, repo_root, *files)
@@ -257,20 +275,21 @@ def test_examples_pass(tmp_path, repo_root):
     assert (root.get("failures"), root.get("errors")) == ("0", "0"), proc.stdout + proc.stderr
     by_suite = {s.get("name"): s for s in root.findall("testsuite")}
     loss = by_suite["rack-loss"]
-    fault_case = [c for c in loss.findall("testcase") if c.get("name").startswith("t=1s loss")]
-    assert fault_case and "sns1 port 1 drops 0.05 (in)" in fault_case[0].findtext("system-out")
-    drops = [c for c in loss.findall("testcase") if "fault drops" in c.get("name")]
-    assert drops and drops[0].findtext("system-out").split()[0] != "0"
+    fault_case = [c for c in loss.findall("testcase")
+                  if _attr(c, "name").startswith("t=1s loss")]
+    assert fault_case and "sns1 port 1 drops 0.05 (in)" in _output(fault_case[0])
+    drops = [c for c in loss.findall("testcase") if "fault drops" in _attr(c, "name")]
+    assert drops and _output(drops[0]).split()[0] != "0"
     restart = [c for c in by_suite["rack-restart"].findall("testcase")
                if c.get("name") == "t=5s restart s1"]
-    assert restart and "sns1: recovered" in restart[0].findtext("system-out")
+    assert restart and "sns1: recovered" in _output(restart[0])
     assert "PASS" in proc.stdout and "FAIL" not in proc.stdout
 
 
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.usefixtures("_no_leftovers")
-def test_broken_example_fails_with_a_readable_report(tmp_path, repo_root):
+def test_broken_example_fails_with_a_readable_report(tmp_path: Path, repo_root: Path) -> None:
     proc, root = _cli(tmp_path, repo_root, str(EXAMPLES / "broken.yaml"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     suite = root.find("testsuite")
@@ -279,11 +298,12 @@ def test_broken_example_fails_with_a_readable_report(tmp_path, repo_root):
     failures = {c.get("name"): c.find("failure") for c in suite.findall("testcase")
                 if c.find("failure") is not None}
     ratio = failures["assertions[1]: time j1.ring / j1.innetwork >= 50"]
-    assert ratio.get("message").startswith("expected >= 50, got ")
-    assert "j1.ring took " in ratio.get("message") and ratio.get("type") == "AssertionError"
+    assert _attr(ratio, "message").startswith("expected >= 50, got ")
+    assert "j1.ring took " in _attr(ratio, "message")
+    assert _attr(ratio, "type") == "AssertionError"
     drops = failures["assertions[2]: no fault drops"]
-    assert drops.get("message").startswith("expected none, got ")
-    assert "fault drops (sns1 " in drops.get("message")
+    assert _attr(drops, "message").startswith("expected none, got ")
+    assert "fault drops (sns1 " in _attr(drops, "message")
     passed = [c.get("name") for c in suite.findall("testcase") if c.find("failure") is None]
     assert "assertions[0]: exact results of j1" in passed
     assert "FAIL  assertions: assertions[1]" in proc.stdout

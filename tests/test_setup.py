@@ -113,6 +113,21 @@ def test_requirements_match_venv(repo_root: Path) -> None:
     assert wrong == []
 
 
+def test_protobuf_stubs_match_the_installed_modules(repo_root: Path, tmp_path: Path) -> None:
+    """typings/ is what scripts/protobuf_stubs.py makes of the installed P4Runtime modules
+    (after a p4runtime upgrade: `make stubs`), and a fresh directory gets every stub."""
+    script = str(repo_root / "scripts" / "protobuf_stubs.py")
+    check = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True,
+                           timeout=120)
+    assert check.returncode == 0, check.stderr
+    fresh = subprocess.run([sys.executable, script, "--out", str(tmp_path)], capture_output=True,
+                           text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert (tmp_path / "p4" / "v1" / "p4runtime_pb2.pyi").is_file()
+    assert (tmp_path / "p4" / "v1" / "__init__.pyi").is_file()
+    assert not (tmp_path / "google" / "__init__.pyi").exists()  # google is a namespace
+
+
 def test_console_script_installed() -> None:
     """`pip install -e .` put the softswitch console script into the venv."""
     assert (VENV / "bin" / "softswitch").is_file()
@@ -120,8 +135,8 @@ def test_console_script_installed() -> None:
     assert [ep.value for ep in eps] == ["softswitch.__main__:main"]
 
 
-@pytest.mark.parametrize("target", ["setup", "test", "run", "bench", "lint", "clean", "distclean",
-                                    "toolchain", "toolchain-check"])
+@pytest.mark.parametrize("target", ["setup", "test", "run", "bench", "lint", "stubs", "clean",
+                                    "distclean", "toolchain", "toolchain-check"])
 def test_make_target_exists(repo_root: Path, target: str) -> None:
     """Each documented make target exists (dry run)."""
     proc = _make(repo_root, "-n", target)

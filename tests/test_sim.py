@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,25 +12,30 @@ from sim.fabric import Fabric, datacenter, emulated
 from sim.iteration import iteration_time
 from sim.model import predict
 from sim.schedules import ALGORITHMS, build, chunk_sizes
+from sim.sweeps import Simulate
 from sim.validate import ValidationInputError, report, validate
 from workloads.profiles import get_profile
 
 
 @pytest.fixture(scope="module")
-def simulate():
+def simulate() -> Simulate:
     """The ns-3 simulate callback (skips the module's ns-3 tests if ns-3 cannot load)."""
     if not ns3sim.available():
         pytest.skip("ns-3 (pip package ns3) is not installed")
-    return lambda a, f, n, d: ns3sim.simulate(a, f, n, d).seconds
+
+    def seconds(algorithm: str, f: Fabric, nbytes: int, density: float) -> float:
+        return ns3sim.simulate(algorithm, f, nbytes, density).seconds
+
+    return seconds
 
 
-def test_chunk_sizes_sum():
+def test_chunk_sizes_sum() -> None:
     """Ring chunks are near-equal and sum to the message."""
     sizes = chunk_sizes(1001, 4)
     assert sizes.tolist() == [251, 250, 250, 250]
 
 
-def test_ring_schedule_shape():
+def test_ring_schedule_shape() -> None:
     """A ring over P workers has 2(P-1)·P sends, each moving one chunk to the next worker."""
     f = emulated()
     s = build("ring", f, 4096)
@@ -38,20 +44,20 @@ def test_ring_schedule_shape():
     assert s.nbytes.sum() == 2 * 3 * 4096
 
 
-def test_unknown_algorithm_is_clear():
+def test_unknown_algorithm_is_clear() -> None:
     """An unknown algorithm names the known ones."""
     with pytest.raises(ValueError, match="ring"):
         build("butterfly", emulated(), 10)
 
 
-def test_fabric_rejects_bad_counts():
+def test_fabric_rejects_bad_counts() -> None:
     """A fabric with zero leaves is refused with the field's name."""
     with pytest.raises(ValueError, match="leaves"):
         Fabric(leaves=0)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_sim_matches_model_at_emulated_scale(simulate, algorithm):
+def test_sim_matches_model_at_emulated_scale(simulate: Simulate, algorithm: str) -> None:
     """On the emulated 2x2x2 fabric at 10 Mbit/s, ns-3 and the cost model agree within 15 %."""
     f = emulated(10.0)
     n = 256 << 10
@@ -60,14 +66,14 @@ def test_sim_matches_model_at_emulated_scale(simulate, algorithm):
     assert abs(model - sim) / sim < 0.15
 
 
-def test_sim_matches_model_at_20mbit(simulate):
+def test_sim_matches_model_at_20mbit(simulate: Simulate) -> None:
     """The agreement holds at 20 Mbit/s links too (ring, 1 MiB)."""
     f = emulated(20.0)
     sim = simulate("ring", f, 1 << 20, 0.01)
     assert abs(predict("ring", f, 1 << 20) - sim) / sim < 0.15
 
 
-def test_single_send_time_is_bandwidth_plus_path(simulate):
+def test_single_send_time_is_bandwidth_plus_path(simulate: Simulate) -> None:
     """In-network all-reduce takes n·β plus one slot round trip (ns-3 adds a 2-byte PPP header)."""
     f = emulated(10.0, switch_delay_s=0.0, header_bytes=0)
     n = 100 * 1024
@@ -75,7 +81,7 @@ def test_single_send_time_is_bandwidth_plus_path(simulate):
     assert sim == pytest.approx(n * 8 / 10e6 + f.ina_round_trip(), rel=5e-3)
 
 
-def test_ina_flat_in_p_ring_grows(simulate):
+def test_ina_flat_in_p_ring_grows(simulate: Simulate) -> None:
     """In the simulator, in-network time stays flat from 16 to 64 workers; ring grows."""
     n = 1 << 20
     ina = [simulate("ina", datacenter(p, hosts_per_leaf=8), n, 0.01) for p in (16, 64)]
@@ -85,7 +91,7 @@ def test_ina_flat_in_p_ring_grows(simulate):
     assert ina[1] < ring[1]
 
 
-def test_crossover_found(simulate):
+def test_crossover_found(simulate: Simulate) -> None:
     """The small crossover sweep finds a finite B_intra/B_inter crossover near the model's."""
     result = sweeps.crossover(simulate, small=True)
     assert 1.0 < result["sim_crossover"] < 4.0
@@ -93,20 +99,24 @@ def test_crossover_found(simulate):
     assert abs(result["sim_crossover"] - result["closed_form_alpha0"]) < 0.5
 
 
-def test_small_sweeps_run(simulate, tmp_path):
+def test_small_sweeps_run(simulate: Simulate, tmp_path: Path) -> None:
     """Every sweep runs in its small form, ticks once per row and is JSON-serialisable."""
     from sim.plots import PLOTTERS
 
     for name in sweeps.SWEEPS:
-        ticks = []
-        result = sweeps.run(name, simulate, small=True, tick=lambda t=ticks: t.append(1))
+        ticks: list[int] = []
+
+        def tick(ticks: list[int] = ticks) -> None:
+            ticks.append(1)
+
+        result = sweeps.run(name, simulate, small=True, tick=tick)
         assert len(ticks) == sweeps.plan_size(name, small=True)
         json.dumps(result)
         png = PLOTTERS[name](result, tmp_path / f"{name}.png")
         assert png.stat().st_size > 1000
 
 
-def test_speedup_grows_as_the_network_slows(simulate):
+def test_speedup_grows_as_the_network_slows(simulate: Simulate) -> None:
     """Hierarchical in-network's iteration speedup over ring rises as the inter-machine
     rate falls, and never exceeds its communication-only speedup (compute overlaps)."""
     result = sweeps.speedup(simulate, small=True)
@@ -119,7 +129,7 @@ def test_speedup_grows_as_the_network_slows(simulate):
         assert r["sim_comm_speedup"] > 1.5  # as a communication step it always wins
 
 
-def test_validation_flags_and_passes(simulate):
+def test_validation_flags_and_passes(simulate: Simulate) -> None:
     """Synthetic measured rows: one near the simulation passes, one 50 % off is flagged."""
     f = emulated(10.0)
     n = 256 << 10
@@ -135,21 +145,21 @@ def test_validation_flags_and_passes(simulate):
     assert "FLAGGED" in report(results)
 
 
-def test_validation_rejects_inconsistent_workers():
+def test_validation_rejects_inconsistent_workers() -> None:
     """A row whose worker count disagrees with its topology is refused, naming the row."""
     rows = [{"algorithm": "ring", "workers": 5, "bytes": 10, "seconds": 1.0, "topology": {}}]
     with pytest.raises(ValidationInputError, match="row 0"):
         validate(rows)
 
 
-def test_iteration_overlap_bounds():
+def test_iteration_overlap_bounds() -> None:
     """Iteration time lies between compute alone and compute plus all communication."""
     profile = get_profile("resnet50", 10.0)
     it = iteration_time(profile, lambda n: n / 1e9)
     assert it.compute_s <= it.iteration_s <= it.compute_s + it.comm_s
 
 
-def test_cli_run_prints_json(simulate, capsys):
+def test_cli_run_prints_json(simulate: Simulate, capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m sim run` simulates one collective and prints sim and model seconds."""
     from sim.__main__ import main
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,19 +27,19 @@ SPEC = {"spines": 2, "leaves": 2, "hosts_per_leaf": 2, "gpus": 1, "bw_mbit": 3.0
         "elems": 64, "credits": 4, "msg_pkts": 16, "density": 0.01}
 
 
-def _cell(algo: str, size: int, seconds: float, **extra) -> dict:
+def _cell(algo: str, size: int, seconds: float, **extra: Any) -> dict[str, Any]:
     return {"kind": "allreduce", "algo": algo, "workers": 4, "size": size,
             "seconds": seconds, "exact": True, "errors": [], **extra}
 
 
-def test_frame_overheads():
+def test_frame_overheads() -> None:
     """In-network packets carry 58 header bytes + tag share + ACK share; TCP 66 + half an ACK."""
     assert ina_header_bytes(16, 64) == round(58 + 32 / 16 + 62 / 16)
     assert tcp_header_bytes() == 99
     assert TCP_MSS == 1448
 
 
-def test_innetwork_fabric_is_one_spine_with_tag():
+def test_innetwork_fabric_is_one_spine_with_tag() -> None:
     """An emulated in-network job aggregates on one spine with +32-byte leaf-spine packets."""
     f = fabric_for("innetwork", SPEC)
     assert (f.segment_bytes, f.ina_spines) == (256, 1)
@@ -47,19 +49,19 @@ def test_innetwork_fabric_is_one_spine_with_tag():
     assert f.ina_beta() == pytest.approx(346 * 8 / (3e6 * 256))
 
 
-def test_ring_fabric_is_tcp():
+def test_ring_fabric_is_tcp() -> None:
     """An emulated ring moves 1448-byte TCP segments."""
     f = fabric_for("ring", SPEC)
     assert (f.segment_bytes, f.header_bytes) == (1448, 99)
 
 
-def test_default_fabric_model_unchanged():
+def test_default_fabric_model_unchanged() -> None:
     """Spraying over both spines with no extra header keeps in-network host-link bound."""
     f = emulated(10.0)
     assert f.ina_beta() == pytest.approx(8 * f.wire_factor / f.host_bps)
 
 
-def test_rows_from_matrix_skip_failed_and_unknown():
+def test_rows_from_matrix_skip_failed_and_unknown() -> None:
     """Only successful all-reduce cells of modelled algorithms become rows."""
     doc = {"spec": SPEC, "cells": [
         _cell("ring", 65536, 1.2), _cell("innetwork", 65536, 1.0),
@@ -70,7 +72,7 @@ def test_rows_from_matrix_skip_failed_and_unknown():
     assert rows[1]["topology"]["ina_spines"] == 1
 
 
-def test_matrix_file_is_loaded_by_validate(tmp_path):
+def test_matrix_file_is_loaded_by_validate(tmp_path: Path) -> None:
     """``python -m sim validate`` reads a matrix result directly (model only here)."""
     path = tmp_path / "matrix.json"
     path.write_text(json.dumps({"spec": SPEC, "cells": [_cell("innetwork", 262144, 4.0)]}))
@@ -80,7 +82,7 @@ def test_matrix_file_is_loaded_by_validate(tmp_path):
     assert r.algorithm == "ina" and abs(r.model_error) < THRESHOLD
 
 
-def test_matrix_file_errors_are_clear(tmp_path):
+def test_matrix_file_errors_are_clear(tmp_path: Path) -> None:
     """A file that is not a matrix result is named in the error."""
     path = tmp_path / "x.json"
     path.write_text("[1, 2]")
@@ -88,8 +90,8 @@ def test_matrix_file_errors_are_clear(tmp_path):
         load_matrix_rows([path])
 
 
-def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems=64,
-             schema: int = 2):
+def _run_dir(tmp_path: Path, kind: str, leaves: int, spines: int, seconds: dict[str, Any],
+             elems: int | None = 64, schema: int = 2) -> Path:
     """A run directory as ``python -m experiment.run`` leaves it (the parts rows_from_run
     reads); topology.json schema 2 has links' bw_bps, schema 1 (older runs) bw_mbit."""
     rundir = tmp_path / f"{kind}{schema}"
@@ -108,7 +110,7 @@ def _run_dir(tmp_path, kind: str, leaves: int, spines: int, seconds: dict, elems
     return rundir
 
 
-def test_make_run_directory_is_validated(tmp_path):
+def test_make_run_directory_is_validated(tmp_path: Path) -> None:
     """``python -m sim validate run/latest``: a rack and a spine-leaf run directory become
     rows on their own fabrics; this session's measured times pass the model."""
     rack = load_rows(_run_dir(tmp_path, "rack", 1, 0, {"innetwork": 0.876, "ring": 1.124}))
@@ -124,7 +126,7 @@ def test_make_run_directory_is_validated(tmp_path):
     assert [{**r, "emulation": None} for r in old] == [{**r, "emulation": None} for r in rack]
 
 
-def test_make_run_directory_errors_are_clear(tmp_path):
+def test_make_run_directory_errors_are_clear(tmp_path: Path) -> None:
     """An older run without E, links of one kind at different rates, or a directory that is
     no run: each is named in the error."""
     old = _run_dir(tmp_path, "rack", 1, 0, {"ring": 1.1}, elems=None)
@@ -142,7 +144,7 @@ def test_make_run_directory_errors_are_clear(tmp_path):
         load_rows(empty)
 
 
-def test_model_ina_link_bound_at_3mbit():
+def test_model_ina_link_bound_at_3mbit() -> None:
     """1 MiB in-network on the emulated fabric: 4096 packets of 346 bytes at 3 Mbit/s."""
     f = fabric_for("innetwork", SPEC)
     seconds = predict("ina", f, 1 << 20)
@@ -150,7 +152,7 @@ def test_model_ina_link_bound_at_3mbit():
 
 
 @pytest.mark.root
-def test_small_emulation_matches_sim_and_model():
+def test_small_emulation_matches_sim_and_model() -> None:
     """2x2x2 at 1 Mbit/s, 256 KiB: ring and in-network within 15 % of ns-3 and of the model,
     both ways."""
     from sim import ns3sim

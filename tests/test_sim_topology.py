@@ -3,13 +3,15 @@ the fabric a file maps to, and the cost model evaluated on it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sim.model import predict
 from sim.topology import TopologyFileMismatch, fabric_from_file
 
 
-def test_spineleaf_file_maps_exactly_and_scales_by_params():
+def test_spineleaf_file_maps_exactly_and_scales_by_params() -> None:
     """The shipped spine-leaf at a larger size: the file's parameters give the fabric."""
     fabric, notes = fabric_from_file("spineleaf", {"leaves": 32, "hosts": 16, "bw": 100.0,
                                                    "fabric_bw": 400.0, "delay": "2ms"})
@@ -19,7 +21,7 @@ def test_spineleaf_file_maps_exactly_and_scales_by_params():
     assert predict("ring", fabric, 1 << 20, 0.01) > predict("ina", fabric, 1 << 20, 0.01)
 
 
-def test_oversubscribed_and_rack_files():
+def test_oversubscribed_and_rack_files() -> None:
     """The oversubscribed file's slower uplinks reach the fabric; a rack is one leaf."""
     fabric, _ = fabric_from_file("spineleaf-oversub", {"oversubscription": 4.0, "bw": 8.0})
     assert fabric.fabric_rate == 4 * 8e6 / (2 * 4.0) and fabric.host_bps == 8e6
@@ -27,14 +29,14 @@ def test_oversubscribed_and_rack_files():
     assert (rack.leaves, rack.hosts_per_leaf) == (1, 8)
 
 
-def test_fattree_is_approximated_and_says_so():
+def test_fattree_is_approximated_and_says_so() -> None:
     """A three-tier file becomes a spine-leaf with one spine per leaf uplink, with a note."""
     fabric, notes = fabric_from_file("fattree", {"k": 8, "hosts": 4})
     assert (fabric.leaves, fabric.hosts_per_leaf, fabric.spines) == (32, 4, 4)
     assert len(notes) == 1 and "more than two tiers" in notes[0] and "fattree.yaml" in notes[0]
 
 
-def test_non_uniform_file_is_refused(tmp_path):
+def test_non_uniform_file_is_refused(tmp_path: Path) -> None:
     """Leaves with different host counts cannot be the simulator's uniform fabric."""
     path = tmp_path / "odd.yaml"
     path.write_text("schema: 1\nswitches:\n  - {name: l1, role: leaf}\n  - {name: l2, role: leaf}\n"
@@ -47,7 +49,7 @@ def test_non_uniform_file_is_refused(tmp_path):
         fabric_from_file(path)
 
 
-def test_rates_with_units_and_the_intra_host_rate_reach_the_fabric(tmp_path):
+def test_rates_with_units_and_the_intra_host_rate_reach_the_fabric(tmp_path: Path) -> None:
     """The simulator takes the file's rates with units (100G needs no time dilation here) and
     the hosts' intra_bw as the fabric's intra-host rate; rates that differ are named with
     their units."""

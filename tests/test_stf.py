@@ -20,6 +20,7 @@ from softswitch.stf import (
     RegisterWrite,
     SetDefault,
     StfError,
+    StfResult,
     StfRunner,
     Wait,
     compare_packet,
@@ -187,6 +188,7 @@ class FakePipeline:
         table = self.tables["MyIngress.t"]
         entry = table.lookup((frame[0],))
         action = entry.action if entry is not None else table.default_action
+        assert action is not None
         if action.name == "MyIngress.fwd":
             return [(action.args[0], frame)]
         if action.name == "MyIngress.mcast":
@@ -197,9 +199,11 @@ class FakePipeline:
 _PARAMS = {"MyIngress.fwd": [("port", 9)], "MyIngress.mcast": [("grp", 16)], "NoAction": []}
 
 
-def _run(text: str):
+def _run(text: str) -> tuple[StfResult, FakePipeline]:
     pipeline = FakePipeline()
-    return StfRunner(pipeline, _PARAMS).run(parse_stf(text, "t.stf")), pipeline
+    # the fake has only what these STF files touch (no program, simpler registers)
+    runner = StfRunner(pipeline, _PARAMS)  # type: ignore[arg-type]
+    return runner.run(parse_stf(text, "t.stf")), pipeline
 
 
 def test_run_passes_and_higher_priority_wins() -> None:

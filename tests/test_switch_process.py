@@ -10,10 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from p4.v1 import p4runtime_pb2
 
 from softswitch.pcap import read_pcap
 from softswitch.ports import MemoryPort
@@ -75,8 +77,12 @@ class SwitchProcess:
             return -9
 
 
+#: Starts a switch process with these arguments (the fixture stops them all).
+Spawn = Callable[..., SwitchProcess]
+
+
 @pytest.fixture
-def spawn() -> Iterator:
+def spawn() -> Iterator[Spawn]:
     procs: list[SwitchProcess] = []
 
     def start(*args: str) -> SwitchProcess:
@@ -94,7 +100,7 @@ def spawn() -> Iterator:
                     stream.close()
 
 
-def wait_for(predicate, timeout: float = 5.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 5.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (no fixed sleeps)."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -130,7 +136,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["/no/such/prog.p4"], "no such file"),
     ],
 )
-def test_bad_flag_is_one_line_exit_2(args, needle):
+def test_bad_flag_is_one_line_exit_2(args: list[str], needle: str) -> None:
     """A bad flag or value gives exit code 2 and one error line naming it."""
     res = run_cli(*args)
     assert res.returncode == 2, res.stderr
@@ -138,31 +144,31 @@ def test_bad_flag_is_one_line_exit_2(args, needle):
     assert len(lines) == 1 and needle in lines[0], res.stderr
 
 
-def test_missing_interface_exit_2():
+def test_missing_interface_exit_2() -> None:
     """An -i interface that does not exist is a one-line error naming it, exit 2."""
     res = run_cli("--no-p4", "-i", "1@nosuchif0", "--grpc-server-addr", "127.0.0.1:0")
     assert res.returncode == 2
     assert "nosuchif0" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
-def test_parse_args_defaults():
+def test_parse_args_defaults() -> None:
     """Defaults match simple_switch_grpc: device 0, 0.0.0.0:9559, no CPU port."""
     opts = parse_args(["--no-p4"])
     assert (opts.device_id, opts.grpc_addr, opts.cpu_port) == (0, "0.0.0.0:9559", None)
 
 
-def test_thrift_port_accepted_with_note(spawn):
+def test_thrift_port_accepted_with_note(spawn: Spawn) -> None:
     """--thrift-port is accepted and ignored with a note; the switch still starts."""
     p = spawn("--no-p4", "--thrift-port", "9090", "--grpc-server-addr", "127.0.0.1:0")
     p.wait_ready()
     assert p.terminate() == 0
-    assert "thrift" in p.proc.stderr.read().lower()
+    assert p.proc.stderr is not None and "thrift" in p.proc.stderr.read().lower()
 
 
 # ------------------------------------------------------------------ process life
 
 
-def test_ready_then_clean_sigterm(spawn, tmp_path):
+def test_ready_then_clean_sigterm(spawn: Spawn, tmp_path: Path) -> None:
     """The switch answers Capabilities after its readiness line and exits 0 on SIGTERM."""
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
@@ -178,7 +184,7 @@ def test_ready_then_clean_sigterm(spawn, tmp_path):
     assert "softswitch ready" in log_file.read_text()
 
 
-def test_sigint_also_clean(spawn):
+def test_sigint_also_clean(spawn: Spawn) -> None:
     """SIGINT stops the switch with exit code 0 as well."""
     p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
     p.wait_ready()
@@ -186,7 +192,7 @@ def test_sigint_also_clean(spawn):
     assert p.proc.wait(20) == 0
 
 
-def test_grpc_port_in_use_fails(spawn):
+def test_grpc_port_in_use_fails(spawn: Spawn) -> None:
     """A gRPC address that is already taken is a one-line error, exit 1."""
     p = spawn("--no-p4", "--grpc-server-addr", "127.0.0.1:0")
     addr = p.wait_ready()
@@ -206,10 +212,10 @@ def memsw() -> Iterator[InProcessSwitch]:
         s.stop()
 
 
-def test_fuzz_frames_do_not_kill_loop(memsw):
+def test_fuzz_frames_do_not_kill_loop(memsw: InProcessSwitch) -> None:
     """Thousands of random and truncated frames pass; forwarding works afterwards."""
     c = memsw.client()
-    c.write(table_entry_update(1, 1, 2))
+    c.write(table_entry_update(p4runtime_pb2.Update.INSERT, 1, 2))
     rng = random.Random(1234)
     n = 3000
     for i in range(n):
@@ -232,10 +238,11 @@ def test_fuzz_frames_do_not_kill_loop(memsw):
     assert counters[1].malformed > 0
 
 
-def test_port_counters(memsw):
+def test_port_counters(memsw: InProcessSwitch) -> None:
     """rx/tx packet and byte counters follow forwarded traffic; unknown ports are counted."""
     c = memsw.client()
-    c.write(table_entry_update(1, 1, 2), table_entry_update(1, 2, 9))
+    c.write(table_entry_update(p4runtime_pb2.Update.INSERT, 1, 2),
+            table_entry_update(p4runtime_pb2.Update.INSERT, 2, 9))
     for _ in range(4):
         memsw.port(1).inject(FRAME)
         assert memsw.port(2).receive(5.0) == FRAME
@@ -248,7 +255,7 @@ def test_port_counters(memsw):
     assert wait_for(lambda: memsw.switch.stats.no_such_port == 1)
 
 
-def test_pcap_files_per_port(tmp_path):
+def test_pcap_files_per_port(tmp_path: Path) -> None:
     """With a pcap dir, received and transmitted frames land in <port>_in/_out.pcap."""
     ports = [MemoryPort(1), MemoryPort(2)]
     pipeline = FakePipeline()
@@ -273,7 +280,7 @@ def test_pcap_files_per_port(tmp_path):
     assert read_pcap(tmp_path / "port1_out.pcap") == []
 
 
-def test_no_pipeline_drops(tmp_path):
+def test_no_pipeline_drops(tmp_path: Path) -> None:
     """Frames arriving before any pipeline is set are counted and dropped."""
     port = MemoryPort(1)
     sw = SwitchDataPlane([port])
@@ -288,7 +295,7 @@ def test_no_pipeline_drops(tmp_path):
         sw.close()
 
 
-def test_fuzz_real_pipeline_keeps_forwarding(tmp_path):
+def test_fuzz_real_pipeline_keeps_forwarding(tmp_path: Path) -> None:
     """Thousands of random/truncated frames through the real engine; forwarding survives."""
     from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
     from softswitch.pipeline import Pipeline
@@ -324,7 +331,7 @@ def test_fuzz_real_pipeline_keeps_forwarding(tmp_path):
     assert pc[1].malformed > 0
 
 
-def test_debug_trace_line_per_packet(caplog):
+def test_debug_trace_line_per_packet(caplog: pytest.LogCaptureFixture) -> None:
     """At DEBUG the loop logs one trace line per packet with ports and sizes."""
     import logging
 
@@ -353,7 +360,7 @@ def test_debug_trace_line_per_packet(caplog):
 # ------------------------------------------------------------ stats file
 
 
-def read_doc(path: Path) -> dict | None:
+def read_doc(path: Path) -> dict[str, Any] | None:
     from softswitch.stats import StatsError, read_stats
 
     try:
@@ -362,7 +369,7 @@ def read_doc(path: Path) -> dict | None:
         return None
 
 
-def test_parse_args_stats_file_defaults_beside_log_file(tmp_path):
+def test_parse_args_stats_file_defaults_beside_log_file(tmp_path: Path) -> None:
     """--stats-file defaults to <log-file>.stats.json; an explicit path wins."""
     assert parse_args(["--no-p4"]).stats_file is None
     opts = parse_args(["--no-p4", "--log-file", str(tmp_path / "s1.log")])
@@ -371,13 +378,13 @@ def test_parse_args_stats_file_defaults_beside_log_file(tmp_path):
     assert opts.stats_file == "x.json"
 
 
-def test_bad_stats_interval_exit_2():
+def test_bad_stats_interval_exit_2() -> None:
     """A non-positive --stats-interval is a one-line error, exit 2."""
     res = run_cli("--no-p4", "--stats-interval", "0")
     assert res.returncode == 2 and "--stats-interval" in res.stderr
 
 
-def test_stats_file_counts_per_port(tmp_path):
+def test_stats_file_counts_per_port(tmp_path: Path) -> None:
     """The stats file written on request holds each port's rx/tx/drop counters."""
     pipeline = FakePipeline()
     from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
@@ -415,7 +422,7 @@ def test_stats_file_counts_per_port(tmp_path):
     assert doc["totals"]["rx_packets"] == 5
 
 
-def test_stats_file_refreshed_periodically(tmp_path):
+def test_stats_file_refreshed_periodically(tmp_path: Path) -> None:
     """With a short interval the loop rewrites the file by itself (reason 'periodic')."""
     stats = tmp_path / "s.json"
     sw = SwitchDataPlane([MemoryPort(1)], FakePipeline(), stats_file=stats, stats_interval=0.05)
@@ -429,7 +436,7 @@ def test_stats_file_refreshed_periodically(tmp_path):
         sw.close()
 
 
-def test_stats_file_of_process_on_sigusr1(spawn, tmp_path):
+def test_stats_file_of_process_on_sigusr1(spawn: Spawn, tmp_path: Path) -> None:
     """The running process writes <log>.stats.json, rewrites it on SIGUSR1 and at exit."""
     log_file = tmp_path / "sw.log"
     stats = tmp_path / "sw.stats.json"
@@ -437,14 +444,16 @@ def test_stats_file_of_process_on_sigusr1(spawn, tmp_path):
               "--stats-interval", "3600")
     p.wait_ready()
     assert wait_for(lambda: read_doc(stats) is not None, 20.0)
-    assert read_doc(stats)["pid"] == p.proc.pid
+    doc = read_doc(stats)
+    assert doc is not None and doc["pid"] == p.proc.pid
     p.proc.send_signal(signal.SIGUSR1)
     assert wait_for(lambda: (read_doc(stats) or {}).get("reason") == "SIGUSR1", 20.0)
     assert p.terminate() == 0
-    assert read_doc(stats)["reason"] == "stop"
+    doc = read_doc(stats)
+    assert doc is not None and doc["reason"] == "stop"
 
 
-def test_stats_command_prints_table(tmp_path):
+def test_stats_command_prints_table(tmp_path: Path) -> None:
     """`python -m softswitch.stats FILE` prints one row per port and a totals row."""
     from softswitch.stats import build_document, write_atomic
 
@@ -465,7 +474,7 @@ def test_stats_command_prints_table(tmp_path):
     assert lines[4].split() == ["all", "10", "1000", "8", "800", "2", "0", "2", "0"]
 
 
-def test_stats_command_bad_file_one_line_error(tmp_path):
+def test_stats_command_bad_file_one_line_error(tmp_path: Path) -> None:
     """A missing or foreign file is a one-line error, exit 1."""
     bad = tmp_path / "x.json"
     bad.write_text('{"hello": 1}')

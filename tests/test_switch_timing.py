@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -116,6 +116,7 @@ def program(tmp_path: Path) -> Path:
 def switch_pipeline(program: Path, clock: VirtualClock, *flags: str) -> Pipeline:
     """The pipeline as ``softswitch run`` builds it from its flags and clock."""
     opts = parse_args([str(program), "--tdf", str(clock.tdf), *flags])
+    pipeline: Pipeline
     pipeline, _p4info, _config = load_program(str(program), **pipeline_options(opts, clock))
     return pipeline
 
@@ -263,7 +264,8 @@ def delayed_switch(ports: list[MemoryPort], fake: FakeClock, tdf: float = 10,
                            clock=VirtualClock(tdf, real_ns=fake), **kw)  # type: ignore[arg-type]
 
 
-def test_switch_holds_egress_frames_for_delay_times_tdf(ports, fake) -> None:
+def test_switch_holds_egress_frames_for_delay_times_tdf(ports: list[MemoryPort],
+                                                        fake: FakeClock) -> None:
     """A frame for a port with 1 ms of delay leaves after 10 ms of (fake) real time at
     TDF 10, and is counted as transmitted only then."""
     sw = delayed_switch(ports, fake, port_delays={2: 1e-3})
@@ -281,7 +283,7 @@ def test_switch_holds_egress_frames_for_delay_times_tdf(ports, fake) -> None:
     sw.close()
 
 
-def test_delayed_port_does_not_block_other_ports(ports, fake) -> None:
+def test_delayed_port_does_not_block_other_ports(ports: list[MemoryPort], fake: FakeClock) -> None:
     """While port 2 holds a frame, a frame for undelayed port 4 leaves at once and one for
     port 3 (shorter delay) leaves first."""
     sw = delayed_switch(ports, fake, port_delays={2: 5e-3, 3: 1e-3})
@@ -298,7 +300,7 @@ def test_delayed_port_does_not_block_other_ports(ports, fake) -> None:
     sw.close()
 
 
-def test_delayed_port_keeps_frame_order(ports, fake) -> None:
+def test_delayed_port_keeps_frame_order(ports: list[MemoryPort], fake: FakeClock) -> None:
     """Frames to one delayed port leave in the order they entered, each after its delay."""
     sw = delayed_switch(ports, fake, port_delays={2: 1e-3})
     for i in range(5):
@@ -323,7 +325,7 @@ def run_loop(sw: SwitchDataPlane) -> threading.Thread:
     return t
 
 
-def wait_for(predicate, timeout: float = 10.0) -> bool:
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` passes (no fixed sleeps)."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -333,7 +335,7 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
     return True
 
 
-def test_ingress_delay_in_the_packet_loop(ports, fake) -> None:
+def test_ingress_delay_in_the_packet_loop(ports: list[MemoryPort], fake: FakeClock) -> None:
     """A frame arriving on a port with an ingress delay reaches the pipeline (and the port
     counters) only after delay * TDF; the packet loop releases it by itself."""
     sw = delayed_switch(ports, fake, port_ingress_delays={1: 2e-3})
@@ -354,7 +356,7 @@ def test_ingress_delay_in_the_packet_loop(ports, fake) -> None:
     assert sw.released_at_stop == 0
 
 
-def test_stop_lets_held_frames_go(ports, fake) -> None:
+def test_stop_lets_held_frames_go(ports: list[MemoryPort], fake: FakeClock) -> None:
     """Stopping the switch sends what the delay lines hold (in order) instead of losing it,
     and does not wait for their deadlines."""
     sw = delayed_switch(ports, fake, port_delays={2: 10.0}, port_ingress_delays={3: 10.0})
@@ -374,7 +376,7 @@ def test_stop_lets_held_frames_go(ports, fake) -> None:
     sw.close()
 
 
-def test_close_without_loop_releases_held_frames(ports, fake) -> None:
+def test_close_without_loop_releases_held_frames(ports: list[MemoryPort], fake: FakeClock) -> None:
     sw = delayed_switch(ports, fake, port_delays={2: 1.0})
     sw.inject(1, FRAME)
     sw.flush_delay_lines()
@@ -382,12 +384,13 @@ def test_close_without_loop_releases_held_frames(ports, fake) -> None:
     sw.close()
 
 
-def test_delay_for_unknown_port_is_refused(ports, fake) -> None:
+def test_delay_for_unknown_port_is_refused(ports: list[MemoryPort], fake: FakeClock) -> None:
     with pytest.raises(ValueError, match="--port-ingress-delay: port 9 is not a port"):
         delayed_switch(ports, fake, port_ingress_delays={9: 1e-3})
 
 
-def test_pcap_records_carry_emulated_time(ports, fake, tmp_path) -> None:
+def test_pcap_records_carry_emulated_time(ports: list[MemoryPort], fake: FakeClock,
+                                          tmp_path: Path) -> None:
     """At TDF 10 record times advance a tenth of real time; a delayed frame's out record
     carries the moment it left the switch port, an ingress-delayed frame's in record the
     moment it arrived after its delay."""
@@ -409,7 +412,8 @@ def test_pcap_records_carry_emulated_time(ports, fake, tmp_path) -> None:
     assert t_in - t0 == pytest.approx(0.1 + 0.01 + 0.002, abs=2e-6)
 
 
-def test_stats_document_reports_delays_and_occupancy(ports, fake) -> None:
+def test_stats_document_reports_delays_and_occupancy(ports: list[MemoryPort],
+                                                     fake: FakeClock) -> None:
     sw = delayed_switch(ports, fake, port_delays={2: 1e-3}, port_ingress_delays={1: 5e-6})
     for _ in range(3):
         sw.inject(1, FRAME)

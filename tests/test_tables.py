@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from softswitch.engine.externs import GREEN, RED, YELLOW, MeterConfig
@@ -26,13 +29,13 @@ def fwd(port: int) -> ActionCall:
     return ActionCall(FWD, (port,))
 
 
-def code(fn, *args) -> str:
+def code(fn: Callable[..., object], *args: object) -> str:
     with pytest.raises(TableError) as err:
         fn(*args)
     return err.value.code
 
 
-def exact_table(size: int = 16, **kw) -> Table:
+def exact_table(size: int = 16, **kw: Any) -> Table:
     keys = [KeyField("hdr.eth.dst", MatchKind.EXACT, 48), KeyField("port", MatchKind.EXACT, 9)]
     return Table("MyIngress.l2", keys, [FWD, DROP, "NoAction"], size, action_params=PARAMS, **kw)
 

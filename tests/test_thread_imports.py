@@ -202,7 +202,7 @@ def _read_until(proc: subprocess.Popen[str], text: str) -> str:
         if text in line:
             return line
         seen.append(line)
-    pytest.fail(f"no {text!r} in the output of {proc.args}: {''.join(seen)[-2000:]}")
+    pytest.fail(f"no {text!r} in the output of {proc.args!r}: {''.join(seen)[-2000:]}")
 
 
 def _wait_primary(switch: SwitchProcess, election_id: int, timeout_s: float = 120.0) -> None:

@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,16 +48,16 @@ from topo.nodes import (
 )
 from topo.probe import receive, send
 from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
-from topo.topologies import LinkShape, RackTopo, SpineLeafTopo
+from topo.topologies import LinkShape, RackTopo, SpineLeafTopo, TestbedTopo
 from vtime import REAL_TIME, VirtualClock
 
 
-def _ports(topo, switch):
+def _ports(topo: TestbedTopo, switch: str) -> dict[int, tuple[str, int]]:
     """{port: (peer, peer_port)} of one switch, from Mininet's own port map."""
     return dict(sorted(topo.ports[switch].items()))
 
 
-def test_rack_counts_and_names():
+def test_rack_counts_and_names() -> None:
     """A rack is one switch s1 with hosts h1..hN, one link each."""
     topo = RackTopo(hosts=3)
     assert topo.switches() == ["s1"]
@@ -63,7 +65,7 @@ def test_rack_counts_and_names():
     assert len(topo.links()) == 3
 
 
-def test_rack_ports_addresses_and_ids():
+def test_rack_ports_addresses_and_ids() -> None:
     """Rack host i sits on port i with 10.0.1.i/16 and MAC 00:00:0a:00:01:0i."""
     topo = RackTopo(hosts=2)
     assert _ports(topo, "s1") == {1: ("h1", 0), 2: ("h2", 0)}
@@ -74,7 +76,7 @@ def test_rack_ports_addresses_and_ids():
         0, 9559, "0000000000000001", 255)
 
 
-def test_spineleaf_counts():
+def test_spineleaf_counts() -> None:
     """Default spine-leaf: 2 leaves, 2 spines, 4 hosts, 4 host + 4 fabric links."""
     topo = SpineLeafTopo()
     assert topo.switches() == ["l1", "l2", "sp1", "sp2"]
@@ -83,7 +85,7 @@ def test_spineleaf_counts():
     assert sorted(kinds) == ["fabric"] * 4 + ["host"] * 4
 
 
-def test_spineleaf_port_plan():
+def test_spineleaf_port_plan() -> None:
     """Leaf ports 1..H go to hosts, H+1.. to spines; spine port i goes to leaf i."""
     topo = SpineLeafTopo(spines=3, leaves=2, hosts_per_leaf=2)
     assert _ports(topo, "l2") == {1: ("h3", 0), 2: ("h4", 0), 3: ("sp1", 2), 4: ("sp2", 2),
@@ -91,7 +93,7 @@ def test_spineleaf_port_plan():
     assert _ports(topo, "sp3") == {1: ("l1", 5), 2: ("l2", 5)}
 
 
-def test_spineleaf_device_ids_and_grpc_ports():
+def test_spineleaf_device_ids_and_grpc_ports() -> None:
     """Leaves take ids 0..L-1 and spines L..; gRPC port is base + id."""
     topo = SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=1, grpc_base_port=40000)
     ids = {n: topo.switch_options(n)["device_id"] for n in topo.switches()}
@@ -100,7 +102,7 @@ def test_spineleaf_device_ids_and_grpc_ports():
     assert topo.switch_options("sp2")["thrift_port"] == 9094
 
 
-def test_spineleaf_host_addresses_per_leaf():
+def test_spineleaf_host_addresses_per_leaf() -> None:
     """Leaf L owns 10.0.L.0/24; host slot j on it is 10.0.L.j with a matching MAC."""
     topo = SpineLeafTopo(leaves=3, hosts_per_leaf=2, gpus_per_host=4)
     h6 = topo.host_options("h6")
@@ -108,14 +110,14 @@ def test_spineleaf_host_addresses_per_leaf():
         "10.0.3.2/16", "00:00:0a:00:03:02", 3, 2, 4)
 
 
-def test_topology_is_deterministic():
+def test_topology_is_deterministic() -> None:
     """Two builds with the same arguments describe the same network."""
     a = describe(SpineLeafTopo(spines=2, leaves=3), target="softswitch")
     b = describe(SpineLeafTopo(spines=2, leaves=3), target="softswitch")
     assert a == b
 
 
-def test_link_shapes_reach_links():
+def test_link_shapes_reach_links() -> None:
     """Host and fabric links carry their own rates; delay/loss are passed on."""
     topo = SpineLeafTopo(host_bw=12.0, fabric_bw=24.0, delay="1ms", loss=0.5)
     infos = {(a, b): i for a, b, i in topo.links(withInfo=True)}
@@ -128,7 +130,9 @@ def test_link_shapes_reach_links():
     assert infos[("h1", "l1")]["bw_bps"] == 100e9 and infos[("l1", "sp1")]["bw_bps"] == 25e9
     assert infos[("h1", "l1")]["delay_s"] == pytest.approx(2e-6)
     assert topo.nodeInfo("h1")["intra_bw_bps"] == 1.2e12
-    assert topo.fabric_shape == LinkShape(25e9, pytest.approx(2e-6), None)
+    shape = topo.fabric_shape
+    assert shape.bw_bps == 25e9 and shape.delay_s == pytest.approx(2e-6) and shape.loss is None
+    assert shape.queue is None
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -145,13 +149,13 @@ def test_link_shapes_reach_links():
     ({"name_prefix": "a-b"}, "name_prefix"),
     ({"hosts_per_leaf": 3, "cpu_port": 4}, "CPU port"),
 ])
-def test_bad_topology_arguments_are_rejected(kwargs, message):
+def test_bad_topology_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
     """Impossible sizes, names or port plans raise TopologyError naming the problem."""
     with pytest.raises(TopologyError, match=message):
         SpineLeafTopo(**kwargs)
 
 
-def test_describe_records_ports_and_attachments():
+def test_describe_records_ports_and_attachments() -> None:
     """describe() lists each switch port with its peer and each host's switch port."""
     t = describe(SpineLeafTopo(), target="softswitch", rundir="/r", log_dir="/r/logs")
     l1 = t.switch("l1")
@@ -167,7 +171,7 @@ def test_describe_records_ports_and_attachments():
     assert t.total_gpus() == 4
 
 
-def test_topology_json_round_trip(tmp_path):
+def test_topology_json_round_trip(tmp_path: Path) -> None:
     """topology.json written by RunDir loads back into an equal Topology."""
     rundir = RunDir.create(tmp_path / "r1")
     t = describe(RackTopo(hosts=2), target="softswitch", program="/p/x.p4",
@@ -188,7 +192,7 @@ def test_topology_json_round_trip(tmp_path):
                                 "kind": "host", "bw_bps": 3e6, "delay_s": None, "loss": None}
 
 
-def test_topology_json_of_schema_1_still_loads():
+def test_topology_json_of_schema_1_still_loads() -> None:
     """Run directories written before rates had units (schema 1: ``bw_mbit``, a tc delay
     string) load into the same records, by both readers of topology.json."""
     from controller.topology import load_topology as controller_load
@@ -232,7 +236,8 @@ def test_topology_json_of_schema_1_still_loads():
     (lambda d: d.__setitem__("schema", 9), "schema 9"),
     (lambda d: d["hosts"][0].__setitem__("switch", "nope"), "unknown switch 'nope'"),
 ])
-def test_bad_topology_json_is_rejected(mutate, message):
+def test_bad_topology_json_is_rejected(mutate: Callable[[dict[str, Any]], object],
+                                       message: str) -> None:
     """A topology.json that breaks the schema raises TopologyFileError naming the key."""
     data = topology_to_dict(describe(RackTopo(hosts=1), target="softswitch"))
     mutate(data)
@@ -240,13 +245,13 @@ def test_bad_topology_json_is_rejected(mutate, message):
         topology_from_dict(data)
 
 
-def test_load_topology_missing_file(tmp_path):
+def test_load_topology_missing_file(tmp_path: Path) -> None:
     """A missing topology.json gives a clear error, not a traceback."""
     with pytest.raises(TopologyFileError, match="no such file"):
         load_topology(tmp_path)
 
 
-def test_rundir_layout_and_latest_link(tmp_path):
+def test_rundir_layout_and_latest_link(tmp_path: Path) -> None:
     """RunDir.create makes logs/ and build/ under run/<stamp> and points run/latest at it."""
     rundir = RunDir.create(root=tmp_path)
     assert rundir.path.parent == tmp_path.resolve()
@@ -256,7 +261,7 @@ def test_rundir_layout_and_latest_link(tmp_path):
     assert owner["pid"] == os.getpid() and records == []
 
 
-def test_rundir_records_processes(tmp_path):
+def test_rundir_records_processes(tmp_path: Path) -> None:
     """record_process stores the pid with its /proc cmdline."""
     rundir = RunDir.create(tmp_path / "r")
     rundir.record_process("me", "test", os.getpid())
@@ -265,7 +270,7 @@ def test_rundir_records_processes(tmp_path):
     assert records[0].cmdline and is_same_process(records[0])
 
 
-def test_cleanup_stops_only_matching_processes(tmp_path):
+def test_cleanup_stops_only_matching_processes(tmp_path: Path) -> None:
     """A recorded process is stopped; a pid whose cmdline no longer matches is left alone."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                             start_new_session=True)
@@ -286,7 +291,7 @@ def test_cleanup_stops_only_matching_processes(tmp_path):
             p.wait()
 
 
-def test_softswitch_argv():
+def test_softswitch_argv() -> None:
     """The built-in switch's command line: one -i per port, gRPC, CPU port, log, pcap."""
     launch = SwitchLaunch(name="s1", device_id=3, grpc_addr="127.0.0.1:50054",
                           ports=((1, "s1-eth1"), (2, "s1-eth2")), log_file=Path("/r/logs/s1.log"),
@@ -298,7 +303,7 @@ def test_softswitch_argv():
         "--pcap", "/r/pcaps"]
 
 
-def test_softswitch_argv_with_preloaded_program():
+def test_softswitch_argv_with_preloaded_program() -> None:
     """With a program to preload, it replaces --no-p4."""
     launch = SwitchLaunch(name="s1", device_id=0, grpc_addr="127.0.0.1:50051", ports=(),
                           log_file=Path("/l"), program=Path("/p/netreduce.p4"))
@@ -306,7 +311,7 @@ def test_softswitch_argv_with_preloaded_program():
     assert argv[4] == "/p/netreduce.p4" and "--no-p4" not in argv and "--cpu-port" not in argv
 
 
-def test_softswitch_argv_with_random_egress_order():
+def test_softswitch_argv_with_random_egress_order() -> None:
     """--egress-order and --seed reach the switch process; sync (the default) adds nothing."""
     launch = SwitchLaunch(name="s1", device_id=2, grpc_addr="127.0.0.1:50053", ports=(),
                           log_file=Path("/l"), egress_order="random", seed=9)
@@ -316,7 +321,7 @@ def test_softswitch_argv_with_random_egress_order():
     assert "--egress-order" not in SoftSwitch.build_argv(plain)
 
 
-def test_egress_order_checks_name_the_bad_option():
+def test_egress_order_checks_name_the_bad_option() -> None:
     """Unknown orders, an order on BMv2 and a seed without random are refused clearly; the
     list of orders is the switch's own."""
     from softswitch.traffic_manager import EGRESS_ORDERS as SWITCH_ORDERS
@@ -334,7 +339,7 @@ def test_egress_order_checks_name_the_bad_option():
         check_egress_order(SoftSwitch, "random", -1)
 
 
-def test_bmv2_argv():
+def test_bmv2_argv() -> None:
     """simple_switch_grpc gets --no-p4 and its gRPC options after '--'."""
     launch = SwitchLaunch(name="l1", device_id=1, grpc_addr="127.0.0.1:50052",
                           ports=((1, "l1-eth1"),), log_file=Path("/l"), cpu_port=255,
@@ -351,14 +356,14 @@ def _fake_bin(directory: Path, name: str) -> None:
     path.chmod(0o755)
 
 
-def test_choose_target_auto_without_bmv2(tmp_path, monkeypatch):
+def test_choose_target_auto_without_bmv2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """auto falls back to the built-in target and says why."""
     monkeypatch.setenv("PATH", str(tmp_path))
     cls, why = choose_target("auto")
     assert cls is SoftSwitch and "not on PATH" in why
 
 
-def test_choose_target_auto_with_bmv2(tmp_path, monkeypatch):
+def test_choose_target_auto_with_bmv2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """auto picks BMv2 when simple_switch_grpc and p4c are both on PATH."""
     _fake_bin(tmp_path, "simple_switch_grpc")
     _fake_bin(tmp_path, "p4c")
@@ -367,7 +372,7 @@ def test_choose_target_auto_with_bmv2(tmp_path, monkeypatch):
     assert cls is BMv2Switch and "simple_switch_grpc" in why
 
 
-def test_choose_target_bmv2_missing(tmp_path, monkeypatch):
+def test_choose_target_bmv2_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Asking for bmv2 without it installed is a clear error."""
     _fake_bin(tmp_path, "p4c")
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -375,13 +380,13 @@ def test_choose_target_bmv2_missing(tmp_path, monkeypatch):
         choose_target("bmv2")
 
 
-def test_choose_target_unknown():
+def test_choose_target_unknown() -> None:
     """An unknown target name is rejected with the choices."""
     with pytest.raises(TargetError, match="unknown target 'tofino'"):
         choose_target("tofino")
 
 
-def test_failure_reason_picks_last_error_line(tmp_path):
+def test_failure_reason_picks_last_error_line(tmp_path: Path) -> None:
     """The reason of a failed start is the log's last error line."""
     log = tmp_path / "s1.log"
     log.write_text("# 10:00:00 python -m softswitch run\nstarting\n"
@@ -391,7 +396,7 @@ def test_failure_reason_picks_last_error_line(tmp_path):
     assert failure_reason(["all fine"], "exited with status 3") == "exited with status 3"
 
 
-def test_shaping_warning_without_netem():
+def test_shaping_warning_without_netem() -> None:
     """Delay/loss without netem produce one warning naming the data-plane loss knob."""
     shapes = [LinkShape(10e6, 2e-3, 1.0), LinkShape(20e6, 2e-3, 1.0)]
     text = shaping_warning(shapes, netem=False)
@@ -400,7 +405,7 @@ def test_shaping_warning_without_netem():
     assert shaping_warning([LinkShape(10e6)], netem=False) is None
 
 
-def test_real_link_params_convert_emulated_units():
+def test_real_link_params_convert_emulated_units() -> None:
     """htb gets Mbit/s and netem a microsecond string tc reads (its bare number is us, and
     tc 6.1 refuses ns); with a time-dilation factor, bw / TDF and delay * TDF."""
     assert real_link_params(LinkShape(3e6), REAL_TIME) == (3.0, None)
@@ -414,7 +419,7 @@ def test_real_link_params_convert_emulated_units():
     assert real_link_params(LinkShape(100e9, 2e-6), dilated) == (1000.0, "200.000us")
 
 
-def test_rates_above_the_real_link_ask_for_time_dilation():
+def test_rates_above_the_real_link_ask_for_time_dilation() -> None:
     """100G without dilation is refused before any network is built, naming the factor."""
     with pytest.raises(LinkRateError, match=r"link rate 100 Gbit/s: above the 1 Gbit/s .* "
                                             r"time dilation, tdf=100 or more"):
@@ -428,7 +433,7 @@ def test_rates_above_the_real_link_ask_for_time_dilation():
     check_link_shapes(SpineLeafTopo(host_bw="1G").requested_shapes())
 
 
-def test_start_network_refuses_undilated_100g_before_building(tmp_path):
+def test_start_network_refuses_undilated_100g_before_building(tmp_path: Path) -> None:
     """start_network refuses a 100G topology up front: no run directory, nothing started."""
     from topo.network import start_network
 
@@ -438,7 +443,7 @@ def test_start_network_refuses_undilated_100g_before_building(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_shaped_link_hands_tclink_real_parameters():
+def test_shaped_link_hands_tclink_real_parameters() -> None:
     """ShapedLink gives TCLink the topology link's bw_bps/delay_s as bw (Mbit/s) and a netem
     delay string; without netem no delay/loss; the topology's own keys never reach it."""
     topo = SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, host_bw="25M", delay="2us",
@@ -455,7 +460,7 @@ def test_shaped_link_hands_tclink_real_parameters():
         tclink_params({"bw_bps": 2e9})
 
 
-def test_ack_first_htb_splits_the_rate_and_filters_acks():
+def test_ack_first_htb_splits_the_rate_and_filters_acks() -> None:
     """The rate class keeps the link's rate; ACKs get a prio-0 class that may borrow all of
     it, everything unmatched (the htb default) goes to the data class."""
     cmds = ack_first_htb_cmds(3.0)
@@ -473,7 +478,7 @@ def test_ack_first_htb_splits_the_rate_and_filters_acks():
     assert all(cmd.count("%s") == 2 for cmd in cmds)
 
 
-def test_ack_first_netem_goes_under_both_classes():
+def test_ack_first_netem_goes_under_both_classes() -> None:
     """Where netem exists, delay and loss apply to ACKs and data alike."""
     intf = object.__new__(AckFirstIntf)  # delayCmds needs no node
     cmds, parent = intf.delayCmds(f" parent {DATA_CLASS} ", delay="2ms", loss=1.0)
@@ -484,7 +489,7 @@ def test_ack_first_netem_goes_under_both_classes():
     assert intf.delayCmds(f" parent {DATA_CLASS} ") == ([], f" parent {DATA_CLASS} ")
 
 
-def test_netem_probe_without_tc(monkeypatch, tmp_path):
+def test_netem_probe_without_tc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without tc on PATH, netem counts as unavailable (and the answer is cached)."""
     monkeypatch.setenv("PATH", str(tmp_path))
     netem_available.cache_clear()
@@ -497,7 +502,7 @@ def test_netem_probe_without_tc(monkeypatch, tmp_path):
         netem_available.cache_clear()
 
 
-def test_probe_send_and_receive_on_loopback():
+def test_probe_send_and_receive_on_loopback() -> None:
     """The measurement probe counts exactly the datagrams and bytes that arrived."""
     ready = threading.Event()
     result = {}
@@ -518,7 +523,7 @@ def test_probe_send_and_receive_on_loopback():
     assert 0 < got.packets <= sent.packets and got.bytes == got.packets * 500
 
 
-def test_spineleaf_data_server_host_is_optional_and_extra():
+def test_spineleaf_data_server_host_is_optional_and_extra() -> None:
     """data_server=True adds host `data` (gpus 0) on the last leaf after its spines; every
     other name, port, address and the default topology stay as they were."""
     plain = describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2), target="softswitch")
@@ -537,16 +542,18 @@ def test_spineleaf_data_server_host_is_optional_and_extra():
     assert with_data.total_gpus() == plain.total_gpus() == 4
 
 
-def test_spineleaf_data_server_with_prefix_and_bad_value():
+def test_spineleaf_data_server_with_prefix_and_bad_value() -> None:
     """The data host takes the name prefix; a non-boolean data_server is refused."""
     topo = SpineLeafTopo(leaves=3, hosts_per_leaf=1, data_server=True, name_prefix="x")
     assert topo.data_host == "xdata"
     assert topo.host_options("xdata")["ip"] == "10.0.3.2/16"
     with pytest.raises(TopologyError, match="data_server"):
-        SpineLeafTopo(data_server="yes")
+        SpineLeafTopo(data_server="yes")  # type: ignore[arg-type]  # the wrong type on purpose
 
 
-def test_default_target_is_the_builtin_one_even_with_bmv2_installed(tmp_path, monkeypatch):
+def test_default_target_is_the_builtin_one_even_with_bmv2_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``make run`` without ``target=`` measures the built-in target on every machine: once the
     toolchain was installed, the old default (auto) silently switched the main job to BMv2."""
     from experiment.run import parse_args, target_name
@@ -571,7 +578,7 @@ def _self_connected() -> socket.socket:
     return sock
 
 
-def test_a_probe_that_connects_to_itself_finds_no_server(monkeypatch):
+def test_a_probe_that_connects_to_itself_finds_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     """CI: a switch looked ready because the readiness probe's socket was given the switch's
     own port (it lies in the ephemeral range) and connected to itself; the switch's bind then
     failed on it. A self-connection is not a server."""
@@ -587,7 +594,7 @@ def test_a_probe_that_connects_to_itself_finds_no_server(monkeypatch):
     assert not port_accepts("127.0.0.1", 1)
 
 
-def test_free_port_base_stays_below_the_ephemeral_ports():
+def test_free_port_base_stays_below_the_ephemeral_ports() -> None:
     """Test and campaign networks take ports no client socket can be given meanwhile; a
     taken port moves the block past it."""
     base = free_port_base(4, 29000)
@@ -603,7 +610,7 @@ def test_free_port_base_stays_below_the_ephemeral_ports():
         free_port_base(4, EPHEMERAL_FLOOR)
 
 
-def test_htb_quantum_stays_between_one_frame_and_htbs_bound():
+def test_htb_quantum_stays_between_one_frame_and_htbs_bound() -> None:
     """A dilated run's real links are slow (100G at TDF 300,000: 0.33 Mbit/s, its ACK class
     0.033): rate / r2q would be 41 bytes, and htb warned on every such class ("quantum of
     class ... is small"), which Mininet printed as ERROR lines."""
@@ -616,7 +623,7 @@ def test_htb_quantum_stays_between_one_frame_and_htbs_bound():
 
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
-def test_slow_ack_first_htb_is_accepted_without_warnings():
+def test_slow_ack_first_htb_is_accepted_without_warnings() -> None:
     """The commands for a 0.333 Mbit/s link, run by tc in a private namespace: no warning."""
     ns = f"qt{os.getpid()}"
     subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
@@ -633,7 +640,7 @@ def test_slow_ack_first_htb_is_accepted_without_warnings():
         subprocess.run(["ip", "netns", "del", ns], timeout=30)
 
 
-def test_default_grpc_ports_lie_below_the_kernels_client_ports():
+def test_default_grpc_ports_lie_below_the_kernels_client_ports() -> None:
     """The default P4Runtime ports (9559 + device id) stay below the ephemeral range even on
     a k = 8 fat-tree (80 switches): at 50051 + D a client socket once took a switch's port
     before the switch bound it."""
@@ -647,7 +654,9 @@ def test_default_grpc_ports_lie_below_the_kernels_client_ports():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="preflight needs root")
-def test_preflight_warns_of_grpc_ports_in_the_client_port_range(caplog):
+def test_preflight_warns_of_grpc_ports_in_the_client_port_range(
+    caplog: pytest.LogCaptureFixture
+) -> None:
     from topo.network import preflight
     from topo.nodes import ephemeral_ports
 

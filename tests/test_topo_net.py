@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ def _recorded_pids(network: Network) -> list[int]:
     return [r.pid for r in records]
 
 
-def test_rack_starts_ready_and_stops_cleanly(rack, tmp_path):
+def test_rack_starts_ready_and_stops_cleanly(rack: RackTopo, tmp_path: Path) -> None:
     """A rack on the built-in target comes up ready and leaves nothing behind."""
     with start_network(rack, "softswitch", tmp_path / "run", progress=False,
                        start_timeout=60) as network:
@@ -67,7 +68,7 @@ def test_rack_starts_ready_and_stops_cleanly(rack, tmp_path):
     assert _leftovers(["tqs1"], pids) == ([], [])
 
 
-def test_teardown_after_exception(rack, tmp_path):
+def test_teardown_after_exception(rack: RackTopo, tmp_path: Path) -> None:
     """An exception inside the with-block still stops every process and removes links."""
     pids: list[int] = []
     with pytest.raises(RuntimeError, match="boom"):
@@ -78,7 +79,7 @@ def test_teardown_after_exception(rack, tmp_path):
     assert _leftovers(["tqs1"], pids) == ([], [])
 
 
-def test_hosts_have_static_arp_and_offloads_off(rack, tmp_path):
+def test_hosts_have_static_arp_and_offloads_off(rack: RackTopo, tmp_path: Path) -> None:
     """Hosts know each other's MAC permanently, have checksum offload off and TCP Reno."""
     with start_network(rack, "softswitch", tmp_path / "run", progress=False) as network:
         h1 = network.node("tqh1")
@@ -104,9 +105,10 @@ for pkt in (IP(dst=dst) / TCP(dport=5001, flags="A", options=stamps),   # pure A
 """
 
 
-def _class_packets(node, dev: str) -> dict[str, int]:
-    """{htb class id: packets sent} on one interface."""
-    counts, current = {}, None
+def _class_packets(node: Any, dev: str) -> dict[str, int]:
+    """{htb class id: packets sent} on one interface (``node``: a Mininet node)."""
+    counts: dict[str, int] = {}
+    current = None
     for line in node.cmd(f"tc -s class show dev {dev}").splitlines():
         words = line.split()
         if words[:2] == ["class", "htb"]:
@@ -116,7 +118,7 @@ def _class_packets(node, dev: str) -> dict[str, int]:
     return counts
 
 
-def test_links_serve_acks_from_their_own_class(rack, tmp_path):
+def test_links_serve_acks_from_their_own_class(rack: RackTopo, tmp_path: Path) -> None:
     """On a host link, TCP pure ACKs and RoCE ACKs go to the ACK class, data to the other."""
     import sys
 
@@ -134,7 +136,7 @@ def test_links_serve_acks_from_their_own_class(rack, tmp_path):
     assert sent["5:1"] == sent[ACK_CLASS] + sent[DATA_CLASS]
 
 
-def test_real_link_is_shaped_to_the_emulated_rate(tmp_path):
+def test_real_link_is_shaped_to_the_emulated_rate(tmp_path: Path) -> None:
     """A rate written with units reaches htb converted (2500k: 2500 Kbit/s on both ends) and
     topology.json in bits/s and seconds."""
     topo = RackTopo(hosts=1, host_bw="2500k", delay="2us", name_prefix=PREFIX,
@@ -149,7 +151,7 @@ def test_real_link_is_shaped_to_the_emulated_rate(tmp_path):
         remove_interfaces(switch_interfaces(topo.switches()))
     for text in rates:
         assert "class htb 5:1 root rate 2500Kbit ceil 2500Kbit" in text, text
-    assert (link.bw_bps, link.delay_s) == (2.5e6, pytest.approx(2e-6))
+    assert link.bw_bps == 2.5e6 and link.delay_s == pytest.approx(2e-6)
 
 
 class _BrokenSwitch(SoftSwitch):
@@ -161,7 +163,7 @@ class _BrokenSwitch(SoftSwitch):
         return super().build_argv(bad)
 
 
-def test_switch_that_dies_reports_reason_and_cleans_up(rack, tmp_path):
+def test_switch_that_dies_reports_reason_and_cleans_up(rack: RackTopo, tmp_path: Path) -> None:
     """A switch that exits at start raises 'switch X did not start: <reason>' and nothing
     is left behind."""
     with pytest.raises(SwitchStartError) as info:
@@ -173,7 +175,7 @@ def test_switch_that_dies_reports_reason_and_cleans_up(rack, tmp_path):
     assert _leftovers(["tqs1"], [r.pid for r in records]) == ([], [])
 
 
-def test_preflight_refuses_taken_grpc_port(tmp_path):
+def test_preflight_refuses_taken_grpc_port(tmp_path: Path) -> None:
     """A gRPC port already in use is reported before anything is created."""
     import socket
 
@@ -187,7 +189,7 @@ def test_preflight_refuses_taken_grpc_port(tmp_path):
     assert switch_interfaces(["tqs1"]) == []
 
 
-def test_netem_detection_matches_this_kernel():
+def test_netem_detection_matches_this_kernel() -> None:
     """netem_available() answers with a bool, probing only once per process."""
     netem_available.cache_clear()
     first = netem_available()
@@ -209,7 +211,7 @@ time.sleep(120)
 """
 
 
-def test_cleanup_after_killed_run(tmp_path, repo_root):
+def test_cleanup_after_killed_run(tmp_path: Path, repo_root: Path) -> None:
     """After the starting process is SIGKILLed, topo.cleanup stops its switches and removes
     the leftover fabric links, touching only what pids.json recorded."""
     import signal

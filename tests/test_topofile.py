@@ -35,7 +35,7 @@ links:
 """
 
 
-def test_shipped_files_are_listed_and_load():
+def test_shipped_files_are_listed_and_load() -> None:
     """rack, spineleaf, the oversubscribed spine-leaf and the fat-tree ship with the project."""
     assert {"rack", "spineleaf", "spineleaf-oversub", "fattree"} <= set(builtin_files())
     for name in builtin_files():
@@ -43,7 +43,7 @@ def test_shipped_files_are_listed_and_load():
         assert spec.switches and spec.hosts
 
 
-def test_fattree_k4_has_20_switches_and_16_hosts():
+def test_fattree_k4_has_20_switches_and_16_hosts() -> None:
     """k = 4: 8 leaves, 8 aggregation, 4 core switches; 16 hosts; 32 switch links."""
     topo = describe(load_topology_file("fattree"), target="softswitch")
     roles = [s.role for s in topo.switches]
@@ -59,7 +59,7 @@ def test_fattree_k4_has_20_switches_and_16_hosts():
     assert topo.host("h5").ip == "10.0.3.1" and topo.switch("l3").subnet == "10.0.3.0/24"
 
 
-def test_fattree_k2_is_the_small_three_tier():
+def test_fattree_k2_is_the_small_three_tier() -> None:
     """k = 2 (what CI runs): 2 leaves, 2 aggregation switches, 1 core; 4 hosts."""
     topo = describe(load_topology_file("fattree", {"k": 2}), target="softswitch")
     assert [s.name for s in topo.switches] == ["l1", "l2", "a1", "a2", "c1"]
@@ -67,7 +67,7 @@ def test_fattree_k2_is_the_small_three_tier():
     assert len(topo.hosts) == 4
 
 
-def test_oversubscribed_spineleaf_rates():
+def test_oversubscribed_spineleaf_rates() -> None:
     """Fabric links run at hosts x bw / (spines x oversubscription)."""
     spec = load_spec(resolve("spineleaf-oversub"), {"oversubscription": 4.0, "bw": 8.0})
     assert {ln.shape.bw_bps for ln in spec.links} == {4 * 8e6 / (2 * 4.0)}
@@ -77,7 +77,7 @@ def test_oversubscribed_spineleaf_rates():
     assert [ln.shape.bw_bps for ln in spec.links] == [pytest.approx(50e9)] * 4
 
 
-def test_json_file_and_auto_ports(tmp_path):
+def test_json_file_and_auto_ports(tmp_path: Path) -> None:
     """A JSON file works like YAML; ports not given are the lowest free ones in file order."""
     data = {"schema": 1,
             "switches": [{"name": "s1", "role": "leaf"}, {"name": "s2", "role": "leaf"}],
@@ -93,7 +93,7 @@ def test_json_file_and_auto_ports(tmp_path):
     assert shape and shape[0].link_opts() == {"bw_bps": 2e6, "max_queue_size": 50}
 
 
-def test_params_and_templates(tmp_path):
+def test_params_and_templates(tmp_path: Path) -> None:
     """Parameters have defaults and bounds; templates repeat entries; `when` filters."""
     path = _write(tmp_path,
                   GOOD.replace("schema: 1", "schema: 1\nparams:\n  n: {default: 2, min: 1, max: 3}")
@@ -133,7 +133,8 @@ def test_params_and_templates(tmp_path):
     (("role: leaf}\n  - {name: sp1", "role: leaf}\n  - {name: x1, role: core}\n  - {name: sp1"),
      r"switches x1 are not connected"),
 ])
-def test_malformed_files_name_the_place_and_value(tmp_path, edit, message):
+def test_malformed_files_name_the_place_and_value(tmp_path: Path, edit: tuple[str, str],
+                                                  message: str) -> None:
     """Every malformed file gets a TopologySpecError naming the file, the path inside it and
     the bad value (YAML line where the place is in the file as written)."""
     old, new = edit
@@ -147,7 +148,7 @@ def test_malformed_files_name_the_place_and_value(tmp_path, edit, message):
     assert str(path) in str(info.value)
 
 
-def test_unreadable_and_unknown_files(tmp_path):
+def test_unreadable_and_unknown_files(tmp_path: Path) -> None:
     """Bad YAML says where; an unknown name lists the shipped ones."""
     path = _write(tmp_path, "schema: 1\nswitches: [\n")
     with pytest.raises(TopologySpecError, match=r"t\.yaml:3:1: not YAML"):
@@ -159,7 +160,7 @@ def test_unreadable_and_unknown_files(tmp_path):
         load_spec(_write(tmp_path, "- 1\n", "list.yaml"))
 
 
-def test_make_run_flags_set_file_params():
+def test_make_run_flags_set_file_params() -> None:
     """`make run topo=spineleaf spines=3` sets the file's parameter; a flag the file lacks is
     an error naming the flag and the file's parameters."""
     from experiment.run import build_topology, parse_args
@@ -176,7 +177,7 @@ def test_make_run_flags_set_file_params():
         build_topology(parse_args(["--topo", "fattree", "--param", "k=40"]))
 
 
-def test_file_job_drives_make_run_experiment(tmp_path):
+def test_file_job_drives_make_run_experiment(tmp_path: Path) -> None:
     """make run's job is the file's first job (hosts with the name prefix, root, credits,
     slots); the options win where given."""
     from experiment.run import build_topology, experiment_options, parse_args
@@ -192,12 +193,14 @@ def test_file_job_drives_make_run_experiment(tmp_path):
     assert (opts.credits, opts.root, opts.slots) == (1, "l1", 96)
 
 
-def test_queue_limit_without_netem_is_a_pfifo():
+def test_queue_limit_without_netem_is_a_pfifo() -> None:
     """A link's queue becomes netem's limit where netem exists, else a pfifo of that many
     packets under the rate limit's data class."""
     from topo.links import DATA_CLASS, AckFirstIntf
 
-    cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ", max_queue_size=50)
+    # no interface: the commands are made from the arguments alone
+    cmds, parent = AckFirstIntf.delayCmds(None, f" parent {DATA_CLASS} ",  # type: ignore[arg-type]
+                                          max_queue_size=50)
     assert cmds == [f"%s qdisc add dev %s  parent {DATA_CLASS}  handle 10: pfifo limit 50"]
     assert parent == " parent 10:1 "
 
@@ -225,18 +228,18 @@ links:
 """
 
 
-def test_rates_and_delays_with_units(tmp_path):
+def test_rates_and_delays_with_units(tmp_path: Path) -> None:
     """Rates with k/M/G/T (a bare number is Mbit/s) and delays with ns/us/ms/s, per link class
     (defaults) and per link, and the hosts' intra-host rate, reach topology.json in bits/s
     and seconds."""
     spec = load_spec(_write(tmp_path, UNITS))
     h1, h2, h3 = spec.hosts
-    assert (h1.link.bw_bps, h1.link.delay_s) == (100e9, pytest.approx(2e-6))
-    assert (h2.link.bw_bps, h2.link.delay_s) == (500e3, pytest.approx(1.5e-3))
-    assert (h3.link.bw_bps, h3.link.delay_s) == (3e6, pytest.approx(2e-6))  # delay: class's
+    assert h1.link.bw_bps == 100e9 and h1.link.delay_s == pytest.approx(2e-6)
+    assert h2.link.bw_bps == 500e3 and h2.link.delay_s == pytest.approx(1.5e-3)
+    assert h3.link.bw_bps == 3e6 and h3.link.delay_s == pytest.approx(2e-6)  # delay: class's
     assert [h.intra_bw_bps for h in spec.hosts] == [1.2e12, 1e12, 1.2e12]
     up1, up2 = spec.links
-    assert (up1.shape.bw_bps, up1.shape.delay_s) == (25e9, pytest.approx(2e-6))
+    assert up1.shape.bw_bps == 25e9 and up1.shape.delay_s == pytest.approx(2e-6)
     assert (up2.shape.bw_bps, up2.shape.delay_s) == (40e6, 0.0)
     topo = describe(FileTopo(spec), target="softswitch")
     assert {(ln.node1, ln.bw_bps) for ln in topo.links if ln.kind == "host"} == {
@@ -265,7 +268,8 @@ def test_rates_and_delays_with_units(tmp_path):
     (("default: 2us", "default: 2"), r"t\.yaml:4: params\.lat: 2 needs a unit"),
     (("type: rate", "type: speed"), r"t\.yaml:3: params\.bw\.type: 'speed' is not one of 'rate'"),
 ])
-def test_unit_errors_name_the_place_and_value(tmp_path, edit, message):
+def test_unit_errors_name_the_place_and_value(tmp_path: Path, edit: tuple[str, str],
+                                              message: str) -> None:
     """A rate or delay the units parser refuses is one TopologySpecError with the file, the
     line, the place and the units parser's reason."""
     old, new = edit
@@ -275,7 +279,7 @@ def test_unit_errors_name_the_place_and_value(tmp_path, edit, message):
         load_spec(path)
 
 
-def test_rate_parameters_given_with_bad_units():
+def test_rate_parameters_given_with_bad_units() -> None:
     """A parameter given on the command line (no line in the file) names the parameter."""
     with pytest.raises(TopologySpecError, match=r"spineleaf\.yaml: params\.bw: '10X' is not a "
                                                 r"rate"):
@@ -284,7 +288,7 @@ def test_rate_parameters_given_with_bad_units():
         load_spec(resolve("rack"), {"delay": "3"})
 
 
-def test_make_run_flags_carry_units():
+def test_make_run_flags_carry_units() -> None:
     """`make run bw=100G fabric_bw=25G delay=2us intra_bw=150GB/s` reaches the links and
     hosts in bits/s and seconds; a bare bw number keeps meaning Mbit/s."""
     from experiment.run import build_topology, parse_args

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from softswitch.engine.trace import PacketTrace
 from softswitch.frontend import compile_source
 from softswitch.pipeline import Pipeline
 from softswitch.ports import MemoryPort
@@ -244,7 +245,7 @@ def test_fifo_mode_passes_sample_stf(name: str) -> None:
 
 
 def test_traced_random_pipeline_records_queue_drops() -> None:
-    traces = []
+    traces: list[PacketTrace] = []
     p = Pipeline(PROGRAM, egress_order="fifo", queue_depth=1, trace=traces.append)
     p.pre.set_group(1, [(1, 0), (1, 1)])
     out = p.process(3, frame(0, etype=MCAST))
@@ -289,7 +290,7 @@ def test_switch_loop_transmits_queued_packets_when_idle() -> None:
 
 
 def _receive_n(port: MemoryPort, n: int) -> list[bytes]:
-    out = []
+    out: list[bytes] = []
     while len(out) < n:
         f = port.receive(5.0)
         assert f is not None, f"port {port.number}: only {len(out)} of {n} frames"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,7 +107,7 @@ def test_interference_measurement_runs() -> None:
     shards = make_shards(load_digits_split(8), 8)
     with DataServer(shards) as server:
 
-        def work(comm: Communicator) -> dict[str, object]:
+        def work(comm: Communicator) -> dict[str, Any]:
             with ShardClient(server.address, timeout=10) as client:
                 names = shards_of_rank(comm.rank, comm.size, 8)
                 return measure_data_interference(comm, client.get, names, elements=4096,

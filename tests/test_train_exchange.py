@@ -51,7 +51,7 @@ def test_inswitch_reference_is_exact_fixed_point() -> None:
     """The fixed-point exchange returns decode(sum of encodings), identical on all ranks."""
     grads = _grads(1)
     fmt = FixedPoint(20, P)
-    expected = fmt.decode(sum(fmt.encode(g)[0].astype(np.int64) for g in grads))
+    expected = fmt.decode(np.sum([fmt.encode(g)[0].astype(np.int64) for g in grads], axis=0))
 
     def work(comm: Communicator) -> np.ndarray:
         ex = make_exchange("inswitch-reference", comm, N, ExchangeOptions(frac_bits=20))
@@ -174,7 +174,8 @@ class _FakeChannel:
     """Stands in for workloads.innetwork.AggregationChannel: sums are fixed by the test."""
 
     def __init__(self, total: np.ndarray, overflow: bool) -> None:
-        self.total, self.overflow, self.seen = total, overflow, []
+        self.total, self.overflow = total, overflow
+        self.seen: list[np.ndarray] = []
 
     def allreduce_int32(self, words: np.ndarray) -> tuple[np.ndarray, bool]:
         self.seen.append(words.copy())

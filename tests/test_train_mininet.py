@@ -54,12 +54,13 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 def _converged(exp: Experiment) -> None:
     hist = exp.history
     assert exp.consistent, "ranks ended with different models"
-    assert hist[-1].train_loss < hist[1].train_loss
+    last, second = hist[-1].train_loss, hist[1].train_loss
+    assert last is not None and second is not None and last < second
     assert hist[-1].test_loss < 0.5 * hist[0].test_loss
     assert exp.final_accuracy >= MIN_ACCURACY, exp.final_accuracy
 
 
-def test_network_has_data_host_and_four_workers(testbed):
+def test_network_has_data_host_and_four_workers(testbed: dict[str, Any]) -> None:
     """The data server has its own host on leaf 2 and runs no rank; four hosts run ranks."""
     tb = testbed["tb"]
     assert tb.worker_hosts == [f"{PREFIX}h{i}" for i in range(1, 5)]
@@ -68,7 +69,7 @@ def test_network_has_data_host_and_four_workers(testbed):
         f"{PREFIX}data", 0, f"{PREFIX}l2", "10.0.2.3")
 
 
-def test_fp32_ring_converges_on_spineleaf(testbed):
+def test_fp32_ring_converges_on_spineleaf(testbed: dict[str, Any]) -> None:
     """fp32 ring all-reduce between the Mininet hosts trains the MLP above 90 %."""
     exp = testbed["runs"]["fp32-ring"]
     assert (exp.transport, exp.implementation) == ("mininet", "fp32-ring")
@@ -76,7 +77,7 @@ def test_fp32_ring_converges_on_spineleaf(testbed):
     _converged(exp)
 
 
-def test_inswitch_aggregates_through_the_switches(testbed):
+def test_inswitch_aggregates_through_the_switches(testbed: dict[str, Any]) -> None:
     """The fixed-point run uses the real switches (a controller job), converges, and every
     gradient crosses a spine: fabric links carry at least one gradient per step and rank."""
     exp = testbed["runs"]["inswitch"]
@@ -91,14 +92,14 @@ def test_inswitch_aggregates_through_the_switches(testbed):
     assert exp.payload_sent_per_rank == (steps * 4 * 4811,) * 4
 
 
-def test_fixed_point_within_half_a_point_of_fp32(testbed):
+def test_fixed_point_within_half_a_point_of_fp32(testbed: dict[str, Any]) -> None:
     """The in-network fixed-point run ends within 0.5 percentage points of the fp32 run."""
     runs = testbed["runs"]
     gap = 100.0 * (runs["inswitch"].final_accuracy - runs["fp32-ring"].final_accuracy)
     assert abs(gap) <= 0.5, gap
 
 
-def test_mstopk_converges_with_less_traffic(testbed):
+def test_mstopk_converges_with_less_traffic(testbed: dict[str, Any]) -> None:
     """MSTopK with error feedback converges and sends far less payload than the fp32 ring."""
     runs = testbed["runs"]
     _converged(runs["mstopk"])
@@ -106,7 +107,7 @@ def test_mstopk_converges_with_less_traffic(testbed):
         runs["fp32-ring"].payload_sent_per_rank)
 
 
-def test_hybrid_switches_from_sparse_to_dense_torus(testbed):
+def test_hybrid_switches_from_sparse_to_dense_torus(testbed: dict[str, Any]) -> None:
     """The hybrid runs MSTopK for two epochs, then the dense 2D torus (one row per leaf)."""
     exp = testbed["runs"]["hybrid"]
     _converged(exp)
@@ -115,7 +116,7 @@ def test_hybrid_switches_from_sparse_to_dense_torus(testbed):
     assert exp.config.exchange.ranks_per_host == 2
 
 
-def test_cache_hits_from_second_epoch_and_data_crosses_the_network(testbed):
+def test_cache_hits_from_second_epoch_and_data_crosses_the_network(testbed: dict[str, Any]) -> None:
     """Epoch 1 fetches every shard from the data host over its link; from epoch 2 on the
     local levels serve >= 90 % (here all) and the bytes saved equal a full epoch's reads."""
     for exp in testbed["runs"].values():
@@ -127,7 +128,7 @@ def test_cache_hits_from_second_epoch_and_data_crosses_the_network(testbed):
         assert exp.network["data_link_bytes"] >= first.network_bytes
 
 
-def test_interference_measures_allreduce_with_data_traffic(testbed):
+def test_interference_measures_allreduce_with_data_traffic(testbed: dict[str, Any]) -> None:
     """The ring all-reduce is timed quiet and while the four ranks stream shards from the
     data host; the shards really cross the data host's link during the measurement."""
     res = testbed["tb"].interference(testbed["root"] / "itf", elements=4810, repeats=3)
@@ -137,7 +138,7 @@ def test_interference_measures_allreduce_with_data_traffic(testbed):
     assert len(res["ranks"]) == 4 and all(r["data_bytes"] > 0 for r in res["ranks"])
 
 
-def test_teardown_leaves_nothing(testbed):
+def test_teardown_leaves_nothing(testbed: dict[str, Any]) -> None:
     """Stopping the testbed ends every recorded process and removes every switch interface."""
     tb = testbed["tb"]
     _owner, records = read_pids(tb.network.rundir.pids_path)
@@ -146,7 +147,7 @@ def test_teardown_leaves_nothing(testbed):
     assert [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)] == []
 
 
-def test_compare_cli_on_its_own_spineleaf(tmp_path: Path):
+def test_compare_cli_on_its_own_spineleaf(tmp_path: Path) -> None:
     """`compare --topo spineleaf` starts, programs and stops its own network and writes the
     per-run JSON/plot, compare.json with the interference result, and the extra plot."""
     prefix = "tc"

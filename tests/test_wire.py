@@ -18,7 +18,7 @@ import pytest
 from softswitch import cli
 from softswitch.ports import MemoryPort
 from softswitch.switch import _UsageError
-from softswitch.wire import Wire, WireOptions, main, parse_args, wire_argv
+from softswitch.wire import DEFAULT_DELAY_CAPACITY, Wire, WireOptions, main, parse_args, wire_argv
 from tests.fake_clock import FakeRealTime
 
 MS = 1_000_000  # ns
@@ -39,8 +39,8 @@ def ends() -> Iterator[tuple[MemoryPort, MemoryPort]]:
 
 
 def wire(ends: tuple[MemoryPort, MemoryPort], fake: FakeRealTime, delay_s: float = 1e-3,
-         tdf: float = 10, **kw: int) -> Wire:
-    return Wire(ends, delay_s, fake.clock(tdf), **kw)
+         tdf: float = 10, capacity: int = DEFAULT_DELAY_CAPACITY) -> Wire:
+    return Wire(ends, delay_s, fake.clock(tdf), capacity=capacity)
 
 
 def take(port: MemoryPort) -> list[bytes]:
@@ -64,7 +64,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 # ================================================================ holding frames
 
 
-def test_frame_waits_delay_times_tdf_to_the_nanosecond(ends, fake) -> None:
+def test_frame_waits_delay_times_tdf_to_the_nanosecond(ends: tuple[MemoryPort, MemoryPort],
+                                                       fake: FakeRealTime) -> None:
     """1 ms at TDF 10: the frame leaves port 2 after exactly 10 ms of real time, byte for
     byte, and is counted received on port 1 at once and transmitted on port 2 only then."""
     a, b = ends
@@ -81,7 +82,8 @@ def test_frame_waits_delay_times_tdf_to_the_nanosecond(ends, fake) -> None:
     w.close()
 
 
-def test_directions_are_apart_and_each_keeps_its_order(ends, fake) -> None:
+def test_directions_are_apart_and_each_keeps_its_order(ends: tuple[MemoryPort, MemoryPort],
+                                                       fake: FakeRealTime) -> None:
     """Frames of each direction leave in the order they came, each after its own delay,
     and one direction never waits for the other."""
     a, b = ends
@@ -100,7 +102,8 @@ def test_directions_are_apart_and_each_keeps_its_order(ends, fake) -> None:
     w.close()
 
 
-def test_full_line_drops_and_counts(ends, fake) -> None:
+def test_full_line_drops_and_counts(ends: tuple[MemoryPort, MemoryPort],
+                                    fake: FakeRealTime) -> None:
     """A direction holds at most ``capacity`` frames; more are dropped (tx_drops of the port
     they would have left), the other direction is unaffected."""
     a, b = ends
@@ -115,7 +118,8 @@ def test_full_line_drops_and_counts(ends, fake) -> None:
     w.close()
 
 
-def test_zero_delay_passes_frames_at_once(ends, fake) -> None:
+def test_zero_delay_passes_frames_at_once(ends: tuple[MemoryPort, MemoryPort],
+                                          fake: FakeRealTime) -> None:
     a, b = ends
     w = wire(ends, fake, delay_s=0.0)
     w.receive(b, [FRAME])
@@ -123,7 +127,8 @@ def test_zero_delay_passes_frames_at_once(ends, fake) -> None:
     w.close()
 
 
-def test_flush_lets_held_frames_go_in_order(ends, fake) -> None:
+def test_flush_lets_held_frames_go_in_order(ends: tuple[MemoryPort, MemoryPort],
+                                            fake: FakeRealTime) -> None:
     """Stopping sends what is held at once, in order, and holds nothing after."""
     a, b = ends
     w = wire(ends, fake, delay_s=10.0)
@@ -135,7 +140,7 @@ def test_flush_lets_held_frames_go_in_order(ends, fake) -> None:
     w.close()
 
 
-def test_a_wire_has_two_different_ports(fake) -> None:
+def test_a_wire_has_two_different_ports(fake: FakeRealTime) -> None:
     ports = [MemoryPort(1), MemoryPort(1)]
     try:
         with pytest.raises(ValueError, match="exactly two ports"):
@@ -150,7 +155,8 @@ def test_a_wire_has_two_different_ports(fake) -> None:
 # ================================================================ the loop
 
 
-def test_loop_releases_by_itself_and_stop_lets_the_rest_go(ends, fake) -> None:
+def test_loop_releases_by_itself_and_stop_lets_the_rest_go(ends: tuple[MemoryPort, MemoryPort],
+                                                           fake: FakeRealTime) -> None:
     """The packet loop holds a frame until the (fake) clock passes its deadline, releases it
     by itself, and on stop sends what it still holds without waiting."""
     a, b = ends
@@ -211,7 +217,7 @@ def test_cli_errors_name_the_option_and_value(argv: list[str], message: str) -> 
     assert message in str(info.value)
 
 
-def test_bad_flags_are_one_line_and_status_2(capsys) -> None:
+def test_bad_flags_are_one_line_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
     """Through ``python -m softswitch wire``: one line on stderr, no traceback, status 2."""
     assert cli.main(["wire", "-i", "1@a", "--delay", "1ms"]) == 2
     err = capsys.readouterr().err
@@ -228,7 +234,8 @@ def own_logging() -> Iterator[None]:
     logger.propagate, logger.level = saved[1], saved[2]
 
 
-def test_missing_interface_is_a_clear_error(capsys, own_logging) -> None:
+def test_missing_interface_is_a_clear_error(capsys: pytest.CaptureFixture[str],
+                                            own_logging: None) -> None:
     assert main(["-i", "1@wt-nosuch0", "-i", "2@wt-nosuch1", "--delay", "1ms"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("softswitch wire: error: -i: ")

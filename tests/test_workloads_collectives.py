@@ -38,7 +38,11 @@ def test_ring_allreduce_float(p: int) -> None:
     """Float32 ring all-reduce equals the numpy sum and is identical on every rank."""
     for n in SIZES:
         xs = _inputs(p, n, "float32", seed=p * 100 + n)
-        out = run_ranks(p, lambda c, xs=xs: ring_allreduce(c, xs[c.rank])[0], timeout=10)
+
+        def ring(c: Communicator, xs: list[np.ndarray] = xs) -> np.ndarray:
+            return ring_allreduce(c, xs[c.rank])[0]
+
+        out = run_ranks(p, ring, timeout=10)
         np.testing.assert_allclose(out[0], np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
         _check_same_everywhere(out)
 
@@ -85,9 +89,11 @@ def test_torus_allreduce(rows: int, cols: int) -> None:
     p = rows * cols
     for dtype in ("float32", "int32"):
         xs = _inputs(p, 1003, dtype, seed=rows * 10 + cols)
-        out = run_ranks(
-            p, lambda c, xs=xs: torus2d_allreduce(c, xs[c.rank], rows, cols)[0], timeout=10
-        )
+
+        def torus(c: Communicator, xs: list[np.ndarray] = xs) -> np.ndarray:
+            return torus2d_allreduce(c, xs[c.rank], rows, cols)[0]
+
+        out = run_ranks(p, torus, timeout=10)
         if dtype == "int32":
             expected = np.sum(np.stack(xs).astype(np.int64), axis=0)
             expected = (expected + 2**31) % 2**32 - 2**31

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from workloads.loopback import RankFailed, run_ranks
 
 def test_send_recv_dtypes_and_shapes() -> None:
     """Arrays of several dtypes and shapes (including empty) arrive byte for byte."""
-    arrays = [
+    arrays: list[np.ndarray] = [
         np.arange(12, dtype=np.float32).reshape(3, 4),
         np.array([-(2**31), 2**31 - 1, 0], dtype=np.int32),
         np.arange(5, dtype=np.int64),
@@ -171,12 +172,13 @@ def test_bad_arguments() -> None:
     """Sending to oneself, to a missing rank or an object array is refused clearly."""
 
     def work(comm: Communicator) -> list[str]:
-        errors = []
-        for call in (
+        errors: list[str] = []
+        calls: list[Callable[[], None]] = [
             lambda: comm.send(comm.rank, np.zeros(1), 0),
             lambda: comm.send(5, np.zeros(1), 0),
             lambda: comm.send(1 - comm.rank, np.array(["x"], dtype=object), 0),
-        ):
+        ]
+        for call in calls:
             try:
                 call()
             except (ValueError, TypeError) as err:

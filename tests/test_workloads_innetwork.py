@@ -207,7 +207,8 @@ def int_inputs(p: int, n: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def exact_sum(xs: Sequence[np.ndarray]) -> np.ndarray:
-    return np.sum(np.stack(xs).astype(np.int64), axis=0).astype(np.int32)
+    total: np.ndarray = np.sum(np.stack(xs).astype(np.int64), axis=0).astype(np.int32)
+    return total
 
 
 def drain_all(bench: SwitchBench) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -18,6 +20,7 @@ from experiment.matrix import (
     program_for,
     spec_from_args,
 )
+from softswitch import ir
 from softswitch.frontend import compile_file
 from workloads.roce import (
     AETH,
@@ -26,6 +29,7 @@ from workloads.roce import (
     KEPT_AFTER_TIMEOUTS,
     Requester,
     Responder,
+    RoceEndpoint,
     ack_packet,
     parse_bth,
     write_packets,
@@ -52,8 +56,31 @@ class _FakeEndpoint:
         return len(datagrams)
 
 
+def _as_endpoint(fake: _FakeEndpoint) -> RoceEndpoint:
+    """The fake where a RoceEndpoint is expected: Requester and Responder use only what it
+    has (workloads.roce types their endpoint as the concrete class)."""
+    return cast(RoceEndpoint, fake)
+
+
+def _fake_endpoint() -> RoceEndpoint:
+    return _as_endpoint(_FakeEndpoint())
+
+
+def _fake(peer: Requester | Responder) -> _FakeEndpoint:
+    """The fake endpoint a requester or responder was made with."""
+    assert isinstance(peer.ep, _FakeEndpoint)
+    return peer.ep
+
+
+def _deadline(req: Requester) -> float:
+    """When the requester's timer fires next (it must be running)."""
+    deadline = req.next_deadline()
+    assert deadline is not None
+    return deadline
+
+
 def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
-    return Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
+    return Requester(_fake_endpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
                      min_cwnd)
 
 
@@ -67,7 +94,7 @@ def _ack(req: Requester, psn: int, nak: bool = False) -> None:
     req.on_ack(parse_bth(pkt), aeth >> 24)
 
 
-def test_timeout_adapts_to_measured_round_trips():
+def test_timeout_adapts_to_measured_round_trips() -> None:
     """A 200 ms round trip raises the timeout above it (srtt + 4 rttvar), not 10 ms."""
     req = _requester()
     assert req.current_rto == pytest.approx(INITIAL_RTO)  # RFC 6298: 1 s before any sample
@@ -78,7 +105,7 @@ def test_timeout_adapts_to_measured_round_trips():
     assert 0.55 < req.current_rto < 0.7
 
 
-def test_congestion_window_slow_starts_from_min_cwnd():
+def test_congestion_window_slow_starts_from_min_cwnd() -> None:
     """Only min_cwnd packets go out first; each ACKed packet lets one more go (slow start)."""
     req = _requester(min_cwnd=4)
     _post(req, 64)
@@ -89,7 +116,7 @@ def test_congestion_window_slow_starts_from_min_cwnd():
     assert req.cwnd == 8 and req.stats.packets_sent == 12
 
 
-def test_nak_halves_and_timeout_resets_the_window():
+def test_nak_halves_and_timeout_resets_the_window() -> None:
     """A NAK halves the window once per loss event; a timeout drops it to min_cwnd."""
     req = _requester(min_cwnd=4)
     _post(req, 64)
@@ -106,7 +133,7 @@ def test_nak_halves_and_timeout_resets_the_window():
     assert req.cwnd == 4 and req.stats.timeouts == 1
 
 
-def test_without_min_cwnd_the_window_is_fixed():
+def test_without_min_cwnd_the_window_is_fixed() -> None:
     """Plain go-back-N (no min_cwnd): the whole window goes out at once."""
     req = _requester(window=16)
     _post(req, 64)
@@ -114,15 +141,16 @@ def test_without_min_cwnd_the_window_is_fixed():
     assert req.stats.packets_sent == 16
 
 
-def test_program_for_64_elements_compiles(tmp_path):
+def test_program_for_64_elements_compiles(tmp_path: Path) -> None:
     """The NR_ELEMS = 64 wrapper compiles to a program whose aggregation header has 64
     elements; 32 is netreduce.p4 itself."""
     assert program_for(32, tmp_path).name == "netreduce.p4"
     program = compile_file(str(program_for(64, tmp_path)))
-    assert len(program.types["nr_data_t"].fields) == 64
+    data = program.types["nr_data_t"]
+    assert isinstance(data, ir.HeaderType) and len(data.fields) == 64
 
 
-def test_cells_run_sizes_then_models():
+def test_cells_run_sizes_then_models() -> None:
     """All-reduce cells (size by size, every algorithm) come before the replays."""
     spec = MatrixSpec(algos=("ring", "innetwork"), sizes=(10, 20), models=("resnet50",))
     assert cells_of(spec) == [("allreduce", "ring", 10), ("allreduce", "innetwork", 10),
@@ -136,13 +164,13 @@ def test_cells_run_sizes_then_models():
     ({"elems": 50}, "elems \\(NR_ELEMS\\) must be"),
     ({"models": ("bert",)}, "unknown model"),
 ])
-def test_bad_spec_is_refused(changes, message):
+def test_bad_spec_is_refused(changes: dict[str, Any], message: str) -> None:
     """An unknown algorithm, model or element count is a MatrixError naming it."""
     with pytest.raises(MatrixError, match=message):
         MatrixSpec(**changes)
 
 
-def test_spec_from_command_line():
+def test_spec_from_command_line() -> None:
     """The CLI's comma lists become the spec's tuples; an empty model list means none."""
     from experiment.__main__ import build_parser
 
@@ -157,7 +185,7 @@ def test_spec_from_command_line():
     assert (spec.bw_mbit, spec.intra_bw_bps) == (10.0, 1.2e12)
 
 
-def test_hierarchical_intra_host_rate_has_units(capsys):
+def test_hierarchical_intra_host_rate_has_units(capsys: pytest.CaptureFixture[str]) -> None:
     """--intra-bw is a rate like every other (bits/s; 150GB/s counts bytes) and the modelled
     intra-host link gets bytes/s; the hierarchical matrix cells pass the host's recorded
     rate on; a bad value is a usage error naming the option."""
@@ -178,7 +206,7 @@ def test_hierarchical_intra_host_rate_has_units(capsys):
     assert intra_bw_argv("innetwork-hier", None) == [] == intra_bw_argv("innetwork", 1e12)
 
 
-def test_results_keep_a_slow_switchs_window_from_timing_out():
+def test_results_keep_a_slow_switchs_window_from_timing_out() -> None:
     """BMv2 on a loaded machine released results far slower than the link: the ACK at a
     message's end came after the timer, which fired again and again with nothing lost.
     A result at a position this requester sent restarts the timer; one beyond a probe
@@ -187,10 +215,10 @@ def test_results_keep_a_slow_switchs_window_from_timing_out():
     _post(req, 8)
     t0 = time.monotonic()
     req.transmit(t0)
-    first_deadline = req.next_deadline()
+    first_deadline = _deadline(req)
     req.note_arrived(0, t0 + 0.5)  # the result at position 0 exists: our packet 0 arrived
-    assert req.next_deadline() > first_deadline
-    req.poll_timer(req.next_deadline() + 0.001)  # slow switch: the timer fires anyway
+    assert _deadline(req) > first_deadline
+    req.poll_timer(_deadline(req) + 0.001)  # slow switch: the timer fires anyway
     assert req.stats.timeouts == 1 and req.stats.lone_timeouts == 0
     req.transmit(time.monotonic())
     sent_after_probe = req.stats.packets_sent
@@ -205,12 +233,12 @@ def test_results_keep_a_slow_switchs_window_from_timing_out():
     assert req.stats.spurious_timeouts == 1
 
 
-def test_a_timeout_with_one_packet_in_flight_is_lone():
+def test_a_timeout_with_one_packet_in_flight_is_lone() -> None:
     """With one packet in flight the probe is that packet: delay and loss look the same."""
     req = _requester(min_cwnd=1)
     _post(req, 1)
     req.transmit(time.monotonic())
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     assert req.stats.timeouts == req.stats.lone_timeouts == 1
 
 
@@ -218,13 +246,13 @@ def _psns(datagrams: list[bytes]) -> list[int]:
     return [parse_bth(d).psn for d in datagrams]
 
 
-def test_results_mode_resends_what_a_restarted_switch_needs():
+def test_results_mode_resends_what_a_restarted_switch_needs() -> None:
     """In-network (track_results): the peer's ACK does not mean our own result arrived. A
     timeout resends the first packet of the message holding the oldest position without a
     result or ACK (a restarted switch cannot place later packets without it) and our
     acknowledged packets from there (positions whose result is missing need them; the switch
     counts a message done only when all its packets are final); nothing older is kept."""
-    req = Requester(_FakeEndpoint(), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+    req = Requester(_fake_endpoint(), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
                     track_results=True)
     _post(req, 4)  # message 0: positions 0-3
     _post(req, 4)  # message 1: positions 4-7
@@ -233,14 +261,14 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
         req.note_arrived(psn, time.monotonic())  # our results 0-4 arrived
     _ack(req, 6)  # the peer has 0-6
     assert len(req._kept) == 3  # positions 4-6: message 1's first packet, then 5 and 6
-    ep = req.ep
+    ep = _fake(req)
     for _ in range(KEPT_AFTER_TIMEOUTS):  # an ordinary loss: the probe alone
         ep.sent.clear()
-        req.poll_timer(req.next_deadline() + 0.001)
+        req.poll_timer(_deadline(req) + 0.001)
         req.transmit(time.monotonic())
         assert _psns(ep.sent) == [7]
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     req.transmit(time.monotonic())
     # timeouts in a row: 4 (binds message 1), 5 and 6 (acknowledged, our results missing),
     # then the probe 7
@@ -248,7 +276,7 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
     _ack(req, 4)  # an old ACK: still 4-6 kept
     req.note_arrived(5, time.monotonic())
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     # the whole message from its first packet (the switch counts it done only when every
     # packet is final there): 4, 5 (result now here) and 6 kept, then the probe 7
     assert _psns(ep.sent)[:3] == [4, 5, 6]
@@ -263,15 +291,15 @@ def test_results_mode_resends_what_a_restarted_switch_needs():
     req.note_arrived(8, time.monotonic())
     assert req.next_deadline() is not None
     for _ in range(KEPT_AFTER_TIMEOUTS):
-        req.poll_timer(req.next_deadline() + 0.001)
+        req.poll_timer(_deadline(req) + 0.001)
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     assert _psns(ep.sent) == [8, 9]
     req.note_arrived(9, time.monotonic())
     assert req.next_deadline() is None
 
 
-def test_plain_requester_keeps_nothing_acknowledged():
+def test_plain_requester_keeps_nothing_acknowledged() -> None:
     """Without track_results (ring, torus) an ACK frees the packets, as RoCE does."""
     req = _requester()
     _post(req, 4)
@@ -280,25 +308,25 @@ def test_plain_requester_keeps_nothing_acknowledged():
     assert len(req._kept) == 0 and req.next_deadline() is None
 
 
-def test_a_stuck_worker_sends_its_ack_again():
+def test_a_stuck_worker_sends_its_ack_again() -> None:
     """An ACK lost with a switch that restarted cannot be fetched by the peer's
     retransmission (the new switch has no result to answer it with). The aggregation
     channel sends its responder's cumulative ACK again whenever its own transfer times out."""
     ep = _FakeEndpoint()
-    resp = Responder(ep, 0x301, 0x100, "10.0.0.1", 0, ack_every=16)
+    resp = Responder(_as_endpoint(ep), 0x301, 0x100, "10.0.0.1", 0, ack_every=16)
     for psn in range(3):
         resp.on_write(parse_bth(write_packets(0x301, psn, [bytes(16)], 0, 1)[0]),
                       write_packets(0x301, psn, [bytes(16)], 0, 1)[0])
     ep.sent.clear()
-    req = Requester(ep, 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
+    req = Requester(_as_endpoint(ep), 0x100, 0x201, "10.0.0.2", 0, 64, 0.01, 2.0, 30.0, None,
                     track_results=True)
     req.on_timeout = resp.refresh_ack
     _post(req, 1)
     req.transmit(time.monotonic())
     ep.sent.clear()
-    req.poll_timer(req.next_deadline() + 0.001)
+    req.poll_timer(_deadline(req) + 0.001)
     acks = [d for d in ep.sent if parse_bth(d).opcode == 0x11]
     assert [parse_bth(a).psn for a in acks] == [2]  # cumulative: everything up to PSN 2
-    quiet = Responder(_FakeEndpoint(), 0x302, 0x100, "10.0.0.1", 0, ack_every=16)
+    quiet = Responder(_fake_endpoint(), 0x302, 0x100, "10.0.0.1", 0, ack_every=16)
     quiet.refresh_ack()  # nothing accepted yet: nothing to acknowledge
-    assert quiet.ep.sent == []
+    assert _fake(quiet).sent == []

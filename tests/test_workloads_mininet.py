@@ -19,10 +19,12 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from experiment.matrix import ALGOS, Launcher, MatrixSpec
+from controller.fabric import Controller
+from experiment.matrix import ALGOS, Cell, Launcher, MatrixSpec
 from tests.matrix_network import module_network, with_spec
 from topo.cleanup import switch_interfaces
 
@@ -48,16 +50,16 @@ def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     yield from module_network(SPEC, tmp_path_factory.mktemp("workloads") / "run", SWITCHES, 25000)
 
 
-def _with(launch: Launcher, **changes: object) -> Launcher:
+def _with(launch: Launcher, **changes: Any) -> Launcher:
     return with_spec(launch, SPEC, **changes)
 
 
-def _assert_exact(cell) -> None:
+def _assert_exact(cell: Cell) -> None:
     assert cell.ok and cell.exact, cell.errors
 
 
 @pytest.mark.parametrize("algo", ["ring", "torus"])
-def test_dense_tcp_collective_is_exact(launcher, algo):
+def test_dense_tcp_collective_is_exact(launcher: Launcher, algo: str) -> None:
     """Ring and 2D-torus all-reduce over 8 ranks on 4 hosts give every rank the exact sum."""
     cell = _with(launcher).allreduce(algo, SIZE)
     _assert_exact(cell)
@@ -65,33 +67,34 @@ def test_dense_tcp_collective_is_exact(launcher, algo):
 
 
 @pytest.mark.parametrize("algo", ["topk", "hybrid"])
-def test_sparse_collective_matches_reference(launcher, algo):
+def test_sparse_collective_matches_reference(launcher: Launcher, algo: str) -> None:
     """HiTopKComm (and the hybrid schedule's sparse epoch) equal hitopk_reference exactly."""
     _assert_exact(_with(launcher).allreduce(algo, SIZE))
 
 
-def test_innetwork_flat_two_workers_per_host_is_exact(launcher):
+def test_innetwork_flat_two_workers_per_host_is_exact(launcher: Launcher) -> None:
     """Flat in-network, two workers per host NIC: the fixed-point float sum is bit-exact."""
     cell = _with(launcher).allreduce("innetwork", SIZE)
     _assert_exact(cell)
     assert cell.switch_cpu[f"{PREFIX}l1"] > 0  # the leaves aggregated
 
 
-def test_innetwork_int32_is_exact(launcher):
+def test_innetwork_int32_is_exact(launcher: Launcher) -> None:
     """Flat in-network of int32 tensors equals numpy's integer sum."""
     _assert_exact(_with(launcher, dtype="int32").allreduce("innetwork", SIZE))
 
 
-def test_innetwork_hierarchical_is_exact(launcher):
+def test_innetwork_hierarchical_is_exact(launcher: Launcher) -> None:
     """Hierarchical in-network (GPUs of a host summed first, one network worker per host)."""
     _assert_exact(_with(launcher).allreduce("innetwork-hier", SIZE))
 
 
 @pytest.mark.parametrize("loss", [0.01, 0.05])
-def test_innetwork_exact_under_data_plane_loss(launcher, loss):
+def test_innetwork_exact_under_data_plane_loss(launcher: Launcher, loss: float) -> None:
     """With port_loss dropping packets on every leaf host port, go-back-N keeps it exact."""
     launch = _with(launcher)
     ctl = launch.controller
+    assert isinstance(ctl, Controller)  # for its faults
     ports = [(sw, p) for sw in (f"{PREFIX}l1", f"{PREFIX}l2") for p in (1, 2)]
     try:
         for sw, port in ports:
@@ -106,15 +109,16 @@ def test_innetwork_exact_under_data_plane_loss(launcher, loss):
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_resnet50_replay_completes(launcher, algo):
+def test_resnet50_replay_completes(launcher: Launcher, algo: str) -> None:
     """A ResNet-50 profile shrunk 2000 times replays two iterations with every algorithm."""
     cell = _with(launcher).replay(algo, "resnet50")
     assert cell.ok, cell.errors
     assert cell.seconds > 0 and cell.comm_seconds > 0
 
 
-def test_teardown_leaves_nothing(launcher):
+def test_teardown_leaves_nothing(launcher: Launcher) -> None:
     """Leaving the network's context stops every switch and removes every interface."""
-    assert Path(launcher.network.rundir.path).is_dir()
-    launcher.network.stop()
+    network = launcher.network
+    assert network is not None and Path(network.rundir.path).is_dir()
+    network.stop()
     assert switch_interfaces(SWITCHES) == []

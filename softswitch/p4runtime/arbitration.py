@@ -37,7 +37,8 @@ class Session:
 
     peer: str = ""
     sid: int = field(default_factory=lambda: next(_ids))
-    outbox: queue.Queue[p4runtime_pb2.StreamMessageResponse | None] = field(
+    # responses to send; a StatusError ends the stream with its status, None ends it with OK
+    outbox: queue.Queue[p4runtime_pb2.StreamMessageResponse | StatusError | None] = field(
         default_factory=queue.Queue
     )
     election_id: int | None = None  # None until arbitrated (or arbitrated without an id)

@@ -606,9 +606,11 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     direct counters and meters), default entries a client set, PRE entries, digest configs and
     meter configs through the same checks as a Write; counter and register values copied
     by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
-    updates: list[tuple[int, p4runtime_pb2.Entity]] = []
+    updates: list[tuple[p4runtime_pb2.Update.Type.ValueType, p4runtime_pb2.Entity]] = []
     for kind in ("action_profile_member", "action_profile_group", "table_entry"):
-        for ent in old.read(p4runtime_pb2.Entity(**{kind: {}})):
+        wildcard = p4runtime_pb2.Entity()
+        getattr(wildcard, kind).SetInParent()
+        for ent in old.read(wildcard):
             if kind == "table_entry" and ent.table_entry.is_const:
                 continue
             updates.append((Update.INSERT, ent))
@@ -617,12 +619,13 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
         updates.extend(
             (Update.MODIFY, e) for e in old.read(p4runtime_pb2.Entity(table_entry=probe))
         )
-    for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry={})):
+    pre = p4runtime_pb2.PacketReplicationEngineEntry()
+    for ent in old.read(p4runtime_pb2.Entity(packet_replication_engine_entry=pre)):
         updates.append((Update.INSERT, ent))
     for did, cfg in old.digest_configs.items():
         updates.append((Update.INSERT, p4runtime_pb2.Entity(
             digest_entry=p4runtime_pb2.DigestEntry(digest_id=did, config=cfg))))
-    for ent in old.read(p4runtime_pb2.Entity(meter_entry={})):
+    for ent in old.read(p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry())):
         if ent.meter_entry.HasField("config"):
             updates.append((Update.MODIFY, ent))
     for utype, ent in updates:

@@ -13,10 +13,10 @@ from typing import TypeVar
 
 from p4.config.v1 import p4info_pb2
 
-from p4schema import Entities, P4InfoIndex, P4InfoLookupError
+from p4schema import Entities, Named, P4InfoIndex, P4InfoLookupError
 from softswitch.p4runtime.status import invalid
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Named)
 
 MATCH_KIND_NAMES = {
     p4info_pb2.MatchField.EXACT: "exact",
