@@ -70,6 +70,7 @@ def _alive(rundir: Path) -> list[str]:
 def _restart(network: Network, name: str) -> SoftSwitch:
     """SIGKILL a switch's group and start it again (as the reliability campaign does)."""
     sw = network.node(name)
+    assert isinstance(sw, SoftSwitch) and sw.proc is not None
     os.killpg(sw.proc.pid, signal.SIGKILL)
     sw.proc.wait(10)
     sw.start()
