@@ -31,6 +31,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from softswitch import ir
+from softswitch.ir_walk import walk_in_order
 
 log = logging.getLogger(__name__)
 
@@ -506,32 +507,19 @@ def _extern_kind(inst: ir.Instance) -> str | None:
     return inst.type.name if isinstance(inst.type, ir.ExternType) else None
 
 
-def _walk_exprs(node: object, seen: set[int]) -> Iterator[ir.Expr]:
-    """Every expression under a statement/expression tree (functions entered once)."""
-    if node is None or id(node) in seen:
-        return
-    if isinstance(node, (list, tuple)):
-        for item in node:
-            yield from _walk_exprs(item, seen)
-        return
-    if isinstance(node, ir.Expr):
-        yield node
-        if isinstance(node, ir.Call) and isinstance(node.callee, ir.FunctionDecl):
-            seen.add(id(node.callee))
-            yield from _walk_exprs(node.callee.body, seen)
-    if not isinstance(node, (ir.Expr, ir.Stmt, ir.SwitchCase)):
-        return
-    for name in getattr(node, "__dataclass_fields__", {}):
-        if name in ("type", "loc", "var", "callee", "instance", "table"):
-            continue
-        child = getattr(node, name)
-        if isinstance(child, (ir.Expr, ir.Stmt, ir.SwitchCase, list, tuple)):
-            yield from _walk_exprs(child, seen)
+def _walk_exprs(node: object) -> Iterator[ir.Expr]:
+    """Every expression under a statement/expression tree, in source order; a called
+    function's body is walked at each call, right after the call."""
+    for n in walk_in_order(node):
+        if isinstance(n, ir.Expr):
+            yield n
+            if isinstance(n, ir.Call) and isinstance(n.callee, ir.FunctionDecl):
+                yield from _walk_exprs(n.callee.body)
 
 
 def _digest_types(stmts: object) -> list[ir.Type]:
     found: list[ir.Type] = []
-    for expr in _walk_exprs(stmts, set()):
+    for expr in _walk_exprs(stmts):
         if isinstance(expr, ir.Call) and getattr(expr.callee, "name", None) == "digest":
             if expr.type_args:
                 found.append(expr.type_args[0])
@@ -563,7 +551,7 @@ def _direct_calls(decl: ir.ControlDecl, prefix: str) -> list[tuple[ir.ActionDecl
     """Actions called from the apply body of ``decl`` or of its sub-control instances,
     each with the name prefix of the control that declares the call."""
     out: list[tuple[ir.ActionDecl, str]] = []
-    for e in _walk_exprs(decl.body, set()):
+    for e in _walk_exprs(decl.body):
         if isinstance(e, ir.Call) and isinstance(e.callee, ir.ActionDecl):
             out.append((e.callee, prefix))
     for local in decl.locals:

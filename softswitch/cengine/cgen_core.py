@@ -34,8 +34,9 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
-from softswitch.engine.codegen_walk import root_var, walk
+from softswitch.engine.codegen_walk import root_var
 from softswitch.engine.compiled import CompiledProgram
+from softswitch.ir_walk import walk
 
 # action selector algorithm -> its C function (the run time's BMv2 hashes)
 _SELECTOR_HASHES = {

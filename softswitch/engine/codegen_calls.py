@@ -18,8 +18,9 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, root_var, walk
+from softswitch.engine.codegen_walk import has_return, root_var
 from softswitch.errors import P4Error, UnsupportedError
+from softswitch.ir_walk import walk
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext

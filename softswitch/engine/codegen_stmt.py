@@ -15,16 +15,16 @@ back by copy-out (``s[i]`` as an ``out`` argument) are located before the call, 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, register_index_base, root_var, walk
+from softswitch.engine.codegen_walk import has_return, register_index_base, root_var
 from softswitch.engine.externs import Register
 from softswitch.errors import UnsupportedError
+from softswitch.ir_walk import walk, walk_innermost_first
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
@@ -566,25 +566,13 @@ def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
 
 def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
     """``hs[i]`` nodes with a non-constant index in ``exprs``, innermost first."""
-    found: list[ir.Index] = []
-
-    def visit(n: object) -> None:
-        if isinstance(n, list):
-            for x in n:
-                visit(x)
-            return
-        if not isinstance(n, ir.Expr):
-            return
-        for f in dataclasses.fields(n):
-            if f.name in ("type", "loc", "callee", "var", "instance"):
-                continue
-            visit(getattr(n, f.name))
-        if isinstance(n, ir.Index) and not isinstance(n.index, ir.Const):
-            if isinstance(strip(n.base.type), ir.StackType):
-                found.append(n)
-
-    visit(exprs)
-    return found
+    return [
+        n
+        for n in walk_innermost_first(exprs)
+        if isinstance(n, ir.Index)
+        and not isinstance(n.index, ir.Const)
+        and isinstance(strip(n.base.type), ir.StackType)
+    ]
 
 
 def _needs_pin(e: ir.Expr) -> bool:

@@ -32,8 +32,9 @@ from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, vector_field_index
-from softswitch.engine.codegen_walk import given, register_index_base, walk
+from softswitch.engine.codegen_walk import given, register_index_base
 from softswitch.engine.externs import Register
+from softswitch.ir_walk import walk
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext

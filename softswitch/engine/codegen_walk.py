@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
-
 from softswitch import ir
 from softswitch.errors import UnsupportedError
+from softswitch.ir_walk import walk
 
 
 def given(arg: ir.Expr | None) -> ir.Expr:
@@ -16,29 +14,6 @@ def given(arg: ir.Expr | None) -> ir.Expr:
     if arg is None:
         raise UnsupportedError("expression NoneType", None)
     return arg
-
-
-def walk(node: object) -> Iterator[object]:
-    """Every IR expression/statement node below ``node`` (not into declarations)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, list):
-            stack.extend(reversed(n))
-            continue
-        if isinstance(n, dict):
-            stack.extend(n.values())
-            continue
-        if not isinstance(n, (ir.Expr, ir.Stmt, ir.SwitchCase)):
-            continue
-        yield n
-        assert dataclasses.is_dataclass(n)  # every concrete IR node class is a dataclass
-        for f in dataclasses.fields(n):
-            if f.name in ("type", "var", "callee", "instance", "loc"):
-                continue
-            v = getattr(n, f.name)
-            if isinstance(v, (ir.Expr, ir.Stmt, ir.SwitchCase, list, dict)):
-                stack.append(v)
 
 
 def has_return(body: object) -> bool:
