@@ -136,48 +136,6 @@ def _annotation_close(text: str, start: int) -> int:
     return -1
 
 
-def _annotation_body(
-    pre: Preprocessed, toks: list[RawTok], start: int, line: int, line_start: int
-) -> tuple[int, int, int]:
-    """Append the balanced annotation body that starts at ``start`` as one raw token, and
-    its closing ')'; returns the position after it and the line counters there."""
-    text = pre.text
-    p = _annotation_close(text, start)
-    if p < 0:
-        raise P4Error("syntax error: unterminated annotation", pre.loc(line, toks[-1].col))
-    body = text[start:p]
-    if body.strip():
-        toks.append(RawTok("annbody", body, line, start - line_start + 1, start))
-    line += body.count("\n")
-    if "\n" in body:
-        line_start = start + body.rfind("\n") + 1
-    toks.append(RawTok("punct", ")", line, p - line_start + 1, p))
-    return p + 1, line, line_start
-
-
-_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-
-
-def _annotation_close(text: str, start: int) -> int:
-    """The index of the ')' that closes the annotation body starting at ``start`` (strings
-    in it may hold parentheses); -1 when it is not closed."""
-    depth, p, n = 1, start, len(text)
-    while p < n:
-        c = text[p]
-        if c == '"':
-            sm = _STRING_RE.match(text, p)
-            p = sm.end() if sm else p + 1
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return p
-        p += 1
-    return -1
-
-
 def _annotation_open(toks: list[RawTok]) -> bool:
     """True when the '(' just appended follows ``@ name`` (an annotation body starts)."""
     return (
@@ -254,16 +212,26 @@ def find_type_names(toks: list[RawTok]) -> tuple[set[str], dict[int, set[str]]]:
         prev = toks[i - 1] if i else None
         if prev is not None and prev.kind == "punct" and prev.text == "@":
             continue
-        name = _declared_type_name(toks, i, prev)
-        if name is not None:
-            names.add(name)
-        elif t.text not in _TYPE_NAMING_WORDS:
+        if _starts_type_declaration(toks, i):
+            name = _declared_type_name(toks, i, prev)
+            if name is not None:
+                names.add(name)
+        else:
             _scope_type_params(toks, i, prev, names, scoped)
     return names, scoped
 
 
-# the words after which _declared_type_name looks for a declared type's name
-_TYPE_NAMING_WORDS = (*_TYPE_DECL_KEYWORDS, "extern", "enum", "typedef", "type")
+def _starts_type_declaration(toks: list[RawTok], i: int) -> bool:
+    """True when the word at ``i`` may declare a type (then it declares no type
+    parameters): ``enum``, ``typedef``, ``type``, or a type keyword or ``extern`` before
+    a name."""
+    t = toks[i]
+    if t.text in ("enum", "typedef", "type"):
+        return True
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    return (t.text in _TYPE_DECL_KEYWORDS or t.text == "extern") and (
+        nxt is not None and nxt.kind == "id"
+    )
 
 
 def _declared_type_name(toks: list[RawTok], i: int, prev: RawTok | None) -> str | None:

@@ -606,6 +606,26 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     direct counters and meters), default entries a client set, PRE entries, digest configs and
     meter configs through the same checks as a Write; counter and register values copied
     by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
+    for utype, ent in _replay_updates(old):
+        try:
+            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
+        except StatusError as err:
+            raise invalid(
+                f"the forwarding state cannot be kept with the new config: "
+                f"{ent.WhichOneof('entity')}: {err.message}"
+            ) from None
+    for kind in ("counters", "registers"):
+        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
+        for name, obj in olds.items():
+            target = news.get(name)
+            if target is not None:  # else gone from the program: nothing refers to it
+                _copy_values(kind, name, obj, target)
+
+
+def _replay_updates(old: PipelineState) -> list[tuple[int, p4runtime_pb2.Entity]]:
+    """The writes that rebuild ``old``'s forwarding state, in an order that satisfies
+    their references: members, groups, entries (not const ones), the defaults a client
+    set, PRE entries, digest configs, meter configs."""
     updates: list[tuple[int, p4runtime_pb2.Entity]] = []
     for kind in ("action_profile_member", "action_profile_group", "table_entry"):
         for ent in old.read(p4runtime_pb2.Entity(**{kind: {}})):
@@ -625,27 +645,17 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     for ent in old.read(p4runtime_pb2.Entity(meter_entry={})):
         if ent.meter_entry.HasField("config"):
             updates.append((Update.MODIFY, ent))
-    for utype, ent in updates:
-        try:
-            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
-        except StatusError as err:
-            raise invalid(
-                f"the forwarding state cannot be kept with the new config: "
-                f"{ent.WhichOneof('entity')}: {err.message}"
-            ) from None
-    for kind in ("counters", "registers"):
-        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
-        for name, obj in olds.items():
-            target = news.get(name)
-            if target is None:
-                continue  # gone from the program: nothing can refer to it any more
-            if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
-                raise invalid(
-                    f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape"
-                )
-            # In place: the generated data-plane code may hold these very lists.
-            if kind == "counters":
-                target.packets[:] = obj.packets
-                target.bytes[:] = obj.bytes
-            else:
-                target.values[:] = obj.values
+    return updates
+
+
+def _copy_values(kind: str, name: str, obj: Any, target: Any) -> None:
+    """A counter's or register's values into the same object of the new program, which
+    must have the same size and width."""
+    if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
+        raise invalid(f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape")
+    # In place: the generated data-plane code may hold these very lists.
+    if kind == "counters":
+        target.packets[:] = obj.packets
+        target.bytes[:] = obj.bytes
+    else:
+        target.values[:] = obj.values
