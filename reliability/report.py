@@ -207,10 +207,14 @@ _TALLY_HEAD = (
 _TALLY_RULE = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 
 
+def _bullets(items: list[str]) -> list[str]:
+    """A Markdown list and the blank line after it."""
+    return [f"- {x}" for x in items] + [""]
+
+
 def _loss_section(cells: list[LossCell]) -> list[str]:
     """In-network all-reduces with loss on every link, one row per loss rate."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "## Loss on every link",
         "",
         "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
@@ -252,8 +256,7 @@ def _loss_section(cells: list[LossCell]) -> list[str]:
 
 def _restart_section(r: RestartCell) -> list[str]:
     """Switches killed mid-job and restarted, one row per kill."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "## Switch restart mid-job",
         "",
         "A switch of the job's tree (leaves and the spine in turn, a random one of "
@@ -289,16 +292,12 @@ def _restart_section(r: RestartCell) -> list[str]:
             f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |"
         )
     lines.append("")
-    for err in r.tally.errors[:8]:
-        lines.append(f"- {err}")
-    lines.append("")
-    return lines
+    return lines + _bullets(r.tally.errors[:8])
 
 
 def _controller_section(ctl: ControllerCell) -> list[str]:
     """The serving controller killed and restarted while all-reduces run."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "## Controller restart",
         "",
         "`ina-controller serve` as a process of its own, SIGKILLed at a random "
@@ -316,16 +315,12 @@ def _controller_section(ctl: ControllerCell) -> list[str]:
         _tally_row("controller restarts", ctl.tally),
         "",
     ]
-    for err in (ctl.errors + ctl.tally.errors)[:8]:
-        lines.append(f"- {err}")
-    lines.append("")
-    return lines
+    return lines + _bullets((ctl.errors + ctl.tally.errors)[:8])
 
 
 def _teardown_section(d: TeardownCell) -> list[str]:
     """What interrupted runs left behind."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "## Teardown",
         "",
         f"{d.runs} runs of `make run`'s entry point (`python -m experiment.run --topo rack "
@@ -349,16 +344,12 @@ def _teardown_section(d: TeardownCell) -> list[str]:
         f"{'yes' if d.next_run_ok else 'no'}",
         "",
     ]
-    for line in d.details[:10]:
-        lines.append(f"- {line}")
-    lines.append("")
-    return lines
+    return lines + _bullets(d.details[:10])
 
 
 def _bad_input_section(b: BadInputCell) -> list[str]:
     """Malformed frames and illegal P4Runtime requests, and how the switch took them."""
-    lines: list[str] = []
-    lines += [
+    lines = [
         "## Bad frames and bad requests",
         "",
         f"{b.frames_sent} malformed frames (kinds in turn: "

@@ -429,20 +429,26 @@ def key_match(kind: str, text: str, width: int, name: str) -> FieldMatch | None:
     raise ValueError(f"{name}: match kind '{kind}' cannot be set from STF")
 
 
+def _value_and(t: str, sep: str, second: Callable[[str], int], literal_part: int,
+               whole: int) -> tuple[int, int]:
+    """A key's value and its mask or prefix length: ``value SEP second``; else a 0x/0b/0o
+    literal with wildcard digits (its value and item ``literal_part`` of
+    :func:`_wildcard_literal`); else a value and ``whole``."""
+    if sep in t:
+        v_text, s_text = t.split(sep, 1)
+        return _key_value(v_text), second(s_text)
+    lit = _wildcard_literal(t)
+    if lit is None:
+        return _key_value(t), whole
+    return lit[0], lit[literal_part]
+
+
 def _ternary_key(t: str, width: int, name: str) -> FieldMatch | None:
     """``value &&& mask``, a literal with wildcard digits, or a value (all bits)."""
     from softswitch.engine.tables import FieldMatch
 
     full = (1 << width) - 1
-    if "&&&" in t:
-        v_text, m_text = t.split("&&&", 1)
-        value, mask = _key_value(v_text), _key_value(m_text)
-    else:
-        lit = _wildcard_literal(t)
-        if lit is None:
-            value, mask = _key_value(t), full
-        else:
-            value, mask = lit[0], lit[1]
+    value, mask = _value_and(t, "&&&", _key_value, 1, full)
     _check_width(value, width, name)
     mask &= full
     return None if mask == 0 else FieldMatch(value & mask, mask)
@@ -454,15 +460,7 @@ def _lpm_key(t: str, width: int, name: str) -> FieldMatch | None:
     from softswitch.engine.tables import FieldMatch
 
     full = (1 << width) - 1
-    if "/" in t:
-        v_text, l_text = t.split("/", 1)
-        value, plen = _key_value(v_text), parse_int(l_text)
-    else:
-        lit = _wildcard_literal(t)
-        if lit is None:
-            value, plen = _key_value(t), width
-        else:
-            value, plen = lit[0], lit[2]
+    value, plen = _value_and(t, "/", parse_int, 2, width)
     _check_width(value, width, name)
     if plen > width:
         raise ValueError(f"{name}: prefix length {plen} is longer than the field ({width})")

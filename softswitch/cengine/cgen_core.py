@@ -34,7 +34,7 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
-from softswitch.engine.codegen_walk import root_var
+from softswitch.engine.codegen_walk import applied_actions, applied_block, root_var
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.ir_walk import walk
 
@@ -273,20 +273,6 @@ class CGenCore:
             return ir.qualify("", action.cp_name)
         return ir.qualify(path, action.cp_name)
 
-    def table_arefs(self, decl: ir.TableDecl) -> list[ir.ActionRef]:
-        arefs = list(decl.actions)
-        if decl.default_action is not None and all(
-            a.action is not decl.default_action.action for a in arefs
-        ):
-            arefs.append(decl.default_action)
-        out: list[ir.ActionRef] = []
-        seen: set[int] = set()
-        for a in arefs:
-            if id(a.action) not in seen:
-                seen.add(id(a.action))
-                out.append(a)
-        return out
-
     def make_table(self, decl: ir.TableDecl, path: str) -> TableC:
         name = ir.qualify(path, decl.cp_name)
         if name in self._tables_by_name:
@@ -297,7 +283,7 @@ class CGenCore:
         action_ids: dict[str, int] = {}
         arg_words: dict[str, list[tuple[int, int]]] = {}
         aw = 0
-        for i, aref in enumerate(self.table_arefs(decl)):
+        for i, aref in enumerate(applied_actions(decl)):
             fq = self.action_fq(aref.action, path)
             action_ids[fq] = i
             words, off = _param_words(aref.action)
@@ -998,7 +984,7 @@ class CGenCore:
             _, an = self.apply_table(s.subject.base, sc, em)
             info = self.table_c(subj_t.table, sc)
             ids = {}
-            for aref in self.table_arefs(subj_t.table):
+            for aref in applied_actions(subj_t.table):
                 ids[id(aref.action)] = info.action_ids[self.action_fq(aref.action, info.path)]
             return an, ids
         if is_wide(subj_t):
@@ -1202,16 +1188,12 @@ class CGenCore:
                     em.line(" ".join(others))
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Em) -> None:
-        where = None
-        if isinstance(e.target, ir.VarRef):
-            where = sc.block_args.get(e.target.var)
-            if where is None:
-                raise CUnsupported(f"'{e.target.var.name}' is not bound to a block", e.loc)
-            inst = where[0]
-        else:
-            assert isinstance(e.target, ir.InstanceRef)
-            inst = e.target.instance
-        assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+        applied = applied_block(e.target, sc.block_args)
+        if applied is None:
+            assert isinstance(e.target, ir.VarRef)
+            raise CUnsupported(f"'{e.target.var.name}' is not bound to a block", e.loc)
+        inst, where = applied
+        assert isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
         inner = self.block_scope(inst, sc, where)
         outs = self.bind_params(decl.params, e.args, sc, inner, em, None)

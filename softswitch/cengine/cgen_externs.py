@@ -11,6 +11,7 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.ctypes_gen import is_scalar, is_wide, scalar_width, strip
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
+from softswitch.engine.codegen_walk import applied_actions, applied_table
 from softswitch.v1model.primitives import _unwrap_struct_init
 
 
@@ -24,9 +25,7 @@ class ExternMixin(CGenCore):
         return t
 
     def apply_table(self, e: ir.Expr, sc: Scope, em: Em) -> tuple[str, str]:
-        assert isinstance(e, ir.MethodCall) and isinstance(e.target, ir.InstanceRef)
-        decl = e.target.instance
-        assert isinstance(decl, ir.TableDecl)
+        decl = applied_table(e)
         tc = self.table_c(decl, sc)
         T = f"S->tbl[{tc.index}]"
         hit = self.fn.tmp("uint64_t", "hit")
@@ -54,7 +53,7 @@ class ExternMixin(CGenCore):
         with em.block("else"):
             em.line(f"{hit} = 0; {an} = {T}.def_action; {args} = {T}.def_args;")
         first = True
-        for aref in self.table_arefs(decl):
+        for aref in applied_actions(decl):
             fq = self.action_fq(aref.action, tc.path)
             aid = tc.action_ids[fq]
             ndir = len([p for p in aref.action.params if p.direction])

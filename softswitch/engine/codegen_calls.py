@@ -18,7 +18,7 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, root_var
+from softswitch.engine.codegen_walk import applied_block, has_return, root_var
 from softswitch.errors import P4Error, UnsupportedError
 from softswitch.ir_walk import walk
 
@@ -266,17 +266,12 @@ class CallGen:
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
         """``c.apply(args)`` of a sub-control or sub-parser instance, or of a constructor
         parameter bound to one."""
-        where = None
-        inst: ir.Instance | ir.TableDecl
-        if isinstance(e.target, ir.VarRef):
-            where = sc.block_args.get(e.target.var)
-            if where is None:
-                raise P4Error(f"internal: '{e.target.var.name}' is not bound to a block", e.loc)
-            inst = where[0]
-        else:
-            assert isinstance(e.target, ir.InstanceRef)
-            inst = e.target.instance
-        assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+        applied = applied_block(e.target, sc.block_args)
+        if applied is None:
+            assert isinstance(e.target, ir.VarRef)
+            raise P4Error(f"internal: '{e.target.var.name}' is not bound to a block", e.loc)
+        inst, where = applied
+        assert isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
         inner = self.ctx.blocks.block_scope(inst, sc, where)
         outs = self.bind_params(decl.params, e.args, sc, inner, em)

@@ -10,6 +10,7 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_instances import enum_name
 from softswitch.engine.codegen_types import scalar_width
+from softswitch.engine.codegen_walk import applied_actions, applied_table
 from softswitch.engine.tables import (
     NO_ACTION,
     ActionCall,
@@ -194,9 +195,7 @@ class TableGen:
         return info
 
     def apply_table(self, e: ir.Expr, sc: Scope, em: Emitter) -> tuple[str, str]:
-        assert isinstance(e, ir.MethodCall) and isinstance(e.target, ir.InstanceRef)
-        decl = e.target.instance
-        assert isinstance(decl, ir.TableDecl)
+        decl = applied_table(e)
         info = self.table_info(decl, sc)
         T = info.gname
         keys = [
@@ -222,7 +221,7 @@ class TableGen:
         if self.ctx.trace:
             em.line(f"_tr.table({info.table.name!r}, {hit}, {ac})")
         first = True
-        for aref in _applied_actions(decl):
+        for aref in applied_actions(decl):
             fq = self.action_fq(aref.action, info.path)
             ndir = len([p for p in aref.action.params if p.direction])
             dir_args = list(aref.args[:ndir]) + [None] * (ndir - len(aref.args[:ndir]))
@@ -252,23 +251,6 @@ def _key_fields(decl: ir.TableDecl) -> list[KeyField]:
             raise UnsupportedError(f"match kind {k.match_kind}", k.loc) from None
         keys.append(KeyField(k.name, mk, scalar_width(k.expr.type)))
     return keys
-
-
-def _applied_actions(decl: ir.TableDecl) -> list[ir.ActionRef]:
-    """The actions an apply may run, each once: the table's, then its default action
-    if it is not one of them."""
-    arefs = list(decl.actions)
-    if decl.default_action is not None and all(
-        a.action is not decl.default_action.action for a in arefs
-    ):
-        arefs.append(decl.default_action)
-    out: list[ir.ActionRef] = []
-    seen: set[int] = set()
-    for aref in arefs:
-        if id(aref.action) not in seen:
-            seen.add(id(aref.action))
-            out.append(aref)
-    return out
 
 
 def _field_match(kf: KeyField, ks: ir.Keyset, loc: ir.Loc) -> FieldMatch | None:

@@ -1,6 +1,10 @@
-"""Walks over the IR that the code generator's analyses share."""
+"""Questions about the IR that both code generators (Python and C) ask: which table or
+block an ``apply`` applies, which actions it may run, which variable an lvalue roots in."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from softswitch import ir
 from softswitch.errors import UnsupportedError
@@ -36,3 +40,47 @@ def root_var(e: ir.Expr | None) -> ir.Variable | None:
     while isinstance(e, (ir.Member, ir.Index, ir.Slice)):
         e = e.base
     return e.var if isinstance(e, ir.VarRef) else None
+
+
+def applied_table(e: ir.Expr) -> ir.TableDecl:
+    """The table of a ``t.apply()`` call."""
+    assert isinstance(e, ir.MethodCall) and isinstance(e.target, ir.InstanceRef)
+    decl = e.target.instance
+    assert isinstance(decl, ir.TableDecl)
+    return decl
+
+
+def applied_actions(decl: ir.TableDecl) -> list[ir.ActionRef]:
+    """The actions an apply of the table may run, each once: the table's, then its
+    default action if it is not one of them."""
+    arefs = list(decl.actions)
+    if decl.default_action is not None and all(
+        a.action is not decl.default_action.action for a in arefs
+    ):
+        arefs.append(decl.default_action)
+    out: list[ir.ActionRef] = []
+    seen: set[int] = set()
+    for aref in arefs:
+        if id(aref.action) not in seen:
+            seen.add(id(aref.action))
+            out.append(aref)
+    return out
+
+
+def applied_block(
+    target: ir.Expr, block_args: Mapping[ir.Variable, Any]
+) -> tuple[ir.Instance, Any] | None:
+    """The sub-parser/sub-control instance ``target.apply(...)`` applies, with its binding
+    in ``block_args`` when ``target`` is a constructor parameter (None for an instance
+    named directly); None for a parameter bound to no block."""
+    where = None
+    if isinstance(target, ir.VarRef):
+        where = block_args.get(target.var)
+        if where is None:
+            return None
+        inst = where[0]
+    else:
+        assert isinstance(target, ir.InstanceRef)
+        inst = target.instance
+    assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+    return inst, where

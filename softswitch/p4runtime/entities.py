@@ -414,15 +414,23 @@ class PipelineState:
             if req.register_id
             else list(self.schema.registers.values())
         )
+        for info, reg, i in self._indexed_targets(req, infos, self.pipeline.registers, "register"):
+            out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
+            out.index.index = i
+            out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
+            yield p4runtime_pb2.Entity(register_entry=out)
+
+    def _indexed_targets(
+        self, req: Any, infos: list[Any], objects: dict[str, Any], kind: str
+    ) -> Iterator[tuple[Any, Any, int]]:
+        """(P4Info object, extern, index) for each index a register or meter read names:
+        the one index it gives, or every index of each extern."""
         for info in infos:
             name = info.preamble.name
-            reg = self._extern(self.pipeline.registers, name, "register")
-            size = info.size or getattr(reg, "size", 0)
+            obj = self._extern(objects, name, kind)
+            size = info.size or getattr(obj, "size", 0)
             for i in self._indices(req, size, name):
-                out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
-                out.index.index = i
-                out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
-                yield p4runtime_pb2.Entity(register_entry=out)
+                yield info, obj, i
 
     def _read_counter_entry(
         self, req: p4runtime_pb2.CounterEntry
@@ -450,20 +458,27 @@ class PipelineState:
                 yield p4runtime_pb2.Entity(counter_entry=out)
 
     def _read_direct_counter_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
+        for info, entry in self._direct_read_targets(req, "counter"):
+            out = p4runtime_pb2.DirectCounterEntry()
+            out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
+            out.data.packet_count = entry.packets
+            out.data.byte_count = entry.bytes
+            yield p4runtime_pb2.Entity(direct_counter_entry=out)
+
+    def _direct_read_targets(self, req: Any, kind: str) -> Iterator[tuple[Any, Any]]:
+        """(table, entry) for each entry a direct counter/meter read names: of the table
+        it names, or of every table with such a resource."""
         te = req.table_entry
         if te.table_id:
             infos = [self.schema.table(te.table_id)]
         else:
-            infos = [t for t in self.schema.tables.values() if t.direct_counter is not None]
+            infos = [t for t in self.schema.tables.values()
+                     if getattr(t, f"direct_{kind}") is not None]
         for info in infos:
             probe = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, priority=te.priority)
             probe.match.extend(te.match)
-            for entry, _ in self._direct_targets(probe, "counter"):
-                out = p4runtime_pb2.DirectCounterEntry()
-                out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
-                out.data.packet_count = entry.packets
-                out.data.byte_count = entry.bytes
-                yield p4runtime_pb2.Entity(direct_counter_entry=out)
+            for entry, _ in self._direct_targets(probe, kind):
+                yield info, entry
 
     def _read_meter_entry(self, req: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
         infos = (
@@ -471,33 +486,21 @@ class PipelineState:
             if req.meter_id
             else list(self.schema.meters.values())
         )
-        for info in infos:
-            name = info.preamble.name
-            meter = self._extern(self.pipeline.meters, name, "meter")
-            size = info.size or getattr(meter, "size", 0)
-            for i in self._indices(req, size, name):
-                out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
-                out.index.index = i
-                cfg = meter.get_config(i)
-                if cfg is not None:
-                    out.config.CopyFrom(tt.meter_config_to_proto(cfg))
-                yield p4runtime_pb2.Entity(meter_entry=out)
+        for info, meter, i in self._indexed_targets(req, infos, self.pipeline.meters, "meter"):
+            out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
+            out.index.index = i
+            cfg = meter.get_config(i)
+            if cfg is not None:
+                out.config.CopyFrom(tt.meter_config_to_proto(cfg))
+            yield p4runtime_pb2.Entity(meter_entry=out)
 
     def _read_direct_meter_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
-        te = req.table_entry
-        if te.table_id:
-            infos = [self.schema.table(te.table_id)]
-        else:
-            infos = [t for t in self.schema.tables.values() if t.direct_meter is not None]
-        for info in infos:
-            probe = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, priority=te.priority)
-            probe.match.extend(te.match)
-            for entry, _ in self._direct_targets(probe, "meter"):
-                out = p4runtime_pb2.DirectMeterEntry()
-                out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
-                if getattr(entry, "meter", None) is not None:
-                    out.config.CopyFrom(tt.meter_config_to_proto(entry.meter))
-                yield p4runtime_pb2.Entity(direct_meter_entry=out)
+        for info, entry in self._direct_read_targets(req, "meter"):
+            out = p4runtime_pb2.DirectMeterEntry()
+            out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
+            if getattr(entry, "meter", None) is not None:
+                out.config.CopyFrom(tt.meter_config_to_proto(entry.meter))
+            yield p4runtime_pb2.Entity(direct_meter_entry=out)
 
     def _read_packet_replication_engine_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
         kind = req.WhichOneof("type")
