@@ -312,12 +312,17 @@ def _lpm_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
     return fm
 
 
+def _pair(value: MatchValue, width: int, what: str, needs: str) -> tuple[int, int]:
+    """The two numbers of a ``(a, b)`` match value."""
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise SchemaError(f"{what}: {needs}, got {value!r}")
+    return parse_value(value[0], width, what), parse_value(value[1], width, what)
+
+
 def _ternary_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
                    what: str) -> p4runtime_pb2.FieldMatch | None:
     """``(value, mask)``; mask 0 is don't-care."""
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise SchemaError(f"{what}: ternary match needs (value, mask), got {value!r}")
-    val, mask = parse_value(value[0], width, what), parse_value(value[1], width, what)
+    val, mask = _pair(value, width, what, "ternary match needs (value, mask)")
     if mask == 0:
         return None
     fm.ternary.value = encode_int(val & mask, width, what)
@@ -328,9 +333,7 @@ def _ternary_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
 def _range_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
                  what: str) -> p4runtime_pb2.FieldMatch | None:
     """``(low, high)``; the full range is don't-care."""
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise SchemaError(f"{what}: range match needs (low, high), got {value!r}")
-    low, high = parse_value(value[0], width, what), parse_value(value[1], width, what)
+    low, high = _pair(value, width, what, "range match needs (low, high)")
     if low > high:
         raise SchemaError(f"{what}: range low {low} > high {high}")
     if low == 0 and high == (1 << width) - 1:

@@ -12,6 +12,7 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.ctypes_gen import is_scalar, is_wide, scalar_width, strip
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
+from softswitch.engine.codegen_walk import parser_state_order
 
 
 class PacketMixin(CGenCore):
@@ -287,7 +288,9 @@ class PacketMixin(CGenCore):
     # ------------------------------------------------------------------ parsers
 
     def parser_body(self, decl: ir.ParserDecl, sc: Scope, em: Em) -> None:
-        order = _state_order(decl)
+        order, missing = parser_state_order(decl)
+        if missing is not None:
+            raise CUnsupported(f"parser {decl.name} has no state {missing}", decl.loc)
         index = {s: i for i, s in enumerate(order)}
         assert sc.parser is not None
         labels = {s: self.fn.label("st_" + "".join(c if c.isalnum() else "_" for c in s))
@@ -357,24 +360,6 @@ def _skipped_header(e: ir.MethodCall) -> ir.HeaderType:
     if not isinstance(ht, ir.HeaderType) or _varbit_of(ht) is not None:
         raise CUnsupported("extract into _ of this type", e.loc)
     return ht
-
-
-def _state_order(decl: ir.ParserDecl) -> list[str]:
-    """The parser's states reachable from start, breadth first (accept and reject are
-    not states)."""
-    order: list[str] = []
-    todo = ["start"]
-    while todo:
-        s = todo.pop(0)
-        if s in order or s in ("accept", "reject"):
-            continue
-        if s not in decl.states:
-            raise CUnsupported(f"parser {decl.name} has no state {s}", decl.loc)
-        order.append(s)
-        tr = decl.states[s].transition
-        nexts = [tr.next_state] if tr.select is None else [c.next_state for c in tr.cases]
-        todo += [n for n in nexts if n]
-    return order
 
 
 def _keyset_conds(keys: list[tuple[str, int]], case: ir.SelectCase) -> list[str]:

@@ -1,5 +1,6 @@
 """Questions about the IR that both code generators (Python and C) ask: which table or
-block an ``apply`` applies, which actions it may run, which variable an lvalue roots in."""
+block an ``apply`` applies, which actions it may run, in which order a parser's states
+come, which variable an lvalue roots in."""
 
 from __future__ import annotations
 
@@ -84,3 +85,21 @@ def applied_block(
         inst = target.instance
     assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
     return inst, where
+
+
+def parser_state_order(decl: ir.ParserDecl) -> tuple[list[str], str | None]:
+    """The parser's states reachable from start, breadth first (accept and reject are
+    not states), and the first name a transition gives that is no state (None: none)."""
+    order: list[str] = []
+    todo = ["start"]
+    while todo:
+        s = todo.pop(0)
+        if s in order or s in ("accept", "reject"):
+            continue
+        if s not in decl.states:
+            return order, s
+        order.append(s)
+        tr = decl.states[s].transition
+        nexts = [tr.next_state] if tr.select is None else [c.next_state for c in tr.cases]
+        todo += [n for n in nexts if n]
+    return order, None

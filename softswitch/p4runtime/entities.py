@@ -9,7 +9,7 @@ the switch lock held, which is what makes each update atomic relative to packets
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -226,12 +226,7 @@ class PipelineState:
         if kind == "multicast_group_entry":
             g = msg.multicast_group_entry
             gid = g.multicast_group_id
-            if gid == 0:
-                raise invalid("multicast group id 0 is reserved")
-            _check_presence(utype, gid in self.mcast_groups, f"multicast group {gid}")
-            if utype == Update.DELETE:
-                pre.delete_group(gid)
-                del self.mcast_groups[gid]
+            if _pre_delete(utype, gid, "multicast group", self.mcast_groups, pre.delete_group):
                 return
             if utype == Update.INSERT:
                 pre.insert_group(gid, _replicas(g.replicas))
@@ -242,12 +237,8 @@ class PipelineState:
         elif kind == "clone_session_entry":
             c = msg.clone_session_entry
             sid = c.session_id
-            if sid == 0:
-                raise invalid("clone session id 0 is reserved")
-            _check_presence(utype, sid in self.clone_sessions, f"clone session {sid}")
-            if utype == Update.DELETE:
-                pre.delete_clone_session(sid)
-                del self.clone_sessions[sid]
+            if _pre_delete(utype, sid, "clone session", self.clone_sessions,
+                           pre.delete_clone_session):
                 return
             op = pre.insert_clone_session if utype == Update.INSERT else pre.modify_clone_session
             op(sid, _replicas(c.replicas), c.packet_length_bytes, c.class_of_service)
@@ -593,6 +584,20 @@ class PipelineState:
             for v in values:
                 data.struct.members.add(bitstring=encode(v))
         return list(by_id.values())
+
+
+def _pre_delete(utype: int, ident: int, what: str, stored: dict[int, Any],
+                delete: Callable[[int], object]) -> bool:
+    """The checks a multicast group's or clone session's write shares (id 0 is reserved;
+    INSERT needs it absent, MODIFY and DELETE present); a DELETE is done here (True)."""
+    if ident == 0:
+        raise invalid(f"{what} id 0 is reserved")
+    _check_presence(utype, ident in stored, f"{what} {ident}")
+    if utype != Update.DELETE:
+        return False
+    delete(ident)
+    del stored[ident]
+    return True
 
 
 def _check_presence(utype: int, exists: bool, what: str) -> None:
