@@ -47,9 +47,15 @@ def _flat(slot: object) -> Iterator[object]:
         yield slot
 
 
-def children(node: object) -> list[object]:
-    """The direct child nodes of ``node``, in field order."""
-    return [c for slot in child_slots(node) for c in _flat(slot)]
+def children(node: object, *, struct_init_fields: bool = True) -> list[object]:
+    """The direct child nodes of ``node``, in field order; ``struct_init_fields=False``
+    leaves out the values of a struct initialiser (its only dict field)."""
+    return [
+        c
+        for slot in child_slots(node)
+        if struct_init_fields or not isinstance(slot, dict)
+        for c in _flat(slot)
+    ]
 
 
 def walk(node: object) -> Iterator[object]:
@@ -72,18 +78,18 @@ def walk(node: object) -> Iterator[object]:
         stack.extend(child_slots(n))
 
 
-def walk_in_order(node: object) -> Iterator[object]:
+def walk_in_order(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
     """Every node at or below ``node``, parent first, children in field order (source
     order): the order p4c lists what it finds."""
     for n in _flat(node):
         yield n
-        for c in children(n):
-            yield from walk_in_order(c)
+        for c in children(n, struct_init_fields=struct_init_fields):
+            yield from walk_in_order(c, struct_init_fields=struct_init_fields)
 
 
-def walk_innermost_first(node: object) -> Iterator[object]:
+def walk_innermost_first(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
     """Every node at or below ``node``, children (in field order) before their parent."""
     for n in _flat(node):
-        for c in children(n):
-            yield from walk_innermost_first(c)
+        for c in children(n, struct_init_fields=struct_init_fields):
+            yield from walk_innermost_first(c, struct_init_fields=struct_init_fields)
         yield n

@@ -524,7 +524,8 @@ def _extern_kind(inst: ir.Instance) -> str | None:
 def _walk_exprs(node: object) -> Iterator[ir.Expr]:
     """Every expression under a statement/expression tree, in source order; a called
     function's body is walked at each call, right after the call."""
-    for n in walk_in_order(node):
+    # not into struct initialisers, as this walk never went: every P4Info stays as it was
+    for n in walk_in_order(node, struct_init_fields=False):
         if isinstance(n, ir.Expr):
             yield n
             if isinstance(n, ir.Call) and isinstance(n.callee, ir.FunctionDecl):

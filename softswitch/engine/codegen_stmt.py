@@ -568,7 +568,10 @@ def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
     """``hs[i]`` nodes with a non-constant index in ``exprs``, innermost first."""
     return [
         n
-        for n in walk_innermost_first(exprs)
+        # not into struct initialisers: the search never looked there, and pinning an
+        # index there changes the code (and what an out-of-range read gives) of programs
+        # that read hs[i] in one; whether it should is an open question
+        for n in walk_innermost_first(exprs, struct_init_fields=False)
         if isinstance(n, ir.Index)
         and not isinstance(n.index, ir.Const)
         and isinstance(strip(n.base.type), ir.StackType)
