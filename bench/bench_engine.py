@@ -251,6 +251,22 @@ def _build_lpm(engine: str) -> Any:
     return pipeline
 
 
+def _check_engines_agree(outs: dict[str, list[Any]], nr: dict[str, Any], jobs: dict[str, Any],
+                         lpm: dict[str, Any], frame: bytes, total: int) -> None:
+    """The C engine's outputs equal the Python engine's, every message completed on
+    both, and both forward the LPM frame alike."""
+    from bench.netreduce_job import completions
+
+    if outs["c"] != outs["python"]:
+        raise RuntimeError("netreduce: the C engine's outputs differ from the Python engine's")
+    for e in ENGINES:
+        done = completions(nr[e], jobs[e].job)
+        if done != total:
+            raise RuntimeError(f"netreduce on {e}: {done}/{total} messages completed")
+    if lpm["c"].process(INGRESS_PORT, frame) != lpm["python"].process(INGRESS_PORT, frame):
+        raise RuntimeError("LPM forwarder: the engines forward differently")
+
+
 def engine_rows(seconds: float) -> list[dict[str, Any]]:
     """CPU time per packet of the Python engine and of the C engine side by side, in one
     run: netreduce.p4 at E = 256, P = 4 (a stream of aggregation messages) and the LPM
@@ -259,7 +275,7 @@ def engine_rows(seconds: float) -> list[dict[str, Any]]:
     import tempfile
     import time
 
-    from bench.netreduce_job import AggregationJob, completions, make_workers
+    from bench.netreduce_job import AggregationJob, make_workers
     from experiment.matrix import program_for
 
     pipeline_cls = _require("softswitch.pipeline", "Pipeline")
@@ -294,14 +310,7 @@ def engine_rows(seconds: float) -> list[dict[str, Any]]:
             for _ in range(lpm_n):
                 process(INGRESS_PORT, frame)
             best["lpm", e] = min(best["lpm", e], (time.process_time() - start) / lpm_n)
-    if outs["c"] != outs["python"]:
-        raise RuntimeError("netreduce: the C engine's outputs differ from the Python engine's")
-    for e in ENGINES:
-        done = completions(nr[e], jobs[e].job)
-        if done != total:
-            raise RuntimeError(f"netreduce on {e}: {done}/{total} messages completed")
-    if lpm["c"].process(INGRESS_PORT, frame) != lpm["python"].process(INGRESS_PORT, frame):
-        raise RuntimeError("LPM forwarder: the engines forward differently")
+    _check_engines_agree(outs, nr, jobs, lpm, frame, total)
     notes_nr = (f"netreduce.p4 E = {ENGINE_ELEMS}, {ENGINE_WORKERS} workers x {messages} "
                 f"messages per round; CPU time, best of {ENGINE_ROUNDS} alternating rounds")
     notes_lpm = (f"{PROGRAM.name}, LPM hit, {len(frame)} B; CPU time, best of "

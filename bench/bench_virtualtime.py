@@ -91,11 +91,9 @@ METRICS = (  # key, metric, unit, format of one run in the notes
 )
 
 
-def run() -> list[dict[str, Any]]:
-    """All rows (see the module docstring)."""
-    if os.geteuid() != 0:
-        raise BenchSkipped("needs root (Mininet)")
-    bmv2 = all(shutil.which(b) for b in ("simple_switch_grpc", "p4c"))
+def _chosen_settings(bmv2: bool) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The settings to run: BMv2's only where it is installed, and only those
+    ``INA_BENCH_VTIME_SETTINGS`` names (target/name prefixes, ';'-separated) when set."""
     settings = [s for s in SETTINGS if s[1] == "softswitch" or bmv2]
     chosen = [c.strip() for c in os.environ.get("INA_BENCH_VTIME_SETTINGS", "").split(";")
               if c.strip()]
@@ -103,6 +101,15 @@ def run() -> list[dict[str, Any]]:
         settings = [s for s in settings if any(f"{s[1]}/{s[0]}".startswith(c) for c in chosen)]
         if not settings:
             raise BenchSkipped(f"INA_BENCH_VTIME_SETTINGS={';'.join(chosen)} names no setting")
+    return settings
+
+
+def run() -> list[dict[str, Any]]:
+    """All rows (see the module docstring)."""
+    if os.geteuid() != 0:
+        raise BenchSkipped("needs root (Mininet)")
+    bmv2 = all(shutil.which(b) for b in ("simple_switch_grpc", "p4c"))
+    settings = _chosen_settings(bmv2)
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     refused: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory(prefix="bench-vtime-") as tmp:

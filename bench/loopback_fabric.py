@@ -157,17 +157,20 @@ class LoopbackFabric:
             busy = busy or bool(events)
             for fd, _ in events:
                 dst_ip = self._by_fd.get(fd)
-                if dst_ip is None:
-                    continue
-                sock = self._relays[dst_ip]
-                for _ in range(64):
-                    try:
-                        data, src = sock.recvfrom(65536)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        break
-                    self._relay(dst_ip, data, src[:2])
+                if dst_ip is not None:
+                    self._drain(dst_ip)
+
+    def _drain(self, dst_ip: str) -> None:
+        """Relay up to 64 datagrams waiting on ``dst_ip``'s relay socket."""
+        sock = self._relays[dst_ip]
+        for _ in range(64):
+            try:
+                data, src = sock.recvfrom(65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            self._relay(dst_ip, data, src[:2])
 
     def _relay(self, dst_ip: str, data: bytes, src: Address) -> None:
         src_ip = self._owner.get(src)

@@ -247,6 +247,18 @@ SOAK_RTO = 0.03
 SOAK_MAX_RTO = 0.12
 
 
+def _count_transport(res: SoakResult, channels: list[AggregationChannel], net: SpineLeaf) -> None:
+    """The workers' retransmissions, timeouts and duplicates, and what the switches saw:
+    duplicates, stale results dropped, messages still held."""
+    for ch in channels:
+        res.retransmitted += ch.req.stats.retransmitted
+        res.timeouts += ch.req.stats.timeouts
+        res.duplicates_at_workers += ch.resp.stats.duplicates
+    res.duplicates_at_switches = net.counter(DUPLICATES)
+    res.stale_results = net.egress_drops(17)
+    res.held = net.held()
+
+
 def soak(count: int, *, loss: float = 0.0, reorder: float = 0.0, egress_order: str = "random",
          seed: int = 1, values: int = 256, timeout: float = 60.0, rto: float = SOAK_RTO,
          max_rto: float = SOAK_MAX_RTO) -> SoakResult:
@@ -295,13 +307,7 @@ def soak(count: int, *, loss: float = 0.0, reorder: float = 0.0, egress_order: s
         res.wrong = max(wrong)
         res.hangs = 1 if errors or any(t.is_alive() for t in threads) else 0
         res.errors = errors
-        for ch in channels:
-            res.retransmitted += ch.req.stats.retransmitted
-            res.timeouts += ch.req.stats.timeouts
-            res.duplicates_at_workers += ch.resp.stats.duplicates
-        res.duplicates_at_switches = net.counter(DUPLICATES)
-        res.stale_results = net.egress_drops(17)
-        res.held = net.held()
+        _count_transport(res, channels, net)
     finally:
         for ep in endpoints:
             ep.close()

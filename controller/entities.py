@@ -123,30 +123,40 @@ def read_requests(ents: Iterable[Entity]) -> list[Entity]:
             tables.add(e.table_entry.table_id)
         elif kind == "packet_replication_engine_entry":
             kinds.add(e.packet_replication_engine_entry.WhichOneof("type") or "")
-        elif kind == "action_profile_member":
-            profiles.add(("member", e.action_profile_member.action_profile_id))
-        elif kind == "action_profile_group":
-            profiles.add(("group", e.action_profile_group.action_profile_id))
-    out: list[Entity] = []
-    for table_id in sorted(tables):
-        req = Entity()
-        req.table_entry.table_id = table_id
-        out.append(req)
-    for pre_kind in sorted(kinds):
-        req = Entity()
-        if pre_kind == "multicast_group_entry":
-            req.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-        else:
-            req.packet_replication_engine_entry.clone_session_entry.session_id = 0
-        out.append(req)
-    for what, profile_id in sorted(profiles):
-        req = Entity()
-        if what == "member":
-            req.action_profile_member.action_profile_id = profile_id
-        else:
-            req.action_profile_group.action_profile_id = profile_id
-        out.append(req)
+        elif kind in ("action_profile_member", "action_profile_group"):
+            profiles.add((kind, getattr(e, kind).action_profile_id))
+    out = [wildcard_table(table_id) for table_id in sorted(tables)]
+    out += [wildcard_pre(kind) for kind in sorted(kinds)]
+    out += [wildcard_profile(kind, profile_id) for kind, profile_id in sorted(profiles)]
     return out
+
+
+def wildcard_table(table_id: int, default: bool = False) -> Entity:
+    """A Read request for every entry of a table (``default``: its default entry)."""
+    req = Entity()
+    req.table_entry.table_id = table_id
+    if default:
+        req.table_entry.is_default_action = True
+    return req
+
+
+def wildcard_pre(kind: str) -> Entity:
+    """A Read request for every multicast group (``kind`` "multicast_group_entry") or
+    every clone session (any other kind)."""
+    req = Entity()
+    if kind == "multicast_group_entry":
+        req.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
+    else:
+        req.packet_replication_engine_entry.clone_session_entry.session_id = 0
+    return req
+
+
+def wildcard_profile(kind: str, profile_id: int) -> Entity:
+    """A Read request for every member (``kind`` "action_profile_member") or group
+    ("action_profile_group") of an action profile."""
+    req = Entity()
+    getattr(req, kind).action_profile_id = profile_id
+    return req
 
 
 def write_order(kind: UpdateType, ents: Sequence[Entity]) -> list[list[Entity]]:

@@ -651,12 +651,17 @@ class Controller:
             for sw in self.switches.values():
                 if not sw.client.connected:
                     sw.recover_in_background()
-            new = path.stat().st_mtime if path.exists() else 0.0
-            if new != mtime:
-                mtime = new
-                for name, sw in self.switches.items():
-                    if sw.is_primary:
-                        self._resync_one(name)
+            mtime = self._follow_state_file(path, mtime)
+
+    def _follow_state_file(self, path: Path, mtime: float) -> float:
+        """When the state file changed since ``mtime`` (another controller wrote it),
+        resync the switches this controller is primary for; returns its new mtime."""
+        new = path.stat().st_mtime if path.exists() else 0.0
+        if new != mtime:
+            for name, sw in self.switches.items():
+                if sw.is_primary:
+                    self._resync_one(name)
+        return new
 
 
 def _reset_alloc(state: ControllerState, name: str) -> None:

@@ -267,6 +267,43 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
     msg_pkts = _check_request(req, sizes)
     if any(j.name == req.name for j in jobs):
         raise JobError("name", f"a job named {req.name!r} already exists")
+    by_leaf = _workers_by_leaf(req, topo, sizes)
+    leaves = sorted(by_leaf, key=lambda s: topo.switch(s).device_id)
+    rings = {leaf: leaf_ring(by_leaf[leaf], leaf) for leaf in leaves}
+    tree = _tree(req, topo, jobs, leaves, sizes)
+    members = {name: len(by_leaf.get(name, ())) + len(tree.children[name]) for name in tree.parent}
+    for name, count in members.items():
+        if count > sizes.max_ranks:
+            raise JobError("hosts", f"switch {name} would aggregate {count} members (workers "
+                                    f"and child switches); at most {sizes.max_ranks}")
+    order = sorted(tree.parent, key=lambda n: (-tree.level[n], topo.switch(n).device_id))
+    job_id = _job_id(jobs, allocs, order, sizes)
+    workers = _workers(job_id, leaves, by_leaf, rings)
+    parts: dict[str, SwitchPart] = {}
+    for name in order:
+        base = _free_range(slot_ranges(jobs, name), req.slots, sizes.slots)
+        if base is None:
+            gap = _largest_gap(slot_ranges(jobs, name), sizes.slots)
+            raise JobError("slots", f"slots exhausted on switch {name}: {req.slots} requested, "
+                                    f"largest free range {gap} of {sizes.slots}")
+        parent = tree.parent[name]
+        parts[name] = SwitchPart(
+            switch=name, role="root" if parent is None else "leaf", slot_base=base,
+            slot_count=req.slots, members=(1 << members[name]) - 1, expected=members[name],
+            mcast_grp=job_id + 1, parent=parent,
+            upstream_port=topo.switch(name).port_to(parent).port if parent else 0,
+            children=list(tree.children[name]), level=tree.level[name],
+            child_base=len(by_leaf.get(name, ())))
+    _assign_conns(order, parts, workers, allocs, sizes)
+    root = tree.root
+    return JobPlan(job_id=job_id, name=req.name, credits=req.credits, slots=req.slots,
+                   msg_pkts=msg_pkts, workers=workers, parts=parts,
+                   spine=root if len(parts) > 1 else None, root=root)
+
+
+def _workers_by_leaf(req: JobRequest, topo: FabricTopology,
+                     sizes: nr.Sizes) -> dict[str, list[tuple[HostInfo, int]]]:
+    """The job's (host, gpu) workers behind each leaf switch, at most ``max_ranks`` each."""
     hosts: list[HostInfo] = []
     for host_name in req.hosts:
         try:
@@ -279,21 +316,16 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
         n = req.workers_per_host if req.workers_per_host is not None else max(1, h.gpus)
         for gpu in range(n):
             by_leaf.setdefault(h.switch, []).append((h, gpu))
-    leaves = sorted(by_leaf, key=lambda s: topo.switch(s).device_id)
-    for leaf in leaves:
+    for leaf in sorted(by_leaf, key=lambda s: topo.switch(s).device_id):
         if len(by_leaf[leaf]) > sizes.max_ranks:
             raise JobError("hosts", f"{len(by_leaf[leaf])} workers behind switch {leaf}; at most "
                                     f"{sizes.max_ranks} per switch")
-    rings = {leaf: leaf_ring(by_leaf[leaf], leaf) for leaf in leaves}
-    tree = _tree(req, topo, jobs, leaves, sizes)
-    members = {name: len(by_leaf.get(name, ())) + len(tree.children[name]) for name in tree.parent}
-    for name, count in members.items():
-        if count > sizes.max_ranks:
-            raise JobError("hosts", f"switch {name} would aggregate {count} members (workers "
-                                    f"and child switches); at most {sizes.max_ranks}")
-    order = sorted(tree.parent, key=lambda n: (-tree.level[n], topo.switch(n).device_id))
-    job_id = _job_id(jobs, allocs, order, sizes)
+    return by_leaf
 
+
+def _workers(job_id: int, leaves: Sequence[str], by_leaf: Mapping[str, list[tuple[HostInfo, int]]],
+             rings: Mapping[str, list[int]]) -> list[Worker]:
+    """The job's workers ranked leaf by leaf, each with its ring peer behind its leaf."""
     workers: list[Worker] = []
     for leaf in leaves:
         local = by_leaf[leaf]
@@ -310,23 +342,14 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
                 recv_qpn=nr.worker_qpn(job_id, rank, True),
                 sport=nr.worker_sport(job_id, rank),
             ))
+    return workers
 
-    parts: dict[str, SwitchPart] = {}
+
+def _assign_conns(order: Sequence[str], parts: dict[str, SwitchPart], workers: list[Worker],
+                  allocs: Mapping[str, SwitchAlloc], sizes: nr.Sizes) -> None:
+    """Give every switch part one connection index per worker, child and parent, after
+    the indices its switch has used since it started (never reused within a run)."""
     next_conn = {name: (allocs[name].next_conn if name in allocs else 0) for name in order}
-    for name in order:
-        base = _free_range(slot_ranges(jobs, name), req.slots, sizes.slots)
-        if base is None:
-            gap = _largest_gap(slot_ranges(jobs, name), sizes.slots)
-            raise JobError("slots", f"slots exhausted on switch {name}: {req.slots} requested, "
-                                    f"largest free range {gap} of {sizes.slots}")
-        parent = tree.parent[name]
-        parts[name] = SwitchPart(
-            switch=name, role="root" if parent is None else "leaf", slot_base=base,
-            slot_count=req.slots, members=(1 << members[name]) - 1, expected=members[name],
-            mcast_grp=job_id + 1, parent=parent,
-            upstream_port=topo.switch(name).port_to(parent).port if parent else 0,
-            children=list(tree.children[name]), level=tree.level[name],
-            child_base=len(by_leaf.get(name, ())))
 
     def conn(switch: str, key: str) -> None:
         index = next_conn[switch]
@@ -345,10 +368,6 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
             conn(name, f"child{pos}")
         if part.parent is not None:
             conn(name, "parent")
-    root = tree.root
-    return JobPlan(job_id=job_id, name=req.name, credits=req.credits, slots=req.slots,
-                   msg_pkts=msg_pkts, workers=workers, parts=parts,
-                   spine=root if len(parts) > 1 else None, root=root)
 
 
 def _tree(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan], leaves: Sequence[str],

@@ -183,38 +183,11 @@ class ControlPlaneSchema:
                 return None
             fm.optional.value = encode_int(parse_value(value, width, what), width, what)
         elif kind == MatchType.LPM:
-            if isinstance(value, str) and "/" in value:
-                addr, _, plen_text = value.partition("/")
-                val, plen = parse_value(addr, width, what), int(plen_text)
-            elif isinstance(value, tuple):
-                val, plen = parse_value(value[0], width, what), int(value[1])
-            else:
-                val, plen = parse_value(value, width, what), width
-            if not 0 <= plen <= width:
-                raise SchemaError(f"{what}: prefix length {plen} outside 0..{width}")
-            if plen == 0:
-                return None
-            mask = ((1 << plen) - 1) << (width - plen)
-            fm.lpm.value = encode_int(val & mask, width, what)
-            fm.lpm.prefix_len = plen
+            return _lpm_match(fm, value, width, what)
         elif kind == MatchType.TERNARY:
-            if not isinstance(value, tuple) or len(value) != 2:
-                raise SchemaError(f"{what}: ternary match needs (value, mask), got {value!r}")
-            val, mask = parse_value(value[0], width, what), parse_value(value[1], width, what)
-            if mask == 0:
-                return None
-            fm.ternary.value = encode_int(val & mask, width, what)
-            fm.ternary.mask = encode_int(mask, width, what)
+            return _ternary_match(fm, value, width, what)
         elif kind == MatchType.RANGE:
-            if not isinstance(value, tuple) or len(value) != 2:
-                raise SchemaError(f"{what}: range match needs (low, high), got {value!r}")
-            low, high = parse_value(value[0], width, what), parse_value(value[1], width, what)
-            if low > high:
-                raise SchemaError(f"{what}: range low {low} > high {high}")
-            if low == 0 and high == (1 << width) - 1:
-                return None
-            fm.range.low = encode_int(low, width, what)
-            fm.range.high = encode_int(high, width, what)
+            return _range_match(fm, value, width, what)
         else:
             raise SchemaError(f"{what}: unsupported match type {kind}")
         return fm
@@ -317,3 +290,54 @@ class ControlPlaneSchema:
             out["packets"] = entry.counter_data.packet_count
             out["bytes"] = entry.counter_data.byte_count
         return out
+
+
+def _lpm_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
+               what: str) -> p4runtime_pb2.FieldMatch | None:
+    """``"addr/len"``, ``(value, len)`` or a value (the whole width); /0 is don't-care."""
+    if isinstance(value, str) and "/" in value:
+        addr, _, plen_text = value.partition("/")
+        val, plen = parse_value(addr, width, what), int(plen_text)
+    elif isinstance(value, tuple):
+        val, plen = parse_value(value[0], width, what), int(value[1])
+    else:
+        val, plen = parse_value(value, width, what), width
+    if not 0 <= plen <= width:
+        raise SchemaError(f"{what}: prefix length {plen} outside 0..{width}")
+    if plen == 0:
+        return None
+    mask = ((1 << plen) - 1) << (width - plen)
+    fm.lpm.value = encode_int(val & mask, width, what)
+    fm.lpm.prefix_len = plen
+    return fm
+
+
+def _pair(value: MatchValue, width: int, what: str, needs: str) -> tuple[int, int]:
+    """The two numbers of a ``(a, b)`` match value."""
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise SchemaError(f"{what}: {needs}, got {value!r}")
+    return parse_value(value[0], width, what), parse_value(value[1], width, what)
+
+
+def _ternary_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
+                   what: str) -> p4runtime_pb2.FieldMatch | None:
+    """``(value, mask)``; mask 0 is don't-care."""
+    val, mask = _pair(value, width, what, "ternary match needs (value, mask)")
+    if mask == 0:
+        return None
+    fm.ternary.value = encode_int(val & mask, width, what)
+    fm.ternary.mask = encode_int(mask, width, what)
+    return fm
+
+
+def _range_match(fm: p4runtime_pb2.FieldMatch, value: MatchValue, width: int,
+                 what: str) -> p4runtime_pb2.FieldMatch | None:
+    """``(low, high)``; the full range is don't-care."""
+    low, high = _pair(value, width, what, "range match needs (low, high)")
+    if low > high:
+        raise SchemaError(f"{what}: range low {low} > high {high}")
+    if low == 0 and high == (1 << width) - 1:
+        return None
+    fm.range.low = encode_int(low, width, what)
+    fm.range.high = encode_int(high, width, what)
+    return fm

@@ -267,30 +267,21 @@ class ManagedSwitch:
         self, wanted: Sequence[p4runtime_pb2.Entity]
     ) -> dict[ents.EntityKey, p4runtime_pb2.Entity]:
         schema = self.require_schema()
-        requests: list[p4runtime_pb2.Entity] = []
-        for table in schema.p4info.tables:
-            if table.is_const_table:
-                continue
-            req = p4runtime_pb2.Entity()
-            req.table_entry.table_id = table.preamble.id
-            requests.append(req)
-        for e in wanted:
-            if ents.is_default_entry(e):
-                req = p4runtime_pb2.Entity()
-                req.table_entry.table_id = e.table_entry.table_id
-                req.table_entry.is_default_action = True
-                requests.append(req)
-        pre = p4runtime_pb2.Entity()
-        pre.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-        requests.append(pre)
-        clone = p4runtime_pb2.Entity()
-        clone.packet_replication_engine_entry.clone_session_entry.session_id = 0
-        requests.append(clone)
+        requests = [
+            ents.wildcard_table(table.preamble.id)
+            for table in schema.p4info.tables
+            if not table.is_const_table
+        ]
+        requests += [
+            ents.wildcard_table(e.table_entry.table_id, default=True)
+            for e in wanted
+            if ents.is_default_entry(e)
+        ]
+        requests += [ents.wildcard_pre("multicast_group_entry"),
+                     ents.wildcard_pre("clone_session_entry")]
         for profile in schema.p4info.action_profiles:
             for what in ("action_profile_member", "action_profile_group"):
-                req = p4runtime_pb2.Entity()
-                getattr(req, what).action_profile_id = profile.preamble.id
-                requests.append(req)
+                requests.append(ents.wildcard_profile(what, profile.preamble.id))
         out: dict[ents.EntityKey, p4runtime_pb2.Entity] = {}
         for req in requests:
             try:

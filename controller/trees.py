@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from controller.errors import TreeError
-from controller.topology import FabricTopology
+from controller.topology import FabricTopology, SwitchInfo
 
 #: Tiers, bottom to top; a higher tier wins a tie for the root.
 TIERS = {"leaf": 0, "aggregation": 1, "spine": 2, "core": 3}
@@ -80,30 +80,9 @@ def aggregation_tree(topo: FabricTopology, leaves: Sequence[str], root: str | No
     if not leaves:
         raise TreeError("hosts", "a job needs at least one leaf")
     if root is not None:
-        if root not in info:
-            raise TreeError("root", f"unknown switch {root!r} (switches: "
-                                    f"{', '.join(topo.switch_names())})")
-        unreachable = [lf for lf in leaves if not nx.has_path(g, root, lf)]
-        if unreachable:
-            raise TreeError("root", f"switch {root} cannot reach {', '.join(unreachable)}")
+        _check_root(topo, g, info, root, leaves)
     else:
-        dists = {lf: nx.single_source_shortest_path_length(g, lf) for lf in leaves}
-        scored = []
-        for name in g.nodes:
-            if all(name in d for d in dists.values()):
-                depth = max(d[name] for d in dists.values())
-                scored.append(((depth, load.get(name, 0), -TIERS.get(info[name].role, 0),
-                                info[name].device_id), name))
-        if not scored:
-            raise TreeError("hosts", f"leaves {', '.join(leaves)} are not connected to one "
-                                     "another")
-        scored.sort()
-        best_depth = scored[0][0][0]
-        candidates = [n for key, n in scored if key[0] == best_depth]
-        # a root where the slots fit; when none has room, the caller's per-switch check
-        # names the switch and its largest free range
-        usable = [n for n in candidates if fits is None or fits(n)] or candidates
-        root = usable[0]
+        root = _best_root(g, info, leaves, load, fits)
     dist = nx.single_source_shortest_path_length(g, root)
     tree = Tree(root=root, parent={root: None}, level={root: 0})
     # Closest leaves first, so farther ones can join the branches already built.
@@ -127,6 +106,40 @@ def aggregation_tree(topo: FabricTopology, leaves: Sequence[str], root: str | No
     for kids in tree.children.values():
         kids.sort(key=lambda n: info[n].device_id)
     return tree
+
+
+def _check_root(topo: FabricTopology, g: nx.Graph, info: Mapping[str, SwitchInfo], root: str,
+                leaves: Sequence[str]) -> None:
+    """A root the caller chose: a known switch that reaches every leaf."""
+    if root not in info:
+        raise TreeError("root", f"unknown switch {root!r} (switches: "
+                                f"{', '.join(topo.switch_names())})")
+    unreachable = [lf for lf in leaves if not nx.has_path(g, root, lf)]
+    if unreachable:
+        raise TreeError("root", f"switch {root} cannot reach {', '.join(unreachable)}")
+
+
+def _best_root(g: nx.Graph, info: Mapping[str, SwitchInfo], leaves: Sequence[str],
+               load: Mapping[str, int], fits: Callable[[str], bool] | None) -> str:
+    """The root that reaches every leaf in the fewest hops, then the least loaded, the
+    highest tier, the lowest device id; one where the job's slots fit when there is one
+    (when none has room, the caller's per-switch check names the switch and its largest
+    free range)."""
+    dists = {lf: nx.single_source_shortest_path_length(g, lf) for lf in leaves}
+    scored: list[tuple[tuple[int, int, int, int], str]] = []
+    for name in g.nodes:
+        if all(name in d for d in dists.values()):
+            depth = max(d[name] for d in dists.values())
+            scored.append(((depth, load.get(name, 0), -TIERS.get(info[name].role, 0),
+                            info[name].device_id), name))
+    if not scored:
+        raise TreeError("hosts", f"leaves {', '.join(leaves)} are not connected to one "
+                                 "another")
+    scored.sort()
+    best_depth = scored[0][0][0]
+    candidates = [n for key, n in scored if key[0] == best_depth]
+    usable = [n for n in candidates if fits is None or fits(n)] or candidates
+    return usable[0]
 
 
 def describe_tree(tree: Tree, label: Callable[[str], str] | None = None) -> list[str]:

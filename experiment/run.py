@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
@@ -382,27 +382,22 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
     flagged = []
     unfaithful = []
     for run in result.runs:
-        mark = "[green]exact[/green]" if run.exact else "[red]NOT exact[/red]"
-        busy = run.busiest
-        busiest = "-"
-        if busy is not None:
-            util = f" {busy.utilization:.0%}" if busy.utilization is not None else ""
-            busiest = f"{busy.switch}:{busy.port} {format_rate(busy.bps)}{util}"
-        cpu = max(run.switch_cpu.items(), key=lambda kv: kv[1], default=None)
-        cpu_text = f"{cpu[0]} {cpu[1]:.0%}" if cpu else "-"
-        if run.saturated_switches:
-            cpu_text = f"[red]{cpu_text} (saturated)[/red]"
         link_bound, verdict = bottleneck(run)
         if not link_bound:
             flagged.append(f"{run.algorithm} was {verdict}")
-        verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
-        fidelity = run.fidelity
-        if not fidelity.faithful:
-            unfaithful.append(f"{run.algorithm}: {fidelity.line()}")
-        table.add_row(run.algorithm, mark, time_cell(run), retransmissions_cell(run), busiest,
-                      cpu_text, verdict,
-                      "[green]yes[/green]" if fidelity.faithful else "[red]NO[/red]")
+        if not run.fidelity.faithful:
+            unfaithful.append(f"{run.algorithm}: {run.fidelity.line()}")
+        table.add_row(*_run_row(run, link_bound, verdict))
     console.print(table)
+    _print_notes(result, console, elems, flagged, unfaithful)
+    for run in result.runs:
+        _print_fabric_and_errors(run, console)
+
+
+def _print_notes(result: ExperimentResult, console: Any, elems: int | None, flagged: list[str],
+                 unfaithful: list[str]) -> None:
+    """Under the table: emulated time, unfaithful runs, the ratio line, runs the links
+    did not limit, the link check."""
     tdf = result.runs[0].tdf if result.runs else 1.0
     if tdf != 1:
         console.print(f"times are emulated: the emulated clock ran {tdf:g} times slower than "
@@ -418,14 +413,35 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
                       "its time says little about the algorithm", highlight=False)
     if result.path_check is not None:
         console.print(f"link check: {result.path_check.describe()}", highlight=False)
-    for run in result.runs:
-        fabric = [f"{u.switch}:{u.port} {format_rate(u.bps)}" for u in run.links
-                  if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]
-        if any(u.kind == "fabric" for u in run.links):
-            console.print(f"{run.algorithm}: fabric links (busier direction): "
-                          f"{', '.join(fabric) or 'unused'}", highlight=False)
-        for err in run.errors:
-            console.print(f"[red]{run.algorithm}:[/red] {err}", highlight=False)
+
+
+def _run_row(run: AllreduceRun, link_bound: bool, verdict: str) -> list[str]:
+    """One all-reduce's cells: result, time, retransmissions, busiest link, busiest switch
+    process, what limited it, faithful."""
+    mark = "[green]exact[/green]" if run.exact else "[red]NOT exact[/red]"
+    busy = run.busiest
+    busiest = "-"
+    if busy is not None:
+        util = f" {busy.utilization:.0%}" if busy.utilization is not None else ""
+        busiest = f"{busy.switch}:{busy.port} {format_rate(busy.bps)}{util}"
+    cpu = max(run.switch_cpu.items(), key=lambda kv: kv[1], default=None)
+    cpu_text = f"{cpu[0]} {cpu[1]:.0%}" if cpu else "-"
+    if run.saturated_switches:
+        cpu_text = f"[red]{cpu_text} (saturated)[/red]"
+    verdict = f"[green]{verdict}[/green]" if link_bound else f"[red]{verdict}[/red]"
+    return [run.algorithm, mark, time_cell(run), retransmissions_cell(run), busiest, cpu_text,
+            verdict, "[green]yes[/green]" if run.fidelity.faithful else "[red]NO[/red]"]
+
+
+def _print_fabric_and_errors(run: AllreduceRun, console: Any) -> None:
+    """The fabric links' rates (busier direction) of one all-reduce, and its errors."""
+    fabric = [f"{u.switch}:{u.port} {format_rate(u.bps)}" for u in run.links
+              if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]
+    if any(u.kind == "fabric" for u in run.links):
+        console.print(f"{run.algorithm}: fabric links (busier direction): "
+                      f"{', '.join(fabric) or 'unused'}", highlight=False)
+    for err in run.errors:
+        console.print(f"[red]{run.algorithm}:[/red] {err}", highlight=False)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -588,6 +604,13 @@ def _tdf(text: str) -> str | float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _use_file_program(args: argparse.Namespace, spec: TopologySpec) -> None:
+    """The topology file's program when the command line names none (a relative path is
+    relative to the file)."""
+    if args.program is None and not args.no_program and spec.program is not None:
+        args.program = (Path(spec.source).parent / spec.program).resolve()
+
+
 def _program(args: argparse.Namespace) -> Path | None:
     """The program the switches run: ``--program`` as given, else netreduce.p4 built with
     ``NR_ELEMS = --elems`` (a two-line wrapper in build/ when that is not the source's own)."""
@@ -689,9 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         topo = build_topology(args)
         spec = topo.spec
-        if args.program is None and not args.no_program and spec.program is not None:
-            # the file's program; a relative path is relative to the file
-            args.program = (Path(spec.source).parent / spec.program).resolve()
+        _use_file_program(args, spec)
         program = _program(args)
         clean_stale_runs(args.rundir, console)
         if program is None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from controller.errors import ControllerError
 from controller.fabric import Controller, ControllerOptions
+from controller.jobs import JobPlan
 from controller.state import load_state
 from softswitch.stats import StatsError, default_stats_path, read_stats
 from topo.model import Topology
@@ -250,33 +251,36 @@ class Collector:
                 out["drops"][sw.name] = ctl.switch_counters(sw.name)["drops"]
             except ControllerError as exc:
                 errors.append(f"{sw.name}: P4Runtime counters unavailable: {exc}")
-        jobs = out["jobs"]
         for plan in sorted(ctl.state.jobs.values(), key=lambda p: p.job_id):
-            job: dict[str, Any] = {
-                "name": plan.name, "job_id": plan.job_id, "workers": len(plan.workers),
-                "hosts": plan.hosts(), "credits": plan.credits, "msg_pkts": plan.msg_pkts,
-                "slots": plan.slots, "switches": [], "totals": {}, "drops": {}}
-            try:
-                rows = ctl.job_counters(plan.name)
-                self._job_rows[plan.name] = rows
-            except ControllerError as exc:
-                # a read that timed out on a busy switch: show the last rows, marked stale
-                errors.append(f"job {plan.name}: counters unavailable: {exc}")
-                rows = self._job_rows.get(plan.name, [])
-                job["stale"] = True
-            for row in rows:
-                part = plan.parts.get(row["switch"])
-                row = dict(row, role=part.role if part else None,
-                           slots=part.slot_count if part else None)
-                job["switches"].append(row)
-                for key, value in row.items():
-                    if isinstance(value, int) and key not in ("slots",):
-                        job["totals"][key] = job["totals"].get(key, 0) + value
-                for reason, n in row["drops"].items():
-                    job["drops"][reason] = job["drops"].get(reason, 0) + n
-            jobs.append(job)
+            out["jobs"].append(self._job_reading(ctl, plan, errors))
         out["took_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         return out
+
+    def _job_reading(self, ctl: Controller, plan: JobPlan, errors: list[str]) -> dict[str, Any]:
+        """One job with its per-switch counter rows, their totals and drops by reason."""
+        job: dict[str, Any] = {
+            "name": plan.name, "job_id": plan.job_id, "workers": len(plan.workers),
+            "hosts": plan.hosts(), "credits": plan.credits, "msg_pkts": plan.msg_pkts,
+            "slots": plan.slots, "switches": [], "totals": {}, "drops": {}}
+        try:
+            rows = ctl.job_counters(plan.name)
+            self._job_rows[plan.name] = rows
+        except ControllerError as exc:
+            # a read that timed out on a busy switch: show the last rows, marked stale
+            errors.append(f"job {plan.name}: counters unavailable: {exc}")
+            rows = self._job_rows.get(plan.name, [])
+            job["stale"] = True
+        for row in rows:
+            part = plan.parts.get(row["switch"])
+            row = dict(row, role=part.role if part else None,
+                       slots=part.slot_count if part else None)
+            job["switches"].append(row)
+            for key, value in row.items():
+                if isinstance(value, int) and key not in ("slots",):
+                    job["totals"][key] = job["totals"].get(key, 0) + value
+            for reason, n in row["drops"].items():
+                job["drops"][reason] = job["drops"].get(reason, 0) + n
+        return job
 
     def p4runtime_loop(self, stop: threading.Event, interval_s: float) -> None:
         """Reads P4Runtime every ``interval_s`` until ``stop``, keeping the latest reading

@@ -95,36 +95,45 @@ def run_campaign(plan: Plan, runs_root: Path, command: str, mode: str, seed: int
                                                  tick, result))
         teardown_thread.start()
     if network_cells:
-        tick("starting the spine-leaf and programming it")
-        try:
-            with Testbed(plan.testbed, runs_root / "testbed") as bed:
-                for name in network_cells:
-                    try:
-                        if name == "loss":
-                            for loss in plan.losses:
-                                result.loss.append(cl.loss_cell(bed, loss, plan.loss_runs, tick,
-                                                                plan.loss_elements))
-                        elif name == "restart":
-                            result.restart = cl.restart_cell(bed, plan.restarts, rng, tick,
-                                                             plan.restart_elements)
-                        elif name == "controller":
-                            result.controller = cl.controller_cell(
-                                bed, plan.controller_restarts, rng, tick)
-                        elif name == "badinput":
-                            result.bad_input = cl.bad_input_cell(bed, plan.frames,
-                                                                 plan.frame_rate, seed, tick)
-                    except Exception as exc:  # the campaign goes on; the report says so
-                        log.exception("cell %s failed", name)
-                        result.notes.append(f"cell {name} broke off: {type(exc).__name__}: {exc}")
-        except Exception as exc:
-            log.exception("the testbed failed")
-            result.notes.append(f"the network cells could not run: {type(exc).__name__}: {exc}")
+        _network_cells(plan, network_cells, runs_root, rng, seed, tick, result)
     if teardown_thread is not None:
         teardown_thread.join()
     elif "teardown" in plan.cells:
         _teardown(plan, runs_root, rng, tick, result)
     result.seconds = time.monotonic() - t0
     return result
+
+
+def _network_cells(plan: Plan, names: list[str], runs_root: Path, rng: random.Random, seed: int,
+                   tick: Callable[[str], None], result: CampaignResult) -> None:
+    """The network cells in order on one spine-leaf; a cell that breaks off, or a testbed
+    that cannot start, is a note in the report and the campaign goes on."""
+    tick("starting the spine-leaf and programming it")
+    try:
+        with Testbed(plan.testbed, runs_root / "testbed") as bed:
+            for name in names:
+                try:
+                    _network_cell(name, bed, plan, rng, seed, tick, result)
+                except Exception as exc:  # the campaign goes on; the report says so
+                    log.exception("cell %s failed", name)
+                    result.notes.append(f"cell {name} broke off: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        log.exception("the testbed failed")
+        result.notes.append(f"the network cells could not run: {type(exc).__name__}: {exc}")
+
+
+def _network_cell(name: str, bed: Testbed, plan: Plan, rng: random.Random, seed: int,
+                  tick: Callable[[str], None], result: CampaignResult) -> None:
+    if name == "loss":
+        for loss in plan.losses:
+            result.loss.append(cl.loss_cell(bed, loss, plan.loss_runs, tick,
+                                            plan.loss_elements))
+    elif name == "restart":
+        result.restart = cl.restart_cell(bed, plan.restarts, rng, tick, plan.restart_elements)
+    elif name == "controller":
+        result.controller = cl.controller_cell(bed, plan.controller_restarts, rng, tick)
+    elif name == "badinput":
+        result.bad_input = cl.bad_input_cell(bed, plan.frames, plan.frame_rate, seed, tick)
 
 
 def _teardown(plan: Plan, runs_root: Path, rng: random.Random, tick: Callable[[str], None],

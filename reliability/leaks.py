@@ -60,6 +60,45 @@ def _tagged(pid: str, tag: bytes) -> bool:
         return False
 
 
+def _ancestors() -> set[int]:
+    """This process's ancestors (up to init)."""
+    out: set[int] = set()
+    pid = os.getppid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _leaked_process(pid: str, prefix: str, root: str, marker: bytes | None) -> str | None:
+    """The command line of a process of ours (a Mininet shell of the prefix, one naming a
+    run directory under ``root``, or one carrying the tag); None for any other."""
+    argv = _cmdline(pid)
+    if argv is None:
+        return None
+    text = " ".join(argv)
+    shell = f"mininet:{prefix}" in text
+    ours = root in text
+    tagged = marker is not None and _tagged(pid, marker)
+    return text if shell or ours or tagged else None
+
+
+def _held_locks(runs_root: Path) -> list[str]:
+    """The run-directory lock files some process still holds."""
+    held = []
+    for lock in sorted(p for name in LOCK_FILES for p in runs_root.glob(f"*/{name}")):
+        with lock.open("a") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            except OSError:
+                held.append(str(lock))
+    return held
+
+
 def find_leaks(prefix: str, runs_root: Path, tag: str | None = None,
                exclude: set[int] | None = None) -> Leaks:
     """Leftovers of the networks named ``prefix`` whose run directories are under
@@ -73,28 +112,15 @@ def find_leaks(prefix: str, runs_root: Path, tag: str | None = None,
     root_ns = _netns(os.getpid())  # the namespace the networks were started from
     root = str(runs_root.resolve())
     marker = f"{TAG_VARIABLE}={tag}".encode() if tag else None
-    skip = set(exclude or ()) | {os.getpid()}
-    pid = os.getppid()
-    while pid > 1:
-        skip.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+    skip = set(exclude or ()) | {os.getpid()} | _ancestors()
     spaces: set[str] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in skip:
             continue
-        argv = _cmdline(entry)
-        if argv is None:
-            continue
-        text = " ".join(argv)
-        ns = _netns(entry)
-        shell = f"mininet:{prefix}" in text
-        ours = root in text
-        tagged = marker is not None and _tagged(entry, marker)
-        if shell or ours or tagged:
+        text = _leaked_process(entry, prefix, root, marker)
+        if text is not None:
             found.processes.append(f"{entry}: {text[:120]}")
+            ns = _netns(entry)
             if ns is not None and ns != root_ns:
                 spaces.add(ns)
     found.namespaces = sorted(spaces)
@@ -102,11 +128,5 @@ def find_leaks(prefix: str, runs_root: Path, tag: str | None = None,
     if netns_dir.is_dir():
         found.namespaces += sorted(f"/run/netns/{n}" for n in os.listdir(netns_dir)
                                    if n.startswith(prefix))
-    for lock in sorted(p for name in LOCK_FILES for p in runs_root.glob(f"*/{name}")):
-        with lock.open("a") as f:
-            try:
-                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-            except OSError:
-                found.locks.append(str(lock))
+    found.locks = _held_locks(runs_root)
     return found

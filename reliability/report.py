@@ -7,7 +7,15 @@ import logging
 import statistics
 from pathlib import Path
 
-from reliability.results import CampaignResult, JobTally
+from reliability.results import (
+    BadInputCell,
+    CampaignResult,
+    ControllerCell,
+    JobTally,
+    LossCell,
+    RestartCell,
+    TeardownCell,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,179 +182,203 @@ def render(result: CampaignResult, figure: str | None) -> str:
     for target, met, what in verdicts(result):
         lines.append(f"| {target} | {'yes' if met else '**no**'} | {what} |")
     lines.append("")
-    head = (
-        "| cell | runs | exact | wrong sums | hangs | failed (named cause) | hang bound | "
-        "time median / p95 | retransmissions | notes |"
-    )
-    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
     if result.loss:
-        lines += [
-            "## Loss on every link",
-            "",
-            "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
-            "links, one worker per host, job over both leaves and one spine), with the "
-            "program's loss fault on every link in both directions (host links at the "
-            "leaf port both ways, leaf-spine links at each end's egress, so each link "
-            "direction drops once). Each run is one `python -m workloads allreduce "
-            "--check` per host (the result compared with the exact sum). A hang is a run "
-            "not done within the bound: a 30 s start allowance (Python and numpy imports, "
-            "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
-            "host link at the link rate, up and back, plus 3 × the retransmission "
-            "timeouts the loss costs on average at their 250 ms upper bound (a packet's "
-            "round crosses up to six lossy link directions: (1 - p)^-6 - 1 timeouts per "
-            "packet, p the loss per link direction; a timeout costs far more than the "
-            "link time); the workers give up at that bound themselves. "
-            "Each all-reduce is a new job (`job create`, the previous one deleted): a "
-            "job serves one run of its workers (docs/workloads.md).",
-            "",
-            head,
-            rule,
-        ]
-        for c in result.loss:
-            lines.append(
-                _tally_row(
-                    f"loss {c.loss:.0%} ({c.links} link directions"
-                    + (f", {c.elements} float32 per worker)" if c.elements else ")"),
-                    c.tally,
-                    f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
-                    f"seen by the transport",
-                )
-            )
-        lines.append("")
-        for c in result.loss:
-            for err in c.tally.errors[:5]:
-                lines.append(f"- loss {c.loss:.0%}: {err}")
-        lines.append("")
+        lines += _loss_section(result.loss)
     if result.restart is not None:
-        r = result.restart
-        lines += [
-            "## Switch restart mid-job",
-            "",
-            "A switch of the job's tree (leaves and the spine in turn, a random one of "
-            "the role) SIGKILLed at a random point of a running all-reduce (a uniform "
-            "fraction of an undisturbed run's time after the switch saw the job start), "
-            "then started again; the serving controller (`Controller.serve`, as "
-            "`ina-controller serve`) restores pipeline, routes and the job; the "
-            'all-reduce must finish exactly. "job running" says whether the '
-            "all-reduce was still running when the kill came: on the loaded machine "
-            "the counter reads that find the job's start lag, so a kill drawn late in "
-            "a short job can land just after it ended.",
-            "",
-            f"**{r.survived} of {r.attempts}** jobs finished exactly"
-            + (
-                f" ({r.missed} more jobs ended before their kill was due and were "
-                "replaced by new ones without a kill)"
-                if r.missed
-                else ""
-            )
-            + ".",
-            "",
-            head,
-            rule,
-            _tally_row("switch restart", r.tally, "bound: the workers' timeout across a restart"),
-            "",
-            "| # | switch | role | at | job running | recovered | recovery | job |",
-            "| ---: | --- | --- | ---: | --- | --- | ---: | --- |",
-        ]
-        for i, k in enumerate(r.kills, 1):
-            lines.append(
-                f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
-                f"{k.get('job_running')} | {k.get('recovered')} | "
-                f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |"
-            )
-        lines.append("")
-        for err in r.tally.errors[:8]:
-            lines.append(f"- {err}")
-        lines.append("")
+        lines += _restart_section(result.restart)
     if result.controller is not None:
-        ctl = result.controller
-        lines += [
-            "## Controller restart",
-            "",
-            "`ina-controller serve` as a process of its own, SIGKILLed at a random "
-            "moment (0-3 s after it said it serves: during its first reconcile or while "
-            "it serves) and started again, while in-network all-reduces run back to "
-            "back; afterwards `ina-controller --json reconcile` must write nothing.",
-            "",
-            f"{ctl.restarts} restarts; {ctl.tally.count} all-reduces ran meanwhile. "
-            f"Reconcile afterwards: {ctl.reconcile_changes} entities written, "
-            f"{ctl.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
-            f"{_med(ctl.serve_seconds)} s.",
-            "",
-            head,
-            rule,
-            _tally_row("controller restarts", ctl.tally),
-            "",
-        ]
-        for err in (ctl.errors + ctl.tally.errors)[:8]:
-            lines.append(f"- {err}")
-        lines.append("")
+        lines += _controller_section(result.controller)
     if result.teardown is not None:
-        d = result.teardown
-        lines += [
-            "## Teardown",
-            "",
-            f"{d.runs} runs of `make run`'s entry point (`python -m experiment.run --topo rack "
-            "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
-            "fifth also programs the fabric and runs both all-reduces, the others only "
-            "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
-            "moment in [0.3, 8] s ([0.3, 40] s for the runs with all-reduces). "
-            "After each run the campaign looks for what it left: "
-            "interfaces with the prefix, processes (switches, Mininet shells, workers: "
-            "everything carrying the run's environment tag), the network namespaces "
-            "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
-            "the next run must clean its leftovers itself (no `make clean`). Then one "
-            "more run must start and end cleanly.",
-            "",
-            f"- signals: {', '.join(f'{k} {v}' for k, v in sorted(d.signals.items()))}",
-            f"- exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(d.exit_codes.items()))}",
-            f"- runs refused because of leftovers: {d.refused_starts}",
-            f"- runs that left something after SIGINT or their normal end: {d.leaks_after_each}",
-            "- left at the end: " + (", ".join(f"{k} {len(v)}" for k, v in d.leaks_final.items())),
-            f"- the run after them started without `make clean`: "
-            f"{'yes' if d.next_run_ok else 'no'}",
-            "",
-        ]
-        for line in d.details[:10]:
-            lines.append(f"- {line}")
-        lines.append("")
+        lines += _teardown_section(result.teardown)
     if result.bad_input is not None:
-        b = result.bad_input
-        lines += [
-            "## Bad frames and bad requests",
-            "",
-            f"{b.frames_sent} malformed frames (kinds in turn: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(b.kinds.items()))
-            + f") sent from a host into {b.switch} port {b.port} "
-            "(`reliability/frames.py`), then illegal P4Runtime requests "
-            "(`reliability/illegal.py`).",
-            "",
-            "Accounting over the whole switch while the frames came in: every frame "
-            "received on any port (the hosts' replies to forwarded frames, ICMP, come "
-            "in on other ports) was either dropped with a reason or sent.",
-            "",
-            "| frames sent | kernel rx at the switch port | port_rx of that port | "
-            "port_rx, all ports | dropped by reason | sent, all ports | unaccounted |",
-            "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
-            f"| {b.frames_sent} | {b.kernel_rx} | {b.port_rx} | {b.switch_rx} | "
-            + ", ".join(f"{k} {v}" for k, v in sorted(b.dropped.items()))
-            + f" | {b.forwarded} | {b.unaccounted} |",
-            "",
-            f"Switch process alive afterwards: {b.alive_after}; all-reduce afterwards: "
-            f"{b.after.exact}/{b.after.count} exact; reconcile afterwards wrote "
-            f"{b.reconcile_changes} entities.",
-            "",
-            "| illegal request | answer |",
-            "| --- | --- |",
-        ]
-        lines += [f"| {r['request']} | {r['code']} |" for r in b.requests]
-        lines.append("")
+        lines += _bad_input_section(result.bad_input)
     if figure:
         lines += ["## Figure", "", f"![campaign figures]({figure})", ""]
     lines += ["## What broke, and the fixes", ""] + [f"- {f}" for f in FINDINGS] + [""]
     if result.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [""]
     return "\n".join(lines)
+
+
+_TALLY_HEAD = (
+    "| cell | runs | exact | wrong sums | hangs | failed (named cause) | hang bound | "
+    "time median / p95 | retransmissions | notes |"
+)
+_TALLY_RULE = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+
+
+def _bullets(items: list[str]) -> list[str]:
+    """A Markdown list and the blank line after it."""
+    return [f"- {x}" for x in items] + [""]
+
+
+def _loss_section(cells: list[LossCell]) -> list[str]:
+    """In-network all-reduces with loss on every link, one row per loss rate."""
+    lines = [
+        "## Loss on every link",
+        "",
+        "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
+        "links, one worker per host, job over both leaves and one spine), with the "
+        "program's loss fault on every link in both directions (host links at the "
+        "leaf port both ways, leaf-spine links at each end's egress, so each link "
+        "direction drops once). Each run is one `python -m workloads allreduce "
+        "--check` per host (the result compared with the exact sum). A hang is a run "
+        "not done within the bound: a 30 s start allowance (Python and numpy imports, "
+        "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
+        "host link at the link rate, up and back, plus 3 × the retransmission "
+        "timeouts the loss costs on average at their 250 ms upper bound (a packet's "
+        "round crosses up to six lossy link directions: (1 - p)^-6 - 1 timeouts per "
+        "packet, p the loss per link direction; a timeout costs far more than the "
+        "link time); the workers give up at that bound themselves. "
+        "Each all-reduce is a new job (`job create`, the previous one deleted): a "
+        "job serves one run of its workers (docs/workloads.md).",
+        "",
+        _TALLY_HEAD,
+        _TALLY_RULE,
+    ]
+    for c in cells:
+        lines.append(
+            _tally_row(
+                f"loss {c.loss:.0%} ({c.links} link directions"
+                + (f", {c.elements} float32 per worker)" if c.elements else ")"),
+                c.tally,
+                f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
+                f"seen by the transport",
+            )
+        )
+    lines.append("")
+    for c in cells:
+        for err in c.tally.errors[:5]:
+            lines.append(f"- loss {c.loss:.0%}: {err}")
+    lines.append("")
+    return lines
+
+
+def _restart_section(r: RestartCell) -> list[str]:
+    """Switches killed mid-job and restarted, one row per kill."""
+    lines = [
+        "## Switch restart mid-job",
+        "",
+        "A switch of the job's tree (leaves and the spine in turn, a random one of "
+        "the role) SIGKILLed at a random point of a running all-reduce (a uniform "
+        "fraction of an undisturbed run's time after the switch saw the job start), "
+        "then started again; the serving controller (`Controller.serve`, as "
+        "`ina-controller serve`) restores pipeline, routes and the job; the "
+        'all-reduce must finish exactly. "job running" says whether the '
+        "all-reduce was still running when the kill came: on the loaded machine "
+        "the counter reads that find the job's start lag, so a kill drawn late in "
+        "a short job can land just after it ended.",
+        "",
+        f"**{r.survived} of {r.attempts}** jobs finished exactly"
+        + (
+            f" ({r.missed} more jobs ended before their kill was due and were "
+            "replaced by new ones without a kill)"
+            if r.missed
+            else ""
+        )
+        + ".",
+        "",
+        _TALLY_HEAD,
+        _TALLY_RULE,
+        _tally_row("switch restart", r.tally, "bound: the workers' timeout across a restart"),
+        "",
+        "| # | switch | role | at | job running | recovered | recovery | job |",
+        "| ---: | --- | --- | ---: | --- | --- | ---: | --- |",
+    ]
+    for i, k in enumerate(r.kills, 1):
+        lines.append(
+            f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
+            f"{k.get('job_running')} | {k.get('recovered')} | "
+            f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |"
+        )
+    lines.append("")
+    return lines + _bullets(r.tally.errors[:8])
+
+
+def _controller_section(ctl: ControllerCell) -> list[str]:
+    """The serving controller killed and restarted while all-reduces run."""
+    lines = [
+        "## Controller restart",
+        "",
+        "`ina-controller serve` as a process of its own, SIGKILLed at a random "
+        "moment (0-3 s after it said it serves: during its first reconcile or while "
+        "it serves) and started again, while in-network all-reduces run back to "
+        "back; afterwards `ina-controller --json reconcile` must write nothing.",
+        "",
+        f"{ctl.restarts} restarts; {ctl.tally.count} all-reduces ran meanwhile. "
+        f"Reconcile afterwards: {ctl.reconcile_changes} entities written, "
+        f"{ctl.reconcile_pushed} pipelines pushed. Controller lifetimes: median "
+        f"{_med(ctl.serve_seconds)} s.",
+        "",
+        _TALLY_HEAD,
+        _TALLY_RULE,
+        _tally_row("controller restarts", ctl.tally),
+        "",
+    ]
+    return lines + _bullets((ctl.errors + ctl.tally.errors)[:8])
+
+
+def _teardown_section(d: TeardownCell) -> list[str]:
+    """What interrupted runs left behind."""
+    lines = [
+        "## Teardown",
+        "",
+        f"{d.runs} runs of `make run`'s entry point (`python -m experiment.run --topo rack "
+        "--hosts 2 --no-cli`, its own name prefix, gRPC ports and runs root); every "
+        "fifth also programs the fabric and runs both all-reduces, the others only "
+        "start the network. A run interrupted gets SIGINT or SIGKILL at a uniform "
+        "moment in [0.3, 8] s ([0.3, 40] s for the runs with all-reduces). "
+        "After each run the campaign looks for what it left: "
+        "interfaces with the prefix, processes (switches, Mininet shells, workers: "
+        "everything carrying the run's environment tag), the network namespaces "
+        "they hold, and held run-directory locks. A SIGKILLed run cannot clean up; "
+        "the next run must clean its leftovers itself (no `make clean`). Then one "
+        "more run must start and end cleanly.",
+        "",
+        f"- signals: {', '.join(f'{k} {v}' for k, v in sorted(d.signals.items()))}",
+        f"- exit codes: {', '.join(f'{k}: {v}' for k, v in sorted(d.exit_codes.items()))}",
+        f"- runs refused because of leftovers: {d.refused_starts}",
+        f"- runs that left something after SIGINT or their normal end: {d.leaks_after_each}",
+        "- left at the end: " + (", ".join(f"{k} {len(v)}" for k, v in d.leaks_final.items())),
+        f"- the run after them started without `make clean`: "
+        f"{'yes' if d.next_run_ok else 'no'}",
+        "",
+    ]
+    return lines + _bullets(d.details[:10])
+
+
+def _bad_input_section(b: BadInputCell) -> list[str]:
+    """Malformed frames and illegal P4Runtime requests, and how the switch took them."""
+    lines = [
+        "## Bad frames and bad requests",
+        "",
+        f"{b.frames_sent} malformed frames (kinds in turn: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(b.kinds.items()))
+        + f") sent from a host into {b.switch} port {b.port} "
+        "(`reliability/frames.py`), then illegal P4Runtime requests "
+        "(`reliability/illegal.py`).",
+        "",
+        "Accounting over the whole switch while the frames came in: every frame "
+        "received on any port (the hosts' replies to forwarded frames, ICMP, come "
+        "in on other ports) was either dropped with a reason or sent.",
+        "",
+        "| frames sent | kernel rx at the switch port | port_rx of that port | "
+        "port_rx, all ports | dropped by reason | sent, all ports | unaccounted |",
+        "| ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+        f"| {b.frames_sent} | {b.kernel_rx} | {b.port_rx} | {b.switch_rx} | "
+        + ", ".join(f"{k} {v}" for k, v in sorted(b.dropped.items()))
+        + f" | {b.forwarded} | {b.unaccounted} |",
+        "",
+        f"Switch process alive afterwards: {b.alive_after}; all-reduce afterwards: "
+        f"{b.after.exact}/{b.after.count} exact; reconcile afterwards wrote "
+        f"{b.reconcile_changes} entities.",
+        "",
+        "| illegal request | answer |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {r['request']} | {r['code']} |" for r in b.requests]
+    lines.append("")
+    return lines
 
 
 def plot(result: CampaignResult, path: Path) -> bool:

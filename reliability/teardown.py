@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import stackdump
-from reliability.leaks import TAG_VARIABLE, find_leaks
+from reliability.leaks import TAG_VARIABLE, Leaks, find_leaks
 from reliability.results import TeardownCell
 from reliability.testbed import free_port_block
 
@@ -62,6 +62,33 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
         return None
 
 
+def _interrupt(proc: subprocess.Popen[bytes], sig: signal.Signals | None, delay: float,
+               signals: Counter[str]) -> tuple[int | None, signal.Signals | None]:
+    """Send ``sig`` after ``delay`` unless the run ended first; its exit code if it ended,
+    and the signal actually sent (None: none), counted in ``signals``."""
+    if sig is None:
+        signals["none"] += 1
+        return None, None
+    code = _wait(proc, delay)
+    if code is not None:
+        signals["none (ended before the signal)"] += 1
+        return code, None
+    proc.send_signal(sig)
+    signals[sig.name] += 1
+    return None, sig
+
+
+def _settled_leaks(prefix: str, runs_root: Path, tag: str, killed: bool) -> Leaks:
+    """What a run left, given SETTLE_S to go away (none after SIGKILL: nothing cleans up
+    then until the next run)."""
+    deadline = time.monotonic() + (0.0 if killed else SETTLE_S)
+    leaks = find_leaks(prefix, runs_root, tag)
+    while leaks.total and time.monotonic() < deadline:
+        time.sleep(0.5)
+        leaks = find_leaks(prefix, runs_root, tag)
+    return leaks
+
+
 def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
                   tick: Callable[[str], None]) -> TeardownCell:
     """``plan.runs`` runs, then one more that must start cleanly; leaks after each."""
@@ -91,17 +118,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
             proc = subprocess.Popen(run_argv(plan.prefix, grpc_port, rundir, experiment),
                                     cwd=str(REPO_ROOT), env=env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            code = None
-            if sig is not None:
-                code = _wait(proc, delay)
-                if code is None:
-                    proc.send_signal(sig)
-                    signals[sig.name] += 1
-                else:
-                    signals["none (ended before the signal)"] += 1
-                    sig = None
-            else:
-                signals["none"] += 1
+            code, sig = _interrupt(proc, sig, delay, signals)
             if code is None:
                 code = _wait(proc, RUN_TIMEOUT_S)
             if code is None:
@@ -124,11 +141,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
             if code != 0:
                 cell.details.append(f"final run: exit {code}: {text.strip()[-300:]}")
         # what this run left: after SIGKILL expected until the next run cleans it
-        deadline = time.monotonic() + (0.0 if sig == signal.SIGKILL else SETTLE_S)
-        leaks = find_leaks(plan.prefix, runs_root, tag)
-        while leaks.total and time.monotonic() < deadline:
-            time.sleep(0.5)
-            leaks = find_leaks(plan.prefix, runs_root, tag)
+        leaks = _settled_leaks(plan.prefix, runs_root, tag, sig == signal.SIGKILL)
         if leaks.total and sig != signal.SIGKILL:
             cell.leaks_after_each += 1
             cell.details.append(f"run {i} ({sig.name if sig else 'no signal'}, exit {code}): "

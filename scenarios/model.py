@@ -455,11 +455,7 @@ def _assertions(doc: _Doc, items: list[Any], jobs: tuple[JobSpec, ...], names: _
         (kind, body), = item.items()
         sub = f"{path}.{kind}"
         if kind == "exact":
-            wanted = (job_names if body in ("all", True) else (body,) if isinstance(body, str)
-                      else tuple(body) if isinstance(body, list) else None)
-            if not wanted or any(j not in job_names for j in wanted):
-                raise doc.error(sub, body, f"all, or job name(s) from {', '.join(job_names)}")
-            out.append(AssertionSpec("exact", path, jobs=tuple(wanted)))
+            out.append(_exact_assertion(doc, sub, path, body, job_names))
             continue
         if kind not in ("time_ratio", "max_seconds", "no_drops", "drops"):
             raise doc.error(sub, body, "unknown assertion (exact, time_ratio, max_seconds, "
@@ -475,18 +471,7 @@ def _assertions(doc: _Doc, items: list[Any], jobs: tuple[JobSpec, ...], names: _
             spec = AssertionSpec("max_seconds", path, run=f.get("run", run_ref, run_why),
                                  maximum=f.get("max", _num(0, open_lo=True), "seconds above 0"))
         else:
-            reason = f.get("reason", _drop_reason, "a drop reason: " + ", ".join(drop_reasons()))
-            switch = f.get("switch", lambda v: v if v in names.ports else None,
-                           f"a switch ({', '.join(names.ports)})", None)
-            job = f.get("job", lambda v: v if v in job_names else None,
-                        f"a job ({', '.join(job_names)})", None)
-            if kind == "no_drops":
-                lo, hi = None, 0.0
-            else:
-                lo = f.get("min", _num(0), "a count >= 0", None)
-                hi = f.get("max", _num(0), "a count >= 0", None)
-            spec = AssertionSpec("drops", path, reason=reason, switch=switch, job=job,
-                                 minimum=lo, maximum=hi)
+            spec = _drops_assertion(f, kind, path, job_names, names)
         f.done()
         if spec.minimum is None and spec.maximum is None:
             raise doc.error(sub, body, "needs min, max or both")
@@ -495,6 +480,34 @@ def _assertions(doc: _Doc, items: list[Any], jobs: tuple[JobSpec, ...], names: _
             raise doc.error(f"{sub}.min", spec.minimum, f"above max ({spec.maximum:g})")
         out.append(spec)
     return tuple(out)
+
+
+def _exact_assertion(doc: _Doc, sub: str, path: str, body: Any,
+                     job_names: tuple[str, ...]) -> AssertionSpec:
+    """``exact: all`` or the job name(s) whose every run must be exact."""
+    wanted = (job_names if body in ("all", True) else (body,) if isinstance(body, str)
+              else tuple(body) if isinstance(body, list) else None)
+    if not wanted or any(j not in job_names for j in wanted):
+        raise doc.error(sub, body, f"all, or job name(s) from {', '.join(job_names)}")
+    return AssertionSpec("exact", path, jobs=tuple(wanted))
+
+
+def _drops_assertion(f: _Fields, kind: str, path: str, job_names: tuple[str, ...],
+                     names: _Names) -> AssertionSpec:
+    """``drops`` (a count between min and max) or ``no_drops`` (none) of one reason,
+    optionally at one switch or of one job."""
+    reason = f.get("reason", _drop_reason, "a drop reason: " + ", ".join(drop_reasons()))
+    switch = f.get("switch", lambda v: v if v in names.ports else None,
+                   f"a switch ({', '.join(names.ports)})", None)
+    job = f.get("job", lambda v: v if v in job_names else None,
+                f"a job ({', '.join(job_names)})", None)
+    if kind == "no_drops":
+        lo, hi = None, 0.0
+    else:
+        lo = f.get("min", _num(0), "a count >= 0", None)
+        hi = f.get("max", _num(0), "a count >= 0", None)
+    return AssertionSpec("drops", path, reason=reason, switch=switch, job=job,
+                         minimum=lo, maximum=hi)
 
 
 def drop_reasons() -> list[str]:

@@ -216,7 +216,12 @@ def _tables_in(
 
 
 def _check_graph(b: _Builder, control: str) -> None:
-    # a path from a table back to itself (p4c: depth-first search from every node)
+    _check_no_table_cycle(b)
+    _check_one_successor(b, control)
+
+
+def _check_no_table_cycle(b: _Builder) -> None:
+    """No path from a table back to itself (p4c: depth-first search from every node)."""
     visited: set[int] = set()
 
     def dfs(n: _Node, stack: set[str]) -> None:
@@ -238,6 +243,11 @@ def _check_graph(b: _Builder, control: str) -> None:
 
     for n in b.nodes:
         dfs(n, set())
+
+
+def _check_one_successor(b: _Builder, control: str) -> None:
+    """Every place a table is applied continues the same way (BMv2's JSON gives a table
+    one successor per action/hit/miss)."""
     by_table: dict[str, list[_Node]] = {}
     for n in b.nodes:
         if n.table is not None:

@@ -135,6 +135,12 @@ def parse_device_config(data: bytes) -> DeviceConfig | str:
         doc = json.loads(text)
     except json.JSONDecodeError:
         return text  # a P4 file can start with '{' only in theory; let the parser judge it
+    return _bundle(doc)
+
+
+def _bundle(doc: object) -> DeviceConfig:
+    """A parsed JSON document as a bundle of our format and version, its paths relative
+    and inside it, its main file among its files."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         hint = (
             " (it looks like BMv2 JSON from p4c)"

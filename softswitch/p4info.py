@@ -31,6 +31,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2, p4types_pb2
 
 from softswitch import ir
+from softswitch.ir_walk import walk_in_order
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,25 @@ class _TypeConverter:
         elif isinstance(t, ir.ErrorType):
             out.error.SetInParent()
             self.error()
-        elif isinstance(t, ir.StructType):
+        elif isinstance(t, (ir.StructType, ir.HeaderType, ir.HeaderUnionType, ir.EnumType,
+                            ir.NewType)):  # fmt: skip
+            self.named_spec(out, t)
+        elif isinstance(t, ir.TupleType):
+            for elem in t.elems:
+                out.tuple.members.add().CopyFrom(self.spec(elem))
+        elif isinstance(t, ir.StackType):
+            self.stack_spec(out, t)
+        else:
+            raise P4InfoError(f"type {t!r} cannot be described in P4Info")
+        return out
+
+    def named_spec(
+        self,
+        out: p4types_pb2.P4DataTypeSpec,
+        t: ir.StructType | ir.HeaderType | ir.HeaderUnionType | ir.EnumType | ir.NewType,
+    ) -> None:
+        """A type P4Info refers to by name, described once in type_info."""
+        if isinstance(t, ir.StructType):
             out.struct.name = _type_name(t)
             self.struct(t)
         elif isinstance(t, ir.HeaderType):
@@ -354,25 +373,21 @@ class _TypeConverter:
             else:
                 out.enum.name = _type_name(t)
             self.enum(t)
-        elif isinstance(t, ir.NewType):
+        else:
             out.new_type.name = _type_name(t)
             self.new_type(t)
-        elif isinstance(t, ir.TupleType):
-            for elem in t.elems:
-                out.tuple.members.add().CopyFrom(self.spec(elem))
-        elif isinstance(t, ir.StackType):
-            if isinstance(t.elem, ir.HeaderUnionType):
-                out.header_union_stack.header_union.name = _type_name(t.elem)
-                out.header_union_stack.size = t.size
-                self.header_union(t.elem)
-            else:
-                out.header_stack.header.name = _type_name(t.elem)
-                out.header_stack.size = t.size
-                assert isinstance(t.elem, ir.HeaderType), "a stack of headers or of unions"
-                self.header(t.elem)
+
+    def stack_spec(self, out: p4types_pb2.P4DataTypeSpec, t: ir.StackType) -> None:
+        """A stack of headers or of header unions."""
+        if isinstance(t.elem, ir.HeaderUnionType):
+            out.header_union_stack.header_union.name = _type_name(t.elem)
+            out.header_union_stack.size = t.size
+            self.header_union(t.elem)
         else:
-            raise P4InfoError(f"type {t!r} cannot be described in P4Info")
-        return out
+            out.header_stack.header.name = _type_name(t.elem)
+            out.header_stack.size = t.size
+            assert isinstance(t.elem, ir.HeaderType), "a stack of headers or of unions"
+            self.header(t.elem)
 
     def note(self, t: ir.Type) -> None:
         """Record user-defined types of a match field / param in type_info."""
@@ -506,32 +521,20 @@ def _extern_kind(inst: ir.Instance) -> str | None:
     return inst.type.name if isinstance(inst.type, ir.ExternType) else None
 
 
-def _walk_exprs(node: object, seen: set[int]) -> Iterator[ir.Expr]:
-    """Every expression under a statement/expression tree (functions entered once)."""
-    if node is None or id(node) in seen:
-        return
-    if isinstance(node, (list, tuple)):
-        for item in node:
-            yield from _walk_exprs(item, seen)
-        return
-    if isinstance(node, ir.Expr):
-        yield node
-        if isinstance(node, ir.Call) and isinstance(node.callee, ir.FunctionDecl):
-            seen.add(id(node.callee))
-            yield from _walk_exprs(node.callee.body, seen)
-    if not isinstance(node, (ir.Expr, ir.Stmt, ir.SwitchCase)):
-        return
-    for name in getattr(node, "__dataclass_fields__", {}):
-        if name in ("type", "loc", "var", "callee", "instance", "table"):
-            continue
-        child = getattr(node, name)
-        if isinstance(child, (ir.Expr, ir.Stmt, ir.SwitchCase, list, tuple)):
-            yield from _walk_exprs(child, seen)
+def _walk_exprs(node: object) -> Iterator[ir.Expr]:
+    """Every expression under a statement/expression tree, in source order; a called
+    function's body is walked at each call, right after the call."""
+    # not into struct initialisers, as this walk never went: every P4Info stays as it was
+    for n in walk_in_order(node, struct_init_fields=False):
+        if isinstance(n, ir.Expr):
+            yield n
+            if isinstance(n, ir.Call) and isinstance(n.callee, ir.FunctionDecl):
+                yield from _walk_exprs(n.callee.body)
 
 
 def _digest_types(stmts: object) -> list[ir.Type]:
     found: list[ir.Type] = []
-    for expr in _walk_exprs(stmts, set()):
+    for expr in _walk_exprs(stmts):
         if isinstance(expr, ir.Call) and getattr(expr.callee, "name", None) == "digest":
             if expr.type_args:
                 found.append(expr.type_args[0])
@@ -563,7 +566,7 @@ def _direct_calls(decl: ir.ControlDecl, prefix: str) -> list[tuple[ir.ActionDecl
     """Actions called from the apply body of ``decl`` or of its sub-control instances,
     each with the name prefix of the control that declares the call."""
     out: list[tuple[ir.ActionDecl, str]] = []
-    for e in _walk_exprs(decl.body, set()):
+    for e in _walk_exprs(decl.body):
         if isinstance(e, ir.Call) and isinstance(e.callee, ir.ActionDecl):
             out.append((e.callee, prefix))
     for local in decl.locals:
@@ -589,8 +592,7 @@ def _collect(program: ir.Program) -> _Collected:
     """Visit the blocks of ``main`` in p4c's order (top-level externs, then the package's
     blocks in argument order, each with its inlined sub-blocks)."""
     out = _Collected()
-    top_actions = {id(a) for a in program.actions.values()}
-    out.top_actions = top_actions
+    out.top_actions = {id(a) for a in program.actions.values()}
     for inst in program.instances.values():
         kind = _extern_kind(inst)
         if kind is not None:
@@ -602,56 +604,8 @@ def _collect(program: ir.Program) -> _Collected:
         decl, prefix = arg.type.decl, ir.qualify("", arg.cp_name)
         if isinstance(decl, ir.ParserDecl):
             _parser_value_sets(decl, prefix, out)
-            continue
-        bodies: list[object] = []
-        items = _flatten_control(decl, prefix, bodies)
-        referenced: list[tuple[ir.ActionDecl, str]] = []
-        seen_refs: set[tuple[int, str]] = set()
-        for local, where in items:
-            if not isinstance(local, ir.TableDecl):
-                continue
-            refs = [r.action for r in local.actions]
-            if local.default_action is not None:
-                refs.append(local.default_action.action)
-            for action in refs:
-                key = (id(action), "" if id(action) in top_actions else where)
-                out.table_actions.add(key)
-                if key not in seen_refs:
-                    seen_refs.add(key)
-                    referenced.append((action, key[1]))
-        for action, where in _direct_calls(decl, prefix):
-            key = (id(action), "" if id(action) in top_actions else where)
-            if key not in seen_refs:
-                seen_refs.add(key)
-                referenced.append((action, key[1]))
-        # top-level actions are localized into the control (first), then its own actions
-        for action, _where in referenced:
-            if id(action) in top_actions:
-                name = ir.qualify("", action.cp_name)
-                if name not in added_actions:
-                    added_actions.add(name)
-                    out.actions.append((action, name, (id(action), "")))
-        for local, where in items:
-            if isinstance(local, ir.ActionDecl) and (id(local), where) in seen_refs:
-                name = ir.qualify(where, local.cp_name)
-                if name not in added_actions:
-                    added_actions.add(name)
-                    out.actions.append((local, name, (id(local), where)))
-        out.digests.extend(_digest_types(bodies))
-        local_instances = {id(x) for x, _ in items if isinstance(x, ir.Instance)}
-        for local, where in items:
-            if isinstance(local, ir.TableDecl):
-                out.tables.append(_Table(local, ir.qualify(where, local.cp_name), where, decl))
-                table_name = out.tables[-1].name
-                for prop in (local.implementation, local.counters, local.meters):
-                    if prop is None or id(prop) in local_instances:
-                        continue
-                    kind = _extern_kind(prop) or ""
-                    direct = table_name if kind in ("direct_counter", "direct_meter") else None
-                    out.externs.append(_Extern(prop, ir.qualify(where, prop.cp_name), kind, direct))
-            elif isinstance(local, ir.Instance) and _extern_kind(local) is not None:
-                name = ir.qualify(where, local.cp_name)
-                out.externs.append(_Extern(local, name, _extern_kind(local) or ""))
+        else:
+            _collect_control(decl, prefix, out, added_actions)
     # direct resources declared as control locals learn their table from the table property
     by_inst = {id(e.inst): e for e in out.externs}
     for table in out.tables:
@@ -659,6 +613,88 @@ def _collect(program: ir.Program) -> _Collected:
             if prop is not None and id(prop) in by_inst:
                 by_inst[id(prop)].direct_table = table.name
     return out
+
+
+def _collect_control(
+    decl: ir.ControlDecl, prefix: str, out: _Collected, added_actions: set[str]
+) -> None:
+    """One top-level control with its inlined sub-controls: its actions, digests, tables
+    and extern instances."""
+    bodies: list[object] = []
+    items = _flatten_control(decl, prefix, bodies)
+    referenced = _referenced_actions(decl, prefix, items, out)
+    seen_refs = {(id(action), where) for action, where in referenced}
+    # top-level actions are localized into the control (first), then its own actions
+    for action, _where in referenced:
+        if id(action) in out.top_actions:
+            _add_collected_action(out, added_actions, action, "")
+    for local, where in items:
+        if isinstance(local, ir.ActionDecl) and (id(local), where) in seen_refs:
+            _add_collected_action(out, added_actions, local, where)
+    out.digests.extend(_digest_types(bodies))
+    local_instances = {id(x) for x, _ in items if isinstance(x, ir.Instance)}
+    for local, where in items:
+        if isinstance(local, ir.TableDecl):
+            _collect_table(local, where, decl, local_instances, out)
+        elif isinstance(local, ir.Instance) and _extern_kind(local) is not None:
+            name = ir.qualify(where, local.cp_name)
+            out.externs.append(_Extern(local, name, _extern_kind(local) or ""))
+
+
+def _referenced_actions(
+    decl: ir.ControlDecl, prefix: str, items: list[tuple[object, str]], out: _Collected
+) -> list[tuple[ir.ActionDecl, str]]:
+    """The actions the control's tables reference (noting them in ``out.table_actions``)
+    and then those its apply bodies call, each once, with the prefix of where it is
+    declared ("" for a top-level action)."""
+    referenced: list[tuple[ir.ActionDecl, str]] = []
+    seen_refs: set[tuple[int, str]] = set()
+
+    def note(action: ir.ActionDecl, where: str) -> tuple[int, str]:
+        key = (id(action), "" if id(action) in out.top_actions else where)
+        if key not in seen_refs:
+            seen_refs.add(key)
+            referenced.append((action, key[1]))
+        return key
+
+    for local, where in items:
+        if isinstance(local, ir.TableDecl):
+            refs = [r.action for r in local.actions]
+            if local.default_action is not None:
+                refs.append(local.default_action.action)
+            for action in refs:
+                out.table_actions.add(note(action, where))
+    for action, where in _direct_calls(decl, prefix):
+        note(action, where)
+    return referenced
+
+
+def _add_collected_action(
+    out: _Collected, added_actions: set[str], action: ir.ActionDecl, where: str
+) -> None:
+    """List an action once by its full name."""
+    name = ir.qualify(where, action.cp_name)
+    if name not in added_actions:
+        added_actions.add(name)
+        out.actions.append((action, name, (id(action), where)))
+
+
+def _collect_table(
+    local: ir.TableDecl,
+    where: str,
+    decl: ir.ControlDecl,
+    local_instances: set[int],
+    out: _Collected,
+) -> None:
+    """A table, and the extern instances its properties declare in place."""
+    out.tables.append(_Table(local, ir.qualify(where, local.cp_name), where, decl))
+    table_name = out.tables[-1].name
+    for prop in (local.implementation, local.counters, local.meters):
+        if prop is None or id(prop) in local_instances:
+            continue
+        kind = _extern_kind(prop) or ""
+        direct = table_name if kind in ("direct_counter", "direct_meter") else None
+        out.externs.append(_Extern(prop, ir.qualify(where, prop.cp_name), kind, direct))
 
 
 def _ctor_arg(program: ir.Program, inst: ir.Instance, param: str) -> ir.Expr | None:
@@ -707,48 +743,16 @@ def _unit(expr: ir.Expr | None) -> str:
 def build_p4info(program: ir.Program) -> p4info_pb2.P4Info:
     """The P4Info message p4c would write for ``program`` on the v1model architecture."""
     col = _collect(program)
-    symbols = _SymbolTable()
-    for action, name, _key in col.actions:
-        symbols.add(ACTION, name, _annotation_id(action.annotations))
-    for table in col.tables:
-        symbols.add(TABLE, table.name, _annotation_id(table.decl.annotations))
-    extern_prefix = {
-        "counter": COUNTER,
-        "direct_counter": DIRECT_COUNTER,
-        "meter": METER,
-        "direct_meter": DIRECT_METER,
-        "register": REGISTER,
-        "action_profile": ACTION_PROFILE,
-        "action_selector": ACTION_PROFILE,
-    }
-    for ext in col.externs:
-        if ext.kind in extern_prefix:
-            symbols.add(extern_prefix[ext.kind], ext.name, _annotation_id(ext.inst.annotations))
-    for vs in col.value_sets:
-        symbols.add(VALUE_SET, vs.name, _annotation_id(vs.inst.annotations))
-    for t in col.digests:
-        symbols.add(DIGEST, _type_name(t))
     headers = [
         t
         for t in program.types.values()
         if isinstance(t, ir.HeaderType) and "controller_header" in t.annotations
     ]
-    for h in headers:
-        symbols.add(CONTROLLER_HEADER, _type_name(h), _annotation_id(h.annotations))
-    symbols.assign()
-
+    symbols = _symbols(col, headers)
     p4info = p4info_pb2.P4Info()
     p4info.pkg_info.arch = "v1model"
     types = _TypeConverter(p4info.type_info, program)
-
-    profile_tables: dict[str, list[str]] = {}
-    for table in col.tables:
-        impl = table.decl.implementation
-        if impl is not None:
-            owner = next((e for e in col.externs if e.inst is impl), None)
-            if owner is not None:
-                profile_tables.setdefault(owner.name, []).append(table.name)
-
+    profile_tables = _profile_tables(col)
     for table in col.tables:
         if not _hidden(table.decl.annotations):
             _add_table(p4info, table, col, symbols, types)
@@ -759,8 +763,64 @@ def build_p4info(program: ir.Program) -> p4info_pb2.P4Info:
         _add_extern(p4info, program, ext, col, symbols, types, profile_tables)
     for vs in col.value_sets:
         _add_value_set(p4info, program, vs, symbols)
-    seen_digests: set[str] = set()
+    _add_digests(p4info, col.digests, symbols, types)
+    for h in headers:
+        if not _hidden(h.annotations):
+            _add_controller_header(p4info, h, symbols, types)
+    if p4info.tables or p4info.actions:
+        p4info.type_info.SetInParent()  # p4c touches it while converting keys and params
+    return p4info
+
+
+_EXTERN_PREFIX = {
+    "counter": COUNTER,
+    "direct_counter": DIRECT_COUNTER,
+    "meter": METER,
+    "direct_meter": DIRECT_METER,
+    "register": REGISTER,
+    "action_profile": ACTION_PROFILE,
+    "action_selector": ACTION_PROFILE,
+}
+
+
+def _symbols(col: _Collected, headers: list[ir.HeaderType]) -> _SymbolTable:
+    """Every object's id, assigned as p4c does (``@id`` first, then by name)."""
+    symbols = _SymbolTable()
+    for action, name, _key in col.actions:
+        symbols.add(ACTION, name, _annotation_id(action.annotations))
+    for table in col.tables:
+        symbols.add(TABLE, table.name, _annotation_id(table.decl.annotations))
+    for ext in col.externs:
+        if ext.kind in _EXTERN_PREFIX:
+            symbols.add(_EXTERN_PREFIX[ext.kind], ext.name, _annotation_id(ext.inst.annotations))
+    for vs in col.value_sets:
+        symbols.add(VALUE_SET, vs.name, _annotation_id(vs.inst.annotations))
     for t in col.digests:
+        symbols.add(DIGEST, _type_name(t))
+    for h in headers:
+        symbols.add(CONTROLLER_HEADER, _type_name(h), _annotation_id(h.annotations))
+    symbols.assign()
+    return symbols
+
+
+def _profile_tables(col: _Collected) -> dict[str, list[str]]:
+    """The tables of each action profile/selector, by the profile's name."""
+    profile_tables: dict[str, list[str]] = {}
+    for table in col.tables:
+        impl = table.decl.implementation
+        if impl is not None:
+            owner = next((e for e in col.externs if e.inst is impl), None)
+            if owner is not None:
+                profile_tables.setdefault(owner.name, []).append(table.name)
+    return profile_tables
+
+
+def _add_digests(
+    p4info: p4info_pb2.P4Info, digests: list[ir.Type], symbols: _SymbolTable, types: _TypeConverter
+) -> None:
+    """One digest per type sent, in the order first sent."""
+    seen_digests: set[str] = set()
+    for t in digests:
         name = _type_name(t)
         if name in seen_digests:
             continue
@@ -768,12 +828,6 @@ def build_p4info(program: ir.Program) -> p4info_pb2.P4Info:
         digest = p4info.digests.add()
         _set_preamble(digest.preamble, symbols.id(DIGEST, name), name, symbols.alias(name), None)
         digest.type_spec.CopyFrom(types.spec(t))
-    for h in headers:
-        if not _hidden(h.annotations):
-            _add_controller_header(p4info, h, symbols, types)
-    if p4info.tables or p4info.actions:
-        p4info.type_info.SetInParent()  # p4c touches it while converting keys and params
-    return p4info
 
 
 def _add_table(
@@ -792,6 +846,27 @@ def _add_table(
         symbols.alias(table.name),
         decl.annotations,
     )
+    _add_match_fields(msg, decl, types)
+    _add_action_refs(msg, table, col, symbols)
+    by_inst = {id(e.inst): e for e in col.externs}
+    if decl.implementation is not None and id(decl.implementation) in by_inst:
+        msg.implementation_id = symbols.id(ACTION_PROFILE, by_inst[id(decl.implementation)].name)
+    if decl.counters is not None and id(decl.counters) in by_inst:
+        msg.direct_resource_ids.append(symbols.id(DIRECT_COUNTER, by_inst[id(decl.counters)].name))
+    if decl.meters is not None and id(decl.meters) in by_inst:
+        msg.direct_resource_ids.append(symbols.id(DIRECT_METER, by_inst[id(decl.meters)].name))
+    size = decl.size or DEFAULT_TABLE_SIZE
+    msg.size = size
+    if decl.support_timeout:
+        msg.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
+    if decl.entries is not None:
+        if decl.entries_const:
+            msg.is_const_table = True
+        msg.has_initial_entries = True
+
+
+def _add_match_fields(msg: p4info_pb2.Table, decl: ir.TableDecl, types: _TypeConverter) -> None:
+    """The table's match fields (selector keys are not: they feed the selector)."""
     keys = [k for k in decl.keys if k.match_kind != "selector"]
     ids = field_ids([_annotation_id(k.annotations) for k in keys])
     for key, fid in zip(keys, ids, strict=True):
@@ -809,6 +884,14 @@ def _add_table(
         named = _named_type(key.expr.type)
         if named:
             mf.type_name.name = named
+
+
+def _add_action_refs(
+    msg: p4info_pb2.Table, table: _Table, col: _Collected, symbols: _SymbolTable
+) -> None:
+    """The table's actions with their scope (@tableonly, @defaultonly), and its const
+    default action."""
+    decl = table.decl
     top = col.top_actions
 
     def names_of(action: ir.ActionDecl) -> str:
@@ -822,36 +905,27 @@ def _add_table(
         aref = msg.action_refs.add()
         aref.id = symbols.id(ACTION, names[id(ref.action)])
         _add_annotations(aref, ref.annotations)
-        table_only = "tableonly" in ref.annotations
-        default_only = "defaultonly" in ref.annotations
-        if table_only and default_only:
-            raise P4InfoError(
-                f"table '{table.name}' has an action reference ('{names[id(ref.action)]}') "
-                "annotated with both @tableonly and @defaultonly"
-            )
-        if table_only:
-            aref.scope = p4info_pb2.ActionRef.TABLE_ONLY
-        elif default_only:
-            aref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
-        else:
-            aref.scope = p4info_pb2.ActionRef.TABLE_AND_DEFAULT
+        aref.scope = _action_scope(ref, table.name, names[id(ref.action)])
     if decl.default_action is not None and decl.default_action_const:
         msg.const_default_action_id = symbols.id(ACTION, names[id(decl.default_action.action)])
-    by_inst = {id(e.inst): e for e in col.externs}
-    if decl.implementation is not None and id(decl.implementation) in by_inst:
-        msg.implementation_id = symbols.id(ACTION_PROFILE, by_inst[id(decl.implementation)].name)
-    if decl.counters is not None and id(decl.counters) in by_inst:
-        msg.direct_resource_ids.append(symbols.id(DIRECT_COUNTER, by_inst[id(decl.counters)].name))
-    if decl.meters is not None and id(decl.meters) in by_inst:
-        msg.direct_resource_ids.append(symbols.id(DIRECT_METER, by_inst[id(decl.meters)].name))
-    size = decl.size or DEFAULT_TABLE_SIZE
-    msg.size = size
-    if decl.support_timeout:
-        msg.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
-    if decl.entries is not None:
-        if decl.entries_const:
-            msg.is_const_table = True
-        msg.has_initial_entries = True
+
+
+def _action_scope(
+    ref: ir.ActionRef, table: str, action: str
+) -> p4info_pb2.ActionRef.Scope.ValueType:
+    """Where an action may be used in a table: entries only, default only, or both."""
+    table_only = "tableonly" in ref.annotations
+    default_only = "defaultonly" in ref.annotations
+    if table_only and default_only:
+        raise P4InfoError(
+            f"table '{table}' has an action reference ('{action}') "
+            "annotated with both @tableonly and @defaultonly"
+        )
+    if table_only:
+        return p4info_pb2.ActionRef.TABLE_ONLY
+    if default_only:
+        return p4info_pb2.ActionRef.DEFAULT_ONLY
+    return p4info_pb2.ActionRef.TABLE_AND_DEFAULT
 
 
 def _add_action(
@@ -903,18 +977,8 @@ def _add_extern(
             _unit(_ctor_arg(program, inst, "type")), p4info_pb2.CounterSpec.UNSPECIFIED
         )
         msg.size = _const_int(_ctor_arg(program, inst, "size"), f"size of counter {name}")
-    elif kind == "direct_counter":
-        if ext.direct_table is None:
-            log.warning("direct counter %s is not attached to any table; left out", name)
-            return
-        msg_dc = p4info.direct_counters.add()
-        _set_preamble(
-            msg_dc.preamble, symbols.id(DIRECT_COUNTER, name), name, alias, inst.annotations
-        )
-        msg_dc.spec.unit = _COUNTER_UNITS.get(
-            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.CounterSpec.UNSPECIFIED
-        )
-        msg_dc.direct_table_id = symbols.id(TABLE, ext.direct_table)
+    elif kind in ("direct_counter", "direct_meter"):
+        _add_direct_resource(p4info, program, ext, symbols)
     elif kind == "meter":
         msg_m = p4info.meters.add()
         _set_preamble(msg_m.preamble, symbols.id(METER, name), name, alias, inst.annotations)
@@ -922,18 +986,6 @@ def _add_extern(
             _unit(_ctor_arg(program, inst, "type")), p4info_pb2.MeterSpec.UNSPECIFIED
         )
         msg_m.size = _const_int(_ctor_arg(program, inst, "size"), f"size of meter {name}")
-    elif kind == "direct_meter":
-        if ext.direct_table is None:
-            log.warning("direct meter %s is not attached to any table; left out", name)
-            return
-        msg_dm = p4info.direct_meters.add()
-        _set_preamble(
-            msg_dm.preamble, symbols.id(DIRECT_METER, name), name, alias, inst.annotations
-        )
-        msg_dm.spec.unit = _METER_UNITS.get(
-            _unit(_ctor_arg(program, inst, "type")), p4info_pb2.MeterSpec.UNSPECIFIED
-        )
-        msg_dm.direct_table_id = symbols.id(TABLE, ext.direct_table)
     elif kind == "register":
         msg_r = p4info.registers.add()
         _set_preamble(msg_r.preamble, symbols.id(REGISTER, name), name, alias, inst.annotations)
@@ -953,6 +1005,33 @@ def _add_extern(
         max_group = inst.annotations.get("max_group_size")
         if max_group:
             msg_p.max_group_size = int(str(max_group[0]), 0)
+
+
+def _add_direct_resource(
+    p4info: p4info_pb2.P4Info, program: ir.Program, ext: _Extern, symbols: _SymbolTable
+) -> None:
+    """A direct counter or meter, with its table (one attached to none is left out)."""
+    inst, name, kind = ext.inst, ext.name, ext.kind
+    what = "counter" if kind == "direct_counter" else "meter"
+    if ext.direct_table is None:
+        log.warning("direct %s %s is not attached to any table; left out", what, name)
+        return
+    alias = symbols.alias(name)
+    unit = _unit(_ctor_arg(program, inst, "type"))
+    if kind == "direct_counter":
+        msg_dc = p4info.direct_counters.add()
+        _set_preamble(
+            msg_dc.preamble, symbols.id(DIRECT_COUNTER, name), name, alias, inst.annotations
+        )
+        msg_dc.spec.unit = _COUNTER_UNITS.get(unit, p4info_pb2.CounterSpec.UNSPECIFIED)
+        msg_dc.direct_table_id = symbols.id(TABLE, ext.direct_table)
+    else:
+        msg_dm = p4info.direct_meters.add()
+        _set_preamble(
+            msg_dm.preamble, symbols.id(DIRECT_METER, name), name, alias, inst.annotations
+        )
+        msg_dm.spec.unit = _METER_UNITS.get(unit, p4info_pb2.MeterSpec.UNSPECIFIED)
+        msg_dm.direct_table_id = symbols.id(TABLE, ext.direct_table)
 
 
 def _add_value_set(

@@ -252,64 +252,87 @@ def _packet_bytes(hexdata: str) -> bytes:
 
 
 def _parse_command(first: str, rest: str) -> Command | None:
-    words = rest.split()
-    if first == "packet":
-        if not words:
-            raise ValueError("usage: packet PORT HEX")
-        port = _ints(words[:1], 1, "packet PORT HEX")[0]
-        hexdata = "".join(words[1:])
-        if not re.fullmatch(r"[0-9a-fA-F]*", hexdata):
-            raise ValueError(f"packet data must be hex digits: '{hexdata}'")
-        return Packet(port, _packet_bytes(hexdata))
-    if first == "expect":
-        if not words:
-            raise ValueError("usage: expect PORT [HEX]")
-        port = _ints(words[:1], 1, "expect PORT [HEX]")[0]
-        pattern = "".join(words[1:]).upper()
-        exact = pattern.endswith("$")
-        pattern = pattern.rstrip("$")
-        if not re.fullmatch(r"[0-9A-F*]*", pattern):
-            raise ValueError(f"expected data must be hex digits or '*': '{pattern}'")
-        if not pattern and not exact:
-            return Expect(port, None)
-        return Expect(port, pattern, exact)
-    if first == "add":
-        return _parse_add(rest)
-    if first == "setdefault":
-        if not words:
-            raise ValueError("usage: setdefault TABLE ACTION(PARAM:VALUE, ...)")
-        table = words[0]
-        name, args, tail = _parse_action_call(rest.strip()[len(table) :].strip())
-        if tail:
-            raise ValueError(f"unexpected text after the action: '{tail}'")
-        return SetDefault(table, name, args)
-    if first == "mc_mgrp_create":
-        return McGroupCreate(_ints(words, 1, "mc_mgrp_create GROUP")[0])
-    if first == "mc_node_create":
-        values = _ints(words, None, "mc_node_create RID PORT...")
-        if not values:
-            raise ValueError("usage: mc_node_create RID PORT...")
-        return McNodeCreate(values[0], tuple(values[1:]))
-    if first == "mc_node_associate":
-        group, handle = _ints(words, 2, "mc_node_associate GROUP NODE_HANDLE")
-        return McNodeAssociate(group, handle)
-    if first == "mirroring_add":
-        session, port = _ints(words, 2, "mirroring_add SESSION PORT")
-        return MirroringAdd(session, port)
-    if first == "register_write":
-        if len(words) != 3:
-            raise ValueError("usage: register_write REGISTER INDEX VALUE")
-        index, value = _ints(words[1:], 2, "register_write REGISTER INDEX VALUE")
-        return RegisterWrite(words[0], index, value)
-    if first == "check_counter":
-        m = _CHECK_RE.match(rest.strip())
-        if not m:
-            raise ValueError("usage: check_counter COUNTER(INDEX) [packets|bytes] OP VALUE")
-        index, value = _ints([m["index"], m["value"]], 2, "check_counter COUNTER(INDEX) ...")
-        return CheckCounter(m["name"], index, m["kind"] or "packets", m["op"], value)
-    if first == "wait":
-        return Wait()
-    return None
+    """The command a directive line gives (None: a directive we do not know)."""
+    parse = _COMMANDS.get(first)
+    return None if parse is None else parse(rest, rest.split())
+
+
+def _parse_packet(rest: str, words: list[str]) -> Command:
+    if not words:
+        raise ValueError("usage: packet PORT HEX")
+    port = _ints(words[:1], 1, "packet PORT HEX")[0]
+    hexdata = "".join(words[1:])
+    if not re.fullmatch(r"[0-9a-fA-F]*", hexdata):
+        raise ValueError(f"packet data must be hex digits: '{hexdata}'")
+    return Packet(port, _packet_bytes(hexdata))
+
+
+def _parse_expect(rest: str, words: list[str]) -> Command:
+    if not words:
+        raise ValueError("usage: expect PORT [HEX]")
+    port = _ints(words[:1], 1, "expect PORT [HEX]")[0]
+    pattern = "".join(words[1:]).upper()
+    exact = pattern.endswith("$")
+    pattern = pattern.rstrip("$")
+    if not re.fullmatch(r"[0-9A-F*]*", pattern):
+        raise ValueError(f"expected data must be hex digits or '*': '{pattern}'")
+    if not pattern and not exact:
+        return Expect(port, None)
+    return Expect(port, pattern, exact)
+
+
+def _parse_setdefault(rest: str, words: list[str]) -> Command:
+    if not words:
+        raise ValueError("usage: setdefault TABLE ACTION(PARAM:VALUE, ...)")
+    table = words[0]
+    name, args, tail = _parse_action_call(rest.strip()[len(table) :].strip())
+    if tail:
+        raise ValueError(f"unexpected text after the action: '{tail}'")
+    return SetDefault(table, name, args)
+
+
+def _parse_mc_node_create(rest: str, words: list[str]) -> Command:
+    values = _ints(words, None, "mc_node_create RID PORT...")
+    if not values:
+        raise ValueError("usage: mc_node_create RID PORT...")
+    return McNodeCreate(values[0], tuple(values[1:]))
+
+
+def _parse_register_write(rest: str, words: list[str]) -> Command:
+    if len(words) != 3:
+        raise ValueError("usage: register_write REGISTER INDEX VALUE")
+    index, value = _ints(words[1:], 2, "register_write REGISTER INDEX VALUE")
+    return RegisterWrite(words[0], index, value)
+
+
+def _parse_check_counter(rest: str, words: list[str]) -> Command:
+    m = _CHECK_RE.match(rest.strip())
+    if not m:
+        raise ValueError("usage: check_counter COUNTER(INDEX) [packets|bytes] OP VALUE")
+    index, value = _ints([m["index"], m["value"]], 2, "check_counter COUNTER(INDEX) ...")
+    return CheckCounter(m["name"], index, m["kind"] or "packets", m["op"], value)
+
+
+# one parser per directive: (the text after the directive, its words) -> command
+_COMMANDS: dict[str, Callable[[str, list[str]], Command]] = {
+    "packet": _parse_packet,
+    "expect": _parse_expect,
+    "add": lambda rest, words: _parse_add(rest),
+    "setdefault": _parse_setdefault,
+    "mc_mgrp_create": lambda rest, words: McGroupCreate(
+        _ints(words, 1, "mc_mgrp_create GROUP")[0]
+    ),
+    "mc_node_create": _parse_mc_node_create,
+    "mc_node_associate": lambda rest, words: McNodeAssociate(
+        *_ints(words, 2, "mc_node_associate GROUP NODE_HANDLE")
+    ),
+    "mirroring_add": lambda rest, words: MirroringAdd(
+        *_ints(words, 2, "mirroring_add SESSION PORT")
+    ),
+    "register_write": _parse_register_write,
+    "check_counter": _parse_check_counter,
+    "wait": lambda rest, words: Wait(),
+}
 
 
 def parse_stf(text: str, filename: str = "<stf>") -> list[StfLine]:
@@ -393,54 +416,72 @@ def key_match(kind: str, text: str, width: int, name: str) -> FieldMatch | None:
     t = text.strip()
     if kind == "exact":
         return FieldMatch(_check_width(_key_value(t), width, name))
+    if kind in ("optional", "ternary", "range") and t in ("*", "_"):
+        return None
     if kind == "optional":
-        if t in ("*", "_"):
-            return None
         return FieldMatch(_check_width(_key_value(t), width, name), full)
     if kind == "ternary":
-        if t in ("*", "_"):
-            return None
-        if "&&&" in t:
-            v_text, m_text = t.split("&&&", 1)
-            value, mask = _key_value(v_text), _key_value(m_text)
-        else:
-            lit = _wildcard_literal(t)
-            if lit is None:
-                value, mask = _key_value(t), full
-            else:
-                value, mask = lit[0], lit[1]
-        _check_width(value, width, name)
-        mask &= full
-        return None if mask == 0 else FieldMatch(value & mask, mask)
+        return _ternary_key(t, width, name)
     if kind == "lpm":
-        if "/" in t:
-            v_text, l_text = t.split("/", 1)
-            value, plen = _key_value(v_text), parse_int(l_text)
-        else:
-            lit = _wildcard_literal(t)
-            if lit is None:
-                value, plen = _key_value(t), width
-            else:
-                value, plen = lit[0], lit[2]
-        _check_width(value, width, name)
-        if plen > width:
-            raise ValueError(f"{name}: prefix length {plen} is longer than the field ({width})")
-        if plen == 0:
-            return None
-        pmask = full ^ ((1 << (width - plen)) - 1)
-        return FieldMatch(value & pmask, prefix_len=plen)
+        return _lpm_key(t, width, name)
     if kind == "range":
-        if t in ("*", "_"):
-            return None
-        for sep in ("->", ".."):
-            if sep in t:
-                lo_text, hi_text = t.split(sep, 1)
-                low = _check_width(_key_value(lo_text), width, name)
-                high = _check_width(_key_value(hi_text), width, name)
-                return FieldMatch(low, high=high)
-        value = _check_width(_key_value(t), width, name)
-        return FieldMatch(value, high=value)
+        return _range_key(t, width, name)
     raise ValueError(f"{name}: match kind '{kind}' cannot be set from STF")
+
+
+def _value_and(t: str, sep: str, second: Callable[[str], int], literal_part: int,
+               whole: int) -> tuple[int, int]:
+    """A key's value and its mask or prefix length: ``value SEP second``; else a 0x/0b/0o
+    literal with wildcard digits (its value and item ``literal_part`` of
+    :func:`_wildcard_literal`); else a value and ``whole``."""
+    if sep in t:
+        v_text, s_text = t.split(sep, 1)
+        return _key_value(v_text), second(s_text)
+    lit = _wildcard_literal(t)
+    if lit is None:
+        return _key_value(t), whole
+    return lit[0], lit[literal_part]
+
+
+def _ternary_key(t: str, width: int, name: str) -> FieldMatch | None:
+    """``value &&& mask``, a literal with wildcard digits, or a value (all bits)."""
+    from softswitch.engine.tables import FieldMatch
+
+    full = (1 << width) - 1
+    value, mask = _value_and(t, "&&&", _key_value, 1, full)
+    _check_width(value, width, name)
+    mask &= full
+    return None if mask == 0 else FieldMatch(value & mask, mask)
+
+
+def _lpm_key(t: str, width: int, name: str) -> FieldMatch | None:
+    """``value/length``, a literal with wildcard digits at its end, or a value (the
+    whole width)."""
+    from softswitch.engine.tables import FieldMatch
+
+    full = (1 << width) - 1
+    value, plen = _value_and(t, "/", parse_int, 2, width)
+    _check_width(value, width, name)
+    if plen > width:
+        raise ValueError(f"{name}: prefix length {plen} is longer than the field ({width})")
+    if plen == 0:
+        return None
+    pmask = full ^ ((1 << (width - plen)) - 1)
+    return FieldMatch(value & pmask, prefix_len=plen)
+
+
+def _range_key(t: str, width: int, name: str) -> FieldMatch:
+    """``low->high``, ``low..high`` or one value."""
+    from softswitch.engine.tables import FieldMatch
+
+    for sep in ("->", ".."):
+        if sep in t:
+            lo_text, hi_text = t.split(sep, 1)
+            low = _check_width(_key_value(lo_text), width, name)
+            high = _check_width(_key_value(hi_text), width, name)
+            return FieldMatch(low, high=high)
+    value = _check_width(_key_value(t), width, name)
+    return FieldMatch(value, high=value)
 
 
 def _normalise_key_name(name: str) -> str:
@@ -603,29 +644,35 @@ class StfRunner:
                 checked_ports.add(cmd.port)
                 expected.setdefault(cmd.port, []).append(cmd)
                 result.expectations += 1
-            elif isinstance(cmd, AddEntry):
-                self._add(cmd)
-            elif isinstance(cmd, SetDefault):
-                table = self._table(cmd.table)
-                table.set_default(self._action_call(table, cmd.action, cmd.args))
-            elif isinstance(cmd, McGroupCreate):
-                self.pipeline.pre.mc_mgrp_create(cmd.group)
-            elif isinstance(cmd, McNodeCreate):
-                self.pipeline.pre.mc_node_create(cmd.rid, list(cmd.ports))
-            elif isinstance(cmd, McNodeAssociate):
-                self.pipeline.pre.mc_node_associate(cmd.group, cmd.handle)
-            elif isinstance(cmd, MirroringAdd):
-                self.pipeline.pre.set_clone_session(cmd.session, cmd.port)
-            elif isinstance(cmd, RegisterWrite):
-                full = resolve_name(
-                    cmd.register, list(self.pipeline.registers), "register", plain_suffix=True
-                )
-                self.pipeline.registers[full].write(cmd.index, cmd.value)
             elif isinstance(cmd, CheckCounter):
                 self._check_counter(cmd, item, result)
+            else:
+                self._configure(cmd)
         except (ValueError, P4InfoLookupError, TableError) as err:
             text = err.message if isinstance(err, TableError) else str(err)
             raise StfError(text, item.file, item.line) from None
+
+    def _configure(self, cmd: Command) -> None:
+        """A control-plane command: table entries and defaults, multicast, mirroring,
+        register writes."""
+        if isinstance(cmd, AddEntry):
+            self._add(cmd)
+        elif isinstance(cmd, SetDefault):
+            table = self._table(cmd.table)
+            table.set_default(self._action_call(table, cmd.action, cmd.args))
+        elif isinstance(cmd, McGroupCreate):
+            self.pipeline.pre.mc_mgrp_create(cmd.group)
+        elif isinstance(cmd, McNodeCreate):
+            self.pipeline.pre.mc_node_create(cmd.rid, list(cmd.ports))
+        elif isinstance(cmd, McNodeAssociate):
+            self.pipeline.pre.mc_node_associate(cmd.group, cmd.handle)
+        elif isinstance(cmd, MirroringAdd):
+            self.pipeline.pre.set_clone_session(cmd.session, cmd.port)
+        elif isinstance(cmd, RegisterWrite):
+            full = resolve_name(
+                cmd.register, list(self.pipeline.registers), "register", plain_suffix=True
+            )
+            self.pipeline.registers[full].write(cmd.index, cmd.value)
 
     def _check_counter(self, cmd: CheckCounter, item: StfLine, result: StfResult) -> None:
         full = resolve_name(

@@ -53,14 +53,10 @@ def _table_match_type(kinds: list[str]) -> str:
     return "lpm" if "lpm" in kinds else "exact"
 
 
-def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
-    """The JSON bytes (see the module docstring)."""
-    headers: dict[str, dict[str, int]] = {}
-    for t in p4info.tables:
-        for mf in t.match_fields:
-            hdr, fld = _target(mf.name)
-            if hdr != "standard_metadata":
-                headers.setdefault(hdr, {})[fld] = mf.bitwidth
+def _learn_lists(
+    p4info: p4info_pb2.P4Info,
+) -> tuple[list[tuple[str, int]], list[dict[str, Any]]]:
+    """One scalar field per digest member and one learn list per digest."""
     scalars: list[tuple[str, int]] = []
     learn_lists = []
     structs = {name: s for name, s in p4info.type_info.structs.items()}
@@ -75,31 +71,13 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
             scalars.append((fname, w))
             elements.append({"type": "field", "value": ["scalars", fname]})
         learn_lists.append({"id": i, "name": d.preamble.name, "elements": elements})
-    if not scalars:
-        scalars.append(("unused", 8))
-    header_types = [
-        {"name": "scalars_0", "id": 0, "fields": _padded(scalars)},
-        {"name": "standard_metadata", "id": 1,
-         "fields": [[n, w, False] for n, w in STANDARD_METADATA]},
-    ]
-    header_list = [
-        {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": True, "pi_omit": True},
-        {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": True,
-         "pi_omit": True},
-    ]
-    for k, (hdr, fields) in enumerate(sorted(headers.items()), 2):
-        header_types.append({"name": f"{hdr}_t", "id": k,
-                             "fields": _padded(sorted(fields.items()))})
-        header_list.append({"name": hdr, "id": k, "header_type": f"{hdr}_t", "metadata": True,
-                            "pi_omit": True})
+    return scalars, learn_lists
 
+
+def _tables(p4info: p4info_pb2.P4Info) -> list[dict[str, Any]]:
+    """The tables in P4Info order, each next to the following one, with their actions,
+    direct resources, action profile or default entry."""
     action_names = {a.preamble.id: a.preamble.name for a in p4info.actions}
-    actions = [
-        {"name": a.preamble.name, "id": i,
-         "runtime_data": [{"name": p.name, "bitwidth": p.bitwidth} for p in a.params],
-         "primitives": []}
-        for i, a in enumerate(p4info.actions)
-    ]
     action_index = {a.preamble.id: i for i, a in enumerate(p4info.actions)}
     params = {a.preamble.id: len(a.params) for a in p4info.actions}
     profiles = {p.preamble.id: p for p in p4info.action_profiles}
@@ -140,6 +118,43 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
                 "action_data": ["0x0"] * params[default], "action_entry_const": const,
             }
         tables.append(table)
+    return tables
+
+
+def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
+    """The JSON bytes (see the module docstring)."""
+    headers: dict[str, dict[str, int]] = {}
+    for t in p4info.tables:
+        for mf in t.match_fields:
+            hdr, fld = _target(mf.name)
+            if hdr != "standard_metadata":
+                headers.setdefault(hdr, {})[fld] = mf.bitwidth
+    scalars, learn_lists = _learn_lists(p4info)
+    if not scalars:
+        scalars.append(("unused", 8))
+    header_types = [
+        {"name": "scalars_0", "id": 0, "fields": _padded(scalars)},
+        {"name": "standard_metadata", "id": 1,
+         "fields": [[n, w, False] for n, w in STANDARD_METADATA]},
+    ]
+    header_list = [
+        {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": True, "pi_omit": True},
+        {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": True,
+         "pi_omit": True},
+    ]
+    for k, (hdr, fields) in enumerate(sorted(headers.items()), 2):
+        header_types.append({"name": f"{hdr}_t", "id": k,
+                             "fields": _padded(sorted(fields.items()))})
+        header_list.append({"name": hdr, "id": k, "header_type": f"{hdr}_t", "metadata": True,
+                            "pi_omit": True})
+
+    actions = [
+        {"name": a.preamble.name, "id": i,
+         "runtime_data": [{"name": p.name, "bitwidth": p.bitwidth} for p in a.params],
+         "primitives": []}
+        for i, a in enumerate(p4info.actions)
+    ]
+    tables = _tables(p4info)
 
     first_field = next(
         ({"type": "field", "value": k["target"]} for tb in tables for k in tb["key"]),
@@ -213,7 +228,7 @@ def bmv2_json(p4info: p4info_pb2.P4Info, program: str = "program.p4") -> bytes:
             {
                 "name": "ingress",
                 "id": 0,
-                "init_table": names[0] if names else None,
+                "init_table": tables[0]["name"] if tables else None,
                 "tables": tables,
                 "action_profiles": action_profiles,
                 "conditionals": [],

@@ -3,29 +3,59 @@ the specification, from this switch and from BMv2's ``simple_switch_grpc`` (used
 tests/test_p4runtime_bmv2_codes.py; docs/conformance.md shows the table).
 
 Requests name P4 objects of tests/p4/p4rt_codes.p4 by name and are resolved against the
-P4Info each server was given, so p4c's ids and ours need not agree. ``spec`` is "-" where
-the specification leaves the code open; ``ours`` then follows BMv2 unless the note says
-why not. Run ``python -m tests.p4runtime_illegal`` for the Markdown table.
+P4Info each server was given, so p4c's ids and ours need not agree; they are built with the
+catalogue's builders in reliability/illegal.py (the campaign sends some of the same).
+``spec`` is "-" where the specification leaves the code open; ``ours`` then follows BMv2
+unless the note says why not. Run ``python -m tests.p4runtime_illegal`` for the Markdown
+table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 from google.rpc import status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from reliability.illegal import (
+    BAD_ACTION_ID,
+    BAD_COUNTER_ID,
+    BAD_DIGEST_ID,
+    BAD_METER_ID,
+    BAD_PROFILE_ID,
+    BAD_TABLE_ID,
+    UpdateType,
+    clone_session,
+    counter_entry,
+    default_entry,
+    digest_entry,
+    direct_counter_entry,
+    exact,
+    indirect_entry,
+    lpm,
+    meter_entry,
+    multicast_group,
+    profile_group,
+    profile_member,
+    range_match,
+    register_entry,
+    table_entry,
+    ternary,
+    with_type,
+)
+from softswitch.p4runtime.server import P4RuntimeService, start_server
+from softswitch.switch import SwitchDataPlane
+
 Update = p4runtime_pb2.Update
 FwdReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
-UpdateType: TypeAlias = Update.Type.ValueType
 ELECTION = (0, 1)
-BAD_TABLE = 0x0200FFFF
-BAD_ACTION = 0x0100FFFF
 
 
 class Ids:
@@ -48,26 +78,17 @@ class Ids:
 
 
 # ------------------------------------------------------------------ request builders
+# (the general ones are reliability.illegal's; these name p4rt_codes.p4's objects)
 
 
-def exact_entry(ids: Ids, ethertype: bytes | None = b"\x08\x00", port: bytes | None = b"\x01",
+def exact_entry(ids: Ids, ethertype: bytes | None = b"\x08\x00",
+                port: bytes | None = b"\x01",
                 action: str = "set_port", params: tuple[bytes, ...] = (b"\x02",)) -> Update:
-    u = Update(type=Update.INSERT)
-    te = u.entity.table_entry
-    te.table_id = ids["t_exact"]
-    if ethertype is not None:
-        te.match.add(field_id=1).exact.value = ethertype
+    matches = [exact(1, ethertype)] if ethertype is not None else []
     if port is not None:
-        te.match.add(field_id=2).exact.value = port
-    te.action.action.action_id = ids[action] if action else BAD_ACTION
-    for i, p in enumerate(params, 1):
-        te.action.action.params.add(param_id=i, value=p)
-    return u
-
-
-def with_type(u: Update, utype: UpdateType) -> Update:
-    u.type = utype
-    return u
+        matches.append(exact(2, port))
+    return table_entry(ids["t_exact"], matches, ids[action] if action else BAD_ACTION_ID,
+                       list(enumerate(params, 1)))
 
 
 def edit(u: Update, fn: Callable[[Any], Any]) -> Update:
@@ -76,139 +97,37 @@ def edit(u: Update, fn: Callable[[Any], Any]) -> Update:
 
 
 def lpm_entry(ids: Ids, value: bytes, plen: int) -> Update:
-    u = Update(type=Update.INSERT)
-    te = u.entity.table_entry
-    te.table_id = ids["t_lpm"]
-    te.match.add(field_id=1, lpm=p4runtime_pb2.FieldMatch.LPM(value=value, prefix_len=plen))
-    te.action.action.action_id = ids["drop"]
-    return u
+    return table_entry(ids["t_lpm"], [lpm(1, value, plen)], ids["drop"])
 
 
 def acl_entry(ids: Ids, priority: int = 10, value: bytes = b"\x02", mask: bytes = b"\xff",
               low: bytes | None = None, high: bytes | None = None) -> Update:
-    u = Update(type=Update.INSERT)
-    te = u.entity.table_entry
-    te.table_id = ids["t_acl"]
-    te.priority = priority
-    te.match.add(field_id=1, ternary=p4runtime_pb2.FieldMatch.Ternary(value=value, mask=mask))
+    matches = [ternary(1, value, mask)]
     if low is not None:
-        rng = p4runtime_pb2.FieldMatch.Range(low=low)
-        if high is not None:
-            rng.high = high
-        te.match.add(field_id=2, range=rng)
-    te.action.action.action_id = ids["acl_drop"]
-    return u
-
-
-def default_entry(ids: Ids, table: str, action: str) -> Update:
-    u = Update(type=Update.MODIFY)
-    te = u.entity.table_entry
-    te.table_id = ids[table]
-    te.is_default_action = True
-    te.action.action.action_id = ids[action]
-    return u
+        assert high is not None
+        matches.append(range_match(2, low, high))
+    return table_entry(ids["t_acl"], matches, ids["acl_drop"], priority=priority)
 
 
 def member(ids: Ids, mid: int = 1, port: bytes = b"\x01", profile: int | None = None) -> Update:
-    u = Update(type=Update.INSERT)
-    m = u.entity.action_profile_member
-    m.action_profile_id = ids["sel"] if profile is None else profile
-    m.member_id = mid
-    m.action.action_id = ids["set_port"]
-    m.action.params.add(param_id=1, value=port)
-    return u
-
-
-def group(ids: Ids, gid: int, members: tuple[int, ...]) -> Update:
-    u = Update(type=Update.INSERT)
-    g = u.entity.action_profile_group
-    g.action_profile_id = ids["sel"]
-    g.group_id = gid
-    g.max_size = 8
-    for m in members:
-        g.members.add(member_id=m, weight=1)
-    return u
-
-
-def indirect_entry(ids: Ids, port: bytes, member_id: int) -> Update:
-    u = Update(type=Update.INSERT)
-    te = u.entity.table_entry
-    te.table_id = ids["t_indirect"]
-    te.match.add(field_id=1).exact.value = port
-    te.action.action_profile_member_id = member_id
-    return u
+    return profile_member(ids["sel"] if profile is None else profile, mid, ids["set_port"],
+                          [(1, port)])
 
 
 def counter(ids: Ids, index: int, utype: UpdateType = Update.MODIFY,
             cid: int | None = None) -> Update:
-    u = Update(type=utype)
-    c = u.entity.counter_entry
-    c.counter_id = ids["ctr"] if cid is None else cid
-    c.index.index = index
-    c.data.packet_count = 1
-    return u
+    return counter_entry(ids["ctr"] if cid is None else cid, index, utype)
 
 
 def meter(ids: Ids, index: int, cir: int = 100, mid: int | None = None) -> Update:
-    u = Update(type=Update.MODIFY)
-    m = u.entity.meter_entry
-    m.meter_id = ids["mtr"] if mid is None else mid
-    m.index.index = index
-    m.config.CopyFrom(p4runtime_pb2.MeterConfig(cir=cir, cburst=10, pir=max(cir, 200), pburst=10))
-    return u
-
-
-def register(ids: Ids, index: int) -> Update:
-    u = Update(type=Update.MODIFY)
-    r = u.entity.register_entry
-    r.register_id = ids["reg"]
-    r.index.index = index
-    r.data.bitstring = b"\x01"
-    return u
-
-
-def mcast(
-    gid: int, replicas: tuple[tuple[int, int], ...] = ((1, 0),),
-    utype: UpdateType = Update.INSERT
-) -> Update:
-    u = Update(type=utype)
-    g = u.entity.packet_replication_engine_entry.multicast_group_entry
-    g.multicast_group_id = gid
-    for port, inst in replicas:
-        g.replicas.add(egress_port=port, instance=inst)
-    return u
-
-
-def clone(sid: int) -> Update:
-    u = Update(type=Update.INSERT)
-    c = u.entity.packet_replication_engine_entry.clone_session_entry
-    c.session_id = sid
-    c.replicas.add(egress_port=1, instance=0)
-    return u
-
-
-def digest(did: int) -> Update:
-    u = Update(type=Update.INSERT)
-    u.entity.digest_entry.digest_id = did
-    u.entity.digest_entry.config.max_list_size = 1
-    return u
-
-
-def direct_counter(ids: Ids, src: bytes) -> Update:
-    u = Update(type=Update.MODIFY)
-    d = u.entity.direct_counter_entry
-    d.table_entry.table_id = ids["t_acl"]
-    d.table_entry.priority = 10
-    d.table_entry.match.add(field_id=1,
-                            ternary=p4runtime_pb2.FieldMatch.Ternary(value=src, mask=b"\xff"))
-    d.data.packet_count = 5
-    return u
+    return meter_entry(ids["mtr"] if mid is None else mid, index, cir)
 
 
 def setup_updates(ids: Ids) -> list[Update]:
     """State the cases rely on: one t_exact entry, one member, one multicast group, one
     t_acl entry, digest configured."""
-    return [exact_entry(ids), member(ids, 1), mcast(1), acl_entry(ids), digest(ids["learn_t"])]
+    return [exact_entry(ids), member(ids, 1), multicast_group(1), acl_entry(ids),
+            digest_entry(ids["learn_t"])]
 
 
 # --------------------------------------------------------------------------- cases
@@ -274,8 +193,8 @@ CASES: list[Case] = [
          NF, NF, OK, "BMv2's server has no roles: it ignores the field and applies the write"),
     # ---- table entries
     Case("table: unknown table id", "write",
-         lambda ids: edit(exact_entry(ids), lambda te: setattr(te, "table_id", BAD_TABLE)), "-", IA,
-         IA),
+         lambda ids: edit(exact_entry(ids), lambda te: setattr(te, "table_id", BAD_TABLE_ID)),
+         "-", IA, IA),
     Case("table: unknown action id", "write", lambda ids: exact_entry(ids, b"\x08\x06", action=""),
          "-", IA, IA),
     Case("table: action not in the table", "write",
@@ -283,7 +202,7 @@ CASES: list[Case] = [
     Case("table: @defaultonly action in an entry", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", action="only_default", params=()), PD, PD, PD),
     Case("table: @tableonly action as default", "write",
-         lambda ids: default_entry(ids, "t_exact", "only_in_table"), PD, PD, PD),
+         lambda ids: default_entry(ids["t_exact"], ids["only_in_table"]), PD, PD, PD),
     Case("table: exact value wider than the field", "write",
          lambda ids: exact_entry(ids, b"\x08\x06", port=b"\x02\x00"), IA, IA, IA,
          "the match-format rules say INVALID_ARGUMENT (the generic bytestring rule OUT_OF_RANGE)"),
@@ -344,12 +263,13 @@ CASES: list[Case] = [
          IA, IA, OK,
          "BMv2 ignores the flag and inserts the entry"),
     Case("table: INSERT of the default entry", "write",
-         lambda ids: with_type(default_entry(ids, "t_exact", "drop"), Update.INSERT), IA, IA, IA),
+         lambda ids: with_type(default_entry(ids["t_exact"], ids["drop"]), Update.INSERT), IA, IA,
+         IA),
     Case("table: default entry with a match", "write",
-         lambda ids: edit(default_entry(ids, "t_exact", "drop"), lambda te: te.match.add(
+         lambda ids: edit(default_entry(ids["t_exact"], ids["drop"]), lambda te: te.match.add(
              field_id=2).exact.__setattr__("value", b"\x01")), IA, IA, IA),
     Case("table: change a const default action", "write",
-         lambda ids: default_entry(ids, "t_const_default", "drop"), PD, PD, PD),
+         lambda ids: default_entry(ids["t_const_default"], ids["drop"]), PD, PD, PD),
     Case("table: INSERT into a keyless table", "write",
          lambda ids: _keyless_insert(ids), IA, IA, UK,
          "BMv2 does not check for a match key; its target then fails (UNKNOWN)"),
@@ -358,63 +278,67 @@ CASES: list[Case] = [
                           lambda te: te.time_since_last_hit.SetInParent()),
          "-", IA, IA),
     Case("table: direct action in an indirect table", "write",
-         lambda ids: edit(indirect_entry(ids, b"\x01", 1), lambda te: te.action.action.__setattr__(
-             "action_id", ids["drop"])), IA, IA, IA),
+         lambda ids: edit(indirect_entry(ids["t_indirect"], [exact(1, b"\x01")], 1),
+                          lambda te: te.action.action.__setattr__("action_id", ids["drop"])),
+         IA, IA, IA),
     Case("table: member id in a direct table", "write",
          lambda ids: edit(exact_entry(ids, b"\x08\x0c"), lambda te: setattr(
              te.action, "action_profile_member_id", 1)), IA, IA, IA),
     Case("table: missing member in an indirect entry", "write",
-         lambda ids: indirect_entry(ids, b"\x02", 99), NF, NF, IA,
+         lambda ids: indirect_entry(ids["t_indirect"], [exact(1, b"\x02")], 99), NF, NF, IA,
          "the specification prescribes NOT_FOUND for a member that was not inserted"),
     # ---- action profiles
     Case("profile: unknown action profile id", "write",
-         lambda ids: member(ids, 2, profile=0x1100FFFF), "-", IA, IA),
+         lambda ids: member(ids, 2, profile=BAD_PROFILE_ID), "-", IA, IA),
     Case("profile: duplicate member", "write", lambda ids: member(ids, 1), AE, AE, AE),
     Case("profile: delete a missing member", "write",
          lambda ids: with_type(member(ids, 77), Update.DELETE), NF, NF, NF),
-    Case("profile: group with a missing member", "write", lambda ids: group(ids, 1, (55,)), NF, NF,
-         NF),
+    Case("profile: group with a missing member", "write",
+         lambda ids: profile_group(ids["sel"], 1, (55,)), NF, NF, NF),
     # ---- counters, meters, registers
-    Case("counter: unknown counter id", "write", lambda ids: counter(ids, 0, cid=0x1200FFFF), "-",
-         IA, IA),
+    Case("counter: unknown counter id", "write", lambda ids: counter(ids, 0, cid=BAD_COUNTER_ID),
+         "-", IA, IA),
     Case("counter: index past the end", "write", lambda ids: counter(ids, 8), OOR, OOR, UK,
          "BMv2 reports its target's failure as UNKNOWN"),
     Case("counter: negative index", "write", lambda ids: counter(ids, -1), IA, IA, IA),
     Case("counter: INSERT", "write", lambda ids: counter(ids, 0, Update.INSERT), IA, IA, IA),
-    Case("direct counter: no such entry", "write", lambda ids: direct_counter(ids, b"\x09"), NF, NF,
-         IA,
+    Case("direct counter: no such entry", "write",
+         lambda ids: direct_counter_entry(ids["t_acl"], [ternary(1, b"\x09", b"\xff")], 10, 5),
+         NF, NF, IA,
          "the specification prescribes NOT_FOUND; BMv2 cannot map the entry and says "
          "INVALID_ARGUMENT"),
-    Case("meter: unknown meter id", "write", lambda ids: meter(ids, 0, mid=0x1500FFFF), "-", IA,
+    Case("meter: unknown meter id", "write", lambda ids: meter(ids, 0, mid=BAD_METER_ID), "-", IA,
          IA),
     Case("meter: index past the end", "write", lambda ids: meter(ids, 4), OOR, OOR, UK,
          "BMv2 reports its target's failure as UNKNOWN"),
     Case("meter: negative rate", "write", lambda ids: meter(ids, 0, cir=-5), IA, IA, IA),
-    Case("register: index past the end", "write", lambda ids: register(ids, 8), OOR, OOR, UN,
+    Case("register: index past the end", "write", lambda ids: register_entry(ids["reg"], 8), OOR,
+         OOR, UN,
          "BMv2's P4Runtime server does not implement register writes at all"),
     # ---- packet replication engine, digests
-    Case("multicast: group id 0", "write", lambda ids: mcast(0), IA, IA, IA),
-    Case("multicast: duplicate group", "write", lambda ids: mcast(1), AE, AE, AE),
-    Case("multicast: modify a missing group", "write", lambda ids: mcast(9, utype=Update.MODIFY),
-         NF, NF, NF),
-    Case("multicast: duplicate replica", "write", lambda ids: mcast(2, ((1, 0), (1, 0))), "-", IA,
-         IA),
-    Case("clone session: id 0", "write", lambda ids: clone(0), IA, IA, IA),
-    Case("digest: unknown digest id", "write", lambda ids: digest(0x1800FFFF), "-", NF, NF),
-    Case("digest: configured twice", "write", lambda ids: digest(ids["learn_t"]), AE, AE, AE),
+    Case("multicast: group id 0", "write", lambda ids: multicast_group(0), IA, IA, IA),
+    Case("multicast: duplicate group", "write", lambda ids: multicast_group(1), AE, AE, AE),
+    Case("multicast: modify a missing group", "write",
+         lambda ids: multicast_group(9, utype=Update.MODIFY), NF, NF, NF),
+    Case("multicast: duplicate replica", "write",
+         lambda ids: multicast_group(2, ((1, 0), (1, 0))), "-", IA, IA),
+    Case("clone session: id 0", "write", lambda ids: clone_session(0), IA, IA, IA),
+    Case("digest: unknown digest id", "write", lambda ids: digest_entry(BAD_DIGEST_ID), "-", NF,
+         NF),
+    Case("digest: configured twice", "write", lambda ids: digest_entry(ids["learn_t"]), AE, AE, AE),
     Case("write: empty entity", "write", lambda ids: Update(type=Update.INSERT), IA, IA, UK,
          "a malformed entity is INVALID_ARGUMENT (Write section); BMv2 says UNKNOWN"),
     # ---- Read
     Case("read: unknown device id", "read", _read({"table_entry": {}}, device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
-    Case("read: unknown table id", "read", _read({"table_entry": {"table_id": BAD_TABLE}}), "-", IA,
-         IA),
-    Case("read: unknown counter id", "read", _read({"counter_entry": {"counter_id": 0x1200FFFF}}),
-         "-", IA, IA),
-    Case("read: unknown meter id", "read", _read({"meter_entry": {"meter_id": 0x1500FFFF}}), "-",
+    Case("read: unknown table id", "read", _read({"table_entry": {"table_id": BAD_TABLE_ID}}), "-",
+         IA, IA),
+    Case("read: unknown counter id", "read",
+         _read({"counter_entry": {"counter_id": BAD_COUNTER_ID}}), "-", IA, IA),
+    Case("read: unknown meter id", "read", _read({"meter_entry": {"meter_id": BAD_METER_ID}}), "-",
          IA, IA),
     Case("read: unknown action profile id", "read",
-         _read({"action_profile_member": {"action_profile_id": 0x1100FFFF}}), "-", IA, IA),
+         _read({"action_profile_member": {"action_profile_id": BAD_PROFILE_ID}}), "-", IA, IA),
     Case("read: counter index past the end", "read",
          _read({"counter_entry": {"counter_id": "ctr", "index": 8}}),
          "-", OOR, UK, "as for writes, where the specification says OUT_OF_RANGE"),
@@ -424,9 +348,9 @@ CASES: list[Case] = [
     # ---- GetForwardingPipelineConfig
     Case("get config: unknown device id", "get", lambda ids: GetReq(device_id=7), NF, NF, FP,
          "BMv2 makes a new device without a pipeline for any id"),
-    Case("get config: unknown response type", "get",
-         lambda ids: GetReq(response_type=9),  # type: ignore[arg-type]  # illegal on purpose
-         "-", IA, IA),
+    Case("get config: unknown response type", "get", lambda ids: GetReq(response_type=9),  # type: ignore[arg-type]  # illegal on purpose
+         "-", IA,
+         IA),
     # ---- SetForwardingPipelineConfig (last: BMv2 may change its pipeline here)
     Case("set config: unknown device id", "set", lambda ids: _set(ids, FwdReq.VERIFY, device_id=7),
          NF, NF, PD,
@@ -448,11 +372,7 @@ CASES: list[Case] = [
 
 
 def _keyless_insert(ids: Ids) -> Update:
-    u = Update(type=Update.INSERT)
-    te = u.entity.table_entry
-    te.table_id = ids["t_keyless"]
-    te.action.action.action_id = ids["drop"]
-    return u
+    return table_entry(ids["t_keyless"], (), ids["drop"])
 
 
 def _set(
@@ -475,7 +395,6 @@ class Target:
 
     def __init__(self, address: str, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
         import queue
-        import threading
 
         self.channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(self.channel).result(timeout=30)
@@ -534,6 +453,25 @@ class Target:
     def close(self) -> None:
         self._out.put(None)
         self.channel.close()
+
+
+@contextlib.contextmanager
+def our_server() -> Iterator[str]:
+    """This switch's P4Runtime server (real compiler, no ports) on a free loopback port;
+    its address."""
+    switch = SwitchDataPlane([], None)
+    service = P4RuntimeService(switch, 0)
+    switch.on_cpu_frame = service.on_cpu_frame
+    server, port = start_server(service, "127.0.0.1:0")
+    thread = threading.Thread(target=switch.run, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(grace=0).wait(5)
+        switch.stop()
+        thread.join(5)
+        switch.close()
 
 
 def update_code(err: grpc.RpcError) -> str:

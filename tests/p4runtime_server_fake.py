@@ -93,38 +93,9 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     ) -> Iterator[Any]:
         session = _Session()
 
-        def reader() -> None:
-            try:
-                for req in request_iterator:
-                    if req.HasField("arbitration"):
-                        arb = req.arbitration
-                        if arb.device_id != self.device_id:
-                            session.refused = f"no device {arb.device_id}"
-                            session.send(None)
-                            return
-                        eid = from_uint128(arb.election_id)
-                        with self.lock:
-                            if any(
-                                o is not session and o.election_id == eid for o in self.sessions
-                            ):
-                                session.refused = f"election id {eid} is in use"
-                                session.send(None)
-                                return
-                            before = self._primary()
-                            session.election_id = eid
-                            if session not in self.sessions:
-                                self.sessions.append(session)
-                            changed = self._primary() is not before
-                            self._notify(list(self.sessions) if changed else [session])
-                    elif req.HasField("packet"):
-                        self.packet_outs.append(req.packet)
-            except grpc.RpcError:
-                pass
-            finally:
-                session.send(None)
-
         context.add_callback(lambda: session.send(None))
-        threading.Thread(target=reader, daemon=True).start()
+        threading.Thread(target=self._read_stream, args=(session, request_iterator),
+                         daemon=True).start()
         try:
             while True:
                 with session.cond:
@@ -135,14 +106,53 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     break
                 yield item
         finally:
-            with self.lock:
-                if session in self.sessions:
-                    before = self._primary()
-                    self.sessions.remove(session)
-                    if self._primary() is not before:
-                        self._notify(list(self.sessions))
+            self._leave(session)
         if session.refused:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, session.refused)
+
+    def _read_stream(self, session: _Session, request_iterator: Iterator[Any]) -> None:
+        """A stream's requests: arbitration and packet-outs; the stream ends (None in the
+        outbox) when the client's side ends or an arbitration is refused."""
+        try:
+            for req in request_iterator:
+                if req.HasField("arbitration"):
+                    if not self._arbitrate(session, req.arbitration):
+                        session.send(None)
+                        return
+                elif req.HasField("packet"):
+                    self.packet_outs.append(req.packet)
+        except grpc.RpcError:
+            pass
+        finally:
+            session.send(None)
+
+    def _leave(self, session: _Session) -> None:
+        """A stream ended: the others hear of a new primary."""
+        with self.lock:
+            if session in self.sessions:
+                before = self._primary()
+                self.sessions.remove(session)
+                if self._primary() is not before:
+                    self._notify(list(self.sessions))
+
+    def _arbitrate(self, session: _Session, arb: Any) -> bool:
+        """A session's (new) election id; False, with the reason on the session, for
+        another device's id or an election id another session has."""
+        if arb.device_id != self.device_id:
+            session.refused = f"no device {arb.device_id}"
+            return False
+        eid = from_uint128(arb.election_id)
+        with self.lock:
+            if any(o is not session and o.election_id == eid for o in self.sessions):
+                session.refused = f"election id {eid} is in use"
+                return False
+            before = self._primary()
+            session.election_id = eid
+            if session not in self.sessions:
+                self.sessions.append(session)
+            changed = self._primary() is not before
+            self._notify(list(self.sessions) if changed else [session])
+        return True
 
     # ------------------------------------------------------------------- RPCs
     def _check(self, name: str, request: Any, context: grpc.ServicerContext, write: bool) -> None:
@@ -218,29 +228,27 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             if req.WhichOneof("entity") in self.unimplemented:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED,
                               f"{req.WhichOneof('entity')} reads are not supported")
-        out = []
-        for req in request.entities:
-            kind = req.WhichOneof("entity")
-            for e in stored:
-                if e.WhichOneof("entity") != kind:
-                    continue
-                if kind == "table_entry":
-                    if (
-                        req.table_entry.table_id
-                        and req.table_entry.table_id != e.table_entry.table_id
-                    ):
-                        continue
-                    if req.table_entry.is_default_action != e.table_entry.is_default_action:
-                        continue
-                if kind == "packet_replication_engine_entry":
-                    want = req.packet_replication_engine_entry.WhichOneof("type")
-                    if want and e.packet_replication_engine_entry.WhichOneof("type") != want:
-                        continue
-                out.append(e)
+        out = [e for req in request.entities for e in stored if _read_matches(req, e)]
         yield p4runtime_pb2.ReadResponse(entities=out)
 
     def Capabilities(self, request: Any, context: grpc.ServicerContext) -> Any:
         return p4runtime_pb2.CapabilitiesResponse(p4runtime_api_version="1.4.1")
+
+
+def _read_matches(req: Any, e: Any) -> bool:
+    """Whether a Read request entity (a wildcard of a kind, a table, default entries or a
+    PRE entry type) asks for the stored entity ``e``."""
+    kind = req.WhichOneof("entity")
+    if e.WhichOneof("entity") != kind:
+        return False
+    if kind == "table_entry":
+        if req.table_entry.table_id and req.table_entry.table_id != e.table_entry.table_id:
+            return False
+        return bool(req.table_entry.is_default_action == e.table_entry.is_default_action)
+    if kind == "packet_replication_engine_entry":
+        want = req.packet_replication_engine_entry.WhichOneof("type")
+        return not want or bool(e.packet_replication_engine_entry.WhichOneof("type") == want)
+    return True
 
 
 class FakeP4RuntimeServer:

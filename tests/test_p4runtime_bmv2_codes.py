@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +19,10 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from softswitch.device_config import make_device_config
-from softswitch.p4runtime.server import P4RuntimeService, default_loader, start_server
-from softswitch.switch import SwitchDataPlane
+from softswitch.p4runtime.server import default_loader
 from tests.bmv2 import free_port_block
 from tests.bmv2_json import bmv2_json
-from tests.p4runtime_illegal import CASES, Target, setup_updates
+from tests.p4runtime_illegal import CASES, Target, our_server, setup_updates
 
 PROGRAM = Path(__file__).resolve().parent / "p4" / "p4rt_codes.p4"
 
@@ -58,19 +56,8 @@ def run_cases(target: Target, column: str) -> dict[str, tuple[str, str]]:
 @pytest.fixture
 def our_switch() -> Iterator[str]:
     """This switch's P4Runtime server (real compiler, no ports) on a free loopback port."""
-    switch = SwitchDataPlane([], None)
-    service = P4RuntimeService(switch, 0)
-    switch.on_cpu_frame = service.on_cpu_frame
-    server, port = start_server(service, "127.0.0.1:0")
-    thread = threading.Thread(target=switch.run, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.stop(grace=0).wait(5)
-        switch.stop()
-        thread.join(5)
-        switch.close()
+    with our_server() as address:
+        yield address
 
 
 def test_our_status_codes(our_switch: str) -> None:

@@ -189,40 +189,51 @@ def start_lab(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
         )
         stack.append((topo, proc))
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        while True:
-            line = lines.get(timeout=120)
-            if line is None:
-                pytest.fail(f"switch exited: {proc.stderr.read() if proc.stderr else ''}")
-            m = READY.search(line)
-            if m:
-                return Lab(topo, proc, f"{m.group(1)}:{m.group(2)}", tmp_path)
+        return Lab(topo, proc, _ready_address(proc), tmp_path)
 
     try:
         yield start
     finally:
         try:
             for _topo, proc in stack:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
+                _stop_switch(proc)
         finally:
             topo_cm.__exit__(None, None, None)
+
+
+def _ready_address(proc: subprocess.Popen[str]) -> str:
+    """The gRPC address the switch says it serves on (its stdout read on a thread, so a
+    switch that never says it fails the test after 120 s instead of hanging)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        line = lines.get(timeout=120)
+        if line is None:
+            pytest.fail(f"switch exited: {proc.stderr.read() if proc.stderr else ''}")
+        m = READY.search(line)
+        if m:
+            return f"{m.group(1)}:{m.group(2)}"
+
+
+def _stop_switch(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 30 s; its pipes closed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def connect_primary(address: str, election: tuple[int, int], timeout: float = 20.0) -> Client:

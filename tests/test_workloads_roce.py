@@ -7,6 +7,7 @@ NetReduce layers; reliability is checked end to end through a :class:`LoopbackFa
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
@@ -319,32 +320,43 @@ def _loop_once(ep: RoceEndpoint, machine: FakeRealTime, seconds: float) -> None:
         time.sleep(0.001)
 
 
+@contextlib.contextmanager
+def _sink() -> Iterator[socket.socket]:
+    """A UDP socket on loopback standing for the peer: it receives what an endpoint sends."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(10.0)
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+def _endpoint_to(sink: socket.socket, machine: FakeRealTime, tdf: float) -> RoceEndpoint:
+    """An endpoint that sends every peer's packets to ``sink``, on the fake machine clock."""
+    return RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname(),
+                        clock=machine.clock(tdf))
+
+
 @pytest.mark.parametrize("tdf", [1.0, 4.0])
 def test_rto_fires_after_rto_times_tdf_real_seconds(tdf: float) -> None:
     """A 50 ms (emulated) retransmission timeout has not fired 0.95 x 50 ms x TDF real
     seconds after the send and has fired, with one AckReq probe, at 1.05 x."""
     machine = FakeRealTime()
     t0 = machine.seconds
-    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sink.bind(("127.0.0.1", 0))
-    sink.settimeout(10.0)
-    try:
-        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname(),
-                          clock=machine.clock(tdf)) as ep:
-            req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.05, max_rto=0.05,
-                               dead_after=0.2)
-            assert req.current_rto == pytest.approx(0.05)  # dead_after / 4 caps the first
-            req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
-            assert parse_bth(sink.recv(2048)).psn == 0  # sent at t0: the clock stands still
-            _loop_once(ep, machine, t0 + 0.95 * 0.05 * tdf)
-            assert req.stats.timeouts == 0
-            assert select.select([sink], [], [], 0)[0] == []  # no probe queued
-            _loop_once(ep, machine, t0 + 1.05 * 0.05 * tdf)
-            assert req.stats.timeouts == 1
-            probe = parse_bth(sink.recv(2048))
-            assert (probe.psn, probe.ackreq) == (0, True)
-    finally:
-        sink.close()
+    with _sink() as sink, _endpoint_to(sink, machine, tdf) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.05, max_rto=0.05,
+                           dead_after=0.2)
+        assert req.current_rto == pytest.approx(0.05)  # dead_after / 4 caps the first
+        req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
+        assert parse_bth(sink.recv(2048)).psn == 0  # sent at t0: the clock stands still
+        _loop_once(ep, machine, t0 + 0.95 * 0.05 * tdf)
+        assert req.stats.timeouts == 0
+        assert select.select([sink], [], [], 0)[0] == []  # no probe queued
+        _loop_once(ep, machine, t0 + 1.05 * 0.05 * tdf)
+        assert req.stats.timeouts == 1
+        probe = parse_bth(sink.recv(2048))
+        assert (probe.psn, probe.ackreq) == (0, True)
 
 
 @pytest.mark.parametrize("tdf", [1.0, 4.0])
@@ -353,24 +365,17 @@ def test_round_trips_are_measured_in_emulated_seconds(tdf: float) -> None:
     seconds, and the timeout derived from it (srtt + 4 rttvar) is emulated too."""
     machine = FakeRealTime()
     t0 = machine.seconds
-    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sink.bind(("127.0.0.1", 0))
-    sink.settimeout(10.0)
-    try:
-        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname(),
-                          clock=machine.clock(tdf)) as ep:
-            req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.01, max_rto=10.0,
-                               dead_after=30.0)
-            req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
-            sink.recv(2048)
-            machine.set(t0 + 0.4)  # before the first timer (1 emulated second)
-            sink.sendto(ack_packet(0x101, 0, 1), ep.address)
-            ep.wait(lambda: req.idle, ep.clock.now() + 10.0, "ack")
-            assert req.stats.timeouts == 0
-            assert req.srtt == pytest.approx(0.4 / tdf)
-            assert req.current_rto == pytest.approx(3 * 0.4 / tdf)
-    finally:
-        sink.close()
+    with _sink() as sink, _endpoint_to(sink, machine, tdf) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.01, max_rto=10.0,
+                           dead_after=30.0)
+        req.post(lambda psn: write_packets(0x202, psn, message(0, 1), 0x1000, 7))
+        sink.recv(2048)
+        machine.set(t0 + 0.4)  # before the first timer (1 emulated second)
+        sink.sendto(ack_packet(0x101, 0, 1), ep.address)
+        ep.wait(lambda: req.idle, ep.clock.now() + 10.0, "ack")
+        assert req.stats.timeouts == 0
+        assert req.srtt == pytest.approx(0.4 / tdf)
+        assert req.current_rto == pytest.approx(3 * 0.4 / tdf)
 
 
 @pytest.mark.parametrize("tdf", [1.0, 1000.0])

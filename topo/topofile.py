@@ -313,40 +313,53 @@ def evaluate(text: str, env: Mapping[str, Any]) -> Any:
     except SyntaxError as exc:
         raise ValueError(f"bad expression {text!r}: {exc.msg}") from None
 
-    def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | None):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id in env:
-                return env[node.id]
-            if node.id in ("True", "False", "None"):
-                return {"True": True, "False": False, "None": None}[node.id]
-            raise ValueError(f"unknown name {node.id!r} in {text!r} (known: "
-                             f"{', '.join(sorted(env)) or 'none'})")
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
-            value = ev(node.operand)
-            return -value if isinstance(node.op, ast.USub) else (
-                value if isinstance(node.op, ast.UAdd) else not value)
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
-            return _CMPOPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
-        if isinstance(node, ast.BoolOp):
-            values = [ev(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
-        if isinstance(node, ast.IfExp):
-            return ev(node.body) if ev(node.test) else ev(node.orelse)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in _FUNCS and not node.keywords):
-            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
-        raise ValueError(f"unsupported expression {ast.unparse(node)!r} in {text!r}")
-
     try:
-        return ev(tree)
+        return _ev(tree.body, text, env)
     except (TypeError, ZeroDivisionError, OverflowError) as exc:
         raise ValueError(f"cannot evaluate {text!r}: {exc}") from None
+
+
+def _ev(node: ast.AST, text: str, env: Mapping[str, Any]) -> Any:
+    """The value of one node of template expression ``text``."""
+
+    def ev(child: ast.AST) -> Any:
+        return _ev(child, text, env)
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | None):
+        return node.value
+    if isinstance(node, ast.Name):
+        return _name(node.id, text, env)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
+        return _unary(node.op, ev(node.operand))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
+        return _CMPOPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
+    if isinstance(node, ast.BoolOp):
+        values = [ev(v) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.IfExp):
+        return ev(node.body) if ev(node.test) else ev(node.orelse)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCS and not node.keywords):
+        return _FUNCS[node.func.id](*[ev(a) for a in node.args])
+    raise ValueError(f"unsupported expression {ast.unparse(node)!r} in {text!r}")
+
+
+def _name(name: str, text: str, env: Mapping[str, Any]) -> Any:
+    """A parameter or loop name, or True/False/None."""
+    if name in env:
+        return env[name]
+    if name in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[name]
+    raise ValueError(f"unknown name {name!r} in {text!r} (known: "
+                     f"{', '.join(sorted(env)) or 'none'})")
+
+
+def _unary(op: ast.unaryop, value: Any) -> Any:
+    if isinstance(op, ast.USub):
+        return -value
+    return value if isinstance(op, ast.UAdd) else not value
 
 
 _PIECE = re.compile(r"\{([^{}]*)\}")
@@ -712,86 +725,16 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
 def check_graph(spec: TopologySpec) -> None:
     """The rules the schema cannot say: unique names, hosts on leaves, links between known
     switches, ports used once, every switch reachable, jobs naming known hosts/switches."""
-    import networkx as nx
-
     src = spec.source
-    seen: dict[str, str] = {}
-    named: list[SwitchSpec | HostSpec] = [*spec.switches, *spec.hosts]
-    for entry in named:
-        if entry.name in seen:
-            raise TopologySpecError(f"{entry.at or src}: {entry.where}.name: {entry.name!r} is "
-                                    "already used "
-                                    f"by {seen[entry.name]}")
-        seen[entry.name] = entry.where
+    seen = _unique_names(spec)
     if not spec.switches:
         raise TopologySpecError(f"{src}: switches: a topology needs at least one switch")
     roles = {s.name: s.role for s in spec.switches}
-    ids: dict[int, str] = {}
-    for s in spec.switches:
-        if s.device_id is not None:
-            if s.device_id in ids:
-                raise TopologySpecError(f"{s.at or src}: {s.where}.options.device_id: "
-                                        f"{s.device_id} is "
-                                        f"already used by {ids[s.device_id]}")
-            ids[s.device_id] = s.where
-    targets = {s.target for s in spec.switches if s.target is not None}
-    if len(targets) > 1:
-        odd = next(
-            s for s in spec.switches if s.target is not None and s.target != sorted(targets)[0]
-        )
-        raise TopologySpecError(f"{odd.at or src}: {odd.where}.target: {odd.target!r}: every "
-                                "switch of a run "
-                                "uses one target (mixed targets are not supported)")
-    programs = {s.program for s in spec.switches if s.program is not None}
-    if len(programs) > 1:
-        odd = next(
-            s for s in spec.switches if s.program is not None and s.program != sorted(programs)[0]
-        )
-        raise TopologySpecError(f"{odd.at or src}: {odd.where}.program: {odd.program!r}: every "
-                                "switch of a "
-                                "run runs one program (per-switch programs are not supported)")
-    used: dict[tuple[str, int], str] = {}
-
-    def take(node: str, port: int | None, where: str, at: str) -> None:
-        if port is None:
-            return
-        if (node, port) in used:
-            raise TopologySpecError(f"{at or src}: {where}: port {port} of {node} is already "
-                                    f"used by {used[(node, port)]}")
-        used[(node, port)] = where
-
-    workers = 0
-    for h in spec.hosts:
-        if h.switch not in roles:
-            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: unknown switch {h.switch!r}")
-        if roles[h.switch] != "leaf":
-            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: hosts attach to leaf "
-                                    "switches; "
-                                    f"{h.switch!r} is a {roles[h.switch]}")
-        if h.role == "data" and h.gpus:
-            raise TopologySpecError(f"{h.at or src}: {h.where}.gpus: a data server runs no "
-                                    "workers, "
-                                    f"got {h.gpus}")
-        workers += h.role == "worker"
-        take(h.switch, h.port, f"{h.where}.port", h.at)
-    graph = nx.MultiGraph()
-    graph.add_nodes_from(roles)
-    for ln in spec.links:
-        for end, port_key in ((ln.a, "a"), (ln.b, "b")):
-            if end not in roles:
-                what = "a host" if end in seen else "unknown"
-                raise TopologySpecError(f"{ln.at or src}: {ln.where}.{port_key}: {what} switch "
-                                        f"{end!r} "
-                                        "(links join switches; a host's link is in its entry)")
-        if ln.a == ln.b:
-            raise TopologySpecError(f"{ln.at or src}: {ln.where}: a link from {ln.a!r} to itself")
-        take(ln.a, ln.a_port, f"{ln.where}.a_port", ln.at)
-        take(ln.b, ln.b_port, f"{ln.where}.b_port", ln.at)
-        graph.add_edge(ln.a, ln.b)
-    if not nx.is_connected(graph):
-        parts = sorted((sorted(c) for c in nx.connected_components(graph)), key=len)
-        raise TopologySpecError(f"{src}: links: switches {', '.join(parts[0])} are not connected "
-                                "to the rest of the fabric")
+    _unique_device_ids(spec)
+    _one_target_and_program(spec)
+    ports = _Ports(src)
+    _check_hosts(spec, roles, ports)
+    _check_links(spec, roles, seen, ports)
     hosts = {h.name for h in spec.hosts}
     for i, job in enumerate(spec.jobs):
         for name in job.hosts or ():
@@ -801,3 +744,104 @@ def check_graph(spec: TopologySpec) -> None:
             raise TopologySpecError(f"{src}: jobs[{i}].root: unknown switch {job.root!r}")
     if not spec.hosts:
         raise TopologySpecError(f"{src}: hosts: a topology needs at least one host")
+
+
+def _unique_names(spec: TopologySpec) -> dict[str, str]:
+    """Switch and host names are unique; returns where each is declared."""
+    seen: dict[str, str] = {}
+    named: list[SwitchSpec | HostSpec] = [*spec.switches, *spec.hosts]
+    for entry in named:
+        if entry.name in seen:
+            raise TopologySpecError(f"{entry.at or spec.source}: {entry.where}.name: "
+                                    f"{entry.name!r} is already used by {seen[entry.name]}")
+        seen[entry.name] = entry.where
+    return seen
+
+
+def _unique_device_ids(spec: TopologySpec) -> None:
+    ids: dict[int, str] = {}
+    for s in spec.switches:
+        if s.device_id is not None:
+            if s.device_id in ids:
+                raise TopologySpecError(f"{s.at or spec.source}: {s.where}.options.device_id: "
+                                        f"{s.device_id} is already used by {ids[s.device_id]}")
+            ids[s.device_id] = s.where
+
+
+def _one_target_and_program(spec: TopologySpec) -> None:
+    """Every switch of a run uses one target and runs one program."""
+    src = spec.source
+    targets = {s.target for s in spec.switches if s.target is not None}
+    if len(targets) > 1:
+        odd = next(
+            s for s in spec.switches if s.target is not None and s.target != sorted(targets)[0]
+        )
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.target: {odd.target!r}: every "
+                                "switch of a run uses one target (mixed targets are not "
+                                "supported)")
+    programs = {s.program for s in spec.switches if s.program is not None}
+    if len(programs) > 1:
+        odd = next(
+            s for s in spec.switches if s.program is not None and s.program != sorted(programs)[0]
+        )
+        raise TopologySpecError(f"{odd.at or src}: {odd.where}.program: {odd.program!r}: every "
+                                "switch of a run runs one program (per-switch programs are not "
+                                "supported)")
+
+
+class _Ports:
+    """The switch ports taken so far: each by one host or link end."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.used: dict[tuple[str, int], str] = {}
+
+    def take(self, node: str, port: int | None, where: str, at: str) -> None:
+        if port is None:
+            return
+        if (node, port) in self.used:
+            raise TopologySpecError(f"{at or self.source}: {where}: port {port} of {node} is "
+                                    f"already used by {self.used[(node, port)]}")
+        self.used[(node, port)] = where
+
+
+def _check_hosts(spec: TopologySpec, roles: dict[str, str], ports: _Ports) -> None:
+    """Hosts attach to known leaf switches; data servers run no workers."""
+    src = spec.source
+    for h in spec.hosts:
+        if h.switch not in roles:
+            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: unknown switch {h.switch!r}")
+        if roles[h.switch] != "leaf":
+            raise TopologySpecError(f"{h.at or src}: {h.where}.switch: hosts attach to leaf "
+                                    f"switches; {h.switch!r} is a {roles[h.switch]}")
+        if h.role == "data" and h.gpus:
+            raise TopologySpecError(f"{h.at or src}: {h.where}.gpus: a data server runs no "
+                                    f"workers, got {h.gpus}")
+        ports.take(h.switch, h.port, f"{h.where}.port", h.at)
+
+
+def _check_links(
+    spec: TopologySpec, roles: dict[str, str], seen: dict[str, str], ports: _Ports
+) -> None:
+    """Links join two distinct known switches, and every switch is reachable."""
+    import networkx as nx
+
+    src = spec.source
+    graph = nx.MultiGraph()
+    graph.add_nodes_from(roles)
+    for ln in spec.links:
+        for end, port_key in ((ln.a, "a"), (ln.b, "b")):
+            if end not in roles:
+                what = "a host" if end in seen else "unknown"
+                raise TopologySpecError(f"{ln.at or src}: {ln.where}.{port_key}: {what} switch "
+                                        f"{end!r} (links join switches; a host's link is in its "
+                                        "entry)")
+        if ln.a == ln.b:
+            raise TopologySpecError(f"{ln.at or src}: {ln.where}: a link from {ln.a!r} to itself")
+        ports.take(ln.a, ln.a_port, f"{ln.where}.a_port", ln.at)
+        ports.take(ln.b, ln.b_port, f"{ln.where}.b_port", ln.at)
+        graph.add_edge(ln.a, ln.b)
+    if not nx.is_connected(graph):
+        parts = sorted((sorted(c) for c in nx.connected_components(graph)), key=len)
+        raise TopologySpecError(f"{src}: links: switches {', '.join(parts[0])} are not connected "
+                                "to the rest of the fabric")

@@ -297,17 +297,7 @@ class FileTopo(TestbedTopo):
     def _plan_ports(self) -> tuple[dict[str, int], list[int], list[tuple[int, int]]]:
         """(device id per switch, each host's switch port, each link's two ports)."""
         spec = self.spec
-        taken_ids = {s.device_id for s in spec.switches if s.device_id is not None}
-        ids: dict[str, int] = {}
-        nxt = 0
-        for sw in spec.switches:
-            if sw.device_id is not None:
-                ids[sw.name] = sw.device_id
-                continue
-            while nxt in taken_ids:
-                nxt += 1
-            ids[sw.name] = nxt
-            taken_ids.add(nxt)
+        ids = _device_ids(spec)
         used: dict[str, set[int]] = {s.name: set() for s in spec.switches}
         for h in spec.hosts:
             if h.port is not None:
@@ -490,3 +480,19 @@ def _check_common(host_bw: float | str | None, gpus_per_host: int, loss: float |
 
 #: Python classes of two shipped files (their keyword arguments as before the files existed).
 TOPOLOGIES: dict[str, type[TestbedTopo]] = {"rack": RackTopo, "spineleaf": SpineLeafTopo}
+
+
+def _device_ids(spec: TopologySpec) -> dict[str, int]:
+    """Each switch's device id: its own, else the lowest one no switch has, in file order."""
+    taken_ids = {s.device_id for s in spec.switches if s.device_id is not None}
+    ids: dict[str, int] = {}
+    nxt = 0
+    for sw in spec.switches:
+        if sw.device_id is not None:
+            ids[sw.name] = sw.device_id
+            continue
+        while nxt in taken_ids:
+            nxt += 1
+        ids[sw.name] = nxt
+        taken_ids.add(nxt)
+    return ids

@@ -248,23 +248,13 @@ def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path,
     clock = VirtualClock(plan.tdf)
     deadline = clock.now() + timeout
     try:
-        while not plan.server_ready.exists():
-            if server.poll() is not None:
-                raise LaunchError(f"data server exited ({server.returncode}); see {logdir}")
-            if clock.now() > deadline:
-                raise LaunchError("data server did not become ready in time")
-            clock.sleep(0.05)
+        _wait_server_ready(plan, server, clock, deadline, logdir)
         for proc in plan.workers:
             started.append(_start(proc, logdir / f"{proc.name}.log"))
             if on_start is not None:
                 on_start(started[-1], proc.name)
         for proc, popen in zip(plan.workers, started, strict=True):
-            try:
-                code = popen.wait(clock.real(max(0.1, deadline - clock.now())))
-            except subprocess.TimeoutExpired:
-                raise LaunchError(f"{proc.name} did not finish within {timeout:g} s") from None
-            if code != 0:
-                raise LaunchError(f"{proc.name} exited with {code}; see {logdir}/{proc.name}.log")
+            _wait_rank(proc, popen, clock, deadline, timeout, logdir)
     finally:
         for popen in started:
             _stop(popen)
@@ -273,6 +263,29 @@ def execute_raw(plan: LaunchPlan, timeout: float, logdir: Path,
         return [json.loads(p.read_text()) for p in plan.rank_files]
     except (OSError, ValueError) as exc:
         raise LaunchError(f"cannot read a rank's result: {exc}") from exc
+
+
+def _wait_server_ready(plan: LaunchPlan, server: subprocess.Popen[bytes], clock: VirtualClock,
+                       deadline: float, logdir: Path) -> None:
+    """Until the data server says it is ready (it must not exit, nor take past
+    ``deadline``)."""
+    while not plan.server_ready.exists():
+        if server.poll() is not None:
+            raise LaunchError(f"data server exited ({server.returncode}); see {logdir}")
+        if clock.now() > deadline:
+            raise LaunchError("data server did not become ready in time")
+        clock.sleep(0.05)
+
+
+def _wait_rank(proc: Proc, popen: subprocess.Popen[bytes], clock: VirtualClock, deadline: float,
+               timeout: float, logdir: Path) -> None:
+    """A rank must end by ``deadline`` with status 0."""
+    try:
+        code = popen.wait(clock.real(max(0.1, deadline - clock.now())))
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"{proc.name} did not finish within {timeout:g} s") from None
+    if code != 0:
+        raise LaunchError(f"{proc.name} exited with {code}; see {logdir}/{proc.name}.log")
 
 
 def interference_plan(plan: LaunchPlan, workdir: Path, elements: int, repeats: int,

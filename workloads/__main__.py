@@ -187,65 +187,76 @@ def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | No
     }
 
 
+def _tcp_allreduce(args: argparse.Namespace, clock: VirtualClock) -> dict[str, Any]:
+    """This rank's timed all-reduces over TCP (ring, tree, hybrid ...): its summary."""
+    with _tcp_comm(args, clock) as comm:
+        reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
+                               density=args.density, sparse_epochs=args.sparse_epochs)
+        x = make_input(comm.rank, args.size, args.dtype, args.seed)
+        stats, result = [], x
+        comm.barrier()
+        meter = CpuMeter(clock)
+        for i in range(args.iters):
+            result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
+            stats.append(st)
+        load = meter.stop()
+        ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
+            if args.check else None
+        comm.barrier()
+        return _summary(args.algo, comm.rank, comm.size, stats, ok, load, clock.tdf)
+
+
+def _innetwork_allreduce(args: argparse.Namespace, clock: VirtualClock) -> list[dict[str, Any]]:
+    """The timed in-network all-reduces of this agent's workers: one summary per worker."""
+    rows: list[dict[str, Any]] = []
+    with _agent(args, clock) as agent:
+        workers = agent.job.size * (args.gpus if args.hierarchical else 1)
+        intra = intra_host(args)
+
+        def work(rank: int, ch: AggregationChannel
+                 ) -> tuple[np.ndarray | None, list[Any], CpuLoad]:
+            stats, result = [], None
+            if args.barrier:
+                # Like the TCP barrier: a one-element all-reduce lines every worker up,
+                # so the timed calls do not include the other agents' start-up.
+                innetwork_allreduce(ch, np.zeros(1, np.int32))
+            # the inputs are made before the meter starts, as the TCP ranks' are: it
+            # measures the all-reduce, not the making of its input
+            local = [make_input(rank * args.gpus + g, args.size, args.dtype, args.seed)
+                     for g in range(args.gpus)] if args.hierarchical else []
+            x = None if args.hierarchical else make_input(rank, args.size, args.dtype,
+                                                           args.seed)
+            meter = CpuMeter(clock)  # the whole process (all local workers)
+            for _ in range(args.iters):
+                if x is None:
+                    result, st = hierarchical_allreduce(ch, local, intra)
+                else:
+                    result, st = innetwork_allreduce(ch, x)
+                stats.append(st)
+            return result, stats, meter.stop()
+
+        out = agent.run(work, timeout=args.timeout * max(1, args.iters))
+        expected = expected_result(args, workers) if args.check else None
+        for rank, (got, stats, load) in sorted(out.items()):
+            ok = (got is not None and bool(np.array_equal(got, expected))
+                  if expected is not None else None)
+            rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
+                                 rank, workers, stats, ok, load, clock.tdf))
+    # everything the transport resent in this process, the barrier and the final drain
+    # included: with nothing lost each one reaches the switch as a duplicate
+    for row in rows:
+        row["retransmissions_all"] = agent.channels[row["rank"]].req.stats.retransmitted
+    return rows
+
+
 def cmd_allreduce(args: argparse.Namespace) -> int:
     """Every rank (or agent) lines up at a barrier, then the timed calls run; CPU use is
     measured over the timed calls only (not imports, connection set-up or the check)."""
-    rows: list[dict[str, Any]] = []
     clock = VirtualClock(args.tdf)
     if args.algo in TCP_ALGOS:
-        with _tcp_comm(args, clock) as comm:
-            reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
-                                   density=args.density, sparse_epochs=args.sparse_epochs)
-            x = make_input(comm.rank, args.size, args.dtype, args.seed)
-            stats, result = [], x
-            comm.barrier()
-            meter = CpuMeter(clock)
-            for i in range(args.iters):
-                result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
-                stats.append(st)
-            load = meter.stop()
-            ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
-                if args.check else None
-            comm.barrier()
-            rows.append(_summary(args.algo, comm.rank, comm.size, stats, ok, load, clock.tdf))
+        rows = [_tcp_allreduce(args, clock)]
     else:
-        with _agent(args, clock) as agent:
-            workers = agent.job.size * (args.gpus if args.hierarchical else 1)
-            intra = intra_host(args)
-
-            def work(rank: int, ch: AggregationChannel
-                     ) -> tuple[np.ndarray | None, list[Any], CpuLoad]:
-                stats, result = [], None
-                if args.barrier:
-                    # Like the TCP barrier: a one-element all-reduce lines every worker up,
-                    # so the timed calls do not include the other agents' start-up.
-                    innetwork_allreduce(ch, np.zeros(1, np.int32))
-                # the inputs are made before the meter starts, as the TCP ranks' are: it
-                # measures the all-reduce, not the making of its input
-                local = [make_input(rank * args.gpus + g, args.size, args.dtype, args.seed)
-                         for g in range(args.gpus)] if args.hierarchical else []
-                x = None if args.hierarchical else make_input(rank, args.size, args.dtype,
-                                                               args.seed)
-                meter = CpuMeter(clock)  # the whole process (all local workers)
-                for _ in range(args.iters):
-                    if x is None:
-                        result, st = hierarchical_allreduce(ch, local, intra)
-                    else:
-                        result, st = innetwork_allreduce(ch, x)
-                    stats.append(st)
-                return result, stats, meter.stop()
-
-            out = agent.run(work, timeout=args.timeout * max(1, args.iters))
-            expected = expected_result(args, workers) if args.check else None
-            for rank, (got, stats, load) in sorted(out.items()):
-                ok = (got is not None and bool(np.array_equal(got, expected))
-                      if expected is not None else None)
-                rows.append(_summary("innetwork-hier" if args.hierarchical else "innetwork",
-                                     rank, workers, stats, ok, load, clock.tdf))
-        # everything the transport resent in this process, the barrier and the final drain
-        # included: with nothing lost each one reaches the switch as a duplicate
-        for row in rows:
-            row["retransmissions_all"] = agent.channels[row["rank"]].req.stats.retransmitted
+        rows = _innetwork_allreduce(args, clock)
     for row in rows:
         print(json.dumps(row, sort_keys=True))
     if args.json:

@@ -181,6 +181,30 @@ def _bucket_plan(
     return forward, plan
 
 
+def _wait_buckets(done: queue.Queue[tuple[float, Any] | BaseException], buckets: int,
+                  clock: VirtualClock, timeout: float, rank: int,
+                  it: int) -> tuple[float, int, int, int]:
+    """Wait for an iteration's ``buckets`` all-reduces (within ``timeout`` emulated
+    seconds; a failure of the communication thread is raised here): their seconds, bytes
+    and payload bytes sent, and retransmissions, summed."""
+    spent, nbytes, npayload, retrans = 0.0, 0, 0, 0
+    deadline = clock.now() + timeout
+    for _ in range(buckets):
+        try:
+            got = done.get(timeout=clock.real(max(0.0, deadline - clock.now())))
+        except queue.Empty:
+            raise TimeoutError(f"rank {rank}: iteration {it} did not finish within "
+                               f"{timeout:g} s") from None
+        if isinstance(got, BaseException):
+            raise got
+        seconds, stats = got
+        spent += seconds
+        nbytes += stats.bytes_sent
+        npayload += stats.payload_sent
+        retrans += getattr(stats, "retransmissions", 0)
+    return spent, nbytes, npayload, retrans
+
+
 def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = ReplayConfig(), *,
            algorithm: str = "", rank: int = 0, workers: int = 1,
            barrier: Callable[[], object] | None = None, scale: float = 1.0,
@@ -230,23 +254,10 @@ def replay(profile: ModelProfile, reducer: Reducer, config: ReplayConfig = Repla
             for b, (_, backward) in enumerate(plan):
                 clock.sleep(backward)
                 work.put((it, b))
-            spent, nbytes, npayload = 0.0, 0, 0
-            deadline = clock.now() + config.timeout
-            for _ in plan:
-                try:
-                    got = done.get(timeout=clock.real(max(0.0, deadline - clock.now())))
-                except queue.Empty:
-                    raise TimeoutError(f"rank {rank}: iteration {it} did not finish within "
-                                       f"{config.timeout:g} s") from None
-                if isinstance(got, BaseException):
-                    raise got
-                seconds, stats = got
-                spent += seconds
-                nbytes += stats.bytes_sent
-                npayload += stats.payload_sent
-                if it >= config.warmup:
-                    retrans += getattr(stats, "retransmissions", 0)
+            spent, nbytes, npayload, nretrans = _wait_buckets(done, len(plan), clock,
+                                                              config.timeout, rank, it)
             if it >= config.warmup:
+                retrans += nretrans
                 iteration_s.append(clock.now() - t0)
                 comm_s.append(spent)
                 sent.append(nbytes)

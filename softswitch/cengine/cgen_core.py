@@ -34,8 +34,9 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
-from softswitch.engine.codegen_walk import root_var, walk
+from softswitch.engine.codegen_walk import applied_actions, applied_block, root_var
 from softswitch.engine.compiled import CompiledProgram
+from softswitch.ir_walk import walk
 
 # action selector algorithm -> its C function (the run time's BMv2 hashes)
 _SELECTOR_HASHES = {
@@ -272,48 +273,20 @@ class CGenCore:
             return ir.qualify("", action.cp_name)
         return ir.qualify(path, action.cp_name)
 
-    def table_arefs(self, decl: ir.TableDecl) -> list[ir.ActionRef]:
-        arefs = list(decl.actions)
-        if decl.default_action is not None and all(
-            a.action is not decl.default_action.action for a in arefs
-        ):
-            arefs.append(decl.default_action)
-        out: list[ir.ActionRef] = []
-        seen: set[int] = set()
-        for a in arefs:
-            if id(a.action) not in seen:
-                seen.add(id(a.action))
-                out.append(a)
-        return out
-
     def make_table(self, decl: ir.TableDecl, path: str) -> TableC:
         name = ir.qualify(path, decl.cp_name)
         if name in self._tables_by_name:
             return self._tables_by_name[name]
-        key_words: list[tuple[int, int, str]] = []
-        kw = 0
-        for k in decl.keys:
-            if k.match_kind == "selector":
-                continue
-            w = scalar_width(k.expr.type)
-            if k.match_kind == "range" and w > 64:
-                raise CUnsupported(f"range match on {w} bits", k.loc)
-            key_words.append((kw, w, k.match_kind))
-            kw += max(1, (w + 63) // 64)
+        key_words, kw = _key_words(decl)
         if kw > 32:
             raise CUnsupported(f"table {name}: key wider than 2048 bits", decl.loc)
         action_ids: dict[str, int] = {}
         arg_words: dict[str, list[tuple[int, int]]] = {}
         aw = 0
-        for i, aref in enumerate(self.table_arefs(decl)):
+        for i, aref in enumerate(applied_actions(decl)):
             fq = self.action_fq(aref.action, path)
             action_ids[fq] = i
-            words = []
-            off = 0
-            for p in aref.action.cp_params:
-                w = scalar_width(p.type)
-                words.append((off, w))
-                off += max(1, (w + 63) // 64)
+            words, off = _param_words(aref.action)
             arg_words[fq] = words
             aw = max(aw, off)
         if aw > 64:
@@ -509,76 +482,70 @@ class CGenCore:
             return self._composite_eq(e, sc, em)
         a, b = self.operands([e.left, e.right], sc, em)
         if op == "++":
-            wa, wb = scalar_width(lt), scalar_width(rt)
-            w = wa + wb
-            if w <= 64:
-                return f"((({a}) << {wb}) | ({b}))"
-            self.types.ctype(ir.BitType(w))
-            return f"wor(wshl({self.wide(a, lt)}, {wb}, {w}), {self.wide(b, rt)})"
+            return self._concat(a, b, lt, rt)
         if op in ("<<", ">>"):
-            w = scalar_width(t)
-            n = self.narrow(b, rt)
-            if is_wide(rt):
-                n = f"(wlt(wfrom(4096), {b}) ? 4096ull : wlo({b}))"
-            if is_wide(t):
-                if op == "<<":
-                    return f"wshl({a}, {n}, {w})"
-                if is_signed(t):
-                    raise CUnsupported("arithmetic shift of a wide signed value", e.loc)
-                return f"wshr({a}, {n})"
-            if op == "<<":
-                return f"shl64({a}, {n}, {w})"
-            if is_signed(t):
-                return f"sshr64({a}, {n}, {w})"
-            return f"shr64({a}, {n}, {w})"
+            return self._shift(op, a, b, t, rt, e.loc)
         if op in ("==", "!=", "<", "<=", ">", ">="):
-            if is_wide(lt) or is_wide(rt):
-                if is_signed(lt):
-                    raise CUnsupported("comparison of wide signed values", e.loc)
-                x, y = self.wide(a, lt), self.wide(b, rt)
-                return {
-                    "==": f"(uint64_t)weq({x}, {y})",
-                    "!=": f"(uint64_t)!weq({x}, {y})",
-                    "<": f"(uint64_t)wlt({x}, {y})",
-                    ">": f"(uint64_t)wlt({y}, {x})",
-                    "<=": f"(uint64_t)!wlt({y}, {x})",
-                    ">=": f"(uint64_t)!wlt({x}, {y})",
-                }[op]
-            if is_signed(lt) and op not in ("==", "!="):
-                w = scalar_width(lt)
-                return f"(uint64_t)(SX({a}, {w}) {op} SX({b}, {w}))"
-            if isinstance(lt, ir.IntLitType) and isinstance(rt, ir.IntLitType):
-                return f"(uint64_t)((int64_t)({a}) {op} (int64_t)({b}))"
-            return f"(uint64_t)(({a}) {op} ({b}))"
+            return self._compare(op, a, b, lt, rt, e.loc)
         if isinstance(t, ir.IntLitType):
             if op in ("+", "-", "*", "&", "|", "^"):
                 return f"(uint64_t)((int64_t)({a}) {op} (int64_t)({b}))"
             raise CUnsupported(f"operator {op} on unsized integers at run time", e.loc)
-        w = scalar_width(t)
-        m = cnum(mask(w))
         if is_wide(t):
-            if op in ("&", "|", "^"):
-                f = {"&": "wand", "|": "wor", "^": "wxor"}[op]
-                return f"{f}({a}, {b})"
-            if op == "+":
-                return f"wadd({a}, {b}, {w})"
-            if op == "-":
-                return f"wsub({a}, {b}, {w})"
-            raise CUnsupported(f"operator {op} on bit<{w}>", e.loc)
-        if op in ("&", "|", "^"):
-            return f"(({a}) {op} ({b}))"
-        if op in ("+", "-", "*"):
-            return f"((({a}) {op} ({b})) & {m})" if w < 64 else f"(({a}) {op} ({b}))"
-        signed = is_signed(t)
-        if op == "/":
-            return f"sdiv64({a}, {b}, {w})" if signed else f"udiv64({a}, {b})"
-        if op == "%":
-            return f"smod64({a}, {b}, {w})" if signed else f"umod64({a}, {b})"
-        if op == "|+|":
-            return f"ssat_add({a}, {b}, {w})" if signed else f"usat_add({a}, {b}, {w})"
-        if op == "|-|":
-            return f"ssat_sub({a}, {b}, {w})" if signed else f"usat_sub({a}, {b})"
-        raise CUnsupported(f"operator {op}", e.loc)
+            return _wide_arithmetic(op, a, b, scalar_width(t), e.loc)
+        return _arithmetic(op, a, b, t, e.loc)
+
+    def _concat(self, a: str, b: str, lt: ir.Type, rt: ir.Type) -> str:
+        """``a ++ b``: the left operand shifted above the right one."""
+        wa, wb = scalar_width(lt), scalar_width(rt)
+        w = wa + wb
+        if w <= 64:
+            return f"((({a}) << {wb}) | ({b}))"
+        self.types.ctype(ir.BitType(w))
+        return f"wor(wshl({self.wide(a, lt)}, {wb}, {w}), {self.wide(b, rt)})"
+
+    def _shift(self, op: str, a: str, b: str, t: ir.Type, rt: ir.Type, loc: ir.Loc) -> str:
+        """``<<``/``>>`` of a value of type ``t`` by an amount of type ``rt`` (a wide amount
+        is capped: anything at 4096 or more shifts every bit out)."""
+        w = scalar_width(t)
+        n = self.narrow(b, rt)
+        if is_wide(rt):
+            n = f"(wlt(wfrom(4096), {b}) ? 4096ull : wlo({b}))"
+        if is_wide(t):
+            if op == "<<":
+                return f"wshl({a}, {n}, {w})"
+            if is_signed(t):
+                raise CUnsupported("arithmetic shift of a wide signed value", loc)
+            return f"wshr({a}, {n})"
+        if op == "<<":
+            return f"shl64({a}, {n}, {w})"
+        if is_signed(t):
+            return f"sshr64({a}, {n}, {w})"
+        return f"shr64({a}, {n}, {w})"
+
+    def _compare(
+        self, op: str, a: str, b: str, lt: ir.Type, rt: ir.Type, loc: ir.Loc
+    ) -> str:
+        """A comparison of scalars: wide ones by the runtime's helpers, signed ones
+        sign-extended, unsized ones as signed 64-bit numbers."""
+        if is_wide(lt) or is_wide(rt):
+            if is_signed(lt):
+                raise CUnsupported("comparison of wide signed values", loc)
+            x, y = self.wide(a, lt), self.wide(b, rt)
+            return {
+                "==": f"(uint64_t)weq({x}, {y})",
+                "!=": f"(uint64_t)!weq({x}, {y})",
+                "<": f"(uint64_t)wlt({x}, {y})",
+                ">": f"(uint64_t)wlt({y}, {x})",
+                "<=": f"(uint64_t)!wlt({y}, {x})",
+                ">=": f"(uint64_t)!wlt({x}, {y})",
+            }[op]
+        if is_signed(lt) and op not in ("==", "!="):
+            w = scalar_width(lt)
+            return f"(uint64_t)(SX({a}, {w}) {op} SX({b}, {w}))"
+        if isinstance(lt, ir.IntLitType) and isinstance(rt, ir.IntLitType):
+            return f"(uint64_t)((int64_t)({a}) {op} (int64_t)({b}))"
+        return f"(uint64_t)(({a}) {op} ({b}))"
 
     def _composite_eq(self, e: ir.Binary, sc: Scope, em: Em) -> str:
         t = strip(e.left.type)
@@ -593,16 +560,10 @@ class CGenCore:
     def _eq_conds(self, a: str, b: str, t: ir.Type) -> list[str]:
         t = strip(t)
         if isinstance(t, ir.HeaderType):
-            inner: list[str] = []
-            for f in t.fields:
-                inner += self._eq_conds(f"{a}.{fld(f.name)}", f"{b}.{fld(f.name)}", f.type)
-            fields = " && ".join(inner) or "1"
+            fields = " && ".join(self._fields_eq_conds(a, b, t.fields)) or "1"
             return [f"({a}._v == {b}._v && (!{a}._v || ({fields})))"]
         if isinstance(t, ir.StructType):
-            out: list[str] = []
-            for f in t.fields:
-                out += self._eq_conds(f"{a}.{fld(f.name)}", f"{b}.{fld(f.name)}", f.type)
-            return out
+            return self._fields_eq_conds(a, b, t.fields)
         if is_wide(t):
             return [f"weq({a}, {b})"]
         if is_scalar(t):
@@ -610,16 +571,20 @@ class CGenCore:
         if isinstance(t, ir.VarbitType):
             return [f"({a}.nbits == {b}.nbits && memcmp({a}.b, {b}.b, {a}.nbits / 8) == 0)"]
         if isinstance(t, ir.HeaderUnionType):
-            out = []
-            for f in t.fields:
-                out += self._eq_conds(f"{a}.{fld(f.name)}", f"{b}.{fld(f.name)}", f.type)
-            return out
+            return self._fields_eq_conds(a, b, t.fields)
         if isinstance(t, ir.StackType):
-            out = []
+            out: list[str] = []
             for i in range(t.size):
                 out += self._eq_conds(f"{a}.h[{i}]", f"{b}.h[{i}]", t.elem)
             return out
         raise CUnsupported(f"comparison of {type(t).__name__} values")
+
+    def _fields_eq_conds(self, a: str, b: str, fields: list[ir.StructField]) -> list[str]:
+        """The conditions under which every field of ``a`` equals that of ``b``."""
+        out: list[str] = []
+        for f in fields:
+            out += self._eq_conds(f"{a}.{fld(f.name)}", f"{b}.{fld(f.name)}", f.type)
+        return out
 
     def x_Cast(self, e: ir.Cast, sc: Scope, em: Em) -> str:
         d, s = strip(e.type), strip(e.operand.type)
@@ -634,6 +599,11 @@ class CGenCore:
             return f"(uint64_t)(({self.narrow(a, s)}) != 0)"
         if not is_scalar(d) or not is_scalar(s):
             raise CUnsupported(f"cast from {type(s).__name__} to {type(d).__name__}", e.loc)
+        return self.scalar_cast(a, s, d, e.loc)
+
+    def scalar_cast(self, a: str, s: ir.Type, d: ir.Type, loc: ir.Loc) -> str:
+        """The C value ``a`` of scalar type ``s`` cast to scalar type ``d``: masked to a
+        narrower width, sign-extended from a signed one, widened past 64 bits."""
         wd = scalar_width(d)
         if isinstance(s, ir.IntLitType):
             if wd > 64:
@@ -642,7 +612,7 @@ class CGenCore:
         ws = scalar_width(s)
         if is_signed(s) and wd > ws:
             if wd > 64:
-                raise CUnsupported("sign extension to more than 64 bits", e.loc)
+                raise CUnsupported("sign extension to more than 64 bits", loc)
             return f"((uint64_t)SX({a}, {ws}) & {cnum(mask(wd))})"
         if wd < ws:
             if is_wide(s):
@@ -974,39 +944,16 @@ class CGenCore:
         em.label(brk)
 
     def s_SwitchStmt(self, s: ir.SwitchStmt, sc: Scope, em: Em) -> None:
-        subj_t = strip(s.subject.type)
-        ids: dict[int, int] | None = None
-        if isinstance(subj_t, ir.ActionRunType):
-            assert isinstance(s.subject, ir.Member)
-            _, an = self.apply_table(s.subject.base, sc, em)
-            info = self.table_c(subj_t.table, sc)
-            ids = {}
-            for aref in self.table_arefs(subj_t.table):
-                ids[id(aref.action)] = info.action_ids[self.action_fq(aref.action, info.path)]
-            v = an
-        else:
-            if is_wide(subj_t):
-                raise CUnsupported("switch on a wide value", s.loc)
-            v = self.fn.tmp("uint64_t")
-            em.line(f"{v} = {self.expr(s.subject, sc, em)};")
+        v, ids = self.switch_subject(s, sc, em)
         end = self.fn.label("swend")
         pending: list[str] = []
         first = True
         default_body: ir.Block | None = None
         has_default = False
         for case in s.cases:
-            for lab in case.labels:
-                if lab == "default":
-                    has_default = True
-                    continue
-                if isinstance(lab, ir.ActionDecl):
-                    assert ids is not None
-                    if id(lab) not in ids:
-                        continue
-                    pending.append(f"{v} == {ids[id(lab)]}")
-                else:
-                    assert isinstance(lab, ir.Expr)
-                    pending.append(f"{v} == {cnum(self.const_value(lab))}")
+            conds, case_default = self.case_conds(case, v, ids)
+            pending += conds
+            has_default = has_default or case_default
             if case.body is None:
                 continue
             if has_default:
@@ -1025,6 +972,47 @@ class CGenCore:
                 with em.block("else"):
                     self.stmt(default_body, sc, em)
         em.label(end)
+
+    def switch_subject(
+        self, s: ir.SwitchStmt, sc: Scope, em: Em
+    ) -> tuple[str, dict[int, int] | None]:
+        """The switch's subject in a C value, and for ``t.apply().action_run`` the C id
+        of each action of the table (by the action's id)."""
+        subj_t = strip(s.subject.type)
+        if isinstance(subj_t, ir.ActionRunType):
+            assert isinstance(s.subject, ir.Member)
+            _, an = self.apply_table(s.subject.base, sc, em)
+            info = self.table_c(subj_t.table, sc)
+            ids = {}
+            for aref in applied_actions(subj_t.table):
+                ids[id(aref.action)] = info.action_ids[self.action_fq(aref.action, info.path)]
+            return an, ids
+        if is_wide(subj_t):
+            raise CUnsupported("switch on a wide value", s.loc)
+        v = self.fn.tmp("uint64_t")
+        em.line(f"{v} = {self.expr(s.subject, sc, em)};")
+        return v, None
+
+    def case_conds(
+        self, case: ir.SwitchCase, v: str, ids: dict[int, int] | None
+    ) -> tuple[list[str], bool]:
+        """The C conditions of a case's labels on subject ``v`` (actions the table does
+        not list match nothing), and whether one label is ``default``."""
+        conds: list[str] = []
+        has_default = False
+        for lab in case.labels:
+            if lab == "default":
+                has_default = True
+                continue
+            if isinstance(lab, ir.ActionDecl):
+                assert ids is not None
+                if id(lab) not in ids:
+                    continue
+                conds.append(f"{v} == {ids[id(lab)]}")
+            else:
+                assert isinstance(lab, ir.Expr)
+                conds.append(f"{v} == {cnum(self.const_value(lab))}")
+        return conds, has_default
 
     # ------------------------------------------------------------------ calls
 
@@ -1153,21 +1141,7 @@ class CGenCore:
             return
         tt = strip(e.target.type)
         if isinstance(tt, ir.HeaderType):
-            h = self.expr(e.target, sc, em)
-            nbytes = (tt.bit_width + 7) // 8
-            if e.method == "setValid":
-                with em.block(f"if (!{h}._v)"):
-                    em.line(f"memset(&{h}, 0, sizeof {h});")
-                    em.line(f"{h}._v = 1;")
-                    em.line(f"P->length_reg += {nbytes};")
-            elif e.method == "setInvalid":
-                with em.block(f"if ({h}._v)"):
-                    em.line(f"{h}._v = 0;")
-                    em.line(f"P->length_reg -= {nbytes};")
-            elif e.method != "isValid":
-                raise CUnsupported(f"header method {e.method}", e.loc)
-            if e.method == "setValid":
-                self.union_fixup(e.target, sc, em)
+            self.header_method_stmt(e, tt, sc, em)
             return
         if isinstance(tt, ir.StackType):
             if e.method not in ("push_front", "pop_front"):
@@ -1183,6 +1157,25 @@ class CGenCore:
             return
         raise CUnsupported(f"method {e.method} on {type(tt).__name__}", e.loc)
 
+    def header_method_stmt(self, e: ir.MethodCall, tt: ir.HeaderType, sc: Scope, em: Em) -> None:
+        """``setValid``/``setInvalid`` (a header that changes validity changes the packet's
+        length); ``isValid`` as a statement does nothing."""
+        h = self.expr(e.target, sc, em)
+        nbytes = (tt.bit_width + 7) // 8
+        if e.method == "setValid":
+            with em.block(f"if (!{h}._v)"):
+                em.line(f"memset(&{h}, 0, sizeof {h});")
+                em.line(f"{h}._v = 1;")
+                em.line(f"P->length_reg += {nbytes};")
+        elif e.method == "setInvalid":
+            with em.block(f"if ({h}._v)"):
+                em.line(f"{h}._v = 0;")
+                em.line(f"P->length_reg -= {nbytes};")
+        elif e.method != "isValid":
+            raise CUnsupported(f"header method {e.method}", e.loc)
+        if e.method == "setValid":
+            self.union_fixup(e.target, sc, em)
+
     def union_fixup(self, h: ir.Expr, sc: Scope, em: Em) -> None:
         """After a union member became valid, the other members become invalid."""
         if isinstance(h, ir.Member) and isinstance(strip(h.base.type), ir.HeaderUnionType):
@@ -1195,16 +1188,12 @@ class CGenCore:
                     em.line(" ".join(others))
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Em) -> None:
-        where = None
-        if isinstance(e.target, ir.VarRef):
-            where = sc.block_args.get(e.target.var)
-            if where is None:
-                raise CUnsupported(f"'{e.target.var.name}' is not bound to a block", e.loc)
-            inst = where[0]
-        else:
-            assert isinstance(e.target, ir.InstanceRef)
-            inst = e.target.instance
-        assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+        applied = applied_block(e.target, sc.block_args)
+        if applied is None:
+            assert isinstance(e.target, ir.VarRef)
+            raise CUnsupported(f"'{e.target.var.name}' is not bound to a block", e.loc)
+        inst, where = applied
+        assert isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
         inner = self.block_scope(inst, sc, where)
         outs = self.bind_params(decl.params, e.args, sc, inner, em, None)
@@ -1285,45 +1274,53 @@ class CGenCore:
         em = Em()
         em.line(f"{xflag} = 0;")
         if isinstance(decl, ir.ParserDecl):
-            pos = fn.tmp("uint32_t", "pos")
-            err = fn.tmp("uint64_t", "err")
-            em.line(f"{pos} = 0;")
-            sc.parser = (pos, err, "Lreject")
-            for x in decl.locals:
-                if isinstance(x, ir.VarDecl):
-                    self.stmt(x, sc, em)
-            self.parser_body(decl, sc, em)
-            em.line(f"P->pos = {pos};")
-            em.line(f"return {self.err_code('NoError')};")
-            em.label("Lreject")
-            em.line(f"P->pos = {pos};")
-            em.line(f"return {err};")
-            em.label("Lexit")
-            em.label("Labort")
-            em.line(f"P->pos = {pos};")
-            em.line("return 0;")
-            ret = "uint64_t"
+            self.parser_top(decl, sc, em)
         else:
-            sc.deparser = role == "deparser"
-            if role == "ingress":
-                self.digest_flag = fn.tmp("uint64_t", "dgf")
-                em.line(f"{self.digest_flag} = 0;")
-            for local in decl.locals:
-                if isinstance(local, ir.VarDecl):
-                    self.stmt(local, sc, em)
-            self.stmt(decl.body, sc, em)
-            em.label("Lexit")
-            if role == "ingress":
-                self.end_digests(em)
-                self.digest_flag = None
-            em.label("Labort")
-            em.line("return 0;")
-            ret = "uint64_t"
+            self.control_top(decl, role, sc, em)
+        ret = "uint64_t"
         self.field_list_params = decl.params
         sig = ", ".join(["state_t *S", "pkt_t *P"] + params)
         body = ["    " + d for d in fn.decls] + em.lines
         self.functions.append(f"static {ret} blk_{role}({sig}) {{\n" + "\n".join(body) + "\n}")
         return decl.params
+
+    def parser_top(self, decl: ir.ParserDecl, sc: Scope, em: Em) -> None:
+        """A top-level parser's body: it returns its error code and leaves the cursor in
+        ``P->pos``."""
+        pos = self.fn.tmp("uint32_t", "pos")
+        err = self.fn.tmp("uint64_t", "err")
+        em.line(f"{pos} = 0;")
+        sc.parser = (pos, err, "Lreject")
+        for x in decl.locals:
+            if isinstance(x, ir.VarDecl):
+                self.stmt(x, sc, em)
+        self.parser_body(decl, sc, em)
+        em.line(f"P->pos = {pos};")
+        em.line(f"return {self.err_code('NoError')};")
+        em.label("Lreject")
+        em.line(f"P->pos = {pos};")
+        em.line(f"return {err};")
+        em.label("Lexit")
+        em.label("Labort")
+        em.line(f"P->pos = {pos};")
+        em.line("return 0;")
+
+    def control_top(self, decl: ir.ControlDecl, role: str, sc: Scope, em: Em) -> None:
+        """A top-level control's body; ingress sends the digests it made at its end."""
+        sc.deparser = role == "deparser"
+        if role == "ingress":
+            self.digest_flag = self.fn.tmp("uint64_t", "dgf")
+            em.line(f"{self.digest_flag} = 0;")
+        for local in decl.locals:
+            if isinstance(local, ir.VarDecl):
+                self.stmt(local, sc, em)
+        self.stmt(decl.body, sc, em)
+        em.label("Lexit")
+        if role == "ingress":
+            self.end_digests(em)
+            self.digest_flag = None
+        em.label("Labort")
+        em.line("return 0;")
 
     # ---------------------------------------------------- provided by the mixins (cgen.py)
 
@@ -1372,3 +1369,62 @@ def _reaches(body: object, var: ir.Variable) -> bool:
 
 
 __all__ = ["ArrayC", "CGenCore", "Em", "Fn", "Scope", "TableC", "cnum", "mask"]
+
+
+def _wide_arithmetic(op: str, a: str, b: str, w: int, loc: ir.Loc) -> str:
+    """Bitwise operations, + and - on a bit<w> wider than 64 bits (runtime helpers)."""
+    if op in ("&", "|", "^"):
+        f = {"&": "wand", "|": "wor", "^": "wxor"}[op]
+        return f"{f}({a}, {b})"
+    if op == "+":
+        return f"wadd({a}, {b}, {w})"
+    if op == "-":
+        return f"wsub({a}, {b}, {w})"
+    raise CUnsupported(f"operator {op} on bit<{w}>", loc)
+
+
+def _arithmetic(op: str, a: str, b: str, t: ir.Type, loc: ir.Loc) -> str:
+    """An arithmetic or bitwise operation on a value of at most 64 bits, kept in width."""
+    w = scalar_width(t)
+    if op in ("&", "|", "^"):
+        return f"(({a}) {op} ({b}))"
+    if op in ("+", "-", "*"):
+        return f"((({a}) {op} ({b})) & {cnum(mask(w))})" if w < 64 else f"(({a}) {op} ({b}))"
+    signed = is_signed(t)
+    if op == "/":
+        return f"sdiv64({a}, {b}, {w})" if signed else f"udiv64({a}, {b})"
+    if op == "%":
+        return f"smod64({a}, {b}, {w})" if signed else f"umod64({a}, {b})"
+    if op == "|+|":
+        return f"ssat_add({a}, {b}, {w})" if signed else f"usat_add({a}, {b}, {w})"
+    if op == "|-|":
+        return f"ssat_sub({a}, {b}, {w})" if signed else f"usat_sub({a}, {b})"
+    raise CUnsupported(f"operator {op}", loc)
+
+
+def _key_words(decl: ir.TableDecl) -> tuple[list[tuple[int, int, str]], int]:
+    """Each key field's (first word, width, match kind) in the key's 64-bit words
+    (selector keys left out), and the words in all."""
+    key_words: list[tuple[int, int, str]] = []
+    kw = 0
+    for k in decl.keys:
+        if k.match_kind == "selector":
+            continue
+        w = scalar_width(k.expr.type)
+        if k.match_kind == "range" and w > 64:
+            raise CUnsupported(f"range match on {w} bits", k.loc)
+        key_words.append((kw, w, k.match_kind))
+        kw += max(1, (w + 63) // 64)
+    return key_words, kw
+
+
+def _param_words(action: ir.ActionDecl) -> tuple[list[tuple[int, int]], int]:
+    """Each control-plane parameter's (first word, width) in an entry's action data,
+    and the words in all."""
+    words = []
+    off = 0
+    for p in action.cp_params:
+        w = scalar_width(p.type)
+        words.append((off, w))
+        off += max(1, (w + 63) // 64)
+    return words, off

@@ -11,6 +11,7 @@ from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.ctypes_gen import is_scalar, is_wide, scalar_width, strip
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
+from softswitch.engine.codegen_walk import applied_actions, applied_table
 from softswitch.v1model.primitives import _unwrap_struct_init
 
 
@@ -24,9 +25,7 @@ class ExternMixin(CGenCore):
         return t
 
     def apply_table(self, e: ir.Expr, sc: Scope, em: Em) -> tuple[str, str]:
-        assert isinstance(e, ir.MethodCall) and isinstance(e.target, ir.InstanceRef)
-        decl = e.target.instance
-        assert isinstance(decl, ir.TableDecl)
+        decl = applied_table(e)
         tc = self.table_c(decl, sc)
         T = f"S->tbl[{tc.index}]"
         hit = self.fn.tmp("uint64_t", "hit")
@@ -34,17 +33,7 @@ class ExternMixin(CGenCore):
         args = self.fn.tmp("const uint64_t *", "args")
         row = self.fn.tmp("const uint64_t *", "row")
         if tc.key_words:
-            k = self.fn.tmp("uint64_t", "key")
-            self.fn.decls[-1] = f"uint64_t {k}[{max(1, tc.kw)}];"
-            keys = [kd for kd in decl.keys if kd.match_kind != "selector"]
-            for kd, (off, w, _kind) in zip(keys, tc.key_words, strict=True):
-                v = self.expr(kd.expr, sc, em)
-                kt = strip(kd.expr.type)
-                if is_wide(kt):
-                    for i in range((w + 63) // 64):
-                        em.line(f"{k}[{off + i}] = ({v}).w[{i}];")
-                else:
-                    em.line(f"{k}[{off}] = {v};")
+            k = self.lookup_key(decl, tc, sc, em)
             em.line(f"{row} = table_lookup(&{T}, {k});")
         else:
             em.line(f"{row} = 0;")
@@ -64,28 +53,50 @@ class ExternMixin(CGenCore):
         with em.block("else"):
             em.line(f"{hit} = 0; {an} = {T}.def_action; {args} = {T}.def_args;")
         first = True
-        for aref in self.table_arefs(decl):
+        for aref in applied_actions(decl):
             fq = self.action_fq(aref.action, tc.path)
             aid = tc.action_ids[fq]
             ndir = len([p for p in aref.action.params if p.direction])
             dir_args: list[ir.Expr | None] = list(aref.args[:ndir])
             dir_args += [None] * (ndir - len(dir_args))
             with em.block(f"{'if' if first else 'else if'} ({an} == {aid})"):
-                cp = []
-                for (off, w), p in zip(tc.arg_words[fq], aref.action.cp_params, strict=True):
-                    if w > 64:
-                        nw = (w + 63) // 64
-                        tmp = self.fn.tmp("wide_t")
-                        em.line(f"{tmp} = wz();")
-                        for i in range(nw):
-                            em.line(f"{tmp}.w[{i}] = {args}[{off + i}];")
-                        cp.append(tmp)
-                    else:
-                        cp.append(f"{args}[{off}]")
-                    del p
+                words = [w for w, _p in zip(tc.arg_words[fq], aref.action.cp_params, strict=True)]
+                cp = self.action_data(words, args, em)
                 self.inline_action(aref.action, dir_args, cp, sc, em)
             first = False
         return hit, an
+
+    def lookup_key(self, decl: ir.TableDecl, tc: TableC, sc: Scope, em: Em) -> str:
+        """The table's key words (selector keys left out) in a local array, wide fields
+        word by word."""
+        k = self.fn.tmp("uint64_t", "key")
+        self.fn.decls[-1] = f"uint64_t {k}[{max(1, tc.kw)}];"
+        keys = [kd for kd in decl.keys if kd.match_kind != "selector"]
+        for kd, (off, w, _kind) in zip(keys, tc.key_words, strict=True):
+            v = self.expr(kd.expr, sc, em)
+            kt = strip(kd.expr.type)
+            if is_wide(kt):
+                for i in range((w + 63) // 64):
+                    em.line(f"{k}[{off + i}] = ({v}).w[{i}];")
+            else:
+                em.line(f"{k}[{off}] = {v};")
+        return k
+
+    def action_data(self, words: list[tuple[int, int]], args: str, em: Em) -> list[str]:
+        """The C values of an action's control-plane parameters read from the row's
+        argument words (a wide one gathered into a temporary)."""
+        cp = []
+        for off, w in words:
+            if w > 64:
+                nw = (w + 63) // 64
+                tmp = self.fn.tmp("wide_t")
+                em.line(f"{tmp} = wz();")
+                for i in range(nw):
+                    em.line(f"{tmp}.w[{i}] = {args}[{off + i}];")
+                cp.append(tmp)
+            else:
+                cp.append(f"{args}[{off}]")
+        return cp
 
     def _group_select(self, tc: TableC, an: str, args: str, sc: Scope, em: Em) -> None:
         """A row that names an action selector's group: the member its slots give for
@@ -425,11 +436,7 @@ class ExternMixin(CGenCore):
             self.packet_in_stmt(e, sc, em)
             return
         if ext == "packet_out":
-            if m != "emit" or not sc.deparser:
-                raise CUnsupported(f"packet_out.{m} here", e.loc)
-            a = e.args[0]
-            assert a is not None
-            self.emit_value(self.expr(a, sc, em), a.type, em)
+            self.packet_out_emit(e, sc, em)
             return
         if not isinstance(e.target, ir.InstanceRef):
             raise CUnsupported(f"{ext}.{m} on a non-instance", e.loc)
@@ -441,47 +448,63 @@ class ExternMixin(CGenCore):
         obj = sc.names.get(id(e.target.instance))
         if not isinstance(obj, ArrayC):
             raise CUnsupported(f"{ext} instance {e.target.instance.name}", e.loc)
-        arr = f"S->arr{obj.index}"
-        if ext == "register" and m == "read":
-            idx = self.fn.tmp("uint64_t")
-            em.line(f"{idx} = {self.arg(e, 1, sc, em)};")
-            with em.block(f"if ({idx} < {obj.size})"):
-                vt = ir.BitType(obj.width)
-                self.write_out(e.args[0], f"{arr}[{idx}]", vt, sc, em)
-            return
-        if ext == "register" and m == "write":
-            idx = self.fn.tmp("uint64_t")
-            em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
-            a1 = e.args[1]
-            assert a1 is not None
-            v = self.expr(a1, sc, em)
-            with em.block(f"if ({idx} < {obj.size})"):
-                if obj.width > 64:
-                    em.line(f"{arr}[{idx}] = wmask({self.wide(v, a1.type)}, {obj.width});")
-                else:
-                    em.line(
-                        f"{arr}[{idx}] = ({self.narrow(v, a1.type)}) & {cnum(mask(obj.width))};"
-                    )
+        if ext == "register" and m in ("read", "write"):
+            self.register_access(e, obj, sc, em)
             return
         if ext == "meter" and m == "execute_meter":
-            idx = self.fn.tmp("uint64_t")
-            em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
-            kind = self.compiled.meters[obj.name].kind
-            units = "1" if kind == "packets" else "P->ingress_length"
-            col = self.fn.tmp("uint64_t")
-            em.line(
-                f"{col} = {idx} < {obj.size} ? "
-                f"meter_exec(&((meter_t *)S->arr[{obj.index}])[{idx}], {units}, S->now_ns) : 0;"
-            )
-            self.write_out(e.args[1], col, ir.BitType(64), sc, em)
+            self.execute_meter(e, obj, sc, em)
             return
         if ext == "counter" and m == "count":
+            arr = f"S->arr{obj.index}"
             idx = self.fn.tmp("uint64_t")
             em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
             with em.block(f"if ({idx} < {obj.size})"):
                 em.line(f"{arr}[2 * {idx}] += 1; {arr}[2 * {idx} + 1] += P->ingress_length;")
             return
         raise CUnsupported(f"extern method {ext}.{m}", e.loc)
+
+    def packet_out_emit(self, e: ir.MethodCall, sc: Scope, em: Em) -> None:
+        """``packet_out.emit``, only in a deparser."""
+        if e.method != "emit" or not sc.deparser:
+            raise CUnsupported(f"packet_out.{e.method} here", e.loc)
+        a = e.args[0]
+        assert a is not None
+        self.emit_value(self.expr(a, sc, em), a.type, em)
+
+    def execute_meter(self, e: ir.MethodCall, obj: ArrayC, sc: Scope, em: Em) -> None:
+        """``meter.execute_meter``: the color of the indexed meter (0, green, out of
+        range), by packets or bytes as the meter counts."""
+        idx = self.fn.tmp("uint64_t")
+        em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
+        kind = self.compiled.meters[obj.name].kind
+        units = "1" if kind == "packets" else "P->ingress_length"
+        col = self.fn.tmp("uint64_t")
+        em.line(
+            f"{col} = {idx} < {obj.size} ? "
+            f"meter_exec(&((meter_t *)S->arr[{obj.index}])[{idx}], {units}, S->now_ns) : 0;"
+        )
+        self.write_out(e.args[1], col, ir.BitType(64), sc, em)
+
+    def register_access(self, e: ir.MethodCall, obj: ArrayC, sc: Scope, em: Em) -> None:
+        """``register.read``/``write``: an index out of range reads nothing (the out
+        argument keeps its value) and writes nothing."""
+        arr = f"S->arr{obj.index}"
+        idx = self.fn.tmp("uint64_t")
+        if e.method == "read":
+            em.line(f"{idx} = {self.arg(e, 1, sc, em)};")
+            with em.block(f"if ({idx} < {obj.size})"):
+                vt = ir.BitType(obj.width)
+                self.write_out(e.args[0], f"{arr}[{idx}]", vt, sc, em)
+            return
+        em.line(f"{idx} = {self.arg(e, 0, sc, em)};")
+        a1 = e.args[1]
+        assert a1 is not None
+        v = self.expr(a1, sc, em)
+        with em.block(f"if ({idx} < {obj.size})"):
+            if obj.width > 64:
+                em.line(f"{arr}[{idx}] = wmask({self.wide(v, a1.type)}, {obj.width});")
+            else:
+                em.line(f"{arr}[{idx}] = ({self.narrow(v, a1.type)}) & {cnum(mask(obj.width))};")
 
     # ------------------------------------------------------------------ packets
 

@@ -400,21 +400,7 @@ class CV1Switch:
         ranges: list[int] = []
         for (off, w, kind), fm in zip(tc.key_words, e.matches, strict=True):
             n = max(1, (w + 63) // 64)
-            full = (1 << w) - 1
-            lo, hi = 0, full
-            if fm is None:
-                v = m = 0
-            elif kind == MatchKind.RANGE:
-                v = m = 0
-                lo, hi = fm.value, fm.value if fm.high is None else fm.high
-            elif kind == MatchKind.TERNARY:
-                v, m = fm.value, (full if fm.mask is None else fm.mask)
-            elif kind == MatchKind.LPM:
-                plen = w if fm.prefix_len is None else fm.prefix_len
-                m = full ^ ((1 << (w - plen)) - 1)
-                v = fm.value
-            else:
-                v, m = fm.value, full
+            v, m, lo, hi = _match_words(fm, kind, w)
             for k, word in enumerate(_words(v & m, n)):
                 values[off + k] = word
             for k, word in enumerate(_words(m, n)):
@@ -562,3 +548,19 @@ def make_switch(
 
 
 __all__ = ["CArrayView", "CV1Switch", "FieldMatch", "make_switch"]
+
+
+def _match_words(fm: FieldMatch | None, kind: str, w: int) -> tuple[int, int, int, int]:
+    """One key field of an entry as the C tables store it: (value, mask, range low, range
+    high); a field left out matches anything."""
+    full = (1 << w) - 1
+    if fm is None:
+        return 0, 0, 0, full
+    if kind == MatchKind.RANGE:
+        return 0, 0, fm.value, fm.value if fm.high is None else fm.high
+    if kind == MatchKind.TERNARY:
+        return fm.value, (full if fm.mask is None else fm.mask), 0, full
+    if kind == MatchKind.LPM:
+        plen = w if fm.prefix_len is None else fm.prefix_len
+        return fm.value, full ^ ((1 << (w - plen)) - 1), 0, full
+    return fm.value, full, 0, full

@@ -135,19 +135,7 @@ def _annotation_int(gen: CGen, v: object) -> int | None:
 def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]:
     """The whole C source of ``program`` (raises CUnsupported)."""
     gen = CGen(program, compiled)
-    if program.main.package != "V1Switch":
-        raise CUnsupported(f"package {program.main.package} (only V1Switch)", program.main.loc)
-    for inst in program.instances.values():
-        if isinstance(inst.type, ir.ExternType):
-            g = gen.make_extern(inst, "")
-            if g is not None:
-                gen.global_names[id(inst)] = g
-    args = program.main.args
-    if len(args) != len(ROLES):
-        raise CUnsupported(f"V1Switch with {len(args)} blocks", program.main.loc)
-    params: dict[str, list[ir.Param]] = {}
-    for role, inst in zip(ROLES, args, strict=True):
-        params[role] = gen.gen_top(role, inst)
+    params = _gen_blocks(gen, program)
     pp = [p for p in params["parser"] if not isinstance(strip(p.type), ir.ExternType)]
     if len(pp) != 3:
         raise CUnsupported("a v1model parser without (hdr, meta, standard_metadata)")
@@ -159,12 +147,7 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
     loop = here.joinpath("v1model_loop.c").read_text("utf-8")
     loop = loop.replace("HDR_T", H).replace("META_T", M).replace("SM_T", SM)
     loop += "\n" + here.joinpath("io_loop.c").read_text("utf-8")
-    opt = [f"#define EMIT_BOUND {gen.emit_bound}"]
-    for name in ("ingress_global_timestamp", "egress_global_timestamp"):
-        if name in sm_fields:
-            opt.append(f"#define HAS_{name.upper()} 1")
-    if {"enq_timestamp", "deq_timedelta"} <= sm_fields:
-        opt.append("#define HAS_QUEUE_FIELDS 1")
+    opt = _loop_options(gen, sm_fields)
     runtime = here.joinpath("runtime.h").read_text("utf-8")
     state = [
         "typedef struct {",
@@ -181,27 +164,6 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         "    void *loop;  /* the packet loop's thread and ports (io_loop.c), or NULL */",
         "} state_t;",
     ]
-    arrays = []
-    for a in gen.arrays:
-        if a.kind == "meter":
-            arrays.append(
-                f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)}, sizeof(meter_t));"
-            )
-            continue
-        words = 2 if a.kind == "counter" else (gen.types.words if a.width > 64 else 1)
-        arrays.append(f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)} * {words}, 8);")
-    tables = []
-    for t in gen.tables:
-        rw = [w for w, _, kind in t.key_words]
-        ranges = ", ".join(str(w if kind == "range" else -1) for w, _, kind in t.key_words) or "-1"
-        tables.append(f"    static const int rw{t.index}[] = {{{ranges}}};")
-        tables.append(
-            f"    S->tbl[{t.index}].kw = {t.kw}; S->tbl[{t.index}].nk = {len(t.key_words)}; "
-            f"S->tbl[{t.index}].aw = {t.aw}; S->tbl[{t.index}].rw = {t.row_words}; "
-            f"S->tbl[{t.index}].strategy = {t.strategy}; "
-            f"S->tbl[{t.index}].range_word = rw{t.index};"
-        )
-        del rw
     # wide register arrays are typed views of the same words
     typed = []
     for a in gen.arrays:
@@ -221,7 +183,66 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         ]
     )
     funcs = [_fix_arrays(f, gen) for f in gen.functions]
-    new_fn = (
+    src += (
+        "\n\n".join(funcs) + "\n\n" + fl + "\n" + "\n".join(opt) + "\n" + loop + "\n"
+        + _new_and_free(gen)
+    )
+    return src, gen
+
+
+def _gen_blocks(gen: CGen, program: ir.Program) -> dict[str, list[ir.Param]]:
+    """Generate the top-level externs and the six V1Switch blocks; each block's
+    parameters by role."""
+    if program.main.package != "V1Switch":
+        raise CUnsupported(f"package {program.main.package} (only V1Switch)", program.main.loc)
+    for inst in program.instances.values():
+        if isinstance(inst.type, ir.ExternType):
+            g = gen.make_extern(inst, "")
+            if g is not None:
+                gen.global_names[id(inst)] = g
+    args = program.main.args
+    if len(args) != len(ROLES):
+        raise CUnsupported(f"V1Switch with {len(args)} blocks", program.main.loc)
+    params: dict[str, list[ir.Param]] = {}
+    for role, inst in zip(ROLES, args, strict=True):
+        params[role] = gen.gen_top(role, inst)
+    return params
+
+
+def _loop_options(gen: CGen, sm_fields: set[str]) -> list[str]:
+    """The packet loop's compile-time options: the emit buffer's bound and the
+    standard_metadata fields this program's v1model has."""
+    opt = [f"#define EMIT_BOUND {gen.emit_bound}"]
+    for name in ("ingress_global_timestamp", "egress_global_timestamp"):
+        if name in sm_fields:
+            opt.append(f"#define HAS_{name.upper()} 1")
+    if {"enq_timestamp", "deq_timedelta"} <= sm_fields:
+        opt.append("#define HAS_QUEUE_FIELDS 1")
+    return opt
+
+
+def _new_and_free(gen: CGen) -> str:
+    """``ss_new`` (the state with its arrays and tables set up) and ``ss_free``."""
+    arrays = []
+    for a in gen.arrays:
+        if a.kind == "meter":
+            arrays.append(
+                f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)}, sizeof(meter_t));"
+            )
+            continue
+        words = 2 if a.kind == "counter" else (gen.types.words if a.width > 64 else 1)
+        arrays.append(f"    S->arr[{a.index}] = (uint64_t *)calloc({max(1, a.size)} * {words}, 8);")
+    tables = []
+    for t in gen.tables:
+        ranges = ", ".join(str(w if kind == "range" else -1) for w, _, kind in t.key_words) or "-1"
+        tables.append(f"    static const int rw{t.index}[] = {{{ranges}}};")
+        tables.append(
+            f"    S->tbl[{t.index}].kw = {t.kw}; S->tbl[{t.index}].nk = {len(t.key_words)}; "
+            f"S->tbl[{t.index}].aw = {t.aw}; S->tbl[{t.index}].rw = {t.row_words}; "
+            f"S->tbl[{t.index}].strategy = {t.strategy}; "
+            f"S->tbl[{t.index}].range_word = rw{t.index};"
+        )
+    return (
         "void *ss_new(void) {\n"
         "    state_t *S = (state_t *)calloc(1, sizeof(state_t));\n"
         "    init_hash_tables();\n"
@@ -233,8 +254,6 @@ def generate(program: ir.Program, compiled: CompiledProgram) -> tuple[str, CGen]
         + "".join(f"    free(S->arr[{a.index}]);\n" for a in gen.arrays)
         + "    free(S->groups); free(S->sessions); free(S->out); free(S->dgbuf); free(S);\n}\n"
     )
-    src += "\n\n".join(funcs) + "\n\n" + fl + "\n" + "\n".join(opt) + "\n" + loop + "\n" + new_fn
-    return src, gen
 
 
 def _fix_arrays(code: str, gen: CGen) -> str:

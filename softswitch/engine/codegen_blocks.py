@@ -114,48 +114,60 @@ class BlockGen:
         fname = f"blk_{role}"
         em = Emitter(1)
         if isinstance(decl, ir.ParserDecl):
-            sc.in_parser = True
-            sc.pkt = ("_data", "_pos")
-            em.line("_data = _ctx.data")
-            em.line("_pos = 0")
-            self._begin_block(role, decl, sc, em)
-            with em.block("try:"):
-                for x in decl.locals:
-                    if isinstance(x, ir.VarDecl):
-                        self.ctx.stmts.stmt(x, sc, em)
-                self.ctx.parsers.gen_parser_body(decl, sc, em)
-            with em.block("except _ParserReject as _err:"):
-                em.line("_ctx.pos = _pos")
-                em.line(
-                    "return _tr.parser_end(_err.code)" if self.ctx.trace else "return _err.code"
-                )
-            em.line("_ctx.pos = _pos")
-            noerr = self.ctx.err_code("NoError")
-            em.line(f"return _tr.parser_end({noerr})" if self.ctx.trace else f"return {noerr}")
+            self._parser_function(role, decl, sc, em)
         else:
-            if pkt_out:
-                sc.out = "_out"
-                em.line("_out = bytearray()")
-            self._begin_block(role, decl, sc, em)
-            for local in decl.locals:
-                if isinstance(local, ir.VarDecl):
-                    self.ctx.stmts.stmt(local, sc, em)
-            if self.ctx.stmts.may_exit(decl.body):
-                with em.block("try:"):
-                    self.ctx.stmts.stmt(decl.body, sc, em)
-                with em.block("except _P4Exit:"):
-                    em.line("pass")
-            else:
-                self.ctx.stmts.stmt(decl.body, sc, em)
-            if self.ctx.target.end_block is not None:
-                self.ctx.target.end_block(self.ctx, role, sc, em)
-            if pkt_out:
-                em.line("_out += _ctx.payload")
-                em.line("return bytes(_out)")
+            self._control_function(role, decl, pkt_out, sc, em)
         binds = [f"    {name} = {text}" for text, name in sc.obj_cache.items()]
         src = [f"def {fname}(_ctx, {', '.join(args)}):"] + binds + (em.lines or ["    pass"])
         self.ctx.functions.append("\n".join(src))
         self.ctx.out.block_params[role] = list(decl.params)
+
+    def _parser_function(
+        self, role: str, decl: ir.ParserDecl, sc: Scope, em: Emitter
+    ) -> None:
+        """A top-level parser's body: it returns its error code (a reject raises
+        ``_ParserReject``) and leaves the cursor in ``_ctx.pos``."""
+        sc.in_parser = True
+        sc.pkt = ("_data", "_pos")
+        em.line("_data = _ctx.data")
+        em.line("_pos = 0")
+        self._begin_block(role, decl, sc, em)
+        with em.block("try:"):
+            for x in decl.locals:
+                if isinstance(x, ir.VarDecl):
+                    self.ctx.stmts.stmt(x, sc, em)
+            self.ctx.parsers.gen_parser_body(decl, sc, em)
+        with em.block("except _ParserReject as _err:"):
+            em.line("_ctx.pos = _pos")
+            em.line("return _tr.parser_end(_err.code)" if self.ctx.trace else "return _err.code")
+        em.line("_ctx.pos = _pos")
+        noerr = self.ctx.err_code("NoError")
+        em.line(f"return _tr.parser_end({noerr})" if self.ctx.trace else f"return {noerr}")
+
+    def _control_function(
+        self, role: str, decl: ir.ControlDecl, pkt_out: bool, sc: Scope, em: Emitter
+    ) -> None:
+        """A top-level control's body (an exit raises ``_P4Exit`` when it may happen); a
+        deparser returns the bytes it emitted followed by the payload."""
+        if pkt_out:
+            sc.out = "_out"
+            em.line("_out = bytearray()")
+        self._begin_block(role, decl, sc, em)
+        for local in decl.locals:
+            if isinstance(local, ir.VarDecl):
+                self.ctx.stmts.stmt(local, sc, em)
+        if self.ctx.stmts.may_exit(decl.body):
+            with em.block("try:"):
+                self.ctx.stmts.stmt(decl.body, sc, em)
+            with em.block("except _P4Exit:"):
+                em.line("pass")
+        else:
+            self.ctx.stmts.stmt(decl.body, sc, em)
+        if self.ctx.target.end_block is not None:
+            self.ctx.target.end_block(self.ctx, role, sc, em)
+        if pkt_out:
+            em.line("_out += _ctx.payload")
+            em.line("return bytes(_out)")
 
     def _begin_block(
         self, role: str, decl: ir.ParserDecl | ir.ControlDecl, sc: Scope, em: Emitter

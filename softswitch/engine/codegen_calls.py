@@ -18,8 +18,9 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, root_var, walk
+from softswitch.engine.codegen_walk import applied_block, has_return, root_var
 from softswitch.errors import P4Error, UnsupportedError
+from softswitch.ir_walk import walk
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
@@ -110,21 +111,11 @@ class CallGen:
                 else:
                     em.line(f"{name} = {self.ctx.exprs.value(a, sc, em)}")
             elif is_composite(t):
-                obj = self.ctx.exprs.expr(a, sc, em)
                 root = root_var(a)
-                if root is not None and (roots.count(root) > 1 or _reaches(body, root)):
-                    em.line(f"{name} = {obj}._copy()")
-                    if p.direction == "out":
-                        em.line(f"{name}._reset()")
-                    outs.append((a, name))
-                    continue
-                if sc.is_stable_object(obj):  # no alias needed
-                    inner.env[p] = obj
-                    name = obj
-                else:
-                    em.line(f"{name} = {obj}")
-                if p.direction == "out":
-                    em.line(f"{name}._reset()")
+                copy = root is not None and (roots.count(root) > 1 or _reaches(body, root))
+                out = self._bind_composite(p, a, name, copy, sc, inner, em)
+                if out is not None:
+                    outs.append(out)
             else:
                 a = self.ctx.stmts.pin_lvalue(a, sc, em)
                 if p.direction == "inout":
@@ -133,6 +124,34 @@ class CallGen:
                     em.line(f"{name} = {self.ctx.types.default(p.type)}")
                 outs.append((a, name))
         return outs
+
+    def _bind_composite(
+        self,
+        p: ir.Param,
+        a: ir.Expr,
+        name: str,
+        copy: bool,
+        sc: Scope,
+        inner: Scope,
+        em: Emitter,
+    ) -> tuple[ir.Expr, str] | None:
+        """A header/struct argument of an out/inout parameter: by reference, or copied in
+        when ``copy`` (its variable is reached otherwise too) and then returned for the
+        copy-out; an out one starts reset."""
+        obj = self.ctx.exprs.expr(a, sc, em)
+        if copy:
+            em.line(f"{name} = {obj}._copy()")
+            if p.direction == "out":
+                em.line(f"{name}._reset()")
+            return a, name
+        if sc.is_stable_object(obj):  # no alias needed
+            inner.env[p] = obj
+            name = obj
+        else:
+            em.line(f"{name} = {obj}")
+        if p.direction == "out":
+            em.line(f"{name}._reset()")
+        return None
 
     def copy_out(self, outs: list[tuple[ir.Expr, str]], sc: Scope, em: Emitter) -> None:
         for a, name in outs:
@@ -231,27 +250,28 @@ class CallGen:
             return call
         r = self.ctx.tmp("r")
         em.line(f"{r} = {call}")
+        self._scalar_outs(r, outs, sc, em)
+        return f"{r}[0]"
+
+    def _scalar_outs(
+        self, r: str, outs: list[tuple[ir.Expr, int]], sc: Scope, em: Emitter
+    ) -> None:
+        """Assign a function's scalar out/inout results (items 1.. of its tuple ``r``)."""
         for a, i in outs:
             if isinstance(a, ir.Slice):
                 self.ctx.stmts.assign(a, PyValue(a.type, f"{r}[{i}]"), sc, em)
             else:
                 em.line(f"{self.ctx.exprs.lvalue(a, sc, em)} = {r}[{i}]")
-        return f"{r}[0]"
 
     def inline_block(self, e: ir.MethodCall, sc: Scope, em: Emitter) -> None:
         """``c.apply(args)`` of a sub-control or sub-parser instance, or of a constructor
         parameter bound to one."""
-        where = None
-        inst: ir.Instance | ir.TableDecl
-        if isinstance(e.target, ir.VarRef):
-            where = sc.block_args.get(e.target.var)
-            if where is None:
-                raise P4Error(f"internal: '{e.target.var.name}' is not bound to a block", e.loc)
-            inst = where[0]
-        else:
-            assert isinstance(e.target, ir.InstanceRef)
-            inst = e.target.instance
-        assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+        applied = applied_block(e.target, sc.block_args)
+        if applied is None:
+            assert isinstance(e.target, ir.VarRef)
+            raise P4Error(f"internal: '{e.target.var.name}' is not bound to a block", e.loc)
+        inst, where = applied
+        assert isinstance(inst.type, ir.BlockType)
         decl = inst.type.decl
         inner = self.ctx.blocks.block_scope(inst, sc, where)
         outs = self.bind_params(decl.params, e.args, sc, inner, em)

@@ -197,29 +197,34 @@ class ExprGen:
                 return an
             raise P4Error(f"no member {e.name} of a table apply result", e.loc)
         if isinstance(bt, ir.StackType):
-            base = self.expr(e.base, sc, em)
-            soob = self.ctx.err_code("StackOutOfBounds")
-            if e.name == "size":
-                return str(bt.size)
-            if e.name == "lastIndex":
-                return f"(({base}.n - 1) & 0xffffffff)"
-            if e.name == "nextIndex":
-                return f"{base}.n"
-            if e.name == "next":
-                if sc.in_parser:
-                    return f"_stack_next({base}, {soob})"
-                return f"_stack_at({base}, {base}.n, {self.ctx.spare_for(bt.elem)})"
-            if e.name == "last":
-                if sc.in_parser:
-                    return f"_stack_last({base}, {soob})"
-                return f"_stack_at({base}, {base}.n - 1, {self.ctx.spare_for(bt.elem)})"
-            raise P4Error(f"no member {e.name} of a header stack", e.loc)
+            return self._stack_member(e, bt, sc, em)
         if isinstance(bt, (ir.HeaderType, ir.StructType, ir.HeaderUnionType)):
             text = f"{self.expr(e.base, sc, em)}.{attr(e.name)}"
             if sc.obj_cache is not None and is_composite(e.type):
                 return sc.cached_object(text)
             return text
         raise UnsupportedError(f"member {e.name} of {type(bt).__name__}", e.loc)
+
+    def _stack_member(self, e: ir.Member, bt: ir.StackType, sc: Scope, em: Emitter) -> str:
+        """``size``, ``lastIndex``, ``nextIndex``, ``next`` and ``last`` of a header
+        stack (``next``/``last`` out of range in a parser: StackOutOfBounds)."""
+        base = self.expr(e.base, sc, em)
+        soob = self.ctx.err_code("StackOutOfBounds")
+        if e.name == "size":
+            return str(bt.size)
+        if e.name == "lastIndex":
+            return f"(({base}.n - 1) & 0xffffffff)"
+        if e.name == "nextIndex":
+            return f"{base}.n"
+        if e.name == "next":
+            if sc.in_parser:
+                return f"_stack_next({base}, {soob})"
+            return f"_stack_at({base}, {base}.n, {self.ctx.spare_for(bt.elem)})"
+        if e.name == "last":
+            if sc.in_parser:
+                return f"_stack_last({base}, {soob})"
+            return f"_stack_at({base}, {base}.n - 1, {self.ctx.spare_for(bt.elem)})"
+        raise P4Error(f"no member {e.name} of a header stack", e.loc)
 
     def visit_Index(self, e: ir.Index, sc: Scope, em: Emitter) -> str:
         bt = strip(e.base.type)
@@ -298,26 +303,10 @@ class ExprGen:
         op = e.op
         if op in ("&&", "||"):
             return self._short_circuit(e, sc, em)
-        left = self.expr(e.left, sc, em)
-        sub = Emitter(em.indent)
-        right = self.expr(e.right, sc, sub)
-        if sub.lines:  # evaluate the left operand before the right one's side effects
-            if not _is_literal(left):
-                t = self.ctx.tmp("l")
-                em.line(f"{t} = {left}")
-                left = t
-            em.lines += sub.lines
+        left, right = self._operands(e, sc, em)
         lt = strip(e.left.type)
-        if op in ("==", "!="):
-            if is_composite(lt):
-                s = f"{left}._eq({right})"
-                return s if op == "==" else f"(not {s})"
-            return f"({left} {op} {right})"
-        if op in ("<", "<=", ">", ">="):
-            if isinstance(lt, ir.BitType) and lt.signed:
-                sb = 1 << (lt.width - 1)
-                return f"(({left} ^ {sb:#x}) {op} ({right} ^ {sb:#x}))"
-            return f"({left} {op} {right})"
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            return _compare(op, left, right, lt)
         if op == "++":
             rw = scalar_width(e.right.type)
             return f"(({left} << {rw}) | {right})"
@@ -329,20 +318,35 @@ class ExprGen:
             return f"({left} {pyop} {right})"
         if not isinstance(rt, ir.BitType):
             raise UnsupportedError(f"operator {op} on {type(rt).__name__}", e.loc)
-        w, m, signed = rt.width, mask(rt.width), rt.signed
         rconst = e.right.value if isinstance(e.right, ir.Const) else None
+        return self._bit_binary(op, left, right, rt, rconst, e.loc)
+
+    def _operands(self, e: ir.Binary, sc: Scope, em: Emitter) -> tuple[str, str]:
+        """Both operands; when the right one needs statements, the left one is
+        evaluated into a temporary first (its value before the right one's effects)."""
+        left = self.expr(e.left, sc, em)
+        sub = Emitter(em.indent)
+        right = self.expr(e.right, sc, sub)
+        if sub.lines:
+            if not _is_literal(left):
+                t = self.ctx.tmp("l")
+                em.line(f"{t} = {left}")
+                left = t
+            em.lines += sub.lines
+        return left, right
+
+    def _bit_binary(
+        self, op: str, left: str, right: str, rt: ir.BitType, rconst: int | None, loc: ir.Loc
+    ) -> str:
+        """An arithmetic, bitwise or shift operation on bit<w>/int<w>, kept in width
+        (``rconst``: the right operand when it is a constant)."""
+        w, m, signed = rt.width, mask(rt.width), rt.signed
         if op in ("+", "-", "*"):
             return f"(({left} {op} {right}) & {m:#x})"
         if op in ("&", "|", "^"):
             return f"({left} {op} {right})"
-        if op == "/":
-            if signed:
-                return f"_sdiv({left}, {right}, {w})"
-            return f"({left} // {right})" if rconst else f"_udiv({left}, {right})"
-        if op == "%":
-            if signed:
-                return f"_smod({left}, {right}, {w})"
-            return f"({left} % {right})" if rconst else f"_umod({left}, {right})"
+        if op in ("/", "%"):
+            return _divide(op, left, right, w, signed, rconst)
         if op == "<<":
             if rconst is not None:
                 return "0" if rconst >= w else f"(({left} << {rconst}) & {m:#x})"
@@ -352,9 +356,16 @@ class ExprGen:
             if signed:
                 return f"_sshr({left}, {right}, {w})"
             return f"({left} >> {right})"
+        if op in ("|+|", "|-|"):
+            return self._saturating(op, left, right, rt)
+        raise UnsupportedError(f"binary operator {op}", loc)
+
+    def _saturating(self, op: str, left: str, right: str, rt: ir.BitType) -> str:
+        """``|+|``/``|-|``: the result clamped to the type's range."""
+        w, m = rt.width, mask(rt.width)
+        t = self.ctx.tmp("sat")
         if op == "|+|":
-            t = self.ctx.tmp("sat")
-            if signed:
+            if rt.signed:
                 # offset binary: (x ^ sb) is x + sb, so the sum of both is the true sum
                 # plus 2**w, in range exactly when it lies in [sb, 3 * sb)
                 sb = 1 << (w - 1)
@@ -364,17 +375,14 @@ class ExprGen:
                     f" <= {3 * sb - 1:#x} else ({sb - 1:#x} if {t} > {sb:#x} else {sb:#x}))"
                 )
             return f"({t} if ({t} := {left} + {right}) <= {m:#x} else {m:#x})"
-        if op == "|-|":
-            t = self.ctx.tmp("sat")
-            if signed:
-                sb = 1 << (w - 1)
-                diff = f"({left} ^ {sb:#x}) - ({right} ^ {sb:#x})"
-                return (
-                    f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := {diff})"
-                    f" <= {sb - 1:#x} else ({sb - 1:#x} if {t} > 0 else {sb:#x}))"
-                )
-            return f"({t} if ({t} := {left} - {right}) > 0 else 0)"
-        raise UnsupportedError(f"binary operator {op}", e.loc)
+        if rt.signed:
+            sb = 1 << (w - 1)
+            diff = f"({left} ^ {sb:#x}) - ({right} ^ {sb:#x})"
+            return (
+                f"(({t} & {m:#x}) if {-sb:#x} <= ({t} := {diff})"
+                f" <= {sb - 1:#x} else ({sb - 1:#x} if {t} > 0 else {sb:#x}))"
+            )
+        return f"({t} if ({t} := {left} - {right}) > 0 else 0)"
 
     def visit_Cast(self, e: ir.Cast, sc: Scope, em: Emitter) -> str:
         src = strip(e.operand.type)
@@ -573,3 +581,29 @@ def _shifts(widths: list[int]) -> list[int]:
         out.append(total)
         total += w
     return list(reversed(out))
+
+
+def _divide(op: str, left: str, right: str, w: int, signed: bool, rconst: int | None) -> str:
+    """``/``/``%``: signed ones by the runtime; unsigned ones by Python's operators when
+    the divisor is a non-zero constant, else by the runtime (division by zero)."""
+    if op == "/":
+        if signed:
+            return f"_sdiv({left}, {right}, {w})"
+        return f"({left} // {right})" if rconst else f"_udiv({left}, {right})"
+    if signed:
+        return f"_smod({left}, {right}, {w})"
+    return f"({left} % {right})" if rconst else f"_umod({left}, {right})"
+
+
+def _compare(op: str, left: str, right: str, lt: ir.Type) -> str:
+    """A comparison: composites by their ``_eq``, signed values ordered by flipping the
+    sign bit."""
+    if op in ("==", "!="):
+        if is_composite(lt):
+            s = f"{left}._eq({right})"
+            return s if op == "==" else f"(not {s})"
+        return f"({left} {op} {right})"
+    if isinstance(lt, ir.BitType) and lt.signed:
+        sb = 1 << (lt.width - 1)
+        return f"(({left} ^ {sb:#x}) {op} ({right} ^ {sb:#x}))"
+    return f"({left} {op} {right})"

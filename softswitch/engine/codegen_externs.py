@@ -278,40 +278,16 @@ class ExternGen:
         As BMv2's ``register_read``/``register_write``: an index out of range leaves the
         destination unchanged, or writes nothing."""
         reg = self.ctx.ns.get(obj)
-        a = e.args
         if not isinstance(reg, Register):  # not a known instance: bounds checked at run time
-            if e.method == "read":
-                t = self.ctx.tmp("ri")
-                em.line(f"{t} = {self.ctx.exprs.expr(given(a[1]), sc, em)}")
-                with em.block(f"if 0 <= {t} < {obj}.size:"):
-                    self.write_out(a[0], f"{obj}.values[{t}]", sc, em)
-            else:
-                idx = self._arg(e, 0, sc, em)
-                em.line(f"{obj}.write({idx}, {self._arg(e, 1, sc, em)})")
+            self._unknown_register_access(obj, e, sc, em)
             return
         run = sc.reg_run
         if run is not None and obj in run[1]:
-            base = register_index_base(a[1] if e.method == "read" else a[0])
-            if base is not None and base[0] is run[0]:
-                # in a register run: the run's single check covers this index
-                var, c = base
-                vals = run[1][obj]
-                at = f"{vals}[{sc.env[var]} + {c}]" if c else f"{vals}[{sc.env[var]}]"
-                if e.method == "read":
-                    self.write_out(a[0], at, sc, em)
-                else:
-                    value_arg = given(a[1])
-                    val = self.ctx.exprs.expr(value_arg, sc, em)
-                    if not isinstance(strip(value_arg.type), ir.BitType):
-                        val = f"(({val}) & {reg.mask:#x})"
-                    em.line(f"{at} = {val}")
+            if self._register_run_access(run, obj, reg, e, sc, em):
                 return
+        a = e.args
         idx = self.ctx.exprs.expr(given(a[1] if e.method == "read" else a[0]), sc, em)
-        if e.method == "write":
-            value_arg = given(a[1])
-            val = self.ctx.exprs.expr(value_arg, sc, em)
-            if not isinstance(strip(value_arg.type), ir.BitType):
-                val = f"(({val}) & {reg.mask:#x})"
+        val = self._register_value(reg, e, sc, em) if e.method == "write" else ""
         if idx.isdigit():
             if int(idx) >= reg.size:
                 return
@@ -335,5 +311,51 @@ class ExternGen:
             em.line(f"{obj}.values[{idx}] = {val}")
         em.indent = outer
 
+    def _unknown_register_access(
+        self, obj: str, e: ir.MethodCall, sc: Scope, em: Emitter
+    ) -> None:
+        """A register access through the object's own methods (bounds checked there)."""
+        a = e.args
+        if e.method == "read":
+            t = self.ctx.tmp("ri")
+            em.line(f"{t} = {self.ctx.exprs.expr(given(a[1]), sc, em)}")
+            with em.block(f"if 0 <= {t} < {obj}.size:"):
+                self.write_out(a[0], f"{obj}.values[{t}]", sc, em)
+        else:
+            idx = self._arg(e, 0, sc, em)
+            em.line(f"{obj}.write({idx}, {self._arg(e, 1, sc, em)})")
+
+    def _register_run_access(
+        self,
+        run: tuple[ir.Variable, dict[str, str]],
+        obj: str,
+        reg: Register,
+        e: ir.MethodCall,
+        sc: Scope,
+        em: Emitter,
+    ) -> bool:
+        """An access inside a register run at the run's index variable plus a constant:
+        the run's single check covers it, no check here (False: not such an access)."""
+        a = e.args
+        base = register_index_base(a[1] if e.method == "read" else a[0])
+        if base is None or base[0] is not run[0]:
+            return False
+        var, c = base
+        vals = run[1][obj]
+        at = f"{vals}[{sc.env[var]} + {c}]" if c else f"{vals}[{sc.env[var]}]"
+        if e.method == "read":
+            self.write_out(a[0], at, sc, em)
+        else:
+            em.line(f"{at} = {self._register_value(reg, e, sc, em)}")
+        return True
+
+    def _register_value(self, reg: Register, e: ir.MethodCall, sc: Scope, em: Emitter) -> str:
+        """The value a write stores, masked to the register's width unless it is a bit<W>
+        already."""
+        value_arg = given(e.args[1])
+        val = self.ctx.exprs.expr(value_arg, sc, em)
+        if not isinstance(strip(value_arg.type), ir.BitType):
+            val = f"(({val}) & {reg.mask:#x})"
+        return val
 
 __all__ = ["HASH_ALGOS", "ExternGen"]

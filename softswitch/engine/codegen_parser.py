@@ -10,6 +10,7 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import strip
 from softswitch.engine.codegen_types import scalar_width
+from softswitch.engine.codegen_walk import parser_state_order
 from softswitch.errors import P4Error, UnsupportedError
 
 if TYPE_CHECKING:
@@ -27,19 +28,9 @@ class ParserGen:
         self.ctx = ctx
 
     def gen_parser_body(self, decl: ir.ParserDecl, sc: Scope, em: Emitter) -> None:
-        order: list[str] = []
-        todo = ["start"]
-        while todo:
-            s = todo.pop(0)
-            if s in order or s in ("accept", "reject"):
-                continue
-            if s not in decl.states:
-                raise P4Error(f"parser {decl.name} has no state {s}", decl.loc)
-            order.append(s)
-            st = decl.states[s]
-            tr = st.transition
-            nexts = [tr.next_state] if tr.select is None else [c.next_state for c in tr.cases]
-            todo += [n for n in nexts if n]
+        order, missing = parser_state_order(decl)
+        if missing is not None:
+            raise P4Error(f"parser {decl.name} has no state {missing}", decl.loc)
         index = {s: i for i, s in enumerate(order)}
         noerr = self.ctx.err_code("NoError")
         if _tree_size(decl, "start", 0) <= PARSER_TREE_LIMIT:

@@ -15,16 +15,16 @@ back by copy-out (``s[i]`` as an ``out`` argument) are located before the call, 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, register_index_base, root_var, walk
+from softswitch.engine.codegen_walk import has_return, register_index_base, root_var
 from softswitch.engine.externs import Register
 from softswitch.errors import UnsupportedError
+from softswitch.ir_walk import walk, walk_innermost_first
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
@@ -42,40 +42,35 @@ class StmtGen:
 
     def may_exit(self, node: object) -> bool:
         """True when executing ``node`` can run an ``exit`` statement."""
-        for n in walk(node):
-            if isinstance(n, ir.Exit):
+        return any(self._node_may_exit(n) for n in walk(node))
+
+    def _node_may_exit(self, n: object) -> bool:
+        """True when this node itself may exit: an exit, or a call of an action, a
+        table or a control that may (a control bound per instance is assumed to)."""
+        if isinstance(n, ir.Exit):
+            return True
+        if isinstance(n, ir.Call) and isinstance(n.callee, ir.ActionDecl):
+            return self.decl_exits(n.callee, n.callee.body)
+        if not isinstance(n, ir.MethodCall) or n.method != "apply":
+            return False
+        if isinstance(n.target, ir.InstanceRef):
+            return self._applied_may_exit(n.target.instance)
+        return (
+            isinstance(n.target, ir.VarRef)
+            and isinstance(proto := strip(n.target.type), ir.BlockProtoType)
+            and proto.kind == "control"
+        )  # bound per instance: assume it may exit
+
+    def _applied_may_exit(self, inst: ir.Instance | ir.TableDecl) -> bool:
+        """True when applying a table (one of its actions) or a sub-control may exit."""
+        if isinstance(inst, ir.TableDecl):
+            if any(self.decl_exits(a.action, a.action.body) for a in inst.actions):
                 return True
-            if isinstance(n, ir.Call) and isinstance(n.callee, ir.ActionDecl):
-                if self.decl_exits(n.callee, n.callee.body):
-                    return True
-            if (
-                isinstance(n, ir.MethodCall)
-                and n.method == "apply"
-                and isinstance(n.target, ir.InstanceRef)
-            ):
-                inst = n.target.instance
-                if isinstance(inst, ir.TableDecl):
-                    for a in inst.actions:
-                        if self.decl_exits(a.action, a.action.body):
-                            return True
-                    if inst.default_action and self.decl_exits(
-                        inst.default_action.action, inst.default_action.action.body
-                    ):
-                        return True
-                elif isinstance(inst.type, ir.BlockType) and isinstance(
-                    inst.type.decl, ir.ControlDecl
-                ):
-                    d = inst.type.decl
-                    if self.decl_exits(d, d.body):
-                        return True
-            if (
-                isinstance(n, ir.MethodCall)
-                and n.method == "apply"
-                and isinstance(n.target, ir.VarRef)
-                and isinstance(proto := strip(n.target.type), ir.BlockProtoType)
-                and proto.kind == "control"
-            ):
-                return True  # bound per instance: assume it may exit
+            d = inst.default_action
+            return d is not None and self.decl_exits(d.action, d.action.body)
+        if isinstance(inst.type, ir.BlockType) and isinstance(inst.type.decl, ir.ControlDecl):
+            control = inst.type.decl
+            return self.decl_exits(control, control.body)
         return False
 
     def decl_exits(self, decl: object, body: object) -> bool:
@@ -525,28 +520,33 @@ def _stmt_register_accesses(
         elif isinstance(n, ir.MethodCall):
             if n.method == "isValid" and not n.args:
                 continue
-            tt = strip(n.target.type)
-            if not (isinstance(tt, ir.ExternType) and tt.name == "register"):
+            access = _register_call(n, sc, ns)
+            if access is None:
                 return None
-            if n.method not in _REGISTER_METHODS:
-                return None
-            obj = (
-                sc.names.get(id(n.target.instance))
-                if isinstance(n.target, ir.InstanceRef)
-                else None
-            )
-            if not isinstance(obj, str) or not isinstance(ns.get(obj), Register):
-                return None
-            if n.method == "read":
-                v = root_var(n.args[0])
-                if v is not None:
-                    writes.add(v)
-                idx = n.args[1]
-            else:
-                idx = n.args[0]
+            obj, written, idx = access
+            if written is not None:
+                writes.add(written)
             base = register_index_base(idx) if idx is not None else None
             accesses.append((obj, *base) if base is not None else (obj, None, 0))
     return writes, accesses
+
+
+def _register_call(
+    n: ir.MethodCall, sc: Scope, ns: dict[str, Any]
+) -> tuple[str, ir.Variable | None, ir.Expr | None] | None:
+    """For a read or write of a register this block owns: its global, the variable a
+    read writes (None: none) and the index; None for any other method call."""
+    tt = strip(n.target.type)
+    if not (isinstance(tt, ir.ExternType) and tt.name == "register"):
+        return None
+    if n.method not in _REGISTER_METHODS:
+        return None
+    obj = sc.names.get(id(n.target.instance)) if isinstance(n.target, ir.InstanceRef) else None
+    if not isinstance(obj, str) or not isinstance(ns.get(obj), Register):
+        return None
+    if n.method == "read":
+        return obj, root_var(n.args[0]), n.args[1]
+    return obj, None, n.args[0]
 
 
 def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
@@ -566,25 +566,16 @@ def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
 
 def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
     """``hs[i]`` nodes with a non-constant index in ``exprs``, innermost first."""
-    found: list[ir.Index] = []
-
-    def visit(n: object) -> None:
-        if isinstance(n, list):
-            for x in n:
-                visit(x)
-            return
-        if not isinstance(n, ir.Expr):
-            return
-        for f in dataclasses.fields(n):
-            if f.name in ("type", "loc", "callee", "var", "instance"):
-                continue
-            visit(getattr(n, f.name))
-        if isinstance(n, ir.Index) and not isinstance(n.index, ir.Const):
-            if isinstance(strip(n.base.type), ir.StackType):
-                found.append(n)
-
-    visit(exprs)
-    return found
+    return [
+        n
+        # not into struct initialisers: the search never looked there, and pinning an
+        # index there changes the code (and what an out-of-range read gives) of programs
+        # that read hs[i] in one; whether it should is an open question
+        for n in walk_innermost_first(exprs, struct_init_fields=False)
+        if isinstance(n, ir.Index)
+        and not isinstance(n.index, ir.Const)
+        and isinstance(strip(n.base.type), ir.StackType)
+    ]
 
 
 def _needs_pin(e: ir.Expr) -> bool:

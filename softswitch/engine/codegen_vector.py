@@ -32,8 +32,9 @@ from softswitch import ir
 from softswitch.engine.bits import mask
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_types import attr, vector_field_index
-from softswitch.engine.codegen_walk import given, register_index_base, walk
+from softswitch.engine.codegen_walk import given, register_index_base
 from softswitch.engine.externs import Register
+from softswitch.ir_walk import walk
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
@@ -234,28 +235,8 @@ class _VectorEmitter:
     def _check(self, template: list[ir.Stmt]) -> None:
         flag_writes: set[ir.Variable] = set()
         written: set[ir.Variable] = set()
-
-        def collect(s: ir.Stmt) -> None:
-            if isinstance(s, ir.Block):
-                for x in s.stmts:
-                    collect(x)
-            elif isinstance(s, ir.If):
-                targets = self._flag_targets(s)
-                if not targets:
-                    raise _NotVector  # element-dependent control flow
-                flag_writes.update(targets)
-            elif isinstance(s, ir.Assign) and isinstance(s.lhs, ir.VarRef):
-                written.add(s.lhs.var)
-            elif (
-                isinstance(s, ir.CallStmt)
-                and isinstance(s.call, ir.MethodCall)
-                and s.call.method == "read"
-                and isinstance(s.call.args[0], ir.VarRef)
-            ):
-                written.add(s.call.args[0].var)
-
         for s in template:
-            collect(s)
+            self._collect_writes(s, flag_writes, written)
         if flag_writes & written:
             raise _NotVector
         self.flags = flag_writes
@@ -263,6 +244,30 @@ class _VectorEmitter:
         assigned: set[ir.Variable] = set()
         for s in template:
             self._scan(s, assigned, flag_writes)
+
+    def _collect_writes(
+        self, s: ir.Stmt, flag_writes: set[ir.Variable], written: set[ir.Variable]
+    ) -> None:
+        """The flags the template's ``if``s set (any other ``if`` is element-dependent
+        control flow: not a vector) and the variables it assigns or reads registers
+        into."""
+        if isinstance(s, ir.Block):
+            for x in s.stmts:
+                self._collect_writes(x, flag_writes, written)
+        elif isinstance(s, ir.If):
+            targets = self._flag_targets(s)
+            if not targets:
+                raise _NotVector  # element-dependent control flow
+            flag_writes.update(targets)
+        elif isinstance(s, ir.Assign) and isinstance(s.lhs, ir.VarRef):
+            written.add(s.lhs.var)
+        elif (
+            isinstance(s, ir.CallStmt)
+            and isinstance(s.call, ir.MethodCall)
+            and s.call.method == "read"
+            and isinstance(s.call.args[0], ir.VarRef)
+        ):
+            written.add(s.call.args[0].var)
 
     @staticmethod
     def _flag_assign(s: ir.If) -> tuple[ir.VarRef, ir.Expr] | None:
@@ -435,14 +440,7 @@ class _VectorEmitter:
             x, vector = self._expr(e.operand)
             if not vector:
                 return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
-            t = ir.strip_newtype(e.type)
-            if e.op == "!" and isinstance(t, ir.BoolType):
-                return f"(~{x})", True
-            if e.op == "~" and isinstance(t, ir.BitType) and t.width <= 32:
-                return f"({x} ^ {mask(t.width):#x})", True
-            if e.op == "-" and isinstance(t, ir.BitType) and t.width <= 32:
-                return f"((-{x}) & {mask(t.width):#x})", True
-            raise _NotVector
+            return _unary(e, x), True
         if isinstance(e, (ir.Const, ir.BoolConst, ir.VarRef, ir.Member)):
             return self.gen.ctx.exprs.expr(e, self.sc, self.em), False
         raise _NotVector
@@ -554,3 +552,16 @@ def vector_parse(data: bytes, pos: int, count: int, dtype: str) -> Any:
 
 
 __all__ = ["VectorGen", "runtime_globals", "MIN_ELEMENTS", "MAX_TEMPLATE", "attr"]
+
+
+def _unary(e: ir.Unary, x: str) -> str:
+    """A unary operator over the array ``x``: not of bools, complement and negation of
+    bit<w> up to 32 bits."""
+    t = ir.strip_newtype(e.type)
+    if e.op == "!" and isinstance(t, ir.BoolType):
+        return f"(~{x})"
+    if e.op == "~" and isinstance(t, ir.BitType) and t.width <= 32:
+        return f"({x} ^ {mask(t.width):#x})"
+    if e.op == "-" and isinstance(t, ir.BitType) and t.width <= 32:
+        return f"((-{x}) & {mask(t.width):#x})"
+    raise _NotVector

@@ -1,12 +1,15 @@
-"""Walks over the IR that the code generator's analyses share."""
+"""Questions about the IR that both code generators (Python and C) ask: which table or
+block an ``apply`` applies, which actions it may run, in which order a parser's states
+come, which variable an lvalue roots in."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
+from collections.abc import Mapping
+from typing import Any
 
 from softswitch import ir
 from softswitch.errors import UnsupportedError
+from softswitch.ir_walk import walk
 
 
 def given(arg: ir.Expr | None) -> ir.Expr:
@@ -16,29 +19,6 @@ def given(arg: ir.Expr | None) -> ir.Expr:
     if arg is None:
         raise UnsupportedError("expression NoneType", None)
     return arg
-
-
-def walk(node: object) -> Iterator[object]:
-    """Every IR expression/statement node below ``node`` (not into declarations)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, list):
-            stack.extend(reversed(n))
-            continue
-        if isinstance(n, dict):
-            stack.extend(n.values())
-            continue
-        if not isinstance(n, (ir.Expr, ir.Stmt, ir.SwitchCase)):
-            continue
-        yield n
-        assert dataclasses.is_dataclass(n)  # every concrete IR node class is a dataclass
-        for f in dataclasses.fields(n):
-            if f.name in ("type", "var", "callee", "instance", "loc"):
-                continue
-            v = getattr(n, f.name)
-            if isinstance(v, (ir.Expr, ir.Stmt, ir.SwitchCase, list, dict)):
-                stack.append(v)
 
 
 def has_return(body: object) -> bool:
@@ -61,3 +41,65 @@ def root_var(e: ir.Expr | None) -> ir.Variable | None:
     while isinstance(e, (ir.Member, ir.Index, ir.Slice)):
         e = e.base
     return e.var if isinstance(e, ir.VarRef) else None
+
+
+def applied_table(e: ir.Expr) -> ir.TableDecl:
+    """The table of a ``t.apply()`` call."""
+    assert isinstance(e, ir.MethodCall) and isinstance(e.target, ir.InstanceRef)
+    decl = e.target.instance
+    assert isinstance(decl, ir.TableDecl)
+    return decl
+
+
+def applied_actions(decl: ir.TableDecl) -> list[ir.ActionRef]:
+    """The actions an apply of the table may run, each once: the table's, then its
+    default action if it is not one of them."""
+    arefs = list(decl.actions)
+    if decl.default_action is not None and all(
+        a.action is not decl.default_action.action for a in arefs
+    ):
+        arefs.append(decl.default_action)
+    out: list[ir.ActionRef] = []
+    seen: set[int] = set()
+    for aref in arefs:
+        if id(aref.action) not in seen:
+            seen.add(id(aref.action))
+            out.append(aref)
+    return out
+
+
+def applied_block(
+    target: ir.Expr, block_args: Mapping[ir.Variable, Any]
+) -> tuple[ir.Instance, Any] | None:
+    """The sub-parser/sub-control instance ``target.apply(...)`` applies, with its binding
+    in ``block_args`` when ``target`` is a constructor parameter (None for an instance
+    named directly); None for a parameter bound to no block."""
+    where = None
+    if isinstance(target, ir.VarRef):
+        where = block_args.get(target.var)
+        if where is None:
+            return None
+        inst = where[0]
+    else:
+        assert isinstance(target, ir.InstanceRef)
+        inst = target.instance
+    assert isinstance(inst, ir.Instance) and isinstance(inst.type, ir.BlockType)
+    return inst, where
+
+
+def parser_state_order(decl: ir.ParserDecl) -> tuple[list[str], str | None]:
+    """The parser's states reachable from start, breadth first (accept and reject are
+    not states), and the first name a transition gives that is no state (None: none)."""
+    order: list[str] = []
+    todo = ["start"]
+    while todo:
+        s = todo.pop(0)
+        if s in order or s in ("accept", "reject"):
+            continue
+        if s not in decl.states:
+            return order, s
+        order.append(s)
+        tr = decl.states[s].transition
+        nexts = [tr.next_state] if tr.select is None else [c.next_state for c in tr.cases]
+        todo += [n for n in nexts if n]
+    return order, None

@@ -121,6 +121,46 @@ class _HandleAllocator:
         self._free = []
 
 
+def _ternary_field(where: str, fm: FieldMatch, full: int) -> FieldMatch | None:
+    """A ternary match: the mask fits the field and covers the value; mask 0 matches
+    anything (None)."""
+    mask = full if fm.mask is None else fm.mask
+    if mask < 0 or mask > full:
+        raise TableError("INVALID_ARGUMENT", f"{where}: mask {mask:#x} too wide")
+    if fm.value & ~mask:
+        raise TableError(
+            "INVALID_ARGUMENT",
+            f"{where}: value {fm.value:#x} has bits outside mask {mask:#x}",
+        )
+    return None if mask == 0 else FieldMatch(fm.value, mask)
+
+
+def _lpm_field(where: str, fm: FieldMatch, w: int) -> FieldMatch | None:
+    """An LPM match: a prefix length within the field and no value bits beyond it;
+    /0 matches anything (None)."""
+    full = (1 << w) - 1
+    plen = w if fm.prefix_len is None else fm.prefix_len
+    if not 0 <= plen <= w:
+        raise TableError("INVALID_ARGUMENT", f"{where}: prefix length {plen} invalid")
+    pmask = full ^ ((1 << (w - plen)) - 1)
+    if fm.value & ~pmask:
+        raise TableError(
+            "INVALID_ARGUMENT", f"{where}: value {fm.value:#x} has bits beyond /{plen}"
+        )
+    return None if plen == 0 else FieldMatch(fm.value, prefix_len=plen)
+
+
+def _range_field(where: str, fm: FieldMatch, full: int) -> FieldMatch | None:
+    """A range match: low <= high, both within the field; the whole range matches
+    anything (None)."""
+    high = fm.value if fm.high is None else fm.high
+    if high < 0 or high > full:
+        raise TableError("INVALID_ARGUMENT", f"{where}: high {high:#x} too wide")
+    if fm.value > high:
+        raise TableError("INVALID_ARGUMENT", f"{where}: low {fm.value:#x} > high {high:#x}")
+    return None if (fm.value == 0 and high == full) else FieldMatch(fm.value, high=high)
+
+
 def _check_action(
     action: ActionCall,
     params: Mapping[str, Sequence[int]] | None,
@@ -569,32 +609,10 @@ class Table:
                 raise TableError("INVALID_ARGUMENT", f"{where}: {kind.value} match takes no mask")
             return FieldMatch(fm.value) if kind == MatchKind.EXACT else FieldMatch(fm.value, full)
         if kind == MatchKind.TERNARY:
-            mask = full if fm.mask is None else fm.mask
-            if mask < 0 or mask > full:
-                raise TableError("INVALID_ARGUMENT", f"{where}: mask {mask:#x} too wide")
-            if fm.value & ~mask:
-                raise TableError(
-                    "INVALID_ARGUMENT",
-                    f"{where}: value {fm.value:#x} has bits outside mask {mask:#x}",
-                )
-            return None if mask == 0 else FieldMatch(fm.value, mask)
+            return _ternary_field(where, fm, full)
         if kind == MatchKind.LPM:
-            plen = w if fm.prefix_len is None else fm.prefix_len
-            if not 0 <= plen <= w:
-                raise TableError("INVALID_ARGUMENT", f"{where}: prefix length {plen} invalid")
-            pmask = full ^ ((1 << (w - plen)) - 1)
-            if fm.value & ~pmask:
-                raise TableError(
-                    "INVALID_ARGUMENT", f"{where}: value {fm.value:#x} has bits beyond /{plen}"
-                )
-            return None if plen == 0 else FieldMatch(fm.value, prefix_len=plen)
-        # range
-        high = fm.value if fm.high is None else fm.high
-        if high < 0 or high > full:
-            raise TableError("INVALID_ARGUMENT", f"{where}: high {high:#x} too wide")
-        if fm.value > high:
-            raise TableError("INVALID_ARGUMENT", f"{where}: low {fm.value:#x} > high {high:#x}")
-        return None if (fm.value == 0 and high == full) else FieldMatch(fm.value, high=high)
+            return _lpm_field(where, fm, w)
+        return _range_field(where, fm, full)
 
     def _check_priority(self, priority: int, is_const: bool) -> None:
         if self.requires_priority:
@@ -613,14 +631,24 @@ class Table:
         if entry.idle_timeout_ns and not self.support_timeout:
             raise TableError("INVALID_ARGUMENT", f"{where} does not support idle timeout")
         if impl is None:
-            if entry.action is None or entry.member_id is not None or entry.group_id is not None:
-                raise TableError("INVALID_ARGUMENT", f"{where}: a direct table needs an action")
-            if entry.action.name in self.defaultonly:
-                raise TableError(
-                    "INVALID_ARGUMENT", f"{where}: action {entry.action.name} is @defaultonly"
-                )
-            _check_action(entry.action, self.action_params, self.action_names, where)
-            return
+            self._check_direct_action(entry, where)
+        else:
+            self._check_indirect_action(entry, impl, where)
+
+    def _check_direct_action(self, entry: TableEntry, where: str) -> None:
+        """An entry of a direct table names one of its actions (not a @defaultonly one)
+        with the right parameters, and no member or group."""
+        if entry.action is None or entry.member_id is not None or entry.group_id is not None:
+            raise TableError("INVALID_ARGUMENT", f"{where}: a direct table needs an action")
+        if entry.action.name in self.defaultonly:
+            raise TableError(
+                "INVALID_ARGUMENT", f"{where}: action {entry.action.name} is @defaultonly"
+            )
+        _check_action(entry.action, self.action_params, self.action_names, where)
+
+    def _check_indirect_action(self, entry: TableEntry, impl: ActionProfile, where: str) -> None:
+        """An entry of a table with an action profile/selector names exactly one existing
+        member (whose action the table allows) or group (selectors only)."""
         chosen = [x is not None for x in (entry.action, entry.member_id, entry.group_id)]
         if chosen.count(True) != 1 or entry.action is not None:
             raise TableError(

@@ -342,14 +342,7 @@ class DeclChecker(Visitor):
                 continue
             if isinstance(c, s.ValueSetDecl):
                 raise UnsupportedError("value_set", c.loc)
-        names: dict[str, s.ParserState] = {}
-        for st in tree.states:
-            sname = st.name
-            if sname in names or sname in ("accept", "reject"):
-                raise P4Error(f"duplicate state '{sname}'", st.loc)
-            names[sname] = st
-        if "start" not in names:
-            raise P4Error(f"parser '{name}' has no 'start' state", nloc)
+        names = _states_by_name(tree)
         for sname, st in names.items():
             decl.states[sname] = self.parser_state(st, inner, names)
         if not _reaches_final_state(decl):
@@ -486,3 +479,16 @@ def _fixed_width_struct(t: ir.StructType) -> bool:
         elif not isinstance(ft, (ir.BitType, ir.BoolType)):
             return False
     return True
+
+
+def _states_by_name(tree: s.ParserDecl) -> dict[str, s.ParserState]:
+    """A parser's states by name: each once, none called accept or reject, one start."""
+    names: dict[str, s.ParserState] = {}
+    for st in tree.states:
+        sname = st.name
+        if sname in names or sname in ("accept", "reject"):
+            raise P4Error(f"duplicate state '{sname}'", st.loc)
+        names[sname] = st
+    if "start" not in names:
+        raise P4Error(f"parser '{tree.name}' has no 'start' state", tree.name_loc)
+    return names

@@ -290,46 +290,8 @@ class ExprChecker(Visitor):
         if isinstance(left, ir.DontCare) or isinstance(right, ir.DontCare):
             raise P4Error(f"'_' cannot be an operand of '{op}'", loc)
         if op in ("&&", "||"):
-            left = self.expect_bool(left, lt.loc, f"operand of '{op}'")
-            right = self.expect_bool(right, rt.loc, f"operand of '{op}'")
-            if isinstance(left, ir.BoolConst) and isinstance(right, ir.BoolConst):
-                v = (left.value and right.value) if op == "&&" else (left.value or right.value)
-                return ir.BoolConst(ir.BoolType(), loc, v)
-            return ir.Binary(ir.BoolType(), loc, op, left, right)
-        for operand in (left, right):
-            ot = ir.strip_newtype(operand.type)
-            if isinstance(
-                ot,
-                (
-                    ir.VoidType,
-                    ir.TableApplyResultType,
-                    ir.ActionRunType,
-                    ir.ExternType,
-                    ir.BlockType,
-                ),
-            ) or (isinstance(operand, ir.InstanceRef)):
-                what = (
-                    "a table application result"
-                    if isinstance(ot, ir.TableApplyResultType)
-                    else (
-                        "action_run (only allowed as a switch subject)"
-                        if isinstance(ot, ir.ActionRunType)
-                        else "a table or instance"
-                        if isinstance(operand, ir.InstanceRef)
-                        else "a value of type " + type_str(operand.type)
-                    )
-                )
-                raise P4Error(f"'{op}' cannot be applied to {what}", loc)
-        if op not in ("==", "!=") and op not in ("<<", ">>"):
-            for operand in (left, right):
-                if isinstance(operand.type, ir.NewType):
-                    # p4c: a 'type' is a distinct type; only == and != apply without a cast
-                    raise P4Error(
-                        f"'{op}' cannot be applied to a value of type {type_str(operand.type)} "
-                        "('type' declares a distinct type: cast it to "
-                        f"{type_str(ir.strip_newtype(operand.type))} first)",
-                        operand.loc,
-                    )
+            return self.logical(op, left, right, lt.loc, rt.loc, loc)
+        _check_operands(op, left, right, loc)
         if op in ("<<", ">>"):
             if isinstance(right.type, ir.NewType):
                 raise P4Error(
@@ -341,15 +303,25 @@ class ExprChecker(Visitor):
         if op == "++":
             return self.concat(left, right, loc)
         left, right = self.unify(left, right, loc, op)
-        t = ir.strip_newtype(left.type)
         if op in _COMPARE:
-            if op not in ("==", "!=") and not isinstance(t, (ir.BitType, ir.IntLitType)):
-                raise P4Error(f"'{op}' cannot compare operands of type {type_str(left.type)}", loc)
-            if isinstance(left, (ir.Const, ir.BoolConst)) and isinstance(
-                right, (ir.Const, ir.BoolConst)
-            ):
-                return fold_binary(op, left, right, loc)
-            return ir.Binary(ir.BoolType(), loc, op, left, right)
+            return _compare(op, left, right, loc)
+        return self.arithmetic(op, left, right, loc)
+
+    def logical(
+        self, op: str, left: ir.Expr, right: ir.Expr, lloc: ir.Loc, rloc: ir.Loc, loc: ir.Loc
+    ) -> ir.Expr:
+        """``&&``/``||`` on bools, folded when both are constants."""
+        left = self.expect_bool(left, lloc, f"operand of '{op}'")
+        right = self.expect_bool(right, rloc, f"operand of '{op}'")
+        if isinstance(left, ir.BoolConst) and isinstance(right, ir.BoolConst):
+            v = (left.value and right.value) if op == "&&" else (left.value or right.value)
+            return ir.BoolConst(ir.BoolType(), loc, v)
+        return ir.Binary(ir.BoolType(), loc, op, left, right)
+
+    def arithmetic(self, op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
+        """An arithmetic or bitwise operation on unified numbers, folded when both are
+        constants."""
+        t = ir.strip_newtype(left.type)
         if not isinstance(t, (ir.BitType, ir.IntLitType)):
             raise P4Error(
                 f"'{op}' cannot be applied to operands of type {type_str(left.type)}", loc
@@ -432,34 +404,15 @@ class ExprChecker(Visitor):
         if isinstance(dst, TypeVar) or has_typevar(dst) or isinstance(dst, ir.DontCareType):
             return e
         if same_type(src, dst):
-            # constants stay convertible: a folded cast (N)5 has lost its 'type' (lenient)
-            if _newtype_name(e.type) != _newtype_name(t) and not isinstance(
-                e, (ir.Const, ir.BoolConst)
-            ):
-                raise P4Error(
-                    f"{what}: an expression of type {type_str(e.type)} needs an explicit cast to "
-                    f"{type_str(t)} ('type' declares a distinct type)",
-                    loc,
-                )
+            _check_same_newtype(e, t, loc, what)
             return e
         if isinstance(src, ir.IntLitType) and isinstance(e, ir.Const):
             if isinstance(dst, ir.BitType):
                 return ir.Const(dst, e.loc, mask(e.value, dst.width))
-            if isinstance(dst, ir.EnumType) and dst.underlying is not None:
-                pass
         if isinstance(e, ir.ListExpr):
-            if isinstance(dst, (ir.StructType, ir.HeaderType)) and len(e.elems) == len(dst.fields):
-                fields = {
-                    f.name: self.convert(x, f.type, x.loc, what)
-                    for f, x in zip(dst.fields, e.elems, strict=False)
-                }
-                return ir.StructInit(dst, e.loc, fields)
-            if isinstance(dst, ir.TupleType) and len(e.elems) == len(dst.elems):
-                elems = [
-                    self.convert(x, y, x.loc, what)
-                    for x, y in zip(e.elems, dst.elems, strict=False)
-                ]
-                return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
+            converted = self.convert_list(e, dst, what)
+            if converted is not None:
+                return converted
         if isinstance(e, ir.InvalidHeader) and isinstance(dst, (ir.HeaderType, ir.HeaderUnionType)):
             return ir.InvalidHeader(dst, e.loc)
         if isinstance(e, ir.DontCare):
@@ -470,6 +423,22 @@ class ExprChecker(Visitor):
         raise P4Error(
             f"{what}: cannot convert an expression of type {type_str(e.type)} to {type_str(t)}", loc
         )
+
+    def convert_list(self, e: ir.ListExpr, dst: ir.Type, what: str) -> ir.Expr | None:
+        """A list expression as a struct/header initialiser or a tuple of the same length,
+        each element converted (None: it is neither)."""
+        if isinstance(dst, (ir.StructType, ir.HeaderType)) and len(e.elems) == len(dst.fields):
+            fields = {
+                f.name: self.convert(x, f.type, x.loc, what)
+                for f, x in zip(dst.fields, e.elems, strict=False)
+            }
+            return ir.StructInit(dst, e.loc, fields)
+        if isinstance(dst, ir.TupleType) and len(e.elems) == len(dst.elems):
+            elems = [
+                self.convert(x, y, x.loc, what) for x, y in zip(e.elems, dst.elems, strict=False)
+            ]
+            return ir.ListExpr(ir.TupleType(tuple(x.type for x in elems)), e.loc, elems)
+        return None
 
     def check_block_fits(
         self, decl: ir.ParserDecl | ir.ControlDecl, proto: ir.BlockProtoType, loc: ir.Loc, what: str
@@ -699,105 +668,167 @@ class ExprChecker(Visitor):
         """``base.method(args)``: externs, tables, sub-blocks, header/stack built-ins."""
         t = ir.strip_newtype(base.type)
         if isinstance(base, ir.InstanceRef) and isinstance(base.instance, ir.TableDecl):
-            if method != "apply":
-                raise P4Error(f"table '{base.instance.name}' has no method '{method}'", loc)
-            if arg_trees:
-                raise P4Error("a table's apply() takes no arguments", loc)
-            return ir.MethodCall(ir.TableApplyResultType(base.instance), loc, base, "apply", [])
+            return self.table_apply(base, base.instance, method, arg_trees, loc)
         if isinstance(t, ir.BlockType):
-            if method != "apply":
-                raise P4Error(f"'{t.decl.name}' has no method '{method}'", loc)
-            call_args = self.bind_args(
-                t.decl.params, arg_trees, scope, loc, f"'{t.decl.name}.apply'", {}
-            )
-            return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
+            return self.block_apply(base, t.decl.name, t.decl.params, method, arg_trees, scope, loc)
         if isinstance(t, ir.ExternType):
-            decl = self.ctx.typing.extern_decl(t.name, loc)
-            overloads = decl.methods.get(method)
-            if not overloads:
-                raise P4Error(f"extern '{t.name}' has no method '{method}'", loc)
-            options = [(ps, ps) for ps in overloads]
-            params: list[ir.Param] = self.pick_overload(
-                options, arg_trees, loc, f"method '{method}'"
-            )
-            binding = dict(zip(decl.type_params, t.type_args, strict=False))
-            mtparams = self.ctx.typing.method_type_params(params)
-            if type_args:
-                if len(type_args) != len(mtparams):
-                    raise P4Error(
-                        f"method '{method}' expects {len(mtparams)} type arguments, got "
-                        f"{len(type_args)}",
-                        loc,
-                    )
-                binding.update(zip(mtparams, type_args, strict=False))
-                for ta in type_args:
-                    if isinstance(
-                        ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)
-                    ):
-                        raise P4Error(
-                            f"method '{method}': illegal type argument {type_str(ta)}", loc
-                        )
-            call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
-            if (
-                t.name == "packet_in"
-                and method == "extract"
-                and call_args
-                and call_args[0] is not None
-            ):
-                ht = ir.strip_newtype(call_args[0].type)
-                if not isinstance(ht, ir.HeaderType):
-                    raise P4Error(
-                        "method 'extract': the argument must be a header, not "
-                        f"{type_str(call_args[0].type)}",
-                        call_args[0].loc,
-                    )
-                has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
-                if len(call_args) > 1 and not has_varbit:
-                    raise P4Error(
-                        f"method 'extract': header {ht.name} has no varbit field for the size "
-                        "argument",
-                        call_args[0].loc,
-                    )
-            if t.name == "register" and method == "read" and t.type_args:
-                self.ctx.bmv2.check_register_value(base, t.type_args[0], call_args)
-            rt = self.finish_return(self.ctx.typing.method_return(params), binding, loc, method)
-            targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
-            return ir.MethodCall(rt, loc, base, method, call_args, targs)
+            return self.extern_method(base, t, method, type_args, arg_trees, scope, loc)
         if isinstance(t, (ir.HeaderType, ir.HeaderUnionType)):
-            if method == "isValid":
-                self.no_args(arg_trees, method, loc)
-                return ir.MethodCall(ir.BoolType(), loc, base, method, [])
-            if method in ("setValid", "setInvalid") and isinstance(t, ir.HeaderType):
-                self.no_args(arg_trees, method, loc)
-                self.check_lvalue(base, loc)
-                return ir.MethodCall(ir.VoidType(), loc, base, method, [])
-            if method in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
-                self.no_args(arg_trees, method, loc)
-                bits = t.bit_width if isinstance(t, ir.HeaderType) else 0
-                if isinstance(t, ir.HeaderType) and method.startswith("max"):
-                    bits += sum(
-                        f.type.max_width for f in t.fields if isinstance(f.type, ir.VarbitType)
-                    )
-                v = bits if method.endswith("Bits") else (bits + 7) // 8
-                return ir.Const(ir.IntLitType(), loc, v)
+            call = self.header_method(base, t, method, arg_trees, loc)
+            if call is not None:
+                return call
         if isinstance(t, ir.StackType) and method in ("push_front", "pop_front"):
-            if len(arg_trees) != 1:
-                raise P4Error(f"'{method}' expects 1 argument, got {len(arg_trees)}", loc)
-            self.check_lvalue(base, loc)
-            arg = arg_trees[0]
-            if isinstance(arg, s.NamedArg):  # what expr() reports for a node it cannot check
-                raise P4Error(f"unsupported expression '{self.ctx.source_text(arg)}'", arg.loc)
-            count = self.const_int(arg, scope, f"the argument of '{method}'")
-            return ir.MethodCall(
-                ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)]
-            )
+            return self.stack_shift(base, method, arg_trees, scope, loc)
         if isinstance(t, ir.BlockProtoType):
             # a constructor parameter bound to a parser/control instance
-            if method != "apply":
-                raise P4Error(f"'{t.name}' has no method '{method}'", loc)
-            call_args = self.bind_args(t.params, arg_trees, scope, loc, f"'{t.name}.apply'", {})
-            return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
+            return self.block_apply(base, t.name, t.params, method, arg_trees, scope, loc)
         raise P4Error(f"expression of type {type_str(base.type)} has no method '{method}'", loc)
+
+    def table_apply(
+        self,
+        base: ir.Expr,
+        table: ir.TableDecl,
+        method: str,
+        arg_trees: Sequence[s.Arg],
+        loc: ir.Loc,
+    ) -> ir.Expr:
+        """``t.apply()``: a table has no other method and its apply no arguments."""
+        if method != "apply":
+            raise P4Error(f"table '{table.name}' has no method '{method}'", loc)
+        if arg_trees:
+            raise P4Error("a table's apply() takes no arguments", loc)
+        return ir.MethodCall(ir.TableApplyResultType(table), loc, base, "apply", [])
+
+    def block_apply(
+        self,
+        base: ir.Expr,
+        name: str,
+        params: list[ir.Param],
+        method: str,
+        arg_trees: Sequence[s.Arg],
+        scope: Scope,
+        loc: ir.Loc,
+    ) -> ir.Expr:
+        """``b.apply(args)`` on a sub-parser/sub-control instance or a block parameter."""
+        if method != "apply":
+            raise P4Error(f"'{name}' has no method '{method}'", loc)
+        call_args = self.bind_args(params, arg_trees, scope, loc, f"'{name}.apply'", {})
+        return ir.MethodCall(ir.VoidType(), loc, base, "apply", call_args)
+
+    def extern_method(
+        self,
+        base: ir.Expr,
+        t: ir.ExternType,
+        method: str,
+        type_args: list[ir.Type],
+        arg_trees: Sequence[s.Arg],
+        scope: Scope,
+        loc: ir.Loc,
+    ) -> ir.Expr:
+        """A method of an extern object: pick the overload, bind the type variables (the
+        object's and the method's own), bind the arguments."""
+        decl = self.ctx.typing.extern_decl(t.name, loc)
+        overloads = decl.methods.get(method)
+        if not overloads:
+            raise P4Error(f"extern '{t.name}' has no method '{method}'", loc)
+        options = [(ps, ps) for ps in overloads]
+        params: list[ir.Param] = self.pick_overload(options, arg_trees, loc, f"method '{method}'")
+        binding = dict(zip(decl.type_params, t.type_args, strict=False))
+        mtparams = self.ctx.typing.method_type_params(params)
+        if type_args:
+            self.bind_method_type_args(method, mtparams, type_args, binding, loc)
+        call_args = self.bind_args(params, arg_trees, scope, loc, f"method '{method}'", binding)
+        if t.name == "packet_in" and method == "extract" and call_args and call_args[0] is not None:
+            self.check_extract(call_args)
+        if t.name == "register" and method == "read" and t.type_args:
+            self.ctx.bmv2.check_register_value(base, t.type_args[0], call_args)
+        rt = self.finish_return(self.ctx.typing.method_return(params), binding, loc, method)
+        targs = tuple(binding.get(p, ir.DontCareType()) for p in mtparams)
+        return ir.MethodCall(rt, loc, base, method, call_args, targs)
+
+    def bind_method_type_args(
+        self,
+        method: str,
+        mtparams: list[str],
+        type_args: list[ir.Type],
+        binding: dict[str, ir.Type],
+        loc: ir.Loc,
+    ) -> None:
+        """Explicit type arguments of an extern method: as many as it has type variables,
+        none of them void, an extern or a string."""
+        if len(type_args) != len(mtparams):
+            raise P4Error(
+                f"method '{method}' expects {len(mtparams)} type arguments, got "
+                f"{len(type_args)}",
+                loc,
+            )
+        binding.update(zip(mtparams, type_args, strict=False))
+        for ta in type_args:
+            if isinstance(ir.strip_newtype(ta), (ir.VoidType, ir.ExternType, ir.StringType)):
+                raise P4Error(f"method '{method}': illegal type argument {type_str(ta)}", loc)
+
+    def check_extract(self, call_args: list[ir.Expr | None]) -> None:
+        """``packet_in.extract``: the first argument is a header, and a size argument needs
+        a varbit field to size."""
+        first = call_args[0]
+        assert first is not None
+        ht = ir.strip_newtype(first.type)
+        if not isinstance(ht, ir.HeaderType):
+            raise P4Error(
+                f"method 'extract': the argument must be a header, not {type_str(first.type)}",
+                first.loc,
+            )
+        has_varbit = any(isinstance(f.type, ir.VarbitType) for f in ht.fields)
+        if len(call_args) > 1 and not has_varbit:
+            raise P4Error(
+                f"method 'extract': header {ht.name} has no varbit field for the size argument",
+                first.loc,
+            )
+
+    def header_method(
+        self,
+        base: ir.Expr,
+        t: ir.HeaderType | ir.HeaderUnionType,
+        method: str,
+        arg_trees: Sequence[s.Arg],
+        loc: ir.Loc,
+    ) -> ir.Expr | None:
+        """The built-in methods of headers and unions (None: no such method)."""
+        if method == "isValid":
+            self.no_args(arg_trees, method, loc)
+            return ir.MethodCall(ir.BoolType(), loc, base, method, [])
+        if method in ("setValid", "setInvalid") and isinstance(t, ir.HeaderType):
+            self.no_args(arg_trees, method, loc)
+            self.check_lvalue(base, loc)
+            return ir.MethodCall(ir.VoidType(), loc, base, method, [])
+        if method in ("minSizeInBits", "minSizeInBytes", "maxSizeInBits", "maxSizeInBytes"):
+            self.no_args(arg_trees, method, loc)
+            bits = t.bit_width if isinstance(t, ir.HeaderType) else 0
+            if isinstance(t, ir.HeaderType) and method.startswith("max"):
+                bits += sum(f.type.max_width for f in t.fields if isinstance(f.type, ir.VarbitType))
+            v = bits if method.endswith("Bits") else (bits + 7) // 8
+            return ir.Const(ir.IntLitType(), loc, v)
+        return None
+
+    def stack_shift(
+        self,
+        base: ir.Expr,
+        method: str,
+        arg_trees: Sequence[s.Arg],
+        scope: Scope,
+        loc: ir.Loc,
+    ) -> ir.Expr:
+        """``push_front``/``pop_front`` on a header stack: one compile-time count."""
+        if len(arg_trees) != 1:
+            raise P4Error(f"'{method}' expects 1 argument, got {len(arg_trees)}", loc)
+        self.check_lvalue(base, loc)
+        arg = arg_trees[0]
+        if isinstance(arg, s.NamedArg):  # what expr() reports for a node it cannot check
+            raise P4Error(f"unsupported expression '{self.ctx.source_text(arg)}'", arg.loc)
+        count = self.const_int(arg, scope, f"the argument of '{method}'")
+        return ir.MethodCall(
+            ir.VoidType(), loc, base, method, [ir.Const(ir.IntLitType(), loc, count)]
+        )
 
     def no_args(self, arg_trees: Sequence[s.Arg], method: str, loc: ir.Loc) -> None:
         """Built-in methods without parameters."""
@@ -814,37 +845,24 @@ class ExprChecker(Visitor):
         binding: dict[str, ir.Type],
     ) -> list[ir.Expr | None]:
         """Align arguments with parameters, infer type variables, convert and check them."""
-        positional: list[s.Expr | ir.Expr] = []
-        named: dict[str, s.Expr] = {}
-        for a in arg_trees:
-            if isinstance(a, s.NamedArg):
-                named[a.name] = a.value
-            else:
-                if named:
-                    raise P4Error(f"{what}: positional argument after named arguments", a.loc)
-                positional.append(a)
-        if len(positional) + len(named) > len(params):
-            raise P4Error(
-                f"{what}: expected {len(params)} arguments, got {len(positional) + len(named)}", loc
-            )
-        names = {p.name for p in params}
-        for n in named:
-            if n not in names:
-                raise P4Error(f"{what}: no parameter named '{n}'", loc)
-        slots: list[s.Expr | ir.Expr | None] = []
-        for i, p in enumerate(params):
-            if i < len(positional):
-                if p.name in named:
-                    raise P4Error(f"{what}: parameter '{p.name}' given twice", loc)
-                slots.append(positional[i])
-            elif p.name in named:
-                slots.append(named[p.name])
-            elif p.default is not None:
-                slots.append(p.default)
-            else:
-                given = len(positional) + len(named)
-                raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
-        # first pass: evaluate and learn type variables from arguments with a known type
+        slots = _arg_slots(params, arg_trees, loc, what)
+        values = self.infer_type_vars(params, slots, scope, binding, what)
+        return [
+            self.bind_arg(p, substitute(p.type, binding), e, slot.loc
+                          if isinstance(slot, s.Expr) else loc, what)
+            for p, slot, e in zip(params, slots, values, strict=False)
+        ]
+
+    def infer_type_vars(
+        self,
+        params: list[ir.Param],
+        slots: list[s.Expr | ir.Expr],
+        scope: Scope,
+        binding: dict[str, ir.Type],
+        what: str,
+    ) -> list[ir.Expr]:
+        """Evaluate the arguments, learning type variables from those with a known type
+        into ``binding``; a type variable only an unsized integer would give fails."""
         values: list[ir.Expr] = []
         for p, slot in zip(params, slots, strict=False):
             if isinstance(slot, ir.Expr):
@@ -868,53 +886,158 @@ class ExprChecker(Visitor):
                 raise P4Error(
                     f"{what}: could not infer a width for the argument of '{p.name}'", e.loc
                 )
-        out: list[ir.Expr | None] = []
-        for p, slot, e in zip(params, slots, values, strict=False):
-            ptype = substitute(p.type, binding)
-            aloc = slot.loc if isinstance(slot, s.Expr) else loc
-            if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
-                raise P4Error(
-                    f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc
-                )
-            if isinstance(e, ir.DontCare) and has_typevar(ptype):
-                raise P4Error(
-                    f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc
-                )
-            if p.direction in ("out", "inout"):
-                if isinstance(e, ir.DontCare):
-                    if p.direction == "inout":
-                        raise P4Error(
-                            f"{what}: '_' cannot be passed to inout parameter '{p.name}'", aloc
-                        )
-                    out.append(None)
-                    continue
-                try:
-                    self.check_lvalue(e, aloc)
-                except P4Error:
-                    raise P4Error(
-                        f"{what}: the argument for {p.direction} parameter '{p.name}' must be "
-                        "assignable",
-                        aloc,
-                    ) from None
-                if not has_typevar(ptype) and not same_type(e.type, ptype):
-                    raise P4Error(
-                        f"{what}: argument of type {type_str(e.type)} does not match parameter "
-                        f"'{p.name}' of type {type_str(ptype)}",
-                        aloc,
-                    )
-                out.append(e)
-            else:
-                if isinstance(e, ir.DontCare):
-                    raise P4Error(
-                        f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'",
-                        aloc,
-                    )
-                try:
-                    out.append(self.convert(e, ptype, aloc, what))
-                except P4Error:
-                    raise P4Error(
-                        f"{what}: argument of type {type_str(e.type)} does not match parameter "
-                        f"'{p.name}' of type {type_str(ptype)}",
-                        aloc,
-                    ) from None
-        return out
+        return values
+
+    def bind_arg(
+        self, p: ir.Param, ptype: ir.Type, e: ir.Expr, aloc: ir.Loc, what: str
+    ) -> ir.Expr | None:
+        """One argument checked against its parameter (of type ``ptype``, type variables
+        substituted): converted for an in parameter, None for ``_`` to an out one."""
+        if p.direction and isinstance(ir.strip_newtype(ptype), ir.StringType):
+            raise P4Error(
+                f"{what}: parameter '{p.name}' of type string cannot have a direction", aloc
+            )
+        if isinstance(e, ir.DontCare) and has_typevar(ptype):
+            raise P4Error(
+                f"{what}: could not infer a type for parameter '{p.name}' from '_'", aloc
+            )
+        if p.direction in ("out", "inout"):
+            return self.bind_out_arg(p, ptype, e, aloc, what)
+        if isinstance(e, ir.DontCare):
+            raise P4Error(
+                f"{what}: '_' can only be passed to an out parameter, not to '{p.name}'",
+                aloc,
+            )
+        try:
+            return self.convert(e, ptype, aloc, what)
+        except P4Error:
+            raise _mismatch(what, e, p, ptype, aloc) from None
+
+    def bind_out_arg(
+        self, p: ir.Param, ptype: ir.Type, e: ir.Expr, aloc: ir.Loc, what: str
+    ) -> ir.Expr | None:
+        """An out/inout argument: assignable and of the parameter's type, not converted;
+        ``_`` (None) only for out."""
+        if isinstance(e, ir.DontCare):
+            if p.direction == "inout":
+                raise P4Error(f"{what}: '_' cannot be passed to inout parameter '{p.name}'", aloc)
+            return None
+        try:
+            self.check_lvalue(e, aloc)
+        except P4Error:
+            raise P4Error(
+                f"{what}: the argument for {p.direction} parameter '{p.name}' must be "
+                "assignable",
+                aloc,
+            ) from None
+        if not has_typevar(ptype) and not same_type(e.type, ptype):
+            raise _mismatch(what, e, p, ptype, aloc)
+        return e
+
+
+def _mismatch(what: str, e: ir.Expr, p: ir.Param, ptype: ir.Type, aloc: ir.Loc) -> P4Error:
+    return P4Error(
+        f"{what}: argument of type {type_str(e.type)} does not match parameter "
+        f"'{p.name}' of type {type_str(ptype)}",
+        aloc,
+    )
+
+
+def _arg_slots(
+    params: list[ir.Param], arg_trees: Sequence[s.Arg | ir.Expr], loc: ir.Loc, what: str
+) -> list[s.Expr | ir.Expr]:
+    """The argument for each parameter: positional ones first, then named ones, then the
+    parameters' defaults; too many, unknown, doubled or missing arguments fail."""
+    positional, named = _split_args(arg_trees, what)
+    given = len(positional) + len(named)
+    if given > len(params):
+        raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
+    names = {p.name for p in params}
+    for n in named:
+        if n not in names:
+            raise P4Error(f"{what}: no parameter named '{n}'", loc)
+    slots: list[s.Expr | ir.Expr] = []
+    for i, p in enumerate(params):
+        if i < len(positional):
+            if p.name in named:
+                raise P4Error(f"{what}: parameter '{p.name}' given twice", loc)
+            slots.append(positional[i])
+        elif p.name in named:
+            slots.append(named[p.name])
+        elif p.default is not None:
+            slots.append(p.default)
+        else:
+            raise P4Error(f"{what}: expected {len(params)} arguments, got {given}", loc)
+    return slots
+
+
+def _split_args(
+    arg_trees: Sequence[s.Arg | ir.Expr], what: str
+) -> tuple[list[s.Expr | ir.Expr], dict[str, s.Expr]]:
+    """Positional and named arguments; no positional one may follow a named one."""
+    positional: list[s.Expr | ir.Expr] = []
+    named: dict[str, s.Expr] = {}
+    for a in arg_trees:
+        if isinstance(a, s.NamedArg):
+            named[a.name] = a.value
+        else:
+            if named:
+                raise P4Error(f"{what}: positional argument after named arguments", a.loc)
+            positional.append(a)
+    return positional, named
+
+
+def _check_same_newtype(e: ir.Expr, t: ir.Type, loc: ir.Loc, what: str) -> None:
+    """Same underlying type, but a 'type' declares a distinct one: a cast is needed
+    (constants stay convertible: a folded cast (N)5 has lost its 'type', lenient)."""
+    if _newtype_name(e.type) != _newtype_name(t) and not isinstance(e, (ir.Const, ir.BoolConst)):
+        raise P4Error(
+            f"{what}: an expression of type {type_str(e.type)} needs an explicit cast to "
+            f"{type_str(t)} ('type' declares a distinct type)",
+            loc,
+        )
+
+
+def _operand_kind(operand: ir.Expr) -> str | None:
+    """What an operand is when no operator applies to it (None: a value)."""
+    ot = ir.strip_newtype(operand.type)
+    if isinstance(ot, ir.TableApplyResultType):
+        return "a table application result"
+    if isinstance(ot, ir.ActionRunType):
+        return "action_run (only allowed as a switch subject)"
+    if isinstance(operand, ir.InstanceRef):
+        return "a table or instance"
+    if isinstance(ot, (ir.VoidType, ir.ExternType, ir.BlockType)):
+        return "a value of type " + type_str(operand.type)
+    return None
+
+
+def _check_operands(op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> None:
+    """No operator applies to tables, instances, externs or void; only ==, != and shifts
+    to a 'type' (a distinct type) without a cast."""
+    for operand in (left, right):
+        what = _operand_kind(operand)
+        if what is not None:
+            raise P4Error(f"'{op}' cannot be applied to {what}", loc)
+    if op in ("==", "!=", "<<", ">>"):
+        return
+    for operand in (left, right):
+        if isinstance(operand.type, ir.NewType):
+            # p4c: a 'type' is a distinct type; only == and != apply without a cast
+            raise P4Error(
+                f"'{op}' cannot be applied to a value of type {type_str(operand.type)} "
+                "('type' declares a distinct type: cast it to "
+                f"{type_str(ir.strip_newtype(operand.type))} first)",
+                operand.loc,
+            )
+
+
+def _compare(op: str, left: ir.Expr, right: ir.Expr, loc: ir.Loc) -> ir.Expr:
+    """A comparison of unified operands (ordering only on numbers), folded when both are
+    constants."""
+    t = ir.strip_newtype(left.type)
+    if op not in ("==", "!=") and not isinstance(t, (ir.BitType, ir.IntLitType)):
+        raise P4Error(f"'{op}' cannot compare operands of type {type_str(left.type)}", loc)
+    if isinstance(left, (ir.Const, ir.BoolConst)) and isinstance(right, (ir.Const, ir.BoolConst)):
+        return fold_binary(op, left, right, loc)
+    return ir.Binary(ir.BoolType(), loc, op, left, right)

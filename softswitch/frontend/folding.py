@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+
 from softswitch import ir
 from softswitch.errors import P4Error
 from softswitch.frontend.literals import MAX_WIDTH
@@ -48,53 +51,62 @@ def fold_binary(
 ) -> ir.Expr:
     """Fold a binary operation on two constants of unified types (shifts: any widths)."""
     if isinstance(a, ir.BoolConst) or isinstance(b, ir.BoolConst):
-        av, bv = a.value, b.value
-        if op == "==":
-            return ir.BoolConst(ir.BoolType(), loc, av == bv)
-        if op == "!=":
-            return ir.BoolConst(ir.BoolType(), loc, av != bv)
-        raise P4Error(f"'{op}' cannot be applied to bool operands", loc)
+        if op not in ("==", "!="):
+            raise P4Error(f"'{op}' cannot be applied to bool operands", loc)
+        return ir.BoolConst(ir.BoolType(), loc, _COMPARISONS[op](a.value, b.value))
     t = ir.strip_newtype(a.type)
     x, y = _value(a), _value(b)
-    if op in ("==", "!=", "<", ">", "<=", ">="):
-        holds = {"==": x == y, "!=": x != y, "<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
-        return ir.BoolConst(ir.BoolType(), loc, holds)
-    if op == "+":
-        return _make(t, x + y, loc)
-    if op == "-":
-        return _make(t, x - y, loc)
-    if op == "*":
-        return _make(t, x * y, loc)
+    if op in _COMPARISONS:
+        return ir.BoolConst(ir.BoolType(), loc, _COMPARISONS[op](x, y))
+    if op in _ARITHMETIC:
+        return _make(t, _ARITHMETIC[op](x, y), loc)
     if op in ("/", "%"):
-        if y == 0:
-            raise P4Error("division by zero", loc)
-        if x < 0 or y < 0:
-            raise P4Error(f"'{op}' is not defined on negative values", loc)
-        return _make(t, x // y if op == "/" else x % y, loc)
-    if op == "&":
-        return _make(t, x & y, loc)
-    if op == "|":
-        return _make(t, x | y, loc)
-    if op == "^":
-        return _make(t, x ^ y, loc)
+        return _make(t, _divide(op, x, y, loc), loc)
     if op == "<<":
-        if isinstance(t, ir.BitType) and b.value >= t.width:
-            return _make(t, 0, loc)  # every bit shifted out (no huge intermediate)
-        if not isinstance(t, ir.BitType) and x and b.value + x.bit_length() > MAX_WIDTH:
-            raise P4Error(
-                f"{x} << {b.value} is too wide: at most {MAX_WIDTH} bits are supported", loc
-            )
-        return _make(t, x << b.value, loc)
+        return _shift_left(t, x, b.value, loc)
     if op == ">>":
         return _make(t, x >> b.value, loc)
     if op in ("|+|", "|-|") and isinstance(t, ir.BitType):
-        r = x + y if op == "|+|" else x - y
-        if t.signed:
-            lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
-        else:
-            lo, hi = 0, (1 << t.width) - 1
-        return _make(t, min(max(r, lo), hi), loc)
+        return _make(t, _saturate(t, x + y if op == "|+|" else x - y), loc)
     raise P4Error(f"cannot fold operator '{op}'", loc)
+
+
+_COMPARISONS: dict[str, Callable[[int, int], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
+    "<=": operator.le, ">=": operator.ge,
+}
+_ARITHMETIC: dict[str, Callable[[int, int], int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor,
+}
+
+
+def _divide(op: str, x: int, y: int, loc: ir.Loc) -> int:
+    """``x / y`` or ``x % y``: defined on non-negative values, never by zero."""
+    if y == 0:
+        raise P4Error("division by zero", loc)
+    if x < 0 or y < 0:
+        raise P4Error(f"'{op}' is not defined on negative values", loc)
+    return x // y if op == "/" else x % y
+
+
+def _shift_left(t: ir.Type, x: int, amount: int, loc: ir.Loc) -> ir.Expr:
+    """``x << amount``: every bit of a fixed width shifted out is 0 (no huge intermediate);
+    an unsized result may not exceed the widest supported value."""
+    if isinstance(t, ir.BitType) and amount >= t.width:
+        return _make(t, 0, loc)
+    if not isinstance(t, ir.BitType) and x and amount + x.bit_length() > MAX_WIDTH:
+        raise P4Error(f"{x} << {amount} is too wide: at most {MAX_WIDTH} bits are supported", loc)
+    return _make(t, x << amount, loc)
+
+
+def _saturate(t: ir.BitType, r: int) -> int:
+    """``r`` clamped to the range of ``t`` (saturating ``|+|``/``|-|``)."""
+    if t.signed:
+        lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+    else:
+        lo, hi = 0, (1 << t.width) - 1
+    return min(max(r, lo), hi)
 
 
 def fold_cast(e: ir.Const | ir.BoolConst, dst: ir.Type, loc: ir.Loc) -> ir.Expr:

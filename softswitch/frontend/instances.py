@@ -189,50 +189,19 @@ class InstanceChecker(Visitor):
         proto = pt.base if isinstance(pt, SpecializedType) else pt
         if not isinstance(proto, BlockProto):
             return
-        kind = "parser" if isinstance(decl, ir.ParserDecl) else "control"
-        if kind != proto.kind:
-            raise P4Error(
-                f"argument '{p.name}' must be a {proto.kind}, but '{decl.name}' is a {kind}", loc
-            )
-        if len(decl.params) != len(proto.params):
-            raise P4Error(
-                f"{kind} '{decl.name}' has {len(decl.params)} parameters, but '{proto.name}' needs "
-                f"{len(proto.params)}",
-                loc,
-            )
+        _check_block_kind(p, decl, proto, loc)
         local: dict[str, ir.Type] = {}
         if isinstance(pt, SpecializedType):
             for tp, arg in zip(proto.type_params, pt.args, strict=False):
                 if isinstance(arg, TypeVar) and arg.name in binding:
                     local[tp] = binding[arg.name]
         for want, have in zip(proto.params, decl.params, strict=False):
-            # p4c accepts an 'in' block parameter where the prototype says 'inout' (the
-            # block then only reads it), e.g. ``control vrfy(in H hdr, inout M meta)``.
-            if want.direction != have.direction and not (
-                want.direction == "inout" and have.direction == "in"
-            ):
-                raise P4Error(
-                    f"parameter '{have.name}' of '{decl.name}' must be "
-                    f"'{want.direction or 'directionless'}' as in '{proto.name}'",
-                    have.loc,
-                )
+            _check_block_param(want, have, decl, proto)
             w = substitute(want.type, local)
             if isinstance(w, TypeVar):
                 local[w.name] = have.type
                 if isinstance(pt, SpecializedType):
-                    for tp, arg in zip(proto.type_params, pt.args, strict=False):
-                        if tp == w.name and isinstance(arg, TypeVar):
-                            binding.setdefault(arg.name, have.type)
-                            if binding[arg.name] is not have.type and type_str(
-                                binding[arg.name]
-                            ) != type_str(have.type):
-                                raise P4Error(
-                                    f"parameter '{have.name}' of '{decl.name}' has type "
-                                    f"{type_str(have.type)}, "
-                                    f"but {type_str(binding[arg.name])} is used by the other "
-                                    "blocks",
-                                    have.loc,
-                                )
+                    _bind_package_type_var(pt, proto, w.name, have, decl, binding)
                 continue
             if not same_type(w, have.type):
                 raise P4Error(
@@ -240,3 +209,60 @@ class InstanceChecker(Visitor):
                     f"expected {type_str(w)}",
                     have.loc,
                 )
+
+
+def _check_block_kind(
+    p: ir.Param, decl: ir.ParserDecl | ir.ControlDecl, proto: BlockProto, loc: ir.Loc
+) -> None:
+    """The block is of the prototype's kind (parser or control), with as many
+    parameters."""
+    kind = "parser" if isinstance(decl, ir.ParserDecl) else "control"
+    if kind != proto.kind:
+        raise P4Error(
+            f"argument '{p.name}' must be a {proto.kind}, but '{decl.name}' is a {kind}", loc
+        )
+    if len(decl.params) != len(proto.params):
+        raise P4Error(
+            f"{kind} '{decl.name}' has {len(decl.params)} parameters, but '{proto.name}' needs "
+            f"{len(proto.params)}",
+            loc,
+        )
+
+
+def _check_block_param(
+    want: ir.Param, have: ir.Param, decl: ir.ParserDecl | ir.ControlDecl, proto: BlockProto
+) -> None:
+    """A block's parameter has its prototype's direction; p4c accepts an 'in' block
+    parameter where the prototype says 'inout' (the block then only reads it), e.g.
+    ``control vrfy(in H hdr, inout M meta)``."""
+    if want.direction != have.direction and not (
+        want.direction == "inout" and have.direction == "in"
+    ):
+        raise P4Error(
+            f"parameter '{have.name}' of '{decl.name}' must be "
+            f"'{want.direction or 'directionless'}' as in '{proto.name}'",
+            have.loc,
+        )
+
+
+def _bind_package_type_var(
+    pt: SpecializedType,
+    proto: BlockProto,
+    name: str,
+    have: ir.Param,
+    decl: ir.ParserDecl | ir.ControlDecl,
+    binding: dict[str, ir.Type],
+) -> None:
+    """The package's type variable behind the prototype's type parameter ``name`` takes
+    the type of ``have``; the blocks passed to one package must agree on it."""
+    for tp, arg in zip(proto.type_params, pt.args, strict=False):
+        if tp != name or not isinstance(arg, TypeVar):
+            continue
+        binding.setdefault(arg.name, have.type)
+        bound = binding[arg.name]
+        if bound is not have.type and type_str(bound) != type_str(have.type):
+            raise P4Error(
+                f"parameter '{have.name}' of '{decl.name}' has type {type_str(have.type)}, "
+                f"but {type_str(bound)} is used by the other blocks",
+                have.loc,
+            )

@@ -88,39 +88,52 @@ def tokenize(pre: Preprocessed) -> list[RawTok]:
         elif kind != "ws":
             toks.append(RawTok(kind, value, line, pos - line_start + 1, pos))
             if kind == "punct" and value == "(" and _annotation_open(toks):
-                # collect the balanced annotation body as one raw token
-                body_start = m.end()
-                depth, p = 1, body_start
-                while p < n and depth:
-                    c = text[p]
-                    if c == '"':
-                        sm = re.compile(r'"(?:[^"\\\n]|\\.)*"').match(text, p)
-                        p = sm.end() if sm else p + 1
-                        continue
-                    if c == "(":
-                        depth += 1
-                    elif c == ")":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    p += 1
-                if depth:
-                    raise P4Error(
-                        "syntax error: unterminated annotation", pre.loc(line, toks[-1].col)
-                    )
-                body = text[body_start:p]
-                if body.strip():
-                    toks.append(
-                        RawTok("annbody", body, line, body_start - line_start + 1, body_start)
-                    )
-                line += body.count("\n")
-                if "\n" in body:
-                    line_start = body_start + body.rfind("\n") + 1
-                toks.append(RawTok("punct", ")", line, p - line_start + 1, p))
-                pos = p + 1
+                pos, line, line_start = _annotation_body(pre, toks, m.end(), line, line_start)
                 continue
         pos = m.end()
     return toks
+
+
+def _annotation_body(
+    pre: Preprocessed, toks: list[RawTok], start: int, line: int, line_start: int
+) -> tuple[int, int, int]:
+    """Append the balanced annotation body that starts at ``start`` as one raw token, and
+    its closing ')'; returns the position after it and the line counters there."""
+    text = pre.text
+    p = _annotation_close(text, start)
+    if p < 0:
+        raise P4Error("syntax error: unterminated annotation", pre.loc(line, toks[-1].col))
+    body = text[start:p]
+    if body.strip():
+        toks.append(RawTok("annbody", body, line, start - line_start + 1, start))
+    line += body.count("\n")
+    if "\n" in body:
+        line_start = start + body.rfind("\n") + 1
+    toks.append(RawTok("punct", ")", line, p - line_start + 1, p))
+    return p + 1, line, line_start
+
+
+_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+def _annotation_close(text: str, start: int) -> int:
+    """The index of the ')' that closes the annotation body starting at ``start`` (strings
+    in it may hold parentheses); -1 when it is not closed."""
+    depth, p, n = 1, start, len(text)
+    while p < n:
+        c = text[p]
+        if c == '"':
+            sm = _STRING_RE.match(text, p)
+            p = sm.end() if sm else p + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return p
+        p += 1
+    return -1
 
 
 def _annotation_open(toks: list[RawTok]) -> bool:
@@ -193,60 +206,105 @@ def find_type_names(toks: list[RawTok]) -> tuple[set[str], dict[int, set[str]]]:
     """Global type names, and per token index the type parameters in scope there."""
     names: set[str] = set()
     scoped: dict[int, set[str]] = {}
-    n = len(toks)
     for i, t in enumerate(toks):
         if t.kind != "id":
             continue
         prev = toks[i - 1] if i else None
         if prev is not None and prev.kind == "punct" and prev.text == "@":
             continue
-        nxt = toks[i + 1] if i + 1 < n else None
-        if t.text in _TYPE_DECL_KEYWORDS and nxt is not None and nxt.kind == "id":
-            names.add(nxt.text)
-        elif t.text == "extern" and nxt is not None and nxt.kind == "id":
-            after = toks[i + 2] if i + 2 < n else None
-            if after is not None and after.kind == "punct" and after.text == "{":
-                names.add(nxt.text)
-            elif after is not None and after.kind == "punct" and after.text == "<":
-                close = _matching_close(toks, i + 2)
-                if close >= 0 and close + 1 < n and toks[close + 1].text == "{":
-                    names.add(nxt.text)
-        elif t.text == "enum":
-            j = i + 1
-            while j < n and not (toks[j].kind == "punct" and toks[j].text == "{"):
-                j += 1
-            if j < n and toks[j - 1].kind == "id":
-                names.add(toks[j - 1].text)
-        elif t.text in ("typedef", "type"):
-            if t.text == "type" and not (
-                prev is None or (prev.kind == "punct" and prev.text in (";", "}", ")"))
-            ):
-                continue
-            j = i + 1
-            while j < n and not (toks[j].kind == "punct" and toks[j].text == ";"):
-                j += 1
-            if j < n and toks[j - 1].kind == "id":
-                names.add(toks[j - 1].text)
-        elif nxt is not None and nxt.kind == "punct" and nxt.text == "<" and prev is not None:
-            # a generic declaration `T name<A, B>(` or `extern x<T> {` / `parser P<H>(`
-            if not (prev.kind == "id" or (prev.kind == "punct" and prev.text == ">")):
-                continue
-            close = _matching_close(toks, i + 1)
-            if close < 0 or close + 1 >= n or toks[close + 1].text not in ("(", "{"):
-                continue
-            inner = toks[i + 2 : close]
-            params = [x.text for x in inner if x.kind == "id"]
-            if not params or any(
-                x.kind != "id" and not (x.kind == "punct" and x.text == ",") for x in inner
-            ):
-                continue
-            if any(p in names for p in params):
-                continue  # explicit type arguments of a call, not parameters
-            start, end = _decl_start(toks, i), _decl_end(toks, close + 1)
-            for k in range(start, end + 1):
-                if toks[k].kind == "id" and toks[k].text in params:
-                    scoped.setdefault(k, set()).update(params)
+        if _starts_type_declaration(toks, i):
+            name = _declared_type_name(toks, i, prev)
+            if name is not None:
+                names.add(name)
+        else:
+            _scope_type_params(toks, i, prev, names, scoped)
     return names, scoped
+
+
+def _starts_type_declaration(toks: list[RawTok], i: int) -> bool:
+    """True when the word at ``i`` may declare a type (then it declares no type
+    parameters): ``enum``, ``typedef``, ``type``, or a type keyword or ``extern`` before
+    a name."""
+    t = toks[i]
+    if t.text in ("enum", "typedef", "type"):
+        return True
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    return (t.text in _TYPE_DECL_KEYWORDS or t.text == "extern") and (
+        nxt is not None and nxt.kind == "id"
+    )
+
+
+def _declared_type_name(toks: list[RawTok], i: int, prev: RawTok | None) -> str | None:
+    """The type the keyword at ``i`` declares, if it declares one."""
+    t = toks[i]
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    if t.text in _TYPE_DECL_KEYWORDS and nxt is not None and nxt.kind == "id":
+        return nxt.text
+    if t.text == "extern" and nxt is not None and nxt.kind == "id":
+        return nxt.text if _extern_object(toks, i) else None
+    if t.text == "enum":
+        return _id_before(toks, i, "{")
+    if t.text == "typedef" or (
+        t.text == "type"
+        and (prev is None or (prev.kind == "punct" and prev.text in (";", "}", ")")))
+    ):
+        return _id_before(toks, i, ";")
+    return None
+
+
+def _extern_object(toks: list[RawTok], i: int) -> bool:
+    """True when ``extern name`` at ``i`` declares an object type (``extern x {`` or
+    ``extern x<T> {``), not a function."""
+    n = len(toks)
+    after = toks[i + 2] if i + 2 < n else None
+    if after is None or after.kind != "punct":
+        return False
+    if after.text == "{":
+        return True
+    if after.text == "<":
+        close = _matching_close(toks, i + 2)
+        return close >= 0 and close + 1 < n and toks[close + 1].text == "{"
+    return False
+
+
+def _id_before(toks: list[RawTok], i: int, punct: str) -> str | None:
+    """The identifier right before the first ``punct`` after ``i`` (a declared name)."""
+    j = i + 1
+    while j < len(toks) and not (toks[j].kind == "punct" and toks[j].text == punct):
+        j += 1
+    return toks[j - 1].text if j < len(toks) and toks[j - 1].kind == "id" else None
+
+
+def _scope_type_params(
+    toks: list[RawTok],
+    i: int,
+    prev: RawTok | None,
+    names: set[str],
+    scoped: dict[int, set[str]],
+) -> None:
+    """For a generic declaration `T name<A, B>(` or `parser P<H>(` at ``i``: record the
+    type parameters at every token of the declaration that names one."""
+    n = len(toks)
+    nxt = toks[i + 1] if i + 1 < n else None
+    if nxt is None or nxt.kind != "punct" or nxt.text != "<" or prev is None:
+        return
+    if not (prev.kind == "id" or (prev.kind == "punct" and prev.text == ">")):
+        return
+    close = _matching_close(toks, i + 1)
+    if close < 0 or close + 1 >= n or toks[close + 1].text not in ("(", "{"):
+        return
+    inner = toks[i + 2 : close]
+    params = [x.text for x in inner if x.kind == "id"]
+    if not params or any(
+        x.kind != "id" and not (x.kind == "punct" and x.text == ",") for x in inner
+    ):
+        return
+    if any(p in names for p in params):
+        return  # explicit type arguments of a call, not parameters
+    start, end = _decl_start(toks, i), _decl_end(toks, close + 1)
+    for k in range(start, end + 1):
+        if toks[k].kind == "id" and toks[k].text in params:
+            scoped.setdefault(k, set()).update(params)
 
 
 _TYPE_WORDS = {"bit", "int", "varbit", "bool", "tuple", "error", "void", "string", "_", "value_set"}
@@ -281,6 +339,29 @@ def _is_call_type_args(
     return True
 
 
+_LITERAL_TERMINALS = {"int": "INTEGER", "str": "STRING_LITERAL", "annbody": "ANNOTATION_BODY"}
+
+
+def _id_terminal(
+    toks: list[RawTok],
+    i: int,
+    terminals: Mapping[str, str],
+    names: set[str],
+    scoped: dict[int, set[str]],
+) -> str:
+    """A keyword, a type's name or a plain identifier (an annotation's name is always
+    the latter)."""
+    t = toks[i]
+    prev = toks[i - 1] if i else None
+    if prev is not None and prev.kind == "punct" and prev.text == "@":
+        return "IDENTIFIER"
+    if t.text in terminals:
+        return terminals[t.text]
+    if t.text in names or (i in scoped and t.text in scoped[i]):
+        return "TYPE_IDENTIFIER"
+    return "IDENTIFIER"
+
+
 def classify_tokens(
     pre: Preprocessed, toks: list[RawTok], terminals: Mapping[str, str]
 ) -> list[tuple[str, RawTok]]:
@@ -290,20 +371,9 @@ def classify_tokens(
     out: list[tuple[str, RawTok]] = []
     for i, t in enumerate(toks):
         if t.kind == "id":
-            prev = toks[i - 1] if i else None
-            after_at = prev is not None and prev.kind == "punct" and prev.text == "@"
-            if not after_at and t.text in terminals:
-                ttype = terminals[t.text]
-            elif not after_at and (t.text in names or (i in scoped and t.text in scoped[i])):
-                ttype = "TYPE_IDENTIFIER"
-            else:
-                ttype = "IDENTIFIER"
-        elif t.kind == "int":
-            ttype = "INTEGER"
-        elif t.kind == "str":
-            ttype = "STRING_LITERAL"
-        elif t.kind == "annbody":
-            ttype = "ANNOTATION_BODY"
+            ttype = _id_terminal(toks, i, terminals, names, scoped)
+        elif t.kind in _LITERAL_TERMINALS:
+            ttype = _LITERAL_TERMINALS[t.kind]
         elif t.text in _COMPOUND_ASSIGN:
             ttype = "COMPOUND_ASSIGN"
         elif t.text == "<" and _is_call_type_args(toks, i, names, scoped):

@@ -254,40 +254,9 @@ class TableChecker(Visitor):
                 given.loc,
             )
         if any(e.priority is not None for e in entries):
-            delta = 1
-            if "priority_delta" in table.properties:
-                d = table.properties["priority_delta"]
-                if not isinstance(d, ir.Const) or d.value <= 0:
-                    raise P4Error(
-                        "table property 'priority_delta' must be a positive constant", d.loc
-                    )
-                delta = d.value
-            if entries[0].priority is None:
-                raise P4Error(
-                    f"the first entry of table '{table.name}' must have a priority", entries[0].loc
-                )
-            current = 0
-            for e in entries:
-                if e.priority is None:
-                    e.priority = current
-                if e.priority < 0:
-                    raise P4Error(f"priorities of table '{table.name}' run below zero", e.loc)
-                current = e.priority - delta if table.largest_priority_wins else e.priority + delta
-            return
-        legacy = [e.annotations.get("priority") for e in entries]
-        if not any(legacy):
-            return
-        bmv2: list[int] = []
-        for i, (e, anno) in enumerate(zip(entries, legacy, strict=True)):
-            if anno:
-                if len(anno) != 1 or not isinstance(anno[0], int):
-                    raise P4Error("@priority needs one integer", e.loc)
-                bmv2.append(int(anno[0]))
-            else:
-                bmv2.append(i + 1)
-        top = max(bmv2) + 1
-        for e, b in zip(entries, bmv2, strict=True):
-            e.priority = top - b if table.largest_priority_wins else b
+            _explicit_priorities(table, entries)
+        elif any(e.annotations.get("priority") for e in entries):
+            _legacy_priorities(table, entries)
 
     def visit_SimpleProperty(
         self, prop: s.SimpleProperty, scope: Scope, table: ir.TableDecl
@@ -424,3 +393,42 @@ def _applies_table(e: ir.Expr) -> bool:
     return any_subexpr(
         e, lambda n: isinstance(n, ir.MethodCall) and isinstance(n.type, ir.TableApplyResultType)
     )
+
+
+def _explicit_priorities(table: ir.TableDecl, entries: list[ir.ConstEntry]) -> None:
+    """``priority = N:``: the first entry has one, the others continue from the previous
+    entry by ``priority_delta``."""
+    delta = 1
+    if "priority_delta" in table.properties:
+        d = table.properties["priority_delta"]
+        if not isinstance(d, ir.Const) or d.value <= 0:
+            raise P4Error("table property 'priority_delta' must be a positive constant", d.loc)
+        delta = d.value
+    if entries[0].priority is None:
+        raise P4Error(
+            f"the first entry of table '{table.name}' must have a priority", entries[0].loc
+        )
+    current = 0
+    for e in entries:
+        if e.priority is None:
+            e.priority = current
+        if e.priority < 0:
+            raise P4Error(f"priorities of table '{table.name}' run below zero", e.loc)
+        current = e.priority - delta if table.largest_priority_wins else e.priority + delta
+
+
+def _legacy_priorities(table: ir.TableDecl, entries: list[ir.ConstEntry]) -> None:
+    """``@priority(N)``: BMv2 priorities (smaller wins), the other entries their 1-based
+    position, translated into the table's own convention."""
+    bmv2: list[int] = []
+    for i, e in enumerate(entries):
+        anno = e.annotations.get("priority")
+        if anno:
+            if len(anno) != 1 or not isinstance(anno[0], int):
+                raise P4Error("@priority needs one integer", e.loc)
+            bmv2.append(int(anno[0]))
+        else:
+            bmv2.append(i + 1)
+    top = max(bmv2) + 1
+    for e, b in zip(entries, bmv2, strict=True):
+        e.priority = top - b if table.largest_priority_wins else b

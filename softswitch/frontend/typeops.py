@@ -19,26 +19,28 @@ def type_str(t: ir.Type) -> str:
     """The P4 spelling of a type, for error messages."""
     if isinstance(t, ir.BitType):
         return f"{'int' if t.signed else 'bit'}<{t.width}>"
-    if isinstance(t, ir.IntLitType):
-        return "int"
-    if isinstance(t, ir.BoolType):
-        return "bool"
     if isinstance(t, ir.VarbitType):
         return f"varbit<{t.max_width}>"
-    if isinstance(t, ir.StringType):
-        return "string"
-    if isinstance(t, ir.VoidType):
-        return "void"
-    if isinstance(t, ir.ErrorType):
-        return "error"
-    if isinstance(t, ir.MatchKindType):
-        return "match_kind"
-    if isinstance(t, ir.DontCareType):
-        return "_"
+    for cls, spelling in _KEYWORD_TYPES:
+        if isinstance(t, cls):
+            return spelling
     if isinstance(t, ir.StackType):
         return f"{type_str(t.elem)}[{t.size}]"
     if isinstance(t, ir.TupleType):
         return "tuple<" + ", ".join(type_str(e) for e in t.elems) + ">"
+    return _named_type_str(t)
+
+
+# types spelled by a keyword
+_KEYWORD_TYPES: tuple[tuple[type[ir.Type], str], ...] = (
+    (ir.IntLitType, "int"), (ir.BoolType, "bool"), (ir.StringType, "string"),
+    (ir.VoidType, "void"), (ir.ErrorType, "error"), (ir.MatchKindType, "match_kind"),
+    (ir.DontCareType, "_"),
+)
+
+
+def _named_type_str(t: ir.Type) -> str:
+    """The spelling of a type known by a name (with its type arguments, if any)."""
     if isinstance(t, ir.ExternType):
         if t.type_args:
             return t.name + "<" + ", ".join(type_str(a) for a in t.type_args) + ">"

@@ -9,7 +9,7 @@ the switch lock held, which is what makes each update atomic relative to packets
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -226,12 +226,7 @@ class PipelineState:
         if kind == "multicast_group_entry":
             g = msg.multicast_group_entry
             gid = g.multicast_group_id
-            if gid == 0:
-                raise invalid("multicast group id 0 is reserved")
-            _check_presence(utype, gid in self.mcast_groups, f"multicast group {gid}")
-            if utype == Update.DELETE:
-                pre.delete_group(gid)
-                del self.mcast_groups[gid]
+            if _pre_delete(utype, gid, "multicast group", self.mcast_groups, pre.delete_group):
                 return
             if utype == Update.INSERT:
                 pre.insert_group(gid, _replicas(g.replicas))
@@ -242,12 +237,8 @@ class PipelineState:
         elif kind == "clone_session_entry":
             c = msg.clone_session_entry
             sid = c.session_id
-            if sid == 0:
-                raise invalid("clone session id 0 is reserved")
-            _check_presence(utype, sid in self.clone_sessions, f"clone session {sid}")
-            if utype == Update.DELETE:
-                pre.delete_clone_session(sid)
-                del self.clone_sessions[sid]
+            if _pre_delete(utype, sid, "clone session", self.clone_sessions,
+                           pre.delete_clone_session):
                 return
             op = pre.insert_clone_session if utype == Update.INSERT else pre.modify_clone_session
             op(sid, _replicas(c.replicas), c.packet_length_bytes, c.class_of_service)
@@ -414,15 +405,23 @@ class PipelineState:
             if req.register_id
             else list(self.schema.registers.values())
         )
+        for info, reg, i in self._indexed_targets(req, infos, self.pipeline.registers, "register"):
+            out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
+            out.index.index = i
+            out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
+            yield p4runtime_pb2.Entity(register_entry=out)
+
+    def _indexed_targets(
+        self, req: Any, infos: list[Any], objects: dict[str, Any], kind: str
+    ) -> Iterator[tuple[Any, Any, int]]:
+        """(P4Info object, extern, index) for each index a register or meter read names:
+        the one index it gives, or every index of each extern."""
         for info in infos:
             name = info.preamble.name
-            reg = self._extern(self.pipeline.registers, name, "register")
-            size = info.size or getattr(reg, "size", 0)
+            obj = self._extern(objects, name, kind)
+            size = info.size or getattr(obj, "size", 0)
             for i in self._indices(req, size, name):
-                out = p4runtime_pb2.RegisterEntry(register_id=info.preamble.id)
-                out.index.index = i
-                out.data.CopyFrom(p4data_pb2.P4Data(bitstring=encode(reg.read(i))))
-                yield p4runtime_pb2.Entity(register_entry=out)
+                yield info, obj, i
 
     def _read_counter_entry(
         self, req: p4runtime_pb2.CounterEntry
@@ -450,20 +449,27 @@ class PipelineState:
                 yield p4runtime_pb2.Entity(counter_entry=out)
 
     def _read_direct_counter_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
+        for info, entry in self._direct_read_targets(req, "counter"):
+            out = p4runtime_pb2.DirectCounterEntry()
+            out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
+            out.data.packet_count = entry.packets
+            out.data.byte_count = entry.bytes
+            yield p4runtime_pb2.Entity(direct_counter_entry=out)
+
+    def _direct_read_targets(self, req: Any, kind: str) -> Iterator[tuple[Any, Any]]:
+        """(table, entry) for each entry a direct counter/meter read names: of the table
+        it names, or of every table with such a resource."""
         te = req.table_entry
         if te.table_id:
             infos = [self.schema.table(te.table_id)]
         else:
-            infos = [t for t in self.schema.tables.values() if t.direct_counter is not None]
+            infos = [t for t in self.schema.tables.values()
+                     if getattr(t, f"direct_{kind}") is not None]
         for info in infos:
             probe = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, priority=te.priority)
             probe.match.extend(te.match)
-            for entry, _ in self._direct_targets(probe, "counter"):
-                out = p4runtime_pb2.DirectCounterEntry()
-                out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
-                out.data.packet_count = entry.packets
-                out.data.byte_count = entry.bytes
-                yield p4runtime_pb2.Entity(direct_counter_entry=out)
+            for entry, _ in self._direct_targets(probe, kind):
+                yield info, entry
 
     def _read_meter_entry(self, req: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
         infos = (
@@ -471,33 +477,21 @@ class PipelineState:
             if req.meter_id
             else list(self.schema.meters.values())
         )
-        for info in infos:
-            name = info.preamble.name
-            meter = self._extern(self.pipeline.meters, name, "meter")
-            size = info.size or getattr(meter, "size", 0)
-            for i in self._indices(req, size, name):
-                out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
-                out.index.index = i
-                cfg = meter.get_config(i)
-                if cfg is not None:
-                    out.config.CopyFrom(tt.meter_config_to_proto(cfg))
-                yield p4runtime_pb2.Entity(meter_entry=out)
+        for info, meter, i in self._indexed_targets(req, infos, self.pipeline.meters, "meter"):
+            out = p4runtime_pb2.MeterEntry(meter_id=info.preamble.id)
+            out.index.index = i
+            cfg = meter.get_config(i)
+            if cfg is not None:
+                out.config.CopyFrom(tt.meter_config_to_proto(cfg))
+            yield p4runtime_pb2.Entity(meter_entry=out)
 
     def _read_direct_meter_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
-        te = req.table_entry
-        if te.table_id:
-            infos = [self.schema.table(te.table_id)]
-        else:
-            infos = [t for t in self.schema.tables.values() if t.direct_meter is not None]
-        for info in infos:
-            probe = p4runtime_pb2.TableEntry(table_id=info.proto.preamble.id, priority=te.priority)
-            probe.match.extend(te.match)
-            for entry, _ in self._direct_targets(probe, "meter"):
-                out = p4runtime_pb2.DirectMeterEntry()
-                out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
-                if getattr(entry, "meter", None) is not None:
-                    out.config.CopyFrom(tt.meter_config_to_proto(entry.meter))
-                yield p4runtime_pb2.Entity(direct_meter_entry=out)
+        for info, entry in self._direct_read_targets(req, "meter"):
+            out = p4runtime_pb2.DirectMeterEntry()
+            out.table_entry.CopyFrom(tt.entry_to_proto(self.schema, info, entry, b"", False))
+            if getattr(entry, "meter", None) is not None:
+                out.config.CopyFrom(tt.meter_config_to_proto(entry.meter))
+            yield p4runtime_pb2.Entity(direct_meter_entry=out)
 
     def _read_packet_replication_engine_entry(self, req: Any) -> Iterator[p4runtime_pb2.Entity]:
         kind = req.WhichOneof("type")
@@ -592,6 +586,20 @@ class PipelineState:
         return list(by_id.values())
 
 
+def _pre_delete(utype: int, ident: int, what: str, stored: dict[int, Any],
+                delete: Callable[[int], object]) -> bool:
+    """The checks a multicast group's or clone session's write shares (id 0 is reserved;
+    INSERT needs it absent, MODIFY and DELETE present); a DELETE is done here (True)."""
+    if ident == 0:
+        raise invalid(f"{what} id 0 is reserved")
+    _check_presence(utype, ident in stored, f"{what} {ident}")
+    if utype != Update.DELETE:
+        return False
+    delete(ident)
+    del stored[ident]
+    return True
+
+
 def _check_presence(utype: int, exists: bool, what: str) -> None:
     """INSERT needs ``what`` absent, MODIFY and DELETE need it present (P4Runtime codes)."""
     if utype == Update.INSERT and exists:
@@ -606,6 +614,28 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     direct counters and meters), default entries a client set, PRE entries, digest configs and
     meter configs through the same checks as a Write; counter and register values copied
     by name. Raises INVALID_ARGUMENT naming the first piece of state that does not fit."""
+    for utype, ent in _replay_updates(old):
+        try:
+            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
+        except StatusError as err:
+            raise invalid(
+                f"the forwarding state cannot be kept with the new config: "
+                f"{ent.WhichOneof('entity')}: {err.message}"
+            ) from None
+    for kind in ("counters", "registers"):
+        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
+        for name, obj in olds.items():
+            target = news.get(name)
+            if target is not None:  # else gone from the program: nothing refers to it
+                _copy_values(kind, name, obj, target)
+
+
+def _replay_updates(
+    old: PipelineState,
+) -> list[tuple[p4runtime_pb2.Update.Type.ValueType, p4runtime_pb2.Entity]]:
+    """The writes that rebuild ``old``'s forwarding state, in an order that satisfies
+    their references: members, groups, entries (not const ones), the defaults a client
+    set, PRE entries, digest configs, meter configs."""
     updates: list[tuple[p4runtime_pb2.Update.Type.ValueType, p4runtime_pb2.Entity]] = []
     for kind in ("action_profile_member", "action_profile_group", "table_entry"):
         wildcard = p4runtime_pb2.Entity()
@@ -628,27 +658,17 @@ def carry_state(old: PipelineState, new: PipelineState) -> None:
     for ent in old.read(p4runtime_pb2.Entity(meter_entry=p4runtime_pb2.MeterEntry())):
         if ent.meter_entry.HasField("config"):
             updates.append((Update.MODIFY, ent))
-    for utype, ent in updates:
-        try:
-            new.write(p4runtime_pb2.Update(type=utype, entity=ent))
-        except StatusError as err:
-            raise invalid(
-                f"the forwarding state cannot be kept with the new config: "
-                f"{ent.WhichOneof('entity')}: {err.message}"
-            ) from None
-    for kind in ("counters", "registers"):
-        olds, news = getattr(old.pipeline, kind, {}), getattr(new.pipeline, kind, {})
-        for name, obj in olds.items():
-            target = news.get(name)
-            if target is None:
-                continue  # gone from the program: nothing can refer to it any more
-            if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
-                raise invalid(
-                    f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape"
-                )
-            # In place: the generated data-plane code may hold these very lists.
-            if kind == "counters":
-                target.packets[:] = obj.packets
-                target.bytes[:] = obj.bytes
-            else:
-                target.values[:] = obj.values
+    return updates
+
+
+def _copy_values(kind: str, name: str, obj: Any, target: Any) -> None:
+    """A counter's or register's values into the same object of the new program, which
+    must have the same size and width."""
+    if target.size != obj.size or getattr(target, "width", 0) != getattr(obj, "width", 0):
+        raise invalid(f"the forwarding state cannot be kept: {kind[:-1]} {name!r} changed shape")
+    # In place: the generated data-plane code may hold these very lists.
+    if kind == "counters":
+        target.packets[:] = obj.packets
+        target.bytes[:] = obj.bytes
+    else:
+        target.values[:] = obj.values

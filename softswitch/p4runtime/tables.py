@@ -29,7 +29,6 @@ def _ones(width: int) -> int:
 
 def decode_matches(info: TableInfo, matches: Any) -> MatchKey:
     """Engine match tuple (one slot per key field, None = don't care) from FieldMatch protos."""
-    et = engine_tables
     slots: list[Any] = [None] * len(info.proto.match_fields)
     seen: set[int] = set()
     for fm in matches:
@@ -45,45 +44,55 @@ def decode_matches(info: TableInfo, matches: Any) -> MatchKey:
             raise invalid(
                 f"match field {mf.name!r} of table {info.name!r} is {expected}, got {kind}"
             )
-        width = mf.bitwidth
-        what = f"match field {mf.name!r}"
-        if kind == "exact":
-            slot = et.FieldMatch(value=decode(fm.exact.value, width, what))
-        elif kind == "ternary":
-            value = decode(fm.ternary.value, width, what)
-            mask = decode(fm.ternary.mask, width, what + " mask")
-            if mask == 0:
-                raise invalid(f"{what}: a zero mask must be omitted (don't care)")
-            if value & ~mask:
-                raise invalid(f"{what}: value has bits set outside the mask")
-            slot = et.FieldMatch(value=value, mask=mask)
-        elif kind == "lpm":
-            value = decode(fm.lpm.value, width, what)
-            plen = fm.lpm.prefix_len
-            if plen <= 0 or plen > width:
-                if plen == 0:
-                    raise invalid(f"{what}: a zero prefix length must be omitted (don't care)")
-                raise invalid(f"{what}: prefix length {plen} outside 1..{width}")
-            if value & _ones(width - plen):
-                raise invalid(f"{what}: value has bits set beyond the prefix length {plen}")
-            slot = et.FieldMatch(value=value, prefix_len=plen)
-        elif kind == "range":
-            low = decode(fm.range.low, width, what + " low")
-            high = decode(fm.range.high, width, what + " high")
-            if low > high:
-                raise invalid(f"{what}: low bound {low} is above high bound {high}")
-            if low == 0 and high == _ones(width):
-                raise invalid(f"{what}: a full range must be omitted (don't care)")
-            slot = et.FieldMatch(value=low, high=high)
-        elif kind == "optional":
-            slot = et.FieldMatch(value=decode(fm.optional.value, width, what), mask=_ones(width))
-        else:
-            raise unimplemented(f"{what}: match kind {kind!r} is not supported")
-        slots[info.field_index[fm.field_id]] = slot
+        slots[info.field_index[fm.field_id]] = _decode_field(
+            kind, fm, mf.bitwidth, f"match field {mf.name!r}"
+        )
     for mf in info.proto.match_fields:
         if mf.match_type == p4info_pb2.MatchField.EXACT and mf.id not in seen:
             raise invalid(f"exact match field {mf.name!r} of table {info.name!r} is missing")
     return tuple(slots)
+
+
+def _decode_field(kind: str, fm: Any, width: int, what: str) -> Any:
+    """One FieldMatch proto of match kind ``kind`` as an engine FieldMatch; a don't-care
+    value must have been omitted (a zero mask, prefix length or the full range)."""
+    et = engine_tables
+    if kind == "exact":
+        return et.FieldMatch(value=decode(fm.exact.value, width, what))
+    if kind == "ternary":
+        value = decode(fm.ternary.value, width, what)
+        mask = decode(fm.ternary.mask, width, what + " mask")
+        if mask == 0:
+            raise invalid(f"{what}: a zero mask must be omitted (don't care)")
+        if value & ~mask:
+            raise invalid(f"{what}: value has bits set outside the mask")
+        return et.FieldMatch(value=value, mask=mask)
+    if kind == "lpm":
+        return _decode_lpm(fm, width, what)
+    if kind == "range":
+        low = decode(fm.range.low, width, what + " low")
+        high = decode(fm.range.high, width, what + " high")
+        if low > high:
+            raise invalid(f"{what}: low bound {low} is above high bound {high}")
+        if low == 0 and high == _ones(width):
+            raise invalid(f"{what}: a full range must be omitted (don't care)")
+        return et.FieldMatch(value=low, high=high)
+    if kind == "optional":
+        return et.FieldMatch(value=decode(fm.optional.value, width, what), mask=_ones(width))
+    raise unimplemented(f"{what}: match kind {kind!r} is not supported")
+
+
+def _decode_lpm(fm: Any, width: int, what: str) -> Any:
+    """An LPM match: a prefix length in 1..width, no value bits beyond it."""
+    value = decode(fm.lpm.value, width, what)
+    plen = fm.lpm.prefix_len
+    if plen <= 0 or plen > width:
+        if plen == 0:
+            raise invalid(f"{what}: a zero prefix length must be omitted (don't care)")
+        raise invalid(f"{what}: prefix length {plen} outside 1..{width}")
+    if value & _ones(width - plen):
+        raise invalid(f"{what}: value has bits set beyond the prefix length {plen}")
+    return engine_tables.FieldMatch(value=value, prefix_len=plen)
 
 
 def encode_matches(info: TableInfo, key: MatchKey) -> list[p4runtime_pb2.FieldMatch]:
@@ -92,32 +101,39 @@ def encode_matches(info: TableInfo, key: MatchKey) -> list[p4runtime_pb2.FieldMa
     for mf, slot in zip(info.proto.match_fields, key, strict=True):
         if slot is None:
             continue
-        fm = p4runtime_pb2.FieldMatch(field_id=mf.id)
-        mt = mf.match_type
-        if mt == p4info_pb2.MatchField.EXACT:
-            fm.exact.value = encode(slot.value)
-        elif mt == p4info_pb2.MatchField.TERNARY:
-            if not slot.mask:
-                continue
-            fm.ternary.value = encode(slot.value)
-            fm.ternary.mask = encode(slot.mask)
-        elif mt == p4info_pb2.MatchField.LPM:
-            if not slot.prefix_len:
-                continue
-            fm.lpm.value = encode(slot.value)
-            fm.lpm.prefix_len = slot.prefix_len
-        elif mt == p4info_pb2.MatchField.RANGE:
-            high = slot.high if slot.high is not None else slot.value
-            if slot.value == 0 and high == _ones(mf.bitwidth):
-                continue
-            fm.range.low = encode(slot.value)
-            fm.range.high = encode(high)
-        elif mt == p4info_pb2.MatchField.OPTIONAL:
-            if slot.mask == 0:
-                continue
-            fm.optional.value = encode(slot.value)
-        out.append(fm)
+        fm = _encode_field(mf, slot)
+        if fm is not None:
+            out.append(fm)
     return out
+
+
+def _encode_field(mf: Any, slot: Any) -> p4runtime_pb2.FieldMatch | None:
+    """One key field's FieldMatch proto (None: a don't-care value, omitted)."""
+    fm = p4runtime_pb2.FieldMatch(field_id=mf.id)
+    mt = mf.match_type
+    if mt == p4info_pb2.MatchField.EXACT:
+        fm.exact.value = encode(slot.value)
+    elif mt == p4info_pb2.MatchField.TERNARY:
+        if not slot.mask:
+            return None
+        fm.ternary.value = encode(slot.value)
+        fm.ternary.mask = encode(slot.mask)
+    elif mt == p4info_pb2.MatchField.LPM:
+        if not slot.prefix_len:
+            return None
+        fm.lpm.value = encode(slot.value)
+        fm.lpm.prefix_len = slot.prefix_len
+    elif mt == p4info_pb2.MatchField.RANGE:
+        high = slot.high if slot.high is not None else slot.value
+        if slot.value == 0 and high == _ones(mf.bitwidth):
+            return None
+        fm.range.low = encode(slot.value)
+        fm.range.high = encode(high)
+    elif mt == p4info_pb2.MatchField.OPTIONAL:
+        if slot.mask == 0:
+            return None
+        fm.optional.value = encode(slot.value)
+    return fm
 
 
 def decode_action(schema: P4InfoById, info: TableInfo | None, action: Any, default: bool) -> Any:
