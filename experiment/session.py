@@ -520,29 +520,21 @@ def undilated_clock_notes(tdf: float, target: str, algorithms: Sequence[str]) ->
     return notes
 
 
-def run_experiment(network: ExperimentNetwork | RunningNetwork,
-                   options: ExperimentOptions | None = None,
-                   stages: StageDisplay | None = None) -> ExperimentResult:
-    """Programs the fabric and runs the all-reduces (see the module docstring) on
-    ``network`` (an :class:`ExperimentNetwork`, or a running network: then a lifecycle
-    around it opens and closes the controller and kills the processes). Raises
-    :class:`ExperimentError` when the controller or the hosts cannot be used; an all-reduce
-    that finishes wrong (or a rank that fails) is reported in the result."""
-    opts = options or ExperimentOptions()
-    stages = stages if stages is not None else Stages(enabled=False)
-    unknown = [a for a in opts.algorithms if a not in ALGORITHMS]
+def check_algorithms(algorithms: Sequence[str]) -> None:
+    """Refuses a run naming an algorithm the registry does not know, before anything starts."""
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ExperimentError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGORITHMS)}")
-    lab = lifecycle(network)
-    topology = lab.topology
-    if topology.p4info is None:
-        raise ExperimentError("the switches were started without a program: nothing to program")
-    results = lab.rundir / RESULTS_DIR
-    results.mkdir(parents=True, exist_ok=True)
-    net = lab.network  # the Mininet network (measure_path's)
-    notes = list(getattr(net, "warnings", []))
-    runs = []
+
+
+def run_job(lab: ExperimentNetwork, network: ExperimentNetwork | RunningNetwork,
+            topology: Topology, opts: ExperimentOptions, stages: StageDisplay, results: Path
+            ) -> tuple[JsonObject, list[AllreduceRun]]:
+    """Programs the fabric (unless done), plans the job and runs each all-reduce; the
+    controller's errors become :class:`ExperimentError`, and a lifecycle made around a
+    running ``network`` is stopped whatever happens. Returns the plan and the runs."""
+    runs: list[AllreduceRun] = []
     try:
         if not lab.programmed:
             lab.program(stages)
@@ -558,18 +550,31 @@ def run_experiment(network: ExperimentNetwork | RunningNetwork,
     finally:
         if lab is not network:
             lab.stop()  # the controller it opened, its processes; not the network
+    return plan, runs
+
+
+def check_links(net: RunningNetwork | None, topology: Topology, opts: ExperimentOptions,
+                stages: StageDisplay, notes: list[str]) -> PathMeasurement | None:
+    """The UDP check from the first to the last host (when asked for and there are two
+    hosts); a failed or not link-bound check adds a note, as results then need care."""
+    if not (opts.measure_seconds > 0 and len(topology.hosts) > 1):
+        return None
     check = None
-    if opts.measure_seconds > 0 and len(topology.hosts) > 1:
-        src, dst = topology.hosts[0].name, topology.hosts[-1].name
-        with stages.stage(f"link check: UDP {src} -> {dst} above the link rate"):
-            try:
-                check = measure_path(net, src, dst, seconds=opts.measure_seconds)
-            except TopoError as exc:
-                notes.append(f"link check failed: {exc}")
-        if check is not None and not check.link_bound:
-            notes.append("the link check was NOT link-bound: a switch process or the host, not "
-                         "the emulated links, limited the rate; compare results with care")
-    notes += undilated_clock_notes(opts.tdf, topology.target, opts.algorithms)
+    src, dst = topology.hosts[0].name, topology.hosts[-1].name
+    with stages.stage(f"link check: UDP {src} -> {dst} above the link rate"):
+        try:
+            check = measure_path(net, src, dst, seconds=opts.measure_seconds)
+        except TopoError as exc:
+            notes.append(f"link check failed: {exc}")
+    if check is not None and not check.link_bound:
+        notes.append("the link check was NOT link-bound: a switch process or the host, not "
+                     "the emulated links, limited the rate; compare results with care")
+    return check
+
+
+def cpu_notes(runs: Sequence[AllreduceRun]) -> list[str]:
+    """One note per run the switches' CPU (one process, or the machine) may have limited."""
+    notes = []
     for run in runs:
         if run.saturated_switches:
             notes.append(f"{run.algorithm}: switch process(es) {', '.join(run.saturated_switches)}"
@@ -579,6 +584,32 @@ def run_experiment(network: ExperimentNetwork | RunningNetwork,
             notes.append(f"{run.algorithm}: the switch processes together used "
                          f"{run.switches_cores:.1f} of the machine's {run.machine_cores} cores "
                          "while it ran: the machine's CPU, not the links, limited this run")
+    return notes
+
+
+def run_experiment(network: ExperimentNetwork | RunningNetwork,
+                   options: ExperimentOptions | None = None,
+                   stages: StageDisplay | None = None) -> ExperimentResult:
+    """Programs the fabric and runs the all-reduces (see the module docstring) on
+    ``network`` (an :class:`ExperimentNetwork`, or a running network: then a lifecycle
+    around it opens and closes the controller and kills the processes). Raises
+    :class:`ExperimentError` when the controller or the hosts cannot be used; an all-reduce
+    that finishes wrong (or a rank that fails) is reported in the result."""
+    opts = options or ExperimentOptions()
+    stages = stages if stages is not None else Stages(enabled=False)
+    check_algorithms(opts.algorithms)
+    lab = lifecycle(network)
+    topology = lab.topology
+    if topology.p4info is None:
+        raise ExperimentError("the switches were started without a program: nothing to program")
+    results = lab.rundir / RESULTS_DIR
+    results.mkdir(parents=True, exist_ok=True)
+    net = lab.network  # the Mininet network (measure_path's)
+    notes = list(getattr(net, "warnings", []))
+    plan, runs = run_job(lab, network, topology, opts, stages, results)
+    check = check_links(net, topology, opts, stages, notes)
+    notes += undilated_clock_notes(opts.tdf, topology.target, opts.algorithms)
+    notes += cpu_notes(runs)
     path = results / RESULT_FILE
     result = ExperimentResult(plan, tuple(runs), tuple(notes), str(path), check, opts.elems,
                               tuple(topology.link_classes()))

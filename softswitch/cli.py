@@ -124,35 +124,37 @@ def _stf(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m softswitch`` and the ``softswitch`` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # 'run' belongs to the switch process, which parses its own options
+def _run_own_parser(argv: list[str]) -> int | None:
+    """Runs a command whose process parses its own options (``run``, ``forkserver``, ``wire``,
+    ``stats``) and returns its exit status; None when ``argv`` names none of them."""
     run_at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if run_at is not None and argv[run_at] == "run":
+    if run_at is None:
+        return None
+    if argv[run_at] == "run":
         try:
             from softswitch import switch
         except ImportError as err:
             print(f"error: the P4Runtime switch is not available ({err})", file=sys.stderr)
             return 1
         return int(switch.main(argv[run_at + 1 :]) or 0)
-    if run_at is not None and argv[run_at] == "forkserver":  # forks switches (the network's)
+    if argv[run_at] == "forkserver":  # forks switches (the network's)
         from softswitch import forkserver
 
         return int(forkserver.main(argv[run_at + 1 :]) or 0)
-    if run_at is not None and argv[run_at] == "wire":  # a delay node parses its own too
+    if argv[run_at] == "wire":  # a delay node parses its own too
         from softswitch import wire
 
         return int(wire.main(argv[run_at + 1 :]) or 0)
-    if run_at is not None and argv[run_at] == "stats":
+    if argv[run_at] == "stats":
         from softswitch import stats
 
         return int(stats.main(argv[run_at + 1 :]) or 0)
-    args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    return None
+
+
+def _run_offline(args: argparse.Namespace) -> int:
+    """Runs ``compile`` or ``stf``; an error in the program, the test or the installation
+    becomes one message on stderr and exit status 1."""
     from softswitch.device_config import DeviceConfigError
     from softswitch.p4info import P4InfoError
     from softswitch.stf import StfError
@@ -176,3 +178,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = err.filename if err.filename is not None else args.program
         print(f"error: cannot access {name}: {err.strerror}", file=sys.stderr)
         return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m softswitch`` and the ``softswitch`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # 'run' belongs to the switch process, which parses its own options
+    status = _run_own_parser(argv)
+    if status is not None:
+        return status
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    return _run_offline(args)

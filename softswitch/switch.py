@@ -605,13 +605,19 @@ class SwitchDataPlane:
         except OSError:
             pass
 
-    def _run_python(self, timed: bool) -> None:
-        """The Python packet loop, until :meth:`stop` or a new pipeline that the C loop
-        can take."""
+    def _port_selector(self, timed: bool) -> selectors.BaseSelector:
+        """The selector the Python loop waits on: every port (its data) and the wake
+        socket (data None)."""
         sel = self._selector(timed)
         for p in self.ports.values():
             sel.register(p.fileno(), selectors.EVENT_READ, p)
         sel.register(self._wake_r.fileno(), selectors.EVENT_READ, None)
+        return sel
+
+    def _run_python(self, timed: bool) -> None:
+        """The Python packet loop, until :meth:`stop` or a new pipeline that the C loop
+        can take."""
+        sel = self._port_selector(timed)
         receive = self._receive
         held_in = self._ingress_delayed
         real_ns = self.clock.real_ns
@@ -639,26 +645,34 @@ class SwitchDataPlane:
                     if due is None:
                         self._flush_pcaps()
                     continue
-                for key, _mask in events:
-                    port = key.data
-                    if port is None:
-                        self._drain_wake()
-                        continue
-                    try:
-                        frames = port.recv_batch(RX_BATCH)
-                    except OSError as exc:
-                        log.warning("port %d (%s): receive failed: %s", port.number, port.name, exc)
-                        continue
-                    if port.number in held_in:
-                        self._hold_ingress(port, frames)
-                    else:
-                        for frame in frames:
-                            receive(port, frame)
-                    if due is not None and real_ns() >= due:  # a long batch: no frame
-                        self.release_due()                    # waits for all of it
-                        due = self.next_release()
+                self._receive_ready(events, due, receive, held_in, real_ns)
         finally:
             sel.close()
+
+    def _receive_ready(self, events: list[tuple[selectors.SelectorKey, int]], due: int | None,
+                       receive: Callable[[Port, bytes], None], held_in: frozenset[int],
+                       real_ns: Callable[[], int]) -> None:
+        """One pass over the ports ``select`` found readable: a batch from each, held by
+        its ingress delay line or received; frames that fall due during a long pass are
+        released as it goes, so none waits for the whole pass."""
+        for key, _mask in events:
+            port = key.data
+            if port is None:
+                self._drain_wake()
+                continue
+            try:
+                frames = port.recv_batch(RX_BATCH)
+            except OSError as exc:
+                log.warning("port %d (%s): receive failed: %s", port.number, port.name, exc)
+                continue
+            if port.number in held_in:
+                self._hold_ingress(port, frames)
+            else:
+                for frame in frames:
+                    receive(port, frame)
+            if due is not None and real_ns() >= due:  # a long batch: no frame
+                self.release_due()                    # waits for all of it
+                due = self.next_release()
 
     # ------------------------------------------------------------ the C loop
     def c_loop_reason(self, pipeline: Any | None) -> str | None:
@@ -925,8 +939,8 @@ def _parse_grpc_addr(text: str) -> str:
     return text
 
 
-def parse_args(argv: Sequence[str]) -> SwitchOptions:
-    """Options from simple_switch_grpc-style flags; raises _UsageError naming the bad one."""
+def _switch_parser() -> _Parser:
+    """The simple_switch_grpc-style flags of ``softswitch run``, with their help."""
     p = _Parser(prog="softswitch run", add_help=True, description=__doc__.splitlines()[0])
     p.add_argument("program", nargs="?", help="P4 source (.p4) or device config file")
     p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE")
@@ -970,7 +984,11 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
                    "always runs the Python loop")
     p.add_argument("--thrift-port", type=int)
     p.add_argument("--device-config", dest="program_alt")
-    args = p.parse_args(list(argv))
+    return p
+
+
+def _parse_interfaces(args: argparse.Namespace) -> tuple[tuple[int, str], ...]:
+    """The ``-i PORT@IFACE`` pairs; a port or an interface given twice is an error."""
     interfaces = tuple(_parse_interface(t) for t in args.interface)
     nums = [n for n, _ in interfaces]
     dup = sorted({n for n in nums if nums.count(n) > 1})
@@ -980,6 +998,11 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
     dup_names = sorted({i for i in names if names.count(i) > 1})
     if dup_names:
         raise _UsageError(f"-i: interface {dup_names[0]!r} given twice")
+    return interfaces
+
+
+def _check_device(args: argparse.Namespace, nums: Sequence[int]) -> None:
+    """The device id, and the CPU port: in range and not one of the ``-i`` ports."""
     if args.device_id < 0:
         raise _UsageError(f"--device-id {args.device_id}: must be >= 0")
     if args.cpu_port is not None:
@@ -987,18 +1010,32 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
             raise _UsageError(f"--cpu-port {args.cpu_port}: outside 0..{MAX_PORT}")
         if args.cpu_port in nums:
             raise _UsageError(f"--cpu-port {args.cpu_port}: already used by an -i interface")
-    level = args.log_level.lower()
+
+
+def _parse_log_level(args: argparse.Namespace) -> str:
+    """``-L``, lower-cased, one of :data:`LOG_LEVELS`."""
+    level: str = args.log_level.lower()
     if level not in LOG_LEVELS:
         raise _UsageError(f"-L/--log-level {args.log_level}: choose from {', '.join(LOG_LEVELS)}")
-    program = args.program or args.program_alt
+    return level
+
+
+def _parse_program(args: argparse.Namespace) -> str | None:
+    """The program (positional or ``--device-config``): an existing file, or None with
+    ``--no-p4``; exactly one of the two."""
+    program: str | None = args.program or args.program_alt
     if program is None and not args.no_p4:
         raise _UsageError("a P4 program (or device config) or --no-p4 is required")
     if program is not None and args.no_p4:
         raise _UsageError("--no-p4 cannot be combined with a program")
     if program is not None and not Path(program).is_file():
         raise _UsageError(f"program {program!r}: no such file")
-    if not args.stats_interval > 0:
-        raise _UsageError(f"--stats-interval {args.stats_interval}: must be > 0")
+    return program
+
+
+def _parse_queueing(args: argparse.Namespace) -> tuple[int | None, int]:
+    """The traffic manager's flags: the egress order, its seed (random order only) and the
+    queue depth; returns (seed, depth)."""
     if args.egress_order not in EGRESS_ORDERS:
         raise _UsageError(
             f"--egress-order {args.egress_order}: choose from {', '.join(EGRESS_ORDERS)}"
@@ -1017,17 +1054,41 @@ def parse_args(argv: Sequence[str]) -> SwitchOptions:
         raise _UsageError(f"--queue-depth {args.queue_depth}: not an integer") from None
     if not 1 <= depth <= MAX_QUEUE_DEPTH:
         raise _UsageError(f"--queue-depth {depth}: must be in 1..{MAX_QUEUE_DEPTH}")
-    timing = _parse_timing(args, set(nums))
+    return seed, depth
+
+
+def _check_loops(args: argparse.Namespace) -> None:
+    """The packet engine and the packet loop: one of the known ones each."""
     if args.engine not in ("python", "c"):
         raise _UsageError(f"--engine {args.engine}: choose from python, c")
     if args.io not in IO_LOOPS:
         raise _UsageError(f"--io {args.io}: choose from {', '.join(IO_LOOPS)}")
-    notes: tuple[str, ...] = ()
-    if args.thrift_port is not None:
-        notes = (
-            f"--thrift-port {args.thrift_port} ignored: "
-            "the built-in switch has no Thrift server",
-        )
+
+
+def _ignored_notes(args: argparse.Namespace) -> tuple[str, ...]:
+    """Notes on flags accepted for BMv2's sake but ignored here."""
+    if args.thrift_port is None:
+        return ()
+    return (
+        f"--thrift-port {args.thrift_port} ignored: "
+        "the built-in switch has no Thrift server",
+    )
+
+
+def parse_args(argv: Sequence[str]) -> SwitchOptions:
+    """Options from simple_switch_grpc-style flags; raises _UsageError naming the bad one."""
+    args = _switch_parser().parse_args(list(argv))
+    interfaces = _parse_interfaces(args)
+    nums = [n for n, _ in interfaces]
+    _check_device(args, nums)
+    level = _parse_log_level(args)
+    program = _parse_program(args)
+    if not args.stats_interval > 0:
+        raise _UsageError(f"--stats-interval {args.stats_interval}: must be > 0")
+    seed, depth = _parse_queueing(args)
+    timing = _parse_timing(args, set(nums))
+    _check_loops(args)
+    notes = _ignored_notes(args)
     return SwitchOptions(
         program=program,
         interfaces=interfaces,
@@ -1112,71 +1173,77 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: Sequence[str] | None = None, preloaded: Preloaded | None = None) -> int:
-    """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
-    failure, 2 bad flags). ``preloaded``: a pipeline the fork server loaded before forking
-    this process, taken by the first load that fits it (:mod:`softswitch.preload`)."""
-    try:
-        opts = parse_args(sys.argv[1:] if argv is None else argv)
-    except _UsageError as exc:
-        return _fail(str(exc), 2)
-    handlers = _configure_logging(opts)
-    for note in opts.notes:
+class _StartError(Exception):
+    """A step of the switch's start failed: ``main`` prints the message and exits ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _report_notes(notes: Sequence[str]) -> None:
+    """Each note on the flags, in the log and on stderr (the log may be a file nobody reads)."""
+    for note in notes:
         log.warning("%s", note)
         print(f"softswitch run: note: {note}", file=sys.stderr, flush=True)
 
-    trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
-    timing = opts.timing
-    clock = VirtualClock(timing.tdf)
-    tm = pipeline_options(opts, clock)
+
+def _pipeline_loader(opts: SwitchOptions, tm: _PipelineOptions, trace: bool,
+                     preloaded: Preloaded | None) -> Callable[[bytes], tuple[Any, Any]]:
+    """What turns a pushed device config into (pipeline, P4Info); with ``preloaded``, the
+    first load that fits takes the fork server's pipeline."""
     loader: Callable[[bytes], tuple[Any, Any]] = functools.partial(
         default_loader, trace=trace, **tm)
     if preloaded is not None:
-        loader = preloading_loader(preloaded, PipelineKey.of(tm, timing.tdf, trace),
+        loader = preloading_loader(preloaded, PipelineKey.of(tm, opts.timing.tdf, trace),
                                    tm["clock_ns"], opts.seed, loader)
-    initial = None
-    pipeline = None
-    if opts.program is not None:
-        try:
-            if preloaded is not None and not opts.program.endswith(".p4"):
-                config = Path(opts.program).read_bytes()  # a device config: as pushed
-                pipeline, p4info = loader(config)
-            else:
-                pipeline, p4info, config = load_program(opts.program, trace=trace, **tm)
-        except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
-            return _fail(f"{opts.program}: {exc}", 1)
-        initial = PipelineState(pipeline, p4info, config, None)
+    return loader
 
+
+def _load_initial(opts: SwitchOptions, loader: Callable[[bytes], tuple[Any, Any]],
+                  tm: _PipelineOptions, trace: bool, preloaded: Preloaded | None
+                  ) -> PipelineState | None:
+    """The pipeline of the program on the command line (None without one); a device
+    config goes through ``loader`` when the fork server preloaded one."""
+    if opts.program is None:
+        return None
+    try:
+        if preloaded is not None and not opts.program.endswith(".p4"):
+            config = Path(opts.program).read_bytes()  # a device config: as pushed
+            pipeline, p4info = loader(config)
+        else:
+            pipeline, p4info, config = load_program(opts.program, trace=trace, **tm)
+    except Exception as exc:  # P4Error prints FILE:LINE:COL: error: ...
+        raise _StartError(f"{opts.program}: {exc}", 1) from None
+    return PipelineState(pipeline, p4info, config, None)
+
+
+def _open_ports(interfaces: Sequence[tuple[int, str]]) -> list[Port]:
+    """One AF_PACKET port per ``-i``; if one cannot open, those opened are closed again."""
     ports: list[Port] = []
     try:
-        for num, iface in opts.interfaces:
+        for num, iface in interfaces:
             ports.append(AfPacketPort(num, iface))
     except PortError as exc:
         for p in ports:
             p.close()
-        return _fail(f"-i: {exc}", 2)
+        raise _StartError(f"-i: {exc}", 2) from None
+    return ports
 
-    switch = SwitchDataPlane(
-        ports,
-        pipeline,
-        cpu_port=opts.cpu_port,
-        pcap_dir=opts.pcap_dir,
-        stats_file=opts.stats_file,
-        stats_interval=opts.stats_interval,
-        device_id=opts.device_id,
-        clock=clock,
-        port_delays=timing.egress,
-        port_ingress_delays=timing.ingress,
-        io=opts.io,
-    )
-    service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
-    switch.on_cpu_frame = service.on_cpu_frame
-    switch.on_digests = service.on_digests
+
+def _start_grpc(service: P4RuntimeService, switch: SwitchDataPlane, addr: str
+                ) -> tuple[Any, int]:
+    """The P4Runtime server on ``addr``: (server, bound port); the switch is closed when
+    the address cannot be bound."""
     try:
-        server, bound = start_server(service, opts.grpc_addr)
+        return start_server(service, addr)
     except OSError as exc:
         switch.close()
-        return _fail(f"--grpc-server-addr {opts.grpc_addr}: {exc}", 1)
+        raise _StartError(f"--grpc-server-addr {addr}: {exc}", 1) from None
+
+
+def _handle_signals(switch: SwitchDataPlane) -> None:
+    """SIGTERM and SIGINT stop the switch; SIGUSR1 asks for its stats file."""
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("signal %d: stopping", signum)
@@ -1188,6 +1255,12 @@ def main(argv: Sequence[str] | None = None, preloaded: Preloaded | None = None) 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGUSR1, on_usr1)
+
+
+def _announce_ready(opts: SwitchOptions, bound: int) -> None:
+    """Logs the ready line and the configuration worth knowing, then prints the ready line
+    on stdout, which the network waits for."""
+    timing = opts.timing
     host = opts.grpc_addr.rpartition(":")[0]
     where = opts.grpc_addr if opts.grpc_addr.startswith("unix:") else f"{host}:{bound}"
     port_list = ",".join(f"{n}@{i}" for n, i in opts.interfaces) or "none"
@@ -1206,15 +1279,63 @@ def main(argv: Sequence[str] | None = None, preloaded: Preloaded | None = None) 
     if opts.stats_file:
         log.info("port counters in %s (refresh: kill -USR1 %d)", opts.stats_file, os.getpid())
     print(ready, flush=True)
+
+
+def _log_final_counters(switch: SwitchDataPlane, timing: SwitchTiming) -> None:
+    """The ports' counters, the switch's stats and the delay lines' (if any), at exit."""
+    for num, c in sorted(switch.port_counters().items()):
+        log.info("port %d counters: %s", num, c.as_dict())
+    log.info("switch stats: %s", switch.stats)
+    if timing.port_delays or timing.port_ingress_delays:
+        log.info("delay lines: %s", switch.delay_line_stats())
+
+
+def main(argv: Sequence[str] | None = None, preloaded: Preloaded | None = None) -> int:
+    """Run the switch until SIGTERM/SIGINT; returns the exit code (0 clean, 1 runtime
+    failure, 2 bad flags). ``preloaded``: a pipeline the fork server loaded before forking
+    this process, taken by the first load that fits it (:mod:`softswitch.preload`)."""
+    try:
+        opts = parse_args(sys.argv[1:] if argv is None else argv)
+    except _UsageError as exc:
+        return _fail(str(exc), 2)
+    handlers = _configure_logging(opts)
+    _report_notes(opts.notes)
+
+    trace = LOG_LEVELS[opts.log_level] <= logging.DEBUG
+    timing = opts.timing
+    clock = VirtualClock(timing.tdf)
+    tm = pipeline_options(opts, clock)
+    loader = _pipeline_loader(opts, tm, trace, preloaded)
+    try:
+        initial = _load_initial(opts, loader, tm, trace, preloaded)
+        ports = _open_ports(opts.interfaces)
+        switch = SwitchDataPlane(
+            ports,
+            initial.pipeline if initial is not None else None,
+            cpu_port=opts.cpu_port,
+            pcap_dir=opts.pcap_dir,
+            stats_file=opts.stats_file,
+            stats_interval=opts.stats_interval,
+            device_id=opts.device_id,
+            clock=clock,
+            port_delays=timing.egress,
+            port_ingress_delays=timing.ingress,
+            io=opts.io,
+        )
+        service = P4RuntimeService(switch, opts.device_id, loader=loader, initial=initial)
+        switch.on_cpu_frame = service.on_cpu_frame
+        switch.on_digests = service.on_digests
+        server, bound = _start_grpc(service, switch, opts.grpc_addr)
+    except _StartError as exc:
+        return _fail(str(exc), exc.code)
+
+    _handle_signals(switch)
+    _announce_ready(opts, bound)
     try:
         switch.run()
     finally:
         server.stop(grace=0.5).wait(2.0)
-        for num, c in sorted(switch.port_counters().items()):
-            log.info("port %d counters: %s", num, c.as_dict())
-        log.info("switch stats: %s", switch.stats)
-        if timing.port_delays or timing.port_ingress_delays:
-            log.info("delay lines: %s", switch.delay_line_stats())
+        _log_final_counters(switch, timing)
         switch.close()
         for h in handlers:
             h.flush()

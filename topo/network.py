@@ -21,7 +21,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -339,19 +339,9 @@ def start_network(
     clock = VirtualClock(tdf)  # the emulated clock the links are shaped for
     check_link_shapes(topo.requested_shapes(), clock)
     stages = Stages(progress)
-    if isinstance(target, str):
-        switch_cls, description = choose_target(target)
-    else:
-        switch_cls, description = target, f"{target.target} (given)"
+    switch_cls, description = _resolve_target(target)
     stages.note(f"target: {description}")
-    check_egress_order(switch_cls, egress_order, seed)
-    check_engine(switch_cls, engine, io)
-    if engine is not None and switch_cls.target == "softswitch":
-        stages.note(f"engine: {engine}" + (f", packet loop {io}" if io is not None else ""))
-    if egress_order != "sync":
-        stages.note(
-            f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else "")
-        )
+    _check_switch_options(stages, switch_cls, egress_order, seed, engine, io)
     netem = netem_available()
     mechanism = delay_mechanism(has_delays(topo), netem, switch_cls.delay_line, delay_nodes)
     delays = port_delays(topo) if mechanism is DelayMechanism.SWITCHES else {}
@@ -359,20 +349,9 @@ def start_network(
     preflight(topo, [p.name for p in plans])
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
-    warnings = []
-    shapes = topo.requested_shapes()
-    if delays or plans:  # the switches or the delay nodes carry the delays
-        shapes = [replace(s, delay_s=None) for s in shapes]
-        stages.note(_delay_note(mechanism, plans, netem, switch_cls))
-    warning = shaping_warning(shapes, netem)
-    if warning:
-        stages.warn(warning)
-        warnings.append(warning)
-    build: ProgramBuild | None = None
-    if program is not None:
-        with stages.stage(f"compiling {program} for {switch_cls.target}"):
-            build = switch_cls.compile_program(Path(program), rundir.build)
-            build = bundle_device_config(build, rundir.build)
+    warnings = _shaping_warnings(topo, stages, mechanism, plans, netem, switch_cls,
+                                 delayed_elsewhere=bool(delays or plans))
+    build = _compile_program(stages, switch_cls, program, rundir)
     fork = None
     if forkserver and issubclass(switch_cls, SoftSwitch) and forkserver_enabled():
         fork = _launch_forkserver(switch_cls, rundir, build, log_level=log_level,
@@ -401,8 +380,86 @@ def start_network(
         build_topo = with_delay_nodes(topo, plans, functools.partial(
             DelayNode, rundir=rundir, tdf=tdf, log_level=log_level,
             start_timeout=start_timeout))
+    net = _create_mininet(build_topo, switch_factory, netem, clock, fork)
+    switch_names = [i["name"] for i in _switch_infos(topo)]
+    node_names = switch_names + [p.name for p in plans]
     try:
-        net = Mininet(
+        with stages.stage(
+            f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
+            f"{len(topo.links())} links"
+        ):
+            try:
+                net.build()
+            finally:
+                _record_shells(net, rundir)
+        topology = _describe_run(topo, switch_cls, build, rundir, netem=netem, tdf=tdf,
+                                 delay_line=bool(delays), delay_nodes=bool(plans))
+        _set_static_arp(stages, net, topology)
+        if fork is not None:
+            _wait_forkserver(stages, fork, start_timeout, switch_cls, build, engine)
+        _start_nodes(stages, net, switch_cls, len(switch_names), len(plans))
+        rundir.write_topology(topology)
+    except BaseException:
+        teardown(net, node_names, fork)
+        raise
+    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork)
+
+
+def _resolve_target(target: str | type[P4Switch]) -> tuple[type[P4Switch], str]:
+    """The switch class for ``target`` (a name, ``auto`` or a class) and how to name it."""
+    if isinstance(target, str):
+        return choose_target(target)
+    return target, f"{target.target} (given)"
+
+
+def _check_switch_options(stages: Stages, switch_cls: type[P4Switch], egress_order: str,
+                          seed: int | None, engine: str | None, io: str | None) -> None:
+    """Refuses options the target cannot take; notes the engine and egress order chosen."""
+    check_egress_order(switch_cls, egress_order, seed)
+    check_engine(switch_cls, engine, io)
+    if engine is not None and switch_cls.target == "softswitch":
+        stages.note(f"engine: {engine}" + (f", packet loop {io}" if io is not None else ""))
+    if egress_order != "sync":
+        stages.note(
+            f"egress order: {egress_order}" + (f", seed {seed}" if seed is not None else "")
+        )
+
+
+def _shaping_warnings(topo: TestbedTopo, stages: Stages, mechanism: DelayMechanism,
+                      plans: list[DelayNodePlan], netem: bool, switch_cls: type[P4Switch],
+                      *, delayed_elsewhere: bool) -> list[str]:
+    """Notes what carries the links' delays (the switches or delay nodes, when
+    ``delayed_elsewhere``, so the links themselves carry none), and returns the warning
+    about the shaping the links cannot do (shown as it is found), if any."""
+    warnings = []
+    shapes = topo.requested_shapes()
+    if delayed_elsewhere:  # the switches or the delay nodes carry the delays
+        shapes = [replace(s, delay_s=None) for s in shapes]
+        stages.note(_delay_note(mechanism, plans, netem, switch_cls))
+    warning = shaping_warning(shapes, netem)
+    if warning:
+        stages.warn(warning)
+        warnings.append(warning)
+    return warnings
+
+
+def _compile_program(stages: Stages, switch_cls: type[P4Switch], program: str | Path | None,
+                     rundir: RunDir) -> ProgramBuild | None:
+    """``program`` compiled for the target into the run directory's build, its device
+    config bundled; None without a program."""
+    if program is None:
+        return None
+    with stages.stage(f"compiling {program} for {switch_cls.target}"):
+        build = switch_cls.compile_program(Path(program), rundir.build)
+        build = bundle_device_config(build, rundir.build)
+    return build
+
+
+def _create_mininet(build_topo: Any, switch_factory: Callable[..., P4Switch], netem: bool,
+                    clock: VirtualClock, fork: ForkServer | None) -> Mininet:
+    """The Mininet network, not yet built; the fork server is closed if that fails."""
+    try:
+        return Mininet(
             topo=build_topo,
             switch=switch_factory,
             host=TestbedHost,
@@ -416,45 +473,42 @@ def start_network(
         if fork is not None:
             fork.close()
         raise
-    switch_names = [i["name"] for i in _switch_infos(topo)]
-    node_names = switch_names + [p.name for p in plans]
-    try:
-        with stages.stage(
-            f"creating {len(topo.hosts())} hosts, {len(switch_names)} switches, "
-            f"{len(topo.links())} links"
-        ):
-            try:
-                net.build()
-            finally:
-                _record_shells(net, rundir)
-        topology = describe(
-            topo,
-            target=switch_cls.target,
-            program=str(build.source) if build else None,
-            p4info=str(build.p4info) if build and build.p4info else None,
-            device_config=str(build.device_config) if build and build.device_config else None,
-            netem=netem,
-            tdf=tdf,
-            delay_line=bool(delays),
-            delay_nodes=bool(plans),
-            rundir=str(rundir.path),
-            log_dir=str(rundir.logs),
-        )
-        with stages.stage("configuring hosts (static ARP)"):
-            for host in net.hosts:
-                host.set_static_arp((h.ip, h.mac) for h in topology.hosts if h.name != host.name)
-        if fork is not None:
-            _wait_forkserver(stages, fork, start_timeout, switch_cls, build, engine)
-        started = f"starting {len(switch_names)} {switch_cls.target} switches"
-        if plans:
-            started += f" and {len(plans)} delay nodes"
-        with stages.stage(started):
-            net.start()
-        rundir.write_topology(topology)
-    except BaseException:
-        teardown(net, node_names, fork)
-        raise
-    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork)
+
+
+def _describe_run(topo: TestbedTopo, switch_cls: type[P4Switch], build: ProgramBuild | None,
+                  rundir: RunDir, *, netem: bool, tdf: float, delay_line: bool,
+                  delay_nodes: bool) -> Topology:
+    """The running network's description (what ``topology.json`` records)."""
+    return describe(
+        topo,
+        target=switch_cls.target,
+        program=str(build.source) if build else None,
+        p4info=str(build.p4info) if build and build.p4info else None,
+        device_config=str(build.device_config) if build and build.device_config else None,
+        netem=netem,
+        tdf=tdf,
+        delay_line=delay_line,
+        delay_nodes=delay_nodes,
+        rundir=str(rundir.path),
+        log_dir=str(rundir.logs),
+    )
+
+
+def _set_static_arp(stages: Stages, net: Mininet, topology: Topology) -> None:
+    """Every host knows every other host's MAC, so no ARP crosses the P4 switches."""
+    with stages.stage("configuring hosts (static ARP)"):
+        for host in net.hosts:
+            host.set_static_arp((h.ip, h.mac) for h in topology.hosts if h.name != host.name)
+
+
+def _start_nodes(stages: Stages, net: Mininet, switch_cls: type[P4Switch], switches: int,
+                 delay_nodes: int) -> None:
+    """Starts the switches (and delay nodes), each waited for until it is ready."""
+    started = f"starting {switches} {switch_cls.target} switches"
+    if delay_nodes:
+        started += f" and {delay_nodes} delay nodes"
+    with stages.stage(started):
+        net.start()
 
 
 def _prepare_engine(stages: Stages, switch_cls: type[P4Switch], build: ProgramBuild,

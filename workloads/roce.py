@@ -439,6 +439,18 @@ class Requester:
             self._hold = False
         if grow:
             self._grow(count)
+        self._release_acked(count)
+        self._progress = now
+        self._retries = 0
+        if not self._hold:
+            self._backoff = self.current_rto
+        self._deadline = now + self._backoff
+        return True
+
+    def _release_acked(self, count: int) -> None:
+        """Moves the window past ``count`` newly acknowledged packets: out of the queue (kept
+        for a restarted switch when tracking results), their send times forgotten, and the
+        messages they complete counted."""
         if self.track_results:
             for _ in range(count):
                 self._kept.append(self._queue.popleft())
@@ -458,12 +470,6 @@ class Requester:
         while self._ends and self._ends[0] < self._una:
             self._ends.popleft()
             self.stats.messages_acked += 1
-        self._progress = now
-        self._retries = 0
-        if not self._hold:
-            self._backoff = self.current_rto
-        self._deadline = now + self._backoff
-        return True
 
     def note_arrived(self, psn: int, now: float) -> None:
         """Evidence outside the ACK stream that the packet sent with ``psn`` got through (in
@@ -668,17 +674,8 @@ class Responder:
         self.stats.packets_received += 1
         self.stats.bytes_received += len(data)
         d = psn_diff(hdr.psn, self.expected)
-        if d < 0:
-            self.stats.duplicates += 1
-            self._ack_pending = True
-            return False
-        if d > 0:
-            self.stats.out_of_order += 1
-            if not self._nak_sent:
-                self._nak_sent = True
-                self.stats.naks_sent += 1
-                self.ep.send_raw(self.peer_ip, ack_packet(
-                    self.remote_qpn, self.expected, self._msn, nak=True))
+        if d:
+            self._out_of_sequence(d)
             return False
         body = data[BTH_LEN: len(data) - ICRC_LEN]
         op = hdr.opcode
@@ -708,18 +705,39 @@ class Responder:
         if hdr.ackreq or self._since_ack >= self.ack_every:
             self._ack_pending = True
         if op in (OP_WRITE_LAST, OP_WRITE_ONLY):
-            psn, va, rkey, dma_len = self._msg_head
-            payload = b"".join(self._parts)
-            if len(payload) != dma_len:
-                log.warning("qp %#x: message at PSN %#x wrote %d bytes, RETH said %d",
-                            self.local_qpn, psn, len(payload), dma_len)
-            self._msn = (self._msn + 1) % PSN_MOD
-            self._delivered.append(ReceivedMessage(
-                payload, psn, len(self._parts), va, rkey, self._resv7))
-            self.stats.messages_received += 1
-            self._msg_head, self._parts = None, []
+            self._deliver_message(self._msg_head)
             return True
         return False
+
+    def _out_of_sequence(self, d: int) -> None:
+        """A packet ``d`` PSNs off the expected one, dropped: a duplicate (d < 0) asks for
+        our ACK again; the first packet after a gap (d > 0) sends one NAK, which names the
+        expected PSN, until the gap closes."""
+        if d < 0:
+            self.stats.duplicates += 1
+            self._ack_pending = True
+            return
+        self.stats.out_of_order += 1
+        if not self._nak_sent:
+            self._nak_sent = True
+            self.stats.naks_sent += 1
+            self.ep.send_raw(self.peer_ip, ack_packet(
+                self.remote_qpn, self.expected, self._msn, nak=True))
+
+    def _deliver_message(self, head: tuple[int, int, int, int]) -> None:
+        """The message's last packet arrived: its parts (``head``: its first PSN and RETH)
+        joined into one delivered message (a length other than the RETH's is logged, not
+        refused), and the MSN advanced."""
+        psn, va, rkey, dma_len = head
+        payload = b"".join(self._parts)
+        if len(payload) != dma_len:
+            log.warning("qp %#x: message at PSN %#x wrote %d bytes, RETH said %d",
+                        self.local_qpn, psn, len(payload), dma_len)
+        self._msn = (self._msn + 1) % PSN_MOD
+        self._delivered.append(ReceivedMessage(
+            payload, psn, len(self._parts), va, rkey, self._resv7))
+        self.stats.messages_received += 1
+        self._msg_head, self._parts = None, []
 
     def refresh_ack(self) -> None:
         """Send our cumulative ACK again now (once anything was accepted): the peer may
@@ -910,19 +928,26 @@ class RoceEndpoint:
                         os.read(self._wake_r, 4096)
                     except OSError:
                         pass
-            with self.cv:
-                changed, received = self._receive_batch(buf, view)
-                now = self.clock.now()
-                for resp in self._responders.values():
-                    resp.flush_ack()
-                for req in self._requesters.values():
-                    failed = req.error is not None
-                    req.poll_timer(now)
-                    req.transmit(now)
-                    changed |= (req.error is not None) != failed
-                if changed:
-                    self.cv.notify_all()
-                self.loops += 1
+            received = self._serve(buf, view)
+
+    def _serve(self, buf: bytearray, view: memoryview) -> int:
+        """One pass under the lock: receive what is queued, send the ACKs it asked for, fire
+        the timers and send what the windows allow, then wake the waiters if anything they
+        wait for changed. Returns the datagrams received (for the moderation pause)."""
+        with self.cv:
+            changed, received = self._receive_batch(buf, view)
+            now = self.clock.now()
+            for resp in self._responders.values():
+                resp.flush_ack()
+            for req in self._requesters.values():
+                failed = req.error is not None
+                req.poll_timer(now)
+                req.transmit(now)
+                changed |= (req.error is not None) != failed
+            if changed:
+                self.cv.notify_all()
+            self.loops += 1
+        return received
 
     def _moderation(self, received: int) -> float:
         """Real seconds to let datagrams gather before the next look (see
