@@ -55,6 +55,7 @@ from experiment.seams import (
     StageDisplay,
 )
 from liveview import start_live_view
+from topo.cluster import ClusterSpec
 from topo.measure import process_cpu_seconds, process_pids
 from topo.model import Topology
 from topo.network import start_network
@@ -105,6 +106,7 @@ class StartOptions:
     delay_nodes: bool = False  # link delays by delay nodes even where netem/switches could
     engine: str | None = None  # built-in target's packet engine, python or c (None: default)
     io: str | None = None  # built-in target's packet loop, c or python (None: default)
+    cluster: ClusterSpec | None = None  # the servers the nodes run on (None: this machine)
 
     def keywords(self) -> StartKeywords:
         out: StartKeywords = {"pcap": self.pcap, "preload": self.preload,
@@ -120,6 +122,8 @@ class StartOptions:
             out["io"] = self.io
         if self.start_timeout is not None:
             out["start_timeout"] = self.start_timeout
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
         return out
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from mininet.net import Mininet
 
 from softswitch.timing import SwitchTiming
+from topo import cluster as clustering
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.delaynodes import (
     DelayMechanism,
@@ -128,6 +129,7 @@ class Network:
     target_description: str
     warnings: list[str] = field(default_factory=list)
     forkserver: ForkServer | None = None  # the switches' (built-in target), if any
+    cluster: clustering.ClusterPlan | None = None  # where the nodes run (None: here)
     _stopped: bool = False
 
     def __enter__(self) -> Network:
@@ -188,6 +190,7 @@ def teardown(net: Mininet, switch_names: list[str],
         ProcessNode.stop_processes(nodes)
     except Exception:
         log.exception("stopping switch processes failed")
+    clustering.stop_remote_processes(net.hosts)
     if forkserver is not None:
         try:
             forkserver.close()
@@ -316,6 +319,7 @@ def start_network(
     engine: str | None = None,
     io: str | None = None,
     forkserver: bool = True,
+    cluster: clustering.ClusterSpec | None = None,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
@@ -331,8 +335,9 @@ def start_network(
     the C engine the program's C data path is compiled once here, before the switches
     start, and they all load that one. Built-in switches are forked from one fork server
     (``forkserver``, unless ``$INA_FORKSERVER`` is off) that loaded the program once for
-    all of them (:mod:`topo.forkserver`). Raises a :class:`~topo.errors.TopoError` (after
-    cleaning up) when anything fails.
+    all of them (:mod:`topo.forkserver`). ``cluster``: the nodes run on these servers
+    (:mod:`topo.cluster`; no fork server then: each switch starts on its server). Raises a
+    :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
@@ -356,6 +361,15 @@ def start_network(
     mechanism = delay_mechanism(has_delays(topo), netem, switch_cls.delay_line, delay_nodes)
     delays = port_delays(topo) if mechanism is DelayMechanism.SWITCHES else {}
     plans = plan_delay_nodes(topo) if mechanism is DelayMechanism.DELAY_NODES else []
+    placed = None
+    if cluster is not None:
+        if plans:
+            raise NetworkError("delay nodes cannot run across servers: use netem or the "
+                               "built-in target's delay line")
+        placed = clustering.plan(topo, cluster)
+        for line in placed.summary_lines():
+            stages.note(line)
+        forkserver = False
     preflight(topo, [p.name for p in plans])
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
@@ -380,8 +394,15 @@ def start_network(
     if build is not None and engine == "c" and fork is None:  # the fork server's load does it
         _prepare_engine(stages, switch_cls, build, engine)
     extra: dict[str, Any] = {"forkserver": fork} if fork is not None else {}
+    host_factory: Any = TestbedHost
+    link_factory: Any = functools.partial(ShapedLink, netem=netem, clock=clock)
+    node_cls: Any = switch_cls
+    if cluster is not None:
+        parts = clustering.cluster_classes(cluster, switch_cls, netem, clock)
+        host_factory, link_factory = parts.host, parts.link
+        node_cls = functools.partial(parts.switch, ssh_options=cluster.ssh_options)
     switch_factory = functools.partial(
-        switch_cls,
+        node_cls,
         **extra,
         rundir=rundir,
         build=build,
@@ -405,8 +426,8 @@ def start_network(
         net = Mininet(
             topo=build_topo,
             switch=switch_factory,
-            host=TestbedHost,
-            link=functools.partial(ShapedLink, netem=netem, clock=clock),
+            host=host_factory,
+            link=link_factory,
             controller=None,
             build=False,
             autoSetMacs=False,
@@ -451,10 +472,13 @@ def start_network(
         with stages.stage(started):
             net.start()
         rundir.write_topology(topology)
+        if placed is not None:
+            clustering.write_plan(placed, rundir.path)
     except BaseException:
         teardown(net, node_names, fork)
         raise
-    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork)
+    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork,
+                   placed)
 
 
 def _prepare_engine(stages: Stages, switch_cls: type[P4Switch], build: ProgramBuild,
