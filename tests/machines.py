@@ -117,7 +117,7 @@ class Machines:
             "  ConnectTimeout 10\n"
             f"  ControlPath {self.workdir}/cm-%r@%h:%p\n"
             "  ControlMaster auto\n"
-            "  ControlPersist 30\n"
+            "  ControlPersist no\n"
         )
 
     def _start_sshd(self, ns: str, addr: str) -> None:
@@ -172,8 +172,54 @@ class Machines:
             out[ns] = [int(p) for p in res.stdout.split()]
         return out
 
+    def remote_processes(self) -> list[int]:
+        """Everything the machines run besides their sshds: processes in their namespaces
+        or started under their sshds, and every process in a namespace one of those is in
+        (the hosts' namespaces, whose workloads outlive their ssh session), never the root
+        namespace's."""
+        table = _process_table()
+        root_ns = _netns(os.getpid())
+        mine = {_named_netns(ns) for ns in [self.master, *self.names] if ns}
+        listeners: set[int] = set()
+        for proc in self.sshd.values():
+            listeners.update(p for p, (ppid, _ns, _exe) in table.items() if ppid == proc.pid)
+        seeds = {p for p, (_ppid, ns, _exe) in table.items() if ns in mine}
+        seeds |= _descendants(table, listeners)
+        spaces = {table[p][1] for p in seeds if p in table} - {root_ns, None}
+        found = {p for p, (_ppid, ns, _exe) in table.items() if ns in spaces} | seeds
+        sshd_pids = {proc.pid for proc in self.sshd.values()}
+        return sorted(p for p in found if p not in sshd_pids and p in table
+                      and not table[p][2].endswith("sshd") and p != os.getpid())
+
+    def wait_idle(self, timeout: float = 10.0) -> list[int]:
+        """:meth:`remote_processes` once it is empty, or what is still there at the deadline
+        (a shared ssh connection ends just after its last session)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.remote_processes()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
+    def interfaces(self) -> dict[str, list[str]]:
+        """{machine namespace: interfaces besides lo and eth0} (a run's leftovers)."""
+        out = {}
+        for ns in self.names:
+            text = run(["ip", "-n", ns, "-o", "link", "show"])
+            names = [line.split(":")[1].strip().split("@")[0] for line in text.splitlines()]
+            out[ns] = [n for n in names if n not in ("lo", "eth0")]
+        return out
+
     def destroy(self) -> None:
         """Stops the sshds, kills what is left in the namespaces, deletes them."""
+        left = self.remote_processes()
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if left:
+            print(f"machines: killed {len(left)} process(es) the run left", file=sys.stderr)
         for proc in self.sshd.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -194,6 +240,51 @@ class Machines:
         for ns in [*self.names, self.master]:
             if ns:
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _named_netns(name: str) -> str | None:
+    """``net:[INODE]`` of a named namespace (as /proc/PID/ns/net reads), None when gone."""
+    try:
+        return f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
+    except OSError:
+        return None
+
+
+def _process_table() -> dict[int, tuple[int, str | None, str]]:
+    """{pid: (parent pid, network namespace, executable name)} of every process."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        out[int(entry.name)] = (ppid, _netns(int(entry.name)), name)
+    return out
+
+
+def _descendants(table: dict[int, tuple[int, str | None, str]], roots: set[int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _ns, _exe) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out
 
 
 def _subnet(tag: str) -> int:

@@ -305,12 +305,32 @@ class RemoteProcessMixin(ClusterNodeMixin):
             super()._signal_group(sig)
 
 
+    def prepare_port(self, intf: str) -> None:
+        """IPv6 off on the port, on the node's own server (its shell)."""
+        if not self.isRemote:
+            super().prepare_port(intf)
+            return
+        self.cmd(f"sysctl -q -w net.ipv6.conf.{intf}.disable_ipv6=1")
+
+
 class RemoteSoftSwitch(RemoteProcessMixin, SoftSwitch):
     """The built-in target on its server."""
 
 
 class RemoteBMv2Switch(RemoteProcessMixin, BMv2Switch):
     """BMv2 on its server."""
+
+    def prepare_port(self, intf: str) -> None:
+        """As every remote switch, and the offloads off there (see
+        :func:`topo.nodes.pcap_ring_offloads_off` for why)."""
+        if not self.isRemote:
+            super().prepare_port(intf)
+            return
+        RemoteProcessMixin.prepare_port(self, intf)
+        out = self.cmd(shlex.join(["ethtool", "-K", intf, "tso", "off", "gso", "off",
+                                   "gro", "off", "lro", "off"]))
+        if "error" in out.lower() or "cannot" in out.lower():
+            log.warning("%s: ethtool on %s: %s", intf, self.server, out.strip())
 
 
 REMOTE_SWITCHES: dict[type[P4Switch], type[P4Switch]] = {

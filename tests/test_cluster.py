@@ -1,0 +1,107 @@
+"""One topology across several machines (topo/cluster.py): placement without root, and a
+``make run`` across two namespaced machines (tests/machines.py: an sshd each, reached only
+over addresses inside namespaces the test creates) with both all-reduces exact and nothing
+left on either machine afterwards."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.machines import machines
+from topo.cluster import ClusterSpec, crossing_links, place
+from topo.errors import TopologyError
+from topo.topologies import SpineLeafTopo
+
+PREFIX = "cl"  # node names of this module's networks (tests/test_rootlock.py)
+
+
+def test_a_leaf_and_its_hosts_share_a_server_and_only_fabric_links_cross() -> None:
+    topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2)
+    placement = place(topo, ["a", "b"])
+    assert {placement[n] for n in ("l1", "h1", "h2")} == {"a"}
+    assert {placement[n] for n in ("l2", "h3", "h4")} == {"b"}
+    assert {placement["sp1"], placement["sp2"]} == {"a", "b"}
+    crossing = crossing_links(topo, placement)
+    assert sorted((x, y) for x, y, _a, _b in crossing) == [("l1", "sp2"), ("l2", "sp1")]
+
+
+def test_a_node_placed_by_hand_keeps_its_server_and_draws_its_hosts() -> None:
+    topo = SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=1)
+    placement = place(topo, ["a", "b", "c"], {"l1": "c"})
+    assert placement["l1"] == placement["h1"] == "c"
+
+
+def test_more_servers_than_leaves_puts_spines_on_the_free_ones() -> None:
+    topo = SpineLeafTopo(spines=1, leaves=2, hosts_per_leaf=1)
+    placement = place(topo, ["a", "b", "c"])
+    assert placement["sp1"] == "c"
+
+
+def test_bad_server_lists_and_placements_are_refused() -> None:
+    with pytest.raises(TopologyError, match="names one twice"):
+        ClusterSpec.parse("a,a")
+    with pytest.raises(TopologyError, match="at least one"):
+        ClusterSpec.parse(" , ")
+    with pytest.raises(TopologyError, match="not one of"):
+        ClusterSpec(("a",), {"l1": "b"})
+    with pytest.raises(TopologyError, match="unknown node"):
+        place(SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1), ["a"], {"zz": "a"})
+
+
+def test_ssh_config_becomes_every_ssh_commands_option(tmp_path) -> None:
+    spec = ClusterSpec.parse("10.0.0.1, 10.0.0.2", tmp_path / "cfg")
+    assert spec.servers == ("10.0.0.1", "10.0.0.2")
+    assert spec.ssh_options == ("-F", str(tmp_path / "cfg"))
+
+
+def _describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return f"{pid}: {fh.read().replace(bytes(1), b' ').decode(errors='replace')}"
+    except OSError:
+        return f"{pid}: gone"
+
+
+def _needs_sshd() -> None:
+    if shutil.which("sshd") is None and not shutil.which("/usr/sbin/sshd"):
+        pytest.skip("openssh-server is not installed (make setup installs it)")
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_make_run_across_two_namespaced_machines_is_exact_and_leaves_nothing(
+        tmp_path, repo_root) -> None:
+    _needs_sshd()
+    rundir = tmp_path / "run"
+    with machines(2, tag=f"{PREFIX}{tmp_path.name[-3:]}") as lab:
+        argv = [sys.executable, "-m", "experiment.run", "--topo", "spineleaf",
+                "--servers", ",".join(lab.addresses), "--ssh-config", str(lab.ssh_config),
+                "--no-cli", "--tdf", "1", "--elements", "4096", "--link-check-seconds", "0",
+                "--rundir", str(rundir), "--no-live", "--name-prefix", PREFIX,
+                "--grpc-port", "21559"]
+        proc = lab.run_in_master(argv, cwd=repo_root, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        try:
+            out, _ = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0, out
+        assert out.count("exact") >= 2 and "NOT exact" not in out, out
+        assert "links between machines (ssh tunnels): cll1-clsp2" in out, out
+        placed = json.loads((rundir / "cluster.json").read_text())
+        assert placed["placement"]["cll1"] == placed["placement"]["clh1"] == lab.addresses[0]
+        topology = json.loads((rundir / "topology.json").read_text())
+        remote = {s["name"]: s["grpc_addr"] for s in topology["switches"]}
+        assert remote["cll2"] == f"{lab.addresses[1]}:21560"
+        # nothing of the run is left on either machine: processes, hosts' namespaces, links
+        left = lab.wait_idle()
+        assert left == [], [_describe(pid) for pid in left]
+        assert lab.interfaces() == {ns: [] for ns in lab.names}
