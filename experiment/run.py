@@ -684,11 +684,14 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def cluster_spec(args: argparse.Namespace) -> ClusterSpec | None:
-    """The servers of ``--servers`` (None: this machine alone)."""
+def cluster_spec(args: argparse.Namespace, topo: FileTopo) -> ClusterSpec | None:
+    """The servers of ``--servers`` (None: this machine alone), with the topology file's
+    ``server`` keys."""
     if not args.servers:
         return None
-    return ClusterSpec.parse(args.servers, args.ssh_config)
+    nodes = [*topo.spec.switches, *topo.spec.hosts]
+    wanted = {f"{args.name_prefix}{n.name}": n.server for n in nodes if n.server is not None}
+    return ClusterSpec.for_file(args.servers, wanted, args.ssh_config)
 
 
 def target_name(requested: str | None, spec: TopologySpec) -> str:
@@ -728,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
                              seed=args.seed, progress=True, tdf=dilation.tdf,
                              delay_nodes=args.delay_nodes, engine=engine, io=args.io,
-                             cluster=cluster_spec(args))
+                             cluster=cluster_spec(args, topo))
         # the switches are checked before the controller programs them (run_experiment)
         with ExperimentNetwork(topo, target, args.rundir, program,
                                start=start, program_fabric=False, live_port=args.live_port,

@@ -15,7 +15,8 @@ import pytest
 from tests.machines import machines
 from topo.cluster import ClusterSpec, crossing_links, place
 from topo.errors import TopologyError
-from topo.topologies import SpineLeafTopo
+from topo.topofile import load_spec
+from topo.topologies import FileTopo, SpineLeafTopo
 
 PREFIX = "cl"  # node names of this module's networks (tests/test_rootlock.py)
 
@@ -105,3 +106,30 @@ def test_make_run_across_two_namespaced_machines_is_exact_and_leaves_nothing(
         left = lab.wait_idle()
         assert left == [], [_describe(pid) for pid in left]
         assert lab.interfaces() == {ns: [] for ns in lab.names}
+
+
+PLACED_FILE = """
+schema: 1
+kind: placed
+switches:
+  - {foreach: {l: "1..2"}, name: "l{l}", role: leaf, server: "{l - 1}"}
+  - {name: sp1, role: spine, server: b}
+hosts:
+  - {foreach: {l: "1..2"}, name: "h{l}", switch: "l{l}"}
+links:
+  - {foreach: {l: "1..2"}, a: "l{l}", b: sp1}
+"""
+
+
+def test_a_topology_files_server_keys_place_its_nodes(tmp_path) -> None:
+    path = tmp_path / "placed.yaml"
+    path.write_text(PLACED_FILE)
+    spec = load_spec(path)
+    wanted = {n.name: n.server for n in [*spec.switches, *spec.hosts] if n.server is not None}
+    cluster = ClusterSpec.for_file("a,b", wanted)
+    placement = place(FileTopo(spec), cluster.servers, cluster.placement)
+    assert placement == {"l1": "a", "h1": "a", "l2": "b", "h2": "b", "sp1": "b"}
+    with pytest.raises(TopologyError, match="only 1 servers"):
+        ClusterSpec.for_file("a", wanted)
+    with pytest.raises(TopologyError, match="'b' is not one of"):
+        ClusterSpec.for_file("x,y", {"sp1": "b"})

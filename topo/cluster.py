@@ -84,8 +84,34 @@ class ClusterSpec:
         options = ("-F", str(Path(ssh_config).resolve())) if ssh_config else ()
         return cls(names, dict(placement or {}), ssh_options=options)
 
+    @classmethod
+    def for_file(cls, servers: str, wanted: Mapping[str, int | str],
+                 ssh_config: str | Path | None = None) -> ClusterSpec:
+        """:meth:`parse`, with a topology file's ``server`` keys (:func:`file_placement`)."""
+        spec = cls.parse(servers, ssh_config)
+        return cls.parse(servers, ssh_config, file_placement(wanted, spec.servers))
+
 
 # ----------------------------------------------------------------------------- placement
+
+
+def file_placement(wanted: Mapping[str, int | str], servers: Sequence[str]) -> dict[str, str]:
+    """{node: server} from a topology file's ``server`` keys: an index into ``servers``
+    (so one file serves any machines) or one of their names."""
+    out = {}
+    for node, where in wanted.items():
+        if isinstance(where, int) and not isinstance(where, bool):
+            if not 0 <= where < len(servers):
+                raise TopologyError(f"node {node}: server {where}: there are only "
+                                    f"{len(servers)} servers ({', '.join(servers)})")
+            out[node] = servers[where]
+        elif where in servers:
+            out[node] = str(where)
+        else:
+            raise TopologyError(f"node {node}: server {where!r} is not one of "
+                                f"{', '.join(servers)} (nor an index into them)")
+    return out
+
 
 
 def place(topo: TestbedTopo, servers: Sequence[str],
