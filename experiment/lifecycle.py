@@ -56,7 +56,7 @@ from experiment.seams import (
 )
 from liveview import start_live_view
 from topo.cluster import ClusterSpec
-from topo.measure import process_cpu_seconds, process_pids
+from topo.measure import network_cpu_seconds
 from topo.model import Topology
 from topo.network import start_network
 from topo.rundir import RunDir
@@ -179,12 +179,7 @@ def port_counters(controller: CounterReader) -> Counters:
 def switch_cpu_seconds(network: RunningNetwork) -> dict[str, float]:
     """CPU seconds used so far by each switch process, and by each delay node's wire
     (``wire:<name>``): they carry the packets too."""
-    out = {}
-    for name, pid in process_pids(network).items():
-        cpu = process_cpu_seconds(pid)
-        if cpu is not None:
-            out[name] = cpu
-    return out
+    return network_cpu_seconds(network)
 
 
 def machine_ticks() -> tuple[int, int]:

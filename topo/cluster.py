@@ -315,6 +315,21 @@ class RemoteProcessMixin(ClusterNodeMixin):
         if self.rundir is not None:
             self.rundir.record_process(self.name, kind, self.proc.pid, self.proc.pid)
 
+    def cpu_seconds(self) -> float | None:
+        """User+system CPU seconds of the process on its server (None when it is gone or
+        unreadable): the local handle is an ssh client, whose CPU says nothing."""
+        if not self.isRemote or self.remote_pid is None:
+            return None
+        cmd = f"getconf CLK_TCK; cat /proc/{int(self.remote_pid)}/stat"
+        try:
+            res = subprocess.run(self.remote_argv(cmd), capture_output=True, text=True,
+                                 timeout=SSH_TIMEOUT_S, check=False)
+            hz, stat = res.stdout.split("\n", 1)
+            fields = stat.rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / int(hz)
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+            return None
+
     def _signal_group(self, sig: int) -> None:
         if not self.isRemote or self.remote_pid is None:
             super()._signal_group(sig)
