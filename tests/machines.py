@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SSHD = "/usr/sbin/sshd"
 SSH_PORT = 22
@@ -157,9 +158,10 @@ class Machines:
                     raise RuntimeError(f"sshd in {ns} at {addr} not answering: {res.stderr}")
                 time.sleep(0.1)
 
-    def run_in_master(self, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        """Starts ``argv`` in the master namespace."""
-        return subprocess.Popen(in_ns(self.master, argv), **kwargs)  # type: ignore[call-overload]
+    def run_in_master(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Starts ``argv`` in the master namespace (``kwargs``: Popen's)."""
+        proc: subprocess.Popen[Any] = subprocess.Popen(in_ns(self.master, argv), **kwargs)
+        return proc
 
     def namespace_pids(self) -> dict[str, list[int]]:
         """{namespace: pids of processes in it} for the master and the machines."""

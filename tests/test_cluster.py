@@ -6,15 +6,20 @@ left on either machine afterwards."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.machines import machines
+import stackdump
+from tests.machines import Machines, machines
 from topo.cluster import ClusterSpec, crossing_links, place
 from topo.errors import TopologyError
+from topo.nodes import BMv2Switch
 from topo.topofile import load_spec
 from topo.topologies import FileTopo, SpineLeafTopo
 
@@ -54,7 +59,7 @@ def test_bad_server_lists_and_placements_are_refused() -> None:
         place(SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1), ["a"], {"zz": "a"})
 
 
-def test_ssh_config_becomes_every_ssh_commands_option(tmp_path) -> None:
+def test_ssh_config_becomes_every_ssh_commands_option(tmp_path: Path) -> None:
     spec = ClusterSpec.parse("10.0.0.1, 10.0.0.2", tmp_path / "cfg")
     assert spec.servers == ("10.0.0.1", "10.0.0.2")
     assert spec.ssh_options == ("-F", str(tmp_path / "cfg"))
@@ -69,43 +74,52 @@ def _describe(pid: int) -> str:
 
 
 def _needs_sshd() -> None:
-    if shutil.which("sshd") is None and not shutil.which("/usr/sbin/sshd"):
+    if shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists():
         pytest.skip("openssh-server is not installed (make setup installs it)")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Machines]:
+    """Two namespaced machines and a master namespace, shared by the module's runs."""
+    _needs_sshd()
+    with machines(2, tag=f"{PREFIX}{os.getpid() % 1000:03d}") as lab:
+        yield lab
+
+
+TARGETS = [
+    pytest.param("softswitch", id="softswitch"),
+    pytest.param("bmv2", id="bmv2", marks=pytest.mark.skipif(
+        not BMv2Switch.available(), reason="BMv2 (simple_switch_grpc, p4c) is not installed")),
+]
 
 
 @pytest.mark.root
 @pytest.mark.slow
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("target", TARGETS)
 def test_make_run_across_two_namespaced_machines_is_exact_and_leaves_nothing(
-        tmp_path, repo_root) -> None:
-    _needs_sshd()
+        lab: Machines, target: str, tmp_path: Path, repo_root: Path) -> None:
     rundir = tmp_path / "run"
-    with machines(2, tag=f"{PREFIX}{tmp_path.name[-3:]}") as lab:
-        argv = [sys.executable, "-m", "experiment.run", "--topo", "spineleaf",
-                "--servers", ",".join(lab.addresses), "--ssh-config", str(lab.ssh_config),
-                "--no-cli", "--tdf", "1", "--elements", "4096", "--link-check-seconds", "0",
-                "--rundir", str(rundir), "--no-live", "--name-prefix", PREFIX,
-                "--grpc-port", "21559"]
-        proc = lab.run_in_master(argv, cwd=repo_root, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
-        try:
-            out, _ = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert proc.returncode == 0, out
-        assert out.count("exact") >= 2 and "NOT exact" not in out, out
-        assert "links between machines (ssh tunnels): cll1-clsp2" in out, out
-        placed = json.loads((rundir / "cluster.json").read_text())
-        assert placed["placement"]["cll1"] == placed["placement"]["clh1"] == lab.addresses[0]
-        topology = json.loads((rundir / "topology.json").read_text())
-        remote = {s["name"]: s["grpc_addr"] for s in topology["switches"]}
-        assert remote["cll2"] == f"{lab.addresses[1]}:21560"
-        # nothing of the run is left on either machine: processes, hosts' namespaces, links
-        left = lab.wait_idle()
-        assert left == [], [_describe(pid) for pid in left]
-        assert lab.interfaces() == {ns: [] for ns in lab.names}
+    argv = [sys.executable, "-m", "experiment.run", "--topo", "spineleaf", "--target", target,
+            "--servers", ",".join(lab.addresses), "--ssh-config", str(lab.ssh_config),
+            "--no-cli", "--tdf", "1", "--elements", "4096", "--link-check-seconds", "0",
+            "--rundir", str(rundir), "--no-live", "--name-prefix", PREFIX,
+            "--grpc-port", "21559", "--thrift-port", "21590"]
+    proc = lab.run_in_master(argv, cwd=repo_root, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    out, _ = stackdump.communicate(proc, timeout=180)  # a hung run leaves its stacks
+    assert proc.returncode == 0, out
+    assert out.count("exact") >= 2 and "NOT exact" not in out, out
+    assert "links between machines (ssh tunnels): cll1-clsp2" in out, out
+    placed = json.loads((rundir / "cluster.json").read_text())
+    assert placed["placement"]["cll1"] == placed["placement"]["clh1"] == lab.addresses[0]
+    topology = json.loads((rundir / "topology.json").read_text())
+    remote = {s["name"]: s["grpc_addr"] for s in topology["switches"]}
+    assert remote["cll2"] == f"{lab.addresses[1]}:21560"
+    # nothing of the run is left on either machine: processes, hosts' namespaces, links
+    left = lab.wait_idle()
+    assert left == [], [_describe(pid) for pid in left]
+    assert lab.interfaces() == {ns: [] for ns in lab.names}
 
 
 PLACED_FILE = """
@@ -121,11 +135,12 @@ links:
 """
 
 
-def test_a_topology_files_server_keys_place_its_nodes(tmp_path) -> None:
+def test_a_topology_files_server_keys_place_its_nodes(tmp_path: Path) -> None:
     path = tmp_path / "placed.yaml"
     path.write_text(PLACED_FILE)
     spec = load_spec(path)
-    wanted = {n.name: n.server for n in [*spec.switches, *spec.hosts] if n.server is not None}
+    wanted = {n.name: n.server for n in spec.switches if n.server is not None}
+    wanted |= {h.name: h.server for h in spec.hosts if h.server is not None}
     cluster = ClusterSpec.for_file("a,b", wanted)
     placement = place(FileTopo(spec), cluster.servers, cluster.placement)
     assert placement == {"l1": "a", "h1": "a", "l2": "b", "h2": "b", "sp1": "b"}
