@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +119,46 @@ def test_make_run_across_two_namespaced_machines_is_exact_and_leaves_nothing(
     remote = {s["name"]: s["grpc_addr"] for s in topology["switches"]}
     assert remote["cll2"] == f"{lab.addresses[1]}:21560"
     # nothing of the run is left on either machine: processes, hosts' namespaces, links
+    left = lab.wait_idle()
+    assert left == [], [_describe(pid) for pid in left]
+    assert lab.interfaces() == {ns: [] for ns in lab.names}
+
+
+def _workers_started(pids: Path) -> bool:
+    try:
+        data = json.loads(pids.read_text())
+    except (OSError, ValueError):
+        return False
+    return any(p.get("kind") == "in-host" for p in data.get("processes", []))
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_cluster_run_stopped_while_its_workers_run_leaves_nothing(
+        lab: Machines, tmp_path: Path, repo_root: Path) -> None:
+    """SIGTERM (make run's Ctrl-C path) while the all-reduce's workers run on both machines."""
+    rundir = tmp_path / "run"
+    argv = [sys.executable, "-m", "experiment.run", "--topo", "spineleaf",
+            "--servers", ",".join(lab.addresses), "--ssh-config", str(lab.ssh_config),
+            "--no-cli", "--tdf", "1", "--elements", "262144", "--rundir", str(rundir),
+            "--no-live", "--name-prefix", PREFIX, "--grpc-port", "21659"]
+    proc = lab.run_in_master(argv, cwd=repo_root, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not _workers_started(rundir / "pids.json"):
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = stackdump.communicate(proc, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out
+    assert "interrupted: network stopped" in out, out
     left = lab.wait_idle()
     assert left == [], [_describe(pid) for pid in left]
     assert lab.interfaces() == {ns: [] for ns in lab.names}

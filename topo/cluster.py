@@ -498,6 +498,28 @@ def plan(topo: TestbedTopo, spec: ClusterSpec, check: bool = True) -> ClusterPla
     return ClusterPlan(spec, placement, addresses, crossing_links(topo, placement))
 
 
+def remove_remote_interfaces(switches: Iterable[Any]) -> list[str]:
+    """Deletes each remote switch's ``<name>-eth*`` left on its server (Mininet deletes
+    them when its stop went well; this is for when it did not, as ``remove_interfaces``
+    does here). Returns ``server:switch`` of those that had some."""
+    left = []
+    for sw in switches:
+        if not getattr(sw, "isRemote", False):
+            continue
+        script = (f'n=0; for p in /sys/class/net/{sw.name}-eth*; do [ -e "$p" ] || continue; '
+                  'ip link del "${p##*/}" && n=$((n+1)); done; echo $n')
+        try:
+            res = subprocess.run(sw.remote_argv(shlex.join(["sudo", "-n", "sh", "-c", script])),
+                                 capture_output=True, text=True, timeout=SSH_TIMEOUT_S,
+                                 check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("%s: cannot check its interfaces on %s: %s", sw.name, sw.server, exc)
+            continue
+        if res.stdout.strip() not in ("", "0"):
+            left.append(f"{sw.server}:{sw.name}")
+    return left
+
+
 def stop_remote_processes(nodes: Iterable[Any]) -> None:
     """Kills what remains in every remote host's namespace (before Mininet stops them)."""
     for node in nodes:

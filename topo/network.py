@@ -201,6 +201,7 @@ def teardown(net: Mininet, switch_names: list[str],
     except Exception:
         log.exception("Mininet stop failed")
     left = remove_interfaces(switch_interfaces(switch_names))
+    left += clustering.remove_remote_interfaces(net.switches)
     if left:
         log.info("removed leftover interfaces: %s", ", ".join(left))
 
