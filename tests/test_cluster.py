@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import stackdump
+from liveview.remote import read_remote_interfaces, remote_switches
 from tests.machines import Machines, machines
 from topo.cluster import ClusterSpec, crossing_links, place
 from topo.errors import TopologyError
@@ -190,3 +191,19 @@ def test_a_topology_files_server_keys_place_its_nodes(tmp_path: Path) -> None:
         ClusterSpec.for_file("a", wanted)
     with pytest.raises(TopologyError, match="'b' is not one of"):
         ClusterSpec.for_file("x,y", {"sp1": "b"})
+
+
+def test_the_live_view_reads_a_remote_switchs_counters_through_its_ssh_command(
+        tmp_path: Path) -> None:
+    """One command per server reads every port's counters there (here ``sh -c`` stands for
+    the ssh command cluster.json holds, and a directory for that server's sysfs)."""
+    files = ("rx_bytes", "tx_bytes")
+    stats = tmp_path / "cll2-eth1" / "statistics"
+    stats.mkdir(parents=True)
+    (stats / "rx_bytes").write_text("1234\n")
+    (stats / "tx_bytes").write_text("99\n")
+    cluster = {"placement": {"cll1": "here", "cll2": "b"}, "ssh": {"b": ["sh", "-c"]}}
+    assert remote_switches(cluster) == {"b": ["cll2"]}
+    read = read_remote_interfaces(["sh", "-c"], ["cll2-eth1", "cll2-eth2"], files,
+                                  str(tmp_path))
+    assert read == {"cll2-eth1": {"rx_bytes": 1234, "tx_bytes": 99}}

@@ -484,7 +484,10 @@ class ClusterPlan:
     def as_dict(self) -> dict[str, Any]:
         return {"servers": {s: self.addresses[s] for s in self.spec.servers},
                 "placement": dict(sorted(self.placement.items())),
-                "crossing_links": [list(c) for c in self.crossing]}
+                "crossing_links": [list(c) for c in self.crossing],
+                # how to run a command on each other server (the live view's counters)
+                "ssh": {s: ssh_argv(self.spec, self.addresses[s]) for s in self.spec.servers
+                        if s != LOCALHOST}}
 
 
 def plan(topo: TestbedTopo, spec: ClusterSpec, check: bool = True) -> ClusterPlan:
