@@ -9,8 +9,8 @@ addressed or routed in the root namespace.
 every sshd answers, and on exit stops the sshds (by pid), kills whatever still runs in the
 namespaces (by namespace, not by name) and deletes them, also after a failure.
 
-Run as ``python -m tests.machines up|down TAG`` for hands-on work (inside ``flock`` on the
-machine lock).
+``python -m tests.machines TAG COUNT DIR`` makes them for hands-on work and removes them when
+its standard input closes (run it inside ``flock`` on the machine lock).
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def port_open(host: str, port: int) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``up TAG N DIR``: create and keep until stdin closes; for hands-on work."""
+    """``TAG COUNT DIR``: create, print the addresses, keep until stdin closes."""
     parser = argparse.ArgumentParser(prog="python -m tests.machines")
     parser.add_argument("tag")
     parser.add_argument("count", type=int)
