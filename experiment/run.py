@@ -689,8 +689,12 @@ def cluster_spec(args: argparse.Namespace, topo: FileTopo) -> ClusterSpec | None
     ``server`` keys."""
     if not args.servers:
         return None
-    nodes = [*topo.spec.switches, *topo.spec.hosts]
-    wanted = {f"{args.name_prefix}{n.name}": n.server for n in nodes if n.server is not None}
+    spec = topo.spec
+    wanted: dict[str, int | str] = {}
+    for name, server in [*((s.name, s.server) for s in spec.switches),
+                         *((h.name, h.server) for h in spec.hosts)]:
+        if server is not None:
+            wanted[f"{args.name_prefix}{name}"] = server
     return ClusterSpec.for_file(args.servers, wanted, args.ssh_config)
 
 
