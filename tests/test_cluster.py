@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import stackdump
+from experiment.run import build_topology, cluster_spec, parse_args
 from liveview.remote import read_remote_interfaces, remote_switches
 from tests.machines import Machines, machines
 from topo.cluster import ClusterSpec, crossing_links, place
@@ -207,3 +208,15 @@ def test_the_live_view_reads_a_remote_switchs_counters_through_its_ssh_command(
     read = read_remote_interfaces(["sh", "-c"], ["cll2-eth1", "cll2-eth2"], files,
                                   str(tmp_path))
     assert read == {"cll2-eth1": {"rx_bytes": 1234, "tx_bytes": 99}}
+
+
+def test_make_runs_servers_option_makes_the_cluster_spec(tmp_path: Path) -> None:
+    args = parse_args(["--topo", "spineleaf", "--servers", "a,b",
+                       "--ssh-config", str(tmp_path / "cfg")])
+    spec = cluster_spec(args, build_topology(args))
+    assert spec is not None and spec.servers == ("a", "b")
+    assert spec.ssh_options == ("-F", str(tmp_path / "cfg"))
+    plain = parse_args(["--topo", "spineleaf"])
+    assert cluster_spec(plain, build_topology(plain)) is None
+    with pytest.raises(SystemExit):
+        parse_args(["--ssh-config", "cfg"])  # only with --servers
