@@ -20,7 +20,11 @@ same project checkout must exist at the same path on every server (docs/scale.md
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
+import os
+import select
 import shlex
 import signal
 import subprocess
@@ -437,8 +441,6 @@ class ClusterLink(RemoteLink):
 
 def _wait_for_char(proc: subprocess.Popen[bytes], char: str, timeout: float) -> bool:
     """True once ``proc`` printed ``char`` (skipping other output) before ``timeout``."""
-    import select
-
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     fd = proc.stdout.fileno()
@@ -446,8 +448,6 @@ def _wait_for_char(proc: subprocess.Popen[bytes], char: str, timeout: float) -> 
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
             break
-        import os
-
         data = os.read(fd, 1)
         if not data:
             return False
@@ -544,8 +544,6 @@ def cluster_classes(spec: ClusterSpec, switch_cls: type[P4Switch], netem: bool,
                     clock: VirtualClock) -> ClusterClasses:
     """The remote switch class of ``switch_cls``, and host and link factories that carry the
     run's ssh options (and user)."""
-    import functools
-
     node_opts: dict[str, Any] = {"ssh_options": spec.ssh_options}
     if spec.user:
         node_opts["user"] = spec.user
@@ -558,8 +556,6 @@ def cluster_classes(spec: ClusterSpec, switch_cls: type[P4Switch], netem: bool,
 
 def write_plan(placed: ClusterPlan, rundir: str | Path) -> Path:
     """``<rundir>/cluster.json``: the servers, each node's server, the crossing links."""
-    import json
-
     path = Path(rundir) / "cluster.json"
     path.write_text(json.dumps(placed.as_dict(), indent=2) + "\n")
     return path
