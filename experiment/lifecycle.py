@@ -88,6 +88,7 @@ class StartKeywords(TypedDict, total=False):
     delay_nodes: bool
     engine: str | None
     io: str | None
+    cluster: ClusterSpec
 
 
 @dataclass(frozen=True)

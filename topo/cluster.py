@@ -38,6 +38,7 @@ from mininet.examples.cluster import RemoteLink, RemoteMixin, findUser
 from mininet.util import decode
 
 from topo.errors import NetworkError, SwitchStartError, TopologyError
+from topo.forkserver import ProcessHandle
 from topo.links import AckFirstIntf, tclink_params
 from topo.nodes import BMv2Switch, P4Switch, SoftSwitch, TestbedHost
 from topo.topologies import TestbedTopo
@@ -292,7 +293,7 @@ class RemoteProcessMixin(ClusterNodeMixin):
     process's pid there read from its first line, signals sent there by ssh."""
 
     remote_pid: int | None = None
-    proc: subprocess.Popen[bytes] | None
+    proc: ProcessHandle | None  # the local ssh client (ProcessNode's handle)
 
     def launch(self, argv: Sequence[str], kind: str) -> None:
         if not self.isRemote:
@@ -306,18 +307,19 @@ class RemoteProcessMixin(ClusterNodeMixin):
         command = shlex.join(["sudo", "-n", "-E", "sh", "-c", script, str(logfile),
                               str(REPO_ROOT), *argv])
         log.info("starting %s on %s: %s", self.name, self.server, shlex.join(argv))
-        self.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             self.remote_argv(command, tty=True), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        assert self.proc is not None and self.proc.stdout is not None
-        line = decode(self.proc.stdout.readline()).strip()
+        self.proc = proc
+        assert proc.stdout is not None
+        line = decode(proc.stdout.readline()).strip()
         if not line.startswith("pid "):
-            rest = decode(self.proc.stdout.read() or b"") if self.proc.poll() is not None else ""
+            rest = decode(proc.stdout.read() or b"") if proc.poll() is not None else ""
             raise SwitchStartError(f"{self.what} {self.name} did not start on "
                                    f"{self.server}: {line} {rest}".strip())
         self.remote_pid = int(line.split()[1])
         if self.rundir is not None:
-            self.rundir.record_process(self.name, kind, self.proc.pid, self.proc.pid)
+            self.rundir.record_process(self.name, kind, proc.pid, proc.pid)
 
     def cpu_seconds(self) -> float | None:
         """User+system CPU seconds of the process on its server (None when it is gone or
