@@ -257,8 +257,9 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
     console.print(host_table)
     console.print(f"links: {links_line(topo)}; netem: {'yes' if topo.netem else 'no'}",
                   highlight=False)
-    if network.cluster is not None:
-        for line in network.cluster.summary_lines():
+    placed = getattr(network, "cluster", None)  # a run across servers (topo.cluster)
+    if placed is not None:
+        for line in placed.summary_lines():
             console.print(line, highlight=False)
     if summary.experiment is not None:
         elems = summary.options.elems if summary.options is not None else None

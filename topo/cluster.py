@@ -311,10 +311,12 @@ class RemoteProcessMixin(ClusterNodeMixin):
             self.remote_argv(command, tty=True), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         self.proc = proc
-        assert proc.stdout is not None
-        line = decode(proc.stdout.readline()).strip()
+        line = _read_line(proc, SSH_TIMEOUT_S)
         if not line.startswith("pid "):
-            rest = decode(proc.stdout.read() or b"") if proc.poll() is not None else ""
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            rest = decode(proc.stdout.read() or b"") if proc.stdout is not None else ""
             raise SwitchStartError(f"{self.what} {self.name} did not start on "
                                    f"{self.server}: {line} {rest}".strip())
         self.remote_pid = int(line.split()[1])
@@ -441,6 +443,23 @@ class ClusterLink(RemoteLink):
         return tunnel
 
 
+def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The first line ``proc`` prints (stripped), or what it printed by ``timeout``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    data = b""
+    while b"\n" not in data and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        data += chunk
+    return decode(data).strip()
+
+
 def _wait_for_char(proc: subprocess.Popen[bytes], char: str, timeout: float) -> bool:
     """True once ``proc`` printed ``char`` (skipping other output) before ``timeout``."""
     assert proc.stdout is not None
@@ -506,7 +525,7 @@ def plan(topo: TestbedTopo, spec: ClusterSpec, check: bool = True) -> ClusterPla
 def remove_remote_interfaces(switches: Iterable[Any]) -> list[str]:
     """Deletes each remote switch's ``<name>-eth*`` left on its server (Mininet deletes
     them when its stop went well; this is for when it did not, as ``remove_interfaces``
-    does here). Returns ``server:switch`` of those that had some."""
+    does here). Returns ``server:switch`` of those that had some; never raises."""
     left = []
     for sw in switches:
         if not getattr(sw, "isRemote", False):
@@ -517,7 +536,7 @@ def remove_remote_interfaces(switches: Iterable[Any]) -> list[str]:
             res = subprocess.run(sw.remote_argv(shlex.join(["sudo", "-n", "sh", "-c", script])),
                                  capture_output=True, text=True, timeout=SSH_TIMEOUT_S,
                                  check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except Exception as exc:  # a teardown step: log, go on with the next switch
             log.warning("%s: cannot check its interfaces on %s: %s", sw.name, sw.server, exc)
             continue
         if res.stdout.strip() not in ("", "0"):
@@ -526,11 +545,16 @@ def remove_remote_interfaces(switches: Iterable[Any]) -> list[str]:
 
 
 def stop_remote_processes(nodes: Iterable[Any]) -> None:
-    """Kills what remains in every remote host's namespace (before Mininet stops them)."""
+    """Kills what remains in every remote host's namespace (before Mininet stops them);
+    never raises (a teardown step)."""
     for node in nodes:
         stop = getattr(node, "stop_namespace_processes", None)
-        if stop is not None:
+        if stop is None:
+            continue
+        try:
             stop()
+        except Exception:
+            log.exception("%s: stopping its processes on its server failed", node.name)
 
 
 @dataclass(frozen=True)
