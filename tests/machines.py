@@ -75,8 +75,12 @@ class Machines:
         return f"10.231.{self.subnet}.1"
 
     def create(self) -> None:
-        """The namespaces, the bridge and links, the keys and the sshds (ready)."""
+        """The namespaces, the bridge and links, the keys and the sshds (ready). Namespaces
+        of these names left by a killed earlier run (the machine lock is held: nobody else
+        uses them now) are removed first, with what still runs in them."""
         self.master = f"{self.tag}m"
+        for ns in [self.master] + [f"{self.tag}{chr(ord('a') + i)}" for i in range(self.count)]:
+            _remove_stale(ns)
         run(["ip", "netns", "add", self.master])
         bridge = f"{self.tag}br"
         run(["ip", "-n", self.master, "link", "add", bridge, "type", "bridge"])
@@ -242,6 +246,19 @@ class Machines:
         for ns in [*self.names, self.master]:
             if ns:
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def _remove_stale(ns: str) -> None:
+    if not Path(f"/run/netns/{ns}").exists():
+        return
+    res = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30)
+    for pid in res.stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+    print(f"machines: removed namespace {ns} left by an earlier run", file=sys.stderr)
 
 
 def _netns(pid: int) -> str | None:
