@@ -13,6 +13,7 @@
 #   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
 #   make scenario [SCENARIO=scenarios/examples/rack-loss.yaml JUNIT=results/junit.xml]
 #   make run live=8080 (live view port; 0: a free one, the default; off: none)
+#   make run topo=spineleaf servers=A,B [ssh_config=FILE]   (across machines: docs/scale.md)
 #   make soak [SOAK_ARGS="--quick"]   (reliability campaign -> docs/reliability.md)
 #   make toolchain [SRC=DIR PREFIX=/usr/local BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N]
 #                  (p4c, PI, BMv2 from source at scripts/p4-toolchain.lock's pins; 60-90 min)
@@ -48,6 +49,10 @@ engine ?=
 io ?=
 # delay_nodes=1: link delays by delay nodes even where netem or the switches could (testing)
 delay_nodes ?=
+# Machines to run the topology across (Mininet's cluster edition; docs/scale.md) and the ssh
+# client config every ssh is given.
+servers ?=
+ssh_config ?=
 # The live view's port (0: a free one; off: none); make run, experiments and train print its URL.
 live ?= 0
 # make scenario: the scenario files and where the JUnit XML goes
@@ -83,7 +88,8 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \
-	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)))
+	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)) \
+	$(if $(servers),--servers $(servers)) $(if $(ssh_config),--ssh-config $(ssh_config)))
 
 .PHONY: help setup test run bench experiments train sim scenario soak lint stubs clean distclean \
 	toolchain toolchain-check
@@ -93,6 +99,7 @@ help:
 	@echo "                          bw=100G fabric_bw=25G (k/M/G/T bit/s; bw=3 is 3 Mbit/s), delay=2us (ns/us/ms/s), intra_bw=150GB/s"
 	@echo "                          tdf=auto|N: time dilation (auto calibrates once per program and machine; recalibrate=1)"
 	@echo "                          topo = rack, spineleaf, spineleaf-oversub, fattree or a topology file; params=\"k=2 ...\""
+	@echo "                          servers=A,B[,...] [ssh_config=FILE]: across machines (docs/scale.md)"
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it, TEST_JOBS=1 without workers)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"

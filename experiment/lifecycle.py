@@ -55,7 +55,8 @@ from experiment.seams import (
     StageDisplay,
 )
 from liveview import start_live_view
-from topo.measure import process_cpu_seconds, process_pids
+from topo.cluster import ClusterSpec
+from topo.measure import network_cpu_seconds
 from topo.model import Topology
 from topo.network import start_network
 from topo.rundir import RunDir
@@ -87,6 +88,7 @@ class StartKeywords(TypedDict, total=False):
     delay_nodes: bool
     engine: str | None
     io: str | None
+    cluster: ClusterSpec
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class StartOptions:
     delay_nodes: bool = False  # link delays by delay nodes even where netem/switches could
     engine: str | None = None  # built-in target's packet engine, python or c (None: default)
     io: str | None = None  # built-in target's packet loop, c or python (None: default)
+    cluster: ClusterSpec | None = None  # the servers the nodes run on (None: this machine)
 
     def keywords(self) -> StartKeywords:
         out: StartKeywords = {"pcap": self.pcap, "preload": self.preload,
@@ -120,6 +123,8 @@ class StartOptions:
             out["io"] = self.io
         if self.start_timeout is not None:
             out["start_timeout"] = self.start_timeout
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
         return out
 
 
@@ -175,12 +180,7 @@ def port_counters(controller: CounterReader) -> Counters:
 def switch_cpu_seconds(network: RunningNetwork) -> dict[str, float]:
     """CPU seconds used so far by each switch process, and by each delay node's wire
     (``wire:<name>``): they carry the packets too."""
-    out = {}
-    for name, pid in process_pids(network).items():
-        cpu = process_cpu_seconds(pid)
-        if cpu is not None:
-            out[name] = cpu
-    return out
+    return network_cpu_seconds(network)
 
 
 def machine_ticks() -> tuple[int, int]:

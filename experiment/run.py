@@ -54,6 +54,7 @@ from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from liveview import add_live_options
 from protocol import netreduce as nr_sizes
+from topo.cluster import ClusterSpec
 from topo.errors import TopoError
 from topo.model import Topology
 from topo.network import Network, Stages
@@ -256,6 +257,10 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
     console.print(host_table)
     console.print(f"links: {links_line(topo)}; netem: {'yes' if topo.netem else 'no'}",
                   highlight=False)
+    placed = getattr(network, "cluster", None)  # a run across servers (topo.cluster)
+    if placed is not None:
+        for line in placed.summary_lines():
+            console.print(line, highlight=False)
     if summary.experiment is not None:
         elems = summary.options.elems if summary.options is not None else None
         print_experiment(summary.experiment, console, elems)
@@ -541,8 +546,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     # delay nodes on the delayed links even where netem or the switches could hold the
     # delays (topo.delaynodes): to test them and compare them with the switches' delay line
     p.add_argument("--delay-nodes", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--servers", metavar="A,B[,...]",
+                   help="run the topology across these machines (names or addresses; "
+                        "localhost is this one) with Mininet's cluster edition: see "
+                        "docs/scale.md")
+    p.add_argument("--ssh-config", type=Path, metavar="FILE",
+                   help="with --servers: the ssh client config every ssh is given (ssh -F)")
     add_live_options(p)
     args = p.parse_args(argv)
+    if args.ssh_config is not None and not args.servers:
+        p.error("--ssh-config: only with --servers")
     if args.seed is not None and args.egress_order != "random":
         p.error(f"--seed {args.seed}: only --egress-order random takes a seed")
     env_engine = os.environ.get(ENGINE_ENV)
@@ -695,6 +708,20 @@ def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def cluster_spec(args: argparse.Namespace, topo: FileTopo) -> ClusterSpec | None:
+    """The servers of ``--servers`` (None: this machine alone), with the topology file's
+    ``server`` keys."""
+    if not args.servers:
+        return None
+    spec = topo.spec
+    wanted: dict[str, int | str] = {}
+    for name, server in [*((s.name, s.server) for s in spec.switches),
+                         *((h.name, h.server) for h in spec.hosts)]:
+        if server is not None:
+            wanted[f"{args.name_prefix}{name}"] = server
+    return ClusterSpec.for_file(args.servers, wanted, args.ssh_config)
+
+
 def target_name(requested: str | None, spec: TopologySpec) -> str:
     """The target a run uses: the command line's, else the topology file's, else the built-in
     one, so that installing BMv2 never silently changes what ``make run`` measures."""
@@ -729,7 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
                              start_timeout=args.start_timeout, egress_order=args.egress_order,
                              seed=args.seed, progress=True, tdf=dilation.tdf,
-                             delay_nodes=args.delay_nodes, engine=engine, io=args.io)
+                             delay_nodes=args.delay_nodes, engine=engine, io=args.io,
+                             cluster=cluster_spec(args, topo))
         # the switches are checked before the controller programs them (run_experiment)
         with ExperimentNetwork(topo, target, args.rundir, program,
                                start=start, program_fabric=False, live_port=args.live_port,

@@ -27,6 +27,7 @@ from controller.errors import ControllerError
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobPlan
 from controller.state import load_state
+from liveview.remote import load_cluster, read_remote_interfaces, remote_switches
 from softswitch.stats import StatsError, default_stats_path, read_stats
 from topo.model import Topology
 from topo.rundir import load_topology
@@ -161,6 +162,7 @@ class Collector:
         self._p4_latest: dict[str, Any] | None = None
         self.background = False  # P4Runtime read by p4runtime_loop, not in snapshot()
         self.sequence = 0
+        self._cluster = load_cluster(self.rundir)  # a run across servers (None: here)
 
     def close(self) -> None:
         if self._reader is not None:
@@ -170,12 +172,31 @@ class Collector:
     # ------------------------------------------------------------------ pieces
     def sample_ports(self) -> Sample:
         sample = Sample(time.monotonic())
+        away = self._remote_counters()
         for sw in self.topology.switches:
             for p in sw.ports:
-                counters = read_interface(p.intf, self.sysfs)
+                counters = (away[sw.name].get(p.intf) if sw.name in away
+                            else read_interface(p.intf, self.sysfs))
                 if counters is not None:
                     sample.ports[(sw.name, p.port)] = counters
         return sample
+
+    def _remote_counters(self) -> dict[str, dict[str, dict[str, int]]]:
+        """{switch: {intf: counters}} of the switches on other servers (a run across
+        machines: liveview.remote), read there with one ssh per server."""
+        if self._cluster is None:
+            return {}
+        ssh = self._cluster.get("ssh")
+        assert isinstance(ssh, dict)
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for server, nodes in remote_switches(self._cluster).items():
+            switches = [sw for sw in self.topology.switches if sw.name in nodes]
+            read = read_remote_interfaces(ssh[server], [p.intf for sw in switches
+                                                        for p in sw.ports],
+                                          COUNTER_FILES, str(self.sysfs))
+            for sw in switches:
+                out[sw.name] = read
+        return out
 
     def links(self, now: Sample, before: Sample | None) -> list[dict[str, Any]]:
         """Per link: the rate each way (Mbit/s of the emulated network, seen at a switch end)

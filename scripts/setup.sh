@@ -20,8 +20,10 @@ PYTHON="${PYTHON:-python3}"
 # mininet: the emulator (brings mnexec; its recommended openvswitch-switch comes along);
 # iproute2: ip netns / veth / tc; ethtool: turning off veth checksum offload so software
 # switches see final checksums; chromium + chromium-driver: the live view's browser test (selenium);
-# gcc + libc6-dev: the built-in target's C engine, make run's default, compiles each program.
-APT_PACKAGES=(mininet iproute2 ethtool chromium chromium-driver gcc libc6-dev)
+# gcc + libc6-dev: the built-in target's C engine, make run's default, compiles each program;
+# openssh-server + sudo: runs across machines (make run servers=...): Mininet's cluster code
+# reaches each server with ssh and sudo, and the cluster test runs one sshd per namespace.
+APT_PACKAGES=(mininet iproute2 ethtool chromium chromium-driver gcc libc6-dev openssh-server sudo)
 DEBIAN_MININET=/usr/lib/python3/dist-packages/mininet
 REQ_STAMP="$VENV/.requirements.sha256"
 PROJECT_STAMP="$VENV/.project.sha256"

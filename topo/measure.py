@@ -56,6 +56,20 @@ def process_pids(network: Any) -> dict[str, int]:
     return out
 
 
+def network_cpu_seconds(network: Any) -> dict[str, float]:
+    """CPU seconds so far of every process :func:`process_pids` names (those still there).
+    A switch on another server (``topo.cluster``) reads its own there: its local handle is
+    an ssh client."""
+    remote = {sw.name: sw for sw in getattr(network, "switches", ())
+              if getattr(sw, "isRemote", False)}
+    out = {}
+    for name, pid in process_pids(network).items():
+        cpu = remote[name].cpu_seconds() if name in remote else process_cpu_seconds(pid)
+        if cpu is not None:
+            out[name] = cpu
+    return out
+
+
 def path_bandwidth(topology: Topology, src: str, dst: str) -> float | None:
     """The smallest configured rate (bits/s) on the way from host ``src`` to ``dst``
     (host links of both, plus the fabric when they are on different switches)."""
@@ -145,8 +159,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     receiver = network.node(dst).popen(
         py + ["recv", "--port", str(port), "--seconds", str(seconds + 2.0)], cwd=str(REPO_ROOT))
     _read_ready(receiver, time.monotonic() + 15.0)
-    pids = process_pids(network)
-    cpu0 = {n: process_cpu_seconds(p) for n, p in pids.items()}
+    cpu0 = network_cpu_seconds(network)
     t0 = time.monotonic()
     sender = network.node(src).popen(
         py + ["send", "--dst", topology.host(dst).ip, "--port", str(port), "--seconds",
@@ -154,7 +167,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
         cwd=str(REPO_ROOT))
     s_out, s_err = sender.communicate(timeout=seconds + 30.0)
     wall = time.monotonic() - t0
-    cpu1 = {n: process_cpu_seconds(p) for n, p in pids.items()}
+    cpu1 = network_cpu_seconds(network)
     r_out, r_err = receiver.communicate(timeout=seconds + 30.0)
     if sender.returncode != 0 or receiver.returncode != 0:
         raise TopoError(f"measurement failed: {(s_err or r_err).decode(errors='replace').strip()}")
@@ -163,7 +176,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     span = float(got["seconds"])
     npk = int(got["packets"])
     achieved = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
-    cpu = {n: (after - before) / wall for n in pids
-           if (before := cpu0.get(n)) is not None and (after := cpu1.get(n)) is not None}
+    cpu = {n: (after - before) / wall for n, before in cpu0.items()
+           if (after := cpu1.get(n)) is not None}
     return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]), npk,
                            float(sent["seconds"]), cpu)

@@ -30,6 +30,7 @@ from typing import Any
 from mininet.net import Mininet
 
 from softswitch.timing import SwitchTiming
+from topo import cluster as clustering
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.delaynodes import (
     DelayMechanism,
@@ -128,6 +129,7 @@ class Network:
     target_description: str
     warnings: list[str] = field(default_factory=list)
     forkserver: ForkServer | None = None  # the switches' (built-in target), if any
+    cluster: clustering.ClusterPlan | None = None  # where the nodes run (None: here)
     _stopped: bool = False
 
     def __enter__(self) -> Network:
@@ -188,6 +190,7 @@ def teardown(net: Mininet, switch_names: list[str],
         ProcessNode.stop_processes(nodes)
     except Exception:
         log.exception("stopping switch processes failed")
+    clustering.stop_remote_processes(net.hosts)
     if forkserver is not None:
         try:
             forkserver.close()
@@ -198,6 +201,7 @@ def teardown(net: Mininet, switch_names: list[str],
     except Exception:
         log.exception("Mininet stop failed")
     left = remove_interfaces(switch_interfaces(switch_names))
+    left += clustering.remove_remote_interfaces(net.switches)
     if left:
         log.info("removed leftover interfaces: %s", ", ".join(left))
 
@@ -316,6 +320,7 @@ def start_network(
     engine: str | None = None,
     io: str | None = None,
     forkserver: bool = True,
+    cluster: clustering.ClusterSpec | None = None,
 ) -> Network:
     """Builds and starts ``topo`` on ``target`` and returns the running :class:`Network`.
 
@@ -331,8 +336,9 @@ def start_network(
     the C engine the program's C data path is compiled once here, before the switches
     start, and they all load that one. Built-in switches are forked from one fork server
     (``forkserver``, unless ``$INA_FORKSERVER`` is off) that loaded the program once for
-    all of them (:mod:`topo.forkserver`). Raises a :class:`~topo.errors.TopoError` (after
-    cleaning up) when anything fails.
+    all of them (:mod:`topo.forkserver`). ``cluster``: the nodes run on these servers
+    (:mod:`topo.cluster`; no fork server then: each switch starts on its server). Raises a
+    :class:`~topo.errors.TopoError` (after cleaning up) when anything fails.
     """
     if not isinstance(topo, TestbedTopo):
         raise TopologyError(f"expected a TestbedTopo, got {type(topo).__name__}")
@@ -346,6 +352,8 @@ def start_network(
     mechanism = delay_mechanism(has_delays(topo), netem, switch_cls.delay_line, delay_nodes)
     delays = port_delays(topo) if mechanism is DelayMechanism.SWITCHES else {}
     plans = plan_delay_nodes(topo) if mechanism is DelayMechanism.DELAY_NODES else []
+    placed = _cluster_plan(stages, topo, cluster, plans)
+    forkserver = forkserver and placed is None  # each switch starts on its server
     preflight(topo, [p.name for p in plans])
     if not isinstance(rundir, RunDir):
         rundir = RunDir.create(rundir)
@@ -359,8 +367,9 @@ def start_network(
     if build is not None and engine == "c" and fork is None:  # the fork server's load does it
         _prepare_engine(stages, switch_cls, build, engine)
     extra: dict[str, Any] = {"forkserver": fork} if fork is not None else {}
+    host_factory, link_factory, node_cls = _node_factories(cluster, switch_cls, netem, clock)
     switch_factory = functools.partial(
-        switch_cls,
+        node_cls,
         **extra,
         rundir=rundir,
         build=build,
@@ -380,7 +389,7 @@ def start_network(
         build_topo = with_delay_nodes(topo, plans, functools.partial(
             DelayNode, rundir=rundir, tdf=tdf, log_level=log_level,
             start_timeout=start_timeout))
-    net = _create_mininet(build_topo, switch_factory, netem, clock, fork)
+    net = _create_mininet(build_topo, switch_factory, host_factory, link_factory, fork)
     switch_names = [i["name"] for i in _switch_infos(topo)]
     node_names = switch_names + [p.name for p in plans]
     try:
@@ -399,10 +408,39 @@ def start_network(
             _wait_forkserver(stages, fork, start_timeout, switch_cls, build, engine)
         _start_nodes(stages, net, switch_cls, len(switch_names), len(plans))
         rundir.write_topology(topology)
+        if placed is not None:
+            clustering.write_plan(placed, rundir.path)
     except BaseException:
         teardown(net, node_names, fork)
         raise
-    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork)
+    return Network(net, topo, topology, rundir, switch_cls, description, warnings, fork,
+                   placed)
+
+
+def _cluster_plan(stages: Stages, topo: TestbedTopo, cluster: clustering.ClusterSpec | None,
+                  plans: list[DelayNodePlan]) -> clustering.ClusterPlan | None:
+    """Where each node runs when ``cluster`` names servers (noted in the summary); None
+    on one machine."""
+    if cluster is None:
+        return None
+    if plans:
+        raise NetworkError("delay nodes cannot run across servers: use netem or the "
+                           "built-in target's delay line")
+    placed = clustering.plan(topo, cluster)
+    for line in placed.summary_lines():
+        stages.note(line)
+    return placed
+
+
+def _node_factories(cluster: clustering.ClusterSpec | None, switch_cls: type[P4Switch],
+                    netem: bool, clock: VirtualClock) -> tuple[Any, Any, Any]:
+    """(host class, link class, switch class) for Mininet: ours, or on a cluster their
+    remote variants (:func:`topo.cluster.cluster_classes`)."""
+    if cluster is None:
+        return TestbedHost, functools.partial(ShapedLink, netem=netem, clock=clock), switch_cls
+    parts = clustering.cluster_classes(cluster, switch_cls, netem, clock)
+    return parts.host, parts.link, functools.partial(parts.switch,
+                                                     ssh_options=cluster.ssh_options)
 
 
 def _resolve_target(target: str | type[P4Switch]) -> tuple[type[P4Switch], str]:
@@ -455,15 +493,15 @@ def _compile_program(stages: Stages, switch_cls: type[P4Switch], program: str | 
     return build
 
 
-def _create_mininet(build_topo: Any, switch_factory: Callable[..., P4Switch], netem: bool,
-                    clock: VirtualClock, fork: ForkServer | None) -> Mininet:
+def _create_mininet(build_topo: Any, switch_factory: Callable[..., P4Switch],
+                    host_factory: Any, link_factory: Any, fork: ForkServer | None) -> Mininet:
     """The Mininet network, not yet built; the fork server is closed if that fails."""
     try:
         return Mininet(
             topo=build_topo,
             switch=switch_factory,
-            host=TestbedHost,
-            link=functools.partial(ShapedLink, netem=netem, clock=clock),
+            host=host_factory,
+            link=link_factory,
             controller=None,
             build=False,
             autoSetMacs=False,

@@ -97,6 +97,11 @@ _SWITCH_OPTIONS: dict[str, Any] = {
     },
 }
 
+#: Where a node runs with ``make run servers=A,B``: an index into those servers or one of
+#: their names (topo.cluster); ignored on one machine.
+_SERVER: dict[str, Any] = {"anyOf": [{"type": "integer", "minimum": 0},
+                                     {"type": "string", "minLength": 1}, {"type": "null"}]}
+
 #: Concrete entries (after template expansion).
 SWITCH_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["name", "role"],
@@ -105,6 +110,7 @@ SWITCH_SCHEMA: dict[str, Any] = {
         "target": {"enum": [*TARGETS, None]},
         "program": {"type": ["string", "null"], "minLength": 1},
         "options": _SWITCH_OPTIONS,
+        "server": _SERVER,
     },
 }
 HOST_SCHEMA: dict[str, Any] = {
@@ -115,6 +121,7 @@ HOST_SCHEMA: dict[str, Any] = {
         "role": {"enum": list(HOST_ROLES)},
         "intra_bw": _RATE,
         "link": {"type": "object", "additionalProperties": False, "properties": _LINK_SHAPE},
+        "server": _SERVER,
     },
 }
 LINK_SCHEMA: dict[str, Any] = {
@@ -221,6 +228,7 @@ class SwitchSpec:
     cpu_port: int | None = None
     grpc_port: int | None = None
     own_cpu_port: bool = False  # cpu_port came from the switch's options, not the defaults
+    server: int | str | None = None  # make run servers=...: an index or a name (topo.cluster)
     where: str = ""
     at: str = ""  # "file:line" of the entry
 
@@ -234,6 +242,7 @@ class HostSpec:
     port: int | None = None
     link: LinkShapeSpec = LinkShapeSpec()
     intra_bw_bps: float | None = None  # bits/s between its GPUs; None: the workload default
+    server: int | str | None = None  # make run servers=...: an index or a name (topo.cluster)
     where: str = ""
     at: str = ""
 
@@ -692,13 +701,14 @@ def load_spec(path: str | Path, params: Mapping[str, Any] | None = None) -> Topo
         switches.append(SwitchSpec(
             name=sw["name"], role=sw["role"], target=sw.get("target"), program=sw.get("program"),
             device_id=opts.get("device_id"), cpu_port=opts.get("cpu_port", cpu_port),
-            grpc_port=opts.get("grpc_port"), own_cpu_port="cpu_port" in opts, where=place,
-            at=at))
+            grpc_port=opts.get("grpc_port"), own_cpu_port="cpu_port" in opts,
+            server=sw.get("server"), where=place, at=at))
     hosts = [
         HostSpec(name=h["name"], switch=h["switch"], gpus=h.get("gpus", gpus_default),
                  role=h.get("role", "worker"), port=h.get("port"),
                  link=_shape(h.get("link", {}), host_default),
-                 intra_bw_bps=_rate(h.get("intra_bw", intra_default)), where=place, at=at)
+                 intra_bw_bps=_rate(h.get("intra_bw", intra_default)),
+                 server=h.get("server"), where=place, at=at)
         for at, place, h in expanded["hosts"]
     ]
     links = [
