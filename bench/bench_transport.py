@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from workloads.roce import Address, RoceEndpoint, write_packets
+from workloads.roce import Address, Requester, Responder, RoceEndpoint, write_packets
 
 MESSAGES = 300
 PACKETS, CREDITS, PAYLOAD = 64, 4, 1008
@@ -37,7 +37,7 @@ def _one_run(messages: int) -> tuple[float, float]:
     qpn = {"a": 0x10, "b": 0x20}
     chunk = bytes(PAYLOAD)
     try:
-        sides = {}
+        sides: dict[str, tuple[RoceEndpoint, Requester, Responder]] = {}
         for me, peer in (("a", "b"), ("b", "a")):
             ep = eps[me]
             req = ep.requester(qpn[me], qpn[peer] + 1, peer, window=PACKETS * CREDITS,
@@ -46,22 +46,8 @@ def _one_run(messages: int) -> tuple[float, float]:
             resp.on_accept = req.note_arrived
             sides[me] = (ep, req, resp)
 
-        def app(me: str) -> None:
-            ep, req, resp = sides[me]
-            sent = got = 0
-            while got < messages:
-                while sent < messages and sent - got < CREDITS:
-                    req.post(lambda psn: write_packets(req.remote_qpn, psn,
-                                                       [chunk] * PACKETS, 0x1000, 7))
-                    sent += 1
-                ep.wait(lambda: resp.has_message  # noqa: B023
-                        or (sent < messages and sent - got < CREDITS),  # noqa: B023
-                        ep.clock.now() + 60.0, "messages")
-                with ep.cv:
-                    while resp.take() is not None:
-                        got += 1
-
-        threads = [threading.Thread(target=app, args=(n,), name=f"bench-{n}") for n in eps]
+        threads = [threading.Thread(target=_exchange, args=(*sides[n], messages, chunk),
+                                    name=f"bench-{n}") for n in eps]
         t0, c0 = time.monotonic(), time.process_time()
         for t in threads:
             t.start()
@@ -71,6 +57,24 @@ def _one_run(messages: int) -> tuple[float, float]:
     finally:
         for ep in eps.values():
             ep.close()
+
+
+def _exchange(ep: RoceEndpoint, req: Requester, resp: Responder, messages: int,
+              chunk: bytes) -> None:
+    """One side's application: posts ``messages`` messages, CREDITS in flight, and takes
+    as many results."""
+    sent = got = 0
+    while got < messages:
+        while sent < messages and sent - got < CREDITS:
+            req.post(lambda psn: write_packets(req.remote_qpn, psn, [chunk] * PACKETS,
+                                               0x1000, 7))
+            sent += 1
+        ep.wait(lambda: resp.has_message  # noqa: B023
+                or (sent < messages and sent - got < CREDITS),  # noqa: B023
+                ep.clock.now() + 60.0, "messages")
+        with ep.cv:
+            while resp.take() is not None:
+                got += 1
 
 
 def run(messages: int = MESSAGES) -> list[dict[str, Any]]:

@@ -235,19 +235,7 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
     from rich.table import Table
 
     topo = summary.topology
-    title = f"{topo.kind} on {topo.target}"
-    if summary.engine is not None:
-        title += f" ({summary.engine} engine)"
-    sw_table = Table(title=title, title_justify="left")
-    for col in ("switch", "role", "device", "gRPC", "ports", "pid", "status"):
-        sw_table.add_column(col, no_wrap=col in ("gRPC", "status"))
-    for status in summary.switches:
-        rec = topo.switch(status.name)
-        ports = " ".join(f"{p.port}:{p.peer}" for p in rec.ports)
-        mark = "[green]ready[/green]" if status.ready else f"[red]{status.detail}[/red]"
-        sw_table.add_row(rec.name, f"{rec.role} {rec.index}", str(rec.device_id), rec.grpc_addr,
-                         ports, str(status.pid or "-"), mark)
-    console.print(sw_table)
+    console.print(_switch_table(summary))
     host_table = Table(title="hosts", title_justify="left")
     for col in ("host", "IP", "MAC", "attached", "GPUs"):
         host_table.add_column(col)
@@ -271,6 +259,26 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
         console.print(f"results: {summary.experiment.path}")
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def _switch_table(summary: Summary) -> Any:
+    """The summary's table of switches: role, device id, gRPC address, ports, pid, status."""
+    from rich.table import Table
+
+    topo = summary.topology
+    title = f"{topo.kind} on {topo.target}"
+    if summary.engine is not None:
+        title += f" ({summary.engine} engine)"
+    sw_table = Table(title=title, title_justify="left")
+    for col in ("switch", "role", "device", "gRPC", "ports", "pid", "status"):
+        sw_table.add_column(col, no_wrap=col in ("gRPC", "status"))
+    for status in summary.switches:
+        rec = topo.switch(status.name)
+        ports = " ".join(f"{p.port}:{p.peer}" for p in rec.ports)
+        mark = "[green]ready[/green]" if status.ready else f"[red]{status.detail}[/red]"
+        sw_table.add_row(rec.name, f"{rec.role} {rec.index}", str(rec.device_id), rec.grpc_addr,
+                         ports, str(status.pid or "-"), mark)
+    return sw_table
 
 
 def links_line(topology: Topology) -> str:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,11 +219,7 @@ class Machines:
     def destroy(self) -> None:
         """Stops the sshds, kills what is left in the namespaces, deletes them."""
         left = self.remote_processes()
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(left)
         if left:
             print(f"machines: killed {len(left)} process(es) the run left", file=sys.stderr)
         for proc in self.sshd.values():
@@ -236,16 +232,21 @@ class Machines:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         for ns, pids in self.namespace_pids().items():
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _kill_all(pids)
             if pids:
                 print(f"machines: killed {len(pids)} process(es) left in {ns}", file=sys.stderr)
         for ns in [*self.names, self.master]:
             if ns:
                 subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def _kill_all(pids: Iterable[int]) -> None:
+    """SIGKILL every pid (those already gone are skipped)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _remove_stale(ns: str) -> None:

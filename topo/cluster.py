@@ -134,11 +134,7 @@ def place(topo: TestbedTopo, servers: Sequence[str],
     load = {s: 0 for s in servers}
     for server in out.values():
         load[server] += 1
-    hosts_of: dict[str, list[str]] = {}
-    for a, b in topo.links(sort=True):
-        for sw, host in ((a, b), (b, a)):
-            if topo.isSwitch(sw) and not topo.isSwitch(host):
-                hosts_of.setdefault(sw, []).append(host)
+    hosts_of = _hosts_of(topo)
     leaves = sorted(hosts_of, key=lambda s: (-len(hosts_of[s]), s))
     for sw in leaves:
         group = [n for n in [sw, *hosts_of[sw]] if n not in out]
@@ -154,6 +150,16 @@ def place(topo: TestbedTopo, servers: Sequence[str],
             out[node] = server
             load[server] += 1
     return out
+
+
+def _hosts_of(topo: TestbedTopo) -> dict[str, list[str]]:
+    """{switch: the hosts linked to it}, for the switches that have hosts (the leaves)."""
+    hosts_of: dict[str, list[str]] = {}
+    for a, b in topo.links(sort=True):
+        for sw, host in ((a, b), (b, a)):
+            if topo.isSwitch(sw) and not topo.isSwitch(host):
+                hosts_of.setdefault(sw, []).append(host)
+    return hosts_of
 
 
 def crossing_links(topo: TestbedTopo, placement: Mapping[str, str]
