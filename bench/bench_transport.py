@@ -1,13 +1,15 @@
 """CPU per packet of the RoCE transport the in-network agents use (workloads/roce.py).
 
 Two endpoints on 127.0.0.1 in one process, each a requester to the other and a responder
-from it, as an aggregation channel has them (the responder's accepted PSNs feed the
-requester's ``note_arrived``); each side's application thread posts ``MESSAGES`` messages
+from it; each side's application thread posts ``MESSAGES`` messages
 of 64 packets of 1,008 bytes (E = 252) with 4 messages in flight and takes as many. The
 figure is the process's CPU time over the packets sent (each also received once), so it
 holds both ends' Python work, ACKs included, and the loopback's kernel path. Why: the
 agents were the next bottleneck once the switches ran on C (bench/findings.md); this is
-the loop to measure their data path in. Median of ``ROUNDS`` runs.
+the loop to measure their data path in. Median of ``ROUNDS`` runs. Not included: the
+aggregation channel's ``note_arrived`` per result packet (a result there exists only after
+the worker's own packet was sent; two unsynchronised peers here give no such order, and
+a requester fed the peer's packets as results could wait for one that came early).
 """
 
 from __future__ import annotations
@@ -40,10 +42,8 @@ def _one_run(messages: int) -> tuple[float, float]:
         sides: dict[str, tuple[RoceEndpoint, Requester, Responder]] = {}
         for me, peer in (("a", "b"), ("b", "a")):
             ep = eps[me]
-            req = ep.requester(qpn[me], qpn[peer] + 1, peer, window=PACKETS * CREDITS,
-                               track_results=True)
+            req = ep.requester(qpn[me], qpn[peer] + 1, peer, window=PACKETS * CREDITS)
             resp = ep.responder(qpn[me] + 1, qpn[peer], peer)
-            resp.on_accept = req.note_arrived
             sides[me] = (ep, req, resp)
 
         threads = [threading.Thread(target=_exchange, args=(*sides[n], messages, chunk),
