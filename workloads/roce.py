@@ -343,7 +343,10 @@ class Requester:
     # -- I/O thread ---------------------------------------------------------------------
 
     def on_ack(self, hdr: Header, syndrome: int) -> bool:
-        """Handle an ACK/NAK; True when it made progress."""
+        """Handle an ACK/NAK; True when it acknowledged a message in full (what the
+        application waits for: a credit, or the queue drained), not for every ACK that moves
+        the window inside a message."""
+        acked = self.stats.messages_acked
         in_flight = self._high - self._una
         d = psn_diff(hdr.psn, psn_add(self.first_psn, self._una))
         is_nak = (syndrome >> 5) == 0b011
@@ -353,11 +356,11 @@ class Requester:
                 return False  # stale NAK
             self._probing = False
             self._hold = False  # a real loss: the timeout was right, no reason to keep backoff
-            progressed = self._advance(d, grow=False)
+            self._advance(d, grow=False)
             self._on_loss(timeout=False)
             if self._next > self._una:
                 self._go_back("NAK")
-            return progressed
+            return self.stats.messages_acked != acked
         if (syndrome >> 5) != 0:
             log.debug("qp %#x: ignoring AETH syndrome %#x", self.local_qpn, syndrome)
             return False
@@ -374,12 +377,12 @@ class Requester:
             # until a fresh sample made every later loss wait for max_rto under steady loss.
             # A spurious timeout keeps the backoff: the timeout was too short.
             self._hold = spurious
-        progressed = self._advance(d + 1)
+        self._advance(d + 1)
         if spurious:
             self.stats.spurious_timeouts += 1
             self.cwnd, self.ssthresh = self._undo
             self._next = max(self._next, self._high)
-        return progressed
+        return self.stats.messages_acked != acked
 
     @property
     def srtt(self) -> float | None:
@@ -426,9 +429,9 @@ class Requester:
             self._srtt = 0.875 * self._srtt + 0.125 * rtt
         self.stats.rtt_samples += 1
 
-    def _advance(self, count: int, grow: bool = True) -> bool:
+    def _advance(self, count: int, grow: bool = True) -> None:
         if count <= 0:
-            return False
+            return
         now = self.clock.now()
         # The round trip includes waiting at the switch for the slowest worker's packet:
         # a fixed timeout below it retransmits whole windows for nothing (go-back-N), which
@@ -445,7 +448,6 @@ class Requester:
         if not self._hold:
             self._backoff = self.current_rto
         self._deadline = now + self._backoff
-        return True
 
     def _release_acked(self, count: int) -> None:
         """Moves the window past ``count`` newly acknowledged packets: out of the queue (kept
@@ -905,10 +907,11 @@ class RoceEndpoint:
             with self.cv:
                 deadlines = [d for qp in self._requesters.values()
                              if (d := qp.next_deadline()) is not None]
+                moderation = self._moderation(received)
             wait = POLL_CAP
             if deadlines:
                 wait = min(wait, self.clock.real(max(0.0, min(deadlines) - self.clock.now())))
-            pause = min(wait, self._moderation(received))
+            pause = min(wait, moderation)
             if pause > 0:
                 # only the application's wake-ups end the pause early
                 try:
@@ -951,11 +954,11 @@ class RoceEndpoint:
 
     def _moderation(self, received: int) -> float:
         """Real seconds to let datagrams gather before the next look (see
-        MODERATION_BATCH): none after a full pass or before any round trip was measured."""
+        MODERATION_BATCH): none after a full pass or before any round trip was measured.
+        Call with ``cv`` held."""
         if received >= MODERATION_BATCH:
             return 0.0
-        with self.cv:
-            rtts = [r for q in self._requesters.values() if (r := q.srtt) is not None]
+        rtts = [r for q in self._requesters.values() if (r := q.srtt) is not None]
         if not rtts:
             return 0.0
         return min(MODERATION_MAX_S, self.clock.real(MODERATION_RTT_SHARE * min(rtts)))
@@ -993,13 +996,10 @@ class RoceEndpoint:
                 self.unknown_qp += 1
                 return False
             (aeth,) = AETH.unpack_from(data, BTH_LEN)
-            # Waiters wait for whole messages (acknowledged, delivered) or the queue to
-            # drain, never for one ACK's progress: waking them per ACK cost the
-            # application thread a futex round trip on the endpoint's lock (and the GIL)
-            # several times per message.
-            acked = req.stats.messages_acked
-            req.on_ack(hdr, aeth >> 24)
-            return req.stats.messages_acked != acked
+            # True only for a whole message: waking the waiters on every ACK cost the
+            # application thread a futex round trip on this lock (and the GIL) several
+            # times per message
+            return req.on_ack(hdr, aeth >> 24)
         if hdr.opcode in WRITE_OPCODES:
             resp = self._responders.get(hdr.dqpn)
             if resp is None:
