@@ -10,24 +10,23 @@ collide with another network; the last test stops the network and checks nothing
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from experiment.lifecycle import ExperimentNetwork, open_controller, port_counters
+from experiment.lifecycle import open_controller, port_counters
 from experiment.session import (
     ExperimentOptions,
-    collect,
     ping_all,
     run_experiment,
     tcp_transfer,
     udp_flows,
 )
+from tests.network_probe import ping_once
 from topo.cleanup import remove_interfaces, switch_interfaces
-from topo.network import Network, start_network
+from topo.network import start_network
 from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
 from topo.topologies import SpineLeafTopo
@@ -49,15 +48,6 @@ def _free_port_base(count: int) -> int:
     return free_port_base(count, 24000)
 
 
-def _ping_once(network: Network, src: str, dst: str) -> int:
-    proc = ExperimentNetwork.around(network).popen(src, [
-        sys.executable, "-m", "topo.hostcmd", "ping", "--dst",
-        network.topology.host(dst).ip, "--count", "1", "--timeout", "1"])
-    res = collect({"p": proc}, 30.0)["p"]
-    assert "error" not in res, res
-    return int(res["results"][0]["received"])
-
-
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The running network, a ping tried before any route existed, and the experiment."""
@@ -68,7 +58,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     try:
         with open_controller(network) as controller:
             controller.push_pipeline()
-        before_routes = _ping_once(network, H1, H3)
+        before_routes = ping_once(network, H1, H3)
         result = run_experiment(network, ExperimentOptions(elements=4096, timeout_s=60.0))
         yield {"network": network, "before_routes": before_routes, "result": result}
     finally:

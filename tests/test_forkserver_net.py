@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ from typing import Any
 import pytest
 
 from controller.cli import main as controller_main
-from experiment.lifecycle import ExperimentNetwork
-from experiment.session import collect
+from tests.network_probe import ping_once
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import SwitchStartError
 from topo.forkserver import ForkedProcess, ForkServer
@@ -49,16 +47,6 @@ def _ctl(rundir: Path, *args: str) -> None:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = controller_main(["--rundir", str(rundir), *args])
     assert code == 0, err.getvalue()
-
-
-def _ping(network: Network, src: str, dst: str) -> int:
-    """Replies to one ping from ``src`` to ``dst`` (within 2 s)."""
-    proc = ExperimentNetwork.around(network).popen(src, [
-        sys.executable, "-m", "topo.hostcmd", "ping", "--dst",
-        network.topology.host(dst).ip, "--count", "1", "--timeout", "2"])
-    res = collect({"p": proc}, 30.0)["p"]
-    assert "error" not in res, res
-    return int(res["results"][0]["received"])
 
 
 def _alive(rundir: Path) -> list[str]:
@@ -158,7 +146,7 @@ def test_switches_are_forked_recorded_and_took_the_preload(net: Network) -> None
         assert rec.pid == rec.pgid == sw.proc.pid == os.getpgid(sw.proc.pid)
         assert list(rec.cmdline) == sw.argv()
         assert "the fork server's preloaded one" in sw.log_file.read_text(), sw.name
-    assert _ping(net, H1, H3) == 1
+    assert ping_once(net, H1, H3, 2.0) == 1
 
 
 def test_killing_one_switch_leaves_the_others_forwarding(net: Network) -> None:
@@ -168,12 +156,12 @@ def test_killing_one_switch_leaves_the_others_forwarding(net: Network) -> None:
     old = spine.proc.pid
     os.killpg(old, signal.SIGKILL)
     assert spine.proc.wait(10) == -signal.SIGKILL
-    assert _ping(net, H1, H2) == 1
+    assert ping_once(net, H1, H2, 2.0) == 1
     spine.start()
     spine.wait_ready()
     assert isinstance(spine.proc, ForkedProcess) and spine.proc.pid != old
     _ctl(Path(net.rundir.path), "pipeline", "push")
-    assert _ping(net, H1, H3) == 1
+    assert ping_once(net, H1, H3, 2.0) == 1
     assert spine.log_file.read_text().count("the fork server's preloaded one") == 2
 
 
@@ -192,5 +180,5 @@ def test_dead_fork_server_means_switches_of_their_own(net: Network,
         f"fork server: {net.forkserver.failure}; starting the switches as processes of "
         "their own") == 1
     _ctl(Path(net.rundir.path), "pipeline", "push")
-    assert _ping(net, H1, H3) == 1
+    assert ping_once(net, H1, H3, 2.0) == 1
 
