@@ -202,11 +202,17 @@ class ServingController:
         self.stop()
 
     def wait_event(self, prefix: str, seen: int, timeout_s: float) -> str | None:
-        """The first event after position ``seen`` that starts with ``prefix`` (such as
-        ``"s1: recovered"``), waiting up to ``timeout_s``; None if none came."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            found = next((e for e in self.events[seen:] if e.startswith(prefix)), None)
-            if found is not None or time.monotonic() >= deadline:
-                return found
-            time.sleep(0.05)
+        """:func:`wait_event` on :attr:`events`."""
+        return wait_event(self.events, prefix, seen, timeout_s)
+
+
+def wait_event(events: list[str], prefix: str, seen: int, timeout_s: float) -> str | None:
+    """The first of ``events`` after position ``seen`` that starts with ``prefix`` (such as
+    ``"s1: recovered"``), waiting up to ``timeout_s`` for a serving controller to report
+    it; None if none came."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = next((e for e in events[seen:] if e.startswith(prefix)), None)
+        if found is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)

@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from controller.jobs import JobRequest
 from controller.state import load_state
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
-from experiment.serving import TolerantReads
+from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
 from reliability.results import JobTally
 from topo.nodes import free_port_base
@@ -278,9 +277,4 @@ class Testbed:
 
     def wait_recovered(self, name: str, seen: int, timeout_s: float) -> bool:
         """True once the serving controller reported ``name`` recovered after event ``seen``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if any(e.startswith(f"{name}: recovered") for e in self.events[seen:]):
-                return True
-            time.sleep(0.05)
-        return False
+        return wait_event(self.events, f"{name}: recovered", seen, timeout_s) is not None

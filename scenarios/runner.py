@@ -28,7 +28,7 @@ from controller.errors import ControllerError
 from controller.jobs import JobRequest
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.matrix import program_for
-from experiment.serving import TolerantReads
+from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
 from topo.errors import TopoError
@@ -185,18 +185,14 @@ class _Timeline:
             sw.wait_ready()
             # the restart and the controller's recovery run in real time (processes, RPCs)
             started = time.monotonic()
-            deadline = started + RECOVERY_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if any(e.startswith(f"{name}: recovered") for e in self.events[seen:]):
-                    break
-                time.sleep(0.05)
-            else:
+            recovered = wait_event(self.events, f"{name}: recovered", seen,
+                                   RECOVERY_TIMEOUT_S)
+            if recovered is None:
                 raise RuntimeError(f"switch {name} restarted (pid {sw.proc.pid}) but the "
                                    f"controller did not restore it within "
                                    f"{RECOVERY_TIMEOUT_S:g} s")
-        recovered = [e for e in self.events[seen:] if e.startswith(f"{name}: recovered")]
         return (f"{when}: {name} restarted as pid {sw.proc.pid}; "
-                f"{recovered[0]} {time.monotonic() - started:.2f} s after it was ready")
+                f"{recovered} {time.monotonic() - started:.2f} s after it was ready")
 
 
 def _program(scenario: Scenario, rundir: Path | None) -> Path:
