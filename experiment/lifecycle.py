@@ -55,6 +55,7 @@ from typing import Protocol, TypedDict, Unpack
 
 import stackdump
 from controller.fabric import Controller, ControllerOptions
+from experiment.netns import stop_process
 from experiment.seams import (
     CounterReader,
     FabricController,
@@ -75,7 +76,6 @@ from topo.topologies import TestbedTopo
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROC_GRACE_S = 5.0
 
 #: One process of a run: its key -> (host, argv).
 Commands = Mapping[str, tuple[str, Sequence[str]]]
@@ -299,12 +299,7 @@ def collect_rows(procs: Mapping[str, subprocess.Popen[bytes]],
 def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
     """Kills (and reaps) every process still running; never raises."""
     for proc in procs:
-        try:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(PROC_GRACE_S)
-        except Exception:  # gone already, or unkillable: nothing more to do here
-            log.warning("could not stop process %s", proc.pid, exc_info=True)
+        stop_process(proc)
 
 
 def open_controller(network: RunningNetwork, rpc_timeout_s: float | None = None) -> Controller:

@@ -151,7 +151,8 @@ class NamespaceRig:
         return self.popen(namespace, [sys.executable, "-c", code, *args])
 
 
-def stop_process(proc: subprocess.Popen[str], grace_s: float = 0.0) -> None:
+def stop_process(proc: subprocess.Popen[str] | subprocess.Popen[bytes],
+                 grace_s: float = 0.0) -> None:
     """SIGTERM and up to ``grace_s`` to exit (0: none), then SIGKILL; reaps it; never raises."""
     try:
         if proc.poll() is not None:
