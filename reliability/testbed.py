@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import JobError
-from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
 from controller.state import load_state
-from experiment.lifecycle import ExperimentNetwork, StartOptions
+from experiment.lifecycle import ExperimentNetwork, StartOptions, open_controller
 from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
 from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
@@ -192,7 +191,7 @@ class Testbed:
         if self.server is not None:
             yield self.server
             return
-        ctl = Controller(ControllerOptions(rundir=self.rundir, rpc_timeout_s=RPC_TIMEOUT_S))
+        ctl = open_controller(self.network, RPC_TIMEOUT_S)
         try:
             yield ctl
         finally:
