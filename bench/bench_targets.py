@@ -13,7 +13,8 @@ the C packet loop (``--engine c``: receive and transmit rings), the same sending
 sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Runs
 alternate target by target and each figure is the median; BMv2 rows appear where p4c and
 simple_switch_grpc are installed.
-Needs root. Everything it creates is removed on exit.
+The namespace is :class:`experiment.netns.SwitchNamespace`. Needs root. Everything it
+creates is removed on exit, also when it fails.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from bench.harness import BenchSkipped
+from experiment.netns import SwitchNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "tests" / "p4" / "counters_registers.p4"
@@ -150,37 +151,6 @@ def _run(cmd: list[str], timeout: float = 120) -> str:
     return proc.stdout
 
 
-class _Namespace:
-    """netns with veths s1/h1, s2/h2 (all inside it); removed on exit."""
-
-    def __init__(self) -> None:
-        self.name = f"bt{uuid.uuid4().hex[:8]}"
-
-    def __enter__(self) -> _Namespace:
-        _run(["ip", "netns", "add", self.name])
-        try:
-            ex = self.exec_argv()
-            for key in ("all", "default"):
-                subprocess.run([*ex, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1"],
-                               capture_output=True, timeout=30)
-            _run(["ip", "-n", self.name, "link", "set", "lo", "up"])
-            for p in (1, 2):
-                _run(["ip", "-n", self.name, "link", "add", f"s{p}", "type", "veth", "peer",
-                      "name", f"h{p}"])
-                for end in (f"s{p}", f"h{p}"):
-                    _run(["ip", "-n", self.name, "link", "set", end, "up"])
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=30)
-
-    def exec_argv(self) -> list[str]:
-        return ["ip", "netns", "exec", self.name]
-
-
 def _switch_argv(target: str, workdir: Path) -> list[str]:
     ports = ["-i", "1@s1", "-i", "2@s2"]
     if target.startswith("softswitch"):
@@ -212,35 +182,19 @@ def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> tupl
     """(received packets/s, offered packets/s) through one target (fresh namespace and
     switch); the offered rate shows whether the sender, not the switch, was the limit."""
     info, config = _artifacts(target, workdir)
-    with _Namespace() as ns:
-        ex = ns.exec_argv()
-        switch = subprocess.Popen([*ex, *_switch_argv(target, workdir)], cwd=REPO,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, **TARGET_ENV.get(target, {})})
-        try:
-            _run([*ex, sys.executable, "-c", CONFIGURE, GRPC, str(info), str(config)], timeout=180)
-            rx = subprocess.Popen([*ex, sys.executable, "-c", RECEIVE, str(seconds)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            assert rx.stdout is not None
-            try:
-                if rx.stdout.readline().strip() != "ready":
-                    raise RuntimeError("receiver failed to start")
-                sent = int(_run([*ex, sys.executable, "-c", SEND, str(seconds), str(size)],
-                                timeout=seconds + 60).split()[-1])
-                result = json.loads(
-                    rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1]
-                )
-            finally:
-                if rx.poll() is None:
-                    rx.kill()
-                    rx.wait()
-        finally:
-            switch.terminate()
-            try:
-                switch.wait(20)
-            except subprocess.TimeoutExpired:
-                switch.kill()
-                switch.wait()
+    with SwitchNamespace(ports=2) as rig:
+        ex = rig.exec_argv(rig.name)
+        # stopped with SIGTERM and 20 s to exit, then SIGKILL, when the rig stops
+        rig.popen(rig.name, _switch_argv(target, workdir), grace_s=20.0,
+                  stdout=subprocess.DEVNULL, env={**os.environ, **TARGET_ENV.get(target, {})})
+        _run([*ex, sys.executable, "-c", CONFIGURE, GRPC, str(info), str(config)], timeout=180)
+        rx = rig.python(rig.name, RECEIVE, str(seconds))
+        assert rx.stdout is not None
+        if rx.stdout.readline().strip() != "ready":
+            raise RuntimeError("receiver failed to start")
+        sent = int(_run([*ex, sys.executable, "-c", SEND, str(seconds), str(size)],
+                        timeout=seconds + 60).split()[-1])
+        result = json.loads(rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1])
     span = result["last"] - result["first"]
     if result["count"] < 2 or span <= 0:
         raise RuntimeError(f"{target}: no frames forwarded ({result})")

@@ -13,7 +13,9 @@ sockets in the namespaces (IPv4/UDP frames from h1 to h2):
 
 :func:`run` returns a flat dict (``pps``, ``sent``, ``received``, ``lost``, ``p50_us``,
 ``p99_us``, ``mean_us``) that ``bench/bench_process.py`` turns into report rows.
-Everything it creates (namespaces, veths, the process, temp files) is removed on exit.
+The namespaces and veths are :class:`experiment.netns.HostsAroundSwitch`'s; everything the
+run creates (namespaces, veths, the processes, temp files) is removed on exit, also when it
+fails.
 """
 
 from __future__ import annotations
@@ -25,21 +27,18 @@ import logging
 import os
 import queue
 import re
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from experiment.netns import HostsAroundSwitch, stop_process
 from p4schema import P4InfoIndex
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
@@ -174,59 +173,16 @@ print(json.dumps({"count": count, "first": first, "last": last, "lat": lat}), fl
 """
 
 
-def _ip(*args: str) -> None:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if proc.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
-
-
-@contextmanager
-def _two_hosts() -> Iterator[tuple[str, list[str], list[str]]]:
-    """(tag, namespaces, switch-side interfaces) of h1/h2, removed on exit."""
-    tag = f"b{uuid.uuid4().hex[:6]}"
-    namespaces: list[str] = []
-    ifaces: list[str] = []
-    try:
-        for i in (1, 2):
-            ns, sw_end, tmp = f"{tag}h{i}", f"{tag}s{i}", f"{tag}p{i}"
-            _ip("netns", "add", ns)
-            namespaces.append(ns)
-            _ip("link", "add", sw_end, "type", "veth", "peer", "name", tmp)
-            ifaces.append(sw_end)
-            _ip("link", "set", tmp, "netns", ns)
-            _ip("-n", ns, "link", "set", tmp, "name", "eth0")
-            for cmd in (
-                ["sysctl", "-qw", f"net.ipv6.conf.{sw_end}.disable_ipv6=1"],
-                ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.disable_ipv6=1"],
-            ):
-                subprocess.run(cmd, capture_output=True, timeout=30)
-            _ip("link", "set", sw_end, "up")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-        yield tag, namespaces, ifaces
-    finally:
-        for iface in ifaces:
-            subprocess.run(["ip", "link", "del", iface], capture_output=True, timeout=30)
-        for ns in namespaces:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
-
-
-def _in_ns(ns: str, code: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-
-
-def _start_switch(
-    program: Path, ifaces: list[str], workdir: Path
-) -> tuple[subprocess.Popen[str], str]:
+def _start_switch(rig: HostsAroundSwitch, program: Path, workdir: Path
+                  ) -> tuple[subprocess.Popen[str], str]:
+    """The switch on the rig's switch ports, here (SIGTERM and 30 s to exit when the rig
+    stops); returns it and its P4Runtime address once it says it is ready."""
     cmd = [sys.executable, "-m", "softswitch", "run", str(program),
            "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(workdir / "switch.log"),
            "-L", "warn"]
-    for n, iface in enumerate(ifaces, 1):
+    for n, iface in enumerate(rig.switch_ports, 1):
         cmd += ["-i", f"{n}@{iface}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO_ROOT)
+    proc = rig.popen(None, cmd, grace_s=30.0)
     ready = threading.Event()
     address: list[str] = []
 
@@ -240,20 +196,20 @@ def _start_switch(
 
     threading.Thread(target=watch, daemon=True).start()
     if not ready.wait(120):
-        proc.kill()
-        proc.wait()
+        stop_process(proc)
         err = proc.stderr.read() if proc.stderr else ""
         raise RuntimeError(f"switch did not become ready: {err.strip()[-500:]}")
     return proc, address[0]
 
 
-def _phase(namespaces: list[str], mode: str, amount: float, size: int, idle: float,
+def _phase(rig: HostsAroundSwitch, mode: str, amount: float, size: int, idle: float,
            limit: float) -> tuple[int, dict[str, Any]]:
-    rx = _in_ns(namespaces[1], RECEIVER, str(idle), str(limit))
+    h1, h2 = rig.host_namespaces
+    rx = rig.python(h2, RECEIVER, str(idle), str(limit))
     assert rx.stdout is not None
     if rx.stdout.readline().strip() != "ready":
         raise RuntimeError(f"receiver failed: {rx.stderr.read() if rx.stderr else ''}")
-    tx = _in_ns(namespaces[0], SENDER, mode, str(amount), str(size), ipv4_udp_header(size).hex())
+    tx = rig.python(h1, SENDER, mode, str(amount), str(size), ipv4_udp_header(size).hex())
     out, err = tx.communicate(timeout=limit + 30)
     if tx.returncode != 0:
         raise RuntimeError(f"sender failed: {err.strip()}")
@@ -274,30 +230,20 @@ def run(seconds: float = 3.0, size: int = 128, probes: int = 500) -> dict[str, f
     """Measure throughput (``seconds`` of flooding) and latency (``probes`` paced probes)."""
     if os.geteuid() != 0:
         raise PermissionError("the process benchmark needs root (network namespaces)")
-    with tempfile.TemporaryDirectory(prefix="softswitch-bench-") as tmp, _two_hosts() as (
-        _tag, namespaces, ifaces,
-    ):
+    with tempfile.TemporaryDirectory(prefix="softswitch-bench-") as tmp, \
+            HostsAroundSwitch(hosts=2) as rig:
         workdir = Path(tmp)
         if not PROGRAM.exists():
             raise RuntimeError(f"{PROGRAM} does not exist")
-        switch, address = _start_switch(PROGRAM, ifaces, workdir)
-        try:
-            install_routes(address)
-            # warm-up, then throughput
-            _phase(namespaces, "paced", 20, size, idle=1.0, limit=10)
-            sent, rx = _phase(namespaces, "flood", seconds, size, idle=2.0, limit=seconds + 30)
-            span_s = (rx["last"] - rx["first"]) / 1e9
-            pps = rx["count"] / span_s if span_s > 0 else 0.0
-            _, probe_rx = _phase(namespaces, "paced", probes, size, idle=2.0,
-                                 limit=probes / 1000 + 30)
-            lat = sorted(probe_rx["lat"])
-        finally:
-            switch.send_signal(signal.SIGTERM)
-            try:
-                switch.wait(30)
-            except subprocess.TimeoutExpired:
-                switch.kill()
-                switch.wait()
+        _switch, address = _start_switch(rig, PROGRAM, workdir)
+        install_routes(address)
+        # warm-up, then throughput
+        _phase(rig, "paced", 20, size, idle=1.0, limit=10)
+        sent, rx = _phase(rig, "flood", seconds, size, idle=2.0, limit=seconds + 30)
+        span_s = (rx["last"] - rx["first"]) / 1e9
+        pps = rx["count"] / span_s if span_s > 0 else 0.0
+        _, probe_rx = _phase(rig, "paced", probes, size, idle=2.0, limit=probes / 1000 + 30)
+        lat = sorted(probe_rx["lat"])
     return {
         "pps": round(pps, 1),
         "sent": sent,

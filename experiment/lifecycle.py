@@ -23,11 +23,19 @@ emulate`` (:mod:`experiment.matrix`, :mod:`experiment.emulation`) and ``make tra
    switch processes' CPU time and the machine's CPU ticks; a :class:`Window` of two
    snapshots gives the bytes and rate of every link, switch CPU and machine load;
 5. **tear down**: leaving the block -- normally, on an exception, on Ctrl-C -- or a failure
-   half-way through starting kills every tracked process, closes the controller, stops the
-   live view, the switches and Mininet, and removes the switches' interfaces.
+   half-way through starting kills every tracked process, stops the serving controller,
+   closes the controller, stops the live view, the switches and Mininet, and removes the
+   switches' interfaces.
+
+The fault campaigns (:mod:`reliability.testbed`, :mod:`scenarios.runner`) add a second
+controller that ``serve``-s in a thread and restores restarted switches
+(:meth:`~ExperimentNetwork.start_serving`, :class:`experiment.serving.ServingController`) and
+read counters through :class:`experiment.serving.TolerantReads`. The benchmarks that need
+no Mininet (one switch process between namespaces) use :class:`experiment.netns.NamespaceRig`,
+which keeps the same start/stop contract.
 
 :meth:`ExperimentNetwork.around` wraps a network someone else started and stops (tests, the
-reliability soak, the scenarios): it then owns only the processes it launched and the
+reliability campaign's bad-input cell): it then owns only the processes it launched and the
 controller it opened.
 """
 
@@ -39,13 +47,15 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, TypedDict, Unpack
 
 import stackdump
 from controller.fabric import Controller, ControllerOptions
+from experiment.netns import stop_process
 from experiment.seams import (
     CounterReader,
     FabricController,
@@ -54,6 +64,7 @@ from experiment.seams import (
     RunningNetwork,
     StageDisplay,
 )
+from experiment.serving import SERVE_JOIN_S, OpenServer, ServingController, reconnecting_controller
 from liveview import start_live_view
 from topo.cluster import ClusterSpec
 from topo.measure import network_cpu_seconds
@@ -65,7 +76,6 @@ from topo.topologies import TestbedTopo
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PROC_GRACE_S = 5.0
 
 #: One process of a run: its key -> (host, argv).
 Commands = Mapping[str, tuple[str, Sequence[str]]]
@@ -289,17 +299,16 @@ def collect_rows(procs: Mapping[str, subprocess.Popen[bytes]],
 def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
     """Kills (and reaps) every process still running; never raises."""
     for proc in procs:
-        try:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(PROC_GRACE_S)
-        except Exception:  # gone already, or unkillable: nothing more to do here
-            log.warning("could not stop process %s", proc.pid, exc_info=True)
+        stop_process(proc)
 
 
-def open_controller(network: RunningNetwork) -> Controller:
-    """A controller of the network's run directory (its P4Info and device config)."""
-    return Controller(ControllerOptions(rundir=Path(network.rundir.path)))
+def open_controller(network: RunningNetwork, rpc_timeout_s: float | None = None) -> Controller:
+    """A controller of the network's run directory (its P4Info and device config);
+    ``rpc_timeout_s`` None: the controller's default."""
+    options = ControllerOptions(rundir=Path(network.rundir.path))
+    if rpc_timeout_s is not None:
+        options = replace(options, rpc_timeout_s=rpc_timeout_s)
+    return Controller(options)
 
 
 class NetworkStarter(Protocol):
@@ -332,7 +341,9 @@ class ExperimentNetwork:
     program); ``live_port``: start the live view there (None: none). ``start_network`` and
     ``connect`` (network -> controller) are the functions that start the network and open
     its controller (the defaults: :func:`topo.network.start_network` and the controller of
-    the run directory; tests pass fakes)."""
+    the run directory; tests pass fakes). ``rpc_timeout_s``: the RPC timeout of the
+    controllers it opens (None: the controller's default; a pipeline push makes the built-in
+    switch compile the program, which takes long on a loaded machine)."""
 
     def __init__(self, topo: TestbedTopo | None, target: str = "softswitch",
                  rundir: RunDir | str | Path | None = None,
@@ -341,7 +352,8 @@ class ExperimentNetwork:
                  announce: Callable[[str], None] | None = None,
                  stages: StageDisplay | None = None,
                  start_network: NetworkStarter = _start_network,
-                 connect: Connect = open_controller) -> None:
+                 connect: Connect | None = None,
+                 rpc_timeout_s: float | None = None) -> None:
         self.topo = topo
         self.target = target
         self.rundir_arg = rundir
@@ -352,7 +364,9 @@ class ExperimentNetwork:
         self.announce = announce
         self.stages = stages
         self._start_network = start_network
-        self._connect = connect
+        self.rpc_timeout_s = rpc_timeout_s
+        self._connect: Connect = (connect if connect is not None
+                                  else partial(open_controller, rpc_timeout_s=rpc_timeout_s))
         self.network: RunningNetwork | None = None
         self.live: LiveView | None = None
         self.programmed = False
@@ -360,6 +374,9 @@ class ExperimentNetwork:
         self._owns_network = True
         self._owns_controller = True
         self._procs: list[subprocess.Popen[bytes]] = []
+        self.serving: ServingController | None = None
+        #: What the serving controller reported, over all its starts ("s1: recovered ...").
+        self.events: list[str] = []
 
     @classmethod
     def around(cls, network: RunningNetwork, controller: FabricController | None = None, *,
@@ -414,6 +431,7 @@ class ExperimentNetwork:
         that made the experiment end."""
         kill_all(self._procs)
         self._procs.clear()
+        self.stop_serving()
         if self._controller is not None:
             ctl, self._controller = self._controller, None
             if self._owns_controller:
@@ -469,6 +487,31 @@ class ExperimentNetwork:
             ctl.program_routes()
         self.programmed = True
         return ctl
+
+    # ------------------------------------------------------------------ serving
+    def start_serving(self, open_server: OpenServer | None = None, *, thread_name: str = "serve",
+                      join_timeout_s: float = SERVE_JOIN_S) -> ServingController:
+        """Starts a second controller that ``serve``-s in a thread (as ``ina-controller
+        serve``): opened now, it is the newest, so primary, and knows the jobs created so
+        far; it restores a switch that restarts and reports to :attr:`events`. Nothing
+        happens when it serves already; :meth:`stop_serving` or :meth:`stop` ends it.
+        ``open_server``: opens it on the run directory (default: a controller with
+        ``reconnect`` and this lifecycle's RPC timeout)."""
+        if self.serving is None or not self.serving.serving:
+            opener = (open_server if open_server is not None
+                      else reconnecting_controller(self.rpc_timeout_s))
+            self.serving = ServingController(self.rundir, opener, thread_name=thread_name,
+                                             join_timeout_s=join_timeout_s, events=self.events)
+        return self.serving.start()
+
+    def stop_serving(self) -> None:
+        """Ends the serving controller's thread and closes it (if it serves); never raises."""
+        if self.serving is not None:
+            serving, self.serving = self.serving, None
+            try:
+                serving.stop()
+            except Exception:
+                log.exception("stopping the serving controller failed")
 
     # ------------------------------------------------------------------ host processes
     def popen(self, host: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:

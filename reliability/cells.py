@@ -19,7 +19,6 @@ from typing import Any
 
 import stackdump
 from controller.errors import ControllerError
-from experiment.lifecycle import ExperimentNetwork
 from reliability.illegal import illegal_requests
 from reliability.results import BadInputCell, ControllerCell, JobTally, LossCell, RestartCell
 from reliability.testbed import Testbed
@@ -301,7 +300,7 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
     argv = [sys.executable, "-m", "reliability.frames", "--iface", host.intf, "--count",
             str(frames), "--rate", str(rate_pps), "--src-mac", host.mac, "--dst-mac",
             port.mac, "--src-ip", host.ip, "--dst-ip", topo.hosts[1].ip, "--seed", str(seed)]
-    proc = ExperimentNetwork.around(bed.network).popen(host.name, argv)
+    proc = bed.popen(host.name, argv)
     tick(f"{frames} malformed frames into {leaf.name} port {port.port}")
     try:
         out, err = stackdump.communicate(proc, frames / rate_pps * 3 + 120)

@@ -1,8 +1,8 @@
 """One running spine-leaf for the campaign's network cells, programmed like ``make run``.
 
-Built only on public entry points: :func:`topo.network.start_network`, the controller's
-Python API (:class:`controller.fabric.Controller`) and :func:`experiment.session.run_allreduce`.
-A second controller ``serve``-s in a thread (as ``ina-controller serve`` does) so that a
+Built on the experiment lifecycle (:class:`experiment.lifecycle.ExperimentNetwork`: start,
+program, tear down, and its serving controller) and :func:`experiment.session.run_allreduce`.
+The serving controller ``serve``-s in a thread (as ``ina-controller serve`` does) so that a
 switch that restarts gets its pipeline, routes and job back; the cells stop it when they
 need the serving controller to be a separate process instead.
 """
@@ -12,21 +12,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
-import time
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.errors import ControllerError, JobError
-from controller.fabric import Controller, ControllerOptions
+from controller.errors import JobError
 from controller.jobs import JobRequest
 from controller.state import load_state
+from experiment.lifecycle import ExperimentNetwork, StartOptions, open_controller
 from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
+from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
 from reliability.results import JobTally
-from topo.network import start_network
 from topo.nodes import free_port_base
 from topo.rundir import RunDir
 from topo.topologies import SpineLeafTopo
@@ -35,7 +34,6 @@ from workloads.innetwork import AGG_MAX_RTO
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 60.0  # a pipeline push makes the built-in switch compile the program
-READ_RETRIES = 8
 JOB = "soak"
 # What a worker needs before its first packet: Python and numpy imports, the plan, the
 # barrier (a one-element all-reduce). Measured 2-6 s on the loaded 2-core machine; the hang
@@ -99,47 +97,27 @@ def hang_bound(elements: int, elems: int, bw_mbit: float, loss: float = 0.0) -> 
             + LOSS_FACTOR * expected_timeouts(elements, elems, loss) * AGG_MAX_RTO)
 
 
-class TolerantReads:
-    """The reads :func:`experiment.session.run_allreduce` makes (``switches``,
-    ``switch_counters``), retried while a switch restarts and empty when it stays away."""
-
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
-        self.switches = controller.switches
-
-    def switch_counters(self, name: str) -> dict[str, Any]:
-        for attempt in range(READ_RETRIES):
-            try:
-                return self.controller.switch_counters(name)
-            except ControllerError as exc:
-                log.debug("%s: counters unavailable (%s)", name, exc)
-                self.controller.switch(name).close()
-                time.sleep(0.25 * (attempt + 1))
-        return {"switch": name, "ports": {}, "drops": {}}
-
-
 class Testbed:
     """The network, the programming controller, the job and the serving controller."""
 
     def __init__(self, config: TestbedConfig, runs_root: Path) -> None:
         self.config = config
         self.runs_root = runs_root
+        self.lab: ExperimentNetwork | None = None
         self.network: Any = None
         self.controller: Any = None
-        self.server: Any = None
         self.plan: dict[str, Any] = {}  # the job of the current (or last) all-reduce
         self.plan_path = Path()
         self.results = Path()
         self.jobs_created = 0
         self.pipeline_pushes = 0  # forced, to get job ids back (see new_job)
         self.events: list[str] = []
-        self._stop = threading.Event()
-        self._serve_thread: threading.Thread | None = None
-        self._ctx: Any = None
         self.elems = 0
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> Testbed:
+        """Starts and programs the network and the serving controller; a failure stops
+        everything started and is raised."""
         cfg = self.config
         nswitches = cfg.spines + cfg.leaves
         base = cfg.grpc_port or free_port_block(nswitches)
@@ -148,15 +126,14 @@ class Testbed:
                              fabric_bw=cfg.bw_mbit, name_prefix=cfg.prefix, grpc_base_port=base)
         rundir = RunDir.create(root=self.runs_root)
         self.elems = PROGRAM_ELEMS
-        self._ctx = start_network(topo, "softswitch", rundir, DEFAULT_PROGRAM, progress=False)
-        self.network = self._ctx.__enter__()
+        lab = self.lab = ExperimentNetwork(topo, "softswitch", rundir, DEFAULT_PROGRAM,
+                                           start=StartOptions(progress=False),
+                                           rpc_timeout_s=RPC_TIMEOUT_S)
+        self.events = lab.events
         try:
-            path = Path(self.network.rundir.path)
-            self.controller = Controller(ControllerOptions(rundir=path,
-                                                           rpc_timeout_s=RPC_TIMEOUT_S))
-            self.controller.push_pipeline()
-            self.controller.program_routes()
-            self.results = path / "results"
+            lab.start()  # the network, then the pipeline and the routes
+            self.network, self.controller = lab.network, lab.controller
+            self.results = lab.rundir / "results"
             self.results.mkdir(parents=True, exist_ok=True)
             self.start_serving()
         except BaseException:
@@ -168,39 +145,37 @@ class Testbed:
     def rundir(self) -> Path:
         return Path(self.network.rundir.path)
 
+    def _running(self) -> ExperimentNetwork:
+        if self.lab is None:
+            raise RuntimeError("the testbed is not running")
+        return self.lab
+
+    def popen(self, host: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Starts ``argv`` in ``host``'s namespace (killed, at the latest, when the testbed
+        stops; :meth:`experiment.lifecycle.ExperimentNetwork.popen`)."""
+        return self._running().popen(host, argv)
+
+    @property
+    def server(self) -> Any:
+        """The controller serving in this process; None while it does not."""
+        serving = self.lab.serving if self.lab is not None else None
+        return serving.controller if serving is not None else None
+
     def start_serving(self) -> None:
         """A controller that ``serve``-s in this process (primary: the newest election id)."""
-        if self._serve_thread is not None:
-            return
-        self._stop.clear()
-        self.server = Controller(ControllerOptions(rundir=self.rundir, reconnect=True,
-                                                   rpc_timeout_s=RPC_TIMEOUT_S))
-        self._serve_thread = threading.Thread(
-            target=self.server.serve, args=(self._stop, 0.2, self.events.append),
-            name="soak-serve", daemon=True)
-        self._serve_thread.start()
+        if self.lab is not None:
+            self.lab.start_serving(thread_name="soak-serve")
 
     def stop_serving(self) -> None:
-        if self._serve_thread is None:
-            return
-        self._stop.set()
-        self._serve_thread.join(timeout=10.0)
-        self.server.close()
-        self._serve_thread = None
-        self.server = None
+        if self.lab is not None:
+            self.lab.stop_serving()
 
     def stop(self) -> None:
         """Everything down; idempotent, never raises."""
-        try:
-            self.stop_serving()
-        except Exception:
-            log.exception("stopping the serving controller failed")
-        if self.controller is not None:
-            self.controller.close()
-            self.controller = None
-        if self._ctx is not None:
-            ctx, self._ctx = self._ctx, None
-            ctx.__exit__(None, None, None)
+        lab, self.lab = self.lab, None
+        self.network = self.controller = None
+        if lab is not None:
+            lab.stop()
 
     def __enter__(self) -> Testbed:
         return self.start()
@@ -216,7 +191,7 @@ class Testbed:
         if self.server is not None:
             yield self.server
             return
-        ctl = Controller(ControllerOptions(rundir=self.rundir, rpc_timeout_s=RPC_TIMEOUT_S))
+        ctl = open_controller(self.network, RPC_TIMEOUT_S)
         try:
             yield ctl
         finally:
@@ -279,7 +254,7 @@ class Testbed:
         timeout = timeout_s if timeout_s is not None else tally.bound_s
         if fresh_job or not self.plan:
             self.new_job()
-        run = run_allreduce(self.network, TolerantReads(self.controller), self.plan,
+        run = run_allreduce(self._running(), TolerantReads(self.controller), self.plan,
                             "innetwork", self.options(timeout, elements), self.plan_path)
         return tally.add(run), run
 
@@ -301,9 +276,4 @@ class Testbed:
 
     def wait_recovered(self, name: str, seen: int, timeout_s: float) -> bool:
         """True once the serving controller reported ``name`` recovered after event ``seen``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if any(e.startswith(f"{name}: recovered") for e in self.events[seen:]):
-                return True
-            time.sleep(0.05)
-        return False
+        return wait_event(self.events, f"{name}: recovered", seen, timeout_s) is not None

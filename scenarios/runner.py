@@ -1,11 +1,12 @@
 """Runs a :class:`~scenarios.model.Scenario` on an emulated network and judges it.
 
-Built on ``experiment.session``: the network comes from :func:`topo.network.start_network`, the
-fabric is programmed through the controller (:class:`controller.fabric.Controller`), each
-job's all-reduces run with :func:`experiment.session.run_allreduce` (hosts' processes, results
-checked against the exact sum, link counters, switch CPU). What this module adds:
+Built on the experiment lifecycle (:class:`experiment.lifecycle.ExperimentNetwork`: the
+network, the live view, the fabric programmed through the controller, teardown) and
+``experiment.session``: each job's all-reduces run with
+:func:`experiment.session.run_allreduce` (hosts' processes, results checked against the
+exact sum, link counters, switch CPU). What this module adds:
 
-* a second controller, ``serve``-ing (``reconnect``): it is primary, applies the faults and
+* the lifecycle's serving controller (``reconnect``): it is primary, applies the faults and
   restores a restarted switch's pipeline, routes and jobs, as ``ina-controller serve`` does;
 * a timeline thread that applies each fault at its time (seconds after the first job starts);
 * drop counters by reason summed over switch restarts (a restart zeroes them);
@@ -24,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ControllerError
-from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
+from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.matrix import program_for
+from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
-from liveview import live_view
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
 from topo.errors import TopoError
-from topo.network import start_network
 from topo.rundir import RunDir
 from vtime import VirtualClock, format_rate
 
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 RECOVERY_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 60.0
 READ_RETRIES = 5
+READ_PAUSE_S = 0.2
 
 
 @dataclass
@@ -127,29 +128,6 @@ class DropTally:
         return switch, jobs
 
 
-class _GatedReads:
-    """What :func:`experiment.session.run_allreduce` reads from a controller (``switches``,
-    ``switch_counters``), waiting while a switch restarts and retrying while it comes back."""
-
-    def __init__(self, controller: Any, gate: threading.Lock) -> None:
-        self.controller = controller
-        self.switches = controller.switches
-        self.gate = gate
-
-    def switch_counters(self, name: str) -> dict[str, Any]:
-        last: Exception | None = None
-        for attempt in range(READ_RETRIES):
-            with self.gate:
-                try:
-                    return self.controller.switch_counters(name)
-                except ControllerError as exc:
-                    last = exc
-            time.sleep(0.2 * (attempt + 1))
-        log.warning("%s: port counters unavailable (%s): link usage of this run is incomplete",
-                    name, last)
-        return {"switch": name, "ports": {}, "drops": {}}
-
-
 class _Timeline:
     """Applies the faults at their times in a thread; each fault becomes a case."""
 
@@ -207,18 +185,14 @@ class _Timeline:
             sw.wait_ready()
             # the restart and the controller's recovery run in real time (processes, RPCs)
             started = time.monotonic()
-            deadline = started + RECOVERY_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if any(e.startswith(f"{name}: recovered") for e in self.events[seen:]):
-                    break
-                time.sleep(0.05)
-            else:
+            recovered = wait_event(self.events, f"{name}: recovered", seen,
+                                   RECOVERY_TIMEOUT_S)
+            if recovered is None:
                 raise RuntimeError(f"switch {name} restarted (pid {sw.proc.pid}) but the "
                                    f"controller did not restore it within "
                                    f"{RECOVERY_TIMEOUT_S:g} s")
-        recovered = [e for e in self.events[seen:] if e.startswith(f"{name}: recovered")]
         return (f"{when}: {name} restarted as pid {sw.proc.pid}; "
-                f"{recovered[0]} {time.monotonic() - started:.2f} s after it was ready")
+                f"{recovered} {time.monotonic() - started:.2f} s after it was ready")
 
 
 def _program(scenario: Scenario, rundir: Path | None) -> Path:
@@ -263,11 +237,15 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
         # a new directory each run: controller state from an earlier run must not leak in
         rundir = RunDir.create(root=opts.runs_root / scenario.name) if opts.runs_root else None
         program = _program(scenario, rundir.path if rundir else None)
-        with start_network(topo, scenario.target, rundir, program,
-                           progress=opts.progress, tdf=scenario.tdf) as network, \
-                live_view(network.rundir.path, opts.live_port, opts.announce):
-            report.rundir = str(network.rundir.path)
-            _run_on(network, scenario, opts, report, setup, t_start)
+        # started, then programmed: pipeline and routes, with generous RPC timeouts (a
+        # pipeline push makes the built-in switch compile the program, which takes long on
+        # a loaded CI machine)
+        with ExperimentNetwork(topo, scenario.target, rundir, program,
+                               start=StartOptions(progress=opts.progress, tdf=scenario.tdf),
+                               live_port=opts.live_port, announce=opts.announce,
+                               rpc_timeout_s=RPC_TIMEOUT_S) as lab:
+            report.rundir = str(lab.rundir)
+            _run_on(lab, scenario, opts, report, setup, t_start)
     except TopoError as exc:
         setup.error = str(exc)
     except ControllerError as exc:
@@ -284,73 +262,62 @@ def run_scenario(scenario: Scenario, opts: RunOptions | None = None) -> Scenario
     return report
 
 
-def _run_on(network: Any, scenario: Scenario, opts: RunOptions, report: ScenarioReport,
-            setup: Case, t_start: float) -> None:
+def _run_on(lab: ExperimentNetwork, scenario: Scenario, opts: RunOptions,
+            report: ScenarioReport, setup: Case, t_start: float) -> None:
     prefix = opts.name_prefix
-    rundir = Path(network.rundir.path)
+    rundir = lab.rundir
     results = rundir / "results"
     results.mkdir(parents=True, exist_ok=True)
-    hosts = [h.name for h in network.topology.hosts]
-    # generous RPC timeouts: pushing a pipeline makes the built-in switch compile the
-    # program, which takes long on a loaded CI machine
-    with Controller(ControllerOptions(rundir=rundir, rpc_timeout_s=RPC_TIMEOUT_S)) as controller:
-        controller.push_pipeline()
-        controller.program_routes()
-        plans: dict[str, tuple[dict[str, Any], Path]] = {}
-        for job in scenario.jobs:
-            members = tuple(prefix + h for h in job.hosts) if job.hosts else tuple(hosts)
-            plan = controller.create_job(JobRequest(job.name, members, credits=job.credits,
-                                                    slots=job.slots, workers_per_host=1))
-            path = results / f"job-{job.name}.json"
-            path.write_text(json.dumps(plan.to_dict(), indent=1, sort_keys=True) + "\n")
-            plans[job.name] = (plan.to_dict(), path)
-        events: list[str] = []
-        stop = threading.Event()
-        server = Controller(ControllerOptions(rundir=rundir, reconnect=True,
-                                              rpc_timeout_s=RPC_TIMEOUT_S))
-        serve = threading.Thread(target=server.serve, args=(stop, 0.2, events.append),
-                                 name="scenario-serve", daemon=True)
-        gate = threading.Lock()
-        tally = DropTally()
-        timeline = _Timeline(scenario, opts, network, server, events, gate, tally)
-        try:
-            serve.start()
-            setup.seconds = time.monotonic() - t_start
-            setup.output = (f"run directory {rundir}; jobs "
-                            + ", ".join(f"{n} ({len(p['workers'])} workers)"
-                                        for n, (p, _) in plans.items()))
-            runs: dict[str, Any] = {}
-            timeline.start()
-            reads = _GatedReads(controller, gate)
-            clock = timeline.clock
-            deadline = timeline.t0 + scenario.timeout_s
-            for index, job in enumerate(scenario.jobs):
-                clock.sleep(timeline.t0 + job.start - clock.now())
-                job_plan, path = plans[job.name]
-                for algo in job.algorithms:
-                    if clock.now() > deadline:
-                        report.cases.append(Case("jobs", f"{job.name} {algo} all-reduce",
-                                                 error=f"not run: the scenario's timeout "
-                                                 f"({scenario.timeout_s:g} s) passed"))
-                        continue
-                    run = run_allreduce(network, reads, job_plan, algo,
-                                        _job_options(scenario, job, index), path)
-                    runs[f"{job.name}.{algo}"] = run
-                    report.cases.append(_run_case(job, algo, run))
-            last = max((f.at for f in scenario.faults), default=0.0)
-            if clock.now() - timeline.t0 < last:
-                log.info("waiting for the faults up to t=%g s", last)
-            timeline.join()
-            report.cases.extend(timeline.cases)
-            with gate:
-                switch_drops, job_drops = tally.totals(server)
-        finally:
-            timeline.stop.set()
-            stop.set()
-            serve.join(timeout=5.0)
-            server.close()
-        for spec in scenario.assertions:
-            report.cases.append(evaluate(spec, runs, switch_drops, job_drops, prefix))
+    hosts = [h.name for h in lab.topology.hosts]
+    controller = lab.controller
+    plans: dict[str, tuple[dict[str, Any], Path]] = {}
+    for job in scenario.jobs:
+        members = tuple(prefix + h for h in job.hosts) if job.hosts else tuple(hosts)
+        plan = controller.create_job(JobRequest(job.name, members, credits=job.credits,
+                                                slots=job.slots, workers_per_host=1))
+        path = results / f"job-{job.name}.json"
+        path.write_text(json.dumps(plan.to_dict(), indent=1, sort_keys=True) + "\n")
+        plans[job.name] = (plan.to_dict(), path)
+    gate = threading.Lock()
+    tally = DropTally()
+    # opened after the jobs were created: the serving controller restores them
+    server = lab.start_serving(thread_name="scenario-serve", join_timeout_s=5.0).controller
+    timeline = _Timeline(scenario, opts, lab.network, server, lab.events, gate, tally)
+    try:
+        setup.seconds = time.monotonic() - t_start
+        setup.output = (f"run directory {rundir}; jobs "
+                        + ", ".join(f"{n} ({len(p['workers'])} workers)"
+                                    for n, (p, _) in plans.items()))
+        runs: dict[str, Any] = {}
+        timeline.start()
+        reads = TolerantReads(controller, gate, READ_RETRIES, READ_PAUSE_S)
+        clock = timeline.clock
+        deadline = timeline.t0 + scenario.timeout_s
+        for index, job in enumerate(scenario.jobs):
+            clock.sleep(timeline.t0 + job.start - clock.now())
+            job_plan, path = plans[job.name]
+            for algo in job.algorithms:
+                if clock.now() > deadline:
+                    report.cases.append(Case("jobs", f"{job.name} {algo} all-reduce",
+                                             error=f"not run: the scenario's timeout "
+                                             f"({scenario.timeout_s:g} s) passed"))
+                    continue
+                run = run_allreduce(lab, reads, job_plan, algo,
+                                    _job_options(scenario, job, index), path)
+                runs[f"{job.name}.{algo}"] = run
+                report.cases.append(_run_case(job, algo, run))
+        last = max((f.at for f in scenario.faults), default=0.0)
+        if clock.now() - timeline.t0 < last:
+            log.info("waiting for the faults up to t=%g s", last)
+        timeline.join()
+        report.cases.extend(timeline.cases)
+        with gate:
+            switch_drops, job_drops = tally.totals(server)
+    finally:
+        timeline.stop.set()
+        lab.stop_serving()
+    for spec in scenario.assertions:
+        report.cases.append(evaluate(spec, runs, switch_drops, job_drops, prefix))
 
 
 def evaluate(spec: AssertionSpec, runs: dict[str, Any],

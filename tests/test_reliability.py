@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,34 @@ def test_new_job_goes_on_after_a_failed_create(tmp_path: Path,
     ctl.fail_create = False
     assert bed.new_job()["name"] == "soak3"
     assert ctl.jobs == {"soak3"}
+
+
+def test_a_testbed_that_fails_to_start_serving_stops_what_it_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The testbed starts through the experiment lifecycle: a failure after the network is
+    up and programmed (here the serving controller finds no topology.json) stops the
+    network and closes the programming controller before the error is raised."""
+    from controller.errors import FabricTopologyError
+    from experiment.lifecycle import ExperimentNetwork
+    from reliability.testbed import Testbed, TestbedConfig
+    from tests.test_experiment_lifecycle import FakeController, FakeNetwork
+
+    network = FakeNetwork(tmp_path / "run")
+    controller = FakeController()
+
+    def on_fakes(*args: Any, **kw: Any) -> ExperimentNetwork:
+        return ExperimentNetwork(*args, **kw, start_network=lambda *a, **k: network,
+                                 connect=lambda net: controller)
+
+    monkeypatch.setattr("reliability.testbed.ExperimentNetwork", on_fakes)
+    bed = Testbed(TestbedConfig(grpc_port=27000), tmp_path / "runs")
+    with pytest.raises(FabricTopologyError, match="topology.json: no such file"):
+        bed.start()
+    assert controller.calls == ["push_pipeline", "program_routes"]
+    assert controller.closed == 1 and network.stops == 1
+    assert bed.lab is None and bed.network is None and bed.server is None
+    bed.stop()  # idempotent
+    assert network.stops == 1
 
 
 def test_hang_bound_follows_the_link_rate() -> None:

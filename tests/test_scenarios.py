@@ -10,6 +10,7 @@ import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,6 +227,39 @@ def test_junit_xml_is_readable() -> None:
 
 
 # ------------------------------------------------------------------------- end to end (root)
+
+
+def test_a_scenario_whose_programming_fails_reports_it_and_stops_the_network(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner starts through the experiment lifecycle: a pipeline push that fails is
+    the setup's error, the assertions are not evaluated, and the network is stopped."""
+    from controller.errors import ControllerError
+    from experiment.lifecycle import ExperimentNetwork
+    from scenarios.runner import RunOptions, run_scenario
+    from tests.test_experiment_lifecycle import FakeController, FakeNetwork
+
+    network = FakeNetwork(tmp_path / "run")
+    controller = FakeController(fail_push=ControllerError("s1: pipeline refused"))
+    starts: list[dict[str, Any]] = []
+
+    def start(*args: Any, **kw: Any) -> FakeNetwork:
+        starts.append(kw)
+        return network
+
+    def on_fakes(*args: Any, **kw: Any) -> ExperimentNetwork:
+        return ExperimentNetwork(*args, **kw, start_network=start,
+                                 connect=lambda net: controller)
+
+    monkeypatch.setattr("scenarios.runner.ExperimentNetwork", on_fakes)
+    scenario = load_scenario(_write(tmp_path, GOOD))
+    report = run_scenario(scenario, RunOptions(runs_root=tmp_path / "runs", name_prefix="x"))
+    setup = report.cases[0]
+    assert setup.error == "controller: s1: pipeline refused"
+    assert starts and starts[0]["progress"] is False
+    assert controller.calls == ["push_pipeline"] and controller.closed == 1
+    assert network.stops == 1
+    assert [c.error for c in report.cases[1:]] == ["not evaluated: the scenario did not run"] * 3
+    assert not report.ok
 
 
 def _cli(

@@ -57,7 +57,7 @@ THREAD_CODE = (
     "reliability/results.py", "reliability/__main__.py",
     "scenarios/runner.py",
     "liveview/server.py", "liveview/sources.py",
-    "experiment/session.py", "experiment/lifecycle.py",
+    "experiment/session.py", "experiment/lifecycle.py", "experiment/serving.py",
     "controller",
     "workloads",
     "train/dataserver.py", "train/interference.py", "train/trainer.py", "train/exchange.py",
