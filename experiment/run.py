@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
@@ -72,6 +72,7 @@ from vtime import delay_arg, format_delay, format_rate, rate_arg
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +262,7 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-def _switch_table(summary: Summary) -> Any:
+def _switch_table(summary: Summary) -> Table:
     """The summary's table of switches: role, device id, gRPC address, ports, pid, status."""
     from rich.table import Table
 
@@ -407,7 +408,7 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
         _print_fabric_and_errors(run, console)
 
 
-def _print_notes(result: ExperimentResult, console: Any, elems: int | None, flagged: list[str],
+def _print_notes(result: ExperimentResult, console: Console, elems: int | None, flagged: list[str],
                  unfaithful: list[str]) -> None:
     """Under the table: emulated time, unfaithful runs, the ratio line, runs the links
     did not limit, the link check."""
@@ -446,7 +447,7 @@ def _run_row(run: AllreduceRun, link_bound: bool, verdict: str) -> list[str]:
             verdict, "[green]yes[/green]" if run.fidelity.faithful else "[red]NO[/red]"]
 
 
-def _print_fabric_and_errors(run: AllreduceRun, console: Any) -> None:
+def _print_fabric_and_errors(run: AllreduceRun, console: Console) -> None:
     """The fabric links' rates (busier direction) of one all-reduce, and its errors."""
     fabric = [f"{u.switch}:{u.port} {format_rate(u.bps)}" for u in run.links
               if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]
