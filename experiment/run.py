@@ -81,9 +81,9 @@ ParamValue: TypeAlias = int | float | str | bool | None
 
 DEFAULT_PROGRAM = Path("p4src/netreduce.p4")
 PROGRAM_ELEMS = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of DEFAULT_PROGRAM; others get a wrapper
-# Elements per aggregation packet: the most whose tag + payload fit RoCE's 1024-byte path MTU
-# (252: 1008-byte payloads, 94 % of a host-link frame).
-DEFAULT_ELEMS = nr_sizes.MTU_ELEMS
+# Elements per aggregation packet: the program's own, the most whose tag + payload fit RoCE's
+# 1024-byte path MTU (252: 1008-byte payloads, 94 % of a host-link frame).
+DEFAULT_ELEMS = PROGRAM_ELEMS
 DEFAULT_ELEMENTS = 65536  # float32 per worker: ~1 s per all-reduce at 3 Mbit/s
 # The job's window (credits x msg_pkts packets) must cover the round trip at the link rate:
 # the old 2 x 32 packets of 346 bytes (22 KB) over a ~50 ms round trip on this loaded 2-core

@@ -157,12 +157,16 @@ def test_link_check_seconds_option(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_program_wrapper_defines_elems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
-    monkeypatch.chdir(PROGRAM.parent.parent)
-    assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
-    wrapper = _program(parse_args([]))
-    assert wrapper is not None and wrapper.name == "netreduce_e252.p4"
-    assert "#define NR_ELEMS 252" in wrapper.read_text()
+    """The default program is netreduce.p4 itself (E = 252), a NR_ELEMS wrapper otherwise."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p4src").mkdir()
+    (tmp_path / "p4src" / "netreduce.p4").write_text("/* the program */\n")
+    assert _program(parse_args([])) == Path("p4src/netreduce.p4")
+    assert _program(parse_args(["--elems", "252"])) == Path("p4src/netreduce.p4")
+    wrapper = _program(parse_args(["--elems", "32"]))
+    assert wrapper is not None and wrapper.name == "netreduce_e32.p4"
+    assert (tmp_path / wrapper).resolve() == (tmp_path / "build" / "netreduce_e32.p4").resolve()
+    assert "#define NR_ELEMS 32" in wrapper.read_text()
     assert _program(parse_args(["--no-program"])) is None
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
