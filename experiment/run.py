@@ -50,6 +50,7 @@ from experiment.dilation import (
 )
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
+from experiment.seams import json_int, json_list, json_object
 from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from liveview import add_live_options
@@ -342,9 +343,10 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
         return None
     workers = len(inn.ranks)
     job = result.job
-    spine = any(part.get("role") == "leaf" for part in job.get("parts", {}).values())
-    msg_pkts = int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
-    window = int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
+    spine = any(json_object(part).get("role") == "leaf"
+                for part in json_object(job.get("parts")).values())
+    msg_pkts = json_int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
+    window = json_int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
     ideal, framed = ideal_ratio(workers, elems, spine, msg_pkts, window)
     text = (f"ring / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
             f"2(P-1)/P = {ideal:.2f} for P = {workers}")
@@ -382,10 +384,11 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
     from rich.table import Table
 
     job = result.job
-    parts = ", ".join(f"{name} ({part['role']})" for name, part in job.get("parts", {}).items())
+    parts = ", ".join(f"{name} ({json_object(part)['role']})"
+                      for name, part in json_object(job.get("parts")).items())
     elements = result.runs[0].elements if result.runs else 0
     console.print(f"aggregation job {job.get('name')} (id {job.get('job_id')}): "
-                  f"{len(job.get('workers', []))} workers, {elements} "
+                  f"{len(json_list(job.get('workers')))} workers, {elements} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
     for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck",
