@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import BenchSkipped
-from bench.netreduce_job import PROGRAM, REPO
+from bench.netreduce_job import REPO, program
 from bench.netreduce_soak import ELEMS, SW_MAC, UPLINK, SpineLeaf
 from protocol import netreduce as nr
 
@@ -83,7 +83,8 @@ def run() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         old = _old_program(Path(tmp))
-        variants = [("after", str(PROGRAM))] + ([("before", str(old))] if old else [])
+        variants = [("after", str(program()))] + (
+            [("before", str(program(source=old, dest=Path(tmp) / "before")))] if old else [])
         if not old:
             raise BenchSkipped(f"commit {BEFORE} (the program before the fix) not in git")
         for r in (1, 3, 5):

@@ -145,12 +145,12 @@ def netreduce_rows(workers: int, seconds: float) -> list[dict[str, Any]]:
     ``workers`` workers (every message completes and multicasts P results)."""
     import time
 
-    from bench.netreduce_job import PROGRAM as NR_PROGRAM
-    from bench.netreduce_job import AggregationJob, completions, make_workers
+    from bench.netreduce_job import SOURCE, AggregationJob, completions, make_workers, program
 
     pipeline_cls = _require("softswitch.pipeline", "Pipeline")
-    if not NR_PROGRAM.exists():
-        raise BenchSkipped(f"{NR_PROGRAM.name} does not exist")
+    if not SOURCE.exists():
+        raise BenchSkipped(f"{SOURCE.name} does not exist")
+    NR_PROGRAM = program()
     pipeline = pipeline_cls.from_file(str(NR_PROGRAM))
     job = AggregationJob(1, make_workers(workers))
     job.configure(pipeline)

@@ -41,12 +41,13 @@ def _unicast_case() -> tuple[Callable[[str], Any], list[tuple[int, bytes]]]:
 
 
 def _netreduce_case(messages: int) -> tuple[Callable[[str], Any], list[tuple[int, bytes]]]:
-    from bench.netreduce_job import PROGRAM, AggregationJob, make_workers
+    from bench.netreduce_job import SOURCE, AggregationJob, make_workers
+    from bench.netreduce_job import program as nr_program
     from softswitch.frontend import compile_file
 
-    if not PROGRAM.exists():
-        raise BenchSkipped(f"{PROGRAM.name} does not exist")
-    program = compile_file(PROGRAM)
+    if not SOURCE.exists():
+        raise BenchSkipped(f"{SOURCE.name} does not exist")
+    program = compile_file(nr_program())
     job = AggregationJob(1, make_workers(WORKERS))
 
     def make(order: str) -> Any:

@@ -24,10 +24,22 @@ from protocol import netreduce as nr
 REPO = Path(__file__).resolve().parent.parent
 # NR_BENCH_PROGRAM: another build of the program (bench_revisions holds the program fixed
 # while it compares two revisions of the code that runs it).
-PROGRAM = Path(os.environ.get("NR_BENCH_PROGRAM") or REPO / "p4src" / "netreduce.p4")
+SOURCE = Path(os.environ.get("NR_BENCH_PROGRAM") or REPO / "p4src" / "netreduce.p4")
 SWITCH_MAC = "02:aa:00:00:00:01"
 ROLE_ROOT = int(nr.Role.ROOT)
-ELEMS = nr.PROGRAM_ELEMS
+#: The benchmarks' E, named in their rows: short packets, so that a row measures the switch's
+#: per-packet work (the program as written has the full path MTU, nr.PROGRAM_ELEMS).
+ELEMS = 32
+
+
+def program(elems: int = ELEMS, source: Path = SOURCE, dest: Path | None = None) -> Path:
+    """``source`` (a netreduce.p4, of this revision or another) built with
+    ``NR_ELEMS = elems``: a two-line wrapper in ``dest`` (default build/bench/)."""
+    dest = dest if dest is not None else REPO / "build" / "bench"
+    dest.mkdir(parents=True, exist_ok=True)
+    wrapper = dest / f"netreduce_e{elems}.p4"
+    wrapper.write_text(f'#define NR_ELEMS {elems}\n#include "{source.resolve()}"\n')
+    return wrapper
 
 
 @dataclass(frozen=True)

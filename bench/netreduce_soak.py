@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from bench.loopback_fabric import FabricHost, LoopbackFabric
-from bench.netreduce_job import PROGRAM
+from bench.netreduce_job import ELEMS
+from bench.netreduce_job import program as nr_program
 from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
@@ -38,7 +39,6 @@ from workloads.roce import RoceEndpoint
 
 log = logging.getLogger(__name__)
 
-ELEMS = 32
 SW_MAC = "02:aa:00:00:00:01"
 SPINE_MAC = "02:bb:00:00:00:01"
 UPLINK = 10  # each leaf's port to the spine; the spine's port to leaf i is 1 + i
@@ -84,7 +84,7 @@ class SpineLeaf:
     def __init__(self, *, loss: float, reorder: float, egress_order: str = "random",
                  seed: int = 1, credits: int = 2, msg_pkts: int = 4,
                  program_path: str | None = None) -> None:
-        program = compile_file(program_path or str(PROGRAM))
+        program = compile_file(program_path or str(nr_program()))
         seeded = egress_order == "random"
         self.leaves = [
             Pipeline.from_program(program, egress_order=egress_order,

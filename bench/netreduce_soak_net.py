@@ -131,6 +131,7 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
     all-reduces on every host; faults cleared and the job deleted afterwards."""
     from controller.jobs import JobRequest
     from experiment.lifecycle import ExperimentNetwork
+    from experiment.seams import json_int
 
     res = SoakResult(loss=loss, reorder=reorder, egress_order=label, count=count)
     hosts = tuple(h.name for h in network.topology.hosts)
@@ -169,11 +170,11 @@ def soak_cell(network: Any, controller: Any, count: int, *, loss: float = 0.0,
             done.append(0)
             continue
         for row in rows:
-            done.append(int(row["completed"]))
-            res.wrong = max(res.wrong, int(row["wrong"]))
-            res.retransmitted += int(row["retransmitted"])
-            res.timeouts += int(row["timeouts"])
-            res.duplicates_at_workers += int(row["duplicates"])
+            done.append(json_int(row["completed"]))
+            res.wrong = max(res.wrong, json_int(row["wrong"]))
+            res.retransmitted += json_int(row["retransmitted"])
+            res.timeouts += json_int(row["timeouts"])
+            res.duplicates_at_workers += json_int(row["duplicates"])
             if row.get("error"):
                 res.errors.append(str(row["error"]))
                 res.hangs = 1

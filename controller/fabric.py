@@ -25,7 +25,7 @@ from p4.v1 import p4runtime_pb2
 from controller import desired as dsr
 from controller import netreduce as nr
 from controller.bmv2_runtime import Bmv2Runtime
-from controller.errors import Bmv2RuntimeError, ControllerError, JobError, SchemaError
+from controller.errors import Bmv2RuntimeError, ControllerError, JobError
 from controller.jobs import (
     JobPlan,
     JobRequest,
@@ -627,7 +627,7 @@ class Controller:
             with locked(self.rundir):
                 self.state = load_state(self.rundir)
                 self.switch(name).sync(self.desired(name))
-        except (P4RuntimeRequestError, SchemaError, OSError) as err:
+        except (ControllerError, OSError) as err:
             log.warning("%s: resync after regaining primary failed: %s", name, err)
 
     def serve(self, stop: threading.Event, poll_s: float = 1.0,

@@ -96,10 +96,10 @@ class P4RuntimeRequestError(ControllerError):
         message = err.details() if hasattr(err, "details") else str(err)
         errors: list[UpdateError] = []
         trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
-        for key, value in trailers or ():
-            if key != STATUS_DETAILS_KEY:
+        for datum in trailers or ():
+            if datum.key != STATUS_DETAILS_KEY:
                 continue
-            status = status_pb2.Status.FromString(value)
+            status = status_pb2.Status.FromString(datum.value)
             for index, detail in enumerate(status.details):
                 p4err = p4runtime_pb2.Error()
                 if not detail.Unpack(p4err) or p4err.canonical_code == code_pb2.OK:

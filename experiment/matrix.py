@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING
 
 from algorithms import registry
 from experiment.lifecycle import ExperimentNetwork, Rows, StartOptions, Window
-from experiment.seams import FabricController, JsonObject, RunningNetwork
+from experiment.seams import (
+    FabricController,
+    JsonObject,
+    JsonValue,
+    RunningNetwork,
+    json_float,
+    json_int,
+)
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
 from vtime import format_rate
 
@@ -170,6 +177,13 @@ def free_grpc_base(count: int, start: int = 26000) -> int:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def _mean_of(seconds: JsonValue) -> float:
+    """A worker's time: one number, or the mean of one per timed call."""
+    if isinstance(seconds, list):
+        return _mean([json_float(s) for s in seconds])
+    return json_float(seconds)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -311,7 +325,7 @@ class Launcher:
         rows, errors = self._split(results)
         if not rows and not errors:
             errors.append("no worker reported")
-        times = [_mean(r["seconds"]) for r in rows]
+        times = [_mean_of(r["seconds"]) for r in rows]
         seconds = max(times, default=0.0)
         if any(r.get("check") is False for r in rows):
             errors.append("a worker's result differs from the exact sum")
@@ -321,14 +335,15 @@ class Launcher:
                     exact=bool(rows) and all(r.get("check") is True for r in rows) and not errors,
                     busiest_util=busiest, busiest_link=link, host_link_util=host_util,
                     switch_cpu=_cores(meas),
-                    agent_cpu=round(_mean([r.get("cpu_utilization", 0.0) for r in rows]), 3),
-                    agent_cpu_max=round(max((float(r.get("cpu_utilization", 0.0)) for r in rows),
-                                            default=0.0), 3),
+                    agent_cpu=round(_mean([json_float(r.get("cpu_utilization", 0.0))
+                                           for r in rows]), 3),
+                    agent_cpu_max=round(max((json_float(r.get("cpu_utilization", 0.0))
+                                             for r in rows), default=0.0), 3),
                     machine_busy=round(meas.machine_busy, 3),
-                    retransmissions=sum(int(r.get("retransmissions", 0)) for r in rows),
-                    timeouts=sum(int(r.get("timeouts", 0)) for r in rows),
-                    naks=sum(int(r.get("naks", 0)) for r in rows),
-                    bytes_sent=int(_mean([r.get("bytes_sent", 0) for r in rows])),
+                    retransmissions=sum(json_int(r.get("retransmissions", 0)) for r in rows),
+                    timeouts=sum(json_int(r.get("timeouts", 0)) for r in rows),
+                    naks=sum(json_int(r.get("naks", 0)) for r in rows),
+                    bytes_sent=int(_mean([json_float(r.get("bytes_sent", 0)) for r in rows])),
                     errors=tuple(errors))
 
     def replay(self, algo: str, model: str) -> Cell:
@@ -340,8 +355,8 @@ class Launcher:
         rows, errors = self._split(results)
         if not rows and not errors:
             errors.append("no worker reported")
-        it = max((float(r["iteration_s"]) for r in rows), default=0.0)
-        comm = max((float(r["comm_s"]) for r in rows), default=0.0)
+        it = max((json_float(r["iteration_s"]) for r in rows), default=0.0)
+        comm = max((json_float(r["comm_s"]) for r in rows), default=0.0)
         return Cell("replay", algo, self.spec.workers, model=model, seconds=round(it, 6),
                     comm_seconds=round(comm, 6), switch_cpu=_cores(meas),
                     machine_busy=round(meas.machine_busy, 3), errors=tuple(errors))

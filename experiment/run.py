@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from experiment.argtypes import int_at_least, seconds_at_least
@@ -50,6 +50,7 @@ from experiment.dilation import (
 )
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
+from experiment.seams import json_int, json_list, json_object
 from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from liveview import add_live_options
@@ -72,6 +73,7 @@ from vtime import delay_arg, format_delay, format_rate, rate_arg
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +82,9 @@ ParamValue: TypeAlias = int | float | str | bool | None
 
 DEFAULT_PROGRAM = Path("p4src/netreduce.p4")
 PROGRAM_ELEMS = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of DEFAULT_PROGRAM; others get a wrapper
-# Elements per aggregation packet: the most whose tag + payload fit RoCE's 1024-byte path MTU
-# (252: 1008-byte payloads, 94 % of a host-link frame).
-DEFAULT_ELEMS = nr_sizes.MTU_ELEMS
+# Elements per aggregation packet: the program's own, the most whose tag + payload fit RoCE's
+# 1024-byte path MTU (252: 1008-byte payloads, 94 % of a host-link frame).
+DEFAULT_ELEMS = PROGRAM_ELEMS
 DEFAULT_ELEMENTS = 65536  # float32 per worker: ~1 s per all-reduce at 3 Mbit/s
 # The job's window (credits x msg_pkts packets) must cover the round trip at the link rate:
 # the old 2 x 32 packets of 346 bytes (22 KB) over a ~50 ms round trip on this loaded 2-core
@@ -261,7 +263,7 @@ def print_summary(summary: Summary, network: Network, console: Console) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-def _switch_table(summary: Summary) -> Any:
+def _switch_table(summary: Summary) -> Table:
     """The summary's table of switches: role, device id, gRPC address, ports, pid, status."""
     from rich.table import Table
 
@@ -341,9 +343,10 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
         return None
     workers = len(inn.ranks)
     job = result.job
-    spine = any(part.get("role") == "leaf" for part in job.get("parts", {}).values())
-    msg_pkts = int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
-    window = int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
+    spine = any(json_object(part).get("role") == "leaf"
+                for part in json_object(job.get("parts")).values())
+    msg_pkts = json_int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
+    window = json_int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
     ideal, framed = ideal_ratio(workers, elems, spine, msg_pkts, window)
     text = (f"ring / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
             f"2(P-1)/P = {ideal:.2f} for P = {workers}")
@@ -381,10 +384,11 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
     from rich.table import Table
 
     job = result.job
-    parts = ", ".join(f"{name} ({part['role']})" for name, part in job.get("parts", {}).items())
+    parts = ", ".join(f"{name} ({json_object(part)['role']})"
+                      for name, part in json_object(job.get("parts")).items())
     elements = result.runs[0].elements if result.runs else 0
     console.print(f"aggregation job {job.get('name')} (id {job.get('job_id')}): "
-                  f"{len(job.get('workers', []))} workers, {elements} "
+                  f"{len(json_list(job.get('workers')))} workers, {elements} "
                   f"float32 each; switches {parts}", highlight=False)
     table = Table(title="all-reduce", title_justify="left")
     for col in ("algorithm", "result", "time", "retx", "busiest link", "switch CPU", "bottleneck",
@@ -407,7 +411,7 @@ def print_experiment(result: ExperimentResult, console: Console, elems: int | No
         _print_fabric_and_errors(run, console)
 
 
-def _print_notes(result: ExperimentResult, console: Any, elems: int | None, flagged: list[str],
+def _print_notes(result: ExperimentResult, console: Console, elems: int | None, flagged: list[str],
                  unfaithful: list[str]) -> None:
     """Under the table: emulated time, unfaithful runs, the ratio line, runs the links
     did not limit, the link check."""
@@ -446,7 +450,7 @@ def _run_row(run: AllreduceRun, link_bound: bool, verdict: str) -> list[str]:
             verdict, "[green]yes[/green]" if run.fidelity.faithful else "[red]NO[/red]"]
 
 
-def _print_fabric_and_errors(run: AllreduceRun, console: Any) -> None:
+def _print_fabric_and_errors(run: AllreduceRun, console: Console) -> None:
     """The fabric links' rates (busier direction) of one all-reduce, and its errors."""
     fabric = [f"{u.switch}:{u.port} {format_rate(u.bps)}" for u in run.links
               if u.kind == "fabric" and (u.tx_bytes or u.rx_bytes)]

@@ -21,10 +21,49 @@ from topo.model import Topology
 
 # ----------------------------------------------------------------------------- records
 
+#: A JSON value as :func:`json.loads` returns it.
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
 #: A JSON object decoded from another process or passed on as such: a line a host process
 #: printed, a job plan (``job show --json``), a switch's counters. Its keys depend on who
-#: wrote it, so its values are checked where they are read; the one Any of experiment/.
-JsonObject: TypeAlias = dict[str, Any]
+#: wrote it, so its values are narrowed where they are read (the ``json_*`` functions).
+JsonObject: TypeAlias = dict[str, JsonValue]
+#: A switch's counters as :meth:`controller.fabric.Controller.switch_counters` returns them
+#: (``{"switch", "ports": {port: {"rx_bytes", "tx_bytes", ...}}, "drops"}``): the one Any
+#: left in experiment/, because ``lifecycle.port_counters`` reads it without narrowing; it
+#: becomes a JsonObject when that reads ``json_object(data["ports"])`` and ``json_int``.
+SwitchCounters: TypeAlias = dict[str, Any]
+
+
+def json_object(value: JsonValue) -> JsonObject:
+    """``value``, a JSON object (null reads as an empty one); ValueError naming it otherwise."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise ValueError(f"expected a JSON object, not {value!r}")
+
+
+def json_list(value: JsonValue) -> list[JsonValue]:
+    """``value``, a JSON array (null reads as an empty one); ValueError naming it otherwise."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    raise ValueError(f"expected a JSON array, not {value!r}")
+
+
+def json_int(value: JsonValue) -> int:
+    """``int(value)`` of a JSON number (or a numeric string); ValueError naming it otherwise."""
+    if isinstance(value, bool | int | float | str):
+        return int(value)
+    raise ValueError(f"expected a number, not {value!r}")
+
+
+def json_float(value: JsonValue) -> float:
+    """``float(value)`` of a JSON number (or a numeric string); ValueError naming it otherwise."""
+    if isinstance(value, bool | int | float | str):
+        return float(value)
+    raise ValueError(f"expected a number, not {value!r}")
 
 
 # ----------------------------------------------------------------------------- the network
@@ -70,7 +109,7 @@ class CounterReader(Protocol):
     @property
     def switches(self) -> Iterable[str]: ...
 
-    def switch_counters(self, switch: str) -> JsonObject: ...
+    def switch_counters(self, switch: str) -> SwitchCounters: ...
 
 
 class JobPlan(Protocol):

@@ -47,8 +47,13 @@ from experiment.seams import (
     CounterReader,
     FabricController,
     JsonObject,
+    JsonValue,
     RunningNetwork,
     StageDisplay,
+    json_float,
+    json_int,
+    json_list,
+    json_object,
 )
 from protocol import netreduce as nr_sizes
 from topo.errors import TopoError
@@ -239,7 +244,7 @@ class ExperimentResult:
 
     def to_dict(self) -> JsonObject:
         """JSON-ready, with the derived values (exact, seconds, utilisation) spelled out."""
-        runs = []
+        runs: list[JsonValue] = []
         for run in self.runs:
             d = asdict(run)
             d.update(exact=run.exact, seconds=run.seconds, errors=run.errors,
@@ -308,8 +313,8 @@ def ping_all(network: ExperimentNetwork | RunningNetwork, count: int = 2,
     for name, res in collect(procs, 30.0 + count * timeout_s * len(topo.hosts)).items():
         if "error" in res:
             raise ExperimentError(f"ping from {name} failed: {res['error']}")
-        for item in res["results"]:
-            replies[(name, by_ip[item["dst"]])] = int(item["received"])
+        for item in map(json_object, json_list(res["results"])):
+            replies[(name, by_ip[str(item["dst"])])] = json_int(item["received"])
     return replies
 
 
@@ -347,7 +352,7 @@ def udp_flows(network: ExperimentNetwork | RunningNetwork, src: str, dst: str, s
     res = collect({"udp": proc}, 60.0)["udp"]
     if "error" in res:
         raise ExperimentError(f"UDP flows from {src} failed: {res['error']}")
-    return int(res["packets"])
+    return json_int(res["packets"])
 
 
 # ----------------------------------------------------------------------------- all-reduce
@@ -387,12 +392,14 @@ def with_target_timers(opts: ExperimentOptions, target: str | None) -> Experimen
 
 
 def _outcome(w: JsonObject, row: JsonObject | None, error: str | None) -> RankOutcome:
+    rank, host = json_int(w["rank"]), str(w["host"])
     if row is None:
-        return RankOutcome(w["rank"], w["host"], error=error or "no result")
-    seconds = row.get("seconds", 0.0)
-    if isinstance(seconds, list):  # one per timed call: their mean
-        seconds = sum(seconds) / len(seconds) if seconds else 0.0
-    seconds = float(seconds)
+        return RankOutcome(rank, host, error=error or "no result")
+    timed = row.get("seconds", 0.0)
+    if isinstance(timed, list):  # one per timed call: their mean
+        seconds = sum(map(json_float, timed)) / len(timed) if timed else 0.0
+    else:
+        seconds = json_float(timed)
     check = row.get("check")
     if check is True:
         error = None
@@ -400,13 +407,16 @@ def _outcome(w: JsonObject, row: JsonObject | None, error: str | None) -> RankOu
         error = "result differs from the exact sum"
     else:
         error = "the worker did not check its result"
-    resent: float = row.get("retransmissions", 0)  # a JSON number
-    return RankOutcome(w["rank"], w["host"], seconds, int(row.get("bytes_sent", 0)),
-                       check is True, int(resent), error,
-                       int(row.get("timeouts", 0)), int(row.get("spurious_timeouts", 0)),
-                       int(row.get("naks", 0)), int(row.get("lone_timeouts", 0)),
-                       int(row.get("retransmissions_all", resent)),
-                       float(row.get("cpu_seconds", 0.0)), float(row.get("cpu_utilization", 0.0)))
+    resent = json_int(row.get("retransmissions", 0))
+
+    def count(key: str, default: int = 0) -> int:
+        return json_int(row.get(key, default))
+
+    return RankOutcome(rank, host, seconds, count("bytes_sent"), check is True, resent, error,
+                       count("timeouts"), count("spurious_timeouts"), count("naks"),
+                       count("lone_timeouts"), count("retransmissions_all", resent),
+                       json_float(row.get("cpu_seconds", 0.0)),
+                       json_float(row.get("cpu_utilization", 0.0)))
 
 
 def aggregation_counters(controller: CounterReader, plan: JsonObject,
@@ -422,12 +432,15 @@ def aggregation_counters(controller: CounterReader, plan: JsonObject,
         return {}
     out: dict[str, JsonObject] = {}
     for row in read(str(plan["name"])):
-        old = (before or {}).get(row["switch"], {})
-        counts: JsonObject = {k: int(v) - int(old.get(k, 0)) for k, v in row.items()
-                                  if k not in ("job", "switch", "drops")}
-        drops = {k: n - old.get("drops", {}).get(k, 0) for k, n in row["drops"].items()}
+        switch = str(row["switch"])
+        old = (before or {}).get(switch, {})
+        counts: JsonObject = {k: json_int(v) - json_int(old.get(k, 0)) for k, v in row.items()
+                              if k not in ("job", "switch", "drops")}
+        old_drops = json_object(old.get("drops"))
+        drops = {k: json_int(n) - json_int(old_drops.get(k, 0))
+                 for k, n in json_object(row["drops"]).items()}
         counts["drops"] = {k: n for k, n in drops.items() if n}
-        out[row["switch"]] = counts
+        out[switch] = counts
     return out
 
 
@@ -440,15 +453,16 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     the lifecycle's) reads the port counters."""
     lab = lifecycle(network)  # ``controller`` is passed to each read below
     opts = with_target_timers(opts, lab.topology.target)
-    workers = sorted(plan["workers"], key=lambda w: w["rank"])
+    workers = sorted(map(json_object, json_list(plan["workers"])),
+                     key=lambda w: json_int(w["rank"]))
     commands: dict[str, tuple[str, list[str]]] = {}
     if algo == "ring":
-        peers = ",".join(f"{w['ip']}:{opts.ring_port + w['rank']}" for w in workers)
+        peers = ",".join(f"{w['ip']}:{opts.ring_port + json_int(w['rank'])}" for w in workers)
         for w in workers:
             commands[f"{w['host']}#{w['rank']}"] = (
-                w["host"], allreduce_argv(algo, opts, rank=w["rank"], peers=peers))
+                str(w["host"]), allreduce_argv(algo, opts, rank=json_int(w["rank"]), peers=peers))
     else:
-        for host in dict.fromkeys(w["host"] for w in workers):
+        for host in dict.fromkeys(str(w["host"]) for w in workers):
             commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
     reader = controller if controller is not None else lab.controller
     agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
@@ -471,8 +485,9 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
             errors[key.split("#")[0]] = got
             continue
         for row in got:
-            rows[int(row["rank"])] = row
-    outcomes = tuple(_outcome(w, rows.get(w["rank"]), errors.get(w["host"])) for w in workers)
+            rows[json_int(row["rank"])] = row
+    outcomes = tuple(_outcome(w, rows.get(json_int(w["rank"])), errors.get(str(w["host"])))
+                     for w in workers)
     seconds = max((o.seconds for o in outcomes), default=0.0) or window.wall
     # CPU over the whole window (process start to end): /proc counts in 10 ms ticks, too
     # coarse for the collective's own (often sub-second) time.
@@ -543,7 +558,7 @@ def run_job(lab: ExperimentNetwork, network: ExperimentNetwork | RunningNetwork,
         plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
         for algo in opts.algorithms:
             with stages.stage(f"{algo} all-reduce of {opts.elements} float32 on "
-                              f"{len(plan['workers'])} hosts"):
+                              f"{len(json_list(plan['workers']))} hosts"):
                 runs.append(run_allreduce(lab, None, plan, algo, opts, plan_path))
     except ControllerError as exc:
         raise ExperimentError(f"controller: {exc}") from None

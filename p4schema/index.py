@@ -223,6 +223,18 @@ class P4InfoIndex:
         self.controller_packet_metadata = Entities(
             "controller packet metadata", p4info.controller_packet_metadata
         )
+        # the typed look-ups, one per kind: ``index.table("ipv4_lpm")`` is a p4info_pb2.Table
+        self.table = self.tables.find
+        self.action = self.actions.find
+        self.action_profile = self.action_profiles.find
+        self.counter = self.counters.find
+        self.direct_counter = self.direct_counters.find
+        self.meter = self.meters.find
+        self.direct_meter = self.direct_meters.find
+        self.register = self.registers.find
+        self.digest = self.digests.find
+        self.value_set = self.value_sets.find
+        self.packet_metadata = self.controller_packet_metadata.find
         self._by_id: dict[int, P4Object] = {}
         for field_name in KINDS:
             self._by_id.update(self.entities(field_name).by_id)
@@ -253,40 +265,6 @@ class P4InfoIndex:
             raise P4InfoLookupError(
                 f"no P4Info object has id {ident} ({ident:#x})", "object", ident
             ) from None
-
-    # ---- one method per kind (typed for callers)
-    def table(self, key: str | int) -> p4info_pb2.Table:
-        return self.tables.find(key)
-
-    def action(self, key: str | int) -> p4info_pb2.Action:
-        return self.actions.find(key)
-
-    def action_profile(self, key: str | int) -> p4info_pb2.ActionProfile:
-        return self.action_profiles.find(key)
-
-    def counter(self, key: str | int) -> p4info_pb2.Counter:
-        return self.counters.find(key)
-
-    def direct_counter(self, key: str | int) -> p4info_pb2.DirectCounter:
-        return self.direct_counters.find(key)
-
-    def meter(self, key: str | int) -> p4info_pb2.Meter:
-        return self.meters.find(key)
-
-    def direct_meter(self, key: str | int) -> p4info_pb2.DirectMeter:
-        return self.direct_meters.find(key)
-
-    def register(self, key: str | int) -> p4info_pb2.Register:
-        return self.registers.find(key)
-
-    def digest(self, key: str | int) -> p4info_pb2.Digest:
-        return self.digests.find(key)
-
-    def value_set(self, key: str | int) -> p4info_pb2.ValueSet:
-        return self.value_sets.find(key)
-
-    def packet_metadata(self, key: str | int) -> p4info_pb2.ControllerPacketMetadata:
-        return self.controller_packet_metadata.find(key)
 
     # ---- members
     @staticmethod

@@ -177,8 +177,9 @@ MAX_ELEMS = 256
 ELEMS_STEP = 4
 #: The largest E with which the tag and the elements of every packet fit the path MTU.
 MTU_ELEMS = (PATH_MTU - TAG_BYTES) // ELEM_BYTES // ELEMS_STEP * ELEMS_STEP
-#: NR_ELEMS of p4src/netreduce.p4 as written (small: fast unit tests on the Python target).
-PROGRAM_ELEMS = 32
+#: NR_ELEMS of p4src/netreduce.p4 as written (nr_headers.p4's default): the full path MTU,
+#: the program every run uses unless asked for another size.
+PROGRAM_ELEMS = MTU_ELEMS
 
 
 def elems_error(elems: object) -> str | None:

@@ -248,9 +248,10 @@ def netreduce_case(seed: int, workers: int = 3, messages: int = 12, loss: float 
     contributions, with ``loss`` of them lost and retransmitted later (duplicates after
     the message completed included), so both the normal path and the protocol's
     retransmission paths run."""
-    from bench.netreduce_job import PROGRAM, AggregationJob, make_workers
+    from bench.netreduce_job import AggregationJob, make_workers, program
 
-    pipeline, p4info, state = _reference(PROGRAM)
+    source = program()  # E = 32: short packets
+    pipeline, p4info, state = _reference(source)
     before = snapshot(state)
     job = AggregationJob(1, make_workers(workers))
     job.configure(pipeline)
@@ -272,7 +273,7 @@ def netreduce_case(seed: int, workers: int = 3, messages: int = 12, loss: float 
     for port, frame in rng.sample(frames, min(4, len(frames))):
         steps.append(Step("packet", port=port, frame=frame))
     counters, registers = _readable(p4info)
-    return Case(f"netreduce/job-seed{seed}", PROGRAM, setup + steps, counters, registers)
+    return Case(f"netreduce/job-seed{seed}", source, setup + steps, counters, registers)
 
 
 # ============================================================================ targets

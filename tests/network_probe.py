@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from experiment.lifecycle import ExperimentNetwork
+from experiment.seams import json_int, json_list, json_object
 from experiment.session import collect
 from topo.network import Network
 
@@ -17,4 +18,4 @@ def ping_once(network: Network, src: str, dst: str, timeout_s: float = 1.0) -> i
         network.topology.host(dst).ip, "--count", "1", "--timeout", f"{timeout_s:g}"])
     res = collect({"p": proc}, 30.0)["p"]
     assert "error" not in res, res
-    return int(res["results"][0]["received"])
+    return json_int(json_object(json_list(res["results"])[0])["received"])

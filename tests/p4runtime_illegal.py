@@ -476,9 +476,9 @@ def our_server() -> Iterator[str]:
 
 def update_code(err: grpc.RpcError) -> str:
     """The code of the single update in a failed Write (the RPC code if no details)."""
-    for key, value in err.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
+    for datum in err.trailing_metadata() or ():
+        if datum.key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(datum.value)
             for detail in status.details:
                 e = p4runtime_pb2.Error()
                 detail.Unpack(e)

@@ -221,14 +221,15 @@ def test_c_loop_and_python_loop_send_the_same_frames(running: Callable[..., Runn
 
 
 def test_netreduce_aggregation_exact_through_the_c_loop(
-    running: Callable[..., Running],
+    running: Callable[..., Running], tmp_path: Path,
 ) -> None:
     """A multi-packet NetReduce message from three workers is summed exactly, every
     result on every connection, with the aggregation counters as on Python."""
     from protocol import netreduce as nr
-    from tests.test_netreduce import counter, exchange_a_message_of_2_5_packets
+    from tests.netreduce_sizes import netreduce_with
+    from tests.test_netreduce import E, counter, exchange_a_message_of_2_5_packets
 
-    pl = Pipeline.from_file(str(REPO / "p4src" / "netreduce.p4"), engine="c")
+    pl = Pipeline.from_file(str(netreduce_with(E, tmp_path)), engine="c")
     assert pl.engine == "c"
     run = running(pl, nports=8)
     exchange_a_message_of_2_5_packets(LoopPipeline(pl, run))  # type: ignore[arg-type]

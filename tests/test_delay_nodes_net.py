@@ -23,6 +23,7 @@ from typing import ClassVar
 import pytest
 
 from experiment.lifecycle import ExperimentNetwork, open_controller
+from experiment.seams import json_float, json_list, json_object
 from experiment.session import collect
 from tests.bmv2 import free_port_block, missing_binaries, run_topo, skip_reason
 from tests.bmv2_json import port_pair_json
@@ -60,9 +61,9 @@ def _ping_rtts(network: Network) -> list[float]:
         network.topology.host(f"{PREFIX}h2").ip, "--count", str(PINGS), "--timeout", "2"])
     result = collect({"ping": proc}, 120.0)["ping"]
     assert "error" not in result, result
-    (row,) = result["results"]
+    (row,) = map(json_object, json_list(result["results"]))
     assert row["received"] == PINGS, row
-    return list(row["rtt_ms"])
+    return [json_float(rtt) for rtt in json_list(row["rtt_ms"])]
 
 
 def _check_delayed(rtts: list[float]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from experiment.lifecycle import open_controller, port_counters
+from experiment.seams import json_float, json_int
 from experiment.session import (
     ExperimentOptions,
     ping_all,
@@ -77,8 +78,8 @@ def test_hosts_ping_each_other_through_programmed_routes(fabric: dict[str, Any])
 def test_tcp_between_racks_reaches_shaped_rate(fabric: dict[str, Any]) -> None:
     """A TCP transfer from rack 1 to rack 2 gets at least 80 % of the 10 Mbit/s links."""
     got = tcp_transfer(fabric["network"], H1, H3, seconds=4.0)
-    assert got["bytes"] > 0
-    assert got["mbit_per_s"] >= 0.8 * BW_MBIT, got
+    assert json_int(got["bytes"]) > 0
+    assert json_float(got["mbit_per_s"]) >= 0.8 * BW_MBIT, got
 
 
 def test_flows_spread_over_both_spines(fabric: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.errors import P4Error
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
+from tests.netreduce_sizes import NETREDUCE, SMALL_ELEMS, netreduce_with
 from workloads.netreduce_headers import (
     FLAG_OVERFLOW,
     FLAG_RESULT,
@@ -37,8 +38,8 @@ from workloads.netreduce_headers import (
 # NETREDUCE_P4 points the packet tests at another build of the program (e.g. an older
 # revision, to show that a regression test fails there).
 P4 = Path(os.environ.get("NETREDUCE_P4")
-          or Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4")
-E = 32
+          or NETREDUCE)
+E = SMALL_ELEMS
 SW_MAC = "02:aa:00:00:00:01"
 ROOT, LEAF = 0, 1
 PARENT = 255
@@ -51,8 +52,9 @@ Frames = list[tuple[int, bytes]]
 
 
 @pytest.fixture(scope="module")
-def program() -> ir.Program:
-    return compile_file(str(P4))
+def program(tmp_path_factory: pytest.TempPathFactory) -> ir.Program:
+    """The program at E = 32 (the packet tests' size)."""
+    return compile_file(str(netreduce_with(E, tmp_path_factory.mktemp("program"), P4)))
 
 
 @pytest.fixture()

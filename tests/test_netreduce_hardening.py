@@ -19,6 +19,7 @@ from protocol.netreduce import FLAG_SWITCH
 from softswitch import ir
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
+from tests.netreduce_sizes import netreduce_with
 from tests.test_netreduce import (
     CREDIT,
     LEAF_UP_PORT,
@@ -45,8 +46,9 @@ WRONG_PORT, FORGED_SWITCH, REPEAT_RESULT, BAD_INDEX = 15, 16, 18, 19
 
 
 @pytest.fixture(scope="module")
-def program() -> ir.Program:
-    return compile_file(str(P4))
+def program(tmp_path_factory: pytest.TempPathFactory) -> ir.Program:
+    """The program at E = 32 (the packet tests' size)."""
+    return compile_file(str(netreduce_with(E, tmp_path_factory.mktemp("program"), P4)))
 
 
 @pytest.fixture()

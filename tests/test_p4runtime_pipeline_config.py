@@ -323,8 +323,9 @@ def test_default_client_sees_details_of_large_failing_batch(
         c.write(*updates)
     err = info.value
     assert err.code() == grpc.StatusCode.UNKNOWN, (err.code(), err.details())
-    assert err.details().startswith("3000 of 3000 updates failed")
-    status = status_pb2.Status.FromString(dict(err.trailing_metadata())["grpc-status-details-bin"])
+    assert (err.details() or "").startswith("3000 of 3000 updates failed")
+    trailers = {datum.key: datum.value for datum in err.trailing_metadata()}
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
     assert len(status.details) > 10
     e = p4runtime_pb2.Error()
     status.details[0].Unpack(e)

@@ -56,7 +56,7 @@ def ready(sw: InProcessSwitch) -> Iterator[tuple[InProcessSwitch, Client]]:
 def write_errors(err: grpc.RpcError) -> list[tuple[int, str]]:
     """(canonical code, message) per update from a failed batch Write."""
     assert err.code() == grpc.StatusCode.UNKNOWN
-    md = dict(err.trailing_metadata())
+    md = {datum.key: datum.value for datum in err.trailing_metadata()}
     status = status_pb2.Status.FromString(md["grpc-status-details-bin"])
     out = []
     for detail in status.details:
@@ -179,7 +179,7 @@ def test_mismatched_p4info_rejected(sw: InProcessSwitch) -> None:
     with pytest.raises(grpc.RpcError) as err:
         c.set_config(p4info=info)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "MyIngress.fwd" in err.value.details()
+    assert "MyIngress.fwd" in (err.value.details() or "")
 
 
 def test_bad_device_config_rejected(sw: InProcessSwitch) -> None:
@@ -188,7 +188,7 @@ def test_bad_device_config_rejected(sw: InProcessSwitch) -> None:
     with pytest.raises(grpc.RpcError) as err:
         c.set_config(device_config=b"garbage")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "unknown device config" in err.value.details()
+    assert "unknown device config" in (err.value.details() or "")
 
 
 def test_unspecified_action_rejected(sw: InProcessSwitch) -> None:

@@ -4,6 +4,7 @@ constant, a header field or width, a limit, E's bounds, a table/action/counter n
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,18 @@ def test_payload_is_program_elems_int32(program: ir.Program) -> None:
     assert len(data.fields) == nr.PROGRAM_ELEMS
     for f in data.fields:
         assert f.type == ir.BitType(nr.ELEM_BYTES * 8, signed=True)
+
+
+def test_header_default_elems_is_the_project_default() -> None:
+    """nr_headers.p4's default NR_ELEMS, read from the source text, is PROGRAM_ELEMS and the
+    default of every run: the program compiled as written is the one the runs use."""
+    from experiment.matrix import MatrixSpec
+    from experiment.run import DEFAULT_ELEMS
+
+    text = (P4SRC / "include" / "nr_headers.p4").read_text()
+    found = re.findall(r"^#ifndef NR_ELEMS\n#define NR_ELEMS (\d+)\n#endif$", text, re.M)
+    assert found == [str(nr.PROGRAM_ELEMS)], found
+    assert DEFAULT_ELEMS == MatrixSpec.elems == nr.PROGRAM_ELEMS
 
 
 def test_elems_bounds_match_nr_elems_p4() -> None:

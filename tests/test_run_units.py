@@ -29,6 +29,7 @@ from experiment.run import (
     ratio_line,
     retransmissions_cell,
 )
+from experiment.seams import JsonObject, json_list, json_object
 from experiment.session import (
     AllreduceRun,
     ExperimentOptions,
@@ -87,7 +88,7 @@ def test_thrift_port_base_reaches_bmv2_records() -> None:
 def test_summary_counts_innetwork_retransmissions() -> None:
     """The retx column sums the in-network ranks' retransmissions (the ring has none)."""
     console = Console(record=True, width=160)
-    job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
+    job: JsonObject = {"name": "allreduce", "job_id": 0, "workers": [{}, {}], "parts": {}}
     inn = _run("innetwork")
     inn = AllreduceRun(inn.algorithm, inn.elements,
                        tuple(RankOutcome(r.rank, r.host, r.seconds, r.bytes_sent, True, 268,
@@ -157,12 +158,16 @@ def test_link_check_seconds_option(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_program_wrapper_defines_elems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default program is netreduce.p4 itself at E = 32, a NR_ELEMS wrapper otherwise."""
-    monkeypatch.chdir(PROGRAM.parent.parent)
-    assert _program(parse_args(["--elems", "32"])) == Path("p4src/netreduce.p4")
-    wrapper = _program(parse_args([]))
-    assert wrapper is not None and wrapper.name == "netreduce_e252.p4"
-    assert "#define NR_ELEMS 252" in wrapper.read_text()
+    """The default program is netreduce.p4 itself (E = 252), a NR_ELEMS wrapper otherwise."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p4src").mkdir()
+    (tmp_path / "p4src" / "netreduce.p4").write_text("/* the program */\n")
+    assert _program(parse_args([])) == Path("p4src/netreduce.p4")
+    assert _program(parse_args(["--elems", "252"])) == Path("p4src/netreduce.p4")
+    wrapper = _program(parse_args(["--elems", "32"]))
+    assert wrapper is not None and wrapper.name == "netreduce_e32.p4"
+    assert (tmp_path / wrapper).resolve() == (tmp_path / "build" / "netreduce_e32.p4").resolve()
+    assert "#define NR_ELEMS 32" in wrapper.read_text()
     assert _program(parse_args(["--no-program"])) is None
     assert _program(parse_args(["--program", str(PROGRAM)])) == PROGRAM
 
@@ -298,8 +303,8 @@ def test_link_usage_matches_ports_to_links() -> None:
 def test_print_experiment_shows_result_time_link_and_cpu() -> None:
     """The summary table says exact/NOT exact, the time, the busiest link and switch CPU."""
     console = Console(record=True, width=160)
-    job = {"name": "allreduce", "job_id": 0, "workers": [{}, {}],
-           "parts": {"l1": {"role": "root"}}}
+    job: JsonObject = {"name": "allreduce", "job_id": 0, "workers": [{}, {}],
+                       "parts": {"l1": {"role": "root"}}}
     print_experiment(ExperimentResult(job, (_run("innetwork"), _run("ring", exact=False))),
                      console)
     text = console.export_text()
@@ -330,8 +335,9 @@ def test_switches_that_fill_the_machine_make_a_run_cpu_bound() -> None:
     assert bottleneck(full) == (False, "CPU-bound (switches 1.8 of 2 cores)")
     assert bottleneck(dataclasses.replace(full, switches_cores=1.2)) == (True, "link-bound")
     data = ExperimentResult({}, (full,)).to_dict()
-    assert data["runs"][0]["switches_fill_machine"] is True
-    assert data["runs"][0]["switches_cores"] == 1.8
+    run = json_object(json_list(data["runs"])[0])
+    assert run["switches_fill_machine"] is True
+    assert run["switches_cores"] == 1.8
 
 
 def test_ideal_ratio_and_frame_correction() -> None:

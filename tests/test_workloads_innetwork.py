@@ -12,7 +12,6 @@ import ipaddress
 import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,6 +24,7 @@ from softswitch.engine.tables import ActionCall, FieldMatch, TableEntry
 from softswitch.frontend import compile_file
 from softswitch.pipeline import Pipeline
 from tests.fake_clock import ShiftedRealTime
+from tests.netreduce_sizes import SMALL_ELEMS, netreduce_with
 from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy
 from workloads.innetwork import (
@@ -39,9 +39,8 @@ from workloads.innetwork import (
 )
 from workloads.roce import OP_ACK, RoceEndpoint, TransportError
 
-P4 = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
 SW_MAC = "02:aa:00:00:00:01"
-E = 32
+E = SMALL_ELEMS
 T = TypeVar("T")
 
 
@@ -54,8 +53,9 @@ def _mac(m: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def program() -> ir.Program:
-    return compile_file(str(P4))
+def program(tmp_path_factory: pytest.TempPathFactory) -> ir.Program:
+    """The program at E = 32 (short messages, a fast compile)."""
+    return compile_file(str(netreduce_with(E, tmp_path_factory.mktemp("program"))))
 
 
 class SwitchBench:

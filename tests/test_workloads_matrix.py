@@ -143,8 +143,8 @@ def test_without_min_cwnd_the_window_is_fixed() -> None:
 
 def test_program_for_64_elements_compiles(tmp_path: Path) -> None:
     """The NR_ELEMS = 64 wrapper compiles to a program whose aggregation header has 64
-    elements; 32 is netreduce.p4 itself."""
-    assert program_for(32, tmp_path).name == "netreduce.p4"
+    elements; 252 (the source's default) is netreduce.p4 itself."""
+    assert program_for(252, tmp_path).name == "netreduce.p4"
     program = compile_file(str(program_for(64, tmp_path)))
     data = program.types["nr_data_t"]
     assert isinstance(data, ir.HeaderType) and len(data.fields) == 64

@@ -1,7 +1,7 @@
 """Every collective on a Mininet spine-leaf of built-in switches (needs root).
 
 ONE network per module: 2 spines, 2 leaves, 2 hosts per leaf, 2 GPUs per host (8 workers),
-10 Mbit/s links, ``p4src/netreduce.p4`` (NR_ELEMS 32) programmed by the controller. Each
+10 Mbit/s links, ``p4src/netreduce.p4`` built with NR_ELEMS 32 programmed by the controller. Each
 test runs one cell through :class:`experiment.matrix.Launcher`: the workers run
 ``python -m workloads`` inside the hosts and check their own result against the exact one
 (``--check``: bit for bit, also for the fixed-point in-network sums). Data-plane loss is

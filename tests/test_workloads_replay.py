@@ -13,7 +13,8 @@ import pytest
 from softswitch import ir
 from softswitch.frontend import compile_file
 from tests.fake_clock import FakeRealTime
-from tests.test_workloads_innetwork import P4, SwitchBench
+from tests.netreduce_sizes import netreduce_with
+from tests.test_workloads_innetwork import E, SwitchBench
 from workloads.__main__ import main, make_input
 from workloads.agent import AgentError, HostAgent, load_job, local_ranks
 from workloads.collectives import CollectiveStats
@@ -355,5 +356,6 @@ def test_inputs_are_deterministic_and_exactly_summable() -> None:
 
 
 @pytest.fixture(scope="module")
-def program() -> ir.Program:
-    return compile_file(str(P4))
+def program(tmp_path_factory: pytest.TempPathFactory) -> ir.Program:
+    """The program at the switch bench's E."""
+    return compile_file(str(netreduce_with(E, tmp_path_factory.mktemp("program"))))

@@ -9,11 +9,14 @@
 
 /* ---------------------------------------------------------------- compile-time sizes */
 
-/* Elements (signed 32-bit fixed-point values) per aggregation packet.  32 -> 128-byte
- * payloads (fast on a software target); 64 -> 256 bytes, RoCE's smallest path MTU.
+/* Elements (signed 32-bit fixed-point values) per aggregation packet.  The default, 252, is
+ * the most whose tag and payload fit RoCE's 1024-byte path MTU (1008-byte payloads): the
+ * program every run uses (protocol/netreduce.py's PROGRAM_ELEMS; tests/test_protocol_contract.py
+ * checks that the two agree).  Smaller sizes (32 -> 128-byte payloads, fast on a software
+ * target) are built with a wrapper that defines NR_ELEMS before including netreduce.p4.
  * Every aggregation packet carries exactly NR_ELEMS elements (workers zero-pad). */
 #ifndef NR_ELEMS
-#define NR_ELEMS 32
+#define NR_ELEMS 252
 #endif
 #include "nr_elems.p4"
 

@@ -3,6 +3,7 @@ per-block scope (how P4 names map to Python expressions)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -107,27 +108,8 @@ class Scope:
 
     def child(self, **changes: object) -> Scope:
         """A copy with its own env dict and the given fields replaced."""
-        s = Scope(
-            path=self.path,
-            env=dict(self.env),
-            names=self.names,
-            ret=self.ret,
-            ret_var=self.ret_var,
-            ret_outs=self.ret_outs,
-            pkt=self.pkt,
-            out=self.out,
-            in_parser=self.in_parser,
-            local_actions=self.local_actions,
-            pins=self.pins,
-            pins_checked=self.pins_checked,
-            arch=self.arch,
-            obj_cache=self.obj_cache,
-            obj_roots=self.obj_roots,
-            loop_updates=self.loop_updates,
-            loop_ret_flag=self.loop_ret_flag,
-            block_args=self.block_args,
-            reg_run=self.reg_run,
-        )
+        s = copy.copy(self)  # every field shared, as a new Scope of the same values
+        s.env = dict(self.env)
         for k, v in changes.items():
             setattr(s, k, v)
         return s

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from softswitch.errors import TableError
 
 MAX_RID = 0xFFFF
+
+#: A clone session's replicas: ``(egress_port, rid)`` pairs, or one port (rid 0).
+CloneReplicas: TypeAlias = Sequence[tuple[int, int]] | int
 
 
 @dataclass
@@ -276,13 +280,8 @@ class PacketReplicationEngine:
 
     # ------------------------------------------------------------------ clone sessions
 
-    def _session(
-        self,
-        sid: int,
-        replicas: Sequence[tuple[int, int]] | int,
-        truncate: int,
-        class_of_service: int,
-    ) -> CloneSession:
+    def _session(self, sid: int, replicas: CloneReplicas, truncate: int,
+                 class_of_service: int) -> CloneSession:
         if sid < 0:
             raise TableError("INVALID_ARGUMENT", f"clone session id {sid} out of range")
         reps = [(replicas, 0)] if isinstance(replicas, int) else list(replicas)
@@ -291,39 +290,22 @@ class PacketReplicationEngine:
             raise TableError("INVALID_ARGUMENT", f"clone session {sid}: negative truncation")
         return CloneSession(sid, tuple(reps), class_of_service, truncate)
 
-    def insert_clone_session(
-        self,
-        sid: int,
-        replicas: Sequence[tuple[int, int]] | int,
-        truncate: int = 0,
-        class_of_service: int = 0,
-    ) -> None:
+    def insert_clone_session(self, sid: int, replicas: CloneReplicas, truncate: int = 0,
+                             class_of_service: int = 0) -> None:
         """Create session ``sid``; ALREADY_EXISTS if it exists."""
         if sid in self._sessions:
             raise TableError("ALREADY_EXISTS", f"clone session {sid} already exists")
-        self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
-        self._changed()
+        self.set_clone_session(sid, replicas, truncate, class_of_service)
 
-    def modify_clone_session(
-        self,
-        sid: int,
-        replicas: Sequence[tuple[int, int]] | int,
-        truncate: int = 0,
-        class_of_service: int = 0,
-    ) -> None:
+    def modify_clone_session(self, sid: int, replicas: CloneReplicas, truncate: int = 0,
+                             class_of_service: int = 0) -> None:
         """Replace session ``sid``; NOT_FOUND if it does not exist."""
         if sid not in self._sessions:
             raise TableError("NOT_FOUND", f"clone session {sid} does not exist")
-        self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
-        self._changed()
+        self.set_clone_session(sid, replicas, truncate, class_of_service)
 
-    def set_clone_session(
-        self,
-        sid: int,
-        replicas: Sequence[tuple[int, int]] | int,
-        truncate: int = 0,
-        class_of_service: int = 0,
-    ) -> None:
+    def set_clone_session(self, sid: int, replicas: CloneReplicas, truncate: int = 0,
+                          class_of_service: int = 0) -> None:
         """Create or replace session ``sid`` (a bare port means one replica with rid 0)."""
         self._sessions[sid] = self._session(sid, replicas, truncate, class_of_service)
         self._changed()
