@@ -63,6 +63,8 @@ from experiment.seams import (
     LiveView,
     RunningNetwork,
     StageDisplay,
+    json_int,
+    json_object,
 )
 from experiment.serving import SERVE_JOIN_S, OpenServer, ServingController, reconnecting_controller
 from liveview import start_live_view
@@ -181,9 +183,10 @@ def port_counters(controller: CounterReader) -> Counters:
             for port, (rx, tx) in cells(name).items():
                 out[(name, int(port))] = (int(rx), int(tx))
             continue
-        data = controller.switch_counters(name)
-        for port, row in data["ports"].items():
-            out[(name, int(port))] = (int(row["rx_bytes"]), int(row["tx_bytes"]))
+        ports = json_object(controller.switch_counters(name)["ports"])
+        for port, row in ports.items():
+            cell = json_object(row)
+            out[(name, int(port))] = (json_int(cell["rx_bytes"]), json_int(cell["tx_bytes"]))
     return out
 
 

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 from controller.jobs import JobRequest
 from topo.model import Topology
@@ -27,11 +27,6 @@ JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict
 #: printed, a job plan (``job show --json``), a switch's counters. Its keys depend on who
 #: wrote it, so its values are narrowed where they are read (the ``json_*`` functions).
 JsonObject: TypeAlias = dict[str, JsonValue]
-#: A switch's counters as :meth:`controller.fabric.Controller.switch_counters` returns them
-#: (``{"switch", "ports": {port: {"rx_bytes", "tx_bytes", ...}}, "drops"}``): the one Any
-#: left in experiment/, because ``lifecycle.port_counters`` reads it without narrowing; it
-#: becomes a JsonObject when that reads ``json_object(data["ports"])`` and ``json_int``.
-SwitchCounters: TypeAlias = dict[str, Any]
 
 
 def json_object(value: JsonValue) -> JsonObject:
@@ -109,7 +104,7 @@ class CounterReader(Protocol):
     @property
     def switches(self) -> Iterable[str]: ...
 
-    def switch_counters(self, switch: str) -> SwitchCounters: ...
+    def switch_counters(self, switch: str) -> JsonObject: ...
 
 
 class JobPlan(Protocol):
