@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from algorithms import registry
 from controller.errors import ControllerError
 from controller.jobs import JobRequest
 from experiment.fidelity import (
@@ -59,7 +60,10 @@ from vtime import format_rate
 
 log = logging.getLogger(__name__)
 
-ALGORITHMS = ("innetwork", "ring")
+#: The ring baseline on each transport (``--baseline-transport``; algorithms.registry).
+BASELINES = {registry.TCP: "ring", registry.ROCE: "ring-roce"}
+ALGORITHMS = ("innetwork", BASELINES[registry.DEFAULT_BASELINE_TRANSPORT])
+KNOWN_ALGORITHMS = ("innetwork", *BASELINES.values())
 RESULTS_DIR = "results"
 RESULT_FILE = "experiment.json"
 # In-network timer bounds (lowest, highest) per switch target where the agents' defaults
@@ -96,7 +100,7 @@ class ExperimentOptions:
     elems: int = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of the program the switches run
     iters: int = 1  # timed all-reduces per run (each rank reports their mean)
     timeout_s: float = 120.0
-    ring_port: int = 5400  # rank r listens on ring_port + r
+    ring_port: int = 5400  # rank r listens on ring_port + r (TCP ring)
     hosts: tuple[str, ...] | None = None  # the job's hosts; None: every host with GPUs
     root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
@@ -353,24 +357,35 @@ def udp_flows(network: ExperimentNetwork | RunningNetwork, src: str, dst: str, s
 # ----------------------------------------------------------------------------- all-reduce
 
 
-def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = None,
+def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None = None,
                    peers: str | None = None, host: str | None = None,
                    plan_path: Path | None = None) -> list[str]:
-    """``python -m workloads allreduce ...`` for one ring rank (``rank``, ``peers``) or one
-    host's in-network agent (``host``, ``plan_path``); ``--check`` makes each worker compare
-    its result with the exact sum of every rank's deterministic input."""
+    """``python -m workloads allreduce ...`` for one TCP ring rank (``rank``, ``peers``), one
+    host's RoCE ring ranks (``rank`` may list several: ``"0,1"``) or one host's in-network
+    agent (``host``, ``plan_path``); ``--check`` makes each worker compare its result with
+    the exact sum of every rank's deterministic input. The RoCE ring gets the in-network
+    agents' retransmission timer bounds: the same transport, the same timers."""
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
     if opts.tdf != 1:
         argv += ["--tdf", f"{opts.tdf:g}"]
-    if algo == "ring":
+    if algo in BASELINES.values():
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
-        return argv + ["--rank", str(rank), "--peers", peers]
+        argv += ["--rank", str(rank), "--peers", peers]
+        if algo != BASELINES[registry.ROCE]:
+            return argv
+        return argv + timer_argv(opts)
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
     argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
+    return argv + timer_argv(opts)
+
+
+def timer_argv(opts: ExperimentOptions) -> list[str]:
+    """``--rto``/``--max-rto`` of a RoCE process where ``opts`` sets them."""
+    argv = []
     if opts.rto is not None:
         argv += ["--rto", str(opts.rto)]
     if opts.max_rto is not None:
@@ -434,19 +449,25 @@ def aggregation_counters(controller: CounterReader, plan: JsonObject,
 def run_allreduce(network: ExperimentNetwork | RunningNetwork,
                   controller: CounterReader | None, plan: JsonObject, algo: str,
                   opts: ExperimentOptions, plan_path: Path) -> AllreduceRun:
-    """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: ring, one
-    process per rank; in-network, one agent per host serving that host's workers.
+    """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: TCP ring,
+    one process per rank; RoCE ring, one process per host (its ranks share port 4791);
+    in-network, one agent per host serving that host's workers.
     ``network``: an :class:`ExperimentNetwork` or a running network; ``controller`` (None:
     the lifecycle's) reads the port counters."""
     lab = lifecycle(network)  # ``controller`` is passed to each read below
     opts = with_target_timers(opts, lab.topology.target)
     workers = sorted(plan["workers"], key=lambda w: w["rank"])
     commands: dict[str, tuple[str, list[str]]] = {}
-    if algo == "ring":
+    if algo == BASELINES[registry.TCP]:
         peers = ",".join(f"{w['ip']}:{opts.ring_port + w['rank']}" for w in workers)
         for w in workers:
             commands[f"{w['host']}#{w['rank']}"] = (
                 w["host"], allreduce_argv(algo, opts, rank=w["rank"], peers=peers))
+    elif algo == BASELINES[registry.ROCE]:
+        peers = ",".join(f"{w['ip']}:{nr_sizes.ROCE_V2_PORT}" for w in workers)
+        for host in dict.fromkeys(w["host"] for w in workers):
+            mine = ",".join(str(w["rank"]) for w in workers if w["host"] == host)
+            commands[host] = (host, allreduce_argv(algo, opts, rank=mine, peers=peers))
     else:
         for host in dict.fromkeys(w["host"] for w in workers):
             commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
@@ -482,7 +503,8 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     together = sum(window.switch_cpu_seconds.values()) / busy_real if busy_real > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1,
-                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None),
+                        (None, None) if algo == BASELINES[registry.TCP] else
+                        (opts.rto, opts.max_rto),
                         opts.tdf, peaks, drops, busy_real, opts.overhead_s)
 
 
@@ -522,10 +544,10 @@ def undilated_clock_notes(tdf: float, target: str, algorithms: Sequence[str]) ->
 
 def check_algorithms(algorithms: Sequence[str]) -> None:
     """Refuses a run naming an algorithm the registry does not know, before anything starts."""
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
     if unknown:
         raise ExperimentError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
-                              f"{', '.join(ALGORITHMS)}")
+                              f"{', '.join(KNOWN_ALGORITHMS)}")
 
 
 def run_job(lab: ExperimentNetwork, network: ExperimentNetwork | RunningNetwork,

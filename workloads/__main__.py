@@ -10,7 +10,8 @@
 TCP algorithms (ring, torus, hier, topk, hybrid) run one process per rank and need every
 rank's ``host:port``. Their RoCE v2 versions (ring-roce, torus-roce, hier-roce) run one
 process per host address (its UDP port, 4791 on a network, is shared by the ranks there):
-``--rank`` lists the host's ranks and ``--peers`` gives every rank's ``host:port``. In-network runs one agent per host (it owns UDP port 4791) serving all the
+``--rank`` lists the host's ranks and ``--peers`` gives every rank's ``host:port``.
+In-network runs one agent per host (it owns UDP port 4791) serving all the
 host's workers of the job plan (``python -m controller job show NAME --json > plan.json``);
 ``--hierarchical`` sums ``--gpus`` modelled GPUs per host first over ``--intra-bw``.
 Inputs are deterministic per rank (``--seed``), so ``--check`` can verify the result exactly.
@@ -321,7 +322,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     records: list[RunRecord] = []
     if args.algo in TCP_ALGOS + ROCE_ALGOS:
 
-        def work(comm: PointToPoint) -> RunRecord:
+        def p2p_work(comm: PointToPoint) -> RunRecord:
             reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
                                    density=args.density, sparse_epochs=args.sparse_epochs,
                                    iters_per_epoch=args.iters_per_epoch)
@@ -331,7 +332,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             comm.barrier()
             return record
 
-        records.extend(_run_p2p(args, clock, work))
+        records.extend(_run_p2p(args, clock, p2p_work))
     else:
         algo = "innetwork-hier" if args.hierarchical else "innetwork"
         intra = intra_host(args)

@@ -39,7 +39,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from protocol.netreduce import PATH_MTU
+from protocol.netreduce import PATH_MTU, ROCE_ACK_BYTES, ROCE_HEADER_BYTES
 from vtime import REAL_TIME, VirtualClock
 from workloads.comm import (
     _CODES,
@@ -383,3 +383,12 @@ def run_local(comms: Sequence[RoceCommunicator], work: Callable[[RoceCommunicato
         raise RoceCommError(f"rank {comms[first].rank} failed: {errors[first]}") \
             from errors[first]
     return [results[i] for i in range(len(comms))]
+
+
+def payload_share(ack_every: int = 16) -> float:
+    """Payload bytes per wire byte of a long RoCE message here: full :data:`PATH_MTU`
+    packets (Ethernet, IPv4, UDP, BTH, ICRC around each) and one ACK per ``ack_every``
+    packets (the responder's default) on the reverse path, counted against the data as the
+    TCP figure counts its ACKs."""
+    frame = PATH_MTU + ROCE_HEADER_BYTES
+    return PATH_MTU / (frame + ROCE_ACK_BYTES / ack_every)
