@@ -118,7 +118,7 @@ class PeerPorts:
 def _frame(array: np.ndarray) -> tuple[bytes, np.ndarray]:
     """The message header of ``array`` and its contiguous little-endian data."""
     wire = _wire_dtype(array.dtype)
-    data = np.ascontiguousarray(array, dtype=wire)
+    data = np.require(array, dtype=wire, requirements="C")  # keeps a 0-d array 0-d
     head = _HEAD.pack(MAGIC, _CODES[wire], data.ndim) + b"".join(_DIM.pack(d) for d in data.shape)
     return head, data
 
@@ -349,13 +349,14 @@ def open_ranks(ranks: Sequence[int], addresses: Sequence[Address], *,
 def run_local(comms: Sequence[RoceCommunicator], work: Callable[[RoceCommunicator], T],
               timeout: float) -> list[T]:
     """``work(comm)`` for each local rank, each in its own thread (they share the host's
-    endpoint); the results in the order of ``comms``. The first failure is raised (as
-    :class:`RoceCommError`, the error chained); a rank still running after ``timeout``
-    emulated seconds is one."""
+    endpoint); the results in the order of ``comms``. The earliest failure is raised (as
+    :class:`RoceCommError`, the error chained: the others are often its consequences, ranks
+    waiting for the one that failed); a rank still running after ``timeout`` emulated
+    seconds is one."""
     if len(comms) == 1:
         return [work(comms[0])]
     results: dict[int, T] = {}
-    errors: dict[int, BaseException] = {}
+    errors: list[tuple[int, BaseException]] = []  # in the order they happened
     lock = threading.Lock()
 
     def one(i: int) -> None:
@@ -365,7 +366,7 @@ def run_local(comms: Sequence[RoceCommunicator], work: Callable[[RoceCommunicato
                 results[i] = value
         except BaseException as err:  # reported below
             with lock:
-                errors[i] = err
+                errors.append((i, err))
 
     threads = [threading.Thread(target=one, args=(i,), name=f"roce-rank{c.rank}", daemon=True)
                for i, c in enumerate(comms)]
@@ -379,9 +380,9 @@ def run_local(comms: Sequence[RoceCommunicator], work: Callable[[RoceCommunicato
     if stuck:
         raise RoceCommError(f"ranks {stuck} did not finish within {timeout:g} s")
     if errors:
-        first = min(errors)
-        raise RoceCommError(f"rank {comms[first].rank} failed: {errors[first]}") \
-            from errors[first]
+        first, err = errors[0]
+        more = f" ({len(errors)} ranks failed)" if len(errors) > 1 else ""
+        raise RoceCommError(f"rank {comms[first].rank} failed: {err}{more}") from err
     return [results[i] for i in range(len(comms))]
 
 
