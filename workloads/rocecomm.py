@@ -5,8 +5,8 @@ anything with :class:`workloads.comm.PointToPoint`'s methods: the TCP
 :class:`~workloads.comm.Communicator`, or the :class:`RoceCommunicator` here, which stands for
 NCCL's ring on RoCE v2 (the papers' baseline). It reuses :mod:`workloads.roce` whole: each
 ordered pair of ranks is one reliable connection (RC WRITEs with PSNs, cumulative ACK/NAK,
-go-back-N with the adaptive timeout and window); only message framing and the QP numbers are
-new.
+go-back-N with the adaptive timeout, the window and the congestion window, set as the
+in-network agents set theirs); only message framing and the QP numbers are new.
 
 * Wire: UDP to port 4791 on the hosts' addresses, so the packets cross the P4 switches as
   ordinary routed RoCE. ``p4src/netreduce.p4`` takes a RoCE packet for aggregation only
@@ -50,6 +50,7 @@ from workloads.comm import (
     dissemination_barrier,
 )
 from workloads.errors import WorkloadError
+from workloads.innetwork import ACK_EVERY
 from workloads.roce import (
     BTH_LEN,
     ICRC_LEN,
@@ -209,15 +210,21 @@ class RoceCommunicator:
         self.timeout = timeout
         ep = host.endpoint
         self._ep = ep
+        ack_every = max(1, min(ACK_EVERY, window // 2))
         self._req: dict[int, Requester] = {}
         self._resp: dict[int, Responder] = {}
         for peer, (ip, _) in enumerate(self.addresses):
             if peer == rank:
                 continue
+            # the in-network agents' settings (AggregationChannel): an ACK every ack_every
+            # packets and congestion control from two ACK intervals, which keeps the switch
+            # queues short (a fixed window of 64 overflowed a 3 Mbit/s spine-leaf's queues:
+            # 133 packets resent for 4 losses in a 65536-float ring)
             self._req[peer] = ep.requester(p2p_qpn(rank, peer, False), p2p_qpn(rank, peer, True),
-                                           ip, window=window, rto=rto, max_rto=max_rto)
+                                           ip, window=window, rto=rto, max_rto=max_rto,
+                                           min_cwnd=2 * ack_every)
             self._resp[peer] = ep.responder(p2p_qpn(peer, rank, True),
-                                            p2p_qpn(peer, rank, False), ip)
+                                            p2p_qpn(peer, rank, False), ip, ack_every=ack_every)
         self._mail: dict[tuple[int, int], collections.deque[np.ndarray]] = {}
         self._op = 0
         self._sent = [0, 0, 0]  # bytes (BTH ... ICRC), payload, messages
@@ -386,7 +393,7 @@ def run_local(comms: Sequence[RoceCommunicator], work: Callable[[RoceCommunicato
     return [results[i] for i in range(len(comms))]
 
 
-def payload_share(ack_every: int = 16) -> float:
+def payload_share(ack_every: int = ACK_EVERY) -> float:
     """Payload bytes per wire byte of a long RoCE message here: full :data:`PATH_MTU`
     packets (Ethernet, IPv4, UDP, BTH, ICRC around each) and one ACK per ``ack_every``
     packets (the responder's default) on the reverse path, counted against the data as the
