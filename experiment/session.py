@@ -363,8 +363,11 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
     """``python -m workloads allreduce ...`` for one TCP ring rank (``rank``, ``peers``), one
     host's RoCE ring ranks (``rank`` may list several: ``"0,1"``) or one host's in-network
     agent (``host``, ``plan_path``); ``--check`` makes each worker compare its result with
-    the exact sum of every rank's deterministic input. The RoCE ring gets the in-network
-    agents' retransmission timer bounds: the same transport, the same timers."""
+    the exact sum of every rank's deterministic input. The RoCE ring keeps its own timer
+    bounds (``workloads.rocecomm``): the agents' are set for connections whose results
+    restart their timers (``Requester.note_arrived``), and below a full window's queueing
+    delay on a slow link they fired spuriously (2 of 3 timeouts per rank in a 3 Mbit/s
+    spine-leaf run)."""
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
@@ -373,19 +376,10 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
     if algo in BASELINES.values():
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
-        argv += ["--rank", str(rank), "--peers", peers]
-        if algo != BASELINES[registry.ROCE]:
-            return argv
-        return argv + timer_argv(opts)
+        return argv + ["--rank", str(rank), "--peers", peers]
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
     argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
-    return argv + timer_argv(opts)
-
-
-def timer_argv(opts: ExperimentOptions) -> list[str]:
-    """``--rto``/``--max-rto`` of a RoCE process where ``opts`` sets them."""
-    argv = []
     if opts.rto is not None:
         argv += ["--rto", str(opts.rto)]
     if opts.max_rto is not None:
@@ -503,8 +497,7 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     together = sum(window.switch_cpu_seconds.values()) / busy_real if busy_real > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1,
-                        (None, None) if algo == BASELINES[registry.TCP] else
-                        (opts.rto, opts.max_rto),
+                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None),
                         opts.tdf, peaks, drops, busy_real, opts.overhead_s)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,11 +118,12 @@ def test_messages_arrive_whole_and_in_order(pair: Pair) -> None:
     """Arrays of every shape and size (one byte to many packets) arrive bit for bit, in send
     order per tag, and tags can be taken in any order."""
     a, b = pair.comms
-    sent = [np.arange(5000, dtype=np.float32).reshape(50, 100),
-            np.zeros(0, dtype=np.uint8),
-            np.array(7, dtype=np.int64),
-            np.arange(3, dtype=np.float64) / 3,
-            (np.arange(1 << 16, dtype=np.int32) * 7919)]
+    sent: list[np.ndarray] = [
+        np.arange(5000, dtype=np.float32).reshape(50, 100),
+        np.zeros(0, dtype=np.uint8),
+        np.array(7, dtype=np.int64),
+        np.arange(3, dtype=np.float64) / 3,
+        (np.arange(1 << 16, dtype=np.int32) * 7919)]
     for i, arr in enumerate(sent):
         a.send(1, arr, tag=10 + i % 2)
     got: dict[int, list[np.ndarray]] = {10: [], 11: []}
@@ -192,9 +194,11 @@ def test_collectives_over_roce_are_exact(algo: str, dtype: str) -> None:
     n = 10007
     xs = [inputs(r, n, dtype) for r in range(4)]
     want = np.sum(np.stack(xs), axis=0, dtype=xs[0].dtype)
-    run = {"ring": lambda c, x: ring_allreduce(c, x),
-           "torus": lambda c, x: torus2d_allreduce(c, x, 2, 2),
-           "hier": lambda c, x: hierarchical_ring_allreduce(c, x, 2)}[algo]
+    runs: dict[str, Callable[[RoceCommunicator, np.ndarray], tuple[np.ndarray, Any]]] = {
+        "ring": lambda c, x: ring_allreduce(c, x),
+        "torus": lambda c, x: torus2d_allreduce(c, x, 2, 2),
+        "hier": lambda c, x: hierarchical_ring_allreduce(c, x, 2)}
+    run = runs[algo]
     out = run_roce_ranks(4, lambda c: run(c, xs[c.rank]))
     for result, stats in out:
         assert result.dtype == want.dtype and np.array_equal(result, want)

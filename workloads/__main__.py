@@ -64,7 +64,14 @@ from workloads.results import (
     write_json,
 )
 from workloads.roce import ROCE_V2_PORT
-from workloads.rocecomm import DEFAULT_WINDOW, RoceCommunicator, open_ranks, run_local
+from workloads.rocecomm import (
+    DEFAULT_MAX_RTO,
+    DEFAULT_RTO,
+    DEFAULT_WINDOW,
+    RoceCommunicator,
+    open_ranks,
+    run_local,
+)
 from workloads.schedule import SPARSE, make_schedule
 from workloads.sparse import block_hosts, hitopk_reference
 
@@ -173,8 +180,10 @@ def _run_p2p(args: argparse.Namespace, clock: VirtualClock,
     peers = parse_peers(args.peers)
     try:
         host, comms = open_ranks(args.rank, peers, clock=clock, timeout=args.timeout,
-                                 window=args.window or DEFAULT_WINDOW, rto=args.rto,
-                                 max_rto=args.max_rto)
+                                 window=args.window or DEFAULT_WINDOW,
+                                 rto=DEFAULT_RTO if args.rto is None else args.rto,
+                                 max_rto=DEFAULT_MAX_RTO if args.max_rto is None
+                                 else args.max_rto)
     except ValueError as err:
         raise UsageError(str(err)) from None
     with host:
@@ -192,7 +201,8 @@ def _agent(args: argparse.Namespace, clock: VirtualClock) -> HostAgent:
     job = load_job(args.job, elems=args.elems, first_psn=args.first_psn)
     ranks = local_ranks(job, args.host, args.rank)
     bind = (args.bind, args.port) if args.bind else None
-    return HostAgent(job, ranks, bind=bind, rto=args.rto, max_rto=args.max_rto,
+    return HostAgent(job, ranks, bind=bind, rto=AGG_RTO if args.rto is None else args.rto,
+                     max_rto=AGG_MAX_RTO if args.max_rto is None else args.max_rto,
                      dead_after=args.dead_after,
                      timeout=args.timeout, window=args.window, clock=clock)
 
@@ -391,11 +401,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--elems", type=int, default=PROGRAM_ELEMS,
                    help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
-    p.add_argument("--rto", type=float, default=AGG_RTO,
-                   help="in-network and RoCE: lowest retransmission timeout (emulated s)")
-    p.add_argument("--max-rto", type=float, default=AGG_MAX_RTO,
+    p.add_argument("--rto", type=float, default=None,
+                   help="in-network and RoCE: lowest retransmission timeout (emulated s; "
+                        f"default in-network {AGG_RTO:g}, RoCE {DEFAULT_RTO:g})")
+    p.add_argument("--max-rto", type=float, default=None,
                    help="in-network and RoCE: highest retransmission timeout and backoff "
-                        "(emulated s)")
+                        f"(emulated s; default in-network {AGG_MAX_RTO:g}, RoCE "
+                        f"{DEFAULT_MAX_RTO:g})")
     p.add_argument("--window", type=int, default=None,
                    help="in-network and RoCE: packets in flight per connection (default: the "
                         f"job's credits x packets per message; RoCE {DEFAULT_WINDOW})")
