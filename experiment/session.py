@@ -376,7 +376,11 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
     if algo in BASELINES.values():
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
-        return argv + ["--rank", str(rank), "--peers", peers]
+        argv += ["--rank", str(rank), "--peers", peers]
+        if algo == BASELINES[registry.ROCE]:
+            # the agents' window (credits x packets per message): like for like
+            argv += ["--window", str(opts.credits * (opts.msg_pkts or opts.slots // opts.credits))]
+        return argv
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
     argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]

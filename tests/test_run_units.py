@@ -396,6 +396,7 @@ def test_baseline_transport_picks_the_ring(capsys: pytest.CaptureFixture[str]) -
                           peers="10.0.1.1:4791,10.0.1.1:4791")
     assert argv[argv.index("--algo") + 1] == "ring-roce"
     assert argv[argv.index("--rank") + 1] == "0,1" and "--rto" not in argv
+    assert argv[argv.index("--window") + 1] == "256"  # the agents': 4 credits x 64 packets
     with pytest.raises(SystemExit):
         parse_args(["--baseline-transport", "rdma"])
     err = capsys.readouterr().err
