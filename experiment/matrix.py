@@ -15,9 +15,11 @@ to run and turns the measurements into cells.
   (``make experiments``) and by ``bench/bench_workloads.py``.
 
 Workers are numbered host by host; a host with ``g`` GPUs runs ``g`` TCP ranks (ring, torus,
-top-k, hybrid), or serves ``g`` in-network workers from one agent (``innetwork``: each GPU
-sends its whole tensor through the host's NIC), or one network worker for the host's sum
-(``innetwork-hier``: NetReduce's hierarchical mode, intra-host links modelled).
+hier, top-k, hybrid), or one process for its ``g`` RoCE ranks (ring-roce, torus-roce,
+hier-roce: they share the host's port 4791), or serves ``g`` in-network workers from one
+agent (``innetwork``: each GPU sends its whole tensor through the host's NIC), or one
+network worker for the host's sum (``innetwork-hier``: NetReduce's hierarchical mode,
+intra-host links modelled).
 """
 
 from __future__ import annotations
