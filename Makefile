@@ -88,6 +88,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \
+	$(if $(baseline),--baseline-transport $(baseline)) \
 	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)) \
 	$(if $(servers),--servers $(servers)) $(if $(ssh_config),--ssh-config $(ssh_config)))
 

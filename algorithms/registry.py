@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 TCP = "tcp"
+ROCE = "roce"
 INNETWORK = "innetwork"
+#: The transports a host-to-host baseline (ring, torus, hier) runs over.
+BASELINE_TRANSPORTS = (TCP, ROCE)
+#: The baselines' transport in comparisons unless asked otherwise (docs/workloads.md,
+#: "Which transport the baselines use").
+DEFAULT_BASELINE_TRANSPORT = TCP
 
 
 class UnknownAlgorithmError(ValueError):
@@ -65,7 +71,9 @@ class Algorithm:
     ``schedule``: ``(Fabric, nbytes, density) -> Schedule`` (sim.schedules). ``sim_name`` is
     the name the simulator and its result files use; None where the algorithm has no
     simulator model. ``training``: the gradient exchanges ``make train`` offers for it
-    (none: training does not run it).
+    (none: training does not run it). ``family``: the algorithm whatever its transport
+    (``ring`` for ``ring`` on TCP and ``ring-roce``; default: ``name``), so that
+    :func:`on_transport` finds one algorithm's version for another transport.
     """
 
     name: str
@@ -78,6 +86,12 @@ class Algorithm:
     cost_model: str | None = None
     schedule: str | None = None
     training: tuple[TrainingExchange, ...] = ()
+    family: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The algorithm whatever its transport (``family``, else the name)."""
+        return self.family or self.name
 
     @property
     def innetwork(self) -> bool:
@@ -130,6 +144,16 @@ REGISTRY: tuple[Algorithm, ...] = (
     Algorithm("hybrid", (), TCP, "workloads.replay:hybrid_reducer",
               label="hybrid (sparse, then torus)", color="tab:brown",
               training=(TrainingExchange("hybrid", "train.exchange:hybrid_exchange"),)),
+    Algorithm("hier", ("hier-ring",), TCP, "workloads.replay:hier_reducer",
+              label="hierarchical ring (TCP)", color="tab:olive"),
+    # the dense baselines over the project's RoCE v2 transport (workloads.rocecomm): the
+    # papers' baseline is NCCL's ring on RoCE; same algorithm code, another transport
+    Algorithm("ring-roce", (), ROCE, "workloads.replay:ring_reducer",
+              label="ring (RoCE)", color="tab:pink", family="ring"),
+    Algorithm("torus-roce", (), ROCE, "workloads.replay:torus_reducer",
+              label="2D torus (RoCE)", color="tab:gray", family="torus"),
+    Algorithm("hier-roce", (), ROCE, "workloads.replay:hier_reducer",
+              label="hierarchical ring (RoCE)", color="tab:cyan", family="hier"),
 )
 
 
@@ -179,6 +203,22 @@ def names(*, transport: str | None = None, simulated: bool = False) -> tuple[str
     return tuple(a.name for a in REGISTRY
                  if (transport is None or a.transport == transport)
                  and (not simulated or a.sim_name is not None))
+
+
+def on_transport(name: str, transport: str) -> Algorithm:
+    """The version of algorithm ``name`` (a name or alias) that runs over ``transport``
+    (``ring`` and ``roce`` -> ``ring-roce``); ValueError naming the value when the
+    transport is unknown or the algorithm has no version on it."""
+    if transport not in BASELINE_TRANSPORTS + (INNETWORK,):
+        raise ValueError(f"transport {transport!r}: choose from "
+                         f"{', '.join(BASELINE_TRANSPORTS)}")
+    kind = get(name).kind
+    for alg in REGISTRY:
+        if alg.kind == kind and alg.transport == transport:
+            return alg
+    have = sorted(a.transport for a in REGISTRY if a.kind == kind)
+    raise ValueError(f"transport {transport!r}: algorithm {kind!r} runs over "
+                     f"{', '.join(have)} only")
 
 
 def sim_names() -> tuple[str, ...]:

@@ -15,9 +15,11 @@ to run and turns the measurements into cells.
   (``make experiments``) and by ``bench/bench_workloads.py``.
 
 Workers are numbered host by host; a host with ``g`` GPUs runs ``g`` TCP ranks (ring, torus,
-top-k, hybrid), or serves ``g`` in-network workers from one agent (``innetwork``: each GPU
-sends its whole tensor through the host's NIC), or one network worker for the host's sum
-(``innetwork-hier``: NetReduce's hierarchical mode, intra-host links modelled).
+hier, top-k, hybrid), or one process for its ``g`` RoCE ranks (ring-roce, torus-roce,
+hier-roce: they share the host's port 4791), or serves ``g`` in-network workers from one
+agent (``innetwork``: each GPU sends its whole tensor through the host's NIC), or one
+network worker for the host's sum (``innetwork-hier``: NetReduce's hierarchical mode,
+intra-host links modelled).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from experiment.seams import (
     json_float,
     json_int,
 )
-from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, elems_error
+from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, ROCE_V2_PORT, elems_error
 from vtime import format_rate
 
 if TYPE_CHECKING:
@@ -51,8 +53,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TCP_ALGOS = registry.names(transport=registry.TCP)
+ROCE_ALGOS = registry.names(transport=registry.ROCE)
 INNETWORK_ALGOS = registry.names(transport=registry.INNETWORK)
-ALGOS = TCP_ALGOS + INNETWORK_ALGOS
+ALGOS = TCP_ALGOS + ROCE_ALGOS + INNETWORK_ALGOS
 DEFAULT_MODELS = ("resnet50", "bert-base")
 RING_PORT_BASE = 5600
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -232,7 +235,7 @@ class Launcher:
         g = self.gpus[self.hosts[0]]
         argv = ["--seed", str(self.spec.seed), "--timeout", str(self.spec.timeout_s),
                 "--density", str(self.spec.density)]
-        if algo in TCP_ALGOS:
+        if algo in TCP_ALGOS + ROCE_ALGOS:
             return ["--algo", algo, "--gpus-per-host", str(g)] + argv
         argv = ["--algo", "innetwork", "--elems", str(self.spec.elems)] + argv
         if algo == "innetwork-hier":
@@ -254,6 +257,15 @@ class Launcher:
             for r, h in enumerate(ranks):
                 out[f"{h}#{r}"] = (h, py + verb + self._common(algo) + [
                     "--rank", str(r), "--peers", peers] + self._extra(verb, tag, f"r{r}"))
+            return out, None
+        if algo in ROCE_ALGOS:
+            # one process per host: its ranks share the host's RoCE port (4791)
+            ranks = self.ranks
+            peers = ",".join(f"{self.ips[h]}:{ROCE_V2_PORT}" for h in ranks)
+            for h in dict.fromkeys(ranks):
+                mine = ",".join(str(r) for r, owner in enumerate(ranks) if owner == h)
+                out[h] = (h, py + verb + self._common(algo) + [
+                    "--rank", mine, "--peers", peers] + self._extra(verb, tag, h))
             return out, None
         from controller.jobs import JobRequest
 

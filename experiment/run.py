@@ -36,6 +36,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
+from algorithms import registry
 from experiment.argtypes import int_at_least, seconds_at_least
 from experiment.calibrate import CalibrationError, fixed_cost
 from experiment.dilation import (
@@ -51,7 +52,7 @@ from experiment.dilation import (
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.seams import json_int, json_list, json_object
-from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
+from experiment.session import BASELINES, AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from liveview import add_live_options
 from protocol import netreduce as nr_sizes
@@ -319,26 +320,29 @@ def bottleneck(run: AllreduceRun) -> tuple[bool, str]:
 
 def ideal_ratio(workers: int, elems: int | None = None, spine: bool = False,
                 msg_pkts: int = DEFAULT_SLOTS // DEFAULT_CREDITS,
-                window: int = DEFAULT_SLOTS) -> tuple[float, float | None]:
+                window: int = DEFAULT_SLOTS, roce: bool = False) -> tuple[float, float | None]:
     """The ideal ring / in-network time ratio ``2(P-1)/P`` for ``workers`` = P (ring sends
     2(P-1)/P of the tensor per worker, in-network all of it once), and, with ``elems`` (E),
-    the same corrected for frame sizes (``sim.emulation``'s packet formats): TCP segments
-    against the aggregation packets on in-network's busiest link, the leaf-spine link when
-    the job has a ``spine`` level, else the host link."""
+    the same corrected for frame sizes (``sim.emulation``'s packet formats): the ring's TCP
+    segments (``roce``: its RoCE packets) against the aggregation packets on in-network's
+    busiest link, the leaf-spine link when the job has a ``spine`` level, else the host
+    link."""
     from sim.emulation import ina_payload_share, tcp_payload_share
+    from workloads.rocecomm import payload_share
 
     ideal = 2 * (workers - 1) / workers if workers > 0 else 0.0
     if elems is None:
         return ideal, None
     agg = ina_payload_share(elems, msg_pkts, window, spine)
-    return ideal, ideal * agg / tcp_payload_share()
+    return ideal, ideal * agg / (payload_share() if roce else tcp_payload_share())
 
 
 def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None:
     """"ring / in-network: measured X (ideal 2(P-1)/P = Y, Z with frame sizes)" when both
-    ran and were exact; None otherwise."""
+    ran and were exact (the ring on whichever transport ran); None otherwise."""
     by_algo = {run.algorithm: run for run in result.runs}
-    ring, inn = by_algo.get("ring"), by_algo.get("innetwork")
+    name = next((b for b in BASELINES.values() if b in by_algo), BASELINES[registry.TCP])
+    ring, inn = by_algo.get(name), by_algo.get("innetwork")
     if ring is None or inn is None or not (ring.exact and inn.exact) or inn.seconds <= 0:
         return None
     workers = len(inn.ranks)
@@ -347,8 +351,9 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
                 for part in json_object(job.get("parts")).values())
     msg_pkts = json_int(job.get("msg_pkts", DEFAULT_SLOTS // DEFAULT_CREDITS))
     window = json_int(job.get("credits", DEFAULT_CREDITS)) * msg_pkts
-    ideal, framed = ideal_ratio(workers, elems, spine, msg_pkts, window)
-    text = (f"ring / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
+    roce = name == BASELINES[registry.ROCE]
+    ideal, framed = ideal_ratio(workers, elems, spine, msg_pkts, window, roce=roce)
+    text = (f"{name} / in-network time: {ring.seconds / inn.seconds:.2f} measured, ideal "
             f"2(P-1)/P = {ideal:.2f} for P = {workers}")
     if framed is not None:
         where = "leaf-spine" if spine else "host-link"
@@ -365,9 +370,10 @@ def time_cell(run: AllreduceRun) -> str:
 
 
 def retransmissions_cell(run: AllreduceRun) -> str:
-    """In-network retransmissions, and how many losses the transport saw behind them (NAKs
-    and timeouts that were not spurious); "-" for the ring (TCP's are not counted)."""
-    if run.algorithm != "innetwork":
+    """RoCE retransmissions (in-network, RoCE ring), and how many losses the transport saw
+    behind them (NAKs and timeouts that were not spurious); "-" for the TCP ring (the
+    kernel's are not counted)."""
+    if run.algorithm == BASELINES[registry.TCP]:
         return "-"
     retx = sum(r.retransmissions for r in run.ranks)
     lost = sum(r.loss_seen for r in run.ranks)
@@ -534,6 +540,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
                    f"{nr_sizes.PATH_MTU}-byte path MTU with the tag); "
                    "the default program is built with it, a --program must match it")
+    p.add_argument("--baseline-transport", type=_choice("--baseline-transport",
+                                                        registry.BASELINE_TRANSPORTS),
+                   default=registry.DEFAULT_BASELINE_TRANSPORT, metavar="tcp|roce",
+                   help="transport of the ring all-reduce compared with in-network: tcp "
+                   "(kernel TCP, one process per rank) or roce (the project's RoCE v2, as the "
+                   "in-network agents; the papers' baseline is NCCL's ring on RoCE); default "
+                   f"{registry.DEFAULT_BASELINE_TRANSPORT} (docs/workloads.md says why)")
     p.add_argument("--credits", type=_positive,
                    help=f"the aggregation job's credits (default: the file's job, else "
                    f"{DEFAULT_CREDITS})")
@@ -676,8 +689,11 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
     elements = args.elements
     if elements is None:
         elements = default_elements(topo.spec, DEFAULT_ELEMENTS) if topo else DEFAULT_ELEMENTS
+    transport = getattr(args, "baseline_transport", registry.DEFAULT_BASELINE_TRANSPORT)
+    baseline = BASELINES[transport]
     opts = ExperimentOptions(elements=elements, elems=args.elems, credits=credits,
                              slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
+                             algorithms=("innetwork", baseline),
                              job_name=job.name if job is not None else "allreduce",
                              measure_seconds=args.link_check_seconds)
     if dilation is None or topo is None:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from algorithms import registry
 from controller.errors import ControllerError
 from controller.jobs import JobRequest
 from experiment.fidelity import (
@@ -64,7 +65,10 @@ from vtime import format_rate
 
 log = logging.getLogger(__name__)
 
-ALGORITHMS = ("innetwork", "ring")
+#: The ring baseline on each transport (``--baseline-transport``; algorithms.registry).
+BASELINES = {registry.TCP: "ring", registry.ROCE: "ring-roce"}
+ALGORITHMS = ("innetwork", BASELINES[registry.DEFAULT_BASELINE_TRANSPORT])
+KNOWN_ALGORITHMS = ("innetwork", *BASELINES.values())
 RESULTS_DIR = "results"
 RESULT_FILE = "experiment.json"
 # In-network timer bounds (lowest, highest) per switch target where the agents' defaults
@@ -101,7 +105,7 @@ class ExperimentOptions:
     elems: int = nr_sizes.PROGRAM_ELEMS  # NR_ELEMS of the program the switches run
     iters: int = 1  # timed all-reduces per run (each rank reports their mean)
     timeout_s: float = 120.0
-    ring_port: int = 5400  # rank r listens on ring_port + r
+    ring_port: int = 5400  # rank r listens on ring_port + r (TCP ring)
     hosts: tuple[str, ...] | None = None  # the job's hosts; None: every host with GPUs
     root: str | None = None  # the aggregation tree's root; None: the controller chooses
     measure_seconds: float = 3.0  # UDP load test first host -> last host; 0 to skip
@@ -358,21 +362,30 @@ def udp_flows(network: ExperimentNetwork | RunningNetwork, src: str, dst: str, s
 # ----------------------------------------------------------------------------- all-reduce
 
 
-def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | None = None,
+def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None = None,
                    peers: str | None = None, host: str | None = None,
                    plan_path: Path | None = None) -> list[str]:
-    """``python -m workloads allreduce ...`` for one ring rank (``rank``, ``peers``) or one
-    host's in-network agent (``host``, ``plan_path``); ``--check`` makes each worker compare
-    its result with the exact sum of every rank's deterministic input."""
+    """``python -m workloads allreduce ...`` for one TCP ring rank (``rank``, ``peers``), one
+    host's RoCE ring ranks (``rank`` may list several: ``"0,1"``) or one host's in-network
+    agent (``host``, ``plan_path``); ``--check`` makes each worker compare its result with
+    the exact sum of every rank's deterministic input. The RoCE ring keeps its own timer
+    bounds (``workloads.rocecomm``): the agents' are set for connections whose results
+    restart their timers (``Requester.note_arrived``), and below a full window's queueing
+    delay on a slow link they fired spuriously (2 of 3 timeouts per rank in a 3 Mbit/s
+    spine-leaf run)."""
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
     if opts.tdf != 1:
         argv += ["--tdf", f"{opts.tdf:g}"]
-    if algo == "ring":
+    if algo in BASELINES.values():
         if rank is None or peers is None:
             raise ExperimentError("a ring rank needs its rank and the peers")
-        return argv + ["--rank", str(rank), "--peers", peers]
+        argv += ["--rank", str(rank), "--peers", peers]
+        if algo == BASELINES[registry.ROCE]:
+            # the agents' window (credits x packets per message): like for like
+            argv += ["--window", str(opts.credits * (opts.msg_pkts or opts.slots // opts.credits))]
+        return argv
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
     argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
@@ -447,8 +460,9 @@ def aggregation_counters(controller: CounterReader, plan: JsonObject,
 def run_allreduce(network: ExperimentNetwork | RunningNetwork,
                   controller: CounterReader | None, plan: JsonObject, algo: str,
                   opts: ExperimentOptions, plan_path: Path) -> AllreduceRun:
-    """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: ring, one
-    process per rank; in-network, one agent per host serving that host's workers.
+    """One all-reduce of every worker's tensor, ranks and hosts as in the job plan: TCP ring,
+    one process per rank; RoCE ring, one process per host (its ranks share port 4791);
+    in-network, one agent per host serving that host's workers.
     ``network``: an :class:`ExperimentNetwork` or a running network; ``controller`` (None:
     the lifecycle's) reads the port counters."""
     lab = lifecycle(network)  # ``controller`` is passed to each read below
@@ -456,11 +470,16 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     workers = sorted(map(json_object, json_list(plan["workers"])),
                      key=lambda w: json_int(w["rank"]))
     commands: dict[str, tuple[str, list[str]]] = {}
-    if algo == "ring":
+    if algo == BASELINES[registry.TCP]:
         peers = ",".join(f"{w['ip']}:{opts.ring_port + json_int(w['rank'])}" for w in workers)
         for w in workers:
             commands[f"{w['host']}#{w['rank']}"] = (
                 str(w["host"]), allreduce_argv(algo, opts, rank=json_int(w["rank"]), peers=peers))
+    elif algo == BASELINES[registry.ROCE]:
+        peers = ",".join(f"{w['ip']}:{nr_sizes.ROCE_V2_PORT}" for w in workers)
+        for host in dict.fromkeys(str(w["host"]) for w in workers):
+            mine = ",".join(str(w["rank"]) for w in workers if w["host"] == host)
+            commands[host] = (host, allreduce_argv(algo, opts, rank=mine, peers=peers))
     else:
         for host in dict.fromkeys(str(w["host"]) for w in workers):
             commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
@@ -537,10 +556,10 @@ def undilated_clock_notes(tdf: float, target: str, algorithms: Sequence[str]) ->
 
 def check_algorithms(algorithms: Sequence[str]) -> None:
     """Refuses a run naming an algorithm the registry does not know, before anything starts."""
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
     if unknown:
         raise ExperimentError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
-                              f"{', '.join(ALGORITHMS)}")
+                              f"{', '.join(KNOWN_ALGORITHMS)}")
 
 
 def run_job(lab: ExperimentNetwork, network: ExperimentNetwork | RunningNetwork,

@@ -39,11 +39,13 @@ from experiment.session import (
     collect,
     with_target_timers,
 )
+from sim.emulation import tcp_payload_share
 from topo import hostcmd
 from topo.model import Topology, describe
 from topo.network import bundle_device_config
 from topo.nodes import ProgramBuild
 from topo.topologies import DEFAULT_HOST_BW_BPS, SpineLeafTopo
+from workloads.rocecomm import payload_share
 
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
 
@@ -387,6 +389,40 @@ def test_allreduce_argv_for_ring_and_innetwork(tmp_path: Path) -> None:
     assert inn[inn.index("--job") + 1] == str(tmp_path / "job.json")
     assert inn[inn.index("--host") + 1] == "h2" and "--peers" not in inn
     assert "--rto" not in inn and "--max-rto" not in inn  # the agent's own defaults
+
+
+def test_baseline_transport_picks_the_ring(capsys: pytest.CaptureFixture[str]) -> None:
+    """--baseline-transport: TCP by default, roce runs ring-roce beside in-network (one
+    process per host, its ranks listed, port 4791, the ring's own timers); a bad value
+    names the option and the value."""
+    assert experiment_options(parse_args([])).algorithms == ("innetwork", "ring")
+    opts = experiment_options(parse_args(["--baseline-transport", "roce"]))
+    assert opts.algorithms == ("innetwork", "ring-roce")
+    argv = allreduce_argv("ring-roce", with_target_timers(opts, "bmv2"), rank="0,1",
+                          peers="10.0.1.1:4791,10.0.1.1:4791")
+    assert argv[argv.index("--algo") + 1] == "ring-roce"
+    assert argv[argv.index("--rank") + 1] == "0,1" and "--rto" not in argv
+    assert argv[argv.index("--window") + 1] == "256"  # the agents': 4 credits x 64 packets
+    with pytest.raises(SystemExit):
+        parse_args(["--baseline-transport", "rdma"])
+    err = capsys.readouterr().err
+    assert "--baseline-transport 'rdma': choose from tcp, roce" in err
+
+
+def test_ratio_line_names_the_roce_ring_and_its_frames() -> None:
+    """With the ring on RoCE the ratio line says so and corrects the ideal for RoCE frames
+    (1024 of 1082 bytes, an ACK every 16 packets) instead of TCP's."""
+    job: JsonObject = {"name": "allreduce", "parts": {"l1": {"role": "root"}}}
+    inn, ring = _run("innetwork", seconds=1.0), _run("ring-roce", seconds=1.5)
+    line = ratio_line(ExperimentResult(job, (inn, ring)), elems=64)
+    assert line is not None and line.startswith("ring-roce / in-network time: 1.50 measured")
+    tcp_ideal = ideal_ratio(2, 64)[1]
+    roce_ideal = ideal_ratio(2, 64, roce=True)[1]
+    assert tcp_ideal is not None and roce_ideal is not None
+    assert roce_ideal / tcp_ideal == pytest.approx(tcp_payload_share() / payload_share())
+    assert payload_share() == pytest.approx(1024 / (1082 + 62 / 16))
+    assert f"({roce_ideal:.2f} counting frame sizes" in line
+    assert retransmissions_cell(ring) == "0"  # RoCE counts its retransmissions
 
 
 def test_bmv2_runs_give_the_agents_wider_timer_bounds(tmp_path: Path) -> None:

@@ -66,6 +66,15 @@ def test_dense_tcp_collective_is_exact(launcher: Launcher, algo: str) -> None:
     assert cell.workers == 8 and cell.bytes_sent > 0
 
 
+def test_ring_over_roce_is_exact(launcher: Launcher) -> None:
+    """The ring over the RoCE v2 transport: 8 ranks, two per host sharing the host's port
+    4791, cross the P4 switches as ordinary routed RoCE (their QPs are in no job's
+    conn_table) and every rank gets the exact sum."""
+    cell = _with(launcher).allreduce("ring-roce", SIZE)
+    _assert_exact(cell)
+    assert cell.workers == 8 and cell.bytes_sent > 0
+
+
 @pytest.mark.parametrize("algo", ["topk", "hybrid"])
 def test_sparse_collective_matches_reference(launcher: Launcher, algo: str) -> None:
     """HiTopKComm (and the hybrid schedule's sparse epoch) equal hitopk_reference exactly."""

@@ -117,8 +117,10 @@ def test_make_reducer_rejects_bad_requests() -> None:
     """Unknown algorithms and missing transports are clear ValueErrors."""
     with pytest.raises(ValueError, match="unknown algorithm"):
         make_reducer("butterfly")
-    with pytest.raises(ValueError, match="needs a TCP communicator"):
+    with pytest.raises(ValueError, match="ring needs a point-to-point communicator"):
         make_reducer("ring")
+    with pytest.raises(ValueError, match="topk needs a TCP communicator"):
+        make_reducer("topk")
     with pytest.raises(ValueError, match="needs an aggregation channel"):
         make_reducer("innetwork")
 

@@ -7,8 +7,11 @@
         --out r0.json
     python -m workloads plot results/*.json --out replay.png
 
-TCP algorithms (ring, torus, topk, hybrid) run one process per rank and need every rank's
-``host:port``. In-network runs one agent per host (it owns UDP port 4791) serving all the
+TCP algorithms (ring, torus, hier, topk, hybrid) run one process per rank and need every
+rank's ``host:port``. Their RoCE v2 versions (ring-roce, torus-roce, hier-roce) run one
+process per host address (its UDP port, 4791 on a network, is shared by the ranks there):
+``--rank`` lists the host's ranks and ``--peers`` gives every rank's ``host:port``.
+In-network runs one agent per host (it owns UDP port 4791) serving all the
 host's workers of the job plan (``python -m controller job show NAME --json > plan.json``);
 ``--hierarchical`` sums ``--gpus`` modelled GPUs per host first over ``--intra-bw``.
 Inputs are deterministic per rank (``--seed``), so ``--check`` can verify the result exactly.
@@ -28,8 +31,8 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.random import default_rng
@@ -39,7 +42,7 @@ from algorithms import registry
 from protocol.netreduce import PROGRAM_ELEMS
 from vtime import VirtualClock, parse_tdf, rate_arg
 from workloads.agent import HostAgent, load_job, local_ranks
-from workloads.comm import CommError, Communicator
+from workloads.comm import CommError, Communicator, PointToPoint
 from workloads.errors import WorkloadError
 from workloads.innetwork import (
     AGG_MAX_RTO,
@@ -61,13 +64,23 @@ from workloads.results import (
     write_json,
 )
 from workloads.roce import ROCE_V2_PORT
+from workloads.rocecomm import (
+    DEFAULT_MAX_RTO,
+    DEFAULT_RTO,
+    DEFAULT_WINDOW,
+    RoceCommunicator,
+    open_ranks,
+    run_local,
+)
 from workloads.schedule import SPARSE, make_schedule
 from workloads.sparse import block_hosts, hitopk_reference
 
 log = logging.getLogger("workloads")
+T = TypeVar("T")
 
 TCP_ALGOS = registry.names(transport=registry.TCP)
-ALL_ALGOS = TCP_ALGOS + ("innetwork",)
+ROCE_ALGOS = registry.names(transport=registry.ROCE)
+ALL_ALGOS = TCP_ALGOS + ROCE_ALGOS + ("innetwork",)
 
 
 def parse_algo(text: str) -> str:
@@ -144,6 +157,9 @@ def _tcp_comm(args: argparse.Namespace, clock: VirtualClock) -> Communicator:
     if args.rank is None or not args.peers:
         raise UsageError(f"--algo {args.algo} needs --rank and --peers")
     peers = parse_peers(args.peers)
+    if len(args.rank) != 1:
+        raise UsageError(f"--rank {','.join(map(str, args.rank))}: a TCP rank runs alone "
+                         "(one process per rank)")
     rank = args.rank[0]
     try:
         return Communicator(rank, peers, timeout=args.timeout, connect_timeout=args.timeout,
@@ -152,13 +168,41 @@ def _tcp_comm(args: argparse.Namespace, clock: VirtualClock) -> Communicator:
         raise UsageError(f"cannot connect rank {rank}: {err}") from None
 
 
+def _run_p2p(args: argparse.Namespace, clock: VirtualClock,
+             work: Callable[[PointToPoint], T]) -> list[T]:
+    """``work(comm)`` for this process's ranks: the one TCP rank, or every local RoCE rank
+    (in threads, sharing the host's endpoint, which is drained and closed afterwards)."""
+    if args.algo in TCP_ALGOS:
+        with _tcp_comm(args, clock) as comm:
+            return [work(comm)]
+    if args.rank is None or not args.peers:
+        raise UsageError(f"--algo {args.algo} needs --rank and --peers")
+    peers = parse_peers(args.peers)
+    try:
+        host, comms = open_ranks(args.rank, peers, clock=clock, timeout=args.timeout,
+                                 window=args.window or DEFAULT_WINDOW,
+                                 rto=DEFAULT_RTO if args.rto is None else args.rto,
+                                 max_rto=DEFAULT_MAX_RTO if args.max_rto is None
+                                 else args.max_rto)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    with host:
+        return run_local(comms, work, args.timeout * (max(1, getattr(args, "iters", 1)) + 2))
+
+
+def _transport_counts(comm: PointToPoint) -> dict[str, int]:
+    """A RoCE rank's retransmissions, timeouts and NAKs (TCP's are the kernel's: none)."""
+    return comm.transport_stats() if isinstance(comm, RoceCommunicator) else {}
+
+
 def _agent(args: argparse.Namespace, clock: VirtualClock) -> HostAgent:
     if not args.job:
         raise UsageError("--algo innetwork needs --job PLAN.json (controller job show --json)")
     job = load_job(args.job, elems=args.elems, first_psn=args.first_psn)
     ranks = local_ranks(job, args.host, args.rank)
     bind = (args.bind, args.port) if args.bind else None
-    return HostAgent(job, ranks, bind=bind, rto=args.rto, max_rto=args.max_rto,
+    return HostAgent(job, ranks, bind=bind, rto=AGG_RTO if args.rto is None else args.rto,
+                     max_rto=AGG_MAX_RTO if args.max_rto is None else args.max_rto,
                      dead_after=args.dead_after,
                      timeout=args.timeout, window=args.window, clock=clock)
 
@@ -187,23 +231,33 @@ def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | No
     }
 
 
-def _tcp_allreduce(args: argparse.Namespace, clock: VirtualClock) -> dict[str, Any]:
-    """This rank's timed all-reduces over TCP (ring, tree, hybrid ...): its summary."""
-    with _tcp_comm(args, clock) as comm:
+def _p2p_allreduce(args: argparse.Namespace, clock: VirtualClock) -> list[dict[str, Any]]:
+    """This process's ranks' timed all-reduces over TCP or RoCE (ring, torus, hybrid ...):
+    one summary per rank."""
+
+    def work(comm: PointToPoint) -> dict[str, Any]:
         reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
                                density=args.density, sparse_epochs=args.sparse_epochs)
         x = make_input(comm.rank, args.size, args.dtype, args.seed)
         stats, result = [], x
         comm.barrier()
+        before = _transport_counts(comm)
         meter = CpuMeter(clock)
         for i in range(args.iters):
             result, st = reducer(x, args.epoch if args.algo == "hybrid" else i, 0)
             stats.append(st)
         load = meter.stop()
+        after = _transport_counts(comm)
         ok = bool(np.array_equal(result, expected_result(args, comm.size))) \
             if args.check else None
         comm.barrier()
-        return _summary(args.algo, comm.rank, comm.size, stats, ok, load, clock.tdf)
+        row = _summary(args.algo, comm.rank, comm.size, stats, ok, load, clock.tdf)
+        row.update({k: v - before[k] for k, v in after.items()})
+        if after:  # everything resent, the barriers included
+            row["retransmissions_all"] = _transport_counts(comm)["retransmissions"]
+        return row
+
+    return _run_p2p(args, clock, work)
 
 
 def _innetwork_allreduce(args: argparse.Namespace, clock: VirtualClock) -> list[dict[str, Any]]:
@@ -253,8 +307,8 @@ def cmd_allreduce(args: argparse.Namespace) -> int:
     """Every rank (or agent) lines up at a barrier, then the timed calls run; CPU use is
     measured over the timed calls only (not imports, connection set-up or the check)."""
     clock = VirtualClock(args.tdf)
-    if args.algo in TCP_ALGOS:
-        rows = [_tcp_allreduce(args, clock)]
+    if args.algo in TCP_ALGOS + ROCE_ALGOS:
+        rows = _p2p_allreduce(args, clock)
     else:
         rows = _innetwork_allreduce(args, clock)
     for row in rows:
@@ -276,15 +330,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
                           seed=args.seed, timeout=args.timeout)
     clock = VirtualClock(args.tdf)
     records: list[RunRecord] = []
-    if args.algo in TCP_ALGOS:
-        with _tcp_comm(args, clock) as comm:
+    if args.algo in TCP_ALGOS + ROCE_ALGOS:
+
+        def p2p_work(comm: PointToPoint) -> RunRecord:
             reducer = make_reducer(args.algo, comm=comm, gpus_per_host=args.gpus_per_host,
                                    density=args.density, sparse_epochs=args.sparse_epochs,
                                    iters_per_epoch=args.iters_per_epoch)
-            records.append(replay(profile, reducer, config, algorithm=args.algo,
-                                  rank=comm.rank, workers=comm.size, barrier=comm.barrier,
-                                  scale=args.scale, clock=clock))
+            record = replay(profile, reducer, config, algorithm=args.algo, rank=comm.rank,
+                            workers=comm.size, barrier=comm.barrier, scale=args.scale,
+                            clock=clock)
             comm.barrier()
+            return record
+
+        records.extend(_run_p2p(args, clock, p2p_work))
     else:
         algo = "innetwork-hier" if args.hierarchical else "innetwork"
         intra = intra_host(args)
@@ -328,10 +386,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--algo", type=parse_algo, required=True,
                    help=f"one of {', '.join(ALL_ALGOS)} (or an alias: ina, hitopk, ...)")
     p.add_argument("--rank", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                   help="this process's rank (TCP) or the local ranks served (in-network)")
-    p.add_argument("--peers", help="TCP: HOST:PORT of every rank, in rank order")
+                   help="this process's rank (TCP) or the local ranks served (RoCE, "
+                   "in-network)")
+    p.add_argument("--peers", help="TCP and RoCE: HOST:PORT of every rank, in rank order")
     p.add_argument("--gpus-per-host", type=int, default=1,
-                   help="TCP: consecutive ranks per host (torus rows, top-k hosts)")
+                   help="TCP and RoCE: consecutive ranks per host (torus rows, hierarchical "
+                   "ring hosts, top-k hosts)")
     p.add_argument("--density", type=float, default=0.01, help="top-k density")
     p.add_argument("--sparse-epochs", type=int, default=1, help="hybrid: sparse epochs")
     p.add_argument("--job", help="in-network: the job plan JSON")
@@ -341,13 +401,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--elems", type=int, default=PROGRAM_ELEMS,
                    help="NR_ELEMS of the switch program")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
-    p.add_argument("--rto", type=float, default=AGG_RTO,
-                   help="in-network: lowest retransmission timeout (emulated s)")
-    p.add_argument("--max-rto", type=float, default=AGG_MAX_RTO,
-                   help="in-network: highest retransmission timeout and backoff (emulated s)")
+    p.add_argument("--rto", type=float, default=None,
+                   help="in-network and RoCE: lowest retransmission timeout (emulated s; "
+                        f"default in-network {AGG_RTO:g}, RoCE {DEFAULT_RTO:g})")
+    p.add_argument("--max-rto", type=float, default=None,
+                   help="in-network and RoCE: highest retransmission timeout and backoff "
+                        f"(emulated s; default in-network {AGG_MAX_RTO:g}, RoCE "
+                        f"{DEFAULT_MAX_RTO:g})")
     p.add_argument("--window", type=int, default=None,
-                   help="in-network: packets in flight per connection (default: the job's "
-                        "credits x packets per message)")
+                   help="in-network and RoCE: packets in flight per connection (default: the "
+                        f"job's credits x packets per message; RoCE {DEFAULT_WINDOW})")
     p.add_argument("--dead-after", type=float, default=None,
                    help="in-network: fail a connection after this long without progress "
                         "(emulated s; default 30 s of real time, however dilated)")

@@ -1,4 +1,6 @@
-"""Dense all-reduce baselines over a :class:`~workloads.comm.Communicator`.
+"""Dense all-reduce baselines over any :class:`~workloads.comm.PointToPoint` transport: the
+TCP :class:`~workloads.comm.Communicator` or the RoCE v2
+:class:`~workloads.rocecomm.RoceCommunicator` (each algorithm is written once, for both).
 
 * :func:`ring_allreduce` - reduce-scatter then all-gather around a ring: ``2(P-1)`` steps,
   each rank sends and receives ``2(P-1)/P · n`` bytes.
@@ -6,6 +8,11 @@
   rows are ``cols`` consecutive ranks (one host's GPUs when ranks are numbered host by host):
   reduce-scatter along each row, all-reduce of the row's shard along each column, all-gather
   along each row. Only ``1/cols`` of the tensor crosses the column (inter-host) links.
+* :func:`hierarchical_ring_allreduce` - the leader-based hierarchical ring (the shape of
+  Horovod's hierarchical all-reduce): each host's ranks reduce onto the host's first rank
+  (a ring reduce-scatter inside the host, the shards gathered at the leader), the leaders
+  run the ring all-reduce across hosts, and each leader sends the result to its host's
+  ranks. One rank per host talks across the network.
 
 Every collective returns ``(result, CollectiveStats)``; the result has the input's shape and
 dtype and is bitwise identical on all ranks (each element is reduced on exactly one rank, in
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workloads.comm import Communicator, Traffic
+from workloads.comm import PointToPoint, Traffic
 
 PHASE_SHIFT = 16  # tag = op base + (phase << PHASE_SHIFT) + step
 
@@ -46,7 +53,7 @@ class StatsMeter:
     """Measures traffic and (emulated) time of one collective call on one rank, phase by
     phase, on the communicator's clock."""
 
-    def __init__(self, comm: Communicator, algorithm: str, ranks: int, elements: int) -> None:
+    def __init__(self, comm: PointToPoint, algorithm: str, ranks: int, elements: int) -> None:
         self._comm = comm
         self._algorithm = algorithm
         self._ranks = ranks
@@ -94,7 +101,7 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _position(comm: Communicator, group: Sequence[int]) -> int:
+def _position(comm: PointToPoint, group: Sequence[int]) -> int:
     if len(set(group)) != len(group):
         raise ValueError(f"group {list(group)} lists a rank twice")
     if any(not 0 <= r < comm.size for r in group):
@@ -106,7 +113,7 @@ def _position(comm: Communicator, group: Sequence[int]) -> int:
 
 
 def reduce_scatter_inplace(
-    comm: Communicator, flat: np.ndarray, group: Sequence[int], tag: int
+    comm: PointToPoint, flat: np.ndarray, group: Sequence[int], tag: int
 ) -> tuple[int, int]:
     """Ring reduce-scatter of the 1-D ``flat`` over ``group``, in place.
 
@@ -128,7 +135,7 @@ def reduce_scatter_inplace(
     return bounds[(pos + 1) % p]
 
 
-def allgather_inplace(comm: Communicator, flat: np.ndarray, group: Sequence[int], tag: int) -> None:
+def allgather_inplace(comm: PointToPoint, flat: np.ndarray, group: Sequence[int], tag: int) -> None:
     """Ring all-gather in place, where the rank at ``position`` holds chunk ``(position+1) % P``
     (the layout :func:`reduce_scatter_inplace` leaves)."""
     p = len(group)
@@ -152,7 +159,7 @@ def _flat_copy(x: np.ndarray) -> np.ndarray:
 
 
 def ring_allreduce(
-    comm: Communicator, x: np.ndarray, group: Sequence[int] | None = None
+    comm: PointToPoint, x: np.ndarray, group: Sequence[int] | None = None
 ) -> tuple[np.ndarray, CollectiveStats]:
     """Element-wise sum of ``x`` over ``group`` (default: all ranks) with the ring algorithm."""
     ranks = list(range(comm.size)) if group is None else list(group)
@@ -175,7 +182,7 @@ def torus_groups(rank: int, rows: int, cols: int) -> tuple[list[int], list[int]]
 
 
 def torus2d_allreduce(
-    comm: Communicator, x: np.ndarray, rows: int, cols: int
+    comm: PointToPoint, x: np.ndarray, rows: int, cols: int
 ) -> tuple[np.ndarray, CollectiveStats]:
     """Element-wise sum of ``x`` over all ranks with the 2D-torus algorithm (``rows·cols = P``)."""
     if rows * cols != comm.size:
@@ -192,4 +199,40 @@ def torus2d_allreduce(
     meter.phase("column_allreduce")
     allgather_inplace(comm, flat, row, base + (3 << PHASE_SHIFT))
     meter.phase("row_allgather")
+    return flat.reshape(np.shape(x)), meter.finish()
+
+
+def hierarchical_ring_allreduce(
+    comm: PointToPoint, x: np.ndarray, gpus_per_host: int
+) -> tuple[np.ndarray, CollectiveStats]:
+    """Element-wise sum of ``x`` over all ranks with the leader-based hierarchical ring;
+    ranks are numbered host by host, ``gpus_per_host`` consecutive ranks per host."""
+    g = gpus_per_host
+    if g < 1 or comm.size % g:
+        raise ValueError(f"gpus_per_host {g} does not divide {comm.size} ranks")
+    first = comm.rank - comm.rank % g
+    local = list(range(first, first + g))
+    leaders = list(range(0, comm.size, g))
+    flat = _flat_copy(x)
+    meter = StatsMeter(comm, "hier", comm.size, flat.size)
+    base = comm.next_op_tag()
+    lo, hi = reduce_scatter_inplace(comm, flat, local, base)
+    bounds = chunk_bounds(flat.size, g)
+    if comm.rank != first:
+        comm.send(first, flat[lo:hi], base + (1 << PHASE_SHIFT))
+    else:
+        for pos in range(1, g):
+            s_lo, s_hi = bounds[(pos + 1) % g]
+            flat[s_lo:s_hi] = comm.recv(first + pos, base + (1 << PHASE_SHIFT))
+    meter.phase("intra_reduce")
+    if comm.rank == first:
+        reduce_scatter_inplace(comm, flat, leaders, base + (2 << PHASE_SHIFT))
+        allgather_inplace(comm, flat, leaders, base + (3 << PHASE_SHIFT))
+    meter.phase("inter_allreduce")
+    if comm.rank == first:
+        for member in local[1:]:
+            comm.send(member, flat, base + (4 << PHASE_SHIFT))
+    else:
+        flat[:] = comm.recv(first, base + (4 << PHASE_SHIFT))
+    meter.phase("intra_broadcast")
     return flat.reshape(np.shape(x)), meter.finish()

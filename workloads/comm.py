@@ -41,6 +41,7 @@ import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -106,6 +107,39 @@ class Traffic:
             self.messages_sent - other.messages_sent,
             self.messages_received - other.messages_received,
         )
+
+
+class PointToPoint(Protocol):
+    """What the collectives need of a transport: tagged numpy send/receive between the
+    ranks of a job, tag bases per call, traffic counters and the clock. Implemented by
+    :class:`Communicator` (TCP) and :class:`workloads.rocecomm.RoceCommunicator` (RoCE v2),
+    so each algorithm is written once for both."""
+
+    rank: int
+    size: int
+    clock: VirtualClock
+
+    def send(self, dst: int, array: np.ndarray, tag: int) -> None: ...
+
+    def recv(self, src: int, tag: int, timeout: float | None = None) -> np.ndarray: ...
+
+    def next_op_tag(self) -> int: ...
+
+    def traffic(self) -> Traffic: ...
+
+    def barrier(self) -> None: ...
+
+
+def dissemination_barrier(comm: PointToPoint) -> None:
+    """Return once every rank of ``comm`` has entered (dissemination algorithm: ceil(log2 P)
+    rounds of empty messages)."""
+    base = comm.next_op_tag()
+    token = np.zeros(0, dtype=np.uint8)
+    distance, step = 1, 0
+    while distance < comm.size:
+        comm.send((comm.rank + distance) % comm.size, token, base + step)
+        comm.recv((comm.rank - distance) % comm.size, base + step)
+        distance, step = distance * 2, step + 1
 
 
 def listen(address: Address, backlog: int = 64) -> socket.socket:
@@ -407,13 +441,7 @@ class Communicator:
 
     def barrier(self) -> None:
         """Return once every rank has entered the barrier (dissemination algorithm)."""
-        base = self.next_op_tag()
-        token = np.zeros(0, dtype=np.uint8)
-        distance, step = 1, 0
-        while distance < self.size:
-            self.send((self.rank + distance) % self.size, token, base + step)
-            self.recv((self.rank - distance) % self.size, base + step)
-            distance, step = distance * 2, step + 1
+        dissemination_barrier(self)
 
     # -- teardown -----------------------------------------------------------------------
 

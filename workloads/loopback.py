@@ -1,7 +1,9 @@
-"""Run a P-rank job as threads of one process on 127.0.0.1 (tests, quick benchmarks).
+"""Run a P-rank job as threads of one process on loopback (tests, quick benchmarks).
 
-Each rank gets its own :class:`~workloads.comm.Communicator` over real TCP sockets on the
-loopback interface; listeners are bound to port 0 first, so parallel jobs never race for ports.
+:func:`run_ranks`: each rank gets its own :class:`~workloads.comm.Communicator` over real TCP
+sockets on 127.0.0.1; listeners are bound to port 0 first, so parallel jobs never race for
+ports. :func:`run_roce_ranks`: the same over RoCE v2
+(:class:`~workloads.rocecomm.RoceCommunicator`), one endpoint per rank.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TypeVar
 from vtime import REAL_TIME, VirtualClock
 from workloads.comm import CommError, Communicator, listen
 from workloads.errors import WorkloadError
+from workloads.rocecomm import RoceCommunicator, RoceHost, run_local
 
 T = TypeVar("T")
 
@@ -68,3 +71,29 @@ def run_ranks(
         rank, first = failed[0]
         raise RankFailed(f"rank {rank} failed: {first!r} ({len(failed)} ranks failed)") from first
     return [r for r in results]  # type: ignore[misc]
+
+
+def run_roce_ranks(
+    size: int,
+    work: Callable[[RoceCommunicator], T],
+    timeout: float = 20.0,
+    clock: VirtualClock = REAL_TIME,
+    hosts: Callable[[int], str] = lambda rank: f"127.0.0.{2 + rank}",
+) -> list[T]:
+    """Call ``work(comm)`` on ``size`` RoCE ranks in threads, each with its own endpoint
+    (its own "NIC") on its own loopback address ``hosts(rank)`` (127.0.0.2, 127.0.0.3, ...:
+    all of 127/8 reaches the loopback interface), bound to a free port; returns each rank's
+    result, in rank order. Every endpoint is drained and closed whatever happens."""
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    nics: list[RoceHost] = []
+    try:
+        for rank in range(size):
+            nics.append(RoceHost((hosts(rank), 0), clock=clock))
+        addresses = [nic.address for nic in nics]
+        comms = [nic.communicator(r, addresses, timeout=timeout)
+                 for r, nic in enumerate(nics)]
+        return run_local(comms, work, 2 * timeout)
+    finally:
+        for nic in nics:
+            nic.close(drain_timeout=timeout)

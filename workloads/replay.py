@@ -8,9 +8,10 @@ ends when the backward pass and every bucket's all-reduce are done. Compute is *
 (slept: the hosts have no GPUs); communication is real traffic through the emulated network.
 
 Any algorithm can be replayed through a :data:`Reducer`; :func:`make_reducer` builds one for
-ring, 2D torus, HiTopKComm (``topk``), the hybrid schedule and in-network (flat or
-hierarchical). The result is a :class:`~workloads.results.RunRecord` with the CPU load of the
-process and its "not network-bound" flag.
+ring, 2D torus and hierarchical ring (each over TCP or RoCE), HiTopKComm (``topk``), the
+hybrid schedule and in-network (flat or hierarchical). The result is a
+:class:`~workloads.results.RunRecord` with the CPU load of the process and its "not
+network-bound" flag.
 
 Time dilation: the replay's clock (the same :class:`vtime.VirtualClock` as its reducer's
 communicator or agent) spends the modelled compute, ``TDF`` times as long in real time as
@@ -32,8 +33,8 @@ from numpy.random import default_rng
 
 from algorithms import registry
 from vtime import REAL_TIME, VirtualClock
-from workloads.collectives import ring_allreduce, torus2d_allreduce
-from workloads.comm import Communicator
+from workloads.collectives import hierarchical_ring_allreduce, ring_allreduce, torus2d_allreduce
+from workloads.comm import Communicator, PointToPoint
 from workloads.innetwork import (
     AggregationChannel,
     IntraHost,
@@ -75,10 +76,11 @@ class ReplayConfig:
 
 @dataclass(frozen=True)
 class ReducerInputs:
-    """What a reducer factory may use: a TCP communicator (ranks numbered host by host,
-    ``gpus_per_host`` per host) or an aggregation channel, and the algorithms' options."""
+    """What a reducer factory may use: a point-to-point communicator, TCP or RoCE (ranks
+    numbered host by host, ``gpus_per_host`` per host), or an aggregation channel, and the
+    algorithms' options. The sparse algorithms need the TCP :class:`Communicator`."""
 
-    comm: Communicator | None = None
+    comm: PointToPoint | None = None
     channel: AggregationChannel | None = None
     gpus_per_host: int = 1
     density: float = 0.01
@@ -86,8 +88,13 @@ class ReducerInputs:
     iters_per_epoch: int = 1
     intra: IntraHost | None = None
 
-    def need_comm(self, algorithm: str) -> Communicator:
+    def need_comm(self, algorithm: str) -> PointToPoint:
         if self.comm is None:
+            raise ValueError(f"{algorithm} needs a point-to-point communicator (peers)")
+        return self.comm
+
+    def need_tcp(self, algorithm: str) -> Communicator:
+        if not isinstance(self.comm, Communicator):
             raise ValueError(f"{algorithm} needs a TCP communicator (peers)")
         return self.comm
 
@@ -110,13 +117,13 @@ def _residuals() -> Callable[[int, np.ndarray], np.ndarray]:
 
 
 def ring_reducer(inp: ReducerInputs) -> Reducer:
-    """Flat ring over all ranks (TCP)."""
+    """Flat ring over all ranks (TCP or RoCE: the communicator's)."""
     comm = inp.need_comm("ring")
     return lambda x, it, b: ring_allreduce(comm, x)
 
 
 def torus_reducer(inp: ReducerInputs) -> Reducer:
-    """2D torus: hosts as rows, each host's GPUs as columns (TCP)."""
+    """2D torus: hosts as rows, each host's GPUs as columns (TCP or RoCE)."""
     comm = inp.need_comm("torus")
     rows, cols = comm.size // inp.gpus_per_host, inp.gpus_per_host
     return lambda x, it, b: torus2d_allreduce(comm, x, rows, cols)
@@ -124,18 +131,25 @@ def torus_reducer(inp: ReducerInputs) -> Reducer:
 
 def topk_reducer(inp: ReducerInputs) -> Reducer:
     """HiTopK sparse all-gather with error feedback (TCP)."""
-    comm = inp.need_comm("topk")
+    comm = inp.need_tcp("topk")
     hosts, residual, density = block_hosts(comm.size, inp.gpus_per_host), _residuals(), inp.density
     return lambda x, it, b: hitopk_allreduce(comm, x, hosts, density, residual=residual(b, x))
 
 
 def hybrid_reducer(inp: ReducerInputs) -> Reducer:
     """Sparse for the first ``sparse_epochs`` epochs, then the dense torus (TCP)."""
-    comm = inp.need_comm("hybrid")
+    comm = inp.need_tcp("hybrid")
     hosts, residual = block_hosts(comm.size, inp.gpus_per_host), _residuals()
     schedule = make_schedule(inp.sparse_epochs, inp.density, hosts)
     per_epoch = max(1, inp.iters_per_epoch)
     return lambda x, it, b: schedule.allreduce(comm, x, it // per_epoch, residual(b, x))
+
+
+def hier_reducer(inp: ReducerInputs) -> Reducer:
+    """Hierarchical ring: each host's GPUs reduce to one leader, the leaders' ring, then
+    back to the GPUs (TCP or RoCE)."""
+    comm, g = inp.need_comm("hier"), inp.gpus_per_host
+    return lambda x, it, b: hierarchical_ring_allreduce(comm, x, g)
 
 
 def innetwork_reducer(inp: ReducerInputs) -> Reducer:
@@ -153,13 +167,14 @@ def innetwork_hier_reducer(inp: ReducerInputs) -> Reducer:
     return lambda x, it, b: hierarchical_allreduce(channel, [x] * g, intra)
 
 
-def make_reducer(algorithm: str, *, comm: Communicator | None = None,
+def make_reducer(algorithm: str, *, comm: PointToPoint | None = None,
                  channel: AggregationChannel | None = None, gpus_per_host: int = 1,
                  density: float = 0.01, sparse_epochs: int = 1, iters_per_epoch: int = 1,
                  intra: IntraHost | None = None) -> Reducer:
     """A reducer for ``algorithm`` (a name or alias in the :mod:`algorithms` registry).
 
-    TCP algorithms need ``comm`` (ranks numbered host by host, ``gpus_per_host`` per host);
+    TCP and RoCE algorithms need ``comm`` (ranks numbered host by host, ``gpus_per_host`` per
+    host; the sparse ones a TCP :class:`Communicator`);
     in-network ones need ``channel``; ``innetwork-hier`` also ``intra`` and ``gpus_per_host``
     (the host's GPUs, whose tensors are reduced before the network).
     """
