@@ -74,6 +74,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_root)
 
 
+#: CAP_SYS_NICE's bit in /proc/<pid>/status's CapEff (linux/capability.h).
+CAP_SYS_NICE = 23
+
+
+def _may_renice() -> bool:
+    """Root with CAP_SYS_NICE (a container's root may lack it): only then can a worker that
+    ran a test at a lower priority raise it again for the root group's next test."""
+    if os.geteuid() != 0:
+        return False  # and the root tests are skipped: nobody to give the CPU to
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    caps = [line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")]
+    return bool(caps) and bool(int(caps[0], 16) >> CAP_SYS_NICE & 1)
+
+
 def _priority(item: pytest.Item) -> None:
     """Under xdist, as root: run ``item`` (and every process it starts) at the session's own
     priority when it is in the root group, :data:`OTHER_TESTS_NICE` lower when not. On the
@@ -81,8 +98,8 @@ def _priority(item: pytest.Item) -> None:
     take a core from the networks on the critical path; at a lower priority they fill the
     CPU the networks leave idle, and they still finish well before the root group."""
     config = item.config
-    if not os.environ.get("PYTEST_XDIST_WORKER") or os.geteuid() != 0:
-        return  # one process runs everything; or no root tests to give the CPU to
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not _may_renice():
+        return  # one process runs everything; or no way back to the group's priority
     base = config.stash.setdefault(BASE_NICE, os.getpriority(os.PRIO_PROCESS, 0))
     networked = item.path in config.stash.get(NETWORKED, set())
     want = base if networked else min(base + OTHER_TESTS_NICE, 19)

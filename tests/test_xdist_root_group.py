@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import _may_renice
+
 REPO = Path(__file__).resolve().parent.parent
 
 CONFTEST = """
@@ -81,7 +83,7 @@ def test_NAME{i}():
 """ for i in range(4))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
+@pytest.mark.skipif(not _may_renice(), reason="needs root with CAP_SYS_NICE")
 def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
     """Under xdist a test outside the root group, and what it starts, runs
     ``OTHER_TESTS_NICE`` lower than the root group's tests, which keep the session's own
