@@ -15,7 +15,8 @@ fi
 # more (measured on the 2-core machine: 10 min 12 s against 17-20 min serially, issue 29).
 # The tests that need root (Mininet, namespaces) form one group that runs on one worker, in
 # order, holding a machine-wide lock module by module; the rest spread over the workers
-# beside them (tests/conftest.py). TEST_JOBS=1: no workers at all (for --pdb, or to compare).
+# beside them, at a lower priority than the group (its networks are the critical path;
+# tests/conftest.py). TEST_JOBS=1: no workers at all (for --pdb, or to compare).
 cores="$(nproc 2>/dev/null || echo 1)"
 jobs="${TEST_JOBS:-$(( cores >= 2 ? 2 : 1 ))}"
 if ! [[ "$jobs" =~ ^[0-9]+$ ]] || (( jobs < 1 )); then

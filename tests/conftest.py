@@ -11,6 +11,11 @@ names and module-scoped networks, and are sensitive to CPU; the other tests spre
 workers beside them (see :func:`_group` for why the group is set by hand). Each such module
 also holds a machine-wide lock while it runs (tests/rootlock.py), so a second suite on the
 same machine (CI testing a landing while a developer runs ``make test``) waits its turn.
+
+The root group is the suite's critical path (its tests run one after another while the
+other worker has time to spare), and its networks need the CPU: a worker running a test
+outside the group does so at a lower priority (:data:`OTHER_TESTS_NICE`), so that it takes
+the CPU the networks leave instead of slowing them down (see :func:`_priority`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ ROOT_GROUP = "root-network"
 
 #: The files of the modules with a ``root`` test, kept on the config at collection.
 NETWORKED = pytest.StashKey[set[Path]]()
+
+#: How much nicer than the root group a worker runs the other tests (and what they start).
+OTHER_TESTS_NICE = 5
+
+#: The worker's own priority at the start of the session (the root group's).
+BASE_NICE = pytest.StashKey[int]()
 
 
 def _group(item: pytest.Item, config: pytest.Config) -> None:
@@ -61,6 +72,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip_root)
+
+
+#: CAP_SYS_NICE's bit in /proc/<pid>/status's CapEff (linux/capability.h).
+CAP_SYS_NICE = 23
+
+
+def _may_renice() -> bool:
+    """Root with CAP_SYS_NICE (a container's root may lack it): only then can a worker that
+    ran a test at a lower priority raise it again for the root group's next test."""
+    if os.geteuid() != 0:
+        return False  # and the root tests are skipped: nobody to give the CPU to
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    caps = [line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")]
+    return bool(caps) and bool(int(caps[0], 16) >> CAP_SYS_NICE & 1)
+
+
+def _priority(item: pytest.Item) -> None:
+    """Under xdist, as root: run ``item`` (and every process it starts) at the session's own
+    priority when it is in the root group, :data:`OTHER_TESTS_NICE` lower when not. On the
+    2-core machine the other worker's CPU-bound tests (C compiles, the engines' fuzzing)
+    take a core from the networks on the critical path; at a lower priority they fill the
+    CPU the networks leave idle, and they still finish well before the root group."""
+    config = item.config
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not _may_renice():
+        return  # one process runs everything; or no way back to the group's priority
+    base = config.stash.setdefault(BASE_NICE, os.getpriority(os.PRIO_PROCESS, 0))
+    networked = item.path in config.stash.get(NETWORKED, set())
+    want = base if networked else min(base + OTHER_TESTS_NICE, 19)
+    if os.getpriority(os.PRIO_PROCESS, 0) != want:
+        os.setpriority(os.PRIO_PROCESS, 0, want)  # root may raise it back for the group
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test starts at its priority (:func:`_priority`), before its fixtures run."""
+    _priority(item)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -621,25 +621,6 @@ def test_htb_quantum_stays_between_one_frame_and_htbs_bound() -> None:
     assert cmds[2].endswith("quantum 1514")  # the ACK class, 0.0333 Mbit/s
 
 
-@pytest.mark.root
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
-def test_slow_ack_first_htb_is_accepted_without_warnings() -> None:
-    """The commands for a 0.333 Mbit/s link, run by tc in a private namespace: no warning."""
-    ns = f"qt{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
-    try:
-        subprocess.run(["ip", "-n", ns, "link", "add", "qa", "type", "veth", "peer", "name",
-                        "qb"], check=True, timeout=30)
-        for cmd in ack_first_htb_cmds(0.333):
-            argv = (cmd % ("tc", "qa")).split()
-            res = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True,
-                                 text=True, timeout=30)
-            assert res.returncode == 0 and "Warning" not in res.stdout + res.stderr, \
-                (argv, res.stdout, res.stderr)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], timeout=30)
-
-
 def test_default_grpc_ports_lie_below_the_kernels_client_ports() -> None:
     """The default P4Runtime ports (9559 + device id) stay below the ephemeral range even on
     a k = 8 fat-tree (80 switches): at 50051 + D a client socket once took a switch's port
@@ -651,22 +632,3 @@ def test_default_grpc_ports_lie_below_the_kernels_client_ports() -> None:
     ports = [topo.switch_options(s)["grpc_port"] for s in topo.switches()]
     assert len(ports) == 80 and min(ports) == GRPC_BASE_PORT == 9559
     assert max(ports) < EPHEMERAL_FLOOR
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="preflight needs root")
-def test_preflight_warns_of_grpc_ports_in_the_client_port_range(
-    caplog: pytest.LogCaptureFixture
-) -> None:
-    from topo.network import preflight
-    from topo.nodes import ephemeral_ports
-
-    low, _high = ephemeral_ports()
-    topo = RackTopo(hosts=1, name_prefix="pw", grpc_base_port=low + 17)
-    with caplog.at_level("WARNING", logger="topo.network"):
-        preflight(topo)
-    assert f"gRPC port(s) of pws1 ({low + 17}) lie in the kernel's client port range" \
-        in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="topo.network"):
-        preflight(RackTopo(hosts=1, name_prefix="pw"))
-    assert "client port range" not in caplog.text

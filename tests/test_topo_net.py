@@ -2,12 +2,15 @@
 
 Every test uses switch names with the prefix ``tq`` and gRPC ports found free at run time, so
 it cannot collide with a network someone else started; each one checks that no interface,
-namespace shell or switch process outlives it.
+namespace shell or switch process outlives it. At the end, the two checks of tests/test_topo.py
+that need root: tc's ACK-first commands in a private namespace, and the preflight's port
+warning (it reads which ports are taken, so it runs under the network tests' lock).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import pytest
 from experiment.run import run_experiment
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.errors import NetworkError, SwitchStartError
-from topo.links import ACK_CLASS, DATA_CLASS, netem_available
+from topo.links import ACK_CLASS, DATA_CLASS, ack_first_htb_cmds, netem_available
 from topo.network import Network, start_network
 from topo.nodes import SoftSwitch, SwitchLaunch, free_port_base
 from topo.rundir import load_topology, read_cmdline, read_pids
@@ -249,3 +252,41 @@ def test_cleanup_after_killed_run(tmp_path: Path, repo_root: Path) -> None:
             if rec.kind == "switch" and read_cmdline(rec.pid) == list(rec.cmdline):
                 os.kill(rec.pid, signal.SIGKILL)
         remove_interfaces(switch_interfaces(names))
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network namespace)")
+def test_slow_ack_first_htb_is_accepted_without_warnings() -> None:
+    """The commands for a 0.333 Mbit/s link, run by tc in a private namespace: no warning."""
+    ns = f"qt{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", "qa", "type", "veth", "peer", "name",
+                        "qb"], check=True, timeout=30)
+        for cmd in ack_first_htb_cmds(0.333):
+            argv = (cmd % ("tc", "qa")).split()
+            res = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True,
+                                 text=True, timeout=30)
+            assert res.returncode == 0 and "Warning" not in res.stdout + res.stderr, \
+                (argv, res.stdout, res.stderr)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="preflight needs root")
+def test_preflight_warns_of_grpc_ports_in_the_client_port_range(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    from topo.network import preflight
+    from topo.nodes import ephemeral_ports
+
+    low, _high = ephemeral_ports()
+    topo = RackTopo(hosts=1, name_prefix="pw", grpc_base_port=low + 17)
+    with caplog.at_level("WARNING", logger="topo.network"):
+        preflight(topo)
+    assert f"gRPC port(s) of pws1 ({low + 17}) lie in the kernel's client port range" \
+        in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="topo.network"):
+        preflight(RackTopo(hosts=1, name_prefix="pw"))
+    assert "client port range" not in caplog.text

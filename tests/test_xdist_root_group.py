@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import _may_renice
+
 REPO = Path(__file__).resolve().parent.parent
 
 CONFTEST = """
@@ -60,3 +62,50 @@ def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
     networked = {w for n, w in workers.items() if n.startswith(("net_a", "net_b"))}
     assert len(workers) == 18 and len(networked) == 1, workers
     assert networked != {"none"}  # they did run under xdist
+
+
+PRIORITY_CONFTEST = """
+from tests.conftest import pytest_collection_modifyitems, pytest_runtest_setup  # noqa: F401
+"""
+PRIORITY_MODULE = """
+import os
+import subprocess
+import sys
+from pathlib import Path
+import pytest
+MARK
+OUT = Path(OUTDIR)
+""" + "".join(f"""
+def test_NAME{i}():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpriority(0, 0))"],
+                           capture_output=True, text=True, check=True)
+    (OUT / "NAME{i}").write_text(f"{{os.getpriority(os.PRIO_PROCESS, 0)}} {{child.stdout}}")
+""" for i in range(4))
+
+
+@pytest.mark.skipif(not _may_renice(), reason="needs root with CAP_SYS_NICE")
+def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
+    """Under xdist a test outside the root group, and what it starts, runs
+    ``OTHER_TESTS_NICE`` lower than the root group's tests, which keep the session's own
+    priority."""
+    from tests.conftest import OTHER_TESTS_NICE
+
+    out = tmp_path / "out"
+    out.mkdir()
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(PRIORITY_CONFTEST)
+    (suite / "pytest.ini").write_text(INI)
+    for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"), ("test_plain.py", "")):
+        (suite / name).write_text(PRIORITY_MODULE.replace("MARK", mark)
+                                  .replace("OUTDIR", repr(str(out))).replace("NAME", name[5:-3]))
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-n", "2", "--dist", "loadgroup", str(suite)],
+                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    seen = {f.name: tuple(int(v) for v in f.read_text().split()) for f in out.iterdir()}
+    other = min(base + OTHER_TESTS_NICE, 19)
+    assert seen == {**{f"net{i}": (base, base) for i in range(4)},
+                    **{f"plain{i}": (other, other) for i in range(4)}}, seen
