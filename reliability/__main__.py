@@ -59,6 +59,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--controller-restarts", type=_count, help="controller restarts")
     p.add_argument("--frames", type=_count, help="malformed frames")
     p.add_argument("--teardown-runs", type=_count, help="interrupted make runs")
+    p.add_argument("--loss-elements", type=_count, help="float32 per worker under loss")
+    p.add_argument("--bw", type=float, help="link rate of the spine-leaf (Mbit/s)")
+    p.add_argument("--slots", type=_count, help="slots of each job (messages of slots/2 packets)")
     p.add_argument(
         "--prefix",
         default="rk",
@@ -97,6 +100,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         ("restarts", "restarts"),
         ("controller_restarts", "controller_restarts"),
         ("frames", "frames"),
+        ("loss_elements", "loss_elements"),
     ):
         if getattr(args, opt) is not None:
             changes[name] = getattr(args, opt)
@@ -104,7 +108,12 @@ def build_plan(args: argparse.Namespace) -> Plan:
     if args.teardown_runs is not None:
         teardown = replace(teardown, runs=args.teardown_runs)
     changes["teardown"] = teardown
-    changes["testbed"] = replace(plan.testbed, prefix=args.prefix)
+    testbed = replace(plan.testbed, prefix=args.prefix)
+    if args.bw is not None:
+        testbed = replace(testbed, bw_mbit=args.bw)
+    if args.slots is not None:
+        testbed = replace(testbed, slots=args.slots)
+    changes["testbed"] = testbed
     return replace(plan, **changes)  # type: ignore[arg-type]
 
 

@@ -87,6 +87,8 @@ class LossCell:
     tally: JobTally
     fault_drops: int = 0  # packets the injected loss dropped (switch counters)
     elements: int = 0  # float32 per worker and all-reduce (0: not recorded, older runs)
+    reorder: float = 0.0  # share of aggregation packets held back on every link direction
+    target: str = ""  # the switches' target ("": the built-in one, older runs)
 
 
 @dataclass
