@@ -48,6 +48,16 @@ def _cells(text: str) -> tuple[str, ...]:
 _count = int_at_least(1)
 
 
+def _timers(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timers {text!r}: LOW,HIGH in seconds") from None
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(f"--timers {text!r}: need 0 < LOW <= HIGH")
+    return low, high
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the few-minute campaign")
@@ -61,6 +71,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--teardown-runs", type=_count, help="interrupted make runs")
     p.add_argument("--loss-elements", type=_count, help="float32 per worker under loss")
     p.add_argument("--bw", type=float, help="link rate of the spine-leaf (Mbit/s)")
+    p.add_argument("--timers", type=_timers, metavar="LOW,HIGH",
+                   help="the loss cells' retransmission timer bounds (s)")
     p.add_argument("--slots", type=_count, help="slots of each job (messages of slots/2 packets)")
     p.add_argument(
         "--prefix",
@@ -105,6 +117,8 @@ def build_plan(args: argparse.Namespace) -> Plan:
         if getattr(args, opt) is not None:
             changes[name] = getattr(args, opt)
     teardown = replace(plan.teardown, prefix=args.prefix + "x")
+    if args.timers is not None:
+        changes["loss_timers"] = args.timers
     if args.teardown_runs is not None:
         teardown = replace(teardown, runs=args.teardown_runs)
     changes["teardown"] = teardown

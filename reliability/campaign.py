@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -31,8 +32,14 @@ class Plan:
     """How much of each cell."""
 
     losses: tuple[float, ...] = (0.01, 0.05, 0.10)
+    reorder: float = 0.05  # a loss cell's size with this share held back instead (0: none)
+    # the loss cells again on BMv2 (simple_switch_grpc), where it is installed
+    bmv2: bool = True
+    bmv2_timers: tuple[float | None, float | None] = (None, None)
     loss_runs: int = 10  # all-reduces per loss rate
     loss_elements: int | None = None  # float32 per worker under loss (None: the testbed's)
+    # the loss cells' retransmission timer bounds (s; None: the target's)
+    loss_timers: tuple[float | None, float | None] = (None, None)
     restarts: int = 20
     restart_elements: int = 32768  # a longer job, so a kill lands inside it
     controller_restarts: int = 20
@@ -46,7 +53,8 @@ class Plan:
         """Progress-bar steps."""
         n = 0
         if "loss" in self.cells:
-            n += len(self.losses) * self.loss_runs
+            cells = len(self.losses) + (1 if self.reorder else 0)
+            n += cells * self.loss_runs * (2 if self.on_bmv2() else 1)
         if "restart" in self.cells:
             n += self.restarts
         if "controller" in self.cells:
@@ -55,7 +63,11 @@ class Plan:
             n += 3
         if "teardown" in self.cells:
             n += self.teardown.runs + 1
-        return n + 1  # the network's start
+        return n + 1 + int(self.on_bmv2())  # the networks' start
+
+    def on_bmv2(self) -> bool:
+        """The loss cells run on BMv2 too: asked for and installed."""
+        return self.bmv2 and "loss" in self.cells and shutil.which("simple_switch_grpc") is not None
 
 
 FULL = Plan()
@@ -96,6 +108,8 @@ def run_campaign(plan: Plan, runs_root: Path, command: str, mode: str, seed: int
         teardown_thread.start()
     if network_cells:
         _network_cells(plan, network_cells, runs_root, rng, seed, tick, result)
+    if plan.on_bmv2():
+        _bmv2_loss_cells(plan, runs_root, tick, result)
     if teardown_thread is not None:
         teardown_thread.join()
     elif "teardown" in plan.cells:
@@ -122,12 +136,34 @@ def _network_cells(plan: Plan, names: list[str], runs_root: Path, rng: random.Ra
         result.notes.append(f"the network cells could not run: {type(exc).__name__}: {exc}")
 
 
+def _bmv2_loss_cells(plan: Plan, runs_root: Path, tick: Callable[[str], None],
+                     result: CampaignResult) -> None:
+    """The loss cells once more on a spine-leaf of BMv2 switches (its own prefix)."""
+    tick("starting the BMv2 spine-leaf and programming it")
+    config = replace(plan.testbed, target="bmv2", prefix=plan.testbed.prefix[:3] + "b")
+    try:
+        with Testbed(config, runs_root / "testbed-bmv2") as bed:
+            _loss_cells(bed, replace(plan, loss_timers=plan.bmv2_timers), tick, result)
+    except Exception as exc:
+        log.exception("the BMv2 loss cells failed")
+        result.notes.append(f"the BMv2 loss cells broke off: {type(exc).__name__}: {exc}")
+
+
+def _loss_cells(bed: Testbed, plan: Plan, tick: Callable[[str], None],
+                result: CampaignResult) -> None:
+    """Every loss rate of ``plan``, then its reordering cell."""
+    for loss in plan.losses:
+        result.loss.append(cl.loss_cell(bed, loss, plan.loss_runs, tick,
+                                        plan.loss_elements, timers=plan.loss_timers))
+    if plan.reorder:
+        result.loss.append(cl.loss_cell(bed, 0.0, plan.loss_runs, tick, plan.loss_elements,
+                                        reorder=plan.reorder, timers=plan.loss_timers))
+
+
 def _network_cell(name: str, bed: Testbed, plan: Plan, rng: random.Random, seed: int,
                   tick: Callable[[str], None], result: CampaignResult) -> None:
     if name == "loss":
-        for loss in plan.losses:
-            result.loss.append(cl.loss_cell(bed, loss, plan.loss_runs, tick,
-                                            plan.loss_elements))
+        _loss_cells(bed, plan, tick, result)
     elif name == "restart":
         result.restart = cl.restart_cell(bed, plan.restarts, rng, tick, plan.restart_elements)
     elif name == "controller":

@@ -53,10 +53,12 @@ def lossy_ports(bed: Testbed) -> list[tuple[str, int, str]]:
 
 
 def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
-              elements: int | None = None, reorder: float = 0.0) -> LossCell:
+              elements: int | None = None, reorder: float = 0.0,
+              timers: tuple[float | None, float | None] = (None, None)) -> LossCell:
     """``count`` all-reduces of ``elements`` float32 per worker (default the testbed's) with
     ``loss`` (and ``reorder``: that share of aggregation packets held back) on every link
-    direction; each on a new job, run by host workers that stay up for the cell."""
+    direction; each on a new job, run by host workers that stay up for the cell (``timers``:
+    their retransmission timer's bounds, None: the target's)."""
     elements = elements or bed.config.elements
     ports = lossy_ports(bed)
     links = sum(2 if d == "both" else 1 for _, _, d in ports)
@@ -67,7 +69,7 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
     tally = JobTally(bound_s=bed.bound(elements, loss=max(loss, reorder)))
     name = f"reorder {reorder:.0%}" if reorder else f"loss {loss:.0%}"
     try:
-        with WorkerPool(bed) as pool:
+        with WorkerPool(bed, *timers) as pool:
             for i in range(count):
                 verdict, _ = pool.allreduce(tally, elements)
                 tick(f"{name}: {i + 1}/{count} {verdict}")
@@ -75,7 +77,7 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
         drops = bed.fault_drops() - drops0
         ctl.clear_faults()
     return LossCell(loss, links, tally, drops, elements, reorder=reorder,
-                    target=bed.network.topology.target or "")
+                    target=bed.config.target, mbit=bed.config.bw_mbit)
 
 
 # ----------------------------------------------------------------------------- switch restart

@@ -46,7 +46,8 @@ class WorkerPool:
     all-reduce on a new job. A worker that does not answer in time (a hang) or dies is
     replaced, with all the others, before the next all-reduce."""
 
-    def __init__(self, bed: Testbed) -> None:
+    def __init__(self, bed: Testbed, rto: float | None = None,
+                 max_rto: float | None = None) -> None:
         self.bed = bed
         self.hosts = [h.name for h in bed.network.topology.hosts]
         self.lab = ExperimentNetwork.around(bed.network)
@@ -54,9 +55,9 @@ class WorkerPool:
         self.buffers: dict[str, bytes] = {}
         self.restarts = 0
         self.seed = 0
-        low, high = TARGET_TIMERS.get(bed.network.topology.target or "", (None, None))
-        self.rto = low if low is not None else AGG_RTO
-        self.max_rto = high if high is not None else AGG_MAX_RTO
+        low, high = TARGET_TIMERS.get(bed.network.topology.target or "", (AGG_RTO, AGG_MAX_RTO))
+        self.rto = rto if rto is not None else low
+        self.max_rto = max(self.rto, max_rto if max_rto is not None else high)
 
     def __enter__(self) -> WorkerPool:
         self.start()

@@ -68,6 +68,7 @@ class TestbedConfig:
     elements: int = 8192  # float32 per worker and all-reduce
     credits: int = 2
     slots: int = 64
+    target: str = "softswitch"  # the switches' target (softswitch or bmv2)
 
 
 def free_port_block(count: int, start: int = 27000) -> int:
@@ -148,7 +149,7 @@ class Testbed:
                              fabric_bw=cfg.bw_mbit, name_prefix=cfg.prefix, grpc_base_port=base)
         rundir = RunDir.create(root=self.runs_root)
         self.elems = PROGRAM_ELEMS
-        self._ctx = start_network(topo, "softswitch", rundir, DEFAULT_PROGRAM, progress=False)
+        self._ctx = start_network(topo, cfg.target, rundir, DEFAULT_PROGRAM, progress=False)
         self.network = self._ctx.__enter__()
         try:
             path = Path(self.network.rundir.path)

@@ -11,9 +11,10 @@ lines the workers up with a one-element all-reduce, all-reduces its deterministi
 input, compares the result with the exact sum of every rank's input, waits until its own
 messages are acknowledged (then no peer needs anything of this job from it any more) and
 prints one JSON line per local rank. Its first retransmission timer is the highest one,
-not roce.INITIAL_RTO's second: the hosts are running before the job starts. The campaign sends the next job only after every host
-answered, so the agent's linger is not needed between jobs; at the end of its input the
-worker closes the last agent with the usual linger.
+not roce.INITIAL_RTO's second: the hosts are running before the job starts. The campaign
+sends the next job only after every host answered, so the agent's linger is not needed
+between jobs; at the end of its input the worker closes the last agent with the usual
+linger.
 """
 
 from __future__ import annotations
