@@ -48,6 +48,7 @@ class Plan:
     teardown: TeardownPlan = field(default_factory=TeardownPlan)
     testbed: TestbedConfig = field(default_factory=TestbedConfig)
     cells: tuple[str, ...] = CELLS
+    parallel: bool = False  # the teardown runs beside the network cells
 
     def steps(self) -> int:
         """Progress-bar steps."""
@@ -70,13 +71,28 @@ class Plan:
         return self.bmv2 and "loss" in self.cells and shutil.which("simple_switch_grpc") is not None
 
 
-FULL = Plan()
-# The test suite's: each cell once, small. Under loss every lost packet costs a retransmission
-# timeout, so a run's time grows with its packets: at 10 % loss one all-reduce of 8192
-# float32 took 49 s of a 135 s campaign, 5 % 16 s; 2048 (64 packets per worker) still loses
-# dozens of packets per run at 10 %.
-QUICK = Plan(loss_runs=1, loss_elements=2048, restarts=2, controller_restarts=2, frames=2000,
-             frame_rate=1500.0, restart_elements=16384,
+# The soak's spine-leaf: 50 Mbit/s links (the built-in switch's C engine keeps up with the
+# loss cells' traffic; at 10 Mbit/s a window queued behind the host link stretched every
+# round trip and with it the timers), jobs of 16 slots: messages of 8 packets, so a loss
+# cell's 512 float32 (16 packets of 32) are two messages after the barrier's, and the two
+# credits reuse slot copies (VERSION flips) inside every all-reduce.
+SOAK_TESTBED = TestbedConfig(bw_mbit=50.0, slots=16)
+# Timer bounds of the loss cells (s): on the emulated LAN a round trip through three built-in
+# switches is a few ms, and a timeout sends one probe packet, so 10-50 ms (a RoCE NIC's
+# local ACK timeout is configured in that range) instead of the jobs' 50-250 ms; BMv2 spends
+# ~1.6 ms of its one ingress thread per aggregation packet (a window queued at a leaf: 50 ms),
+# so 50-300 ms there instead of make run's 0.5-1 s (tuned against spurious timeouts with
+# the live view polling the switches, which the soak does not run).
+LOSS_TIMERS = (0.01, 0.05)
+BMV2_TIMERS = (0.05, 0.3)
+# The issue's campaign (`make soak`): 1,000 all-reduces per loss cell on both targets, the
+# teardown runs beside the network cells. Estimated 1.5-2 h on the shared 2-core machine.
+FULL = Plan(loss_runs=1000, loss_elements=512, loss_timers=LOSS_TIMERS, bmv2_timers=BMV2_TIMERS,
+            testbed=SOAK_TESTBED, parallel=True)
+# The test suite's (`--quick`): each cell once, small, the built-in target only.
+QUICK = Plan(loss_runs=1, loss_elements=512, loss_timers=LOSS_TIMERS, bmv2=False,
+             restarts=2, controller_restarts=2, frames=2000, frame_rate=1500.0,
+             restart_elements=16384, testbed=SOAK_TESTBED,
              teardown=replace(TeardownPlan(), runs=3, experiment_every=3))
 
 

@@ -55,6 +55,7 @@ class WorkerPool:
         self.buffers: dict[str, bytes] = {}
         self.restarts = 0
         self.seed = 0
+        self.log_path = bed.results / "loss-runs.jsonl"
         low, high = TARGET_TIMERS.get(bed.network.topology.target or "", (AGG_RTO, AGG_MAX_RTO))
         self.rto = rto if rto is not None else low
         self.max_rto = max(self.rto, max_rto if max_rto is not None else high)
@@ -163,6 +164,9 @@ class WorkerPool:
         outcomes = tuple(_outcome(rows.get(w["host"]), int(w["rank"]), w["host"], missing)
                          for w in sorted(plan["workers"], key=lambda w: w["rank"]))
         run = AllreduceRun("innetwork", elements, outcomes, wall_seconds=wall)
+        with self.log_path.open("a") as f:  # every run's rows, for a closer look
+            f.write(json.dumps({"job": plan["name"], "wall": round(wall, 4),
+                                "rows": list(rows.values())}, sort_keys=True) + "\n")
         if len(rows) < len(self.procs) or any(p.poll() is not None for p in self.procs.values()):
             self._restart()
         return tally.add(run), run
