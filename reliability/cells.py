@@ -65,16 +65,18 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
     ctl = bed.server
     for sw, port, direction in ports:
         ctl.set_fault(sw, port, loss, direction, reorder=reorder)
-    drops0 = bed.fault_drops()
     tally = JobTally(bound_s=bed.bound(elements, loss=max(loss, reorder)))
     name = f"reorder {reorder:.0%}" if reorder else f"loss {loss:.0%}"
+    drops = 0
     try:
         with WorkerPool(bed, *timers) as pool:
-            for i in range(count):
-                verdict, _ = pool.allreduce(tally, elements)
-                tick(f"{name}: {i + 1}/{count} {verdict}")
+            try:
+                for i in range(count):
+                    verdict, _ = pool.allreduce(tally, elements)
+                    tick(f"{name}: {i + 1}/{count} {verdict}")
+            finally:
+                drops = pool.fault_drops()
     finally:
-        drops = bed.fault_drops() - drops0
         ctl.clear_faults()
     return LossCell(loss, links, tally, drops, elements, reorder=reorder,
                     target=bed.config.target, mbit=bed.config.bw_mbit)

@@ -17,6 +17,7 @@ from typing import Any
 import stackdump
 from experiment.lifecycle import ExperimentNetwork
 from experiment.session import TARGET_TIMERS, AllreduceRun, RankOutcome
+from protocol.netreduce import Limit
 from reliability.results import JobTally
 from reliability.testbed import Testbed
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ANSWER_MARGIN_S = 15.0  # past the workers' own timeout before the campaign stops waiting
 CLOSE_S = 10.0
+JOB_IDS = Limit.JOBS  # job ids a pipeline push makes available again
 
 
 def _outcome(row: dict[str, Any] | None, rank: int, host: str, missing: str) -> RankOutcome:
@@ -56,6 +58,13 @@ class WorkerPool:
         self.restarts = 0
         self.seed = 0
         self.log_path = bed.results / "loss-runs.jsonl"
+        # The fault's drops, read from the switches' counters. A new job may push the
+        # pipeline again (job ids used up, see Testbed.new_job), which zeroes them: the
+        # counters are read before each new job that may do so, and the drops of each
+        # stretch between pushes added up.
+        self._drops_done = 0
+        self._drops_base = bed.fault_drops()
+        self._drops_last = self._drops_base
         low, high = TARGET_TIMERS.get(bed.network.topology.target or "", (AGG_RTO, AGG_MAX_RTO))
         self.rto = rto if rto is not None else low
         self.max_rto = max(self.rto, max_rto if max_rto is not None else high)
@@ -148,12 +157,31 @@ class WorkerPool:
             sel.close()
         return rows
 
+    def fault_drops(self) -> int:
+        """Packets the loss fault dropped since the pool started (pipeline pushes included)."""
+        return self._drops_done + self.bed.fault_drops() - self._drops_base
+
+    def _new_job(self) -> dict[str, Any]:
+        """A new job; the fault drops read first when it may push the pipeline again (the
+        controller hands out the lowest free job id and a deleted job's id stays used until
+        the next push, so ids climb to JOB_IDS - 1 between pushes; reading the counters
+        takes most of a second, too much for every all-reduce)."""
+        last = self.bed.plan.get("job_id") if self.bed.plan else None
+        if last is None or int(last) >= JOB_IDS - 2:
+            self._drops_last = self.bed.fault_drops()
+        pushes = self.bed.pipeline_pushes
+        plan = self.bed.new_job()
+        if self.bed.pipeline_pushes != pushes:
+            self._drops_done += self._drops_last - self._drops_base
+            self._drops_base = 0
+        return plan
+
     def allreduce(self, tally: JobTally, elements: int) -> tuple[str, AllreduceRun]:
         """One all-reduce of ``elements`` float32 per worker on a new job, counted in
         ``tally`` (the workers give up at its bound); returns (verdict, run)."""
         if not self.procs:
             self.start()
-        plan = self.bed.new_job()
+        plan = self._new_job()
         self.seed += 1
         t0 = time.monotonic()
         self._send({"plan": str(self.bed.plan_path), "seed": self.seed, "size": elements,
