@@ -282,6 +282,8 @@ class Requester:
         self._probe_base = 0
         self._undo = (self.cwnd, self.ssthresh)
         self._hold = False
+        self._nak_una: int | None = None  # the oldest packet at the last NAK
+        self._nak_again = False  # NAKed again there: resends do not restart the timer
         self.error: str | None = None
         # In-network aggregation (track_results): the peer's ACK says only that the *peer*
         # got its result at a position; our own result there (note_arrived) says that the
@@ -357,6 +359,13 @@ class Requester:
             self._probing = False
             self._hold = False  # a real loss: the timeout was right, no reason to keep backoff
             self._advance(d, grow=False)
+            # A NAK again at the same oldest packet without progress (the responder NAKs
+            # again once it sees we went back): go back again at once, but the timer keeps
+            # running from the first go-back instead of restarting with every resend, so
+            # a gap that resending cannot close (a restarted switch that lacks the
+            # message's binding) still reaches the timeouts that resend what it needs.
+            self._nak_again = self._nak_una == self._una
+            self._nak_una = self._una
             self._on_loss(timeout=False)
             if self._next > self._una:
                 self._go_back("NAK")
@@ -446,6 +455,7 @@ class Requester:
         self._release_acked(count)
         self._progress = now
         self._retries = 0
+        self._nak_again = False
         if not self._hold:
             self._backoff = self.current_rto
         self._deadline = now + self._backoff
@@ -627,7 +637,7 @@ class Requester:
             else:
                 self._high = self._next + 1
                 self._sent_at[self._next] = now
-            if self._next == self._una:
+            if self._next == self._una and not self._nak_again:
                 self._deadline = now + self._backoff
             self.stats.packets_sent += 1
             self.stats.bytes_sent += len(pkt)
