@@ -1,6 +1,6 @@
 """``python -m reliability`` (``make soak``): run the campaign, write docs/reliability.md.
 
-    sudo make soak                                   # the issue's campaign (1.5-2 h here)
+    sudo make soak                                   # the issue's campaign (~1.5 h here)
     sudo .venv/bin/python -m reliability --quick     # a few minutes (the test suite's)
     sudo .venv/bin/python -m reliability --only loss,restart --restarts 5 --no-write
 
