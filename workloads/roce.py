@@ -19,7 +19,8 @@ them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checke
   a clear :class:`TransportError` when the connection makes no progress for ``dead_after``
   seconds.
 * :class:`Responder` is the receiving end: accepts packets in PSN order, reassembles WRITE
-  messages, ACKs (coalesced per receive batch), NAKs a gap once, re-ACKs duplicates.
+  messages, ACKs (coalesced per receive batch), NAKs a gap (again each time the sender
+  visibly went back and it stayed open), re-ACKs duplicates.
 * Tests and benchmarks relay endpoints' datagrams on 127.0.0.1 through a P4 switch with
   :class:`bench.loopback_fabric.LoopbackFabric` (test equipment, not part of this module).
 
