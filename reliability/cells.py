@@ -68,6 +68,7 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
     tally = JobTally(bound_s=bed.bound(elements, loss=max(loss, reorder)))
     name = f"reorder {reorder:.0%}" if reorder else f"loss {loss:.0%}"
     drops = 0
+    t0 = time.monotonic()
     try:
         with WorkerPool(bed, *timers) as pool:
             try:
@@ -79,7 +80,8 @@ def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
     finally:
         ctl.clear_faults()
     return LossCell(loss, links, tally, drops, elements, reorder=reorder,
-                    target=bed.config.target, mbit=bed.config.bw_mbit)
+                    target=bed.config.target, mbit=bed.config.bw_mbit,
+                    seconds=round(time.monotonic() - t0, 1))
 
 
 # ----------------------------------------------------------------------------- switch restart

@@ -253,7 +253,8 @@ def _loss_section(cells: list[LossCell]) -> list[str]:
                 + (f", {c.elements} float32 per worker)" if c.elements else ")"),
                 c.tally,
                 f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
-                f"seen by the transport",
+                f"seen by the transport"
+                + (f"; the cell took {c.seconds / 60:.1f} min" if c.seconds else ""),
             )
         )
     lines.append("")

@@ -90,6 +90,7 @@ class LossCell:
     reorder: float = 0.0  # share of aggregation packets held back on every link direction
     target: str = ""  # the switches' target ("": the built-in one, older runs)
     mbit: float = 0.0  # the links' rate (0: not recorded, older runs: 10 Mbit/s)
+    seconds: float = 0.0  # the whole cell: all-reduces and new jobs (0: not recorded)
 
 
 @dataclass
