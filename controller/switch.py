@@ -85,6 +85,7 @@ class ManagedSwitch:
             on_arbitration=self._on_arbitration,
         )
         self._p4info: p4info_pb2.P4Info | None = None
+        self._cookie_memo: tuple[p4info_pb2.P4Info, bytes, int] | None = None
         self._device_config: bytes | None = None
         self.schema: ControlPlaneSchema | None = None
         self._desired: list[p4runtime_pb2.Entity] = []
@@ -125,7 +126,15 @@ class ManagedSwitch:
     def cookie(self) -> int | None:
         if self._p4info is None or self._device_config is None:
             return None
-        return pipeline_cookie(self._p4info, self._device_config)
+        # every sync compares it, and serializing the P4Info took a fifth of a job's
+        # create-and-delete (the reliability campaign makes thousands): kept while the
+        # pipeline objects are the same (set_pipeline and fetch_p4info replace them)
+        memo = self._cookie_memo
+        if memo is None or memo[0] is not self._p4info or memo[1] is not self._device_config:
+            memo = (self._p4info, self._device_config,
+                    pipeline_cookie(self._p4info, self._device_config))
+            self._cookie_memo = memo
+        return memo[2]
 
     # ------------------------------------------------------------- connection
     def connect(self) -> ArbitrationAnswer:

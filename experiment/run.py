@@ -732,6 +732,15 @@ def clean_stale_runs(rundir: Path | None, console: Console) -> None:
                       f"{'; '.join(report.lines())}", highlight=False)
 
 
+def calibration_rundir(rundir: Path | None) -> Path | None:
+    """Where a calibration this run needs starts its own network: beside the run's directory
+    (None: the default runs root, the run's too), so that when the run is SIGKILLed while it
+    calibrates, the next run's :func:`clean_stale_runs` finds that network's leftovers (the
+    reliability campaign found a calibration switch left in the default runs root, holding
+    the default gRPC port, after a run with ``--rundir`` elsewhere was killed)."""
+    return None if rundir is None else rundir.with_name(rundir.name + "-calibration")
+
+
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -778,6 +787,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine = switch_engine(args, target)
         dilation = resolve_dilation(args.tdf, target, program, spec, args.elems,
                                     elements=args.elements, refresh=args.recalibrate,
+                                    rundir=calibration_rundir(args.rundir),
                                     announce=console.print, delay_nodes=args.delay_nodes,
                                     engine=engine, io=args.io)
         console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)

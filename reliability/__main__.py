@@ -1,6 +1,6 @@
 """``python -m reliability`` (``make soak``): run the campaign, write docs/reliability.md.
 
-    sudo make soak                                   # the issue's campaign (~40-60 min here)
+    sudo make soak                                   # the issue's campaign (~1.5 h here)
     sudo .venv/bin/python -m reliability --quick     # a few minutes (the test suite's)
     sudo .venv/bin/python -m reliability --only loss,restart --restarts 5 --no-write
 
@@ -48,6 +48,26 @@ def _cells(text: str) -> tuple[str, ...]:
 _count = int_at_least(1)
 
 
+def _rates(text: str) -> tuple[float, ...]:
+    try:
+        rates = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--losses {text!r}: rates like 0.01,0.05") from None
+    if not rates or not all(0 < r < 1 for r in rates):
+        raise argparse.ArgumentTypeError(f"--losses {text!r}: every rate in (0, 1)")
+    return rates
+
+
+def _timers(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timers {text!r}: LOW,HIGH in seconds") from None
+    if not 0 < low <= high:
+        raise argparse.ArgumentTypeError(f"--timers {text!r}: need 0 < LOW <= HIGH")
+    return low, high
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the few-minute campaign")
@@ -59,6 +79,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--controller-restarts", type=_count, help="controller restarts")
     p.add_argument("--frames", type=_count, help="malformed frames")
     p.add_argument("--teardown-runs", type=_count, help="interrupted make runs")
+    p.add_argument("--losses", type=_rates, help="loss rates of the loss cells (e.g. 0.01,0.1)")
+    p.add_argument("--reorder", type=float, help="the reordering cell's share (0: no such cell)")
+    p.add_argument("--bmv2", action=argparse.BooleanOptionalAction, default=None,
+                   help="the loss cells on BMv2 too (default: where it is installed)")
+    p.add_argument("--bmv2-timers", type=_timers, metavar="LOW,HIGH",
+                   help="the BMv2 loss cells' retransmission timer bounds (s)")
+    p.add_argument("--loss-elements", type=_count, help="float32 per worker under loss")
+    p.add_argument("--bw", type=float, help="link rate of the spine-leaf (Mbit/s)")
+    p.add_argument("--timers", type=_timers, metavar="LOW,HIGH",
+                   help="the loss cells' retransmission timer bounds (s)")
+    p.add_argument("--slots", type=_count, help="slots of each job (messages of slots/2 packets)")
     p.add_argument(
         "--prefix",
         default="rk",
@@ -67,8 +98,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=20)
     p.add_argument(
         "--parallel",
-        action="store_true",
-        help="run the teardown cell beside the network cells (faster, more load)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the teardown cell beside the network cells (faster, more load; default: "
+        "yes for the full campaign, no for --quick)",
     )
     p.add_argument("--runs-root", type=Path, help="run directories (default run/soak-<time>)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the report (Markdown)")
@@ -97,14 +130,24 @@ def build_plan(args: argparse.Namespace) -> Plan:
         ("restarts", "restarts"),
         ("controller_restarts", "controller_restarts"),
         ("frames", "frames"),
+        ("loss_elements", "loss_elements"),
     ):
         if getattr(args, opt) is not None:
             changes[name] = getattr(args, opt)
     teardown = replace(plan.teardown, prefix=args.prefix + "x")
+    for opt, name in (("timers", "loss_timers"), ("bmv2_timers", "bmv2_timers"),
+                      ("losses", "losses"), ("reorder", "reorder"), ("bmv2", "bmv2")):
+        if getattr(args, opt) is not None:
+            changes[name] = getattr(args, opt)
     if args.teardown_runs is not None:
         teardown = replace(teardown, runs=args.teardown_runs)
     changes["teardown"] = teardown
-    changes["testbed"] = replace(plan.testbed, prefix=args.prefix)
+    testbed = replace(plan.testbed, prefix=args.prefix)
+    if args.bw is not None:
+        testbed = replace(testbed, bw_mbit=args.bw)
+    if args.slots is not None:
+        testbed = replace(testbed, slots=args.slots)
+    changes["testbed"] = testbed
     return replace(plan, **changes)  # type: ignore[arg-type]
 
 
@@ -160,11 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None and not sys.argv[1:]
         else "python -m reliability " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     )
+    parallel = plan.parallel if args.parallel is None else args.parallel
     mode = ("quick campaign" if args.quick else "full campaign") + (
-        ", teardown runs beside the network cells" if args.parallel else ""
+        ", teardown runs beside the network cells" if parallel else ""
     )
     with progress_ticks(console, plan.steps()) as tick:
-        result = run_campaign(plan, runs_root, command, mode, args.seed, tick, args.parallel)
+        result = run_campaign(plan, runs_root, command, mode, args.seed, tick, parallel)
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     return _report(args, result, console)

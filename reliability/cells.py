@@ -20,6 +20,7 @@ from typing import Any
 import stackdump
 from controller.errors import ControllerError
 from reliability.illegal import illegal_requests
+from reliability.pool import WorkerPool
 from reliability.results import BadInputCell, ControllerCell, JobTally, LossCell, RestartCell
 from reliability.testbed import Testbed
 
@@ -51,25 +52,35 @@ def lossy_ports(bed: Testbed) -> list[tuple[str, int, str]]:
 
 
 def loss_cell(bed: Testbed, loss: float, count: int, tick: Tick,
-              elements: int | None = None) -> LossCell:
+              elements: int | None = None, reorder: float = 0.0,
+              timers: tuple[float | None, float | None] = (None, None)) -> LossCell:
     """``count`` all-reduces of ``elements`` float32 per worker (default the testbed's) with
-    ``loss`` on every link direction."""
+    ``loss`` (and ``reorder``: that share of aggregation packets held back) on every link
+    direction; each on a new job, run by host workers that stay up for the cell (``timers``:
+    their retransmission timer's bounds, None: the target's)."""
     elements = elements or bed.config.elements
     ports = lossy_ports(bed)
     links = sum(2 if d == "both" else 1 for _, _, d in ports)
     ctl = bed.server
     for sw, port, direction in ports:
-        ctl.set_fault(sw, port, loss, direction)
-    drops0 = bed.fault_drops()
-    tally = JobTally(bound_s=bed.bound(elements, loss=loss))
+        ctl.set_fault(sw, port, loss, direction, reorder=reorder)
+    tally = JobTally(bound_s=bed.bound(elements, loss=max(loss, reorder)))
+    name = f"reorder {reorder:.0%}" if reorder else f"loss {loss:.0%}"
+    drops = 0
+    t0 = time.monotonic()
     try:
-        for i in range(count):
-            verdict, _ = bed.allreduce(tally, elements)
-            tick(f"loss {loss:.0%}: {i + 1}/{count} {verdict}")
+        with WorkerPool(bed, *timers) as pool:
+            try:
+                for i in range(count):
+                    verdict, _ = pool.allreduce(tally, elements)
+                    tick(f"{name}: {i + 1}/{count} {verdict}")
+            finally:
+                drops = pool.fault_drops()
     finally:
-        drops = bed.fault_drops() - drops0
         ctl.clear_faults()
-    return LossCell(loss, links, tally, drops, elements)
+    return LossCell(loss, links, tally, drops, elements, reorder=reorder,
+                    target=bed.config.target, mbit=bed.config.bw_mbit,
+                    seconds=round(time.monotonic() - t0, 1))
 
 
 # ----------------------------------------------------------------------------- switch restart

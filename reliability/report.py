@@ -212,26 +212,36 @@ def _bullets(items: list[str]) -> list[str]:
     return [f"- {x}" for x in items] + [""]
 
 
+def cell_name(c: LossCell) -> str:
+    """``loss 5%`` or ``reorder 5%``, with the target when it is not the built-in one."""
+    name = f"reorder {c.reorder:.0%}" if c.reorder else f"loss {c.loss:.0%}"
+    return name + (f" on {c.target}" if c.target and c.target != "softswitch" else "")
+
+
 def _loss_section(cells: list[LossCell]) -> list[str]:
-    """In-network all-reduces with loss on every link, one row per loss rate."""
+    """In-network all-reduces with loss (or reordering) on every link, one row per cell."""
+    rates = sorted({f"{c.mbit:g} Mbit/s" for c in cells if c.mbit}) or ["10 Mbit/s"]
     lines = [
         "## Loss on every link",
         "",
-        "In-network all-reduces over all four hosts of a 2 × 2 spine-leaf (10 Mbit/s "
+        f"In-network all-reduces over all four hosts of a 2 × 2 spine-leaf ({', '.join(rates)} "
         "links, one worker per host, job over both leaves and one spine), with the "
         "program's loss fault on every link in both directions (host links at the "
         "leaf port both ways, leaf-spine links at each end's egress, so each link "
-        "direction drops once). Each run is one `python -m workloads allreduce "
-        "--check` per host (the result compared with the exact sum). A hang is a run "
-        "not done within the bound: a 30 s start allowance (Python and numpy imports, "
-        "the barrier, on a loaded machine) plus 40 × the tensor's ideal time over a "
+        "direction drops once); the reordering cells hold that share of aggregation "
+        "packets back on every link direction instead (docs/protocol.md section 9.1). "
+        "Each host runs one worker process for the whole cell (`python -m "
+        "reliability.worker`); each all-reduce is a new job (`job create`, the previous "
+        "one deleted: a job serves one run of its workers, docs/workloads.md), a barrier "
+        "(a one-element all-reduce), then the timed all-reduce of fresh inputs, each "
+        "worker comparing its result with the exact sum. A hang is a run "
+        "not done within the bound: a 30 s start allowance "
+        "plus 40 × the tensor's ideal time over a "
         "host link at the link rate, up and back, plus 3 × the retransmission "
         "timeouts the loss costs on average at their 250 ms upper bound (a packet's "
         "round crosses up to six lossy link directions: (1 - p)^-6 - 1 timeouts per "
         "packet, p the loss per link direction; a timeout costs far more than the "
-        "link time); the workers give up at that bound themselves. "
-        "Each all-reduce is a new job (`job create`, the previous one deleted): a "
-        "job serves one run of its workers (docs/workloads.md).",
+        "link time); the workers give up at that bound themselves.",
         "",
         _TALLY_HEAD,
         _TALLY_RULE,
@@ -239,17 +249,18 @@ def _loss_section(cells: list[LossCell]) -> list[str]:
     for c in cells:
         lines.append(
             _tally_row(
-                f"loss {c.loss:.0%} ({c.links} link directions"
+                f"{cell_name(c)} ({c.links} link directions"
                 + (f", {c.elements} float32 per worker)" if c.elements else ")"),
                 c.tally,
                 f"{c.fault_drops} packets dropped by the fault; {c.tally.losses_seen} losses "
-                f"seen by the transport",
+                f"seen by the transport"
+                + (f"; the cell took {c.seconds / 60:.1f} min" if c.seconds else ""),
             )
         )
     lines.append("")
     for c in cells:
         for err in c.tally.errors[:5]:
-            lines.append(f"- loss {c.loss:.0%}: {err}")
+            lines.append(f"- {cell_name(c)}: {err}")
     lines.append("")
     return lines
 
@@ -391,7 +402,7 @@ def plot(result: CampaignResult, path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    series = [(f"loss {c.loss:.0%}", c.tally.seconds) for c in result.loss if c.tally.seconds]
+    series = [(cell_name(c), c.tally.seconds) for c in result.loss if c.tally.seconds]
     recoveries = (
         [k["recovery_s"] for k in result.restart.kills if "recovery_s" in k]
         if result.restart is not None

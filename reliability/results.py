@@ -87,6 +87,10 @@ class LossCell:
     tally: JobTally
     fault_drops: int = 0  # packets the injected loss dropped (switch counters)
     elements: int = 0  # float32 per worker and all-reduce (0: not recorded, older runs)
+    reorder: float = 0.0  # share of aggregation packets held back on every link direction
+    target: str = ""  # the switches' target ("": the built-in one, older runs)
+    mbit: float = 0.0  # the links' rate (0: not recorded, older runs: 10 Mbit/s)
+    seconds: float = 0.0  # the whole cell: all-reduces and new jobs (0: not recorded)
 
 
 @dataclass

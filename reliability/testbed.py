@@ -22,7 +22,7 @@ from controller.errors import JobError
 from controller.jobs import JobRequest
 from controller.state import load_state
 from experiment.lifecycle import ExperimentNetwork, StartOptions, open_controller
-from experiment.run import DEFAULT_PROGRAM, PROGRAM_ELEMS
+from experiment.matrix import program_for
 from experiment.serving import TolerantReads, wait_event
 from experiment.session import ExperimentOptions, run_allreduce
 from reliability.results import JobTally
@@ -66,6 +66,10 @@ class TestbedConfig:
     elements: int = 8192  # float32 per worker and all-reduce
     credits: int = 2
     slots: int = 64
+    target: str = "softswitch"  # the switches' target (softswitch or bmv2)
+    # elements per aggregation packet: small packets, so an all-reduce of a few KiB is still
+    # many packets and messages (the campaign's timers and run times were measured at 32)
+    elems: int = 32
 
 
 def free_port_block(count: int, start: int = 27000) -> int:
@@ -125,8 +129,9 @@ class Testbed:
                              hosts_per_leaf=cfg.hosts_per_leaf, host_bw=cfg.bw_mbit,
                              fabric_bw=cfg.bw_mbit, name_prefix=cfg.prefix, grpc_base_port=base)
         rundir = RunDir.create(root=self.runs_root)
-        self.elems = PROGRAM_ELEMS
-        lab = self.lab = ExperimentNetwork(topo, "softswitch", rundir, DEFAULT_PROGRAM,
+        self.elems = cfg.elems
+        program = program_for(cfg.elems, Path(rundir.path) / "build")
+        lab = self.lab = ExperimentNetwork(topo, cfg.target, rundir, program,
                                            start=StartOptions(progress=False),
                                            rpc_timeout_s=RPC_TIMEOUT_S)
         self.events = lab.events

@@ -326,3 +326,19 @@ def test_reconnect_after_server_restart_resyncs(p4info: p4info_pb2.P4Info) -> No
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_pipeline_cookie_follows_the_loaded_program(server: FakeP4RuntimeServer,
+                                                   p4info: p4info_pb2.P4Info) -> None:
+    """The cookie (kept between syncs, not recomputed for each) is the digest of the program
+    loaded now: loading another device config changes it, loading the first one again
+    gives the first cookie back."""
+    from controller.switch import pipeline_cookie
+
+    sw = _switch(server, p4info)
+    first = sw.cookie
+    assert first == pipeline_cookie(p4info, b"device-config") == sw.cookie
+    sw.load_program(p4info, b"another config")
+    assert sw.cookie == pipeline_cookie(p4info, b"another config") != first
+    sw.load_program(p4info, b"device-config")
+    assert sw.cookie == first

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 import stackdump
@@ -274,8 +275,10 @@ def test_quick_campaign_meets_every_target(tmp_path: Path) -> None:
             clean_all(tmp_path / "runs" / root, force=True)
     data = json.loads((tmp_path / "r.json").read_text())
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [c["loss"] for c in data["loss"]] == [0.01, 0.05, 0.10]
+    assert [(c["loss"], c["reorder"]) for c in data["loss"]] == [
+        (0.01, 0.0), (0.05, 0.0), (0.10, 0.0), (0.0, 0.05)]
     assert all(c["tally"]["wrong"] == 0 and c["tally"]["hangs"] == 0 for c in data["loss"])
+    assert all(c["tally"]["exact"] == c["tally"]["count"] == 1 for c in data["loss"])
     assert data["restart"]["survived"] == data["restart"]["attempts"] > 0
     assert data["controller"]["reconcile_changes"] == 0
     assert data["bad_input"]["port_rx"] == data["bad_input"]["frames_sent"]
@@ -365,3 +368,47 @@ def test_cleanup_leaves_a_live_runs_interfaces_alone(tmp_path: Path,
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_pool_rows_judged_like_process_runs() -> None:
+    """The loss cells' host workers answer with one row each; a missing row is a hang, a
+    wrong sum is wrong, every row exact is exact (the same verdicts as one process per
+    host and all-reduce)."""
+    from experiment.session import AllreduceRun
+    from reliability.pool import _outcome
+
+    ok = {"rank": 0, "host": "h1", "seconds": 0.2, "check": True, "retransmissions": 3,
+          "timeouts": 1, "spurious_timeouts": 0, "naks": 2, "lone_timeouts": 0, "error": None}
+    missing = "no result within 45 s"
+
+    def verdict(rows: list[dict[str, object] | None]) -> str:
+        outcomes = tuple(_outcome(r, i, f"h{i}", missing) for i, r in enumerate(rows))
+        return JobTally(bound_s=30.0).add(AllreduceRun("innetwork", 512, outcomes,
+                                                       wall_seconds=1.0))
+
+    assert verdict([ok, ok]) == "exact"
+    assert verdict([ok, None]) == "hang"
+    assert verdict([ok, {**ok, "check": False}]) == "wrong"
+    assert verdict([ok, {**ok, "check": None, "error": "rank 1 failed: bind: busy"}]) == "failed"
+    assert _outcome(ok, 0, "h1", missing).loss_seen == 3
+
+
+def test_worker_answers_a_bad_request_with_an_error_row(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """A host worker that cannot run a request (here: no such job plan) says why in its
+    row and goes on with the next line, so the campaign counts a failure, not a hang."""
+    import io
+
+    from reliability import worker
+
+    lines = [json.dumps({"plan": str(tmp_path / "none.json"), "seed": 1, "size": 8,
+                         "timeout": 5.0})] * 2
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert worker.main(["--host", "h1", "--elems", "32"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 2 and all("cannot read job plan" in r["error"] for r in rows)
+    # the inputs: a 2^-8 grid, so the fixed-point sum is exact
+    total = worker.exact_sum(4, 64, 3)
+    assert np.array_equal(total * 256, np.round(total * 256))

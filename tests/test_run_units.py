@@ -20,6 +20,7 @@ from experiment.run import (
     _program,
     bottleneck,
     build_topology,
+    calibration_rundir,
     experiment_options,
     ideal_ratio,
     links_line,
@@ -494,3 +495,15 @@ def test_device_config_bundle_carries_includes(tmp_path: Path) -> None:
     assert {"include/nr_headers.p4", "include/nr_elems.p4"} <= set(doc["files"])
     bmv2 = ProgramBuild(PROGRAM, None, tmp_path / "netreduce.json")
     assert bundle_device_config(bmv2, tmp_path) == bmv2
+
+
+def test_calibration_network_lives_beside_the_run() -> None:
+    """A calibration's network goes into the run's runs root, where the next run's cleanup
+    of killed runs looks: a run with --rundir elsewhere, SIGKILLed while it calibrated, left
+    the calibration's switch in the default runs root, holding the default gRPC port (the
+    reliability campaign's teardown cell: every later run there refused to start)."""
+    run = Path("/tmp/soak/teardown/run004")
+    beside = calibration_rundir(run)
+    assert beside == Path("/tmp/soak/teardown/run004-calibration")
+    assert beside.parent == run.parent  # clean_stale_runs(run) cleans it
+    assert calibration_rundir(None) is None  # the default runs root: the run's own

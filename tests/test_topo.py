@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -286,6 +288,45 @@ def test_cleanup_stops_only_matching_processes(tmp_path: Path) -> None:
         assert other.poll() is None
     finally:
         for p in (proc, other):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_cleanup_finishes_before_a_sigint_lands(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGINT during the cleanup of dead runs (a `make run` interrupted while it cleaned up
+    after a SIGKILLed one) comes after the cleanup: every dead run's processes are stopped
+    first. Before, the interrupt cut the cleanup short and a dead run's switch outlived the
+    interrupted run (the reliability campaign's stricter leak check, 1 of 50)."""
+    from topo import cleanup
+
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              start_new_session=True) for _ in range(2)]
+    try:
+        for i, proc in enumerate(procs):
+            rundir = RunDir.create(tmp_path / f"run{i}")
+            rundir.record_process(f"sw{i}", "switch", proc.pid, proc.pid)
+            data = json.loads(rundir.pids_path.read_text())
+            data["owner"] = {"pid": 999999, "cmdline": ["gone"]}  # a dead run
+            rundir.pids_path.write_text(json.dumps(data))
+        real_stop = cleanup.stop_recorded
+
+        def stop_then_interrupt(records: list[ProcessRecord], wait_s: float = 3.0) -> list[str]:
+            stopped = real_stop(records, wait_s)
+            if stopped:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first dead run
+            return stopped
+
+        monkeypatch.setattr(cleanup, "stop_recorded", stop_then_interrupt)
+        monkeypatch.setattr(cleanup, "remove_interfaces", lambda intfs: [])
+        with pytest.raises(KeyboardInterrupt):
+            cleanup.clean_all(tmp_path)
+            time.sleep(1.0)  # (the deferred SIGINT lands before this ends)
+        for proc in procs:
+            assert proc.wait(5) is not None
+    finally:
+        for p in procs:
             if p.poll() is None:
                 p.kill()
             p.wait()

@@ -226,6 +226,65 @@ def test_lost_packet_recovered_by_nak() -> None:
         p.close()
 
 
+def test_resend_lost_again_recovered_by_second_nak() -> None:
+    """The resend at a gap lost again: the packets after it, sent again below the highest
+    one the responder saw, show the sender went back, so the responder NAKs once more and
+    the sender goes back at once; no retransmission timer fires (the first one is 1 s
+    here: nothing was acknowledged yet). Before, the responder NAKed a gap only once and
+    the second loss waited for the timer."""
+    drops: list[int] = []
+
+    def drop(data: bytes) -> bool:
+        hdr = parse_bth(data)
+        if hdr.opcode != OP_ACK and hdr.psn == 2 and len(drops) < 2:
+            drops.append(hdr.psn)
+            return True
+        return False
+
+    p = Pair(drop=drop)
+    try:
+        for i in range(3):
+            p.send(message(i, 3))
+        assert p.receive(3) == [b"".join(message(i, 3)) for i in range(3)]
+        assert p.eps[0].drain(5.0)
+        assert drops == [2, 2]
+        assert p.req.stats.timeouts == 0
+        assert p.resp.stats.naks_sent == 2 and p.req.stats.naks_received == 2
+    finally:
+        p.close()
+
+
+def test_ascending_packets_past_a_gap_nak_once() -> None:
+    """Packets that keep ascending past an open gap (the rest of the window) send one NAK
+    in all; one below the highest seen (the sender went back) sends the next."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(5.0)
+    try:
+        with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: sink.getsockname()) as ep:
+            resp = ep.responder(0x202, 0x101, "10.0.0.1")
+            pkts = write_packets(0x202, 0, message(0, 6), 0x1000, 7)
+
+            def naks_after(*psns: int) -> int:
+                for psn in psns:
+                    sink.sendto(pkts[psn], ep.address)
+                seen = ep.loops
+                deadline = time.monotonic() + 5.0
+                while ep.loops < seen + 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)  # the I/O loop took the packets in
+                with ep.cv:
+                    return resp.stats.naks_sent
+
+            assert naks_after(1, 2, 3, 4) == 1
+            assert naks_after(1) == 2  # went back, 0 lost again
+            assert naks_after(2, 3) == 2
+            assert naks_after(0, 1, 2, 3, 4, 5) == 2
+            with ep.cv:
+                assert resp.expected == 6
+    finally:
+        sink.close()
+
+
 def test_lost_last_packet_recovered_by_timeout() -> None:
     """Losing the only packet (nothing follows to reveal the gap) is healed by the timer."""
     dropped: list[int] = []
@@ -389,6 +448,17 @@ def test_machine_margins_stay_real_under_dilation(tdf: float) -> None:
         req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=1e-6, max_rto=1e-5)
         assert clock.real(req.dead_after) == pytest.approx(DEAD_AFTER)
         assert clock.real(req.current_rto) == pytest.approx(INITIAL_RTO)
+
+
+def test_initial_rto_of_the_endpoint() -> None:
+    """A caller whose peers are already running gives a shorter first timer; nothing else
+    changes (a sample replaces it as before); a timer of 0 is refused."""
+    with RoceEndpoint(("127.0.0.1", 0), resolve=lambda ip: ("127.0.0.1", 9),
+                      initial_rto=0.25) as ep:
+        req = ep.requester(0x101, 0x202, "10.0.0.2", window=4, rto=0.05, max_rto=0.25)
+        assert req.current_rto == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="initial_rto"):
+        RoceEndpoint(("127.0.0.1", 0), initial_rto=0.0)
 
 
 # ------------------------------------------------------------------------ wake-ups

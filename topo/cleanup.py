@@ -11,14 +11,16 @@ names are deleted explicitly, and so are the delay nodes'. Nothing is killed by 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,10 +192,33 @@ def clean_run(run: Path, force: bool = False, protect: Iterable[str] = ()) -> Cl
     return report
 
 
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """SIGINT held back (on the main thread) until the block ends, then delivered.
+
+    A cleanup cut short by Ctrl-C left a dead run's processes SIGTERMed but never waited for
+    nor SIGKILLed, or not signalled at all, while the interrupted run itself ended: the
+    reliability campaign found a switch of the dead run still there 10 s after the
+    interrupted run's end. The cleanup takes seconds at most; the interrupt comes after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def clean_all(root: str | Path = DEFAULT_RUNS_ROOT, force: bool = False) -> CleanupReport:
-    """Cleans every run under ``root`` (``run/*/pids.json``)."""
+    """Cleans every run under ``root`` (``run/*/pids.json``); a SIGINT meanwhile is
+    delivered when the cleanup is done."""
+    with _sigint_deferred():
+        return _clean_all(Path(root), force)
+
+
+def _clean_all(root: Path, force: bool) -> CleanupReport:
     total = CleanupReport()
-    root = Path(root)
     if not root.is_dir():
         return total
     runs = [p.parent for p in sorted(root.glob(f"*/{PIDS_FILE}")) if not p.parent.is_symlink()]

@@ -24,7 +24,7 @@ from typing import TypeVar
 from vtime import REAL_TIME, VirtualClock
 from workloads.errors import WorkloadError
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO, AggregationChannel, JobConfig
-from workloads.roce import ROCE_V2_PORT, Address, RoceEndpoint, TransportError
+from workloads.roce import INITIAL_RTO, ROCE_V2_PORT, Address, RoceEndpoint, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,9 @@ class HostAgent:
                  resolve: Callable[[str], Address] | None = None, window: int | None = None,
                  rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
                  dead_after: float | None = None,
-                 timeout: float = 300.0, clock: VirtualClock = REAL_TIME) -> None:
+                 timeout: float = 300.0, clock: VirtualClock = REAL_TIME,
+                 initial_rto: float = INITIAL_RTO) -> None:
+        """``initial_rto``: real seconds before the first RTT sample (see RoceEndpoint)."""
         self.job = job
         self.clock = clock
         self.max_rto = max_rto
@@ -97,7 +99,8 @@ class HostAgent:
                         "Pair workers across hosts (or run one worker per host).")
         address = bind if bind is not None else (job.worker(self.ranks[0]).ip, ROCE_V2_PORT)
         try:
-            self.endpoint = RoceEndpoint(address, resolve=resolve, clock=clock)
+            self.endpoint = RoceEndpoint(address, resolve=resolve, clock=clock,
+                                         initial_rto=initial_rto)
         except TransportError as err:
             raise AgentError(str(err)) from None
         try:

@@ -19,7 +19,8 @@ them (the 4-byte ICRC trailer is sent as 0, as the switch does, and never checke
   a clear :class:`TransportError` when the connection makes no progress for ``dead_after``
   seconds.
 * :class:`Responder` is the receiving end: accepts packets in PSN order, reassembles WRITE
-  messages, ACKs (coalesced per receive batch), NAKs a gap once, re-ACKs duplicates.
+  messages, ACKs (coalesced per receive batch), NAKs a gap (again each time the sender
+  visibly went back and it stayed open), re-ACKs duplicates.
 * Tests and benchmarks relay endpoints' datagrams on 127.0.0.1 through a P4 switch with
   :class:`bench.loopback_fabric.LoopbackFabric` (test equipment, not part of this module).
 
@@ -282,6 +283,8 @@ class Requester:
         self._probe_base = 0
         self._undo = (self.cwnd, self.ssthresh)
         self._hold = False
+        self._nak_una: int | None = None  # the oldest packet at the last NAK
+        self._nak_again = False  # NAKed again there: resends do not restart the timer
         self.error: str | None = None
         # In-network aggregation (track_results): the peer's ACK says only that the *peer*
         # got its result at a position; our own result there (note_arrived) says that the
@@ -357,6 +360,13 @@ class Requester:
             self._probing = False
             self._hold = False  # a real loss: the timeout was right, no reason to keep backoff
             self._advance(d, grow=False)
+            # A NAK again at the same oldest packet without progress (the responder NAKs
+            # again once it sees we went back): go back again at once, but the timer keeps
+            # running from the first go-back instead of restarting with every resend, so
+            # a gap that resending cannot close (a restarted switch that lacks the
+            # message's binding) still reaches the timeouts that resend what it needs.
+            self._nak_again = self._nak_una == self._una
+            self._nak_una = self._una
             self._on_loss(timeout=False)
             if self._next > self._una:
                 self._go_back("NAK")
@@ -399,7 +409,8 @@ class Requester:
             # one by one), so the first timer is RFC 6298's 1 s, not max_rto; a first timer
             # at the configured rto fired before the slowest worker had started (a quarter
             # of dead_after at most, so that a dead peer still gets a few retries)
-            return max(self.rto, min(self.clock.emulated(INITIAL_RTO), self.dead_after / 4.0))
+            return max(self.rto, min(self.clock.emulated(self.ep.initial_rto),
+                                     self.dead_after / 4.0))
         return min(self.max_rto, max(self.rto, self._srtt + 4.0 * self._rttvar))
 
     def _on_loss(self, timeout: bool) -> None:
@@ -445,6 +456,7 @@ class Requester:
         self._release_acked(count)
         self._progress = now
         self._retries = 0
+        self._nak_again = False
         if not self._hold:
             self._backoff = self.current_rto
         self._deadline = now + self._backoff
@@ -626,7 +638,7 @@ class Requester:
             else:
                 self._high = self._next + 1
                 self._sent_at[self._next] = now
-            if self._next == self._una:
+            if self._next == self._una and not self._nak_again:
                 self._deadline = now + self._backoff
             self.stats.packets_sent += 1
             self.stats.bytes_sent += len(pkt)
@@ -649,6 +661,7 @@ class Responder:
         self.stats = QpStats()
         self._msn = 0
         self._nak_sent = False
+        self._nak_top = 0  # highest PSN distance past the gap seen since our last NAK
         self._ack_pending = False
         self._since_ack = 0
         self._parts: list[bytes] = []
@@ -713,18 +726,26 @@ class Responder:
 
     def _out_of_sequence(self, d: int) -> None:
         """A packet ``d`` PSNs off the expected one, dropped: a duplicate (d < 0) asks for
-        our ACK again; the first packet after a gap (d > 0) sends one NAK, which names the
-        expected PSN, until the gap closes."""
+        our ACK again; the first packet after a gap (d > 0) sends a NAK, which names the
+        expected PSN. While the gap stays open, a packet *below* the highest one seen since
+        that NAK shows the sender went back (it answered the NAK) and its resent packet at
+        the gap was lost again: one more NAK then, at most one per such descent, so the
+        sender goes back at once instead of waiting for its retransmission timer (under
+        10 % loss on every link a resend is lost again about half the time). Packets that
+        keep ascending past the gap send nothing more."""
         if d < 0:
             self.stats.duplicates += 1
             self._ack_pending = True
             return
         self.stats.out_of_order += 1
-        if not self._nak_sent:
-            self._nak_sent = True
-            self.stats.naks_sent += 1
-            self.ep.send_raw(self.peer_ip, ack_packet(
-                self.remote_qpn, self.expected, self._msn, nak=True))
+        if self._nak_sent and d > self._nak_top:
+            self._nak_top = d
+            return
+        self._nak_sent = True
+        self._nak_top = d
+        self.stats.naks_sent += 1
+        self.ep.send_raw(self.peer_ip, ack_packet(
+            self.remote_qpn, self.expected, self._msn, nak=True))
 
     def _deliver_message(self, head: tuple[int, int, int, int]) -> None:
         """The message's last packet arrived: its parts (``head``: its first PSN and RETH)
@@ -769,12 +790,20 @@ class RoceEndpoint:
     ``(ip, 4791)``; the loopback fabric supplies its relay addresses). ``clock`` is the
     emulated clock of every timer of the endpoint and its queue pairs. Use as a context
     manager; :meth:`close` stops the thread and closes the socket.
+
+    ``initial_rto`` (real seconds) is every requester's timer before its first RTT sample:
+    INITIAL_RTO covers peers that start one by one; a caller whose peers are known to be
+    running and ready (a host process that serves job after job) may give less.
     """
 
     def __init__(self, bind: Address = ("0.0.0.0", ROCE_V2_PORT),
                  resolve: Callable[[str], Address] | None = None,
-                 rcvbuf: int = 4 << 20, clock: VirtualClock = REAL_TIME) -> None:
+                 rcvbuf: int = 4 << 20, clock: VirtualClock = REAL_TIME,
+                 initial_rto: float = INITIAL_RTO) -> None:
+        if initial_rto <= 0:
+            raise ValueError(f"initial_rto must be > 0, got {initial_rto}")
         self.clock = clock
+        self.initial_rto = initial_rto
         self.loops = 0  # passes of the I/O loop (profiling; tests wait for one)
         self._resolve = resolve if resolve is not None else (lambda ip: (ip, ROCE_V2_PORT))
         self._addr_cache: dict[str, Address] = {}
