@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from controller.cli import main
+from tests.netreduce_sizes import SMALL_ELEMS, netreduce_with
 
 pytestmark = [
     pytest.mark.root,
@@ -35,7 +36,7 @@ PREFIX = "tc"
 LEAVES, SPINES = [f"{PREFIX}l1", f"{PREFIX}l2"], [f"{PREFIX}sp1", f"{PREFIX}sp2"]
 HOSTS = [f"{PREFIX}h{i}" for i in range(1, 5)]
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
-SIZE = 2000  # elements per worker: 63 packets of 32 (float32 adds one word: 2001)
+SIZE = 2000  # per worker: 63 packets of 32 (the program built with E = 32; float32 adds a word)
 
 
 def _free_port_base(count: int) -> int:
@@ -68,8 +69,9 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, gpus_per_host=2, host_bw=None,
                          name_prefix=PREFIX, grpc_base_port=_free_port_base(4))
-    rundir = tmp_path_factory.mktemp("ctlmn") / "run"
-    network = start_network(topo, "softswitch", rundir, PROGRAM, progress=False)
+    base = tmp_path_factory.mktemp("ctlmn")
+    program = netreduce_with(SMALL_ELEMS, base / "src", PROGRAM)
+    network = start_network(topo, "softswitch", base / "run", program, progress=False)
     try:
         ok(Path(network.rundir.path), "pipeline", "push")
         ok(Path(network.rundir.path), "routes")
@@ -125,7 +127,8 @@ def test_two_gpu_hosts_allreduce_exactly_through_the_spine(net: Any) -> None:
     lab = ExperimentNetwork.around(net)
     procs = {h: lab.popen(h, [sys.executable, "-m", "workloads", "allreduce", "--algo",
                               "innetwork", "--job", str(plan_path), "--host", h, "--size",
-                              str(SIZE), "--check", "--seed", "3", "--timeout", "90"])
+                              str(SIZE), "--check", "--seed", "3", "--timeout", "90",
+                              "--elems", str(SMALL_ELEMS)])
              for h in HOSTS}
     lines = {}
     for h, proc in procs.items():

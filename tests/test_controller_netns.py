@@ -28,12 +28,13 @@ import pytest
 
 from controller.cli import main
 from tests import netns
+from tests.netreduce_sizes import SMALL_ELEMS, netreduce_with
 from tests.p4runtime_server_fake import SwitchProcess, compile_program, free_tcp_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "p4src" / "netreduce.p4"
 GPUS = {"h1": 2, "h2": 2, "h3": 1, "h4": 1}
-SIZE = 3000  # elements per worker: 94 packets of 32
+SIZE = 3000  # elements per worker: 94 packets of 32 (the program built with E = 32)
 
 pytestmark = [
     pytest.mark.root,
@@ -52,7 +53,7 @@ from workloads.agent import HostAgent, load_job, local_ranks
 from workloads.innetwork import innetwork_allreduce
 
 plan, host, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
-job = load_job(plan)
+job = load_job(plan, elems=32)  # the program built with E = 32
 ranks = local_ranks(job, host, None)
 
 def phase(seed):
@@ -136,7 +137,8 @@ def _topology_json(switch: SwitchProcess, p4info: Path, config: Path) -> dict[st
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Namespaces h1..h4, the switch on their veths, pipeline and routes programmed."""
     base = tmp_path_factory.mktemp("ctlnet")
-    p4info, config = compile_program(PROGRAM, base / "program")
+    p4info, config = compile_program(netreduce_with(SMALL_ELEMS, base / "src", PROGRAM),
+                                     base / "program")
     rundir = base / "run"
     rundir.mkdir()
     with netns.topology(len(GPUS)) as topo:
@@ -261,8 +263,8 @@ def test_two_concurrent_jobs_are_exact(lab: Lab) -> None:
             runs.append((job, h, subprocess.Popen(lab.host_argv(h, [
                 "-m", "workloads", "allreduce", "--algo", "innetwork", "--job", str(plan),
                 "--host", h, "--size", str(SIZE), "--dtype", dtype, "--seed", "7", "--check",
-                "--timeout", "90"]), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True)))
+                "--timeout", "90", "--elems", str(SMALL_ELEMS)]), cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     try:
         results = {}
         for job, h, proc in runs:

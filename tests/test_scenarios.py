@@ -244,7 +244,7 @@ def test_a_scenario_whose_programming_fails_reports_it_and_stops_the_network(
 
     monkeypatch.setattr("scenarios.runner.ExperimentNetwork", on_fakes)
     scenario = load_scenario(_write(tmp_path, GOOD))
-    report = run_scenario(scenario, RunOptions(runs_root=tmp_path / "runs", name_prefix="x"))
+    report = run_scenario(scenario, RunOptions(runs_root=tmp_path / "runs", name_prefix="scf"))
     setup = report.cases[0]
     assert setup.error == "controller: s1: pipeline refused"
     assert starts and starts[0]["progress"] is False

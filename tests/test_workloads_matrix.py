@@ -43,6 +43,7 @@ class _FakeEndpoint:
         self.cv = threading.Condition()
         self.closed = False
         self.sent: list[bytes] = []
+        self.initial_rto = INITIAL_RTO
 
     def wake(self) -> None:
         pass

@@ -203,11 +203,17 @@ def _sigint_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # A handler that notes the signal, not a blocked mask: a process-directed SIGINT goes to
+    # any thread that does not block it (gRPC's, the live view's), and Python then runs the
+    # handler on the main thread at once, mask or not.
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 def clean_all(root: str | Path = DEFAULT_RUNS_ROOT, force: bool = False) -> CleanupReport:
