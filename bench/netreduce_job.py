@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiment.matrix import netreduce_wrapper
 from protocol import netreduce as nr
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,11 +36,8 @@ ELEMS = 32
 def program(elems: int = ELEMS, source: Path = SOURCE, dest: Path | None = None) -> Path:
     """``source`` (a netreduce.p4, of this revision or another) built with
     ``NR_ELEMS = elems``: a two-line wrapper in ``dest`` (default build/bench/)."""
-    dest = dest if dest is not None else REPO / "build" / "bench"
-    dest.mkdir(parents=True, exist_ok=True)
-    wrapper = dest / f"netreduce_e{elems}.p4"
-    wrapper.write_text(f'#define NR_ELEMS {elems}\n#include "{source.resolve()}"\n')
-    return wrapper
+    return netreduce_wrapper(elems, dest if dest is not None else REPO / "build" / "bench",
+                             source)
 
 
 @dataclass(frozen=True)

@@ -151,17 +151,26 @@ class Cell:
 # ----------------------------------------------------------------------------- helpers
 
 
-def program_for(elems: int, dest: Path) -> Path:
-    """The netreduce program built with ``NR_ELEMS = elems``: p4src/netreduce.p4 itself for
-    its own NR_ELEMS, else a two-line wrapper in ``dest`` that defines the size and includes it."""
-    source = REPO_ROOT / "p4src" / "netreduce.p4"
-    if elems == PROGRAM_ELEMS:
-        return source
+#: p4src/netreduce.p4 of this checkout.
+NETREDUCE_SOURCE = REPO_ROOT / "p4src" / "netreduce.p4"
+
+
+def netreduce_wrapper(elems: int, dest: Path, source: Path = NETREDUCE_SOURCE) -> Path:
+    """A two-line program in ``dest`` that defines ``NR_ELEMS = elems`` and includes
+    ``source`` (any build of netreduce.p4: an older revision's keeps working the same way)."""
     dest.mkdir(parents=True, exist_ok=True)
     wrapper = dest / f"netreduce_e{elems}.p4"
     wrapper.write_text(f"/* netreduce.p4 with {elems} elements per packet (generated) */\n"
-                       f"#define NR_ELEMS {elems}\n#include \"{source}\"\n")
+                       f"#define NR_ELEMS {elems}\n#include \"{source.resolve()}\"\n")
     return wrapper
+
+
+def program_for(elems: int, dest: Path) -> Path:
+    """The netreduce program built with ``NR_ELEMS = elems``: p4src/netreduce.p4 itself for
+    its own NR_ELEMS, else a wrapper in ``dest`` (:func:`netreduce_wrapper`)."""
+    if elems == PROGRAM_ELEMS:
+        return NETREDUCE_SOURCE
+    return netreduce_wrapper(elems, dest)
 
 
 def free_grpc_base(count: int, start: int = 26000) -> int:

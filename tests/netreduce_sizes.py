@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiment.matrix import NETREDUCE_SOURCE, netreduce_wrapper
+
 #: p4src/netreduce.p4 of this checkout.
-NETREDUCE = Path(__file__).resolve().parents[1] / "p4src" / "netreduce.p4"
+NETREDUCE = NETREDUCE_SOURCE
 #: The small size the packet tests use.
 SMALL_ELEMS = 32
 
 
 def netreduce_with(elems: int, dest: Path, source: Path = NETREDUCE) -> Path:
-    """A two-line program in ``dest`` that defines ``NR_ELEMS = elems`` and includes
-    ``source`` (any build of netreduce.p4; an older one keeps working the same way)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    wrapper = dest / f"netreduce_e{elems}.p4"
-    wrapper.write_text(f'#define NR_ELEMS {elems}\n#include "{source.resolve()}"\n')
-    return wrapper
+    """``source`` built with ``NR_ELEMS = elems`` (a wrapper in ``dest``, even at the
+    program's own size: the tests say which size they test)."""
+    return netreduce_wrapper(elems, dest, source)
