@@ -202,17 +202,24 @@ def test_psn_wrap_during_transfer() -> None:
         p.close()
 
 
-def test_lost_packet_recovered_by_nak() -> None:
-    """Dropping one middle packet once makes the responder NAK and the sender go back."""
+def _drop_data_psn(psn: int, times: int) -> tuple[Callable[[bytes], bool], list[int]]:
+    """A drop filter for :class:`Pair`: the data packet at ``psn``, its first ``times``
+    sendings; and the list of what it dropped."""
     dropped: list[int] = []
 
     def drop(data: bytes) -> bool:
         hdr = parse_bth(data)
-        if hdr.opcode != OP_ACK and hdr.psn == 2 and not dropped:
+        if hdr.opcode != OP_ACK and hdr.psn == psn and len(dropped) < times:
             dropped.append(hdr.psn)
             return True
         return False
 
+    return drop, dropped
+
+
+def test_lost_packet_recovered_by_nak() -> None:
+    """Dropping one middle packet once makes the responder NAK and the sender go back."""
+    drop, dropped = _drop_data_psn(2, times=1)
     p = Pair(drop=drop)
     try:
         for i in range(3):
@@ -232,15 +239,7 @@ def test_resend_lost_again_recovered_by_second_nak() -> None:
     the sender goes back at once; no retransmission timer fires (the first one is 1 s
     here: nothing was acknowledged yet). Before, the responder NAKed a gap only once and
     the second loss waited for the timer."""
-    drops: list[int] = []
-
-    def drop(data: bytes) -> bool:
-        hdr = parse_bth(data)
-        if hdr.opcode != OP_ACK and hdr.psn == 2 and len(drops) < 2:
-            drops.append(hdr.psn)
-            return True
-        return False
-
+    drop, drops = _drop_data_psn(2, times=2)
     p = Pair(drop=drop)
     try:
         for i in range(3):
