@@ -309,7 +309,7 @@ class Commands:
                 rows = self.controller.job_counters(args.job)
                 self.emit(rows, "job counters", ["job", "switch", "contributions", "duplicates",
                                                  "completions", "results_sent", "partials_sent",
-                                                 "drops"])
+                                                 "pulls_sent", "drops"])
             rounds += 1
             if args.watch is None or (args.count is not None and rounds >= args.count):
                 return 0

@@ -666,13 +666,25 @@ control AggregationIngress(inout headers_t hdr,
                     if ((hdr.nr_tag.flags & NR_FLAG_OVERFLOW) != 0) {
                         meta.nr.tag_overflow = 1;
                     }
+                    if ((hdr.nr_tag.flags & NR_FLAG_PULL) != 0) {
+                        meta.nr.pull = 1;
+                    }
+                    if ((hdr.nr_tag.flags & NR_FLAG_TOTAL) != 0) {
+                        meta.nr.total = 1;
+                    }
                     meta.nr.from_switch = meta.nr.fabric;
                     bool is_result = (hdr.nr_tag.flags & NR_FLAG_RESULT) != 0;
                     bool from_parent = meta.nr.rank == NR_RANK_PARENT;
+                    /* PULL and TOTAL only between switches: PULL either way, TOTAL up
+                     * (a child's answer to a pull), never both. */
+                    bool recovery = meta.nr.pull == 1 || meta.nr.total == 1;
                     if (meta.nr.npkts == 0 || meta.nr.pkt_idx >= meta.nr.npkts
                             || (meta.nr.from_switch == 0 && meta.nr.pkt_idx != 0)
                             || (from_parent && (!is_result || meta.nr.fabric == 0))
-                            || (!from_parent && is_result)) {
+                            || (!from_parent && is_result)
+                            || (meta.nr.from_switch == 0 && recovery)
+                            || (from_parent && meta.nr.total == 1)
+                            || (meta.nr.pull == 1 && meta.nr.total == 1)) {
                         drop_packet(DROP_MALFORMED);
                     } else if ((bit<32>)meta.nr.slot_first + (bit<32>)meta.nr.npkts
                                > (bit<32>)meta.nr.slot_count) {
@@ -804,10 +816,27 @@ control AggregationIngress(inout headers_t hdr,
                 bool final_now = false;
                 bit<48> now = standard_metadata.ingress_global_timestamp;
 
-                if (meta.nr.rank == NR_RANK_PARENT) {
-                    /* The parent's total for a slot whose partial we sent up. */
-                    if (s_job != meta.nr.job || s_msg != meta.nr.msg
-                            || s_count != meta.nr.expected) {
+                if (meta.nr.rank == NR_RANK_PARENT && meta.nr.pull == 1) {
+                    /* The parent restarted and lost a total that reached us (and maybe
+                     * not our sibling): send it the final result we hold, marked TOTAL.
+                     * Nothing else here answers a pull; it changes no state. */
+                    if (s_job == meta.nr.job && s_msg == meta.nr.msg
+                            && (s_flags & NR_SLOT_FINAL) != 0) {
+                        NR_FOR_EACH_ELEM(NR_LOAD)
+                        if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
+                            meta.nr.out_overflow = 1;
+                        }
+                        meta.nr.out_flags = NR_FLAG_TOTAL;
+                        emit_up();
+                    } else {
+                        mark_to_drop(standard_metadata);
+                    }
+                } else if (meta.nr.rank == NR_RANK_PARENT) {
+                    /* The parent's total for a slot whose partial we sent up, or (after we
+                     * restarted) for a slot filling again with the retransmissions of
+                     * workers that missed the result: the total is the message's, so it
+                     * completes the copy whoever is still missing. */
+                    if (s_job != meta.nr.job || s_msg != meta.nr.msg) {
                         drop_packet(DROP_STALE);
                     } else if ((s_flags & NR_SLOT_FINAL) != 0) {
                         /* Already final and multicast: a repeated answer (we sent the
@@ -822,16 +851,55 @@ control AggregationIngress(inout headers_t hdr,
                             s_flags = s_flags | NR_SLOT_OVERFLOW;
                         }
                         slot_flags.write(meta.nr.g, s_flags);
+                        if (s_count != meta.nr.expected) {
+                            /* later duplicates get this result, never add to it */
+                            slot_bitmap.write(meta.nr.g, meta.nr.members);
+                            slot_filled.write(meta.nr.g, meta.nr.expected);
+                        }
                         meta.nr.out_overflow = meta.nr.tag_overflow;
                         emit_to_group();
                     }
                 } else {
                     bool fresh = s_job != meta.nr.job || s_msg != meta.nr.msg;
                     bit<32> my_bit = (bit<32>)1 << meta.nr.rank;
+                    bool complete = !fresh && s_count == meta.nr.expected;
+                    bool have_final = complete && (meta.nr.role == NR_ROLE_ROOT
+                                                   || (s_flags & NR_SLOT_FINAL) != 0);
                     if (fresh && s_job == meta.nr.job
                             && ((meta.nr.msg - s_msg) & 0x8000) != 0) {
                         /* Older than the message the copy now holds. */
                         drop_packet(DROP_STALE);
+                    } else if (meta.nr.pull == 1 && !have_final) {
+                        /* A child asks for a final result we do not hold (yet): its
+                         * workers' retransmissions and our own completion answer it. */
+                        mark_to_drop(standard_metadata);
+                    } else if (meta.nr.total == 1) {
+                        /* A child's final result, answering our pull after we restarted:
+                         * the message's total, whatever this copy holds of it. */
+                        if (have_final) {
+                            mark_to_drop(standard_metadata);
+                        } else {
+                            NR_FOR_EACH_ELEM(NR_STORE)
+                            s_flags = NR_SLOT_FINAL;
+                            if (meta.nr.tag_overflow == 1) {
+                                s_flags = s_flags | NR_SLOT_OVERFLOW;
+                            }
+                            meta.nr.out_overflow = meta.nr.tag_overflow;
+                            final_now = true;
+                            emit_to_group();
+                            slot_job.write(meta.nr.g, meta.nr.job);
+                            slot_msg.write(meta.nr.g, meta.nr.msg);
+                            slot_bitmap.write(meta.nr.g, meta.nr.members);
+                            slot_filled.write(meta.nr.g, meta.nr.expected);
+                            slot_flags.write(meta.nr.g, s_flags);
+                        }
+                    } else if (meta.nr.pull == 1) {
+                        /* A child that restarted asks for a final result we hold. */
+                        NR_FOR_EACH_ELEM(NR_LOAD)
+                        if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
+                            meta.nr.out_overflow = 1;
+                        }
+                        emit_to_conn();
                     } else if (fresh && o_job == meta.nr.job && o_count != 0
                                && o_count != meta.nr.expected
                                && ((o_age & 0x8000) != 0 || o_age < meta.nr.credits)) {
@@ -842,7 +910,26 @@ control AggregationIngress(inout headers_t hdr,
                         drop_packet(DROP_CREDIT);
                     } else if (!fresh && (s_bitmap & my_bit) != 0) {
                         duplicates.count((bit<32>)meta.nr.job);
-                        if (s_count != meta.nr.expected) {
+                        bit<48> pulled_at;
+                        slot_sent_at.read(pulled_at, meta.nr.g);
+                        bool may_pull = now - pulled_at >= NR_RESEND_US;
+                        if (s_count != meta.nr.expected && may_pull
+                                && (meta.nr.from_switch == 1
+                                    || meta.nr.role == NR_ROLE_LEAF)) {
+                            /* Others still missing, and this member is waiting.  After a
+                             * restart here the missing ones may never send again: a
+                             * child (or our parent) holding the message's final result
+                             * answers a pull with it.  Children are pulled when a child
+                             * waits, the parent when a worker does; at most once per
+                             * NR_RESEND_US, and a pull changes nothing where it lands. */
+                            slot_sent_at.write(meta.nr.g, now);
+                            meta.nr.out_flags = NR_FLAG_PULL;
+                            if (meta.nr.from_switch == 1) {
+                                emit_to_group();
+                            } else {
+                                emit_up();
+                            }
+                        } else if (s_count != meta.nr.expected) {
                             mark_to_drop(standard_metadata);  /* others still missing */
                         } else if (meta.nr.role == NR_ROLE_ROOT
                                    || (s_flags & NR_SLOT_FINAL) != 0) {
@@ -951,6 +1038,7 @@ control AggregationEgress(inout headers_t hdr,
                           inout standard_metadata_t standard_metadata) {
     counter(NR_JOBS, CounterType.packets) results_sent;
     counter(NR_JOBS, CounterType.packets) partials_sent;
+    counter(NR_JOBS, CounterType.packets) pulls_sent;   /* PULL, and TOTAL answering one */
 
     bit<16> target_conn = 0;
     bit<8> tag_flags = 0;   /* VERSION and OVERFLOW of the packet's slot copy */
@@ -1038,7 +1126,10 @@ control AggregationEgress(inout headers_t hdr,
                         bind_npkts.read(b_npkts, bi);
                         bind_psn.read(b_psn, bi);
                     }
-                    if (target_conn >= NR_CONNS || b_msg != meta.nr.msg
+                    if (meta.nr.out_flags != 0) {
+                        /* A pull multicast to the children: workers get no copy. */
+                        mark_to_drop(standard_metadata);
+                    } else if (target_conn >= NR_CONNS || b_msg != meta.nr.msg
                             || b_npkts != meta.nr.npkts) {
                         /* The receiver's connection no longer holds this message (only a
                          * host breaking the credit rule can get here): never send a
@@ -1092,10 +1183,16 @@ control AggregationEgress(inout headers_t hdr,
                     hdr.reth.rkey = 0;
                     hdr.reth.dmaLen = 16 + NR_DATA_BYTES;
                     if (meta.nr.emit == NR_EMIT_RESULT) {
-                        fill_tag(meta.nr.pkt_idx, NR_FLAG_SWITCH | NR_FLAG_RESULT);
+                        fill_tag(meta.nr.pkt_idx,
+                                 NR_FLAG_SWITCH | NR_FLAG_RESULT | meta.nr.out_flags);
+                    } else {
+                        fill_tag(meta.nr.pkt_idx, NR_FLAG_SWITCH | meta.nr.out_flags);
+                    }
+                    if (meta.nr.out_flags != 0) {
+                        pulls_sent.count((bit<32>)meta.nr.job);
+                    } else if (meta.nr.emit == NR_EMIT_RESULT) {
                         results_sent.count((bit<32>)meta.nr.job);
                     } else {
-                        fill_tag(meta.nr.pkt_idx, NR_FLAG_SWITCH);
                         partials_sent.count((bit<32>)meta.nr.job);
                     }
                     hdr.ipv4.totalLen = NR_IP_LEN_TAGGED;

@@ -42,12 +42,16 @@ class Flag(enum.IntFlag):
     OVERFLOW = 0x02  # some element saturated
     RESULT = 0x04  # a result (switch -> worker / parent -> child)
     SWITCH = 0x08  # inter-switch packet: tag on every packet
+    PULL = 0x10  # inter-switch: send me the final result you hold (after a restart)
+    TOTAL = 0x20  # inter-switch, up: the final result a child holds, not a partial
 
 
 FLAG_VERSION = int(Flag.VERSION)
 FLAG_OVERFLOW = int(Flag.OVERFLOW)
 FLAG_RESULT = int(Flag.RESULT)
 FLAG_SWITCH = int(Flag.SWITCH)
+FLAG_PULL = int(Flag.PULL)
+FLAG_TOTAL = int(Flag.TOTAL)
 
 #: BTH ``resv7`` value on a result packet whose elements saturated.
 RESV7_OVERFLOW = 0x01
@@ -269,7 +273,8 @@ class AggregationEgressNames:
     TO_WORKER = "SwitchEgress.agg.to_worker"
     RESULTS_SENT = "SwitchEgress.agg.results_sent"
     PARTIALS_SENT = "SwitchEgress.agg.partials_sent"
-    JOB_COUNTERS = (RESULTS_SENT, PARTIALS_SENT)
+    PULLS_SENT = "SwitchEgress.agg.pulls_sent"
+    JOB_COUNTERS = (RESULTS_SENT, PARTIALS_SENT, PULLS_SENT)
 
 
 class Ipv4ForwardingNames:

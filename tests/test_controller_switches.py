@@ -316,7 +316,8 @@ def test_counters_and_registers_are_read(rundir: Path, capsys: pytest.CaptureFix
     assert code == 0, err
     rows = json.loads(out)
     assert rows == [{"job": "c", "switch": "l2", "contributions": 0, "duplicates": 0,
-                     "completions": 0, "results_sent": 0, "partials_sent": 0, "drops": {}}]
+                     "completions": 0, "results_sent": 0, "partials_sent": 0, "pulls_sent": 0,
+                     "drops": {}}]
     code, out, err = cli(rundir, "registers", "--switch", "l2", "conn_started", "--index", "0",
                          capsys=capsys)
     assert code == 0, err

@@ -650,41 +650,77 @@ class Fabric:
     """Two leaves (two workers each) under one spine, wired in-process."""
 
     def __init__(self, program: ir.Program) -> None:
-        self.spine = Pipeline.from_program(program)
-        self.leaves = [Pipeline.from_program(program) for _ in range(2)]
+        self.program = program
         self.now_ns = 1_000_000_000  # one clock for all three switches, advanced by tests
-        for sw in (self.spine, *self.leaves):
-            sw.set_clock(lambda: self.now_ns)
         self.leaf_ip = ["10.1.0.1", "10.1.0.2"]
         self.leaf_mac = ["02:cc:00:00:00:01", "02:cc:00:00:00:02"]
         self.spine_ip = "10.2.0.1"
-        self.jobs = []
-        for i, leaf in enumerate(self.leaves):
-            job = Job(leaf, 1, make_workers(2, first=1 + 2 * i), role=LEAF,
-                      upstream_port=LEAF_UP_PORT)
+        self.spine = self._spine()
+        # what each switch received through send() since the last restart: ("spine" or the
+        # leaf's index, port, frame), for replaying on another target
+        self.received: list[tuple[str | int, int, bytes]] = []
+        self.leaves: list[Pipeline] = []
+        self.jobs: list[Job] = []
+        for i in range(2):
+            leaf, job = self._leaf(i)
             job.next_psn = [5000 * (i + 1) + 100 * k for k in range(2)]
+            self.leaves.append(leaf)
             self.jobs.append(job)
-            # the parent's downlink, and the uplink rewrite
-            insert(leaf, nr.AggregationIngressNames.CONN_TABLE,
-                   [ip_int(self.spine_ip), ip_int(self.leaf_ip[i]), 0x900 + i],
-                   nr.AggregationIngressNames.SET_CONN,
-                   [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
-            insert(leaf, nr.AggregationEgressNames.RESULT_REWRITE, [1, PARENT],
-                   nr.AggregationEgressNames.TO_SWITCH,
-                   [mac_int(self.leaf_mac[i]), mac_int(SPINE_MAC), ip_int(self.leaf_ip[i]),
-                    ip_int(self.spine_ip), 4791, 0x800 + i])
-        insert(self.spine, nr.AggregationIngressNames.JOB_TABLE, [1],
+
+    def _switch(self) -> Pipeline:
+        pipe = Pipeline.from_program(self.program)
+        pipe.set_clock(lambda: self.now_ns)
+        return pipe
+
+    def _leaf(self, i: int) -> tuple[Pipeline, Job]:
+        leaf = self._switch()
+        return leaf, self.configure_leaf(leaf, i)
+
+    def configure_leaf(self, leaf: Pipeline, i: int) -> Job:
+        """Leaf ``i``'s entries (its job, the parent's downlink, the uplink rewrite)."""
+        job = Job(leaf, 1, make_workers(2, first=1 + 2 * i), role=LEAF,
+                  upstream_port=LEAF_UP_PORT)
+        insert(leaf, nr.AggregationIngressNames.CONN_TABLE,
+               [ip_int(self.spine_ip), ip_int(self.leaf_ip[i]), 0x900 + i],
+               nr.AggregationIngressNames.SET_CONN,
+               [1, 50, PARENT, LEAF_UP_PORT, LEAF_UP_PORT, 1])
+        insert(leaf, nr.AggregationEgressNames.RESULT_REWRITE, [1, PARENT],
+               nr.AggregationEgressNames.TO_SWITCH,
+               [mac_int(self.leaf_mac[i]), mac_int(SPINE_MAC), ip_int(self.leaf_ip[i]),
+                ip_int(self.spine_ip), 4791, 0x800 + i])
+        return job
+
+    def _spine(self) -> Pipeline:
+        spine = self._switch()
+        self.configure_spine(spine)
+        return spine
+
+    def configure_spine(self, spine: Pipeline) -> None:
+        """The spine's entries: the job (root), both leaves' uplinks, the result group."""
+        insert(spine, nr.AggregationIngressNames.JOB_TABLE, [1],
                nr.AggregationIngressNames.SET_JOB,
                [0, 16, 2, 0b11, 2, ROOT, 1, 0])
         for i in range(2):
-            insert(self.spine, nr.AggregationIngressNames.CONN_TABLE,
+            insert(spine, nr.AggregationIngressNames.CONN_TABLE,
                    [ip_int(self.leaf_ip[i]), ip_int(self.spine_ip), 0x800 + i],
                    nr.AggregationIngressNames.SET_CONN, [1, i, i, 1 + i, 1 + i, 1])
-            insert(self.spine, nr.AggregationEgressNames.RESULT_REWRITE, [1, i],
+            insert(spine, nr.AggregationEgressNames.RESULT_REWRITE, [1, i],
                    nr.AggregationEgressNames.TO_SWITCH,
                    [mac_int(SPINE_MAC), mac_int(self.leaf_mac[i]), ip_int(self.spine_ip),
                     ip_int(self.leaf_ip[i]), 4791, 0x900 + i])
-        self.spine.pre.set_group(1, [(1, 0), (2, 1)])
+        spine.pre.set_group(1, [(1, 0), (2, 1)])
+
+    def restart_spine(self) -> None:
+        """The spine killed and started again: empty registers, the controller's entries."""
+        self.spine = self._spine()
+        self.received = []
+
+    def restart_leaf(self, i: int) -> None:
+        """Leaf ``i`` killed and started again (its workers keep their PSNs)."""
+        leaf, job = self._leaf(i)
+        job.next_psn = self.jobs[i].next_psn
+        self.leaves[i], self.jobs[i] = leaf, job
+        self.received = []
 
     def send(self, leaf: int, rank: int, frame: bytes) -> list[tuple[int, int, bytes]]:
         """Inject a worker frame; return (leaf, port, frame) delivered to worker ports."""
@@ -692,6 +728,7 @@ class Fabric:
         pending = [("leaf", leaf, self.jobs[leaf].workers[rank].port, frame)]
         while pending:
             kind, idx, port, data = pending.pop(0)
+            self.received.append((idx if kind == "leaf" else "spine", port, data))
             if kind == "leaf":
                 for out_port, out in self.leaves[idx].process(port, data):
                     if out_port == LEAF_UP_PORT:

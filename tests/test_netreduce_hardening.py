@@ -7,6 +7,7 @@ fails on the program before the fix (run it there with ``NETREDUCE_P4=<old netre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from softswitch.pipeline import Pipeline
 from tests.netreduce_sizes import netreduce_with
 from tests.test_netreduce import (
     CREDIT,
+    LEAF,
     LEAF_UP_PORT,
     P4,
     RESEND_NS,
@@ -35,6 +37,7 @@ from tests.test_netreduce import (
     all_results,
     counter,
     insert,
+    ip_int,
     job_drops,
     sums,
     values,
@@ -43,6 +46,7 @@ from tests.test_netreduce import (
 from workloads.netreduce_headers import split_message
 
 WRONG_PORT, FORGED_SWITCH, REPEAT_RESULT, BAD_INDEX = 15, 16, 18, 19
+SENT_AT = "SwitchIngress.agg.slot_sent_at"
 
 
 @pytest.fixture(scope="module")
@@ -405,6 +409,126 @@ def test_a_window_free_tag_closes_no_binding_early(pipe: Pipeline) -> None:
     assert job.send([(0, job.message(0, values(0, E), msg=2, slot=2)[0])]) == []
     assert job_drops(pipe, 1, CREDIT) == 1
     assert _open_bindings(pipe, 0) == 2
+
+
+# ------------------------------------------------------- 8. a restart after a partial result
+
+Frames3 = list[tuple[int, int, bytes]]  # (leaf, port, frame) delivered to workers
+
+
+def _first_round(fab: Fabric) -> tuple[list[list[list[bytes]]], list[list[int]], list[int]]:
+    """Every worker's one-packet message 0: (messages, PSNs, the global total)."""
+    psns = [list(j.next_psn) for j in fab.jobs]
+    msgs = [[fab.jobs[i].message(k, values(2 * i + k, E)) for k in range(2)] for i in range(2)]
+    return msgs, psns, sums(*(values(w, E) for w in range(4)))
+
+
+def _retransmit_until_answered(fab: Fabric, leaf: int, ranks: Sequence[int],
+                               msgs: list[list[list[bytes]]]) -> list[tuple[int, int, bytes]]:
+    """The ranks' workers on ``leaf`` time out and resend message 0, one worker timeout
+    (NR_RESEND_US) apart, until something reaches a worker (at most five rounds)."""
+    for _ in range(5):
+        fab.now_ns += RESEND_NS
+        for k in ranks:
+            delivered = fab.send(leaf, k, msgs[leaf][k][0])
+            if delivered:
+                return delivered
+    return []
+
+
+def spine_restart(fab: Fabric) -> tuple[Frames3, Frames3]:
+    """The spine multicast message 0's total, leaf 0 got it (final, its workers done), and
+    the spine was killed before the copy for leaf 1 left; restarted, it gets leaf 1's
+    resends. Returns what reached leaf 1's workers, and what should have."""
+    msgs, psns, total = _first_round(fab)
+    partials = []
+    for i in range(2):
+        for k in range(2):
+            partials += [(i, f) for _, f in
+                         fab.leaves[i].process(fab.jobs[i].workers[k].port, msgs[i][k][0])]
+    down = [out for i, f in partials for out in fab.spine.process(1 + i, f)]
+    assert sorted(port for port, _ in down) == [1, 2]
+    leaf0 = [(0, port, f) for port, f in
+             fab.leaves[0].process(LEAF_UP_PORT, next(f for port, f in down if port == 1))]
+    assert sorted(leaf0) == [(0, port, f) for port, f in
+                             all_results(fab.jobs[0], 0, 1, total, psns[0])]
+    fab.restart_spine()
+    delivered = _retransmit_until_answered(fab, 1, (0, 1), msgs)
+    return sorted(delivered), [(1, port, f) for port, f in
+                               all_results(fab.jobs[1], 0, 1, total, psns[1])]
+
+
+def leaf_restart(fab: Fabric) -> tuple[Frames3, Frames3]:
+    """Leaf 0 multicast message 0's total and was killed before the copy for rank 1's
+    connection left (rank 0's receiver got its copy, so rank 0 is done); restarted, it
+    gets rank 1's resends. Returns what reached a worker, and what should have."""
+    msgs, psns, total = _first_round(fab)
+    for i, k in ((1, 0), (1, 1), (0, 0)):
+        fab.send(i, k, msgs[i][k][0])
+    up = fab.leaves[0].process(fab.jobs[0].workers[1].port, msgs[0][1][0])
+    down = [out for _, f in up for out in fab.spine.process(1, f)]
+    for port, f in down:
+        if port == 2:
+            assert len(fab.leaves[1].process(LEAF_UP_PORT, f)) == 2
+    results = fab.leaves[0].process(LEAF_UP_PORT, next(f for port, f in down if port == 1))
+    assert sorted(results) == all_results(fab.jobs[0], 0, 1, total, psns[0])
+    fab.restart_leaf(0)
+    delivered = _retransmit_until_answered(fab, 0, (1,), msgs)
+    port, frame = fab.jobs[0].result(1, 0, 1, total, psn=psns[0][1])
+    return delivered, [(0, port, frame)]
+
+
+def test_spine_restart_after_its_result_reached_one_leaf(program: ir.Program) -> None:
+    """Rule 8: after spine_restart's kill, the restarted spine has leaf 1's partial again
+    but leaf 0 never sends one: before, leaf 1's resends only counted as duplicates and
+    the job hung (the reliability campaign's spine kill under load). Now the waiting spine
+    pulls its children, leaf 0 answers with the total (TOTAL) and leaf 1's workers get
+    the exact sum."""
+    fab = Fabric(program)
+    delivered, expected = spine_restart(fab)
+    assert delivered == expected
+    pulls = nr.AggregationEgressNames.PULLS_SENT
+    # one pull to each leaf, one TOTAL back from leaf 0
+    assert (counter(fab.spine, pulls, 1), counter(fab.leaves[0], pulls, 1)) == (2, 1)
+    assert counter(fab.leaves[1], pulls, 1) == 0   # waiting, not final: it does not answer
+    assert job_drops(fab.leaves[0], 1, REPEAT_RESULT) == 1  # the spine's multicast, back
+
+
+def test_leaf_restart_after_its_result_reached_one_worker(program: ir.Program) -> None:
+    """Rule 8: after leaf_restart's kill, the restarted leaf collects rank 1's resends
+    alone: before, they were counted as duplicates for ever. Now the waiting leaf pulls
+    its parent, whose final copy answers, and rank 1's receiver gets the exact sum."""
+    fab = Fabric(program)
+    delivered, expected = leaf_restart(fab)
+    assert delivered == expected
+    assert counter(fab.leaves[0], nr.AggregationEgressNames.PULLS_SENT, 1) == 1
+    assert counter(fab.spine, nr.AggregationEgressNames.PULLS_SENT, 1) == 0
+
+
+def test_pull_never_reaches_a_worker(pipe: Pipeline) -> None:
+    """A switch pulls its job's multicast group when a child switch waits; a group can hold
+    workers too, and their copies are dropped in the egress: a pull is not a result.
+    Here rank 2 of a leaf job is a child switch's link; rank 0 (a worker) has contributed
+    and is bound, rank 3 is missing, and the child resends its partial."""
+    now = [1_000_000_000]
+    pipe.set_clock(lambda: now[0])
+    job = Job(pipe, 1, make_workers(4), role=LEAF, upstream_port=LEAF_UP_PORT)
+    child, peer = job.workers[2], job.peer(2)
+    insert(pipe, nr.AggregationIngressNames.CONN_TABLE, [ip_int(child.ip), ip_int(peer.ip),
+           job.qp(2)], nr.AggregationIngressNames.SET_CONN,
+           [1, 2, 2, peer.port, child.port, 1], modify=True)
+    assert job.send([(0, job.message(0, values(0, E))[0])]) == []
+    partial = Ether(job.message(2, values(2, E))[0])
+    partial["NRTag"].flags |= FLAG_SWITCH
+    frame = bytes(partial)
+    assert pipe.process(child.port, frame) == []      # absorbed: rank 3 missing
+    assert register(pipe, SENT_AT, 0) == 0
+    now[0] += RESEND_NS
+    # the pull goes to the group: rank 0's receiver would have got the partial as a result
+    assert pipe.process(child.port, frame) == []
+    assert counter(pipe, nr.AggregationIngressNames.DUPLICATES, 1) == 1
+    assert counter(pipe, nr.AggregationEgressNames.RESULTS_SENT, 1) == 0
+    assert register(pipe, SENT_AT, 0) != 0   # the pull was sent (and paces the next one)
 
 
 def test_p4c_compiles_without_warnings(tmp_path: Path) -> None:

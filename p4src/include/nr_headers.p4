@@ -80,6 +80,8 @@ const bit<8> NR_FLAG_VERSION  = 0x01;  /* which of the slot's two copies */
 const bit<8> NR_FLAG_OVERFLOW = 0x02;  /* some element saturated */
 const bit<8> NR_FLAG_RESULT   = 0x04;  /* a result (switch -> worker / parent -> child) */
 const bit<8> NR_FLAG_SWITCH   = 0x08;  /* inter-switch packet: tag on every packet */
+const bit<8> NR_FLAG_PULL     = 0x10;  /* inter-switch: send me the final result you hold */
+const bit<8> NR_FLAG_TOTAL    = 0x20;  /* inter-switch, up: the final result, not a partial */
 
 /* Header sizes in bytes, and the exact lengths of aggregation packets. */
 #define NR_DATA_BYTES (NR_ELEMS * 4)
@@ -277,12 +279,15 @@ struct nr_meta_t {
     bit<1>  ver;
     bit<1>  tag_overflow;
     bit<1>  from_switch;
+    bit<1>  pull;           /* the tag has PULL: asks for a final result, adds nothing */
+    bit<1>  total;          /* the tag has TOTAL: a child's final result */
     bit<32> g;              /* slot copy: 2 * slot + version */
     /* verdict */
     bit<2>  emit;           /* NR_EMIT_* */
     bit<1>  to_group;       /* emitted to the job's multicast group */
     bit<8>  target;         /* rank whose connection receives it, or NR_RANK_PARENT */
     bit<1>  out_overflow;
+    bit<8>  out_flags;      /* NR_FLAG_PULL or NR_FLAG_TOTAL on an inter-switch packet */
 }
 
 struct fwd_meta_t {
