@@ -179,11 +179,15 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
         cell.tally.absorb(one)
         cell.attempts += 1
         record["verdict"] = box.get("verdict", box.get("error", "still running"))
+        rows = _job_counter_rows(bed)
+        # pulls and the totals answering them: the restart cut a result multicast short
+        # (docs/protocol.md section 4.3); counted since the restart at the victim
+        record["pulls"] = sum(int(r.get("pulls_sent", 0)) for r in rows)
         if box.get("verdict") == "exact":
             cell.survived += 1
         else:
             # what each switch of the job counted (drops by reason): why it did not recover
-            record["counters"] = _job_counter_rows(bed)
+            record["counters"] = rows
         cell.kills.append(record)
         tick(f"restart {victim} at {frac:.0%}: {record['verdict']}")
     return cell

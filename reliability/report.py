@@ -278,7 +278,10 @@ def _restart_section(r: RestartCell) -> list[str]:
         'all-reduce must finish exactly. "job running" says whether the '
         "all-reduce was still running when the kill came: on the loaded machine "
         "the counter reads that find the job's start lag, so a kill drawn late in "
-        "a short job can land just after it ended.",
+        "a short job can land just after it ended. \"pulls\" counts the pulls and "
+        "the totals answering them that the job's switches sent: non-zero when the kill "
+        "cut a result's multicast short, so that some members had the result and the "
+        "others waited for a switch that had lost it (docs/protocol.md section 4.3).",
         "",
         f"**{r.survived} of {r.attempts}** jobs finished exactly"
         + (
@@ -293,14 +296,14 @@ def _restart_section(r: RestartCell) -> list[str]:
         _TALLY_RULE,
         _tally_row("switch restart", r.tally, "bound: the workers' timeout across a restart"),
         "",
-        "| # | switch | role | at | job running | recovered | recovery | job |",
-        "| ---: | --- | --- | ---: | --- | --- | ---: | --- |",
+        "| # | switch | role | at | job running | recovered | recovery | pulls | job |",
+        "| ---: | --- | --- | ---: | --- | --- | ---: | ---: | --- |",
     ]
     for i, k in enumerate(r.kills, 1):
         lines.append(
             f"| {i} | {k['switch']} | {k['role']} | {k['at']:.0%} | "
             f"{k.get('job_running')} | {k.get('recovered')} | "
-            f"{k.get('recovery_s', 0):.1f} s | {k.get('verdict')} |"
+            f"{k.get('recovery_s', 0):.1f} s | {k.get('pulls', '-')} | {k.get('verdict')} |"
         )
     lines.append("")
     return lines + _bullets(r.tally.errors[:8])
