@@ -814,6 +814,10 @@ control AggregationIngress(inout headers_t hdr,
                 int<32> new_sum;
                 bit<1> overflow = 0;
                 bool final_now = false;
+                /* What happens to the slot's sums, done once after the decision below:
+                 * one copy of each per-element loop keeps the program small (compile time
+                 * grows with every expansion of NR_FOR_EACH_ELEM). */
+                bit<2> sums_op = NR_SUMS_KEEP;
                 bit<48> now = standard_metadata.ingress_global_timestamp;
 
                 if (meta.nr.rank == NR_RANK_PARENT && meta.nr.pull == 1) {
@@ -822,7 +826,7 @@ control AggregationIngress(inout headers_t hdr,
                      * Nothing else here answers a pull; it changes no state. */
                     if (s_job == meta.nr.job && s_msg == meta.nr.msg
                             && (s_flags & NR_SLOT_FINAL) != 0) {
-                        NR_FOR_EACH_ELEM(NR_LOAD)
+                        sums_op = NR_SUMS_LOAD;
                         if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                             meta.nr.out_overflow = 1;
                         }
@@ -844,7 +848,7 @@ control AggregationIngress(inout headers_t hdr,
                          * retransmission; multicasting again would only amplify. */
                         drop_packet(DROP_REPEAT_RESULT);
                     } else {
-                        NR_FOR_EACH_ELEM(NR_STORE)
+                        sums_op = NR_SUMS_STORE;
                         final_now = true;
                         s_flags = NR_SLOT_FINAL;
                         if (meta.nr.tag_overflow == 1) {
@@ -879,7 +883,7 @@ control AggregationIngress(inout headers_t hdr,
                         if (have_final) {
                             mark_to_drop(standard_metadata);
                         } else {
-                            NR_FOR_EACH_ELEM(NR_STORE)
+                            sums_op = NR_SUMS_STORE;
                             s_flags = NR_SLOT_FINAL;
                             if (meta.nr.tag_overflow == 1) {
                                 s_flags = s_flags | NR_SLOT_OVERFLOW;
@@ -895,7 +899,7 @@ control AggregationIngress(inout headers_t hdr,
                         }
                     } else if (meta.nr.pull == 1) {
                         /* A child that restarted asks for a final result we hold. */
-                        NR_FOR_EACH_ELEM(NR_LOAD)
+                        sums_op = NR_SUMS_LOAD;
                         if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                             meta.nr.out_overflow = 1;
                         }
@@ -933,7 +937,7 @@ control AggregationIngress(inout headers_t hdr,
                             mark_to_drop(standard_metadata);  /* others still missing */
                         } else if (meta.nr.role == NR_ROLE_ROOT
                                    || (s_flags & NR_SLOT_FINAL) != 0) {
-                            NR_FOR_EACH_ELEM(NR_LOAD)
+                            sums_op = NR_SUMS_LOAD;
                             if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                                 meta.nr.out_overflow = 1;
                             }
@@ -946,7 +950,7 @@ control AggregationIngress(inout headers_t hdr,
                             slot_sent_at.read(sent_at, meta.nr.g);
                             if (now - sent_at >= NR_RESEND_US) {
                                 slot_sent_at.write(meta.nr.g, now);
-                                NR_FOR_EACH_ELEM(NR_LOAD)
+                                sums_op = NR_SUMS_LOAD;
                                 if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                                     meta.nr.out_overflow = 1;
                                 }
@@ -961,9 +965,7 @@ control AggregationIngress(inout headers_t hdr,
                             s_bitmap = 0;
                             s_count = 0;
                             s_flags = 0;
-                        }
-                        if (fresh) {
-                            NR_FOR_EACH_ELEM(NR_STORE)
+                            sums_op = NR_SUMS_STORE;
                         } else {
                             NR_FOR_EACH_ELEM(NR_ACCUMULATE)
                         }
@@ -995,6 +997,12 @@ control AggregationIngress(inout headers_t hdr,
                         slot_filled.write(meta.nr.g, s_count);
                         slot_flags.write(meta.nr.g, s_flags);
                     }
+                }
+
+                if (sums_op == NR_SUMS_STORE) {
+                    NR_FOR_EACH_ELEM(NR_STORE)
+                } else if (sums_op == NR_SUMS_LOAD) {
+                    NR_FOR_EACH_ELEM(NR_LOAD)
                 }
 
                 /* A message is done (its credit returns) when all its slots are final. */
