@@ -127,7 +127,9 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
             (
                 "(stricter) nothing left 10 s after each SIGINTed or finished run",
                 d.leaks_after_each == 0,
-                f"{d.leaks_after_each} of {d.runs} runs left something for longer",
+                f"{d.leaks_after_each} of {d.runs - d.signals.get('SIGKILL', 0)} SIGINTed or "
+                f"finished runs left something for longer ({d.signals.get('SIGKILL', 0)} "
+                "SIGKILLed runs: their leftovers go with the next run)",
             )
         )
     if result.bad_input is not None:
