@@ -93,6 +93,9 @@ class JobPlan:
     parts: dict[str, SwitchPart]
     spine: str | None = None  # the root when the tree has more than one switch (kept name)
     root: str | None = None  # the tree's root switch
+    # NR_ELEMS of the switches' program: the workers' packet size (None: a plan written
+    # before plans carried it; workers then take theirs from --elems)
+    elems: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +108,7 @@ class JobPlan:
             workers=[Worker(**w) for w in data["workers"]],
             parts={k: SwitchPart(**v) for k, v in data["parts"].items()},
             spine=data.get("spine"), root=data.get("root", data.get("spine")),
+            elems=int(data["elems"]) if data.get("elems") is not None else None,
         )
 
     def worker(self, rank: int) -> Worker:
@@ -298,7 +302,7 @@ def plan_job(req: JobRequest, topo: FabricTopology, jobs: Sequence[JobPlan],
     root = tree.root
     return JobPlan(job_id=job_id, name=req.name, credits=req.credits, slots=req.slots,
                    msg_pkts=msg_pkts, workers=workers, parts=parts,
-                   spine=root if len(parts) > 1 else None, root=root)
+                   spine=root if len(parts) > 1 else None, root=root, elems=sizes.elems)
 
 
 def _workers_by_leaf(req: JobRequest, topo: FabricTopology,

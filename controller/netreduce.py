@@ -15,6 +15,7 @@ from p4.v1 import p4runtime_pb2
 from controller.errors import SchemaError
 from controller.schema import ControlPlaneSchema
 from protocol.netreduce import (
+    PROGRAM_ELEMS,
     ROCE_V2_PORT,
     AggregationEgressNames,
     AggregationIngressNames,
@@ -49,10 +50,12 @@ class Sizes:
     conns: int
     bind: int = Limit.BIND
     max_ranks: int = Limit.MAX_RANKS
+    elems: int = PROGRAM_ELEMS  # NR_ELEMS: int32 per aggregation packet
 
 
 def program_sizes(schema: ControlPlaneSchema) -> Sizes:
-    """NR_SLOTS, NR_JOBS and NR_CONNS as compiled, from register and counter sizes."""
+    """NR_SLOTS, NR_JOBS, NR_CONNS and NR_ELEMS as compiled, from register and counter
+    sizes (``slot_sums`` holds NR_ELEMS cells per slot copy)."""
     def size(kind: str, name: str, default: int, divide: int = 1) -> int:
         try:
             obj = schema.register(name) if kind == "register" else schema.counter(name)
@@ -60,7 +63,9 @@ def program_sizes(schema: ControlPlaneSchema) -> Sizes:
             return default
         return obj.size // divide if obj.size else default
 
+    copies = size("register", AggregationIngress.SLOT_JOB, 2 * Limit.SLOTS)
     return Sizes(
+        elems=size("register", AggregationIngress.SLOT_SUMS, PROGRAM_ELEMS * copies, copies),
         slots=size("register", AggregationIngress.SLOT_JOB, Limit.SLOTS, 2),
         jobs=size("counter", AggregationIngress.CONTRIBUTIONS, Limit.JOBS),
         conns=size("register", AggregationIngress.CONN_STARTED, Limit.CONNS),

@@ -261,6 +261,7 @@ class AggregationIngressNames:
     COMPLETIONS = "SwitchIngress.agg.completions"
     JOB_DROPS = "SwitchIngress.agg.job_drops"
     SLOT_JOB = "SwitchIngress.agg.slot_job"
+    SLOT_SUMS = "SwitchIngress.agg.slot_sums"
     CONN_STARTED = "SwitchIngress.agg.conn_started"
     JOB_COUNTERS = (CONTRIBUTIONS, DUPLICATES, COMPLETIONS)
 

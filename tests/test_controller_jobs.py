@@ -284,3 +284,27 @@ def test_cli_job_show_table_names_peers(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "job t" in out and "switches" in out and "workers" in out
     assert f"{plan.workers[0].send_qpn:#x}" in out
+
+
+def test_plan_carries_the_programs_packet_size(rundir: Path) -> None:
+    """The workers' packet size comes with the plan (the program's NR_ELEMS), through the
+    plan's JSON, so no worker has to be told it separately."""
+    topo = load_topology(rundir)
+    sizes = nr.Sizes(slots=1024, jobs=64, conns=1024, elems=32)
+    plan = plan_job(JobRequest("a", ("h1", "h2")), topo, [], {}, sizes)
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["elems"] == 32 and JobPlan.from_dict(data).elems == 32
+    legacy = {k: v for k, v in data.items() if k != "elems"}
+    assert JobPlan.from_dict(legacy).elems is None
+
+
+def test_program_sizes_read_the_packet_size_from_p4info(tmp_path: Path) -> None:
+    """NR_ELEMS is what slot_sums holds per slot copy, read from the compiled program."""
+    from controller.schema import ControlPlaneSchema
+    from softswitch.frontend import compile_file
+    from softswitch.p4info import build_p4info
+    from tests.netreduce_sizes import netreduce_with
+
+    program = compile_file(str(netreduce_with(32, tmp_path)))
+    sizes = nr.program_sizes(ControlPlaneSchema(build_p4info(program)))
+    assert (sizes.elems, sizes.slots, sizes.jobs, sizes.conns) == (32, 1024, 64, 1024)

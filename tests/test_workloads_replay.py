@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from protocol.netreduce import PROGRAM_ELEMS
 from softswitch import ir
 from softswitch.frontend import compile_file
 from tests.fake_clock import FakeRealTime
@@ -361,3 +362,18 @@ def test_inputs_are_deterministic_and_exactly_summable() -> None:
 def program(tmp_path_factory: pytest.TempPathFactory) -> ir.Program:
     """The program at the switch bench's E."""
     return compile_file(str(netreduce_with(E, tmp_path_factory.mktemp("program"))))
+
+
+def test_job_plan_gives_the_packet_size(tmp_path: Path) -> None:
+    """The plan's elems is the workers' packet size; an explicit one must agree, and a plan
+    without it (an older controller's) takes the explicit one."""
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({**PLAN, "elems": 32}))
+    assert load_job(path).elems == 32
+    assert load_job(path, elems=32).elems == 32
+    with pytest.raises(AgentError, match="elems 64 given, but the job plan's switches carry "
+                                         "32 elements per packet"):
+        load_job(path, elems=64)
+    path.write_text(json.dumps(PLAN))
+    assert load_job(path, elems=64).elems == 64
+    assert load_job(path).elems == PROGRAM_ELEMS

@@ -398,8 +398,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="in-network: serve this host's workers of the job")
     p.add_argument("--bind", help="in-network: bind address (default: the host's job IP)")
     p.add_argument("--port", type=int, default=ROCE_V2_PORT)
-    p.add_argument("--elems", type=int, default=PROGRAM_ELEMS,
-                   help="NR_ELEMS of the switch program")
+    p.add_argument("--elems", type=int, default=None,
+                   help="NR_ELEMS of the switch program (default: the job plan's, else "
+                        f"{PROGRAM_ELEMS}); given, it must agree with the plan")
     p.add_argument("--first-psn", type=lambda s: int(s, 0), default=0)
     p.add_argument("--rto", type=float, default=None,
                    help="in-network and RoCE: lowest retransmission timeout (emulated s; "

@@ -38,8 +38,9 @@ class AgentError(WorkloadError, RuntimeError):
     """A host agent could not be set up or one of its workers failed."""
 
 
-def load_job(path: str | Path, *, elems: int = 32, first_psn: int = 0) -> JobConfig:
-    """A :class:`JobConfig` from a job-plan JSON file (``job show --json`` output)."""
+def load_job(path: str | Path, *, elems: int | None = None, first_psn: int = 0) -> JobConfig:
+    """A :class:`JobConfig` from a job-plan JSON file (``job show --json`` output); the
+    plan gives the packet size, ``elems`` (when given) must agree with it."""
     try:
         plan = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:

@@ -139,9 +139,18 @@ class JobConfig:
         return [w.rank for w in self.workers if host in (w.host, w.ip)]
 
     @classmethod
-    def from_plan(cls, plan: Mapping[str, Any], *, elems: int = DEFAULT_ELEMS,
+    def from_plan(cls, plan: Mapping[str, Any], *, elems: int | None = None,
                   first_psn: int = 0) -> JobConfig:
-        """From the controller's job plan (``job show --json``)."""
+        """From the controller's job plan (``job show --json``). The plan says how many
+        elements the switches' program carries per packet; ``elems``, when given, must
+        agree (a plan without it, written by an older controller, takes ``elems``, else
+        the program's default)."""
+        planned = plan.get("elems")
+        if planned is not None and elems is not None and int(planned) != elems:
+            raise ValueError(f"elems {elems} given, but the job plan's switches carry "
+                             f"{int(planned)} elements per packet (NR_ELEMS)")
+        if planned is not None:
+            elems = int(planned)
         try:
             workers = tuple(sorted((WorkerInfo(
                 rank=int(w["rank"]), host=str(w["host"]), ip=str(w["ip"]),
@@ -150,8 +159,8 @@ class JobConfig:
                 sport=int(w.get("sport", 0)), gpu=int(w.get("gpu", 0)))
                 for w in plan["workers"]), key=lambda w: w.rank))
             return cls(job_id=int(plan["job_id"]), credits=int(plan["credits"]),
-                       msg_pkts=int(plan["msg_pkts"]), workers=workers, elems=elems,
-                       first_psn=first_psn)
+                       msg_pkts=int(plan["msg_pkts"]), workers=workers,
+                       elems=DEFAULT_ELEMS if elems is None else elems, first_psn=first_psn)
         except (KeyError, TypeError) as err:
             raise ValueError(f"not a job plan: missing or bad field {err}") from None
 
