@@ -202,6 +202,7 @@ class HostsAroundSwitch(NamespaceRig):
                      check=False)
             self.run("ip", "link", "set", sw_end, "up")
             self.run("ip", "-n", ns, "link", "set", "eth0", "up")
+            self.run("ip", "-n", ns, "link", "set", "lo", "up")
 
 
 class SwitchNamespace(NamespaceRig):

@@ -117,7 +117,8 @@ def verdicts(result: CampaignResult) -> list[tuple[str, bool, str]]:
         ok = left == 0 and d.next_run_ok and d.refused_starts == 0
         out.append(
             (
-                f"0 leaks after {d.runs} interrupted runs",
+                f"0 leaks after {d.signals.get('SIGINT', 0) + d.signals.get('SIGKILL', 0)} "
+                f"interrupted runs ({d.runs} runs)",
                 ok,
                 f"{left} leftovers at the end, {d.refused_starts} refused starts, next run "
                 f"{'started' if d.next_run_ok else 'FAILED'} without `make clean`",

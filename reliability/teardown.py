@@ -37,6 +37,9 @@ class TeardownPlan:
     sigint: float = 0.4  # shares of runs interrupted with each signal
     sigkill: float = 0.4
     max_delay_s: float = 8.0  # a signal lands uniformly in [0.3 s, this] (x5 with experiment)
+    # >0: start runs until this many were really interrupted (a run that ends before its
+    # signal does not count), at most 3x as many runs; 0: ``runs`` runs, whatever happened
+    interrupted: int = 0
 
 
 def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
@@ -89,9 +92,23 @@ def _settled_leaks(prefix: str, runs_root: Path, tag: str, killed: bool) -> Leak
     return leaks
 
 
+def _note_outcome(cell: TeardownCell, i: int, code: int, text: str, final: bool) -> None:
+    """A run refused because of leftovers, and whether the final run started cleanly."""
+    if any(r in text for r in REFUSED):
+        cell.refused_starts += 1
+        cell.details.append(f"run {i}: refused to start: "
+                            + next(line for line in text.splitlines()
+                                   if any(r in line for r in REFUSED))[:200])
+    if final:
+        cell.next_run_ok = code == 0
+        if code != 0:
+            cell.details.append(f"final run: exit {code}: {text.strip()[-300:]}")
+
+
 def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
                   tick: Callable[[str], None]) -> TeardownCell:
-    """``plan.runs`` runs, then one more that must start cleanly; leaks after each."""
+    """``plan.runs`` runs (or as many as ``plan.interrupted`` interrupted ones take), then
+    one more that must start cleanly; leaks after each."""
     cell = TeardownCell()
     runs_root.mkdir(parents=True, exist_ok=True)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
@@ -104,8 +121,10 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
     signals: Counter[str] = Counter()
     codes: Counter[str] = Counter()
     grpc_port = free_port_block(2)
-    for i in range(plan.runs + 1):
-        final = i == plan.runs
+    limit = 3 * plan.interrupted if plan.interrupted else plan.runs
+    for i in range(limit + 1):
+        done = signals["SIGINT"] + signals["SIGKILL"]
+        final = i == limit or (plan.interrupted > 0 and done >= plan.interrupted)
         experiment = not final and i % plan.experiment_every == plan.experiment_every - 1
         draw = rng.random()
         sig = (None if final or draw >= plan.sigint + plan.sigkill
@@ -130,16 +149,7 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
                 cell.details.append(f"run {i}: did not end within {RUN_TIMEOUT_S:g} s (its "
                                     f"threads' stacks are in {log_path.name})")
         codes[str(code)] += 1
-        text = log_path.read_text(errors="replace")
-        if any(r in text for r in REFUSED):
-            cell.refused_starts += 1
-            cell.details.append(f"run {i}: refused to start: "
-                                + next(line for line in text.splitlines()
-                                       if any(r in line for r in REFUSED))[:200])
-        if final:
-            cell.next_run_ok = code == 0
-            if code != 0:
-                cell.details.append(f"final run: exit {code}: {text.strip()[-300:]}")
+        _note_outcome(cell, i, code, log_path.read_text(errors="replace"), final)
         # what this run left: after SIGKILL expected until the next run cleans it
         leaks = _settled_leaks(plan.prefix, runs_root, tag, sig == signal.SIGKILL)
         if leaks.total and sig != signal.SIGKILL:
@@ -147,8 +157,12 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
             cell.details.append(f"run {i} ({sig.name if sig else 'no signal'}, exit {code}): "
                                 f"left {leaks.describe()}")
         what = f"{sig.name} after {delay:.1f} s" if sig else "no signal"
-        tick(f"teardown run {i + 1}/{plan.runs + 1} ({what}): exit {code}")
-    cell.runs = plan.runs
+        goal = (f"{done + (sig is not None)}/{plan.interrupted} interrupted"
+                if plan.interrupted else f"{i + 1}/{plan.runs + 1}")
+        tick(f"teardown run {i + 1} ({goal}; {what}): exit {code}")
+        if final:
+            cell.runs = i
+            break
     cell.signals = dict(signals)
     cell.exit_codes = dict(codes)
     cell.leaks_final = find_leaks(plan.prefix, runs_root, tag).as_dict()

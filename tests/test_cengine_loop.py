@@ -540,14 +540,13 @@ def test_transmit_ring_burst_arrives_intact(tx_rings: bool) -> None:
     """More frames than the transmit ring holds, of many sizes: every frame that arrives
     is one that was sent, byte for byte (no ring slot reused under a frame in flight),
     and every forwarded frame is counted as sent or dropped; the same with sendmmsg."""
-    topo = NetnsTopology(tag=f"cb{uuid.uuid4().hex[:6]}")
+    topo = NetnsTopology(2, tag=f"cb{uuid.uuid4().hex[:6]}")
     ports: list[Port] = []
     sw: SwitchDataPlane | None = None
     thread: threading.Thread | None = None
     count = 3000
     try:
-        for i in (1, 2):
-            topo.add_host(i)
+        topo.start()
         ports = [AfPacketPort(i, topo.links[i - 1].switch_end) for i in (1, 2)]
         sw = SwitchDataPlane(ports, port_forward(), io="c", tx_rings=tx_rings)
         thread = threading.Thread(target=sw.run)
@@ -577,7 +576,7 @@ def test_transmit_ring_burst_arrives_intact(tx_rings: bool) -> None:
             thread.join(WAIT_S)
         for p in ports:
             p.close()
-        topo.cleanup()
+        topo.stop()
 
 
 @pytest.mark.skipif(not can_use_netns(), reason="needs root and ip(8)")
@@ -585,13 +584,12 @@ def test_transmit_ring_burst_arrives_intact(tx_rings: bool) -> None:
 def test_veth_forwarding_and_vlan_tags(io: str) -> None:
     """Through AF_PACKET sockets on veths: plain and VLAN-tagged frames (the tag that
     receive offload strips comes back) are forwarded identically by both loops."""
-    topo = NetnsTopology(tag=f"cl{uuid.uuid4().hex[:6]}")
+    topo = NetnsTopology(2, tag=f"cl{uuid.uuid4().hex[:6]}")
     ports: list[Port] = []
     sw: SwitchDataPlane | None = None
     thread: threading.Thread | None = None
     try:
-        for i in (1, 2):
-            topo.add_host(i)
+        topo.start()
         ports = [AfPacketPort(i, topo.links[i - 1].switch_end) for i in (1, 2)]
         sw = SwitchDataPlane(ports, port_forward(), io=io)
         thread = threading.Thread(target=sw.run)
@@ -628,7 +626,7 @@ def test_veth_forwarding_and_vlan_tags(io: str) -> None:
             thread.join(WAIT_S)
         for p in ports:
             p.close()
-        topo.cleanup()
+        topo.stop()
 
 
 def test_switch_process_runs_the_c_loop(tmp_path: Path) -> None:
