@@ -29,7 +29,6 @@ p4c and simple_switch_grpc) prints the differences.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import os
@@ -396,24 +395,13 @@ def _run(
     return proc
 
 
-@functools.lru_cache(maxsize=32)
 def p4c_compile(program: Path) -> tuple[str, bytes]:
-    """(P4Info text, BMv2 JSON) from p4c, once per program and session, and through the
-    testbed's p4c cache (:mod:`topo.p4c_cache`: keyed by the preprocessed program and p4c's
-    version) across sessions: p4c is slow."""
-    from topo import p4c_cache
+    """(P4Info text, BMv2 JSON) from p4c (:func:`tests.p4c_build.p4c_outputs`: once per
+    program and session, and through the testbed's p4c cache across sessions)."""
+    from tests.p4c_build import p4c_outputs
 
-    flags = ["--target", "bmv2", "--arch", "v1model"]
-    outputs = ("p4info.txtpb", f"{program.stem}.json")
-    with tempfile.TemporaryDirectory(prefix="difftest-p4c-") as tmp:
-        out = Path(tmp)
-
-        def run_p4c() -> None:
-            _run(["p4c", *flags, "-o", str(out), "--p4runtime-files",
-                  str(out / "p4info.txtpb"), str(program)], timeout=600)
-
-        p4c_cache.cached(flags, program, out, outputs, run_p4c)
-        return (out / "p4info.txtpb").read_text(), (out / f"{program.stem}.json").read_bytes()
+    built = p4c_outputs(program)
+    return built.p4info, built.json
 
 
 class ProcessTarget:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -810,9 +809,8 @@ def test_two_level_lost_partial_recovered(program: ir.Program) -> None:
 
 def test_p4c_bmv2_compiles_program(tmp_path: Path) -> None:
     """p4c for BMv2/v1model accepts the program (needs p4c on PATH)."""
-    p4c = shutil.which("p4c")
-    if p4c is None:
+    from tests.p4c_build import p4c_outputs
+
+    if shutil.which("p4c") is None:
         pytest.skip("p4c is not installed on this machine")
-    res = subprocess.run([p4c, "--target", "bmv2", "--arch", "v1model", "-o", str(tmp_path),
-                          str(P4)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
+    assert "SwitchIngress.agg.conn_table" in p4c_outputs(P4).p4info
