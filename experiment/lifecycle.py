@@ -66,7 +66,13 @@ from experiment.seams import (
     json_int,
     json_object,
 )
-from experiment.serving import SERVE_JOIN_S, OpenServer, ServingController, reconnecting_controller
+from experiment.serving import (
+    SERVE_JOIN_S,
+    EventLog,
+    OpenServer,
+    ServingController,
+    reconnecting_controller,
+)
 from liveview import start_live_view
 from topo.cluster import ClusterSpec
 from topo.measure import network_cpu_seconds
@@ -379,7 +385,7 @@ class ExperimentNetwork:
         self._procs: list[subprocess.Popen[bytes]] = []
         self.serving: ServingController | None = None
         #: What the serving controller reported, over all its starts ("s1: recovered ...").
-        self.events: list[str] = []
+        self.events = EventLog()
 
     @classmethod
     def around(cls, network: RunningNetwork, controller: FabricController | None = None, *,

@@ -37,6 +37,45 @@ SERVE_POLL_S = 0.2
 SERVE_JOIN_S = 10.0
 
 
+# ----------------------------------------------------------------------------- events
+
+
+class EventLog:
+    """What a serving controller reported (``"s1: recovered ..."``), in order, over every
+    start of it: its thread appends, another waits for one, woken by the append instead of
+    polling. A position taken before a restart (``len(log)``) stays valid."""
+
+    def __init__(self) -> None:
+        self._items: list[str] = []
+        self._changed = threading.Condition()
+
+    def append(self, event: str) -> None:
+        with self._changed:
+            self._items.append(event)
+            self._changed.notify_all()
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._items)
+
+    def snapshot(self) -> list[str]:
+        """The events so far."""
+        with self._changed:
+            return list(self._items)
+
+    def wait_for(self, prefix: str, seen: int, timeout_s: float) -> str | None:
+        """The first event after position ``seen`` that starts with ``prefix`` (such as
+        ``"s1: recovered"``), waiting up to ``timeout_s`` for it; None if none came."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                found = next((e for e in self._items[seen:] if e.startswith(prefix)), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0:
+                    return found
+                self._changed.wait(left)
+
+
 # ----------------------------------------------------------------------------- reads
 
 
@@ -134,18 +173,18 @@ class ServingController:
     does (a context manager; :meth:`stop` is idempotent and never raises).
 
     It is opened when it starts, so it is the newest controller: primary, and it knows the
-    jobs created before. Its reports go to :attr:`events`, one list over every start, so
-    that a position taken before a restart (``len(events)``) stays valid."""
+    jobs created before. Its reports go to :attr:`events`, one :class:`EventLog` over every
+    start, so that a position taken before a restart (``len(events)``) stays valid."""
 
     def __init__(self, rundir: Path, open_server: OpenServer | None = None, *,
                  poll_s: float = SERVE_POLL_S, join_timeout_s: float = SERVE_JOIN_S,
-                 thread_name: str = "serve", events: list[str] | None = None) -> None:
+                 thread_name: str = "serve", events: EventLog | None = None) -> None:
         self.rundir = rundir
         self._open = open_server if open_server is not None else reconnecting_controller()
         self.poll_s = poll_s
         self.join_timeout_s = join_timeout_s
         self.thread_name = thread_name
-        self.events: list[str] = events if events is not None else []
+        self.events = events if events is not None else EventLog()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -202,17 +241,5 @@ class ServingController:
         self.stop()
 
     def wait_event(self, prefix: str, seen: int, timeout_s: float) -> str | None:
-        """:func:`wait_event` on :attr:`events`."""
-        return wait_event(self.events, prefix, seen, timeout_s)
-
-
-def wait_event(events: list[str], prefix: str, seen: int, timeout_s: float) -> str | None:
-    """The first of ``events`` after position ``seen`` that starts with ``prefix`` (such as
-    ``"s1: recovered"``), waiting up to ``timeout_s`` for a serving controller to report
-    it; None if none came."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = next((e for e in events[seen:] if e.startswith(prefix)), None)
-        if found is not None or time.monotonic() >= deadline:
-            return found
-        time.sleep(0.05)
+        """:meth:`EventLog.wait_for` on :attr:`events`."""
+        return self.events.wait_for(prefix, seen, timeout_s)

@@ -23,7 +23,7 @@ from controller.jobs import JobRequest
 from controller.state import load_state
 from experiment.lifecycle import ExperimentNetwork, StartOptions, open_controller
 from experiment.matrix import program_for
-from experiment.serving import TolerantReads, wait_event
+from experiment.serving import EventLog, TolerantReads
 from experiment.session import ExperimentOptions, run_allreduce
 from reliability.results import JobTally
 from topo.nodes import free_port_base
@@ -115,7 +115,7 @@ class Testbed:
         self.results = Path()
         self.jobs_created = 0
         self.pipeline_pushes = 0  # forced, to get job ids back (see new_job)
-        self.events: list[str] = []
+        self.events = EventLog()
         self.elems = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -281,4 +281,4 @@ class Testbed:
 
     def wait_recovered(self, name: str, seen: int, timeout_s: float) -> bool:
         """True once the serving controller reported ``name`` recovered after event ``seen``."""
-        return wait_event(self.events, f"{name}: recovered", seen, timeout_s) is not None
+        return self.events.wait_for(f"{name}: recovered", seen, timeout_s) is not None

@@ -28,7 +28,7 @@ from controller.errors import ControllerError
 from controller.jobs import JobRequest
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.matrix import program_for
-from experiment.serving import TolerantReads, wait_event
+from experiment.serving import EventLog, TolerantReads
 from experiment.session import ExperimentOptions, run_allreduce
 from scenarios.model import AssertionSpec, FaultSpec, JobSpec, Scenario, build_topo
 from topo.errors import TopoError
@@ -132,7 +132,7 @@ class _Timeline:
     """Applies the faults at their times in a thread; each fault becomes a case."""
 
     def __init__(self, scenario: Scenario, opts: RunOptions, network: Any, controller: Any,
-                 events: list[str], gate: threading.Lock, tally: DropTally) -> None:
+                 events: EventLog, gate: threading.Lock, tally: DropTally) -> None:
         self.scenario, self.opts, self.network = scenario, opts, network
         self.controller, self.events, self.gate, self.tally = controller, events, gate, tally
         self.cases: list[Case] = []
@@ -185,8 +185,7 @@ class _Timeline:
             sw.wait_ready()
             # the restart and the controller's recovery run in real time (processes, RPCs)
             started = time.monotonic()
-            recovered = wait_event(self.events, f"{name}: recovered", seen,
-                                   RECOVERY_TIMEOUT_S)
+            recovered = self.events.wait_for(f"{name}: recovered", seen, RECOVERY_TIMEOUT_S)
             if recovered is None:
                 raise RuntimeError(f"switch {name} restarted (pid {sw.proc.pid}) but the "
                                    f"controller did not restore it within "

@@ -16,7 +16,7 @@ import pytest
 
 from controller.errors import ControllerError
 from experiment.lifecycle import ExperimentNetwork
-from experiment.serving import ServingController, TolerantReads
+from experiment.serving import EventLog, ServingController, TolerantReads
 from tests.test_experiment_lifecycle import FakeController, FakeNetwork
 
 READING = {"switch": "s1", "ports": {1: {"rx_bytes": 5, "tx_bytes": 7}}, "drops": {}}
@@ -203,7 +203,7 @@ def test_lifecycle_ends_its_serving_controller_whatever_ends_the_body(
     with pytest.raises(type(error)), lab:
         serving = lab.start_serving(_opener(servers), thread_name="lab-serve")
         assert servers[0].served.wait(10.0)
-        assert lab.events == ["s1: recovered (2 entries written)"]
+        assert lab.events.snapshot() == ["s1: recovered (2 entries written)"]
         raise error
     assert not serving.serving and servers[0].closed == 1
     assert "lab-serve" not in [t.name for t in threading.enumerate()]
@@ -222,5 +222,25 @@ def test_lifecycle_keeps_one_event_list_over_serving_restarts(
         assert lab.serving is None and servers[0].closed == 1
         lab.start_serving(_opener(servers))
         assert servers[1].served.wait(10.0)
-        assert [e.split(":")[0] for e in lab.events] == ["s1", "s2"]
+        assert [e.split(":")[0] for e in lab.events.snapshot()] == ["s1", "s2"]
     assert servers[1].closed == 1
+
+
+def test_event_log_wakes_a_waiter_on_the_append() -> None:
+    """A waiter gets the event its prefix names after position ``seen`` as soon as another
+    thread appends it (no polling interval), skips older ones, and gets None at its
+    deadline when none comes."""
+    log_ = EventLog()
+    log_.append("s1: recovered (old)")
+    seen = len(log_)
+    got: list[str | None] = []
+    waiter = threading.Thread(target=lambda: got.append(log_.wait_for("s1: recovered", seen,
+                                                                     30.0)))
+    waiter.start()
+    log_.append("s2: recovered")
+    log_.append("s1: recovered (2 entries written)")
+    waiter.join(10.0)
+    assert not waiter.is_alive() and got == ["s1: recovered (2 entries written)"]
+    assert log_.wait_for("s3", 0, 0.05) is None
+    assert log_.snapshot() == ["s1: recovered (old)", "s2: recovered",
+                               "s1: recovered (2 entries written)"]
