@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -49,7 +50,7 @@ from topo.nodes import (
     port_accepts,
 )
 from topo.probe import receive, send
-from topo.rundir import ProcessRecord, RunDir, load_topology, read_pids
+from topo.rundir import ProcessRecord, RunDir, exec_target, load_topology, read_pids
 from topo.topologies import LinkShape, RackTopo, SpineLeafTopo, TestbedTopo
 from vtime import REAL_TIME, VirtualClock
 
@@ -682,3 +683,37 @@ def test_default_grpc_ports_lie_below_the_kernels_client_ports() -> None:
     ports = [topo.switch_options(s)["grpc_port"] for s in topo.switches()]
     assert len(ports) == 80 and min(ports) == GRPC_BASE_PORT == 9559
     assert max(ports) < EPHEMERAL_FLOOR
+
+
+def test_exec_target_reads_mnexec_lines() -> None:
+    """What an mnexec line becomes: its options (and their arguments) dropped."""
+    assert exec_target(["mnexec", "-da", "1702", "python", "-m", "w"]) == ("python", "-m", "w")
+    assert exec_target(["/usr/bin/mnexec", "-c", "-n", "sh"]) == ("sh",)
+    assert exec_target(["mnexec", "-a", "5", "-g", "grp", "x"]) == ("x",)
+    assert exec_target(["python", "-m", "w"]) is None
+    assert exec_target(["mnexec", "-da", "1"]) is None
+
+
+def test_a_worker_started_through_mnexec_is_recorded_and_stopped(tmp_path: Path) -> None:
+    """A command a run starts in a host goes through mnexec, whose own argv /proc shows until
+    it execs the command. Recorded then, the record never matched the command again, so
+    the cleanup after a killed run left the worker (and its host's namespace) running:
+    the full soak's teardown cell found it after 38 of 39 runs. Now the record waits for
+    the exec, and a record made before it still matches."""
+    if shutil.which("mnexec") is None or os.geteuid() != 0:
+        pytest.skip("needs Mininet's mnexec and root")
+    proc = subprocess.Popen(["mnexec", "-da", str(os.getpid()), sys.executable, "-c",
+                             "import time; time.sleep(60)"])
+    try:
+        rundir = RunDir.create(tmp_path / "r")
+        rundir.record_process("h1", "in-host", proc.pid)
+        _owner, records = read_pids(rundir.pids_path)
+        assert records[0].cmdline[0] == sys.executable
+        early = ProcessRecord("h1", "in-host", proc.pid, None,
+                              ("mnexec", "-da", str(os.getpid()), *records[0].cmdline))
+        assert is_same_process(early)
+        assert stop_recorded([early]) == [f"h1 (pid {proc.pid})"]
+        assert proc.wait(10) is not None
+    finally:
+        proc.kill()
+        proc.wait()

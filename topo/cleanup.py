@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topo.errors import TopoError
-from topo.rundir import DEFAULT_RUNS_ROOT, PIDS_FILE, ProcessRecord, read_cmdline, read_pids
+from topo.rundir import (
+    DEFAULT_RUNS_ROOT,
+    PIDS_FILE,
+    ProcessRecord,
+    exec_target,
+    read_cmdline,
+    read_pids,
+)
 from topo.rundir import load_topology as _load_topology
 
 log = logging.getLogger(__name__)
@@ -88,9 +95,13 @@ def remove_interfaces(intfs: Iterable[str]) -> list[str]:
 
 
 def is_same_process(record: ProcessRecord) -> bool:
-    """True when the recorded pid is alive and still runs the recorded command line."""
+    """True when the recorded pid is alive and still runs the recorded command line, or the
+    command a recorded ``mnexec`` line became (recorded before mnexec exec-ed it: a worker
+    in a host left running after its run was killed was never stopped)."""
     current = read_cmdline(record.pid)
-    return current is not None and tuple(current) == tuple(record.cmdline)
+    if current is None:
+        return False
+    return tuple(current) in (tuple(record.cmdline), exec_target(record.cmdline))
 
 
 def _alive(pid: int) -> bool:

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,25 @@ TOPOLOGY_FILE = fabricspec.TOPOLOGY_FILE
 PIDS_FILE = "pids.json"
 LATEST = "latest"
 CMDLINE_WAIT_S = 2.0
+
+
+# Mininet's mnexec runs a command in a host's namespaces by exec-ing it: right after the
+# fork, /proc shows mnexec's own argv (``mnexec -da SHELL_PID python ...``), then the
+# command's. Options that take an argument: -a PID, -g GROUP, -r PRIO.
+MNEXEC = "mnexec"
+MNEXEC_ARG_OPTIONS = frozenset("agr")
+
+
+def exec_target(cmdline: Sequence[str]) -> tuple[str, ...] | None:
+    """The command an ``mnexec ...`` command line becomes once mnexec has exec-ed it; None
+    when ``cmdline`` is not mnexec's."""
+    if not cmdline or Path(cmdline[0]).name != MNEXEC:
+        return None
+    i = 1
+    while i < len(cmdline) and cmdline[i].startswith("-") and len(cmdline[i]) > 1:
+        i += 1 + sum(1 for c in cmdline[i][1:] if c in MNEXEC_ARG_OPTIONS)
+    target = tuple(cmdline[i:])
+    return target or None
 
 
 def read_cmdline(pid: int) -> list[str] | None:
@@ -128,12 +148,15 @@ class RunDir:
         """Adds a started process to ``pids.json``, with its /proc cmdline as proof of
         identity for a later cleanup."""
         # Right after fork+exec the new image's argv may not be visible yet (the parent
-        # learns of the exec before the kernel has set it up): look again for a moment.
+        # learns of the exec before the kernel has set it up), and an mnexec wrapper shows
+        # its own argv until it execs the command: look again for a moment. A record that
+        # keeps mnexec's argv still matches the command (topo.cleanup.is_same_process).
         deadline = time.monotonic() + CMDLINE_WAIT_S
         cmdline = read_cmdline(pid)
-        while cmdline is None and time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        while ((cmdline is None or exec_target(cmdline) is not None)
+               and time.monotonic() < deadline and Path(f"/proc/{pid}").exists()):
             time.sleep(0.01)
-            cmdline = read_cmdline(pid)
+            cmdline = read_cmdline(pid) or cmdline
         if cmdline is None:
             log.debug("process %s (pid %d) exited before it could be recorded", name, pid)
             return
