@@ -447,6 +447,12 @@ register<bit<32>>(NR_BINDINGS) bind_dma_len;
  * worker has moved a whole window past it, see NR_SETTLE_BINDING). */
 register<bit<1>>(NR_BINDINGS) bind_open;
 
+/* What the ingress does with a slot copy's sums once it has decided (sums_op): the
+ * program's own bookkeeping, not protocol constants. */
+#define NR_SUMS_KEEP  0
+#define NR_SUMS_LOAD  1   /* the stored sums into the packet (a result resent) */
+#define NR_SUMS_STORE 2   /* the packet's elements become the sums */
+
 /* Per-element work, expanded for every element by NR_FOR_EACH_ELEM (nr_elems.p4). */
 
 /* Add the packet's element into the slot with saturation, note an overflow, and leave

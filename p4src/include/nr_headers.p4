@@ -99,11 +99,6 @@ const bit<2> NR_EMIT_NONE   = 0;
 const bit<2> NR_EMIT_RESULT = 1;   /* result to members (multicast) or one connection */
 const bit<2> NR_EMIT_UP     = 2;   /* partial aggregate to the parent */
 
-/* What the ingress does with a slot copy's sums once it has decided (sums_op). */
-const bit<2> NR_SUMS_KEEP  = 0;
-const bit<2> NR_SUMS_LOAD  = 1;   /* the stored sums into the packet (a result resent) */
-const bit<2> NR_SUMS_STORE = 2;   /* the packet's elements become the sums */
-
 /* Slot flags register bits. */
 const bit<8> NR_SLOT_OVERFLOW = 0x01;
 const bit<8> NR_SLOT_FINAL    = 0x02;   /* holds the final (global) result */
