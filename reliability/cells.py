@@ -180,8 +180,8 @@ def restart_cell(bed: Testbed, count: int, rng: random.Random, tick: Tick,
         cell.attempts += 1
         record["verdict"] = box.get("verdict", box.get("error", "still running"))
         rows = _job_counter_rows(bed)
-        # pulls and the totals answering them: the restart cut a result multicast short
-        # (docs/protocol.md section 4.3); counted since the restart at the victim
+        # pulls and the totals answering them (docs/protocol.md section 4.3): the job's
+        # counters, since the job began (the victim's since its restart)
         record["pulls"] = sum(int(r.get("pulls_sent", 0)) for r in rows)
         if box.get("verdict") == "exact":
             cell.survived += 1

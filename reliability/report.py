@@ -282,9 +282,10 @@ def _restart_section(r: RestartCell) -> list[str]:
         "all-reduce was still running when the kill came: on the loaded machine "
         "the counter reads that find the job's start lag, so a kill drawn late in "
         "a short job can land just after it ended. \"pulls\" counts the pulls and "
-        "the totals answering them that the job's switches sent: non-zero when the kill "
-        "cut a result's multicast short, so that some members had the result and the "
-        "others waited for a switch that had lost it (docs/protocol.md section 4.3).",
+        "the totals answering them that the job's switches sent: a restarted switch whose "
+        "slot copy keeps filling while a member resends pulls the level that may hold the "
+        "message's total, which answers only where the kill cut a result's multicast "
+        "short (docs/protocol.md section 4.3).",
         "",
         f"**{r.survived} of {r.attempts}** jobs finished exactly"
         + (
