@@ -920,49 +920,46 @@ control AggregationIngress(inout headers_t hdr,
                         drop_packet(DROP_CREDIT);
                     } else if (!fresh && (s_bitmap & my_bit) != 0) {
                         duplicates.count((bit<32>)meta.nr.job);
-                        bit<48> pulled_at;
-                        slot_sent_at.read(pulled_at, meta.nr.g);
-                        bool may_pull = now - pulled_at >= NR_RESEND_US;
-                        if (s_count != meta.nr.expected && may_pull
-                                && (meta.nr.from_switch == 1
-                                    || meta.nr.role == NR_ROLE_LEAF)) {
-                            /* Others still missing, and this member is waiting.  After a
-                             * restart here the missing ones may never send again: a
-                             * child (or our parent) holding the message's final result
-                             * answers a pull with it.  Children are pulled when a child
-                             * waits, the parent when a worker does; at most once per
-                             * NR_RESEND_US, and a pull changes nothing where it lands. */
-                            slot_sent_at.write(meta.nr.g, now);
-                            meta.nr.out_flags = NR_FLAG_PULL;
-                            if (meta.nr.from_switch == 1) {
-                                emit_to_group();
-                            } else {
-                                emit_up();
-                            }
-                        } else if (s_count != meta.nr.expected) {
-                            mark_to_drop(standard_metadata);  /* others still missing */
-                        } else if (meta.nr.role == NR_ROLE_ROOT
-                                   || (s_flags & NR_SLOT_FINAL) != 0) {
+                        if (s_count == meta.nr.expected
+                                && (meta.nr.role == NR_ROLE_ROOT
+                                    || (s_flags & NR_SLOT_FINAL) != 0)) {
+                            /* The final result, again, to this connection only. */
                             sums_op = NR_SUMS_LOAD;
                             if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                                 meta.nr.out_overflow = 1;
                             }
                             emit_to_conn();
                         } else {
-                            /* Complete here, waiting for the parent: our partial may have
-                             * been lost.  Send it again, but at most once per
-                             * NR_RESEND_US however many workers retransmit. */
+                            /* Not final here: a leaf's complete copy waiting for its parent
+                             * (our partial may have been lost), or a copy still filling
+                             * (after a restart here the missing members may never send
+                             * again).  Either sends one packet per NR_RESEND_US however many
+                             * members retransmit: the partial again, or a pull that a child
+                             * (or our parent) holding the message's final result answers.
+                             * Children are pulled when a child waits, the parent when a
+                             * worker does; a pull changes nothing where it lands. */
                             bit<48> sent_at;
                             slot_sent_at.read(sent_at, meta.nr.g);
-                            if (now - sent_at >= NR_RESEND_US) {
+                            if (now - sent_at < NR_RESEND_US) {
+                                mark_to_drop(standard_metadata);
+                            } else if (s_count == meta.nr.expected) {
                                 slot_sent_at.write(meta.nr.g, now);
                                 sums_op = NR_SUMS_LOAD;
                                 if ((s_flags & NR_SLOT_OVERFLOW) != 0) {
                                     meta.nr.out_overflow = 1;
                                 }
                                 emit_up();
+                            } else if (meta.nr.from_switch == 1
+                                       || meta.nr.role == NR_ROLE_LEAF) {
+                                slot_sent_at.write(meta.nr.g, now);
+                                meta.nr.out_flags = NR_FLAG_PULL;
+                                if (meta.nr.from_switch == 1) {
+                                    emit_to_group();
+                                } else {
+                                    emit_up();
+                                }
                             } else {
-                                mark_to_drop(standard_metadata);
+                                mark_to_drop(standard_metadata);  /* a root's workers only */
                             }
                         }
                     } else {
