@@ -412,3 +412,28 @@ def test_worker_answers_a_bad_request_with_an_error_row(tmp_path: Path,
     # the inputs: a 2^-8 grid, so the fixed-point sum is exact
     total = worker.exact_sum(4, 64, 3)
     assert np.array_equal(total * 256, np.round(total * 256))
+
+
+def test_teardown_cell_runs_until_enough_runs_were_interrupted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``interrupted`` set, a run that ends before its signal does not count: the cell
+    starts runs until that many got their signal (stand-ins for ``make run``: the
+    "experiment" runs end at once, the others wait for the signal), then the final one."""
+    import random
+    from dataclasses import replace
+
+    from reliability import teardown
+    from reliability.leaks import Leaks
+
+    def argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
+        return [sys.executable, "-c", "" if experiment else "import time; time.sleep(2)"]
+
+    monkeypatch.setattr(teardown, "run_argv", argv)
+    monkeypatch.setattr(teardown, "find_leaks", lambda *args: Leaks())
+    plan = replace(teardown.TeardownPlan(), runs=2, interrupted=4, experiment_every=2,
+                   sigint=0.5, sigkill=0.5, max_delay_s=0.4, prefix="tq")
+    cell = teardown.teardown_cell(plan, tmp_path, random.Random(3), lambda _: None)
+    assert cell.signals.get("SIGINT", 0) + cell.signals.get("SIGKILL", 0) == 4
+    assert cell.signals.get("none (ended before the signal)", 0) >= 1
+    assert cell.runs == 4 + cell.signals["none (ended before the signal)"]
+    assert cell.next_run_ok and cell.leaks_after_each == 0
