@@ -44,7 +44,7 @@ import pytest
 
 from tests.p4runtime_fakes import Client
 from tests.p4runtime_server_fake import SwitchProcess, compile_program, free_tcp_port
-from tests.thread_imports import Finding, read_report, summary, wrap_argv
+from tests.thread_imports import AST_PARSE, Finding, read_report, summary, wrap_argv
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "p4src" / "netreduce.p4"
@@ -120,7 +120,8 @@ def _assert_none(report: Path) -> None:
     findings = read_report(report)
     assert not findings, (
         "modules imported for the first time on a thread (import them at module load, or "
-        "before the thread starts):\n" + summary(findings))
+        "before the thread starts), or ast.parse on a thread (not thread-safe on CPython "
+        "3.11 before 3.11.8):\n" + summary(findings))
 
 
 # ----------------------------------------------------------------------------- the recorder
@@ -138,9 +139,21 @@ t.join()
 """
 
 
-def _record(tmp_path: Path, before: str) -> list[Finding]:
+PARSING = """
+import ast
+import threading
+def use():
+    ast.literal_eval("{{'shape': (3, 4)}}")
+ast.literal_eval("1")
+t = threading.Thread(target=use, name="parser-x")
+t.start()
+t.join()
+"""
+
+
+def _record(tmp_path: Path, before: str, program: str = RECORDED) -> list[Finding]:
     script = tmp_path / "prog.py"
-    script.write_text(RECORDED.format(before=before))
+    script.write_text(program.format(before=before))
     report = tmp_path / f"report-{len(before)}.jsonl"
     subprocess.run(wrap_argv(report, "prog", []), cwd=REPO, check=True, timeout=60,
                    env=dict(os.environ, PYTHONPATH=str(tmp_path)))
@@ -154,6 +167,14 @@ def test_the_recorder_names_a_first_import_on_a_thread(tmp_path: Path) -> None:
     assert [(f.module, f.thread) for f in found] == [("colorsys", "worker-x")]
     assert found[0].stack[0].endswith(" use") and "prog.py:" in found[0].stack[0]
     assert _record(tmp_path, "import colorsys") == []
+
+
+def test_the_recorder_names_an_ast_parse_on_a_thread(tmp_path: Path) -> None:
+    """``ast.parse`` on a thread is reported (numpy's ``.npy`` header reader is one); the main
+    thread's is not."""
+    found = _record(tmp_path, "", PARSING)
+    assert [(f.module, f.thread) for f in found] == [(AST_PARSE, "parser-x")]
+    assert "called ast.parse" in summary(found)
 
 
 # ----------------------------------------------------------------------------- code paths

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -79,6 +82,35 @@ def test_garbage_is_not_a_shard() -> None:
     """Bytes that are not a shard raise ValueError, not a traceback from numpy internals."""
     with pytest.raises(ValueError, match="not a dataset shard"):
         decode_shard(b"hello")
+    blob = encode_shard(np.zeros((3, 4), np.float32), np.zeros(3))
+    for cut in (blob[:-1], blob + b"\0"):
+        with pytest.raises(ValueError, match=r"malformed shard: .*\(3 rows x 4 columns\)"):
+            decode_shard(cut)
+    with pytest.raises(ValueError, match="a shard is x"):
+        encode_shard(np.zeros((3, 4)), np.zeros(2))
+
+
+def test_decoding_a_shard_parses_no_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks decode shards on threads at once (loopback training); CPython 3.11 before
+    3.11.8 shares ``ast.parse``'s AST constructor between threads (gh-106905), and ``.npy``
+    headers are parsed with it: a fresh-clone suite run failed with "AST constructor
+    recursion depth mismatch". Decoding must not parse."""
+    blob = encode_shard(np.ones((2, 3), np.float32), np.array([4, 5]))
+
+    parsed: list[object] = []
+    parse = ast.parse
+
+    def recording(source: str, *args: Any, **kwargs: Any) -> ast.AST:
+        parsed.append(source)
+        tree: ast.AST = parse(source, *args, **kwargs)
+        return tree
+
+    monkeypatch.setattr(ast, "parse", recording)
+    x, y = decode_shard(blob)
+    monkeypatch.undo()
+    assert parsed == []
+    assert x.dtype == np.float32 and y.dtype == np.int64
+    np.testing.assert_array_equal(y, [4, 5])
 
 
 def test_ranks_partition_the_shards() -> None:

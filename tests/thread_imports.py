@@ -16,6 +16,13 @@ question from a thread that is not the main thread is a first import on a thread
 recorded with the thread's name and the frames that asked, and the finder answers "not
 mine" so the import goes on as usual.
 
+It also records every ``ast.parse`` on a thread other than the main one (module
+``"<ast.parse>"``; seen through the interpreter's ``compile`` audit event): CPython 3.11
+before 3.11.8 keeps the AST constructor's recursion counter in the interpreter, not the
+thread (gh-106905), so two threads parsing at once fail with "AST constructor recursion
+depth mismatch". numpy reads ``.npy`` headers with ``ast.literal_eval``: two training ranks
+decoding ``.npz`` shards on threads failed that way in a fresh-clone suite run.
+
 Run a program under it (as ``python -m`` would run the module)::
 
     python -m tests.thread_imports --report FILE -m MODULE [ARGS...]
@@ -26,6 +33,7 @@ Each finding is appended to FILE at once, as one JSON line, so a process that is
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import runpy
@@ -41,7 +49,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: frames of the import machinery itself are left out of a finding's stack
 _MACHINERY = ("<frozen importlib", "thread_imports.py")
 STACK_FRAMES = 80
+AST_PARSE = "<ast.parse>"  # the module name of a finding that is a parse, not an import
 MAX_LINES = 30  # of a summary
+
+
+_AST_PARSE_CODE = ast.parse.__code__
 
 
 @dataclass(frozen=True)
@@ -76,18 +88,14 @@ class ThreadImportRecorder:
         self._main = threading.main_thread().ident
         self._fd = (os.open(report, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                     if report is not None else None)
+        self._installed = self._hooked = False
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
         if threading.get_ident() == self._main or not self._exists(name, path, target):
             return None
         # no imports here: this runs inside an import, on a thread
-        finding = Finding(name, threading.current_thread().name, _stack(sys._getframe(1)))
-        self.findings.append(finding)
-        if self._fd is not None:
-            line = json.dumps({"module": finding.module, "thread": finding.thread,
-                               "stack": list(finding.stack), "pid": os.getpid()})
-            os.write(self._fd, (line + "\n").encode())
+        self._record(Finding(name, threading.current_thread().name, _stack(sys._getframe(1))))
         return None
 
     def _exists(self, name: str, path: Sequence[str] | None,
@@ -102,11 +110,35 @@ class ThreadImportRecorder:
                 return True
         return False
 
+    def _record(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        if self._fd is not None:
+            line = json.dumps({"module": finding.module, "thread": finding.thread,
+                               "stack": list(finding.stack), "pid": os.getpid()})
+            os.write(self._fd, (line + "\n").encode())
+
+    def _audit(self, event: str, args: tuple[object, ...]) -> None:
+        """An ``ast.parse`` (a ``compile`` event raised from ``ast.parse``'s frame) on a
+        thread other than the main one."""
+        if (event != "compile" or not self._installed
+                or threading.get_ident() == self._main):
+            return
+        caller = sys._getframe(1)
+        if caller.f_code is _AST_PARSE_CODE:
+            self._record(Finding(AST_PARSE, threading.current_thread().name, _stack(caller)))
+
     def install(self) -> ThreadImportRecorder:
+        """Put the finder first on ``sys.meta_path`` and add the audit hook (which stays for
+        the process's life: audit hooks cannot be removed)."""
         sys.meta_path.insert(0, self)
+        if not self._hooked:
+            sys.addaudithook(self._audit)
+            self._hooked = True
+        self._installed = True
         return self
 
     def uninstall(self) -> None:
+        self._installed = False
         if self in sys.meta_path:
             sys.meta_path.remove(self)
 
@@ -131,6 +163,15 @@ def _trigger(finding: Finding, root: str) -> str:
     return finding.stack[0] if finding.stack else "?"
 
 
+def _what(mods: list[str]) -> str:
+    imports = [m for m in mods if m != AST_PARSE]
+    parts = ["called ast.parse"] if AST_PARSE in mods else []
+    if imports:
+        parts.append(f"imported {', '.join(imports[:5])}"
+                     + (f" and {len(imports) - 5} more" if len(imports) > 5 else ""))
+    return "; ".join(parts)
+
+
 def summary(findings: Sequence[Finding], root: Path = REPO_ROOT) -> str:
     """One line per (thread, line of this project that imported): the modules it imported
     first there (the first few), for a failure message."""
@@ -139,9 +180,8 @@ def summary(findings: Sequence[Finding], root: Path = REPO_ROOT) -> str:
         mods = groups.setdefault((f.thread, _trigger(f, str(root))), [])
         if f.module not in mods:
             mods.append(f.module)
-    lines = [f"thread {thread!r} at {where}: imported {', '.join(mods[:5])}"
-             + (f" and {len(mods) - 5} more" if len(mods) > 5 else "")
-             for (thread, where), mods in groups.items()]
+    lines = [f"thread {thread!r} at {where}: " + _what(mods) for (thread, where), mods
+             in groups.items()]
     if len(lines) > MAX_LINES:
         lines[MAX_LINES:] = [f"... and {len(lines) - MAX_LINES} more places"]
     return "\n".join(lines)

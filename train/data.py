@@ -1,18 +1,17 @@
 """The dataset (scikit-learn's ``load_digits``), its train/test split and its shards.
 
 The training set is cut into equal shards, the unit the data server serves and the caches
-keep (like the files of a dataset on NFS). A shard travels as the bytes of an ``.npz`` with
-two arrays, ``x`` (float32, pixels scaled to [0, 1]) and ``y`` (int64 labels); loading never
-unpickles, so a shard from the network cannot run code.
+keep (like the files of a dataset on NFS). A shard travels as a 16-byte header (magic,
+rows, columns) and the raw little-endian arrays ``x`` (float32, pixels scaled to [0, 1]) and
+``y`` (int64 labels). Decoding reads numbers only, so a shard from the network cannot run
+code; and it parses no Python: ``.npy`` headers are read with ``ast.literal_eval``, whose
+AST constructor CPython 3.11 before 3.11.8 shares between threads (gh-106905: two ranks
+decoding on threads at once failed with "AST constructor recursion depth mismatch").
 """
 
 from __future__ import annotations
 
-# np.load reads a shard as a zip file, whose member names zipfile decodes with the cp437
-# codec, imported on first use: imported here, at module load, because ranks decode shards
-# on threads (loopback runs)
-import encodings.cp437  # noqa: F401
-import io
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,10 @@ from numpy.random import default_rng
 DEFAULT_SHARDS = 32
 SPLIT_SEED = 1234
 TEST_SHARD = "test"
+SHARD_MAGIC = b"NRSHARD1"
+_SHARD_HEADER = struct.Struct("<8sII")  # magic, rows, columns
+_X_DTYPE = np.dtype("<f4")
+_Y_DTYPE = np.dtype("<i8")
 
 
 @dataclass(frozen=True)
@@ -67,22 +70,28 @@ def shard_name(index: int) -> str:
 
 
 def encode_shard(x: np.ndarray, y: np.ndarray) -> bytes:
-    """The wire/disk form of one shard."""
-    buf = io.BytesIO()
-    np.savez(buf, x=np.asarray(x, dtype=np.float32), y=np.asarray(y, dtype=np.int64))
-    return buf.getvalue()
+    """The wire/disk form of one shard (``x`` is rows x columns, ``y`` one label per row)."""
+    xa = np.ascontiguousarray(x, dtype=_X_DTYPE)
+    ya = np.ascontiguousarray(y, dtype=_Y_DTYPE)
+    if xa.ndim != 2 or ya.shape != (xa.shape[0],):
+        raise ValueError(f"a shard is x (rows, columns) and y (rows,), got x {xa.shape}, "
+                         f"y {ya.shape}")
+    return _SHARD_HEADER.pack(SHARD_MAGIC, *xa.shape) + xa.tobytes() + ya.tobytes()
 
 
 def decode_shard(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)`` of a shard's bytes; ValueError if they are not a shard."""
-    try:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
-            x, y = npz["x"], npz["y"]
-    except (OSError, KeyError, ValueError) as exc:
-        raise ValueError(f"not a dataset shard ({len(blob)} bytes): {exc}") from exc
-    if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"malformed shard: x {x.shape}, y {y.shape}")
-    return x, y
+    if len(blob) < _SHARD_HEADER.size or not blob.startswith(SHARD_MAGIC):
+        raise ValueError(f"not a dataset shard ({len(blob)} bytes): no {SHARD_MAGIC!r} header")
+    _, rows, cols = _SHARD_HEADER.unpack_from(blob)
+    x_bytes = rows * cols * _X_DTYPE.itemsize
+    expected = _SHARD_HEADER.size + x_bytes + rows * _Y_DTYPE.itemsize
+    if len(blob) != expected:
+        raise ValueError(f"malformed shard: {len(blob)} bytes, its header ({rows} rows x "
+                         f"{cols} columns) says {expected}")
+    x = np.frombuffer(blob, _X_DTYPE, rows * cols, _SHARD_HEADER.size).reshape(rows, cols)
+    y = np.frombuffer(blob, _Y_DTYPE, rows, _SHARD_HEADER.size + x_bytes)
+    return x.astype(np.float32), y.astype(np.int64)
 
 
 def make_shards(split: Split, num_shards: int) -> dict[str, bytes]:
