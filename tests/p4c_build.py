@@ -16,7 +16,7 @@ from pathlib import Path
 
 from topo import p4c_cache
 
-FLAGS = ("--target", "bmv2", "--arch", "v1model")
+FLAGS = p4c_cache.BMV2_FLAGS
 STDERR = "p4c.stderr"  # kept with the outputs: the warnings check reads it from a hit too
 
 
@@ -33,7 +33,7 @@ class P4cOutputs:
 
 @functools.lru_cache(maxsize=64)
 def p4c_outputs(program: Path) -> P4cOutputs:
-    """``p4c --target bmv2 --arch v1model`` of ``program``; P4cFailed when p4c refuses it."""
+    """``p4c`` with the testbed's BMv2 flags of ``program``; P4cFailed when p4c refuses it."""
     outputs = ("p4info.txtpb", f"{program.stem}.json", STDERR)
     with tempfile.TemporaryDirectory(prefix="tests-p4c-") as tmp:
         out = Path(tmp)

@@ -782,7 +782,7 @@ class BMv2Switch(P4Switch):
         builddir.mkdir(parents=True, exist_ok=True)
         p4info = builddir / f"{program.stem}.p4info.txtpb"
         config = builddir / f"{program.stem}.json"
-        flags = ["--target", "bmv2", "--arch", "v1model", "--std", "p4-16"]
+        flags = list(p4c_cache.BMV2_FLAGS)
         outputs = (config.name, p4info.name)
         argv = ["p4c", *flags, "-o", str(builddir), "--p4runtime-files", str(p4info),
                 str(program)]

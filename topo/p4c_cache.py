@@ -24,6 +24,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 ENV = "INA_P4C_CACHE"
+#: how the testbed has p4c compile a v1model program for BMv2 (``make run target=bmv2`` and
+#: the tests that ask p4c about a program)
+BMV2_FLAGS = ("--target", "bmv2", "--arch", "v1model", "--std", "p4-16")
 PREPROCESS_TIMEOUT_S = 120.0
 
 
