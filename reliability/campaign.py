@@ -103,10 +103,13 @@ QUICK = Plan(loss_runs=1, loss_elements=512, loss_timers=LOSS_TIMERS, bmv2=False
 
 
 def machine() -> str:
-    load = os.getloadavg()
-    return (f"{platform.node()}, {os.cpu_count()} cores, Linux {platform.release()}, "
-            f"load average {load[0]:.1f} at the start (shared with other jobs and a compiler "
-            f"build: times are noisy)")
+    """The machine line of the report: what it is and how busy it was at the start."""
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    busy = (": as many runnable tasks as cores or more, times are noisy" if load >= cores
+            else "")
+    return (f"{platform.node()}, {cores} cores, Linux {platform.release()}, "
+            f"load average {load:.1f} at the start{busy}")
 
 
 def run_campaign(plan: Plan, runs_root: Path, command: str, mode: str, seed: int,

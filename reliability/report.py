@@ -52,6 +52,20 @@ FINDINGS = (
     "child (`preexec_fn`) then made some children abort in gRPC's fork handler before exec; "
     "now the campaign restores SIGINT's default handling in itself at start, and the "
     "teardown cell refuses to run with SIGINT ignored. (A user's Ctrl-C always worked.)",
+    "A switch SIGKILLed after some copies of a result had left it and before the others did "
+    "hung its job for ever: the members that got the result never send that message again, "
+    "and the restarted switch counted the others' resends as duplicates (a spine: ~458 "
+    "duplicates, 0 completions, every rank out of retransmissions). Now a restarted switch "
+    "whose slot copy keeps filling while a member resends pulls the level that may still "
+    "hold the total (docs/protocol.md section 4.3, the `pulls` column above). Tests: "
+    "`tests/test_netreduce_hardening.py::test_spine_restart_after_its_result_reached_one_leaf`"
+    " and `::test_leaf_restart_after_its_result_reached_one_worker`.",
+    "Ring workers that a run started in its hosts and that outlived a SIGKILL were recorded "
+    "in `pids.json` with the command line /proc shows before mnexec runs the command "
+    "(`mnexec -da PID python ...`), so no cleanup matched them again and 38 of 39 SIGINTed "
+    "or finished runs after them saw them left over. The record now waits for the exec and "
+    "an mnexec record matches the command it became. Test: `tests/test_topo.py::"
+    "test_a_worker_started_through_mnexec_is_recorded_and_stopped`.",
 )
 
 
@@ -417,15 +431,20 @@ def plot(result: CampaignResult, path: Path) -> bool:
     )
     if not series and not recoveries:
         return False
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [3, 2]})
     if series:
-        axes[0].boxplot([s for _, s in series], tick_labels=[n for n, _ in series])
+        # one line per word group ("loss 10%" / "on bmv2"): eight cells' names side by side
+        # overlap otherwise
+        axes[0].boxplot([s for _, s in series],
+                        tick_labels=[n.replace(" on ", "\non ") for n, _ in series])
+        axes[0].tick_params(axis="x", labelsize=8)
         axes[0].set_ylabel("all-reduce time (s)")
         axes[0].set_title("in-network all-reduce under loss")
     if recoveries:
         roles = [k["role"] for k in result.restart.kills if "recovery_s" in k]  # type: ignore[union-attr]
         colours = ["tab:blue" if r == "leaf" else "tab:orange" for r in roles]
         axes[1].bar(range(1, len(recoveries) + 1), recoveries, color=colours)
+        axes[1].xaxis.get_major_locator().set_params(integer=True)
         axes[1].set_xlabel("restart (blue: leaf, orange: spine)")
         axes[1].set_ylabel("kill to restored (s)")
         axes[1].set_title("switch restart recovery")
