@@ -16,11 +16,17 @@ The root group is the suite's critical path (its tests run one after another whi
 other worker has time to spare), and its networks need the CPU: a worker running a test
 outside the group does so at a lower priority (:data:`OTHER_TESTS_NICE`), so that it takes
 the CPU the networks leave instead of slowing them down (see :func:`_priority`).
+
+A suite started with SIGINT ignored (as a background job of a non-interactive shell: ``make
+test &`` in a script) would pass that on to everything it starts, since Python keeps an
+inherited SIG_IGN: tests that interrupt a run, and Mininet's way of stopping a command in a
+host, would not work. :func:`pytest_configure` gives SIGINT its usual handler first.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +48,13 @@ OTHER_TESTS_NICE = 5
 
 #: The worker's own priority at the start of the session (the root group's).
 BASE_NICE = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGINT raises KeyboardInterrupt here, and in every process the suite starts (exec
+    resets a handled signal to its default; an ignored one it would keep)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _group(item: pytest.Item, config: pytest.Config) -> None:

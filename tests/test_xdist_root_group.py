@@ -5,6 +5,7 @@ fixtures. With pytest 9.2 and xdist 3.8 xdist's own grouping was silently ignore
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,45 @@ def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
     other = min(base + OTHER_TESTS_NICE, 19)
     assert seen == {**{f"net{i}": (base, base) for i in range(4)},
                     **{f"plain{i}": (other, other) for i in range(4)}}, seen
+
+
+SIGINT_CONFTEST = """
+from tests.conftest import pytest_configure  # noqa: F401  (the hook under test)
+"""
+SIGINT_MODULE = """
+import signal
+import subprocess
+import sys
+import pytest
+
+CHILD = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+
+def test_sigint_interrupts():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    child = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                           check=True)
+    assert child.stdout.strip() == "True"
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_suite_started_with_sigint_ignored_interrupts_as_usual(tmp_path: Path,
+                                                                 workers: str) -> None:
+    """``make test &`` in a script starts the suite with SIGINT ignored, which Python keeps
+    and hands to every child: a fresh-clone run started so failed the tests that interrupt
+    a run (``DID NOT RAISE KeyboardInterrupt``) and hung a cluster run. The suite gives
+    SIGINT its handler back, in itself, its xdist workers and what they start."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(SIGINT_CONFTEST)
+    (suite / "pytest.ini").write_text(INI)
+    (suite / "test_sigint.py").write_text(SIGINT_MODULE)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-n", workers, str(suite)], cwd=suite, env=env, capture_output=True,
+                         text=True, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 passed" in res.stdout, res.stdout
