@@ -103,10 +103,13 @@ class HungProcess(subprocess.TimeoutExpired):
     ``stdout``/``stderr`` hold everything it wrote, the stacks at the end of ``stderr``."""
 
     def __str__(self) -> str:
-        err = self.stderr
-        text = err.decode(errors="replace") if isinstance(err, bytes) else (err or "")
-        return (f"{super().__str__()}; killed. The end of its stderr (every thread's stack, "
-                f"when it could dump them):\n{text[-TAIL_CHARS:]}")
+        # a child run with stderr=STDOUT has its stacks in stdout (stderr is None)
+        merged = self.stderr is None
+        data = self.stdout if merged else self.stderr
+        text = data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+        stream = "output" if merged else "stderr"
+        return (f"{super().__str__()}; killed. The end of its {stream} (every thread's "
+                f"stack, when it could dump them):\n{text[-TAIL_CHARS:]}")
 
 
 def dump_and_kill(proc: subprocess.Popen[Any]) -> tuple[Any, Any]:

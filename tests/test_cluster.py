@@ -16,12 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mininet.examples.cluster import RemoteMixin
 
 import stackdump
 from experiment.run import build_topology, cluster_spec, parse_args
 from liveview.remote import read_remote_interfaces, remote_switches
 from tests.machines import Machines, machines
-from topo.cluster import ClusterSpec, crossing_links, place
+from topo.cluster import ClusterSpec, _ForkSafePopen, crossing_links, place
 from topo.errors import TopologyError
 from topo.nodes import BMv2Switch
 from topo.topofile import load_spec
@@ -95,6 +96,34 @@ TARGETS = [
     pytest.param("bmv2", id="bmv2", marks=pytest.mark.skipif(
         not BMv2Switch.available(), reason="BMv2 (simple_switch_grpc, p4c) is not installed")),
 ]
+
+
+class _Spawner:
+    def _popen(self, cmd: list[str], **params: object) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(cmd, **params)  # type: ignore[call-overload,no-any-return]
+
+
+class _NodeSpawner(_ForkSafePopen, _Spawner):
+    """How a cluster node starts its processes (its ssh clients), without the node."""
+
+
+def test_a_node_started_under_nohup_can_still_be_stopped_with_sighup() -> None:
+    """Mininet stops a remote node by SIGHUP to its ssh client's process group. Under
+    ``nohup`` (SIGHUP ignored, and so in every child) ssh never exited: a fresh-clone suite
+    started with nohup hung its cluster run in the teardown for 180 s. The node's processes
+    start with SIGHUP's default action, in a process group of their own."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        proc = _NodeSpawner()._popen(
+            ["sh", "-c", "grep SigIgn /proc/self/status; ps -o pgid= -p $$"],
+            preexec_fn=RemoteMixin._ignoreSignal, stdout=subprocess.PIPE)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    ignored_line, pgid = out.decode().split("\n")[:2]
+    ignored = int(ignored_line.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGHUP - 1)), ignored_line
+    assert int(pgid) == proc.pid  # its own process group, as Mininet's preexec_fn made it
 
 
 @pytest.mark.root

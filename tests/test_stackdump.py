@@ -51,6 +51,17 @@ def test_a_hung_childs_stacks_are_in_the_timeout_error() -> None:
     assert text.count("hread 0x") == 2  # faulthandler: "(Current) thread 0x...", one each
 
 
+def test_a_hung_childs_stacks_are_in_the_error_when_its_stderr_goes_to_stdout() -> None:
+    """A test reading a child's output as one stream (``stderr=STDOUT``, as the cluster
+    test reads ``make run``) got an error ending in an empty "end of its stderr"."""
+    with pytest.raises(stackdump.HungProcess) as info:
+        stackdump.run([sys.executable, "-c", DEADLOCK], 2.0, cwd=REPO,
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text = str(info.value)
+    assert "end of its output" in text
+    assert "in hold_first_want_second" in text and "in hold_second_want_first" in text
+
+
 def test_a_child_that_ends_in_time_is_left_alone() -> None:
     res = stackdump.run([sys.executable, "-c", "print('done')"], 30.0, capture_output=True,
                         text=True)

@@ -229,15 +229,25 @@ def precheck(spec: ClusterSpec, addresses: Mapping[str, str]) -> None:
 # ----------------------------------------------------------------------------- nodes
 
 
+#: The prefix that gives a node's process SIGHUP's default action back. Mininet stops a
+#: remote node with SIGHUP to its local ssh client's process group; a run started under
+#: ``nohup`` hands every child SIGHUP ignored, ssh then never exits, and the run hung in its
+#: teardown waiting for it (a fresh-clone ``make test`` started with nohup: the cluster run
+#: timed out after 180 s and left its remote host shells).
+SIGHUP_DEFAULT = ("env", "--default-signal=HUP")
+
+
 class _ForkSafePopen:
     """Starts a node's processes in their own process group without Python code between
     fork and exec: RemoteMixin's ``preexec_fn=os.setpgrp`` crashed a child of the gRPC
-    controller's process ("Mutex::Fer with pending CondVar", Fatal Python error)."""
+    controller's process ("Mutex::Fer with pending CondVar", Fatal Python error); and with
+    SIGHUP's default action (:data:`SIGHUP_DEFAULT`), which Mininet stops them with."""
 
     def _popen(self, cmd: Any, **params: Any) -> Any:
         if params.get("preexec_fn") is RemoteMixin._ignoreSignal:
             del params["preexec_fn"]
             params["process_group"] = 0
+            cmd = [*SIGHUP_DEFAULT, *(cmd.split() if isinstance(cmd, str) else cmd)]
         return super()._popen(cmd, **params)  # type: ignore[misc]
 
 
