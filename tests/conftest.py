@@ -29,6 +29,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,11 +51,37 @@ OTHER_TESTS_NICE = 5
 BASE_NICE = pytest.StashKey[int]()
 
 
+class SuiteTime:
+    """Seconds spent in the root group's tests (one worker, one after another: the suite's
+    critical path) and in the others (set-up, call and teardown of each), summed where the
+    reports arrive (the controller under xdist) and printed at the end: where to cut when
+    ``make test`` runs over its time."""
+
+    def __init__(self) -> None:
+        self.seconds = {"root group": 0.0, "other": 0.0}
+        self.tests = {"root group": set[str](), "other": set[str]()}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        grouped = report.nodeid.endswith(f"@{ROOT_GROUP}") or "xdist_group" in report.keywords
+        kind = "root group" if grouped else "other"
+        self.seconds[kind] += report.duration
+        self.tests[kind].add(report.nodeid)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(
+            "test time: " + "; ".join(f"{kind} {self.seconds[kind]:.0f} s in "
+                                      f"{len(self.tests[kind])} tests" for kind in self.seconds)
+            + " (the root group runs on one worker, one test after another)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """SIGINT raises KeyboardInterrupt here, and in every process the suite starts (exec
-    resets a handled signal to its default; an ignored one it would keep)."""
+    resets a handled signal to its default; an ignored one it would keep). The test time
+    summary (:class:`SuiteTime`) in the process that reports."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(SuiteTime(), "suite-time")
 
 
 def _group(item: pytest.Item, config: pytest.Config) -> None:

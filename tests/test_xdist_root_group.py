@@ -152,3 +152,27 @@ def test_a_suite_started_with_sigint_ignored_interrupts_as_usual(tmp_path: Path,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 passed" in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
+def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
+    """``make test`` ends with the seconds of the root group (the critical path) and of the
+    other tests, each test counted once, so a suite over its time says where to cut."""
+    out = tmp_path / "out"
+    out.mkdir()
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n")
+    (suite / "pytest.ini").write_text(INI)
+    for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"), ("test_plain.py", "")):
+        (suite / name).write_text(MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+                                  .replace("PREFIX", name[5:-3]))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-n", "2", "--dist", "loadgroup", str(suite)],
+                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [line for line in res.stdout.splitlines() if line.startswith("test time:")]
+    assert len(lines) == 1, res.stdout
+    assert " s in 6 tests; other " in lines[0] and lines[0].count(" s in 6 tests") == 2, lines
