@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     summary (:class:`SuiteTime`) in the process that reports."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not hasattr(config, "workerinput"):  # xdist's workers report to the controller
         config.pluginmanager.register(SuiteTime(), "suite-time")
 
 
