@@ -19,8 +19,8 @@ the CPU the networks leave instead of slowing them down (see :func:`_priority`).
 
 A suite started with SIGINT ignored (as a background job of a non-interactive shell: ``make
 test &`` in a script) would pass that on to everything it starts, since Python keeps an
-inherited SIG_IGN: tests that interrupt a run, and Mininet's way of stopping a command in a
-host, would not work. :func:`pytest_configure` gives SIGINT its usual handler first.
+inherited SIG_IGN: the tests that interrupt a run or a cleanup with SIGINT would fail.
+:func:`pytest_configure` gives SIGINT its usual handler first.
 """
 
 from __future__ import annotations

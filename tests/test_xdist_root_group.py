@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,26 +40,37 @@ def test_PREFIX{i}():
 """ for i in range(6))
 
 
+def _run_suite(tmp_path: Path, conftest: str, modules: dict[str, str], *pytest_args: str,
+               preexec_fn: Callable[[], object] | None = None) -> subprocess.CompletedProcess[str]:
+    """Write a small suite (its conftest, the ini, ``modules`` by file name) under
+    ``tmp_path/suite`` and run pytest on it with ``pytest_args``; it must pass."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(conftest)
+    (suite / "pytest.ini").write_text(INI)
+    for name, text in modules.items():
+        (suite / name).write_text(text)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          *pytest_args, str(suite)], cwd=suite, env=env, capture_output=True,
+                         text=True, timeout=120, preexec_fn=preexec_fn)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
 def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(CONFTEST)
-    (suite / "pytest.ini").write_text(INI)
+    modules = {}
     for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"),
                        ("test_net_b.py", ""), ("test_plain.py", "")):
         text = (MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
                 .replace("PREFIX", name[5:-3]))
         if name == "test_net_b.py":  # one root test makes the whole module networked
             text = text.replace("def test_net_b0", "@pytest.mark.root\ndef test_net_b0")
-        (suite / name).write_text(text)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-n", "2", "--dist", "loadgroup", str(suite)],
-                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+        modules[name] = text
+    _run_suite(tmp_path, CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     workers = {f.name: f.read_text() for f in out.iterdir()}
     networked = {w for n, w in workers.items() if n.startswith(("net_a", "net_b"))}
     assert len(workers) == 18 and len(networked) == 1, workers
@@ -93,19 +105,12 @@ def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
 
     out = tmp_path / "out"
     out.mkdir()
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(PRIORITY_CONFTEST)
-    (suite / "pytest.ini").write_text(INI)
-    for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"), ("test_plain.py", "")):
-        (suite / name).write_text(PRIORITY_MODULE.replace("MARK", mark)
-                                  .replace("OUTDIR", repr(str(out))).replace("NAME", name[5:-3]))
+    modules = {name: PRIORITY_MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+               .replace("NAME", name[5:-3])
+               for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"),
+                                  ("test_plain.py", ""))}
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-n", "2", "--dist", "loadgroup", str(suite)],
-                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+    _run_suite(tmp_path, PRIORITY_CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     seen = {f.name: tuple(int(v) for v in f.read_text().split()) for f in out.iterdir()}
     other = min(base + OTHER_TESTS_NICE, 19)
     assert seen == {**{f"net{i}": (base, base) for i in range(4)},
@@ -140,17 +145,8 @@ def test_a_suite_started_with_sigint_ignored_interrupts_as_usual(tmp_path: Path,
     and hands to every child: a fresh-clone run started so failed the tests that interrupt
     a run (``DID NOT RAISE KeyboardInterrupt``) and hung a cluster run. The suite gives
     SIGINT its handler back, in itself, its xdist workers and what they start."""
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(SIGINT_CONFTEST)
-    (suite / "pytest.ini").write_text(INI)
-    (suite / "test_sigint.py").write_text(SIGINT_MODULE)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-n", workers, str(suite)], cwd=suite, env=env, capture_output=True,
-                         text=True, timeout=120,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = _run_suite(tmp_path, SIGINT_CONFTEST, {"test_sigint.py": SIGINT_MODULE}, "-n", workers,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert "1 passed" in res.stdout, res.stdout
 
 
@@ -160,19 +156,14 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
     other tests, each test counted once, so a suite over its time says where to cut."""
     out = tmp_path / "out"
     out.mkdir()
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(
-        "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n")
-    (suite / "pytest.ini").write_text(INI)
-    for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"), ("test_plain.py", "")):
-        (suite / name).write_text(MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-                                  .replace("PREFIX", name[5:-3]))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-n", "2", "--dist", "loadgroup", str(suite)],
-                         cwd=suite, env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+    modules = {name: MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+               .replace("PREFIX", name[5:-3])
+               for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"),
+                                  ("test_plain.py", ""))}
+    res = _run_suite(
+        tmp_path,
+        "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
+        modules, "-n", "2", "--dist", "loadgroup")
     lines = [line for line in res.stdout.splitlines() if line.startswith("test time:")]
     assert len(lines) == 1, res.stdout
     assert " s in 6 tests; other " in lines[0] and lines[0].count(" s in 6 tests") == 2, lines

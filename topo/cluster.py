@@ -247,7 +247,7 @@ class _ForkSafePopen:
         if params.get("preexec_fn") is RemoteMixin._ignoreSignal:
             del params["preexec_fn"]
             params["process_group"] = 0
-            cmd = [*SIGHUP_DEFAULT, *(cmd.split() if isinstance(cmd, str) else cmd)]
+            cmd = [*SIGHUP_DEFAULT, *cmd]  # RemoteMixin._popen made it a list
         return super()._popen(cmd, **params)  # type: ignore[misc]
 
 

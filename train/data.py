@@ -91,6 +91,7 @@ def decode_shard(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
                          f"{cols} columns) says {expected}")
     x = np.frombuffer(blob, _X_DTYPE, rows * cols, _SHARD_HEADER.size).reshape(rows, cols)
     y = np.frombuffer(blob, _Y_DTYPE, rows, _SHARD_HEADER.size + x_bytes)
+    # copies: arrays over the bytes would be read-only and keep the whole blob alive
     return x.astype(np.float32), y.astype(np.int64)
 
 
