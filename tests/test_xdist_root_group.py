@@ -58,6 +58,14 @@ def _run_suite(tmp_path: Path, conftest: str, modules: dict[str, str], *pytest_a
     return res
 
 
+def _net_and_plain(template: str, name_key: str, out: Path, net: str) -> dict[str, str]:
+    """A module ``net`` of root tests and a plain one from ``template`` (``MARK``, ``OUTDIR``
+    and ``name_key`` filled in: the tests' names from the file's)."""
+    return {name: template.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+            .replace(name_key, name[5:-3])
+            for name, mark in ((net, "pytestmark = pytest.mark.root"), ("test_plain.py", ""))}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
 def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -105,10 +113,7 @@ def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
 
     out = tmp_path / "out"
     out.mkdir()
-    modules = {name: PRIORITY_MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-               .replace("NAME", name[5:-3])
-               for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"),
-                                  ("test_plain.py", ""))}
+    modules = _net_and_plain(PRIORITY_MODULE, "NAME", out, "test_net.py")
     base = os.getpriority(os.PRIO_PROCESS, 0)
     _run_suite(tmp_path, PRIORITY_CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     seen = {f.name: tuple(int(v) for v in f.read_text().split()) for f in out.iterdir()}
@@ -156,10 +161,7 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
     other tests, each test counted once, so a suite over its time says where to cut."""
     out = tmp_path / "out"
     out.mkdir()
-    modules = {name: MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-               .replace("PREFIX", name[5:-3])
-               for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"),
-                                  ("test_plain.py", ""))}
+    modules = _net_and_plain(MODULE, "PREFIX", out, "test_net_a.py")
     res = _run_suite(
         tmp_path,
         "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
