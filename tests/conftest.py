@@ -12,10 +12,18 @@ workers beside them (see :func:`_group` for why the group is set by hand). Each 
 also holds a machine-wide lock while it runs (tests/rootlock.py), so a second suite on the
 same machine (CI testing a landing while a developer runs ``make test``) waits its turn.
 
+A module whose ``root`` tests are all also marked ``netns`` (namespaces and veths of names
+unique to the run, no Mininet, no fixed port, no rate to keep up) is in a
+second group, :data:`NETNS_GROUP`, with a lock of its own: the two groups are the two
+largest units of work, so xdist starts them on different workers and the namespace tests
+run beside the Mininet networks instead of after them.
+
 The root group is the suite's critical path (its tests run one after another while the
 other worker has time to spare), and its networks need the CPU: a worker running a test
 outside the group does so at a lower priority (:data:`OTHER_TESTS_NICE`), so that it takes
-the CPU the networks leave instead of slowing them down (see :func:`_priority`).
+the CPU the networks leave instead of slowing them down (see :func:`_priority`). The
+namespace group keeps the session's priority too: its harnesses wait a fixed idle time for
+a switch's last frame, which a niced switch beside busy networks can miss.
 
 A suite started with SIGINT ignored (as a background job of a non-interactive shell: ``make
 test &`` in a script) would pass that on to everything it starts, since Python keeps an
@@ -33,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from tests.rootlock import machine_lock
+from tests.rootlock import lock_path, machine_lock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,8 +49,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The xdist group of every ``root`` test (``--dist loadgroup`` runs a group on one worker).
 ROOT_GROUP = "root-network"
 
-#: The files of the modules with a ``root`` test, kept on the config at collection.
-NETWORKED = pytest.StashKey[set[Path]]()
+#: The xdist group of the modules whose ``root`` tests are all ``netns`` (namespace-only).
+NETNS_GROUP = "root-netns"
+
+#: The files of the modules with a ``root`` test and the group of each, kept on the config
+#: at collection.
+NETWORKED = pytest.StashKey[dict[Path, str]]()
 
 #: How much nicer than the root group a worker runs the other tests (and what they start).
 OTHER_TESTS_NICE = 5
@@ -58,20 +70,21 @@ class SuiteTime:
     ``make test`` runs over its time."""
 
     def __init__(self) -> None:
-        self.seconds = {"root group": 0.0, "other": 0.0}
-        self.tests = {"root group": set[str](), "other": set[str]()}
+        self.seconds = {"root group": 0.0, "netns group": 0.0, "other": 0.0}
+        self.tests: dict[str, set[str]] = {kind: set() for kind in self.seconds}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        grouped = report.nodeid.endswith(f"@{ROOT_GROUP}") or "xdist_group" in report.keywords
-        kind = "root group" if grouped else "other"
+        kind = ("root group" if report.nodeid.endswith(f"@{ROOT_GROUP}")
+                else "netns group" if report.nodeid.endswith(f"@{NETNS_GROUP}") else "other")
         self.seconds[kind] += report.duration
         self.tests[kind].add(report.nodeid)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         terminalreporter.write_line(
             "test time: " + "; ".join(f"{kind} {self.seconds[kind]:.0f} s in "
-                                      f"{len(self.tests[kind])} tests" for kind in self.seconds)
-            + " (the root group runs on one worker, one test after another)")
+                                      f"{len(self.tests[kind])} tests" for kind in self.seconds
+                                      if self.tests[kind])
+            + " (each group runs on one worker, one test after another)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,28 +97,40 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(SuiteTime(), "suite-time")
 
 
-def _group(item: pytest.Item, config: pytest.Config) -> None:
-    """Put ``item`` in :data:`ROOT_GROUP`. xdist's loadgroup schedules by a ``@group`` suffix
-    of the node id, which xdist 3.8 adds by setting ``item._nodeid``; pytest 9.2 keeps the
-    id in ``item._id`` and never reads that attribute, so the group was silently ignored
+def _group(item: pytest.Item, config: pytest.Config, group: str) -> None:
+    """Put ``item`` in xdist group ``group``. xdist's loadgroup schedules by a ``@group``
+    suffix of the node id, which xdist 3.8 adds by setting ``item._nodeid``; pytest 9.2 keeps
+    the id in ``item._id`` and never reads that attribute, so the group was silently ignored
     (grouped tests ran on both workers). The suffix is set here, the way pytest keeps it."""
-    item.add_marker(pytest.mark.xdist_group(ROOT_GROUP))
-    if getattr(config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{ROOT_GROUP}"):
+    item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{group}"):
         from _pytest.nodeid import coerce_node_id
 
-        item._id = coerce_node_id(f"{item.nodeid}@{ROOT_GROUP}")
+        item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
+def _module_groups(items: list[pytest.Item]) -> dict[Path, str]:
+    """The group of each module with a ``root`` test: :data:`NETNS_GROUP` when every one of
+    them is also ``netns``, else :data:`ROOT_GROUP` (whole modules: their unmarked tests may
+    share a module's network fixture)."""
+    groups: dict[Path, str] = {}
+    for item in items:
+        if "root" in item.keywords:
+            group = NETNS_GROUP if "netns" in item.keywords else ROOT_GROUP
+            if groups.get(item.path) != ROOT_GROUP:
+                groups[item.path] = group
+    return groups
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Puts the modules with ``root``-marked tests in one xdist group (first, so that xdist
-    sees it); skips those tests, with a reason, when not running as root."""
-    # whole modules: their unmarked tests may share a module's network fixture
-    networked = {item.path for item in items if "root" in item.keywords}
-    config.stash[NETWORKED] = networked
+    """Puts the modules with ``root``-marked tests in their xdist group (first, so that
+    xdist sees it); skips those tests, with a reason, when not running as root."""
+    groups = _module_groups(items)
+    config.stash[NETWORKED] = groups
     for item in items:
-        if item.path in networked:
-            _group(item, config)
+        if item.path in groups:
+            _group(item, config, groups[item.path])
     if os.geteuid() == 0:
         return
     skip_root = pytest.mark.skip(reason="needs root (network namespaces / veth / Mininet)")
@@ -133,7 +158,7 @@ def _may_renice() -> bool:
 
 def _priority(item: pytest.Item) -> None:
     """Under xdist, as root: run ``item`` (and every process it starts) at the session's own
-    priority when it is in the root group, :data:`OTHER_TESTS_NICE` lower when not. On the
+    priority when it is in a root group, :data:`OTHER_TESTS_NICE` lower when not. On the
     2-core machine the other worker's CPU-bound tests (C compiles, the engines' fuzzing)
     take a core from the networks on the critical path; at a lower priority they fill the
     CPU the networks leave idle, and they still finish well before the root group."""
@@ -141,7 +166,7 @@ def _priority(item: pytest.Item) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER") or not _may_renice():
         return  # one process runs everything; or no way back to the group's priority
     base = config.stash.setdefault(BASE_NICE, os.getpriority(os.PRIO_PROCESS, 0))
-    networked = item.path in config.stash.get(NETWORKED, set())
+    networked = item.path in config.stash.get(NETWORKED, {})
     want = base if networked else min(base + OTHER_TESTS_NICE, 19)
     if os.getpriority(os.PRIO_PROCESS, 0) != want:
         os.setpriority(os.PRIO_PROCESS, 0, want)  # root may raise it back for the group
@@ -155,15 +180,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def _root_network_turn(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A module with ``root`` tests runs holding the machine-wide lock (set up before the
-    module's own network fixtures: autouse fixtures of a scope come first)."""
-    networked = request.config.stash.get(NETWORKED, set())
-    if os.geteuid() != 0 or request.path not in networked:
+    """A module with ``root`` tests runs holding the machine-wide lock of its group (set up
+    before the module's own network fixtures: autouse fixtures of a scope come first)."""
+    group = request.config.stash.get(NETWORKED, {}).get(request.path)
+    if os.geteuid() != 0 or group is None:
         yield
         return
     path = request.path
     with machine_lock(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT)
-                          else path)):
+                          else path), lock_path(netns=group == NETNS_GROUP)):
         yield
 
 

@@ -5,6 +5,9 @@ shared by every test run on a machine, not only by one run's xdist workers: a se
 ``make test`` (a developer's run while CI tests a landing on the same machine) built a
 network with the same names beside the first one's and both failed. Each root module holds
 this lock while it runs, so two suites take turns module by module instead of colliding.
+The namespace-only modules (``netns``: names of their own, no Mininet) run beside the
+Mininet modules in one suite, so they take a second lock, not this one: two suites still
+take turns at them.
 """
 
 from __future__ import annotations
@@ -18,18 +21,23 @@ from pathlib import Path
 
 #: Where the lock lives; $INA_TEST_LOCK overrides it (tests of the lock itself).
 DEFAULT_LOCK = Path("/run/lock/ina-testbed-root-tests.lock")
+#: The namespace-only modules' lock: the root lock's path with this suffix.
+NETNS_SUFFIX = ".netns"
 
 
-def lock_path() -> Path:
+def lock_path(netns: bool = False) -> Path:
     """The lock file: $INA_TEST_LOCK, else /run/lock's (tmpfs, so no stale file survives a
-    reboot), else the temporary directory's when /run/lock does not exist."""
+    reboot), else the temporary directory's when /run/lock does not exist; with ``netns``
+    the namespace-only modules' lock beside it."""
     if "INA_TEST_LOCK" in os.environ:
-        return Path(os.environ["INA_TEST_LOCK"])
-    if DEFAULT_LOCK.parent.is_dir():
-        return DEFAULT_LOCK
-    import tempfile
+        path = Path(os.environ["INA_TEST_LOCK"])
+    elif DEFAULT_LOCK.parent.is_dir():
+        path = DEFAULT_LOCK
+    else:
+        import tempfile
 
-    return Path(tempfile.gettempdir()) / DEFAULT_LOCK.name
+        path = Path(tempfile.gettempdir()) / DEFAULT_LOCK.name
+    return path.with_name(path.name + NETNS_SUFFIX) if netns else path
 
 
 @contextmanager

@@ -17,6 +17,9 @@ import pytest
 from softswitch import stf as stf_mod
 from tests import difftest as dt
 
+# namespaces and veths of names unique to the run: beside the Mininet modules
+pytestmark = pytest.mark.netns
+
 P4 = Path(__file__).parent / "p4"
 STF_PROGRAMS = sorted(p.stem for p in P4.glob("*.stf") if (P4 / f"{p.stem}.p4").exists())
 # case name -> why the targets legitimately differ (docs/conformance.md)

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from softswitch.pipeline import Pipeline
     from softswitch.switch import SwitchDataPlane
 
+# namespaces and veths of names unique to the run: beside the Mininet modules
+pytestmark = pytest.mark.netns
+
 REPO = Path(__file__).resolve().parent.parent
 HOST_MAC = "02:00:00:00:00:01"
 PEER_MAC = "02:00:00:00:00:02"

@@ -69,23 +69,27 @@ import os
 import pytest
 MARK
 
-def test_sees_the_lock():
-    lock = os.environ["INA_TEST_LOCK"]
-    text = open(lock).read() if os.path.exists(lock) else ""
-    open(os.environ["OUT"] + "/NAME", "w").write(text)
+def test_sees_the_locks():
+    for suffix in ("", ".netns"):
+        lock = os.environ["INA_TEST_LOCK"] + suffix
+        text = open(lock).read() if os.path.exists(lock) else ""
+        open(os.environ["OUT"] + "/NAME" + suffix, "w").write(text)
 """
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
 def test_root_modules_run_holding_the_lock_and_others_do_not(tmp_path: Path,
                                                              repo_root: Path) -> None:
-    """The suite's autouse fixture holds the lock around each module with a root test."""
+    """The suite's autouse fixture holds the lock around each module with a root test; a
+    namespace-only module (``netns``) holds the second lock instead."""
     suite, out = tmp_path / "suite", tmp_path / "out"
     suite.mkdir()
     out.mkdir()
     (suite / "conftest.py").write_text(SUITE_CONFTEST)
-    (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n    root: needs root\n")
-    for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"), ("test_plain.py", "")):
+    (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n    root: needs root\n"
+                                      "    netns: namespaces only\n")
+    for name, mark in (("test_net.py", "pytestmark = pytest.mark.root"), ("test_plain.py", ""),
+                       ("test_ns.py", "pytestmark = [pytest.mark.root, pytest.mark.netns]")):
         (suite / name).write_text(SUITE_MODULE.replace("MARK", mark).replace("NAME", name))
     env = dict(os.environ, PYTHONPATH=str(repo_root), INA_TEST_LOCK=str(tmp_path / "lock"),
                OUT=str(out))
@@ -95,7 +99,10 @@ def test_root_modules_run_holding_the_lock_and_others_do_not(tmp_path: Path,
     assert res.returncode == 0, res.stdout + res.stderr
     assert (out / "test_net.py").read_text().startswith("pid ")
     assert (out / "test_net.py").read_text().endswith(f"{suite / 'test_net.py'}\n")
-    assert (out / "test_plain.py").read_text() == ""
+    assert (out / "test_ns.py.netns").read_text().endswith(f"{suite / 'test_ns.py'}\n")
+    assert (out / "test_ns.py.netns").read_text().startswith("pid ")
+    assert [(out / name).read_text() for name in (
+        "test_net.py.netns", "test_ns.py", "test_plain.py", "test_plain.py.netns")] == [""] * 4
 
 
 PREFIX_RE = re.compile(r'''(?:^PREFIX = |name_prefix=)f?["']([^"'{]+)''', re.M)
@@ -111,3 +118,19 @@ def test_no_two_test_modules_share_a_name_prefix(repo_root: Path) -> None:
     assert "tk" in owners and "tw" in owners  # the scan sees both kinds of literal
     shared = {p: sorted(m) for p, m in owners.items() if len(m) > 1}
     assert shared == {}
+
+
+NETNS_RE = re.compile(r"^(?:pytestmark = |    )pytest\.mark\.netns\b", re.M)
+
+
+def test_namespace_only_modules_build_no_mininet_network(repo_root: Path) -> None:
+    """A ``netns`` module runs beside the Mininet modules under the other lock: it must not
+    build a Mininet network, start a run or name its network by a fixed prefix."""
+    netns = [path for path in sorted((repo_root / "tests").glob("test_*.py"))
+             if NETNS_RE.search(path.read_text())]
+    assert "test_difftest.py" in {path.name for path in netns}
+    wrong = {path.name: words for path in netns
+             if (words := [w for w in ("from mininet", "import mininet", "experiment.run",
+                                       "PREFIX = ", "name_prefix=", "reliability")
+                           if w in path.read_text()])}
+    assert wrong == {}

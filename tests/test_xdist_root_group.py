@@ -23,6 +23,7 @@ from tests.conftest import pytest_collection_modifyitems  # noqa: F401  (the hoo
 INI = """[pytest]
 markers =
     root: needs root
+    netns: namespaces only
     xdist_group: xdist
 """
 MODULE = """
@@ -85,6 +86,28 @@ def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
     assert networked != {"none"}  # they did run under xdist
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
+def test_namespace_only_modules_run_beside_the_root_group(tmp_path: Path) -> None:
+    """A module whose root tests are all ``netns`` is a group of its own, which starts on
+    the other worker than the root group; one root test without ``netns`` keeps a module
+    in the root group."""
+    out = tmp_path / "out"
+    out.mkdir()
+    marks = {"test_net.py": "pytestmark = pytest.mark.root",
+             "test_ns.py": "pytestmark = [pytest.mark.root, pytest.mark.netns]",
+             "test_mixed.py": "pytestmark = pytest.mark.root", "test_plain.py": ""}
+    modules = {name: MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
+               .replace("PREFIX", name[5:-3]) for name, mark in marks.items()}
+    modules["test_mixed.py"] = modules["test_mixed.py"].replace(
+        "def test_mixed0", "@pytest.mark.netns\ndef test_mixed0")
+    _run_suite(tmp_path, CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
+    workers = {f.name: f.read_text() for f in out.iterdir()}
+    root = {w for n, w in workers.items() if n.startswith(("net", "mixed"))}
+    netns = {w for n, w in workers.items() if n.startswith("ns")}
+    assert len(workers) == 24 and len(root) == len(netns) == 1, workers
+    assert root != netns and "none" not in root | netns, workers
+
+
 PRIORITY_CONFTEST = """
 from tests.conftest import pytest_collection_modifyitems, pytest_runtest_setup  # noqa: F401
 """
@@ -106,19 +129,23 @@ def test_NAME{i}():
 
 @pytest.mark.skipif(not _may_renice(), reason="needs root with CAP_SYS_NICE")
 def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
-    """Under xdist a test outside the root group, and what it starts, runs
-    ``OTHER_TESTS_NICE`` lower than the root group's tests, which keep the session's own
-    priority."""
+    """Under xdist a test outside the root groups, and what it starts, runs
+    ``OTHER_TESTS_NICE`` lower than the root groups' tests (Mininet's and the namespace
+    group), which keep the session's own priority."""
     from tests.conftest import OTHER_TESTS_NICE
 
     out = tmp_path / "out"
     out.mkdir()
     modules = _net_and_plain(PRIORITY_MODULE, "NAME", out, "test_net.py")
+    modules["test_ns.py"] = (PRIORITY_MODULE.replace(
+        "MARK", "pytestmark = [pytest.mark.root, pytest.mark.netns]")
+        .replace("OUTDIR", repr(str(out))).replace("NAME", "ns"))
     base = os.getpriority(os.PRIO_PROCESS, 0)
     _run_suite(tmp_path, PRIORITY_CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     seen = {f.name: tuple(int(v) for v in f.read_text().split()) for f in out.iterdir()}
     other = min(base + OTHER_TESTS_NICE, 19)
     assert seen == {**{f"net{i}": (base, base) for i in range(4)},
+                    **{f"ns{i}": (base, base) for i in range(4)},
                     **{f"plain{i}": (other, other) for i in range(4)}}, seen
 
 
@@ -162,10 +189,15 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     modules = _net_and_plain(MODULE, "PREFIX", out, "test_net_a.py")
+    modules["test_ns.py"] = (MODULE.replace("MARK", "pytestmark = [pytest.mark.root, "
+                                            "pytest.mark.netns]")
+                             .replace("OUTDIR", repr(str(out))).replace("PREFIX", "ns"))
     res = _run_suite(
         tmp_path,
         "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
         modules, "-n", "2", "--dist", "loadgroup")
     lines = [line for line in res.stdout.splitlines() if line.startswith("test time:")]
     assert len(lines) == 1, res.stdout
-    assert " s in 6 tests; other " in lines[0] and lines[0].count(" s in 6 tests") == 2, lines
+    assert lines[0].startswith("test time: root group "), lines
+    assert " s in 6 tests; netns group " in lines[0], lines
+    assert " s in 6 tests; other " in lines[0] and lines[0].count(" s in 6 tests") == 3, lines
