@@ -106,7 +106,7 @@ help:
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf (root; TRAIN_ARGS=...)"
 	@echo "make scenario             run scenario files for CI, JUnit XML (root; SCENARIO=FILES JUNIT=PATH)"
-	@echo "make soak                 full reliability campaign, one process, ~100 min: loss/reordering on both targets, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick: ~1.5 min)"
+	@echo "make soak                 full reliability campaign, one process, ~100 min: loss/reordering on both targets, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick: ~1 min)"
 	@echo "make sim                  simulate the collectives at scale on ns-3 (SIM_ARGS=all|scaling|...)"
 	@echo "make setup                install system packages, .venv and this project (idempotent)"
 	@echo "make toolchain            build and install p4c, PI and BMv2 at the pinned revisions (60-90 min; SRC=DIR PREFIX BMV2_FAST=1 BMV2_FAST_PREFIX=DIR JOBS=N)"
