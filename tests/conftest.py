@@ -13,10 +13,10 @@ also holds a machine-wide lock while it runs (tests/rootlock.py), so a second su
 same machine (CI testing a landing while a developer runs ``make test``) waits its turn.
 
 A module whose ``root`` tests are all also marked ``netns`` (namespaces and veths of names
-unique to the run, no Mininet, no fixed port, no rate to keep up) is in a
-second group, :data:`NETNS_GROUP`, with a lock of its own: the two groups are the two
-largest units of work, so xdist starts them on different workers and the namespace tests
-run beside the Mininet networks instead of after them.
+unique to the run, no Mininet, no fixed port, no rate to keep up) is in a second group,
+:data:`NETNS_GROUP`, with a lock of its own: the two groups are the two largest units of
+work, so xdist starts them on different workers and the namespace tests run beside the
+Mininet networks instead of after them.
 
 The root group is the suite's critical path (its tests run one after another while the
 other worker has time to spare), and its networks need the CPU: a worker running a test
@@ -64,8 +64,8 @@ BASE_NICE = pytest.StashKey[int]()
 
 
 class SuiteTime:
-    """Seconds spent in the root group's tests (one worker, one after another: the suite's
-    critical path) and in the others (set-up, call and teardown of each), summed where the
+    """Seconds spent in each root group's tests (each on one worker, one after another: the
+    suite's critical path) and in the others (set-up, call and teardown of each), summed where the
     reports arrive (the controller under xdist) and printed at the end: where to cut when
     ``make test`` runs over its time."""
 
@@ -74,8 +74,16 @@ class SuiteTime:
         self.tests: dict[str, set[str]] = {kind: set() for kind in self.seconds}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        kind = ("root group" if report.nodeid.endswith(f"@{ROOT_GROUP}")
-                else "netns group" if report.nodeid.endswith(f"@{NETNS_GROUP}") else "other")
+        if report.nodeid.endswith((f"@{ROOT_GROUP}", f"@{NETNS_GROUP}")):
+            netns = report.nodeid.endswith(f"@{NETNS_GROUP}")
+        elif "xdist_group" in report.keywords:  # no workers: no suffix, the marker only
+            netns = "netns" in report.keywords
+        else:
+            self._add("other", report)
+            return
+        self._add("netns group" if netns else "root group", report)
+
+    def _add(self, kind: str, report: pytest.TestReport) -> None:
         self.seconds[kind] += report.duration
         self.tests[kind].add(report.nodeid)
 

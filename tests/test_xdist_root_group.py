@@ -183,7 +183,10 @@ def test_a_suite_started_with_sigint_ignored_interrupts_as_usual(tmp_path: Path,
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
-def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [["-n", "2", "--dist", "loadgroup"], ["-n", "0"]],
+                         ids=["xdist", "serial"])
+def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path,
+                                                       workers: list[str]) -> None:
     """``make test`` ends with the seconds of the root group (the critical path) and of the
     other tests, each test counted once, so a suite over its time says where to cut."""
     out = tmp_path / "out"
@@ -195,7 +198,7 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path) -> None:
     res = _run_suite(
         tmp_path,
         "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
-        modules, "-n", "2", "--dist", "loadgroup")
+        modules, *workers)
     lines = [line for line in res.stdout.splitlines() if line.startswith("test time:")]
     assert len(lines) == 1, res.stdout
     assert lines[0].startswith("test time: root group "), lines
