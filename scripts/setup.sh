@@ -86,10 +86,7 @@ ensure_requirements() {
         return
     fi
     log "installing requirements.txt into .venv"
-    # --no-compile: pip byte-compiles every installed module, most of which nothing imports;
-    # Python compiles (and caches) the ones imported on first use. Measured on the 2-core
-    # machine: 45-51 s instead of 76-86 s for a new .venv (busy with a compiler build).
-    "$PY" -m pip install -q --no-compile -r requirements.txt
+    "$PY" -m pip install -q -r requirements.txt
     printf '%s\n' "$want" > "$REQ_STAMP"
 }
 
