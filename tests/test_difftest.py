@@ -17,8 +17,9 @@ import pytest
 from softswitch import stf as stf_mod
 from tests import difftest as dt
 
-# namespaces and veths of names unique to the run: beside the Mininet modules
-pytestmark = pytest.mark.netns
+# Not ``netns`` (beside the Mininet group): the harness sends a frame every 2 ms and
+# compares the order; BMv2 beside busy networks fell behind that and reordered (a fresh-clone
+# run's failure, port 1: same 12 frames in a different order).
 
 P4 = Path(__file__).parent / "p4"
 STF_PROGRAMS = sorted(p.stem for p in P4.glob("*.stf") if (P4 / f"{p.stem}.p4").exists())

@@ -128,7 +128,7 @@ def test_namespace_only_modules_build_no_mininet_network(repo_root: Path) -> Non
     build a Mininet network, start a run or name its network by a fixed prefix."""
     netns = [path for path in sorted((repo_root / "tests").glob("test_*.py"))
              if NETNS_RE.search(path.read_text())]
-    assert "test_difftest.py" in {path.name for path in netns}
+    assert "test_ports_vlan.py" in {path.name for path in netns}
     wrong = {path.name: words for path in netns
              if (words := [w for w in ("from mininet", "import mininet", "experiment.run",
                                        "PREFIX = ", "name_prefix=", "reliability")
