@@ -64,26 +64,17 @@ BASE_NICE = pytest.StashKey[int]()
 
 
 class SuiteTime:
-    """Seconds spent in each root group's tests (each on one worker, one after another: the
-    suite's critical path) and in the others (set-up, call and teardown of each), summed where the
-    reports arrive (the controller under xdist) and printed at the end: where to cut when
-    ``make test`` runs over its time."""
+    """Seconds spent in each root group's tests (each on one worker, one after another) and
+    in the others (set-up, call and teardown of each), summed where the reports arrive (the
+    controller under xdist) and printed at the end: where to cut when ``make test`` runs
+    over its time."""
 
     def __init__(self) -> None:
         self.seconds = {"root group": 0.0, "netns group": 0.0, "other": 0.0}
         self.tests: dict[str, set[str]] = {kind: set() for kind in self.seconds}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.nodeid.endswith((f"@{ROOT_GROUP}", f"@{NETNS_GROUP}")):
-            netns = report.nodeid.endswith(f"@{NETNS_GROUP}")
-        elif "xdist_group" in report.keywords:  # no workers: no suffix, the marker only
-            netns = "netns" in report.keywords
-        else:
-            self._add("other", report)
-            return
-        self._add("netns group" if netns else "root group", report)
-
-    def _add(self, kind: str, report: pytest.TestReport) -> None:
+        kind = _kind(report)
         self.seconds[kind] += report.duration
         self.tests[kind].add(report.nodeid)
 
@@ -93,6 +84,17 @@ class SuiteTime:
                                       f"{len(self.tests[kind])} tests" for kind in self.seconds
                                       if self.tests[kind])
             + " (each group runs on one worker, one test after another)")
+
+
+def _kind(report: pytest.TestReport) -> str:
+    """The summary's name for the group of ``report``'s test: by the node id's group suffix
+    under xdist, by the markers without workers (no suffix then)."""
+    for group, kind in ((ROOT_GROUP, "root group"), (NETNS_GROUP, "netns group")):
+        if report.nodeid.endswith(f"@{group}"):
+            return kind
+    if "xdist_group" not in report.keywords:
+        return "other"
+    return "netns group" if "netns" in report.keywords else "root group"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -169,7 +171,8 @@ def _priority(item: pytest.Item) -> None:
     priority when it is in a root group, :data:`OTHER_TESTS_NICE` lower when not. On the
     2-core machine the other worker's CPU-bound tests (C compiles, the engines' fuzzing)
     take a core from the networks on the critical path; at a lower priority they fill the
-    CPU the networks leave idle, and they still finish well before the root group."""
+    CPU the networks leave idle (with the namespace group on the other worker they can be the
+    critical path themselves: the summary line says which was)."""
     config = item.config
     if not os.environ.get("PYTEST_XDIST_WORKER") or not _may_renice():
         return  # one process runs everything; or no way back to the group's priority

@@ -14,7 +14,6 @@ import pytest
 
 from tests.netns import ip
 
-# namespaces and veths of names unique to the run: beside the Mininet modules
 pytestmark = pytest.mark.netns
 
 REPO = Path(__file__).resolve().parent.parent

@@ -38,7 +38,7 @@ SIZE = 3000  # elements per worker: 94 packets of 32 (the program built with E =
 
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.netns,  # beside the Mininet modules (tests/conftest.py)
+    pytest.mark.netns,
     pytest.mark.slow,
     pytest.mark.skipif(not netns.can_use_netns(), reason="needs root and ip(8)"),
     pytest.mark.skipif(not PROGRAM.is_file(), reason="p4src/netreduce.p4 missing"),

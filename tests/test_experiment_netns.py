@@ -17,10 +17,9 @@ import pytest
 
 from experiment.netns import HostsAroundSwitch, RigError, SwitchNamespace
 
-# Ignores SIGTERM (a switch that does not stop when asked); says when it does.
-# namespaces and veths of names unique to the run: beside the Mininet modules
 pytestmark = pytest.mark.netns
 
+# Ignores SIGTERM (a switch that does not stop when asked); says when it does.
 STUBBORN = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             "print('ready', flush=True); time.sleep(120)")
 SLEEPER = "import time; print('ready', flush=True); time.sleep(120)"

@@ -25,7 +25,7 @@ from tests.netns import NetnsTopology, can_use_netns, topology
 
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.netns,  # beside the Mininet modules (tests/conftest.py)
+    pytest.mark.netns,
     pytest.mark.slow,
     pytest.mark.skipif(not can_use_netns(), reason="needs root and ip(8)"),
 ]

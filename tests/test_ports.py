@@ -9,7 +9,6 @@ import pytest
 from softswitch.ports import AfPacketPort, MemoryPort, PortError
 from tests.netns import can_use_netns, topology
 
-# namespaces and veths of names unique to the run: beside the Mininet modules
 pytestmark = pytest.mark.netns
 
 FRAME = bytes.fromhex("020000000002020000000001") + b"\x88\xb5" + bytes(range(46))

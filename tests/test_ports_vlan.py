@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from softswitch.pipeline import Pipeline
     from softswitch.switch import SwitchDataPlane
 
-# namespaces and veths of names unique to the run: beside the Mininet modules
 pytestmark = pytest.mark.netns
 
 REPO = Path(__file__).resolve().parent.parent

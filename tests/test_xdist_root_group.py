@@ -59,26 +59,26 @@ def _run_suite(tmp_path: Path, conftest: str, modules: dict[str, str], *pytest_a
     return res
 
 
-def _net_and_plain(template: str, name_key: str, out: Path, net: str) -> dict[str, str]:
-    """A module ``net`` of root tests and a plain one from ``template`` (``MARK``, ``OUTDIR``
-    and ``name_key`` filled in: the tests' names from the file's)."""
+ROOT_MARK = "pytestmark = pytest.mark.root"
+NETNS_MARK = "pytestmark = [pytest.mark.root, pytest.mark.netns]"
+
+
+def _modules(template: str, name_key: str, out: Path, marks: dict[str, str]) -> dict[str, str]:
+    """One module from ``template`` per file name in ``marks``, with that ``MARK`` line
+    (``OUTDIR`` and ``name_key`` filled in: the tests' names from the file's)."""
     return {name: template.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-            .replace(name_key, name[5:-3])
-            for name, mark in ((net, "pytestmark = pytest.mark.root"), ("test_plain.py", ""))}
+            .replace(name_key, name[5:-3]) for name, mark in marks.items()}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root tests are skipped when not root")
 def test_root_modules_run_on_one_worker(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    modules = {}
-    for name, mark in (("test_net_a.py", "pytestmark = pytest.mark.root"),
-                       ("test_net_b.py", ""), ("test_plain.py", "")):
-        text = (MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-                .replace("PREFIX", name[5:-3]))
-        if name == "test_net_b.py":  # one root test makes the whole module networked
-            text = text.replace("def test_net_b0", "@pytest.mark.root\ndef test_net_b0")
-        modules[name] = text
+    modules = _modules(MODULE, "PREFIX", out,
+                       {"test_net_a.py": ROOT_MARK, "test_net_b.py": "", "test_plain.py": ""})
+    # one root test makes the whole module networked
+    modules["test_net_b.py"] = modules["test_net_b.py"].replace(
+        "def test_net_b0", "@pytest.mark.root\ndef test_net_b0")
     _run_suite(tmp_path, CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     workers = {f.name: f.read_text() for f in out.iterdir()}
     networked = {w for n, w in workers.items() if n.startswith(("net_a", "net_b"))}
@@ -93,11 +93,8 @@ def test_namespace_only_modules_run_beside_the_root_group(tmp_path: Path) -> Non
     in the root group."""
     out = tmp_path / "out"
     out.mkdir()
-    marks = {"test_net.py": "pytestmark = pytest.mark.root",
-             "test_ns.py": "pytestmark = [pytest.mark.root, pytest.mark.netns]",
-             "test_mixed.py": "pytestmark = pytest.mark.root", "test_plain.py": ""}
-    modules = {name: MODULE.replace("MARK", mark).replace("OUTDIR", repr(str(out)))
-               .replace("PREFIX", name[5:-3]) for name, mark in marks.items()}
+    modules = _modules(MODULE, "PREFIX", out, {"test_net.py": ROOT_MARK, "test_ns.py": NETNS_MARK,
+                                               "test_mixed.py": ROOT_MARK, "test_plain.py": ""})
     modules["test_mixed.py"] = modules["test_mixed.py"].replace(
         "def test_mixed0", "@pytest.mark.netns\ndef test_mixed0")
     _run_suite(tmp_path, CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
@@ -136,10 +133,8 @@ def test_other_tests_run_nicer_than_the_root_group(tmp_path: Path) -> None:
 
     out = tmp_path / "out"
     out.mkdir()
-    modules = _net_and_plain(PRIORITY_MODULE, "NAME", out, "test_net.py")
-    modules["test_ns.py"] = (PRIORITY_MODULE.replace(
-        "MARK", "pytestmark = [pytest.mark.root, pytest.mark.netns]")
-        .replace("OUTDIR", repr(str(out))).replace("NAME", "ns"))
+    modules = _modules(PRIORITY_MODULE, "NAME", out,
+                       {"test_net.py": ROOT_MARK, "test_ns.py": NETNS_MARK, "test_plain.py": ""})
     base = os.getpriority(os.PRIO_PROCESS, 0)
     _run_suite(tmp_path, PRIORITY_CONFTEST, modules, "-n", "2", "--dist", "loadgroup")
     seen = {f.name: tuple(int(v) for v in f.read_text().split()) for f in out.iterdir()}
@@ -191,10 +186,8 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path,
     other tests, each test counted once, so a suite over its time says where to cut."""
     out = tmp_path / "out"
     out.mkdir()
-    modules = _net_and_plain(MODULE, "PREFIX", out, "test_net_a.py")
-    modules["test_ns.py"] = (MODULE.replace("MARK", "pytestmark = [pytest.mark.root, "
-                                            "pytest.mark.netns]")
-                             .replace("OUTDIR", repr(str(out))).replace("PREFIX", "ns"))
+    modules = _modules(MODULE, "PREFIX", out,
+                       {"test_net_a.py": ROOT_MARK, "test_ns.py": NETNS_MARK, "test_plain.py": ""})
     res = _run_suite(
         tmp_path,
         "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
