@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -174,8 +176,28 @@ def test_make_clean_keeps_venv(repo_root: Path) -> None:
     assert "rm -rf .venv" in distclean
 
 
+def _stale_bytecode(repo_root: Path) -> list[str]:
+    """The project's modules (its packages and tests/) without bytecode of their source as it
+    is now: what every process importing them compiles again where nothing writes it."""
+    sources = [p for d in repo_root.iterdir()
+               if (d / "__init__.py").is_file() or d.name == "tests"
+               for p in d.rglob("*.py")]
+    stale = []
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        st = source.stat()
+        header = cached.read_bytes()[:16] if cached.is_file() else b""
+        want = (importlib.util.MAGIC_NUMBER, int(st.st_mtime) & 0xFFFFFFFF,
+                st.st_size & 0xFFFFFFFF)
+        if len(header) < 16 or (header[:4], *struct.unpack("<II", header[8:16])) != want:
+            stale.append(str(source.relative_to(repo_root)))
+    return stale
+
+
 def test_setup_is_a_quiet_no_op_when_done(repo_root: Path) -> None:
-    """A second scripts/setup.sh on a prepared checkout changes nothing and prints nothing."""
+    """A second scripts/setup.sh on a prepared checkout changes nothing and prints nothing;
+    it leaves every module of the project compiled, also where PYTHONDONTWRITEBYTECODE is
+    set (as on the CI machine, where every process the suite started compiled them again)."""
     stamp = VENV / ".requirements.sha256"
     want = hashlib.sha256((repo_root / "requirements.txt").read_bytes()).hexdigest()
     if not stamp.is_file() or stamp.read_text().strip() != want:
@@ -185,10 +207,11 @@ def test_setup_is_a_quiet_no_op_when_done(repo_root: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "SETUP_SKIP_APT": "1"},
+        env={**os.environ, "SETUP_SKIP_APT": "1", "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
+    assert _stale_bytecode(repo_root) == []
 
 
 def test_run_tests_reports_no_tests_as_failure(repo_root: Path) -> None:
