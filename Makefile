@@ -22,6 +22,11 @@
 
 SHELL := /bin/bash
 PY := .venv/bin/python
+# Python writes bytecode for what it imports here, whatever the environment says: with
+# PYTHONDONTWRITEBYTECODE set (as on the CI machine) every process compiled the project's
+# modules again, and every pytest worker rewrote the 150 test modules' asserts (10 s of CPU a
+# worker); __pycache__ is ignored by git. scripts/setup.sh compiles the project beforehand.
+unexport PYTHONDONTWRITEBYTECODE
 
 # Options of `make run`, passed through as --topo, --spines, ... when set.
 topo ?=

@@ -167,6 +167,17 @@ def test_make_run_passes_options(repo_root: Path) -> None:
     ), proc.stdout
 
 
+def test_make_targets_write_bytecode_whatever_the_environment_says(repo_root: Path) -> None:
+    """PYTHONDONTWRITEBYTECODE (set on the CI machine) does not reach what make starts: with it
+    each pytest worker rewrote every test module's asserts again (10 s of CPU a worker)."""
+    probe = 'probe: ; @echo "[$${PYTHONDONTWRITEBYTECODE-unset}]"'
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-C", str(repo_root), "--eval", probe, "probe"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.stdout.strip() == "[unset]", proc.stdout + proc.stderr
+
+
 def test_make_clean_keeps_venv(repo_root: Path) -> None:
     """`make clean` does not touch .venv; `make distclean` does."""
     clean = _make(repo_root, "-n", "clean").stdout
