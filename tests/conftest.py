@@ -79,11 +79,11 @@ class SuiteTime:
         self.tests[kind].add(report.nodeid)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminalreporter.write_line(
-            "test time: " + "; ".join(f"{kind} {self.seconds[kind]:.0f} s in "
-                                      f"{len(self.tests[kind])} tests" for kind in self.seconds
-                                      if self.tests[kind])
-            + " (each group runs on one worker, one test after another)")
+        parts = [f"{kind} {self.seconds[kind]:.0f} s in {len(self.tests[kind])} tests"
+                 for kind in self.seconds if self.tests[kind]]
+        if parts:  # (nothing ran: -k that selects nothing, --collect-only)
+            terminalreporter.write_line("test time: " + "; ".join(parts) + " (each group runs"
+                                        " on one worker, one test after another)")
 
 
 def _kind(report: pytest.TestReport) -> str:

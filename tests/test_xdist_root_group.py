@@ -197,3 +197,13 @@ def test_the_summary_says_how_long_the_root_group_took(tmp_path: Path,
     assert lines[0].startswith("test time: root group "), lines
     assert " s in 6 tests; netns group " in lines[0], lines
     assert " s in 6 tests; other " in lines[0] and lines[0].count(" s in 6 tests") == 3, lines
+
+
+def test_the_summary_says_nothing_when_no_test_ran(tmp_path: Path) -> None:
+    """--collect-only (or a -k that selects nothing) ran no test: no empty "test time:" line."""
+    modules = _modules(MODULE, "PREFIX", tmp_path, {"test_plain.py": ""})
+    res = _run_suite(
+        tmp_path,
+        "from tests.conftest import pytest_collection_modifyitems, pytest_configure  # noqa\n",
+        modules, "--collect-only")
+    assert "test_plain.py" in res.stdout and "test time:" not in res.stdout, res.stdout
