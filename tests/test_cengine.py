@@ -429,6 +429,30 @@ def test_shared_object_without_python_headers(monkeypatch: pytest.MonkeyPatch) -
     assert result.passed, result.first_mismatch
 
 
+def test_abi_mode_loads_a_shared_object_and_is_checked(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """$SOFTSWITCH_C_MODE=abi (the samples sweep's) builds no extension module: a plain
+    shared object called through libffi, same frames; anything but api/abi is refused,
+    naming the variable."""
+    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(cbuild.MODE_ENV, raising=False)
+    assert cbuild.load_mode() == "api"
+    monkeypatch.setenv(cbuild.MODE_ENV, "abi")
+
+    def no_module(source: str, cdef: str) -> None:
+        raise AssertionError("an extension module was built in ABI mode")
+
+    monkeypatch.setattr(cbuild, "compile_module", no_module)
+    c = Pipeline.from_file(str(P4 / "ipv4_forward.p4"), engine="c")
+    assert c.engine == "c"
+    assert [p.name[:3] for p in tmp_path.glob("*.so")] == ["p4_"]
+    result = run_stf_file(c, P4 / "ipv4_forward.stf")
+    assert result.passed, result.first_mismatch
+    monkeypatch.setenv(cbuild.MODE_ENV, "fast")
+    with pytest.raises(CBuildError, match=r"SOFTSWITCH_C_MODE='fast': expected one of api, abi"):
+        cbuild.load_mode()
+
+
 # ------------------------------------------------------------------ command lines
 
 
@@ -662,9 +686,11 @@ MIN_SAMPLES_RUN = 150
 def test_p4c_samples_identical_on_c(part: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every STF test of p4c's v1model samples that passes on the Python engine passes on
     the C engine with the same frames; only the known programs fall back. Compiled at -O0
-    (a third of -O2's compile time over ~185 programs): what is checked is the code
-    generator's meaning; the other tests here and the network tests run -O2 code."""
+    (a third of -O2's compile time over ~185 programs) into plain shared objects (half an
+    extension module's): what is checked is the code generator's meaning; the other tests
+    here and the network tests run -O2 extension modules."""
     monkeypatch.setenv(cbuild.OPT_ENV, "-O0")
+    monkeypatch.setenv(cbuild.MODE_ENV, "abi")
     samples = p4c_testdata.p4_16_samples()
     if samples is None:
         pytest.skip(f"p4c's test programs not found ({p4c_testdata.where()})")

@@ -46,6 +46,22 @@ def opt_level() -> str:
     return level
 
 
+# How a program is loaded: "api" (the default) builds a Python extension module (cffi's API
+# mode: direct calls, the fastest per packet), "abi" a plain shared object called through
+# libffi: half the compile time (no Python headers, no setuptools), for the test sweep over
+# p4c's samples, where compiling is the whole cost and no packet stream runs.
+MODE_ENV = "SOFTSWITCH_C_MODE"
+MODES = ("api", "abi")
+
+
+def load_mode() -> str:
+    """``api``, or the mode $SOFTSWITCH_C_MODE names (CBuildError for anything else)."""
+    mode = os.environ.get(MODE_ENV, "") or "api"
+    if mode not in MODES:
+        raise CBuildError(f"{MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
 def cache_dir() -> Path:
     """Where compiled programs are kept."""
     explicit = os.environ.get("SOFTSWITCH_CACHE_DIR")
@@ -152,6 +168,8 @@ def prebuild(source: str, cdef: str) -> Path:
     """Put ``source`` in the cache in the form :func:`build_and_load` will load (the
     extension module, else the shared object) without loading it: a network compiles its
     program once before its switches start, instead of every switch at once."""
+    if load_mode() == "abi":
+        return build(source)
     try:
         return compile_module(source, cdef)
     except CUnsupported:
@@ -163,7 +181,10 @@ def prebuild(source: str, cdef: str) -> Path:
 
 def build_and_load(source: str, cdef: str) -> tuple[Any, Any]:
     """``(ffi, lib)`` of ``source``: an extension module when the Python headers are
-    there, else a plain shared object loaded in ABI mode."""
+    there (and $SOFTSWITCH_C_MODE does not say ``abi``), else a plain shared object loaded
+    in ABI mode."""
+    if load_mode() == "abi":
+        return load(build(source), cdef)
     try:
         return build_module(source, cdef)
     except CUnsupported:
