@@ -41,6 +41,47 @@ def test_p4c_compiles_program_for_bmv2(program: Path, tmp_path: Path) -> None:
 
 
 @needs_p4c
+def test_p4c_cache_serves_the_same_program_elsewhere_with_its_own_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same files in another directory (another clone, worktree or run directory) are a
+    hit, and what it writes is byte for byte what p4c writes there: the file names p4c puts
+    in the BMv2 JSON are that directory's. Before, the names were part of the key and a
+    fresh clone's suite ran p4c on every program again."""
+    from topo import p4c_cache
+    from topo.nodes import BMv2Switch
+
+    monkeypatch.setenv(p4c_cache.ENV, str(tmp_path / "cache"))
+    programs = []
+    for name in ("clone-a", "clone-b"):
+        src = tmp_path / name
+        src.mkdir()
+        (src / "body.p4").write_text((REPO / "tests" / "p4" / "port_forward.p4").read_text())
+        (src / "prog.p4").write_text('#include "body.p4"\n')
+        programs.append(src / "prog.p4")
+    BMv2Switch.compile_program(programs[0], tmp_path / "a")
+    runs: list[list[str]] = []
+    real_run = subprocess.run
+
+    def run(argv: list[str], *a: Any, **k: Any) -> subprocess.CompletedProcess[Any]:
+        runs.append(argv)
+        return real_run(argv, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    hit = BMv2Switch.compile_program(programs[1], tmp_path / "b")
+    assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
+    assert hit.device_config is not None and hit.p4info is not None
+    data, p4info = hit.device_config.read_bytes(), hit.p4info.read_text()
+    assert str(programs[1].parent).encode() in data and b"clone-a" not in data
+    shutil.rmtree(tmp_path / "b")
+    monkeypatch.setenv(p4c_cache.ENV, "off")
+    real = BMv2Switch.compile_program(programs[1], tmp_path / "b")  # p4c, in the same place
+    assert real.device_config is not None and real.p4info is not None
+    assert data == real.device_config.read_bytes()
+    assert p4info == real.p4info.read_text()
+
+
+@needs_p4c
 def test_p4c_outputs_are_cached_by_the_preprocessed_program(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,7 +112,9 @@ def test_p4c_outputs_are_cached_by_the_preprocessed_program(
     assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
     assert second.device_config is not None and first.device_config is not None
     assert second.p4info is not None and first.p4info is not None
-    assert second.device_config.read_bytes() == first.device_config.read_bytes()
+    # the same but for the output directory (the JSON's "program": p4c's .p4i there)
+    assert second.device_config.read_bytes() == first.device_config.read_bytes().replace(
+        str(tmp_path / "a").encode(), str(tmp_path / "b").encode())
     assert second.p4info.read_text() == first.p4info.read_text()
     (src / "body.p4").write_text((src / "body.p4").read_text() + "\n// changed\n")
     BMv2Switch.compile_program(program, tmp_path / "c")

@@ -8,6 +8,14 @@ to p4c itself gives a new key, so a hit is exactly what p4c would write again. E
 directories under ``$INA_P4C_CACHE`` (default ``~/.cache/ina-testbed/p4c``), written
 under a temporary name and renamed into place, so concurrent runs never see half an entry.
 ``INA_P4C_CACHE=off`` turns the cache off.
+
+The key leaves out where the files are: the preprocessed text's line markers name them
+(``# 1 "/home/me/testbed/p4src/netreduce.p4"``), and with the names in the key every clone,
+worktree and run directory (``make run`` writes its program's wrapper there) compiled the
+same program again (issue 29: a fresh clone's suite ran p4c on every program it has). p4c
+writes those names into its outputs (the BMv2 JSON's source information, its warnings), and
+the output directory (the JSON's "program"): they are kept as placeholders and a hit gets
+the names of the compile it serves.
 """
 
 from __future__ import annotations
@@ -15,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -41,7 +51,28 @@ def cache_root() -> Path | None:
     return Path(base) / "ina-testbed" / "p4c"
 
 
-def compile_key(flags: Sequence[str], program: Path, outputs: Sequence[str]) -> str | None:
+#: a line marker of the preprocessed text: ``# LINE "FILE" FLAGS``
+_MARKER = re.compile(rb'^# \d+ "([^"\\\n]*)"', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Key:
+    """An entry's name, and the files of the program it was computed from, in the order
+    their line markers first name them (what a stored output's placeholders stand for)."""
+
+    digest: str
+    files: tuple[str, ...]
+
+
+def _placeholder(index: int) -> bytes:
+    return f"@p4c-cache-file-{index}@".encode()
+
+
+#: what stands for the output directory (the BMv2 JSON's "program" names a file there)
+_OUTDIR = b"@p4c-cache-outdir@"
+
+
+def compile_key(flags: Sequence[str], program: Path, outputs: Sequence[str]) -> Key | None:
     """The key of compiling ``program`` with ``p4c FLAGS``; None when p4c cannot preprocess
     it (the compile itself then reports why) or the cache is off."""
     if cache_root() is None:
@@ -59,44 +90,77 @@ def compile_key(flags: Sequence[str], program: Path, outputs: Sequence[str]) -> 
         texts = sorted(Path(tmp).glob("*.p4i"))
         if version.returncode != 0 or pre.returncode != 0 or len(texts) != 1:
             return None
-        digest = hashlib.sha256()
-        for part in (version.stdout, "\0".join(flags), "\0".join(outputs)):
-            digest.update(part.encode() + b"\0\0")
-        digest.update(texts[0].read_bytes())
-        return digest.hexdigest()
+        text = texts[0].read_bytes()
+    files: list[bytes] = []
+    for name in _MARKER.findall(text):
+        if name not in files:
+            files.append(name)
+    if not all(_plain(name) for name in files):  # kept in the key as they are
+        files = []
+    index = {name: i for i, name in enumerate(files)}
+
+    def unnamed(m: re.Match[bytes]) -> bytes:
+        return m.group(0).replace(m.group(1), _placeholder(index[m.group(1)]))
+
+    digest = hashlib.sha256()
+    for part in (version.stdout, "\0".join(flags), "\0".join(outputs)):
+        digest.update(part.encode() + b"\0\0")
+    digest.update(_MARKER.sub(unnamed, text) if files else text)
+    return Key(digest.hexdigest(), tuple(name.decode() for name in files))
 
 
-def restore(key: str, outdir: Path, outputs: Sequence[str]) -> bool:
-    """Copies the entry's ``outputs`` into ``outdir``; False when there is no whole entry."""
+def _plain(name: bytes) -> bool:
+    """A file name p4c writes into its outputs as it is: printable ASCII that JSON does not
+    escape (else the outputs cannot be searched for it, and the key keeps the names)."""
+    return all(0x20 <= c < 0x7F for c in name) and b"\\" not in name and b'"' not in name
+
+
+def _swap(data: bytes, pairs: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """``data`` with each pair's first replaced by its second, longest first (a file's name
+    may begin another's)."""
+    for old, new in sorted(pairs, key=lambda pair: -len(pair[0])):
+        data = data.replace(old, new)
+    return data
+
+
+def restore(key: Key, outdir: Path, outputs: Sequence[str]) -> bool:
+    """Writes the entry's ``outputs`` into ``outdir`` with the key's file names and
+    ``outdir`` in place of the placeholders; False when there is no whole entry."""
     root = cache_root()
     if root is None:
         return False
-    entry = root / key
+    entry = root / key.digest
     if not all((entry / name).is_file() for name in outputs):
         return False
     outdir.mkdir(parents=True, exist_ok=True)
+    pairs = [(_placeholder(i), name.encode()) for i, name in enumerate(key.files)]
+    pairs.append((_OUTDIR, str(outdir).encode()))
     for name in outputs:
-        shutil.copyfile(entry / name, outdir / name)
+        (outdir / name).write_bytes(_swap((entry / name).read_bytes(), pairs))
     log.info("p4c cache: %s from %s", ", ".join(outputs), entry)
     return True
 
 
-def store(key: str, outdir: Path, outputs: Sequence[str]) -> None:
-    """Keeps ``outputs`` (files in ``outdir``) under ``key``; a failure only costs the cache."""
+def store(key: Key, outdir: Path, outputs: Sequence[str]) -> None:
+    """Keeps ``outputs`` (files in ``outdir``) under ``key``, the key's file names and
+    ``outdir`` replaced by placeholders; a failure only costs the cache."""
     root = cache_root()
     if root is None:
         return
+    pairs = [(name.encode(), _placeholder(i)) for i, name in enumerate(key.files)]
+    if _plain(str(outdir).encode()):
+        pairs.append((str(outdir).encode(), _OUTDIR))
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key.digest[:16]}-", dir=root))
         for name in outputs:
-            shutil.copyfile(outdir / name, tmp / name)
+            (tmp / name).write_bytes(_swap((outdir / name).read_bytes(), pairs))
         try:
-            tmp.rename(root / key)
+            tmp.rename(root / key.digest)
         except OSError:  # another run stored it first
             shutil.rmtree(tmp, ignore_errors=True)
     except OSError as exc:
-        log.debug("p4c cache: cannot store %s: %s", key, exc)
+        log.debug("p4c cache: cannot store %s: %s", key.digest, exc)
 
 
 def cached(flags: Sequence[str], program: Path, outdir: Path, outputs: Sequence[str],
