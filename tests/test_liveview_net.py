@@ -35,6 +35,12 @@ pytestmark = [
 
 PREFIX = "lv"
 PROGRAM = Path(__file__).resolve().parent.parent / "p4src" / "netreduce.p4"
+# How often the live view reads the switches, and the test the page (twice as often), and
+# the all-reduces' size: the page must show two distinct completion counts while the
+# in-network one runs. 131072 elements read every 0.5 s showed one on a fresh-clone run
+# ([0, 1566]), every 0.25 s two ([0, 1196, 1566]); 262144 every 0.25 s four.
+POLL_S = 0.25
+ELEMENTS = 262144
 
 # JavaScript reading what the page shows (the DOM, not only the page's data)
 COMPLETIONS = ("return [...document.querySelectorAll('#jobs .completions')]"
@@ -62,7 +68,7 @@ def test_live_view_of_a_running_job(topo: SpineLeafTopo, tmp_path: Path) -> None
     while the all-reduces run; the page names the job and its switches."""
     with start_network(topo, "softswitch", tmp_path / "run", PROGRAM, progress=False,
                        start_timeout=60) as network, \
-            LiveServer(network.rundir.path, 0, interval_s=0.5) as server, \
+            LiveServer(network.rundir.path, 0, interval_s=POLL_S) as server, \
             headless_chromium(1400, 900) as driver:
         driver.get(server.url)
         wait_for(driver, "return window.live && window.live.received >= 1")
@@ -78,7 +84,7 @@ def test_live_view_of_a_running_job(topo: SpineLeafTopo, tmp_path: Path) -> None
         def job() -> None:
             try:
                 outcome["result"] = run_experiment(network, ExperimentOptions(
-                    elements=131072, elems=PROGRAM_ELEMS, measure_seconds=0.0))
+                    elements=ELEMENTS, elems=PROGRAM_ELEMS, measure_seconds=0.0))
             except Exception as exc:  # reported by the assertion below
                 outcome["error"] = exc
 
@@ -99,7 +105,7 @@ def test_live_view_of_a_running_job(topo: SpineLeafTopo, tmp_path: Path) -> None
                 driver.save_screenshot(str(screenshot))
             if completions > 0:
                 job_texts.append(driver.find_element("css selector", "#jobs").text)
-            time.sleep(0.25)
+            time.sleep(POLL_S / 2)
         thread.join()
         assert "error" not in outcome, outcome.get("error")
         assert outcome["result"].exact, outcome["result"].to_dict()
