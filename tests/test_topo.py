@@ -574,6 +574,39 @@ def test_probe_send_and_receive_on_loopback() -> None:
     assert 0 < got.packets <= sent.packets and got.bytes == got.packets * 500
 
 
+@pytest.mark.parametrize("say_done", [True, False], ids=["done", "end-of-input"])
+def test_probe_receiver_ends_once_the_queue_drained_after_the_sender_is_done(
+        say_done: bool) -> None:
+    """A "done" line ends the receiver when nothing more comes (make run's link check waited
+    its whole --seconds, 2 s past the sender); the end of its input alone does not."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ready = threading.Event()
+    result: dict[str, Any] = {}
+    r_fd, w_fd = os.pipe()
+    with os.fdopen(r_fd) as done_in, os.fdopen(w_fd, "w") as done_out:
+
+        def rx_port() -> None:
+            t0 = time.monotonic()
+            result["r"] = receive(port, 30.0 if say_done else 1.5, on_ready=ready.set,
+                                  host="127.0.0.1", done=done_in)
+            result["s"] = time.monotonic() - t0
+
+        thread = threading.Thread(target=rx_port)
+        thread.start()
+        assert ready.wait(5)
+        sent = send("127.0.0.1", port, 0.3, rate_mbit=1.0, size=500)
+        done_out.write("done\n" if say_done else "")
+        done_out.close()
+        thread.join(40)
+    assert result["r"].packets == sent.packets  # (loopback: nothing lost)
+    if say_done:
+        assert result["s"] < 15.0, result  # well before its 30 s
+    else:
+        assert result["s"] >= 1.5, result  # its whole time: an end of input is not "done"
+
+
 def test_spineleaf_data_server_host_is_optional_and_extra() -> None:
     """data_server=True adds host `data` (gpus 0) on the last leaf after its spines; every
     other name, port, address and the default topology stay as they were."""

@@ -157,7 +157,8 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     offered = rate_mbit if rate_mbit is not None else (configured or 100.0) * offered_factor
     py = [sys.executable, "-m", "topo.probe"]
     receiver = network.node(dst).popen(
-        py + ["recv", "--port", str(port), "--seconds", str(seconds + 2.0)], cwd=str(REPO_ROOT))
+        py + ["recv", "--port", str(port), "--seconds", str(seconds + 2.0)], cwd=str(REPO_ROOT),
+        stdin=subprocess.PIPE)
     _read_ready(receiver, time.monotonic() + 15.0)
     cpu0 = network_cpu_seconds(network)
     t0 = time.monotonic()
@@ -168,7 +169,8 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     s_out, s_err = sender.communicate(timeout=seconds + 30.0)
     wall = time.monotonic() - t0
     cpu1 = network_cpu_seconds(network)
-    r_out, r_err = receiver.communicate(timeout=seconds + 30.0)
+    # the sender is done: the receiver ends once the queue drained (not seconds + 2 later)
+    r_out, r_err = receiver.communicate(b"done\n", timeout=seconds + 30.0)
     if sender.returncode != 0 or receiver.returncode != 0:
         raise TopoError(f"measurement failed: {(s_err or r_err).decode(errors='replace').strip()}")
     sent = json.loads(s_out.decode().strip().splitlines()[-1])

@@ -3,17 +3,23 @@
 ``python -m topo.probe recv --port 5201 --seconds 5`` prints ``ready`` once bound, then one
 JSON line when done; ``python -m topo.probe send --dst 10.0.1.2 --port 5201 --seconds 3
 --rate-mbit 15 --size 1000`` prints one JSON line. Rates are of UDP payload bytes.
+
+The receiver ends at ``--seconds`` or, once a line on its standard input says the sender
+is done, when the link's queue has drained: no datagram for :func:`drained_after` (the
+whole ``--seconds`` made every ``make run``'s link check wait 2 s after its sender).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import select
 import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import IO, Any
 
 MAX_PAYLOAD = 1472  # one Ethernet frame of 1500 bytes MTU
 
@@ -74,33 +80,78 @@ def send(dst: str, port: int, seconds: float, rate_mbit: float, size: int = 1000
     return SendResult(sent, sent * size, elapsed)
 
 
+#: After the sender is done, the receiver ends once no datagram came for this many of the
+#: longest gap it saw between two, and at least DRAIN_MIN_S: a queue still draining keeps
+#: the gaps at the link's pace (slow under time dilation), so the tail is not cut short.
+DRAIN_GAPS = 20
+DRAIN_MIN_S = 0.3
+
+
+def drained_after(max_gap: float) -> float:
+    """How long without a datagram, once the sender is done, ends the receiver."""
+    return max(DRAIN_MIN_S, DRAIN_GAPS * max_gap)
+
+
+@dataclass
+class _Tally:
+    """What arrived so far, and the longest gap between two datagrams."""
+
+    packets: int = 0
+    nbytes: int = 0
+    first: float = 0.0
+    last: float = 0.0
+    max_gap: float = 0.0
+
+    def read(self, sock: socket.socket) -> bool:
+        """Counts every datagram waiting on ``sock`` (non-blocking); True when one was."""
+        got = False
+        while True:
+            try:
+                data = sock.recv(65535)
+            except BlockingIOError:
+                return got
+            now = time.monotonic()
+            if self.packets == 0:
+                self.first = now
+            else:
+                self.max_gap = max(self.max_gap, now - self.last)
+            self.last = now
+            self.packets += 1
+            self.nbytes += len(data)
+            got = True
+
+
 def receive(port: int, seconds: float, on_ready: Callable[[], None] | None = None,
-            host: str = "0.0.0.0") -> ReceiveResult:
-    """Counts datagrams arriving on ``port`` for ``seconds`` (after binding)."""
-    packets = nbytes = 0
-    first = last = 0.0
+            host: str = "0.0.0.0", done: IO[str] | None = None) -> ReceiveResult:
+    """Counts datagrams arriving on ``port`` for ``seconds`` (after binding), or until the
+    queue drained after a line ``done`` on ``done`` said the sender is done (the end of
+    ``done`` alone, as from /dev/null, is no such line)."""
+    tally = _Tally()
+    quiet_from: float | None = None  # when the sender was done, then each later datagram
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         sock.bind((host, port))
+        sock.setblocking(False)
         if on_ready is not None:
             on_ready()
         end = time.monotonic() + seconds
         while True:
             left = end - time.monotonic()
+            if quiet_from is not None:
+                left = min(left, quiet_from + drained_after(tally.max_gap) - time.monotonic())
             if left <= 0:
                 break
-            sock.settimeout(left)
-            try:
-                data = sock.recv(65535)
-            except TimeoutError:
-                break
-            now = time.monotonic()
-            if packets == 0:
-                first = now
-            last = now
-            packets += 1
-            nbytes += len(data)
-    return ReceiveResult(packets, nbytes, last - first)
+            watch: list[Any] = [sock] if done is None else [sock, done]
+            readable, _, _ = select.select(watch, [], [], left)
+            if done is not None and done in readable:
+                line = done.readline()
+                if line.strip() == "done":
+                    quiet_from = time.monotonic()
+                elif not line:
+                    done = None  # its end: nothing more to hear from it
+            if sock in readable and tally.read(sock) and quiet_from is not None:
+                quiet_from = tally.last
+    return ReceiveResult(tally.packets, tally.nbytes, tally.last - tally.first)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   args.rate_mbit, args.size)
     else:
         result = receive(args.port, args.seconds,
-                         on_ready=lambda: print("ready", flush=True))
+                         on_ready=lambda: print("ready", flush=True), done=sys.stdin)
     print(json.dumps(asdict(result)), flush=True)
     return 0
 
