@@ -14,8 +14,8 @@ The key leaves out where the files are: the preprocessed text's line markers nam
 worktree and run directory (``make run`` writes its program's wrapper there) compiled the
 same program again (issue 29: a fresh clone's suite ran p4c on every program it has). p4c
 writes those names into its outputs (the BMv2 JSON's source information, its warnings), and
-the output directory (the JSON's "program"): they are kept as placeholders and a hit gets
-the names of the compile it serves.
+the output directory (the JSON's "program"): absolute ones are kept as placeholders and a
+hit gets the names of the compile it serves.
 """
 
 from __future__ import annotations
@@ -93,26 +93,28 @@ def compile_key(flags: Sequence[str], program: Path, outputs: Sequence[str]) -> 
         text = texts[0].read_bytes()
     files: list[bytes] = []
     for name in _MARKER.findall(text):
-        if name not in files:
+        if name not in files and _placeable(name):
             files.append(name)
-    if not all(_plain(name) for name in files):  # kept in the key as they are
-        files = []
     index = {name: i for i, name in enumerate(files)}
 
     def unnamed(m: re.Match[bytes]) -> bytes:
-        return m.group(0).replace(m.group(1), _placeholder(index[m.group(1)]))
+        name = m.group(1)
+        return m.group(0).replace(name, _placeholder(index[name])) if name in index else m.group(0)
 
     digest = hashlib.sha256()
     for part in (version.stdout, "\0".join(flags), "\0".join(outputs)):
         digest.update(part.encode() + b"\0\0")
-    digest.update(_MARKER.sub(unnamed, text) if files else text)
+    digest.update(_MARKER.sub(unnamed, text))
     return Key(digest.hexdigest(), tuple(name.decode() for name in files))
 
 
-def _plain(name: bytes) -> bool:
-    """A file name p4c writes into its outputs as it is: printable ASCII that JSON does not
-    escape (else the outputs cannot be searched for it, and the key keeps the names)."""
-    return all(0x20 <= c < 0x7F for c in name) and b"\\" not in name and b'"' not in name
+def _placeable(name: bytes) -> bool:
+    """A name the key leaves out, a placeholder standing for it in the outputs: an absolute
+    path (a relative one, or ``<built-in>``, could be a word of the program's text too: it
+    stays in the key, and a hit's outputs are right as they are) in printable ASCII that
+    JSON does not escape (else the outputs could not be searched for it)."""
+    return (name.startswith(b"/") and all(0x20 <= c < 0x7F for c in name)
+            and b"\\" not in name and b'"' not in name)
 
 
 def _swap(data: bytes, pairs: Sequence[tuple[bytes, bytes]]) -> bytes:
@@ -148,7 +150,7 @@ def store(key: Key, outdir: Path, outputs: Sequence[str]) -> None:
     if root is None:
         return
     pairs = [(name.encode(), _placeholder(i)) for i, name in enumerate(key.files)]
-    if _plain(str(outdir).encode()):
+    if _placeable(str(outdir).encode()):
         pairs.append((str(outdir).encode(), _OUTDIR))
     try:
         root.mkdir(parents=True, exist_ok=True)
