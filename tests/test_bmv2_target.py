@@ -40,6 +40,32 @@ def test_p4c_compiles_program_for_bmv2(program: Path, tmp_path: Path) -> None:
     assert built.p4info and json.loads(built.json)["pipelines"]
 
 
+def _program_with_include(src: Path) -> Path:
+    """``src/prog.p4``, all of whose text is in the file it includes."""
+    src.mkdir()
+    (src / "body.p4").write_text((REPO / "tests" / "p4" / "port_forward.p4").read_text())
+    (src / "prog.p4").write_text('#include "body.p4"\n')
+    return src / "prog.p4"
+
+
+def _record_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every command subprocess.run runs from now on, as its argv (p4c's compiles are those
+    without -E and --version)."""
+    runs: list[list[str]] = []
+    real_run = subprocess.run
+
+    def run(argv: list[str], *a: Any, **k: Any) -> subprocess.CompletedProcess[Any]:
+        runs.append(argv)
+        return real_run(argv, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return runs
+
+
+def _compiles(runs: list[list[str]]) -> list[list[str]]:
+    return [a for a in runs if "-E" not in a and "--version" not in a]
+
+
 @needs_p4c
 def test_p4c_cache_serves_the_same_program_elsewhere_with_its_own_file_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -52,24 +78,11 @@ def test_p4c_cache_serves_the_same_program_elsewhere_with_its_own_file_names(
     from topo.nodes import BMv2Switch
 
     monkeypatch.setenv(p4c_cache.ENV, str(tmp_path / "cache"))
-    programs = []
-    for name in ("clone-a", "clone-b"):
-        src = tmp_path / name
-        src.mkdir()
-        (src / "body.p4").write_text((REPO / "tests" / "p4" / "port_forward.p4").read_text())
-        (src / "prog.p4").write_text('#include "body.p4"\n')
-        programs.append(src / "prog.p4")
+    programs = [_program_with_include(tmp_path / name) for name in ("clone-a", "clone-b")]
     BMv2Switch.compile_program(programs[0], tmp_path / "a")
-    runs: list[list[str]] = []
-    real_run = subprocess.run
-
-    def run(argv: list[str], *a: Any, **k: Any) -> subprocess.CompletedProcess[Any]:
-        runs.append(argv)
-        return real_run(argv, *a, **k)
-
-    monkeypatch.setattr(subprocess, "run", run)
+    runs = _record_runs(monkeypatch)
     hit = BMv2Switch.compile_program(programs[1], tmp_path / "b")
-    assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
+    assert _compiles(runs) == []
     assert hit.device_config is not None and hit.p4info is not None
     data, p4info = hit.device_config.read_bytes(), hit.p4info.read_text()
     assert str(programs[1].parent).encode() in data and b"clone-a" not in data
@@ -93,23 +106,13 @@ def test_p4c_outputs_are_cached_by_the_preprocessed_program(
 
     cache = tmp_path / "cache"
     monkeypatch.setenv(p4c_cache.ENV, str(cache))
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "body.p4").write_text((REPO / "tests" / "p4" / "port_forward.p4").read_text())
-    program = src / "prog.p4"
-    program.write_text('#include "body.p4"\n')
+    program = _program_with_include(tmp_path / "src")
+    src = program.parent
     first = BMv2Switch.compile_program(program, tmp_path / "a")
     assert len(list(cache.iterdir())) == 1
-    runs: list[list[str]] = []
-    real_run = subprocess.run
-
-    def run(argv: list[str], *a: Any, **k: Any) -> subprocess.CompletedProcess[Any]:
-        runs.append(argv)
-        return real_run(argv, *a, **k)
-
-    monkeypatch.setattr(subprocess, "run", run)
+    runs = _record_runs(monkeypatch)
     second = BMv2Switch.compile_program(program, tmp_path / "b")
-    assert [a for a in runs if "-E" not in a and "--version" not in a] == []  # no compile
+    assert _compiles(runs) == []
     assert second.device_config is not None and first.device_config is not None
     assert second.p4info is not None and first.p4info is not None
     # the same but for the output directory (the JSON's "program": p4c's .p4i there)
@@ -122,4 +125,4 @@ def test_p4c_outputs_are_cached_by_the_preprocessed_program(
     monkeypatch.setenv(p4c_cache.ENV, "off")
     runs.clear()
     BMv2Switch.compile_program(program, tmp_path / "d")
-    assert any("-E" not in a and "--version" not in a for a in runs)
+    assert _compiles(runs)
