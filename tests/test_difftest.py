@@ -95,16 +95,19 @@ def test_bmv2_registers_are_read_with_one_cli_call(monkeypatch: pytest.MonkeyPat
     target = dt.ProcessTarget(case.program, case.ports)  # not started: no switch, no netns
     request.addfinalizer(target.close)  # (its temporary directory)
     target.p4info = dt.BuiltinTarget(case.program).p4info
+    other = target.p4info.registers.add()  # a second register (the program has one)
+    other.preamble.name, other.size = "MyIngress.pkt_reg_2", 2
     calls: list[list[str]] = []
 
     def cli(commands: list[str]) -> str:
         calls.append(commands)
-        return "Obtaining JSON from switch...\nDone\nRuntimeCmd: MyIngress.pkt_reg= 3, 0, 7\n"
+        return ("Obtaining JSON from switch...\nDone\nRuntimeCmd: MyIngress.pkt_reg= 3, 0, 7\n"
+                "RuntimeCmd: MyIngress.pkt_reg_2= 5, 6\n")
 
     monkeypatch.setattr(target, "_cli", cli)
-    got = target._read_registers(["MyIngress.pkt_reg"])
-    assert calls == [["register_read MyIngress.pkt_reg"]]
-    assert got["MyIngress.pkt_reg"][:3] == [3, 0, 7]
+    got = target._read_registers(["MyIngress.pkt_reg", "MyIngress.pkt_reg_2"])
+    assert calls == [["register_read MyIngress.pkt_reg", "register_read MyIngress.pkt_reg_2"]]
+    assert got["MyIngress.pkt_reg"][:3] == [3, 0, 7] and got["MyIngress.pkt_reg_2"] == [5, 6]
     monkeypatch.setattr(target, "_cli", lambda commands: "RuntimeCmd: Error: bad name\n")
     with pytest.raises(RuntimeError, match="register_read MyIngress.pkt_reg: no values"):
         target._read_registers(["MyIngress.pkt_reg"])
