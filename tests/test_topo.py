@@ -12,7 +12,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,6 +36,7 @@ from topo.links import (
     shaping_warning,
     tclink_params,
 )
+from topo.measure import measure_path
 from topo.model import describe, topology_from_dict, topology_to_dict
 from topo.nodes import (
     EGRESS_ORDERS,
@@ -605,6 +608,57 @@ def test_probe_receiver_ends_once_the_queue_drained_after_the_sender_is_done(
         assert result["s"] < 15.0, result  # well before its 30 s
     else:
         assert result["s"] >= 1.5, result  # its whole time: an end of input is not "done"
+
+
+# The two ends of the link check as stand-ins for topo.probe: the sender writes the real rate it
+# was asked for to a file; the receiver, once told "done", reports what a link shaped to
+# LINK_REAL_MBIT in real time would have delivered of it in one second.
+_FAKE_PROBE = """
+import json, sys
+rate_file, link_mbit = sys.argv[1].split(",")
+if sys.argv[2] == "send":
+    args = dict(zip(sys.argv[3::2], sys.argv[4::2]))
+    with open(rate_file, "w") as f:
+        f.write(args["--rate-mbit"])
+    print(json.dumps({"packets": 1000, "bytes": 1000 * 1000, "seconds": 1.0}))
+else:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    mbit = min(float(open(rate_file).read()), float(link_mbit))
+    print(json.dumps({"packets": 1000, "bytes": int(mbit * 1e6 / 8 * 1000 / 999),
+                      "seconds": 1.0}))
+"""
+
+
+class _FakeProbeNode:
+    def __init__(self, rate_file: Path, link_real_mbit: float) -> None:
+        self.spec = f"{rate_file},{link_real_mbit}"
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        assert argv[1:3] == ["-m", "topo.probe"], argv
+        return subprocess.Popen([sys.executable, "-c", _FAKE_PROBE, self.spec, *argv[3:]],
+                                stdin=kwargs.get("stdin"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("tdf", [1.0, 3.0])
+def test_link_check_offers_and_counts_in_emulated_time_under_dilation(
+        tmp_path: Path, tdf: float) -> None:
+    """Under time dilation a link carries bw / tdf in real time: the link check offers
+    1.5 x bw / tdf and counts what arrived tdf times over, so a link at its rate is
+    link-bound (make run's check compared real time with the emulated rate: 32 % of a
+    3 Mbit/s link at TDF 3, "NOT link-bound")."""
+    topology = replace(describe(RackTopo(hosts=2, host_bw="3M"), target="softswitch"),
+                       tdf=tdf)
+    rate_file = tmp_path / "asked"
+    node = _FakeProbeNode(rate_file, 3.0 / tdf)
+    network = SimpleNamespace(topology=topology, switches=(), node=lambda name: node)
+    check = measure_path(network, "h1", "h2", seconds=1.0)
+    assert float(rate_file.read_text()) == pytest.approx(4.5 / tdf)  # real rate offered
+    assert check.configured_mbit == pytest.approx(3.0)
+    assert check.offered_mbit == pytest.approx(4.5)
+    assert check.achieved_mbit == pytest.approx(3.0, rel=0.01)
+    assert check.link_bound, check.describe()
 
 
 def test_spineleaf_data_server_host_is_optional_and_extra() -> None:

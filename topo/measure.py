@@ -85,7 +85,8 @@ def path_bandwidth(topology: Topology, src: str, dst: str) -> float | None:
 
 @dataclass(frozen=True)
 class PathMeasurement:
-    """One measurement; rates are UDP payload Mbit/s, CPU is a fraction of one core."""
+    """One measurement; rates are emulated UDP payload Mbit/s (what the links are configured
+    in), CPU is a fraction of one core."""
 
     src: str
     dst: str
@@ -150,8 +151,14 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
                  offered_factor: float = 1.5, size: int = 1000, port: int = 5201,
                  rate_mbit: float | None = None) -> PathMeasurement:
     """Sends UDP from host ``src`` to ``dst`` at ``offered_factor`` x the configured rate
-    (or ``rate_mbit``) for ``seconds``; ``network`` is a running ``topo.network.Network``."""
+    (or ``rate_mbit``) for ``seconds``; ``network`` is a running ``topo.network.Network``.
+
+    Rates are emulated ones, as configured: under time dilation the links carry bw / tdf in
+    real time, so the sender offers offered / tdf and the rate received counts tdf times
+    over (compared in real time, a dilated link looked 1/tdf as busy as it was).
+    ``seconds`` and the switches' CPU are real time, what the machine spent."""
     topology: Topology = network.topology
+    tdf = float(topology.tdf)
     path_bps = path_bandwidth(topology, src, dst)
     configured = path_bps / 1e6 if path_bps is not None else None
     offered = rate_mbit if rate_mbit is not None else (configured or 100.0) * offered_factor
@@ -164,7 +171,7 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     t0 = time.monotonic()
     sender = network.node(src).popen(
         py + ["send", "--dst", topology.host(dst).ip, "--port", str(port), "--seconds",
-              str(seconds), "--rate-mbit", f"{offered:.6f}", "--size", str(size)],
+              str(seconds), "--rate-mbit", f"{offered / tdf:.6f}", "--size", str(size)],
         cwd=str(REPO_ROOT))
     s_out, s_err = sender.communicate(timeout=seconds + 30.0)
     wall = time.monotonic() - t0
@@ -177,7 +184,8 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     got = json.loads(r_out.decode().strip().splitlines()[-1])
     span = float(got["seconds"])
     npk = int(got["packets"])
-    achieved = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
+    real = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
+    achieved = real * tdf
     cpu = {n: (after - before) / wall for n, before in cpu0.items()
            if (after := cpu1.get(n)) is not None}
     return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]), npk,
