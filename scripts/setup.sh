@@ -90,7 +90,11 @@ ensure_requirements() {
         return
     fi
     log "installing requirements.txt into .venv"
-    "$PY" -m pip install -q -r requirements.txt
+    # --no-compile: pip byte-compiles every module of every package it installs (1.2 GB,
+    # ns-3's and cppyy's bindings, mypy, scipy), most never imported; a module is compiled
+    # when first imported instead (make unexports PYTHONDONTWRITEBYTECODE, so it is kept).
+    # A new .venv: 71-99 s with the compile, 44-71 s without (issue 29).
+    "$PY" -m pip install -q --no-compile -r requirements.txt
     printf '%s\n' "$want" > "$REQ_STAMP"
 }
 
