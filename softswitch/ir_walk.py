@@ -5,6 +5,7 @@ the same children."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 
 from softswitch import ir
@@ -19,6 +20,13 @@ def is_node(x: object) -> bool:
     return isinstance(x, (ir.Expr, ir.Stmt, ir.SwitchCase))
 
 
+@functools.cache
+def _slot_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of node class ``cls`` that may hold sub-trees (in field order);
+    looked up once a class: ``dataclasses.fields`` on every node was a third of a load."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in NOT_CHILDREN)
+
+
 def child_slots(node: object) -> list[object]:
     """The values of ``node``'s fields that hold sub-trees, in field order: a node, or a
     list or dict of nodes (a list may nest lists); empty for anything but a node."""
@@ -26,11 +34,9 @@ def child_slots(node: object) -> list[object]:
         return []
     assert dataclasses.is_dataclass(node)  # every concrete IR node class is a dataclass
     out: list[object] = []
-    for f in dataclasses.fields(node):
-        if f.name in NOT_CHILDREN:
-            continue
-        v = getattr(node, f.name)
-        if is_node(v) or isinstance(v, (list, dict)):
+    for name in _slot_names(type(node)):
+        v = getattr(node, name)
+        if isinstance(v, (list, dict)) or is_node(v):
             out.append(v)
     return out
 
@@ -80,16 +86,28 @@ def walk(node: object) -> Iterator[object]:
 
 def walk_in_order(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
     """Every node at or below ``node``, parent first, children in field order (source
-    order): the order p4c lists what it finds."""
-    for n in _flat(node):
+    order): the order p4c lists what it finds. (A stack, not nested generators: those cost
+    every node its depth.) A node's children are read after the node was yielded, as the
+    recursive walk read them."""
+    stack = list(_flat(node))
+    stack.reverse()
+    while stack:
+        n = stack.pop()
         yield n
-        for c in children(n, struct_init_fields=struct_init_fields):
-            yield from walk_in_order(c, struct_init_fields=struct_init_fields)
+        kids = children(n, struct_init_fields=struct_init_fields)
+        kids.reverse()
+        stack.extend(kids)
 
 
 def walk_innermost_first(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
     """Every node at or below ``node``, children (in field order) before their parent."""
-    for n in _flat(node):
-        for c in children(n, struct_init_fields=struct_init_fields):
-            yield from walk_innermost_first(c, struct_init_fields=struct_init_fields)
-        yield n
+    stack: list[tuple[object, bool]] = [(n, False) for n in _flat(node)]
+    stack.reverse()
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            yield n
+            continue
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(children(
+            n, struct_init_fields=struct_init_fields)))

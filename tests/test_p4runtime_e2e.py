@@ -250,12 +250,10 @@ def test_packet_in_from_h1(lab: dict[str, Any], shell: ModuleType) -> None:
     res = lab["topo"].run_in(lab["topo"].links[0].netns, SCAPY_SEND, args=[FRAME.hex(), "1"],
                              timeout=120)
     assert res.returncode == 0, res.stderr
-    got = []
-    for msg in sniff.sniff(timeout=10):
-        got.append(msg)
-        break
-    assert got and got[0].packet.payload == FRAME
-    assert got[0].packet.metadata[0].value == b"\x01"
+    # the first PacketIn, as soon as it comes (sniff(timeout=10) always waits the 10 s)
+    got = sniff.packet_in_queue.get(timeout=10)
+    assert got.packet.payload == FRAME
+    assert got.packet.metadata[0].value == b"\x01"
 
 
 def test_backup_client_denied(lab: dict[str, Any], shell: ModuleType) -> None:
