@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ import pytest
 
 from experiment import calibrate as cal
 from experiment.fidelity import Budget, Monitor, RunLoad, judge, link_utilization, softnet_drops
+from topo.measure import process_cpu_seconds
 
 
 def _load(**changes: object) -> RunLoad:
@@ -246,6 +248,33 @@ def test_calibration_is_cached_per_setting(tmp_path: Path) -> None:
     assert cal.load_cached("anything", cache) is None
     cal.calibrate("softswitch", program, 252, 2, measure, path=cache)
     assert json.loads(cache.read_text())["version"] == cal.CACHE_VERSION
+
+
+def test_calibration_cache_file_of_its_own(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """INA_CALIBRATION_CACHE names the calibration's file and moves nothing else (a test
+    that moved XDG_CACHE_HOME for it also lost the switch's program and C caches)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cal.cache_file() == tmp_path / "xdg" / "ina-testbed" / "calibration.json"
+    monkeypatch.setenv(cal.CACHE_ENV, str(tmp_path / "mine.json"))
+    assert cal.cache_file() == tmp_path / "mine.json"
+    cal.store("k", _costs())
+    assert cal.load_cached("k") == _costs()
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_switch_cpu_is_read_finer_than_the_clock_tick() -> None:
+    """A process's CPU is read to well under /proc's 10 ms tick (the calibration measures
+    a few ms of switch CPU): 3 ms of busy loop reads as 3 ms, not 0 or 10."""
+    pid = os.getpid()
+    for _ in range(3):
+        before, own0 = process_cpu_seconds(pid), time.process_time()
+        while time.process_time() - own0 < 0.003:
+            pass
+        after, own1 = process_cpu_seconds(pid), time.process_time()
+        assert before is not None and after is not None
+        assert after - before == pytest.approx(own1 - own0, abs=0.001)
+    assert process_cpu_seconds(2**22 + 12345) is None  # beyond pid_max: no such process
 
 
 def test_a_fixed_cost_raises_the_tdf_until_it_is_a_small_share() -> None:
