@@ -32,8 +32,8 @@ def child_slots(node: object) -> list[object]:
     list or dict of nodes (a list may nest lists); empty for anything but a node."""
     if not is_node(node):
         return []
-    assert dataclasses.is_dataclass(node)  # every concrete IR node class is a dataclass
     out: list[object] = []
+    # every concrete IR node class is a dataclass (dataclasses.fields raises on others)
     for name in _slot_names(type(node)):
         v = getattr(node, name)
         if isinstance(v, (list, dict)) or is_node(v):
