@@ -5,7 +5,6 @@ the same children."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator
 
 from softswitch import ir
@@ -20,11 +19,18 @@ def is_node(x: object) -> bool:
     return isinstance(x, (ir.Expr, ir.Stmt, ir.SwitchCase))
 
 
-@functools.cache
+#: node class -> :func:`_slot_names` (IR classes are fixed: filled once, never changed).
+_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _slot_names(cls: type) -> tuple[str, ...]:
     """The names of the fields of node class ``cls`` that may hold sub-trees (in field order);
     looked up once a class: ``dataclasses.fields`` on every node was a third of a load."""
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in NOT_CHILDREN)
+    names = _SLOT_NAMES.get(cls)
+    if names is None:
+        names = _SLOT_NAMES[cls] = tuple(
+            f.name for f in dataclasses.fields(cls) if f.name not in NOT_CHILDREN)
+    return names
 
 
 def child_slots(node: object) -> list[object]:
