@@ -327,10 +327,15 @@ def bad_input_cell(bed: Testbed, frames: int, rate_pps: float, seed: int,
         raise RuntimeError(f"frame sender failed: {err.decode(errors='replace').strip()[-300:]}")
     sent = json.loads(out.decode().strip().splitlines()[-1])
     cell.frames_sent, cell.kinds = int(sent["sent"]), dict(sent["kinds"])
-    # the switch works through its socket buffer: wait until its counter stops moving
+    # the switch works through its socket buffer: wait until it counted every frame the
+    # kernel took in on its port, else until its counter stops moving (3 s unchanged: a
+    # switch that lost some; the cell reports the difference)
+    rx0 = before["ports"].get(port.port, {}).get("rx_packets", 0)
     last, still = -1, 0
     while still < 10:
         now = bed.switch_counters(leaf.name)["ports"].get(port.port, {}).get("rx_packets", 0)
+        if now - rx0 >= _kernel_rx(port.intf) - krx0:
+            break
         still = still + 1 if now == last else 0
         last = now
         time.sleep(0.3)
