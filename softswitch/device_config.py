@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from softswitch import frontend, ir
+from softswitch import frontend, include_index, ir
 from softswitch.errors import P4Error
 from softswitch.frontend.preprocess import preprocess
 from softswitch.program_cache import cached_program
@@ -61,15 +61,25 @@ def _p4include_dir() -> Path:
 
 
 def _user_files(main: Path, include_dirs: Sequence[Path]) -> list[Path]:
-    """Files the preprocessor reads for ``main``, without the target's own p4include files."""
+    """Files the preprocessor reads for ``main``, without the target's own p4include files
+    (remembered while none of them changed: :mod:`softswitch.include_index`)."""
+    known = include_index.lookup(main, include_dirs)
+    if known is not None:
+        return known
     text = main.read_text(encoding="utf-8")
     pre = preprocess(text, str(main), [str(d) for d in include_dirs])
     ours = _p4include_dir()
     seen: dict[Path, None] = {main: None}
+    read: dict[Path, None] = {main: None}
     for file in pre.included:
         path = Path(file).resolve()
+        read.setdefault(path, None)
         if path.is_file() and not path.is_relative_to(ours):
             seen.setdefault(path, None)
+    # where an include could have been found: a file added there may change the answer
+    searched = dict.fromkeys([main.parent, *include_dirs, ours,
+                              *(p.parent for p in read)])
+    include_index.record(main, include_dirs, list(seen), read, searched)
     return list(seen)
 
 
