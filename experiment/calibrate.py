@@ -49,12 +49,13 @@ NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 CALIBRATION_ELEMENTS = 32768
 FIXED_COST_ITERS = 5
 #: The switch CPU a calibration all-reduce must use to be measured. The C engine's ~260
-#: packets of 32768 float32 at E = 252 cost 3 ms: a share of that would be the switch's
-#: own background work. Read to the nanosecond (topo.measure.process_cpu_seconds; /proc's
-#: 10 ms ticks needed 0.25 s, an 8M-float32 all-reduce of 20-30 s), 50 ms holds the cost
-#: within a few %; the all-reduce grows (x2 to x16 a step, at most
-#: MAX_CALIBRATION_GROWTH times) until it uses that much.
-MIN_SWITCH_CPU_S = 0.05
+#: packets of 32768 float32 at E = 252 cost 3 ms, much of it the switch's per-run work;
+#: its cost per packet falls with the run's size (fan-in 2, read to the nanosecond by
+#: topo.measure.process_cpu_seconds: 11.5 us at 1M float32 = 0.09 s, 10.5 us at 4M =
+#: 0.34 s), and the TDF follows it: 0.25 s keeps the estimate near the cost of a long
+#: collective. The all-reduce grows (x2 to x16 a step, at most MAX_CALIBRATION_GROWTH
+#: times) until it uses that much.
+MIN_SWITCH_CPU_S = 0.25
 MAX_CALIBRATION_GROWTH = 256
 #: The share of a collective's emulated time that the machine's fixed real-time cost (process
 #: wake-ups, the first packets through every Python hop) may take, once divided by the TDF.

@@ -32,8 +32,8 @@ LINK_BOUND_UTILIZATION = 0.85
 def process_cpu_seconds(pid: int) -> float | None:
     """User+system CPU seconds of ``pid``, all its threads (also those that ended), to the
     nanosecond; None when it is gone. The process's CPU clock, not /proc's utime + stime:
-    those count 10 ms ticks, too coarse to read a short all-reduce's switch CPU (the
-    calibration had to grow its all-reduce to 0.25 s of switch CPU, 20-30 s of run)."""
+    those count 10 ms ticks, too coarse for a short all-reduce's switch CPU (a few ms on
+    the C engine: the fidelity guard's shares and the calibration read it)."""
     try:
         return time.clock_gettime(_process_cpu_clock(pid))
     except OSError:  # gone (EINVAL), or a kernel without other processes' clocks
