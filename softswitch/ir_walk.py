@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any, cast
 
 from softswitch import ir
 
@@ -16,31 +17,38 @@ NOT_CHILDREN = frozenset({"type", "loc", "var", "callee", "instance"})
 
 def is_node(x: object) -> bool:
     """True for the IR nodes the walks yield: expressions, statements and switch cases."""
-    return isinstance(x, (ir.Expr, ir.Stmt, ir.SwitchCase))
+    return _node_slots(type(x)) is not None
 
 
-#: node class -> :func:`_slot_names` (IR classes are fixed: filled once, never changed).
-_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
+#: class -> its :func:`_node_slots` (IR classes are fixed: filled once, never changed).
+_SLOTS: dict[type, tuple[str, ...] | None] = {}
 
 
-def _slot_names(cls: type) -> tuple[str, ...]:
-    """The names of the fields of node class ``cls`` that may hold sub-trees (in field order);
-    looked up once a class: ``dataclasses.fields`` on every node was a third of a load."""
-    names = _SLOT_NAMES.get(cls)
-    if names is None:
-        names = _SLOT_NAMES[cls] = tuple(
-            f.name for f in dataclasses.fields(cls) if f.name not in NOT_CHILDREN)
+def _node_slots(cls: type) -> tuple[str, ...] | None:
+    """For a node class, the names of its fields that may hold sub-trees (in field order);
+    None for any other class. Looked up once a class: ``dataclasses.fields`` and the
+    isinstance tests on every node were half of a program load's walking."""
+    try:
+        return _SLOTS[cls]
+    except KeyError:
+        pass
+    names = None
+    if issubclass(cls, (ir.Expr, ir.Stmt, ir.SwitchCase)):
+        # every concrete IR node class is a dataclass (dataclasses.fields raises on others)
+        names = tuple(f.name for f in dataclasses.fields(cast(Any, cls))
+                      if f.name not in NOT_CHILDREN)
+    _SLOTS[cls] = names
     return names
 
 
 def child_slots(node: object) -> list[object]:
     """The values of ``node``'s fields that hold sub-trees, in field order: a node, or a
     list or dict of nodes (a list may nest lists); empty for anything but a node."""
-    if not is_node(node):
+    names = _node_slots(type(node))
+    if names is None:
         return []
     out: list[object] = []
-    # every concrete IR node class is a dataclass (dataclasses.fields raises on others)
-    for name in _slot_names(type(node)):
+    for name in names:
         v = getattr(node, name)
         if isinstance(v, (list, dict)) or is_node(v):
             out.append(v)
@@ -62,12 +70,20 @@ def _flat(slot: object) -> Iterator[object]:
 def children(node: object, *, struct_init_fields: bool = True) -> list[object]:
     """The direct child nodes of ``node``, in field order; ``struct_init_fields=False``
     leaves out the values of a struct initialiser (its only dict field)."""
-    return [
-        c
-        for slot in child_slots(node)
-        if struct_init_fields or not isinstance(slot, dict)
-        for c in _flat(slot)
-    ]
+    names = _node_slots(type(node))
+    if names is None:
+        return []
+    out: list[object] = []
+    for name in names:
+        v = getattr(node, name)
+        if isinstance(v, list):
+            out.extend(_flat(v))
+        elif isinstance(v, dict):
+            if struct_init_fields:
+                out.extend(_flat(v))
+        elif _node_slots(type(v)) is not None:
+            out.append(v)
+    return out
 
 
 def walk(node: object) -> Iterator[object]:
@@ -76,18 +92,27 @@ def walk(node: object) -> Iterator[object]:
     dict's values last first. The code generator's analyses depend on this order (the
     first register access found picks a run's index variable): keep it."""
     stack = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        n = stack.pop()
-        if isinstance(n, list):
-            stack.extend(reversed(n))
-            continue
-        if isinstance(n, dict):
-            stack.extend(n.values())
-            continue
-        if not is_node(n):
+        n = pop()
+        names = _SLOTS.get(n.__class__, _UNSEEN)
+        if names is _UNSEEN:
+            names = _node_slots(n.__class__)
+        if names is None:  # a list or dict of sub-trees, or a leaf value
+            if isinstance(n, list):
+                extend(reversed(n))
+            elif isinstance(n, dict):
+                extend(n.values())
             continue
         yield n
-        stack.extend(child_slots(n))
+        # every field that may hold a sub-tree; the values that are none are skipped when
+        # popped (the order of the nodes among them is the same)
+        for name in names:
+            push(getattr(n, name))
+
+
+#: "not looked up yet" in :data:`_SLOTS` (None there means "not a node").
+_UNSEEN: tuple[str, ...] = ("<unseen>",)
 
 
 def walk_in_order(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
