@@ -4,7 +4,9 @@ source's hash, and load it through cffi (ABI mode: no Python extension is built)
 The cache is ``$SOFTSWITCH_CACHE_DIR`` or ``$XDG_CACHE_HOME/softswitch/cengine`` (default
 ``~/.cache/softswitch/cengine``); a program whose source did not change loads its shared
 object again without compiling. Objects are written to a temporary name and renamed, so
-concurrent switches loading the same program never see a half-written file.
+concurrent switches loading the same program never see a half-written file. The cache keeps
+the :data:`MAX_ENTRIES` most recently used objects (a hit marks its object used); every
+change of the code generator makes new ones, so without a bound it only grew.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ log = logging.getLogger(__name__)
 
 CFLAGS = ("-shared", "-fPIC", "-std=gnu11", "-pthread", "-w")
 BUILD_VERSION = "3"  # bump when the flags or the ABI between Python and C change
+#: Objects kept in a cache directory (~55 KB each at -O0, up to ~200 KB at -O2): room for
+#: every program of p4c's samples several times over.
+MAX_ENTRIES = 1024
 # The optimisation level: -O2 unless $SOFTSWITCH_C_OPT says otherwise (part of every cache
 # key). The test sweep over p4c's samples compiles ~185 programs at -O0, a third of -O2's
 # compile time: it checks what the code generator means, not what gcc's optimiser makes.
@@ -89,7 +94,7 @@ def build(source: str) -> Path:
     out_dir = cache_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     so = out_dir / f"p4_{digest}.so"
-    if so.exists():
+    if _hit(so):
         return so
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         c_file = Path(tmp) / "prog.c"
@@ -108,7 +113,34 @@ def build(source: str) -> Path:
             raise CBuildError(f"C compiler failed on generated code ({keep}):\n{first}")
         os.replace(tmp_so, so)
     log.debug("compiled %s", so)
+    _prune(out_dir)
     return so
+
+
+def _hit(path: Path) -> bool:
+    """True when ``path`` is cached; marks it used (its mtime), for :func:`_prune`."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a read-only cache still serves
+        return path.exists()
+    return True
+
+
+def _prune(where: Path) -> None:
+    """Removes the least recently used objects beyond :data:`MAX_ENTRIES` (another process
+    may be pruning too; a file gone already is fine)."""
+    dated: list[tuple[float, Path]] = []
+    for entry in where.iterdir():
+        if entry.suffix != ".so" or not entry.name.startswith(("p4_", "_p4_")):
+            continue
+        try:
+            dated.append((entry.stat().st_mtime, entry))
+        except FileNotFoundError:
+            continue
+    for _, old in sorted(dated, reverse=True)[MAX_ENTRIES:]:
+        old.unlink(missing_ok=True)
 
 
 def load(so: Path, cdef: str) -> tuple[Any, Any]:
@@ -131,7 +163,7 @@ def compile_module(source: str, cdef: str) -> Path:
     """The extension module of ``source`` (cffi's API mode), compiled now unless cached;
     not loaded. Raises what cffi raises without the Python headers."""
     path = module_path(source, cdef)
-    if path.exists():
+    if _hit(path):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     ffi = cffi.FFI()
@@ -146,6 +178,7 @@ def compile_module(source: str, cdef: str) -> Path:
         built = ffi.compile(tmpdir=tmp, verbose=False)
         os.replace(built, path)
     log.debug("compiled %s", path)
+    _prune(path.parent)
     return path
 
 
