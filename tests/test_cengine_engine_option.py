@@ -125,13 +125,13 @@ def switches() -> Iterator[list[subprocess.Popen[str]]]:
 def test_switches_share_one_compile(cache: Path, tmp_path: Path,
                                     switches: list[subprocess.Popen[str]]) -> None:
     """``prepare_engine`` compiles the C data path once; two switches started with
-    ``--engine c`` then load that compile (the cache still holds one, untouched) and run
+    ``--engine c`` then load that compile (the cache still holds that one file) and run
     on the C engine."""
     build = SoftSwitch.compile_program(PROGRAM, tmp_path / "build")
     note = SoftSwitch.prepare_engine(build, "c")
     entries = _c_entries(cache)
     assert len(entries) == 1 and note == f"C data path: {entries[0].name}"
-    stamp = entries[0].stat().st_mtime_ns
+    inode = entries[0].stat().st_ino  # a compile would replace the file (a new inode)
     assert SoftSwitch.prepare_engine(build, "python") is None
     env = {**os.environ, "SOFTSWITCH_CACHE_DIR": str(cache)}
     logs = [tmp_path / f"sw{i}.log" for i in range(2)]
@@ -145,5 +145,5 @@ def test_switches_share_one_compile(cache: Path, tmp_path: Path,
     while not all("running on the C engine" in f.read_text() for f in logs):
         assert time.monotonic() < deadline, [f.read_text() for f in logs]
         time.sleep(0.05)
-    assert _c_entries(cache) == entries and entries[0].stat().st_mtime_ns == stamp
+    assert _c_entries(cache) == entries and entries[0].stat().st_ino == inode
 

@@ -39,6 +39,7 @@ READY = re.compile(r"softswitch ready: .*grpc=(\S+):(\d+)")
 ETHERTYPE = 0x88B5
 STREAM_FRAMES = 1500  # paced 1 per ms: the stream lasts ~1.5 s
 RX_IDLE_S = 2.0  # the receiver ends this long after its last frame
+RX_DONE_IDLE_S = 0.2  # ... or this long once every frame sent came (a duplicate would)
 RX_GRACE_S = 5.0  # after the sender ended: frames still in flight arrive well within this
 
 # h1: send COUNT numbered frames, one per GAP_US microseconds; prints the count sent
@@ -57,16 +58,19 @@ for seq in range(count):
 print(count, flush=True)
 """
 
-# h2: print "ready", then the sequence numbers received (JSON) after IDLE s of silence, or
-# at once on SIGTERM (sent when the sender is done and nothing came for a while)
+# h2: print "ready", then the sequence numbers received (JSON) after IDLE s of silence (DONE
+# s once all of 0..EXPECT-1 came), or at once on SIGTERM (sent when the sender is done and
+# nothing came for a while)
 RECEIVER = r"""
 import json, os, signal, socket, struct, sys
-idle, first_wait = float(sys.argv[1]), float(sys.argv[2])
+idle, first_wait, expect, done_idle = (float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]),
+                                       float(sys.argv[4]))
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B5))
 s.bind(("eth0", 0))
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 s.settimeout(first_wait)
 seqs = []
+missing = set(range(expect))
 
 def stop(*_):
     print(json.dumps(seqs), flush=True)
@@ -82,7 +86,8 @@ while True:
     if addr[2] == socket.PACKET_OUTGOING or len(data) < 18:
         continue
     seqs.append(struct.unpack_from("!I", data, 14)[0])
-    s.settimeout(idle)
+    missing.discard(seqs[-1])
+    s.settimeout(idle if missing else done_idle)
 print(json.dumps(seqs), flush=True)
 """
 
@@ -133,14 +138,14 @@ class Lab:
         """Start a paced stream host ``src`` -> ``dst``; the returned call waits for it
         and gives the sequence numbers ``dst`` received."""
         rx = self.topo.popen_in(self.topo.links[dst - 1].netns, RECEIVER,
-                                args=[str(RX_IDLE_S), "30"])
+                                args=[str(RX_IDLE_S), "30", str(count), str(RX_DONE_IDLE_S)])
         assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
         tx = self.topo.popen_in(self.topo.links[src - 1].netns, SENDER, args=[str(count), "1000"])
 
         def finish() -> list[int]:
             out, err = tx.communicate(timeout=120)
             assert tx.returncode == 0, err
-            try:  # a receiver that got frames ends RX_IDLE_S after the last one
+            try:  # a receiver that got frames ends RX_IDLE_S after the last one (all: sooner)
                 rx_out, rx_err = rx.communicate(timeout=RX_IDLE_S + RX_GRACE_S)
             except subprocess.TimeoutExpired:  # nothing came (a dropped stream): stop waiting
                 rx.terminate()
