@@ -40,7 +40,7 @@ ETHERTYPE = 0x88B5
 STREAM_FRAMES = 1500  # paced 1 per ms: the stream lasts ~1.5 s
 RX_IDLE_S = 2.0  # the receiver ends this long after its last frame
 RX_DONE_IDLE_S = 0.2  # ... or this long once every frame sent came (a duplicate would)
-RX_GRACE_S = 5.0  # after the sender ended: frames still in flight arrive well within this
+RX_GRACE_S = 2.0  # after the sender ended: frames still in flight arrive well within this
 
 # h1: send COUNT numbered frames, one per GAP_US microseconds; prints the count sent
 SENDER = r"""
