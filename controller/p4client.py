@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-# grpc imports these inside insecure_channel() and channel_ready_future(): imported at module
+# grpc imports these inside insecure_channel() (and channel_ready_future()): imported at module
 # load, so that a thread that opens a channel (the live view's reader, a controller's
 # worker) imports nothing (threads importing at once can deadlock on the import locks)
 import grpc._channel  # noqa: F401
@@ -145,6 +145,22 @@ def from_uint128(msg: p4runtime_pb2.Uint128) -> int:
     return (msg.high << 64) | msg.low
 
 
+def wait_until_ready(channel: grpc.Channel, timeout_s: float) -> bool:
+    """True once the P4Runtime server behind ``channel`` answers (a Capabilities call that
+    waits for the connection; any answer, even an error, says it is there), False when it
+    did not within ``timeout_s``. Not ``grpc.channel_ready_future``: the connectivity
+    poller it starts kept running and held the channel's close() for up to 0.2 s, which
+    every controller CLI command paid."""
+    stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+    try:
+        stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=timeout_s,
+                          wait_for_ready=True)
+    except grpc.RpcError as err:
+        code = err.code() if isinstance(err, grpc.Call) else None
+        return code not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+    return True
+
+
 class P4Client:
     """A P4Runtime client for one device: RPCs plus the arbitration stream.
 
@@ -232,9 +248,7 @@ class P4Client:
                 ("grpc.max_send_message_length", MAX_MESSAGE),
             ],
         )
-        try:
-            grpc.channel_ready_future(channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
+        if not wait_until_ready(channel, timeout):
             channel.close()
             raise P4RuntimeRequestError(
                 "connect",

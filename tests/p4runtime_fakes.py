@@ -18,6 +18,7 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controller.p4client import wait_until_ready
 from softswitch.engine.externs import Counter, Meter, Register
 from softswitch.engine.pre import PacketReplicationEngine
 from softswitch.engine.tables import ActionCall, KeyField, MatchKind, Table
@@ -179,7 +180,7 @@ class Client:
     def __init__(self, address: str, device_id: int = 0) -> None:
         self.device_id = device_id
         self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=10)
+        assert wait_until_ready(self.channel, 10), f"no P4Runtime server at {address}"
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._out: queue.Queue[Any] = queue.Queue()
         self.received: queue.Queue[Any] = queue.Queue()

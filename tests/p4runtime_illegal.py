@@ -23,6 +23,7 @@ from google.rpc import status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controller.p4client import wait_until_ready
 from reliability.illegal import (
     BAD_ACTION_ID,
     BAD_COUNTER_ID,
@@ -397,7 +398,7 @@ class Target:
         import queue
 
         self.channel = grpc.insecure_channel(address)
-        grpc.channel_ready_future(self.channel).result(timeout=30)
+        assert wait_until_ready(self.channel, 30), f"no P4Runtime server at {address}"
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.ids = Ids(p4info)
         self.ids.device_config = device_config  # type: ignore[attr-defined]
