@@ -17,9 +17,10 @@ import pytest
 from softswitch import stf as stf_mod
 from tests import difftest as dt
 
-# Not ``netns`` (beside the Mininet group): the harness sends a frame every 2 ms and
-# compares the order; BMv2 beside busy networks fell behind that and reordered (a fresh-clone
-# run's failure, port 1: same 12 frames in a different order).
+# ``netns`` (beside the Mininet group): the harness sends the next frame once the frames the
+# built-in target sent for this one came out of the target under test (tests/difftest.py,
+# WANT_WAIT_S). At a fixed 2 ms pace BMv2 beside busy networks fell behind and a port's frames
+# came out of order (a fresh-clone run's failure, port 1: same 12 frames in a different order).
 
 P4 = Path(__file__).parent / "p4"
 STF_PROGRAMS = sorted(p.stem for p in P4.glob("*.stf") if (P4 / f"{p.stem}.p4").exists())
@@ -120,6 +121,7 @@ needs_root = pytest.mark.skipif(
 
 @needs_root
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.parametrize("name", ["counters_registers", "multicast_clone", "parser_errors"])
 def test_harness_finds_no_difference_with_the_builtin_switch_process(name: str) -> None:
     """The switch process is the in-process pipeline behind P4Runtime and veths: any
@@ -130,6 +132,7 @@ def test_harness_finds_no_difference_with_the_builtin_switch_process(name: str) 
 
 @needs_root
 @pytest.mark.root
+@pytest.mark.netns
 def test_harness_on_netreduce_and_random_frames_with_the_builtin_switch_process() -> None:
     assert dt.differential(dt.netreduce_case(1), "softswitch") == []
     prog, stf = P4 / "counters_registers.p4", P4 / "counters_registers.stf"
@@ -146,6 +149,7 @@ def _check(case: dt.Case) -> None:
 
 @needs_bmv2
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.parametrize("name", STF_PROGRAMS)
 def test_stf_program_same_on_bmv2(name: str) -> None:
     _check(dt.case_from_stf(P4 / f"{name}.p4", P4 / f"{name}.stf"))
@@ -153,6 +157,7 @@ def test_stf_program_same_on_bmv2(name: str) -> None:
 
 @needs_bmv2
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.parametrize("name", STF_PROGRAMS)
 def test_random_frames_same_on_bmv2(name: str) -> None:
     _check(dt.random_case(P4 / f"{name}.p4", 1, 60, P4 / f"{name}.stf"))
@@ -160,6 +165,7 @@ def test_random_frames_same_on_bmv2(name: str) -> None:
 
 @needs_bmv2
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.parametrize("seed", [1, 2])
 def test_netreduce_job_trace_same_on_bmv2(seed: int) -> None:
     _check(dt.netreduce_case(seed))
@@ -216,6 +222,7 @@ def test_restart_cases_recover_on_the_builtin_target(which: str) -> None:
 
 @needs_bmv2
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.parametrize("which", ["spine", "leaf"])
 def test_netreduce_restart_recovery_same_on_bmv2(which: str) -> None:
     _check(restart_case(which))

@@ -29,6 +29,7 @@ from tests.p4runtime_fakes import Client
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.netns,  # its own namespaces, an ephemeral gRPC port: beside the networks
     pytest.mark.slow,
     pytest.mark.skipif(not can_use_netns(), reason="needs root and ip(8)"),
 ]
