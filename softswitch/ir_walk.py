@@ -70,20 +70,12 @@ def _flat(slot: object) -> Iterator[object]:
 def children(node: object, *, struct_init_fields: bool = True) -> list[object]:
     """The direct child nodes of ``node``, in field order; ``struct_init_fields=False``
     leaves out the values of a struct initialiser (its only dict field)."""
-    names = _node_slots(type(node))
-    if names is None:
-        return []
-    out: list[object] = []
-    for name in names:
-        v = getattr(node, name)
-        if isinstance(v, list):
-            out.extend(_flat(v))
-        elif isinstance(v, dict):
-            if struct_init_fields:
-                out.extend(_flat(v))
-        elif _node_slots(type(v)) is not None:
-            out.append(v)
-    return out
+    return [
+        c
+        for slot in child_slots(node)
+        if struct_init_fields or not isinstance(slot, dict)
+        for c in _flat(slot)
+    ]
 
 
 def walk(node: object) -> Iterator[object]:

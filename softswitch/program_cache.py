@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from softswitch import ir
+from softswitch import ir, lru_files
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +132,7 @@ def _store(where: Path, path: Path, program: ir.Program) -> None:
 
 def _prune(where: Path) -> None:
     """Keep the newest :data:`MAX_ENTRIES` (another process may be pruning too)."""
-    dated: list[tuple[float, Path]] = []
-    for entry in where.glob("*.pickle"):
-        try:
-            dated.append((entry.stat().st_mtime, entry))
-        except FileNotFoundError:
-            continue
-    for _, old in sorted(dated, reverse=True)[MAX_ENTRIES:]:
-        old.unlink(missing_ok=True)
+    lru_files.prune(where.glob("*.pickle"), MAX_ENTRIES)
 
 
 def compile_p4_file(path: str | Path) -> tuple[ir.Program, bytes]:

@@ -27,6 +27,7 @@ from typing import Any
 import _cffi_backend  # noqa: F401
 import cffi
 
+from softswitch import lru_files
 from softswitch.cengine.errors import CBuildError, CUnsupported
 
 log = logging.getLogger(__name__)
@@ -129,18 +130,9 @@ def _hit(path: Path) -> bool:
 
 
 def _prune(where: Path) -> None:
-    """Removes the least recently used objects beyond :data:`MAX_ENTRIES` (another process
-    may be pruning too; a file gone already is fine)."""
-    dated: list[tuple[float, Path]] = []
-    for entry in where.iterdir():
-        if entry.suffix != ".so" or not entry.name.startswith(("p4_", "_p4_")):
-            continue
-        try:
-            dated.append((entry.stat().st_mtime, entry))
-        except FileNotFoundError:
-            continue
-    for _, old in sorted(dated, reverse=True)[MAX_ENTRIES:]:
-        old.unlink(missing_ok=True)
+    """Removes the least recently used objects beyond :data:`MAX_ENTRIES`."""
+    lru_files.prune((e for e in where.iterdir()
+                     if e.suffix == ".so" and e.name.startswith(("p4_", "_p4_"))), MAX_ENTRIES)
 
 
 def load(so: Path, cdef: str) -> tuple[Any, Any]:
