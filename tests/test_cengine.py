@@ -63,7 +63,7 @@ TEST_C_CACHE = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 @pytest.fixture(autouse=True)
 def _cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """Compiled programs go to the tests' C cache (:data:`TEST_C_CACHE`)."""
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(TEST_C_CACHE))
+    monkeypatch.setenv(cbuild.C_CACHE_ENV, str(TEST_C_CACHE))
 
 
 def _pair(path: Path, clock: Callable[[], int] | None = None) -> tuple[Pipeline, Pipeline]:
@@ -395,7 +395,7 @@ def test_unknown_engine_is_a_clear_error() -> None:
 
 def test_compiled_program_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A program loaded twice is compiled once: the second load finds the shared object."""
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(cbuild.C_CACHE_ENV, str(tmp_path))
     first = Pipeline.from_file(str(P4 / "ipv4_forward.p4"), engine="c")
     objects = list(tmp_path.glob("*.so"))
     assert first.engine == "c" and len(objects) == 1
@@ -411,7 +411,7 @@ def test_the_cache_keeps_the_most_recently_used_objects(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond MAX_ENTRIES objects a new one pushes out the least recently used; a hit
     counts as a use; other files are left alone."""
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(cbuild.C_CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(cbuild, "MAX_ENTRIES", 2)
     first = cbuild.build("int first;")
     second = cbuild.build("int second;")
@@ -428,7 +428,7 @@ def test_optimisation_level_is_chosen_checked_and_keyed(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """$SOFTSWITCH_C_OPT picks the level (default -O2), is part of the cache key (a program
     at -O0 is another object) and is refused, naming the variable, when it is no level."""
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(cbuild.C_CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(cbuild.OPT_ENV, raising=False)
     assert cbuild.opt_level() == "-O2"
     o2 = cbuild.module_path("int x;", "")
@@ -460,7 +460,7 @@ def test_abi_mode_loads_a_shared_object_and_is_checked(tmp_path: Path,
     """$SOFTSWITCH_C_MODE=abi (the samples sweep's) builds no extension module: a plain
     shared object called through libffi, same frames; anything but api/abi is refused,
     naming the variable."""
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(cbuild.C_CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(cbuild.MODE_ENV, raising=False)
     assert cbuild.load_mode() == "api"
     monkeypatch.setenv(cbuild.MODE_ENV, "abi")

@@ -14,6 +14,7 @@ import pytest
 
 from experiment import run
 from experiment.lifecycle import StartOptions
+from softswitch.cengine.build import C_CACHE_ENV
 from softswitch.switch import parse_args as switch_parse_args
 from topo.errors import TargetError
 from topo.nodes import BMv2Switch, SoftSwitch, SwitchLaunch, check_engine
@@ -96,7 +97,7 @@ def test_switch_argv_carries_the_engine(tmp_path: Path) -> None:
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     where = tmp_path / "cache"
-    monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(where))
+    monkeypatch.setenv(C_CACHE_ENV, str(where))
     return where
 
 
@@ -133,7 +134,7 @@ def test_switches_share_one_compile(cache: Path, tmp_path: Path,
     assert len(entries) == 1 and note == f"C data path: {entries[0].name}"
     inode = entries[0].stat().st_ino  # a compile would replace the file (a new inode)
     assert SoftSwitch.prepare_engine(build, "python") is None
-    env = {**os.environ, "SOFTSWITCH_CACHE_DIR": str(cache)}
+    env = {**os.environ, C_CACHE_ENV: str(cache)}
     logs = [tmp_path / f"sw{i}.log" for i in range(2)]
     for log_file in logs:
         switches.append(_start_switch(log_file, env))

@@ -1,12 +1,13 @@
 """Compile generated C with the system compiler into a shared object, cached by the
 source's hash, and load it through cffi (ABI mode: no Python extension is built).
 
-The cache is ``$SOFTSWITCH_CACHE_DIR`` or ``$XDG_CACHE_HOME/softswitch/cengine`` (default
-``~/.cache/softswitch/cengine``); a program whose source did not change loads its shared
-object again without compiling. Objects are written to a temporary name and renamed, so
-concurrent switches loading the same program never see a half-written file. The cache keeps
-the :data:`MAX_ENTRIES` most recently used objects (a hit marks its object used); every
-change of the code generator makes new ones, so without a bound it only grew.
+The cache is ``$SOFTSWITCH_C_CACHE_DIR``, ``$SOFTSWITCH_CACHE_DIR`` or
+``$XDG_CACHE_HOME/softswitch/cengine`` (default ``~/.cache/softswitch/cengine``); a program
+whose source did not change loads its shared object again without compiling. Objects are
+written to a temporary name and renamed, so concurrent switches loading the same program
+never see a half-written file. The cache keeps the :data:`MAX_ENTRIES` most recently used
+objects (a hit marks its object used); every change of the code generator makes new ones,
+so without a bound it only grew.
 """
 
 from __future__ import annotations
@@ -68,9 +69,13 @@ def load_mode() -> str:
     return mode
 
 
+#: Moves the C cache alone (SOFTSWITCH_CACHE_DIR moves the program cache with it).
+C_CACHE_ENV = "SOFTSWITCH_C_CACHE_DIR"
+
+
 def cache_dir() -> Path:
     """Where compiled programs are kept."""
-    explicit = os.environ.get("SOFTSWITCH_CACHE_DIR")
+    explicit = os.environ.get(C_CACHE_ENV) or os.environ.get("SOFTSWITCH_CACHE_DIR")
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
