@@ -611,8 +611,8 @@ def test_probe_receiver_ends_once_the_queue_drained_after_the_sender_is_done(
 
 
 # The two ends of the link check as stand-ins for topo.probe: the sender writes the real rate it
-# was asked for to a file; the receiver, once told "done", reports what a link shaped to
-# LINK_REAL_MBIT in real time would have delivered of it in one second.
+# was asked for to a file; the receiver, once told "done", reports what a link shaped to the
+# rate after the comma (real Mbit/s) would have delivered of it in one second.
 _FAKE_PROBE = """
 import json, sys
 rate_file, link_mbit = sys.argv[1].split(",")

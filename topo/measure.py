@@ -22,6 +22,7 @@ from typing import Any
 
 from topo.errors import TopoError
 from topo.model import Topology
+from topo.probe import ReceiveResult
 from vtime import format_rate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -194,12 +195,9 @@ def measure_path(network: Any, src: str, dst: str, seconds: float = 3.0,
     if sender.returncode != 0 or receiver.returncode != 0:
         raise TopoError(f"measurement failed: {(s_err or r_err).decode(errors='replace').strip()}")
     sent = json.loads(s_out.decode().strip().splitlines()[-1])
-    got = json.loads(r_out.decode().strip().splitlines()[-1])
-    span = float(got["seconds"])
-    npk = int(got["packets"])
-    real = (got["bytes"] * (npk - 1) / npk * 8 / span / 1e6) if npk > 1 and span > 0 else 0.0
-    achieved = real * tdf
+    got = ReceiveResult(**json.loads(r_out.decode().strip().splitlines()[-1]))
+    achieved = got.mbit_per_s * tdf
     cpu = {n: (after - before) / wall for n, before in cpu0.items()
            if (after := cpu1.get(n)) is not None}
-    return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]), npk,
-                           float(sent["seconds"]), cpu)
+    return PathMeasurement(src, dst, configured, offered, achieved, int(sent["packets"]),
+                           got.packets, float(sent["seconds"]), cpu)
