@@ -12,7 +12,8 @@ searched: an edited, replaced or touched file, or a file added to or removed fro
 searched directory (which changes the directory's stamp), makes the entry stale and the
 preprocessor runs again. As with git's index, a stamp taken within :data:`RACY_S` of the
 file's last change could miss a second change in the same clock tick: such entries are not
-written (a program written just now is preprocessed every time until it is older).
+written (a program written just now is preprocessed every time until it is older). The
+:data:`MAX_ENTRIES` most recently used entries are kept.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from softswitch import program_cache
+from softswitch import lru_files, program_cache
 
 log = logging.getLogger(__name__)
 
 #: Files or directories changed this recently (seconds) are not trusted to a stamp.
 RACY_S = 2.0
+MAX_ENTRIES = 256  # least recently used entries beyond this are removed when one is added
 _VERSION = 1
 
 Stamp = list[int]  # size, mtime_ns, ctime_ns, inode
@@ -68,6 +70,7 @@ def lookup(main: Path, include_dirs: Sequence[Path]) -> list[Path] | None:
         for name, stamp in entry["stamps"].items():
             if _stamp(Path(name)) != stamp:
                 return None
+        lru_files.used(path)
         return [Path(p) for p in entry["files"]]
     except FileNotFoundError:
         return None
@@ -106,5 +109,6 @@ def record(main: Path, include_dirs: Sequence[Path], files: Sequence[Path],
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        lru_files.prune(path.parent.glob("*.json"), MAX_ENTRIES)
     except OSError as exc:
         log.warning("include index: cannot write %s (%s)", path, exc)

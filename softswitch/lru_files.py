@@ -1,12 +1,13 @@
 """Bounded on-disk caches: the least recently used files go first.
 
-Why one place: the program cache and the C engine's cache each keep a bounded number of
-entries, by the same rule (the newest mtimes stay; a hit may refresh its file's mtime), and
-several processes may prune the same directory at once.
+Why one place: the program cache, the include index and the C engine's cache each keep a
+bounded number of entries by the same rule (a hit refreshes its file's mtime, the newest
+mtimes stay), and several processes may prune the same directory at once.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,3 +23,14 @@ def prune(entries: Iterable[Path], keep: int) -> None:
             continue
     for _, old in sorted(dated, reverse=True)[keep:]:
         old.unlink(missing_ok=True)
+
+
+def used(path: Path) -> bool:
+    """True when ``path`` exists; marks it used (its mtime), so :func:`prune` keeps it."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a read-only cache still serves
+        return path.exists()
+    return True

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 ENV_SWITCH = "SOFTSWITCH_PROGRAM_CACHE"
 ENV_DIR = "SOFTSWITCH_CACHE_DIR"
-MAX_ENTRIES = 64  # oldest entries beyond this are removed when one is added
+MAX_ENTRIES = 64  # least recently used entries beyond this are removed when one is added
 
 _PACKAGE = Path(__file__).resolve().parent
 # What the front end's output depends on besides the program: its code, the IR's classes,
@@ -101,6 +101,7 @@ def cached_program(device_config: bytes, compile_: Callable[[], ir.Program], *,
             program = pickle.load(f)
         if isinstance(program, ir.Program):
             log.debug("program cache hit: %s", path.name)
+            lru_files.used(path)  # kept before entries written since and not used again
             return program
         log.warning("program cache: %s holds no program; compiling again", path)
     except FileNotFoundError:

@@ -100,3 +100,20 @@ def test_no_index_with_the_cache_off_and_a_broken_entry_is_ignored(
     entry.write_text("{not json")
     assert device_config.make_device_config(main, [inc]) == first
     assert len(counted) == 4
+
+
+def test_the_index_keeps_its_most_recently_used_entries(tmp_path: Path, counted: list[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond MAX_ENTRIES the least recently used entries go (every clone and front end
+    adds its own)."""
+    monkeypatch.setattr(include_index, "MAX_ENTRIES", 1)
+    main, inc = _program(tmp_path)
+    other = main.parent / "other.p4"
+    other.write_text("#include <core.p4>\ncontrol C() { apply { } }\n")
+    device_config.make_device_config(main, [inc])
+    device_config.make_device_config(other)  # another entry: the first one goes
+    assert len(list((tmp_path / "cache" / "includes").glob("*.json"))) == 1
+    device_config.make_device_config(other)
+    assert len(counted) == 2  # the kept one serves
+    device_config.make_device_config(main, [inc])
+    assert len(counted) == 3  # the pruned one is preprocessed again

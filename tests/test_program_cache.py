@@ -137,6 +137,26 @@ def test_oldest_entries_are_pruned(tmp_path: Path, config: bytes) -> None:
     assert f"{0:064x}.pickle" not in left and f"{MAX_ENTRIES + 2:064x}.pickle" in left
 
 
+def test_an_entry_in_use_outlives_newer_unused_ones(tmp_path: Path, config: bytes,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit marks its entry used: a program loaded at every start stays while entries
+    written after it and never read again go first (before, the oldest written went)."""
+    import os
+
+    monkeypatch.setattr(program_cache, "MAX_ENTRIES", 2)
+    compiles = Compiles()
+    cached_program(config, compiles, directory=tmp_path)
+    (used,) = tmp_path.glob("*.pickle")
+    os.utime(used, (1000, 1000))  # written long ago ...
+    newer = tmp_path / f"{1:064x}.pickle"
+    newer.write_bytes(b"x")
+    os.utime(newer, (2000, 2000))
+    cached_program(config, compiles, directory=tmp_path)  # ... and read now
+    cached_program(config + b" ", compiles, directory=tmp_path)  # a third entry: prune
+    assert compiles.calls == 2
+    assert used.exists() and not newer.exists()
+
+
 def test_device_config_loads_through_the_cache_and_errors_still_name_the_bundle_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOFTSWITCH_CACHE_DIR", str(tmp_path / "cache"))

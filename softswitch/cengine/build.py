@@ -100,7 +100,7 @@ def build(source: str) -> Path:
     out_dir = cache_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     so = out_dir / f"p4_{digest}.so"
-    if _hit(so):
+    if lru_files.used(so):
         return so
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         c_file = Path(tmp) / "prog.c"
@@ -121,17 +121,6 @@ def build(source: str) -> Path:
     log.debug("compiled %s", so)
     _prune(out_dir)
     return so
-
-
-def _hit(path: Path) -> bool:
-    """True when ``path`` is cached; marks it used (its mtime), for :func:`_prune`."""
-    try:
-        os.utime(path)
-    except FileNotFoundError:
-        return False
-    except OSError:  # a read-only cache still serves
-        return path.exists()
-    return True
 
 
 def _prune(where: Path) -> None:
@@ -160,7 +149,7 @@ def compile_module(source: str, cdef: str) -> Path:
     """The extension module of ``source`` (cffi's API mode), compiled now unless cached;
     not loaded. Raises what cffi raises without the Python headers."""
     path = module_path(source, cdef)
-    if _hit(path):
+    if lru_files.used(path):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     ffi = cffi.FFI()
