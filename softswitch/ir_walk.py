@@ -87,9 +87,7 @@ def walk(node: object) -> Iterator[object]:
     pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
         n = pop()
-        names = _SLOTS.get(n.__class__, _UNSEEN)
-        if names is _UNSEEN:
-            names = _node_slots(n.__class__)
+        names = _node_slots(n.__class__)
         if names is None:  # a list or dict of sub-trees, or a leaf value
             if isinstance(n, list):
                 extend(reversed(n))
@@ -101,10 +99,6 @@ def walk(node: object) -> Iterator[object]:
         # popped (the order of the nodes among them is the same)
         for name in names:
             push(getattr(n, name))
-
-
-#: "not looked up yet" in :data:`_SLOTS` (None there means "not a node").
-_UNSEEN: tuple[str, ...] = ("<unseen>",)
 
 
 def walk_in_order(node: object, *, struct_init_fields: bool = True) -> Iterator[object]:
