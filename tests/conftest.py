@@ -4,7 +4,7 @@ Markers (registered in pyproject.toml): ``slow`` for tests that take more than a
 ``root`` for tests that need root (network namespaces, veths, Mininet); the latter are skipped
 with a reason when the suite runs as another user.
 
-Under pytest-xdist (``make test`` runs two workers on a machine with 2 cores) every test of
+Under pytest-xdist (``make test`` runs three workers on a machine with 2 cores) every test of
 a module with a ``root`` test is in one xdist group, so they run one after another on one
 worker: they build Mininet networks and namespaces, share the root namespace's interface
 names and module-scoped networks, and are sensitive to CPU; the other tests spread over the
