@@ -13,7 +13,8 @@ also holds a machine-wide lock while it runs (tests/rootlock.py), so a second su
 same machine (CI testing a landing while a developer runs ``make test``) waits its turn.
 
 A module whose ``root`` tests are all also marked ``netns`` (namespaces and veths of names
-unique to the run, no Mininet, no fixed port, no rate or frame spacing to keep up) is in a
+unique to the run, no Mininet, no fixed port, no rate or frame spacing to keep up; or
+networks built only on namespaced machines of its own, tests/machines.py) is in a
 second group, :data:`NETNS_GROUP`, with a lock of its own: the two groups are the two
 largest units of work, so xdist starts them on different workers and the namespace tests
 run beside the Mininet networks instead of after them.

@@ -1,7 +1,8 @@
 """One topology across several machines (topo/cluster.py): placement without root, and a
 ``make run`` across two namespaced machines (tests/machines.py: an sshd each, reached only
 over addresses inside namespaces the test creates) with both all-reduces exact and nothing
-left on either machine afterwards."""
+left on either machine afterwards. Every node, link and process of those runs lives in the
+lab's namespaces, so the module runs in the namespace group, beside the Mininet modules."""
 
 from __future__ import annotations
 
@@ -127,6 +128,7 @@ def test_a_node_started_under_nohup_can_still_be_stopped_with_sighup() -> None:
 
 
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("target", TARGETS)
@@ -164,6 +166,7 @@ def _workers_started(pids: Path) -> bool:
 
 
 @pytest.mark.root
+@pytest.mark.netns
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_cluster_run_stopped_while_its_workers_run_leaves_nothing(

@@ -120,17 +120,30 @@ def test_no_two_test_modules_share_a_name_prefix(repo_root: Path) -> None:
     assert shared == {}
 
 
-NETNS_RE = re.compile(r"^(?:pytestmark = |    )pytest\.mark\.netns\b", re.M)
+NETNS_RE = re.compile(r"^(?:pytestmark = |    |@)pytest\.mark\.netns\b", re.M)
 
 
 def test_namespace_only_modules_build_no_mininet_network(repo_root: Path) -> None:
     """A ``netns`` module runs beside the Mininet modules under the other lock: it must not
-    build a Mininet network, start a run or name its network by a fixed prefix."""
+    build a Mininet network, start a run or name its network by a fixed prefix, unless it
+    does all of that on namespaced machines of its own (tests/machines.py: nodes, links and
+    processes inside namespaces the module creates, nothing in the root namespace)."""
     netns = [path for path in sorted((repo_root / "tests").glob("test_*.py"))
              if NETNS_RE.search(path.read_text())]
-    assert "test_ports_vlan.py" in {path.name for path in netns}
+    assert {"test_ports_vlan.py", "test_cluster.py"} <= {path.name for path in netns}
     wrong = {path.name: words for path in netns
-             if (words := [w for w in ("from mininet", "import mininet", "experiment.run",
-                                       "PREFIX = ", "name_prefix=", "reliability")
-                           if w in path.read_text()])}
+             if "from tests.machines import" not in (text := path.read_text())
+             and (words := [w for w in ("from mininet", "import mininet", "experiment.run",
+                                        "PREFIX = ", "name_prefix=", "reliability")
+                            if w in text])}
     assert wrong == {}
+
+
+def test_a_module_on_namespaced_machines_runs_every_network_there(repo_root: Path) -> None:
+    """What lets test_cluster.py run beside the Mininet modules: each of its runs goes through
+    the lab's master namespace (``run_in_master``) with the lab's servers."""
+    text = (repo_root / "tests" / "test_cluster.py").read_text()
+    runs = text.count('"-m", "experiment.run"')
+    assert runs >= 2
+    assert text.count("lab.run_in_master(argv") == runs
+    assert text.count('"--servers", ",".join(lab.addresses)') == runs
