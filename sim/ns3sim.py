@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,13 @@ from sim.schedules import Schedule, build
 log = logging.getLogger(__name__)
 
 _ENGINE_SOURCE = Path(__file__).with_name("collective_engine.cc")
-#: The ns-3 modules ``collective_engine.cc`` includes; their libraries pull in what they link.
-NS3_MODULES = ("core", "network", "point-to-point")
+_MODULE_INCLUDE = re.compile(r'^#include "ns3/([\w-]+)-module\.h"', re.M)
+
+
+def ns3_modules() -> tuple[str, ...]:
+    """The ns-3 modules the executor includes (read from its source, so the list cannot
+    drift from it); their libraries pull in what they link."""
+    return tuple(_MODULE_INCLUDE.findall(_ENGINE_SOURCE.read_text()))
 
 
 class SimulatorUnavailable(SimError, RuntimeError):
@@ -71,20 +77,21 @@ def _namespace() -> Any:
 
 
 def _load_ns3(cppyy: Any) -> None:
-    """The libraries of :data:`NS3_MODULES` from the ``ns3`` wheel, then their headers (in
+    """The libraries of :func:`ns3_modules` from the ``ns3`` wheel, then their headers (in
     that order: a header's static objects need their library's symbols)."""
     spec = importlib.util.find_spec("ns3")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the ns3 package is not installed")
     prefix = Path(next(iter(spec.submodule_search_locations)))
     libdirs = [d for d in (prefix / "lib64", prefix / "lib") if d.is_dir()]
-    for module in NS3_MODULES:
+    modules = ns3_modules()
+    for module in modules:
         found = sorted(p for d in libdirs for p in d.glob(f"libns3*-{module}.so"))
         if not found:
             raise ImportError(f"no ns-3 {module} library under {prefix}")
         cppyy.load_library(str(found[-1]))
     cppyy.add_include_path(str(prefix / "include"))
-    for module in NS3_MODULES:
+    for module in modules:
         cppyy.include(f"ns3/{module}-module.h")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,5 @@ def test_cli_run_prints_json(simulate: Simulate, capsys: pytest.CaptureFixture[s
 def test_ns3_loads_only_the_modules_the_executor_includes(simulate: Simulate) -> None:
     """The wheel's own loader (``from ns import ns``) parses every module's headers, 15-20 s
     of CPU in each process; the executor needs three, loaded in 2-3 s."""
-    import sys
-
     assert "ns3.ns" not in sys.modules and "ns" not in sys.modules
-    assert ns3sim.NS3_MODULES == ("core", "network", "point-to-point")
+    assert ns3sim.ns3_modules() == ("core", "network", "point-to-point")
