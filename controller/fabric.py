@@ -644,14 +644,20 @@ class Controller:
         path = self.rundir / "controller_state.json"
         mtime = path.stat().st_mtime if path.exists() else 0.0
         while not stop.wait(poll_s):
-            while self.events:
-                event = self.events.pop(0)
-                if on_event is not None:
-                    on_event(event)
+            self._report_events(on_event)
             for sw in self.switches.values():
                 if not sw.client.connected:
                     sw.recover_in_background()
             mtime = self._follow_state_file(path, mtime)
+        # a recovery that ended since the last poll is reported too, not lost with the stop
+        self._report_events(on_event)
+
+    def _report_events(self, on_event: Callable[[str], None] | None) -> None:
+        """Hands each recorded event (a recovered switch...) to ``on_event``, oldest first."""
+        while self.events:
+            event = self.events.pop(0)
+            if on_event is not None:
+                on_event(event)
 
     def _follow_state_file(self, path: Path, mtime: float) -> float:
         """When the state file changed since ``mtime`` (another controller wrote it),

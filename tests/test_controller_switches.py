@@ -9,6 +9,7 @@ left on the switches.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from p4.v1 import p4runtime_pb2
 from controller.cli import main
 from controller.fabric import Controller, ControllerOptions
 from controller.jobs import JobRequest
+from controller.topology import FabricTopology
 from protocol import netreduce as nr
 from tests.p4runtime_server_fake import SwitchProcess, compile_program
 from tests.p4runtime_server_fake import free_tcp_port as free_port
@@ -467,3 +469,18 @@ def test_cell_reads_agree_with_wildcard_reads(rundir: Path,
                                                   4: (0, 600)}
         with pytest.raises(ControllerError, match=r"index 512 is outside 0\.\.511"):
             ctl.read_counter_cells("l2", [(nr.SwitchCounters.PORT_RX, 512)])
+
+
+def test_serve_reports_a_recovery_recorded_just_before_it_stops(tmp_path: Path) -> None:
+    """A switch recovered in the background is reported at serve's next poll; one that
+    recovered since the last poll was lost when serve stopped first (seen from outside: a
+    serve log without the switch's "recovered" line after a job had finished exactly)."""
+    topology = FabricTopology(kind="custom", target="softswitch", switches=(), hosts=(),
+                              links=())
+    ctl = Controller(ControllerOptions(rundir=tmp_path, reconnect=True), topology)
+    ctl.events.append("s1: recovered (3 entries restored)")
+    stop = threading.Event()
+    stop.set()  # the stop comes before the next poll
+    seen: list[str] = []
+    ctl.serve(stop, poll_s=60.0, on_event=seen.append)
+    assert seen == ["s1: recovered (3 entries restored)"]
