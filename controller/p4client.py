@@ -193,6 +193,11 @@ class P4Client:
         self._arbitration: ArbitrationAnswer | None = None
         self._stream_error: P4RuntimeRequestError | None = None
         self._closing = False
+        # connect and close one at a time: a switch's recovery thread and a serving
+        # controller's resync connecting at once each opened a stream, the second replaced
+        # the first without closing it, and that orphan kept the election id at the switch,
+        # which then refused every later arbitration with it
+        self._connecting = threading.RLock()
 
     # ------------------------------------------------------------------ state
     @property
@@ -220,21 +225,22 @@ class P4Client:
         """Open the channel and the stream and arbitrate; returns the answer (primary or
         backup). Raises P4RuntimeRequestError (UNAVAILABLE when the switch cannot be reached)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        self.close()
-        self._closing = False
-        self.open_channel(timeout)
-        with self._cond:
-            self._arbitration = None
-            self._stream_error = None
-        stream = _Stream()
-        self._stream = stream
-        stream.call = self._require_stub("StreamChannel").StreamChannel(stream.requests())
-        stream.thread = threading.Thread(
-            target=self._receive, args=(stream,), daemon=True,
-            name=f"p4client-{self.address}-{self.device_id}",
-        )
-        stream.thread.start()
-        return self.arbitrate(timeout)
+        with self._connecting:
+            self.close()
+            self._closing = False
+            self.open_channel(timeout)
+            with self._cond:
+                self._arbitration = None
+                self._stream_error = None
+            stream = _Stream()
+            self._stream = stream
+            stream.call = self._require_stub("StreamChannel").StreamChannel(stream.requests())
+            stream.thread = threading.Thread(
+                target=self._receive, args=(stream,), daemon=True,
+                name=f"p4client-{self.address}-{self.device_id}",
+            )
+            stream.thread.start()
+            return self.arbitrate(timeout)
 
     def open_channel(self, timeout_s: float | None = None) -> None:
         """Open only the channel: enough for Read and Capabilities, which need no stream or
@@ -304,19 +310,20 @@ class P4Client:
 
     def close(self) -> None:
         """End the stream and the channel; no on_stream_down callback for this."""
-        self._closing = True
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.outbox.put(None)
-            call = stream.call
-            if call is not None and hasattr(call, "cancel"):
-                call.cancel()
-            if stream.thread is not None and stream.thread is not threading.current_thread():
-                stream.thread.join(timeout=2.0)
-        channel, self._channel = self._channel, None
-        self._stub = None
-        if channel is not None:
-            channel.close()
+        with self._connecting:
+            self._closing = True
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                stream.outbox.put(None)
+                call = stream.call
+                if call is not None and hasattr(call, "cancel"):
+                    call.cancel()
+                if stream.thread is not None and stream.thread is not threading.current_thread():
+                    stream.thread.join(timeout=2.0)
+            channel, self._channel = self._channel, None
+            self._stub = None
+            if channel is not None:
+                channel.close()
 
     def __enter__(self) -> P4Client:
         return self

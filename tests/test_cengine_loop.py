@@ -478,13 +478,11 @@ def test_stop_joins_the_thread_and_leaks_nothing(running: Callable[..., Running]
     fds = _fds()
     before = _tasks()
     run = running(pl, nports=3)
-    started = _unnamed(_tasks() - before)
-    assert len(started) >= 2  # the Python loop's thread and the C thread
+    # the C thread: new, carrying the process's name, and not one of Python's threads
+    c_tids = _unnamed(_tasks() - before) - {str(t.native_id) for t in threading.enumerate()}
+    assert run.thread.is_alive() and c_tids  # the Python loop's thread and the C thread
     assert run.send(1, FRAME) == [(2, FRAME)]
     # the C thread blocks every signal: SIGTERM and SIGUSR1/2 go to Python's main thread
-    python_tids = {str(t.native_id) for t in threading.enumerate()}
-    c_tids = started - python_tids
-    assert c_tids
     for tid in c_tids:
         status = Path(f"/proc/self/task/{tid}/status").read_text()
         blocked = int(next(x for x in status.splitlines() if x.startswith("SigBlk:")).split()[1],
@@ -492,7 +490,8 @@ def test_stop_joins_the_thread_and_leaks_nothing(running: Callable[..., Running]
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
             assert blocked & (1 << (sig - 1)), (tid, sig)
     run.close()
-    assert started & _tasks() == set()
+    assert not run.thread.is_alive()
+    assert c_tids & _tasks() == set()
     assert _fds() <= fds
 
 

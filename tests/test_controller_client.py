@@ -360,3 +360,46 @@ def test_pipeline_cookie_follows_the_loaded_program(server: FakeP4RuntimeServer,
     assert sw.cookie == pipeline_cookie(p4info, b"another config") != first
     sw.load_program(p4info, b"device-config")
     assert sw.cookie == first
+
+
+def test_two_threads_connecting_one_client_leave_one_stream(
+        server: FakeP4RuntimeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A switch's recovery thread and a serving controller's resync can connect the same
+    client at once. Interleaved, the second connect replaced the first's stream without
+    closing it: that stream kept the election id at the switch, which refused every later
+    arbitration ("election id 7 is already used by another client"), and serve retried for
+    ever (seen in a fresh-clone run: the restarted switch never got its pipeline back)."""
+    slow_open = P4Client.open_channel
+    inside = [0, 0]  # connects opening a channel now, most at once
+    count = threading.Lock()
+
+    def open_channel(self: P4Client, timeout_s: float | None = None) -> None:
+        with count:
+            inside[0] += 1
+            inside[1] = max(inside)
+        time.sleep(0.1)  # long enough for the other connect to get here too, unserialized
+        try:
+            slow_open(self, timeout_s)
+        finally:
+            with count:
+                inside[0] -= 1
+
+    monkeypatch.setattr(P4Client, "open_channel", open_channel)
+    client = P4Client(server.address, 3, election_id=7)
+    errors: list[Exception] = []
+
+    def connect() -> None:
+        try:
+            client.connect(timeout_s=5.0)
+        except P4RuntimeRequestError as err:  # a refusal while the other stream leaves
+            errors.append(err)
+
+    threads = [threading.Thread(target=connect) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert inside[1] == 1, "two connects of one client ran at once"
+    client.close()
+    assert _wait(lambda: not server.servicer.sessions), (
+        f"{len(server.servicer.sessions)} stream(s) left open after close; {errors}")
