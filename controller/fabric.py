@@ -129,9 +129,9 @@ class Controller:
         """Connect to the named switches (all by default). Returns {name: error} for those
         that failed; raises ControllerError for the first when ``required``."""
         failed: dict[str, str] = {}
-        # One lock: a serving thread and a caller (a fault timeline, say) connecting the same
-        # switch at once would open two streams with one election id, and the switch refuses
-        # the second ("election id already used").
+        # P4Client itself connects one caller at a time (a second stream with one election id
+        # is refused); this lock keeps a serving thread and a caller (a fault timeline, say)
+        # from both finding a switch unconnected and connecting it twice in a row.
         with self._lock:
             for name in (list(names) if names is not None else list(self.switches)):
                 sw = self.switch(name)
