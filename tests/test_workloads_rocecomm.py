@@ -5,6 +5,7 @@ injected by dropping chosen datagrams before they reach the socket."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -176,6 +177,40 @@ def test_malformed_messages_are_refused() -> None:
         _unframe(b"NR\x01\x00" + bytes(4), 3)
     with pytest.raises(RoceCommError, match="do not make"):
         _unframe(MAGIC + b"\x01\x01" + (2).to_bytes(8, "big") + bytes(4), 3)
+
+
+def test_a_barrier_message_lost_before_the_peer_was_up_is_repaired_in_the_barrier(
+        monkeypatch: pytest.MonkeyPatch, pair: Pair) -> None:
+    """Rank 0's barrier message is lost (as when the peer's endpoint is not up yet): the
+    barrier resends it before it returns, so the work after it (the timed all-reduce) sees no
+    NAK and no go-back-N. Before, rank 0 left the barrier with it unacknowledged, its first
+    data packet drew the peer's NAK and the whole window was resent inside the timed part."""
+    lossy(monkeypatch, pair.hosts[0].endpoint,
+          drop_once(lambda op, psn: op in WRITE_OPCODES and psn == 0))
+    a, b = pair.comms
+    x = np.arange(2400 * 8, dtype=np.float32)  # 80 packets
+    errors: list[BaseException] = []
+    counts: list[dict[str, int]] = []
+
+    def rank0() -> None:  # leaves the barrier and sends at once, as a timed all-reduce does
+        try:
+            a.barrier()
+            counts.append(a.transport_stats())
+            a.send(1, x, tag=1)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=rank0, name="rank0")
+    thread.start()
+    b.barrier()
+    assert np.array_equal(b.recv(0, 1), x)
+    thread.join(20.0)
+    assert not thread.is_alive() and not errors, errors
+    assert pair.hosts[0].endpoint.drain(10.0)
+    assert counts[0]["retransmissions"] >= 1  # the lost message was resent in the barrier
+    after = a.transport_stats()
+    assert (after["retransmissions"], after["naks"]) == (counts[0]["retransmissions"],
+                                                         counts[0]["naks"])
 
 
 def test_a_silent_peer_is_a_clear_timeout(pair: Pair) -> None:
