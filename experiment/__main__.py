@@ -2,13 +2,16 @@
 
     python -m experiment matrix [--algos ring,innetwork] [--sizes 65536] [--models ''] ...
     python -m experiment emulate [--bw 3] [--sizes 65536,262144] [--out results/sim]
+    python -m experiment figure size|scaling|credits|size-small [--tdf auto] [--list]
 
 ``matrix`` is ``make experiments``: algorithms x tensor sizes x model replays on a spine-leaf
 (:mod:`experiment.matrix`). ``emulate`` runs a small 2x2x2 matrix and checks it against the
-simulator and the cost model (:mod:`experiment.emulation`, :mod:`sim.validate`). Both need
-root (Mininet). They live here, above ``workloads`` and ``sim``, so that neither of those
-imports this package (the layering of docs/architecture.md). Exit status: 0 success, 1 a
-failed cell or a flagged row, 2 bad usage or a run that could not start.
+simulator and the cost model (:mod:`experiment.emulation`, :mod:`sim.validate`). ``figure``
+runs one of the papers' figures at the papers' rates under time dilation, beside ns-3
+(:mod:`experiment.figures`; ``make experiments preset=NAME``). All need root (Mininet).
+They live here, above ``workloads`` and ``sim``, so that neither of those imports this
+package (the layering of docs/architecture.md). Exit status: 0 success, 1 a failed cell, a
+flagged row or a point not faithful, 2 bad usage or a run that could not start.
 """
 
 from __future__ import annotations
@@ -77,6 +80,45 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     return 1 if any(r.flagged for r in results) else 0
 
 
+def cmd_figure(args: argparse.Namespace) -> int:
+    """Runs a preset figure (root), writes its JSON, plot and table; 1 when a point was not
+    exact or not faithful."""
+    from experiment import figures
+    from experiment.dilation import parse_tdf_option
+
+    if args.list:
+        for fig in figures.PRESETS.values():
+            print(f"{fig.name:11} {fig.title}")
+        return 0
+    if args.preset is None:
+        raise UsageError("figure: name a preset (--list shows them)")
+    try:
+        fig = figures.preset(args.preset)
+        tdf = parse_tdf_option(args.tdf)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    if os.geteuid() != 0:
+        raise UsageError("figure: the emulation needs root (Mininet)")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out)
+    opts = figures.Options(tdf=tdf, engine=args.engine, rundir=args.rundir,
+                           refresh=args.recalibrate, name_prefix=args.name_prefix,
+                           grpc_base_port=args.grpc_port,
+                           simulate=None if args.no_sim else figures.ns3,
+                           announce=lambda text: print(text, flush=True))
+    command = "python -m experiment figure " + " ".join(args.argv)
+    result = figures.run_figure(fig, opts, command=command)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{fig.name}-{stamp}.json"
+    path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    plot = figures.plot_figure(result, args.plot or path.with_suffix(".png"))
+    print(figures.table(result))
+    for line in figures.summary_lines(result):
+        print(line)
+    print(f"results: {path}\nplot: {plot}")
+    return 0 if result.faithful and result.exact else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m experiment`` parser (tests read its defaults)."""
     parser = argparse.ArgumentParser(prog="python -m experiment", description=__doc__,
@@ -121,12 +163,32 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--msg-pkts", type=int, default=16)
     em.add_argument("--out", default="results/sim")
     em.set_defaults(func=cmd_emulate)
+    fg = sub.add_parser("figure", help="run one of the papers' figures under emulation beside "
+                        "ns-3 (root; what `make experiments preset=NAME` runs)")
+    fg.add_argument("preset", nargs="?", help="size, scaling, credits, size-small (--list)")
+    fg.add_argument("--list", action="store_true", help="list the presets and exit")
+    fg.add_argument("--tdf", default="auto", metavar="auto|N",
+                    help="time dilation: auto (calibrated per point, the default) or a factor")
+    fg.add_argument("--recalibrate", action="store_true", help="measure the costs again")
+    fg.add_argument("--engine", choices=("c", "python"), default=None,
+                    help="the built-in switches' packet engine (default: theirs)")
+    fg.add_argument("--no-sim", action="store_true", help="skip the ns-3 simulation")
+    fg.add_argument("--out", default="results/figures", help="results directory")
+    fg.add_argument("--plot", type=Path, default=None, help="the plot's path (default: "
+                    "beside the JSON)")
+    fg.add_argument("--rundir", type=Path, default=None, help="the networks' run directory")
+    fg.add_argument("--name-prefix", default="", help="prefix of switch and host names "
+                    "(several networks on one machine)")
+    fg.add_argument("--grpc-port", type=int, default=None,
+                    help="first P4Runtime port (default: a free block)")
+    fg.set_defaults(func=cmd_figure)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -15,11 +15,11 @@ import heapq
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiment import calibrate
-from experiment.session import TARGET_TIMERS
+from experiment.session import TARGET_TIMERS, ExperimentOptions
 from topo.topofile import LinkShapeSpec, TopologySpec
 from vtime import parse_tdf
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
@@ -189,6 +189,20 @@ def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0) -> tuple[float, fl
     low = max(low_real / tdf, 2 * rtt_s)
     high = max(high_real / tdf, 4 * rtt_s, 2 * low)
     return low, high
+
+
+def dilated_options(opts: ExperimentOptions, spec: TopologySpec, dilation: Dilation,
+                    target: str) -> ExperimentOptions:
+    """``opts`` for a run at ``dilation``'s TDF on ``spec``'s network: the in-network timer
+    bounds and the collective's deadline of the emulated network (:func:`timer_bounds`,
+    :func:`collective_timeout`) and the calibrated fixed cost of a collective over the job's
+    switch hops (the guard's latency check; 0 without a calibration)."""
+    low, high = timer_bounds(target, dilation.tdf, longest_rtt(spec))
+    timeout = collective_timeout(spec, opts.elements, dilation.tdf, opts.timeout_s)
+    overhead = (calibrate.fixed_cost(dilation.costs, switch_hops(spec))
+                if dilation.costs is not None else 0.0)
+    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
+                   overhead_s=overhead)
 
 
 def resolve(option: str | float, target: str, program: Path | None, spec: TopologySpec,

@@ -38,17 +38,8 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias
 import stackdump
 from algorithms import registry
 from experiment.argtypes import int_at_least, seconds_at_least
-from experiment.calibrate import CalibrationError, fixed_cost
-from experiment.dilation import (
-    AUTO,
-    Dilation,
-    collective_timeout,
-    default_elements,
-    longest_rtt,
-    parse_tdf_option,
-    switch_hops,
-    timer_bounds,
-)
+from experiment.calibrate import CalibrationError
+from experiment.dilation import AUTO, Dilation, default_elements, dilated_options, parse_tdf_option
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.seams import json_int, json_list, json_object
@@ -698,13 +689,7 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
                              measure_seconds=args.link_check_seconds)
     if dilation is None or topo is None:
         return opts
-    low, high = timer_bounds(target or "softswitch", dilation.tdf, longest_rtt(topo.spec))
-    timeout = collective_timeout(topo.spec, elements, dilation.tdf, opts.timeout_s)
-    # the calibrated fixed cost of a collective through one switch, times this job's hops
-    overhead = (fixed_cost(dilation.costs, switch_hops(topo.spec))
-                if dilation.costs is not None else 0.0)
-    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
-                   overhead_s=overhead)
+    return dilated_options(opts, topo.spec, dilation, target or "softswitch")
 
 
 def record_dilation(path: Path, dilation: Dilation, engine: str | None = None,

@@ -26,6 +26,8 @@ fixed once, from packet formats and independent measurements, never fitted to a 
   The links serve those ACKs before data (``topo.links.ack_first_htb_cmds``), so they cost
   their bytes but never wait behind the standing data queue, which the simulator's FIFO
   links do not model either.
+* **Ring over RoCE** (``ring-roce``): full ``PATH_MTU`` payloads in RoCE v2 WRITEs, the
+  responder's ACK every :data:`ACK_EVERY` packets counted as header like TCP's.
 * **Switch processing.** The Python switch spends ~90 µs per packet and hop under load
   (``python -m bench`` in-process cost plus AF_PACKET I/O; docs/workloads.md, "Performance
   of the in-network path", item 5); it enters as latency per switch crossing.
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import algorithms
+from algorithms.registry import ROCE
 from protocol import netreduce as nr
 from sim.fabric import Fabric
 
@@ -59,14 +62,29 @@ TCP_SEGMENTS_PER_ACK = 2
 #: Per-packet processing of the built-in Python switch under load, seconds.
 SWITCH_DELAY_S = 90e-6
 
+
+
+def _sim_name(alg: algorithms.Algorithm) -> str | None:
+    """The simulator's schedule for an emulated algorithm: its own, else its family's on
+    another transport (``ring-roce`` is the ring's schedule with RoCE packets,
+    :func:`fabric_for`)."""
+    return alg.sim_name or algorithms.get(alg.kind).sim_name
+
+
 #: experiment.matrix algorithm names -> sim.schedules names (from the algorithm registry).
-ALGORITHM_OF = {a.name: a.sim_name for a in algorithms.REGISTRY if a.sim_name is not None}
+ALGORITHM_OF = {a.name: name for a in algorithms.REGISTRY if (name := _sim_name(a)) is not None}
 
 
 def ina_header_bytes(msg_pkts: int, window: int) -> int:
     """Bytes per in-network packet on a host link beyond its payload, ACK share included."""
     ack_every = max(1, min(ACK_EVERY, window // 2, msg_pkts))
     return round(ROCE_HEADER + RETH_TAG / msg_pkts + ROCE_ACK / ack_every)
+
+
+def roce_header_bytes() -> int:
+    """Bytes per RoCE v2 packet of a long message beyond its payload, the share of the
+    responder's ACKs (one per :data:`ACK_EVERY` packets) included."""
+    return round(ROCE_HEADER + ROCE_ACK / ACK_EVERY)
 
 
 def tcp_header_bytes() -> int:
@@ -89,7 +107,9 @@ def tcp_payload_share() -> float:
 
 def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
-    network of ``spec`` (a ``experiment.matrix.MatrixSpec`` as a dict)."""
+    network of ``spec`` (a ``experiment.matrix.MatrixSpec`` as a dict; optional
+    ``delay_s``, the links' emulated one-way delay, and ``switch_delay_s``, a switch's
+    per-packet latency in emulated seconds, default the undilated Python switch's)."""
     if algorithm not in ALGORITHM_OF:
         raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHM_OF)}")
@@ -98,14 +118,18 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                   hosts_per_leaf=int(spec["hosts_per_leaf"]), gpus_per_host=int(spec["gpus"]),
                   host_bps=float(spec["bw_mbit"]) * 1e6,
                   fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
-                  switch_delay_s=SWITCH_DELAY_S)
-    if algorithms.get(algorithm).innetwork:
+                  link_delay_s=float(spec.get("delay_s") or 0.0),
+                  switch_delay_s=float(spec.get("switch_delay_s", SWITCH_DELAY_S)))
+    alg = algorithms.get(algorithm)
+    if alg.innetwork:
         msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])
         header = ina_header_bytes(msg_pkts, window)
         # leaf-spine packets: RoCE header + RETH + tag (90 bytes), no ACK or tag share
         return base.replace(segment_bytes=4 * int(spec["elems"]), header_bytes=header,
                             switch_header_bytes=max(0, ROCE_HEADER + RETH_TAG - header),
                             ina_spines=1, window=window)
+    if alg.transport == ROCE:
+        return base.replace(segment_bytes=nr.PATH_MTU, header_bytes=roce_header_bytes())
     return base.replace(segment_bytes=TCP_MSS, header_bytes=tcp_header_bytes())
 
 

@@ -1,0 +1,563 @@
+"""The papers' figures as experiments: ``make experiments preset=NAME``.
+
+A preset is one figure of NetReduce's evaluation put under emulation: a topology file, the
+values of one axis (tensor size, workers, credits) and the algorithms drawn. Each point runs
+the real P4 program, controller and transports at the emulated rate and delay, under the
+time-dilation factor that this machine needs for that point (``tdf=auto``: calibrated, one
+network per distinct topology and TDF), is judged by the fidelity guard, and is simulated by
+ns-3 on the same network (:func:`sim.emulation.fabric_for`). The result is one JSON file, a
+plot with the emulation's points, ns-3's curves and the frame-size ideals, and a table.
+
+* :data:`PRESETS` - the figures.
+* :func:`run_figure` - runs a preset, returns a :class:`Figure` (``to_dict()``: the JSON).
+* :func:`plot_figure`, :func:`table`, :func:`summary_lines` - its plot, table and verdicts.
+
+A point that was not faithful (the guard) or not exact is drawn hollow and counted in
+``faithful`` / ``exact``: the command exits 1 and its comparison must not be published.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeAlias
+
+from algorithms import registry
+from experiment import calibrate
+from experiment.dilation import AUTO, Dilation, dilated_options, longest_rtt, switch_hops
+from experiment.dilation import resolve as resolve_dilation
+from experiment.lifecycle import ExperimentNetwork, StartOptions
+from experiment.matrix import free_grpc_base, program_for
+from experiment.seams import JsonObject, JsonValue
+from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
+from experiment.session import run_experiment as run_allreduce_experiment
+from protocol import netreduce as nr
+from sim.emulation import ALGORITHM_OF, fabric_for, ina_payload_share
+from topo.topofile import TopologySpec, load_spec, resolve
+from topo.topologies import FileTopo
+from workloads.rocecomm import payload_share
+
+log = logging.getLogger(__name__)
+
+#: Emulation and ns-3 agree when within this share of the emulated time (issue 27).
+SIM_TOLERANCE = 0.10
+#: A credit count is past the knee when its time is within this share of the best one.
+KNEE_SHARE = 0.10
+#: The baseline every figure draws in-network against: the papers' is NCCL's ring on RoCE.
+BASELINE = "ring-roce"
+INNETWORK = "innetwork"
+#: A topology file parameter's value (``bw: 100G``, ``hosts: 4``).
+Param: TypeAlias = int | float | str | bool | None
+#: The network :func:`sim.emulation.fabric_for` is given (rates, delays, sizes).
+SimSpec: TypeAlias = dict[str, float]
+#: A callback that simulates one point: (algorithm, its network, bytes per worker) -> seconds.
+Simulate: TypeAlias = Callable[[str, SimSpec, int], float]
+
+
+class FigureError(ValueError):
+    """A preset or an option that cannot be run (the message names the field and value)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One value of a figure's axis: the topology parameters, the tensor and the job."""
+
+    x: float  # the axis value, in the axis's unit
+    params: Mapping[str, Param]  # topology file parameters
+    elements: int  # float32 per worker
+    credits: int = 4
+    msg_pkts: int = 64
+
+    @property
+    def slots(self) -> int:
+        """The job's slots: one window (``credits x msg_pkts`` packets)."""
+        return self.credits * self.msg_pkts
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One figure: a topology file, the points of its axis, what it draws and what the paper
+    reports for it."""
+
+    name: str
+    title: str
+    topo: str  # a shipped topology file's name
+    axis: str  # x-axis label
+    points: tuple[Point, ...]
+    paper: str  # the paper's claim that this figure checks
+    algorithms: tuple[str, ...] = (INNETWORK, BASELINE)
+    log_x: bool = True
+    knee: bool = False  # report the credit knee (the credits preset)
+
+
+def _size_points(params: Mapping[str, Param], sizes: Sequence[int]) -> tuple[Point, ...]:
+    return tuple(Point(4 * s / 2**20, params, s) for s in sizes)
+
+
+#: 100 GbE with 2 us links: the papers' network.
+PAPER_LINKS = {"bw": "100G", "delay": "2us"}
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset("size", "All-reduce time against tensor size (P = 4, one switch, 100 GbE, 2 us)",
+           "rack", "tensor per worker (MiB)",
+           _size_points({"hosts": 4, **PAPER_LINKS}, (65536, 262144, 1048576, 4194304)),
+           "in-network sends each byte once, the ring 2(P-1)/P times: ring / in-network "
+           "-> 1.5 for P = 4 once the tensor is large against the bandwidth-delay product"),
+    Preset("scaling", "Scaling with P (one switch, 100 GbE, 2 us, 4 MiB per worker)",
+           "rack", "workers P",
+           tuple(Point(p, {"hosts": p, **PAPER_LINKS}, 1048576) for p in (2, 4, 8)),
+           "NetReduce's time does not depend on P; the ring's grows with 2(P-1)/P "
+           "(1.0, 1.5, 1.75 times the tensor's transfer for P = 2, 4, 8)", log_x=False),
+    # a connection binds at most Limit.BIND messages (credits <= 4): messages of 32 packets
+    # put the bandwidth-delay product (~90 packets at 100 GbE, 2 us links) near 3 credits
+    Preset("credits", "The credit window (P = 4, one switch, 100 GbE, 2 us, 4 MiB)",
+           "rack", "credits (messages of 32 packets in flight)",
+           tuple(Point(c, {"hosts": 4, **PAPER_LINKS}, 1048576, credits=c, msg_pkts=32)
+                 for c in range(1, nr.Limit.BIND + 1)),
+           "credits sized to the bandwidth-delay product make in-network link-bound; fewer "
+           "make it window-bound (the knee near BDP / message size)",
+           algorithms=(INNETWORK,), log_x=False, knee=True),
+    # the small one `make test` runs: two workers, 10 Mbit/s, two sizes
+    Preset("size-small", "All-reduce time against tensor size (P = 2, 10 Mbit/s, 100 us)",
+           "rack", "tensor per worker (MiB)",
+           _size_points({"hosts": 2, "bw": "10M", "delay": "100us"}, (16384, 65536)),
+           "ring / in-network -> 2(P-1)/P = 1 for P = 2 (the smoke test of the presets)"),
+)}
+
+
+def preset(name: str) -> Preset:
+    """The preset called ``name``; FigureError naming the known ones."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise FigureError(f"preset {name!r}: choose from {', '.join(PRESETS)}") from None
+
+
+# ----------------------------------------------------------------------------- the network
+
+
+def point_spec(fig: Preset, point: Point) -> TopologySpec:
+    """The point's network: the preset's topology file with the point's parameters."""
+    return load_spec(resolve(fig.topo), point.params)
+
+
+def workers_of(spec: TopologySpec) -> int:
+    return sum(h.gpus for h in spec.hosts if h.gpus > 0)
+
+
+def host_rate(spec: TopologySpec) -> float:
+    """The worker host links' emulated rate, bits/s (the figures shape every link alike)."""
+    rates = {h.link.bw_bps for h in spec.hosts if h.gpus > 0}
+    rate = rates.pop() if len(rates) == 1 else None
+    if rate is None:
+        raise FigureError(f"{spec.source}: a figure needs one shaped rate on every worker "
+                          f"link, got {sorted(map(str, rates | {rate}))}")
+    return float(rate)
+
+
+def link_delay(spec: TopologySpec) -> float:
+    """The worker host links' emulated one-way delay, seconds."""
+    return max((h.link.delay_s or 0.0) for h in spec.hosts if h.gpus > 0)
+
+
+def sim_spec(spec: TopologySpec, point: Point, elems: int, switch_delay_s: float
+             ) -> SimSpec:
+    """The spec dict of :func:`sim.emulation.fabric_for` for the point's network: a rack is
+    one leaf (and a spine the job never uses)."""
+    roles = [sw.role for sw in spec.switches]
+    leaves = max(1, roles.count("leaf"))
+    return {"spines": max(1, roles.count("spine")), "leaves": leaves,
+            "hosts_per_leaf": workers_of(spec) // leaves, "gpus": 1,
+            "bw_mbit": host_rate(spec) / 1e6, "delay_s": link_delay(spec),
+            "switch_delay_s": switch_delay_s, "elems": elems, "credits": point.credits,
+            "msg_pkts": point.msg_pkts}
+
+
+def ideal_seconds(algo: str, workers: int, elements: int, bps: float, elems: int,
+                  point: Point, spine: bool = False) -> tuple[float, float]:
+    """(payload-only, frame-size) ideal time of one all-reduce: the bytes the busiest host
+    link must carry at its rate. In-network sends the tensor once; a ring 2(P-1)/P times.
+    The frame-size ideal adds each transport's headers and ACK share (``sim.emulation``)."""
+    payload_bits = 32 * elements
+    if registry.get(algo).innetwork:
+        share = ina_payload_share(elems, point.msg_pkts, point.slots, spine)
+        return payload_bits / bps, payload_bits / bps / share
+    ring = 2 * (workers - 1) / workers * payload_bits / bps
+    return ring, ring / payload_share()
+
+
+def ns3(algo: str, spec: SimSpec, nbytes: int) -> float:
+    """The ns-3 simulation of one point (the default :data:`Simulate`)."""
+    from sim.ns3sim import simulate
+
+    return simulate(ALGORITHM_OF[algo], fabric_for(algo, spec), nbytes).seconds
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One algorithm at one point: the emulated all-reduce, its ideals and ns-3's time."""
+
+    algorithm: str
+    seconds: float  # emulated
+    real_seconds: float
+    exact: bool
+    faithful: bool
+    fidelity: tuple[str, ...]  # the guard's failed checks
+    link_bound: bool
+    bottleneck: str
+    busiest_util: float | None
+    retransmissions: int
+    errors: tuple[str, ...]
+    ideal_s: float  # payload bytes at the link rate
+    frames_ideal_s: float  # the same with every transport's headers and ACK share
+    ns3_seconds: float | None = None
+
+    @property
+    def good(self) -> bool:
+        """Exact and faithful: fit to publish."""
+        return self.exact and self.faithful
+
+    @property
+    def sim_error(self) -> float | None:
+        """(ns-3 - emulated) / emulated; None without both."""
+        if self.ns3_seconds is None or self.seconds <= 0:
+            return None
+        return (self.ns3_seconds - self.seconds) / self.seconds
+
+    def to_dict(self) -> JsonObject:
+        return {**_plain(self), "sim_error": self.sim_error}
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """One point of the figure: its settings and each algorithm's outcome."""
+
+    x: float
+    params: Mapping[str, Param]
+    elements: int
+    workers: int
+    credits: int
+    msg_pkts: int
+    bw_bps: float
+    delay_s: float
+    rtt_s: float  # the emulated propagation round trip, longest between two workers
+    switch_hops: int
+    tdf: float
+    dilation: str  # why this TDF
+    runs: Mapping[str, Outcome]
+
+    @property
+    def ratio(self) -> tuple[float, float] | None:
+        """(measured, frame-size ideal) ring / in-network time, where both ran exact."""
+        inn, ring = self.runs.get(INNETWORK), self.runs.get(BASELINE)
+        if inn is None or ring is None or not (inn.exact and ring.exact) or inn.seconds <= 0:
+            return None
+        return ring.seconds / inn.seconds, ring.frames_ideal_s / inn.frames_ideal_s
+
+    def to_dict(self) -> JsonObject:
+        out = _plain(self, skip=("runs",))
+        out["runs"] = {algo: run.to_dict() for algo, run in self.runs.items()}
+        ratio = self.ratio
+        out["ratio"], out["ideal_ratio"] = ratio if ratio else (None, None)
+        return out
+
+
+@dataclass(frozen=True)
+class Knee:
+    """The fewest credits within :data:`KNEE_SHARE` of the best in-network time, beside the
+    bandwidth-delay product in messages."""
+
+    credits: int
+    msg_pkts: int
+    best_seconds: float
+    bdp_messages: float
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A preset's run: every point, and where and how it ran."""
+
+    preset: Preset
+    points: tuple[PointOutcome, ...]
+    elems: int
+    engine: str | None = None
+    started: str = ""
+    command: str = ""
+    machine: str = field(default_factory=calibrate.machine_id)
+
+    def outcomes(self) -> Iterator[tuple[PointOutcome, Outcome]]:
+        for point in self.points:
+            for run in point.runs.values():
+                yield point, run
+
+    @property
+    def exact(self) -> bool:
+        return all(run.exact for _, run in self.outcomes())
+
+    @property
+    def faithful(self) -> bool:
+        return all(run.faithful for _, run in self.outcomes())
+
+    @property
+    def sim_outside_tolerance(self) -> list[str]:
+        """The points where ns-3 and the emulation differ by more than the tolerance."""
+        return [f"{run.algorithm} at {point.x:g}: ns-3 {err:+.0%}"
+                for point, run in self.outcomes()
+                if (err := run.sim_error) is not None and abs(err) > SIM_TOLERANCE]
+
+    @property
+    def knee(self) -> Knee | None:
+        """The credit knee (presets that sweep credits), None without exact points."""
+        pts = [(p, p.runs[INNETWORK]) for p in self.points
+               if INNETWORK in p.runs and p.runs[INNETWORK].exact]
+        if not self.preset.knee or not pts:
+            return None
+        best = min(run.seconds for _, run in pts)
+        point = min((p for p, run in pts if run.seconds <= best * (1 + KNEE_SHARE)),
+                    key=lambda p: p.credits)
+        bdp = point.rtt_s * point.bw_bps / (point.msg_pkts * calibrate.frame_bits(self.elems))
+        return Knee(point.credits, point.msg_pkts, best, bdp)
+
+    def to_dict(self) -> JsonObject:
+        fig = self.preset
+        knee = self.knee
+        return {"preset": fig.name, "title": fig.title, "axis": fig.axis, "paper": fig.paper,
+                "topology": fig.topo, "algorithms": list(fig.algorithms), "elems": self.elems,
+                "engine": self.engine, "started": self.started, "command": self.command,
+                "machine": self.machine, "exact": self.exact, "faithful": self.faithful,
+                "sim_tolerance": SIM_TOLERANCE,
+                "sim_outside_tolerance": list(self.sim_outside_tolerance),
+                "knee": _plain(knee) if knee else None,
+                "points": [p.to_dict() for p in self.points]}
+
+
+def _plain(obj: Outcome | PointOutcome | Knee, skip: tuple[str, ...] = ()) -> JsonObject:
+    """A result dataclass's fields but ``skip`` as JSON values (tuples as lists, mappings as
+    objects)."""
+    return {name: _json(getattr(obj, name)) for name in obj.__dataclass_fields__
+            if name not in skip}
+
+
+def _json(value: object) -> JsonValue:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    raise TypeError(f"not a JSON value: {value!r}")
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class Options:
+    """How a preset runs: the TDF option, the built-in target's engine, where things go."""
+
+    tdf: str | float = AUTO
+    engine: str | None = None
+    rundir: Path | None = None
+    name_prefix: str = ""
+    grpc_base_port: int | None = None
+    simulate: Simulate | None = ns3
+    announce: Callable[[str], None] = field(default=lambda _text: None)
+    refresh: bool = False  # recalibrate
+
+
+def outcome(run: AllreduceRun, ideals: tuple[float, float], sim_s: float | None) -> Outcome:
+    """What a figure keeps of one all-reduce."""
+    from experiment.run import bottleneck
+
+    busy = run.busiest
+    link_bound, verdict = bottleneck(run)
+    return Outcome(run.algorithm, run.seconds, run.seconds * run.tdf, run.exact,
+                   run.fidelity.faithful, tuple(run.fidelity.failures), link_bound, verdict,
+                   busy.utilization if busy is not None else None,
+                   sum(r.retransmissions for r in run.ranks), tuple(run.errors),
+                   ideals[0], ideals[1], sim_s)
+
+
+@contextmanager
+def _network(spec: TopologySpec, program: Path, dilation: Dilation, opts: Options,
+             group: int) -> Iterator[ExperimentNetwork]:
+    topo = FileTopo(spec, name_prefix=opts.name_prefix,
+                    grpc_base_port=(opts.grpc_base_port if opts.grpc_base_port is not None
+                                    else free_grpc_base(len(spec.switches))))
+    rundir = opts.rundir / f"net{group}" if opts.rundir is not None else None
+    start = StartOptions(tdf=dilation.tdf, engine=opts.engine)
+    with ExperimentNetwork(topo, "softswitch", rundir, program, start=start,
+                           program_fabric=False) as lab:
+        yield lab
+
+
+def _point_runs(lab: ExperimentNetwork, fig: Preset, spec: TopologySpec, point: Point,
+                index: int, dilation: Dilation, elems: int) -> ExperimentResult:
+    job = f"fig{index}"
+    base = ExperimentOptions(elements=point.elements, algorithms=fig.algorithms, elems=elems,
+                             credits=point.credits, slots=point.slots, msg_pkts=point.msg_pkts,
+                             job_name=job, measure_seconds=0.0)
+    result = run_allreduce_experiment(lab, dilated_options(base, spec, dilation, "softswitch"))
+    lab.controller.delete_job(job)  # the next point's job gets the slots
+    return result
+
+
+def plan(fig: Preset, program: Path, elems: int, opts: Options
+         ) -> list[tuple[int, TopologySpec, Dilation]]:
+    """Each point's network and TDF (``opts.tdf``: auto calibrates once per fan-in and
+    caches; each point gets the TDF its own tensor needs)."""
+    out = []
+    for index, point in enumerate(fig.points):
+        spec = point_spec(fig, point)
+        host_rate(spec)
+        dilation = resolve_dilation(opts.tdf, "softswitch", program, spec, elems,
+                                    elements=point.elements, refresh=opts.refresh,
+                                    rundir=(opts.rundir / "calibration"
+                                            if opts.rundir is not None else None),
+                                    announce=opts.announce, engine=opts.engine)
+        out.append((index, spec, dilation))
+    return out
+
+
+def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
+    """Runs every point of ``fig`` (consecutive points with the same network and TDF share
+    one network) and returns the figure."""
+    elems = nr.PROGRAM_ELEMS
+    program = program_for(elems, (opts.rundir or Path("build")) / "figure-program")
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    steps = plan(fig, program, elems, opts)
+    points: list[PointOutcome] = []
+    first = 0
+    while first < len(steps):
+        _, spec, dilation = steps[first]
+        end = first
+        while end < len(steps) and steps[end][1] == spec and steps[end][2].tdf == dilation.tdf:
+            end += 1
+        opts.announce(f"network: {len(spec.hosts)} hosts, TDF {dilation.tdf:g} "
+                      f"({dilation.why})")
+        with _network(spec, program, dilation, opts, first) as lab:
+            for index, _, point_dilation in steps[first:end]:
+                point = fig.points[index]
+                opts.announce(f"point {index + 1}/{len(steps)}: {fig.axis} = {point.x:g}")
+                result = _point_runs(lab, fig, spec, point, index, point_dilation, elems)
+                points.append(point_outcome(point, spec, point_dilation, result, elems,
+                                            opts.simulate))
+        first = end
+    return Figure(fig, tuple(points), elems, opts.engine, started, command)
+
+
+def point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,
+                  result: ExperimentResult, elems: int, simulate: Simulate | None
+                  ) -> PointOutcome:
+    """One point: the settings, and per algorithm the emulated run, the ideals and ns-3's
+    time on the same network."""
+    workers = workers_of(spec)
+    bps = host_rate(spec)
+    # a switch crossing in emulated time: the calibrated one-packet collective through one
+    # switch, dilated (0 without a calibration)
+    switch_delay = dilation.costs.overhead_s / dilation.tdf if dilation.costs else 0.0
+    runs: dict[str, Outcome] = {}
+    for run in result.runs:
+        ideals = ideal_seconds(run.algorithm, workers, point.elements, bps, elems, point)
+        sim_s = None
+        if simulate is not None and run.algorithm in ALGORITHM_OF:
+            sim_s = simulate(run.algorithm, sim_spec(spec, point, elems, switch_delay),
+                             4 * point.elements)
+        runs[run.algorithm] = outcome(run, ideals, sim_s)
+    return PointOutcome(point.x, point.params, point.elements, workers, point.credits,
+                        point.msg_pkts, bps, link_delay(spec), longest_rtt(spec),
+                        switch_hops(spec), dilation.tdf, dilation.why, runs)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def table(fig: Figure) -> str:
+    """A Markdown table: per point and algorithm, emulated and ns-3 time, the frame-size
+    ideal, the TDF and the fidelity verdict."""
+    lines = [f"| {fig.preset.axis} | algorithm | emulated | ns-3 | ns-3 vs emulated | "
+             "frame-size ideal | TDF | faithful, exact |",
+             "|---|---|---|---|---|---|---|---|"]
+    for point, run in fig.outcomes():
+        sim = run.ns3_seconds
+        err = run.sim_error
+        lines.append(
+            f"| {point.x:g} | {run.algorithm} | {_time(run.seconds)} | "
+            f"{_time(sim) if sim is not None else 'n/a'} | "
+            f"{f'{err:+.1%}' if err is not None else 'n/a'} | {_time(run.frames_ideal_s)} | "
+            f"{point.tdf:g} | {'yes' if run.faithful else 'NO'}, "
+            f"{'yes' if run.exact else 'NO'} |")
+    return "\n".join(lines)
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
+
+
+def plot_figure(fig: Figure, path: Path) -> Path:
+    """The figure: emulated points (hollow where not faithful or not exact), ns-3 as a
+    dashed line and the frame-size ideal as a dotted one, per algorithm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.4, 4.2))
+    for algo in fig.preset.algorithms:
+        alg = registry.get(algo)
+        pts = [(p.x, p.runs[algo]) for p in fig.points if algo in p.runs]
+        xs = [x for x, _ in pts]
+        for x, run in pts:
+            ax.plot([x], [run.seconds * 1e3], "o", color=alg.color,
+                    markerfacecolor=alg.color if run.good else "none")
+        ax.plot(xs, [run.seconds * 1e3 for _, run in pts], "-", color=alg.color, lw=1,
+                label=f"{alg.label}, emulated")
+        sims = [(x, run.ns3_seconds) for x, run in pts if run.ns3_seconds is not None]
+        if sims:
+            ax.plot([x for x, _ in sims], [s * 1e3 for _, s in sims], "--", color=alg.color,
+                    lw=1, label=f"{alg.label}, ns-3")
+        ax.plot(xs, [run.frames_ideal_s * 1e3 for _, run in pts], ":", color=alg.color, lw=1,
+                label=f"{alg.label}, frame-size ideal")
+    if fig.preset.log_x and len(fig.points) > 1:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+    ax.set_xlabel(fig.preset.axis)
+    ax.set_ylabel("all-reduce time (ms, emulated)")
+    verdict = "" if fig.exact and fig.faithful else " (NOT faithful or exact: hollow)"
+    ax.set_title(fig.preset.title + verdict, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def summary_lines(fig: Figure) -> list[str]:
+    """Measured ring / in-network against the frame-size ideal per point, the credit knee,
+    where ns-3 differs, and whether the comparison may be published."""
+    lines = []
+    for point in fig.points:
+        ratio = point.ratio
+        if ratio is not None:
+            lines.append(f"{fig.preset.axis} = {point.x:g}: {BASELINE} / {INNETWORK} "
+                         f"{ratio[0]:.2f} (frame-size ideal {ratio[1]:.2f})")
+    knee = fig.knee
+    if knee is not None:
+        lines.append(f"credit knee: {knee.credits} credits of {knee.msg_pkts} packets (within "
+                     f"{KNEE_SHARE:.0%} of the best time); bandwidth-delay product "
+                     f"{knee.bdp_messages:.1f} messages")
+    lines += [f"ns-3 and the emulation differ by more than {SIM_TOLERANCE:.0%}: {line}"
+              for line in fig.sim_outside_tolerance]
+    if not (fig.exact and fig.faithful):
+        lines.append("NOT faithful or not exact (hollow points): do not publish this "
+                     "comparison")
+    return lines

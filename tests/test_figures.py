@@ -1,0 +1,211 @@
+"""The papers' figures as presets (experiment.figures): the presets are runnable networks,
+the ideals agree with ``make run``'s, the points are grouped into as few networks as their
+TDFs allow, and the document, table, plot and knee say what was measured. The networks are
+faked here; tests/test_figures_net.py runs the small preset for real."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiment import calibrate, figures
+from experiment.__main__ import main
+from experiment.dilation import Dilation
+from experiment.run import ideal_ratio
+from experiment.seams import json_float, json_list, json_object
+from experiment.session import AllreduceRun, ExperimentResult, RankOutcome
+from protocol import netreduce as nr
+from sim.emulation import ALGORITHM_OF, fabric_for
+
+
+def test_every_preset_is_a_network_the_simulator_models() -> None:
+    """Each point loads as a topology with one shaped worker rate; every algorithm drawn is
+    known to the simulator (ns-3 runs beside every point)."""
+    for fig in figures.PRESETS.values():
+        assert fig.points and all(a in ALGORITHM_OF for a in fig.algorithms), fig.name
+        for point in fig.points:
+            spec = figures.point_spec(fig, point)
+            assert figures.host_rate(spec) > 0
+            assert point.slots <= nr.Limit.SLOTS and point.credits <= nr.Limit.BIND
+            for algo in fig.algorithms:
+                f = fabric_for(algo, figures.sim_spec(spec, point, nr.PROGRAM_ELEMS, 0.0))
+                assert f.workers == figures.workers_of(spec)
+                assert f.link_delay_s == figures.link_delay(spec)
+
+
+def test_the_papers_network_is_100_gbe_with_microsecond_links() -> None:
+    spec = figures.point_spec(figures.PRESETS["size"], figures.PRESETS["size"].points[0])
+    assert figures.host_rate(spec) == 100e9 and figures.link_delay(spec) == pytest.approx(2e-6)
+
+
+def test_ideals_are_make_runs_ideal_ratio() -> None:
+    """ring / in-network of the ideals is 2(P-1)/P, and with frame sizes exactly what
+    ``make run`` prints for a RoCE ring (one place for the packet formats)."""
+    point = figures.Point(1, {}, 1 << 20, credits=4, msg_pkts=64)
+    for workers in (2, 4, 8):
+        ring = figures.ideal_seconds("ring-roce", workers, point.elements, 100e9, 252, point)
+        inn = figures.ideal_seconds("innetwork", workers, point.elements, 100e9, 252, point)
+        assert inn[0] == pytest.approx(32 * point.elements / 100e9)
+        payload, framed = ideal_ratio(workers, 252, False, 64, 256, roce=True)
+        assert ring[0] / inn[0] == pytest.approx(payload)
+        assert ring[1] / inn[1] == pytest.approx(framed)
+
+
+def test_ring_roce_is_simulated_with_roce_packets() -> None:
+    spec = {"spines": 1, "leaves": 1, "hosts_per_leaf": 4, "gpus": 1, "bw_mbit": 1e5,
+            "delay_s": 2e-6, "switch_delay_s": 0.0, "elems": 252, "credits": 4, "msg_pkts": 64}
+    f = fabric_for("ring-roce", spec)
+    assert (f.segment_bytes, f.link_delay_s, f.switch_delay_s) == (nr.PATH_MTU, 2e-6, 0.0)
+    assert f.header_bytes == round(nr.ROCE_HEADER_BYTES + nr.ROCE_ACK_BYTES / 16)
+
+
+def test_unknown_preset_names_the_known_ones() -> None:
+    with pytest.raises(figures.FigureError, match="preset 'fig9': choose from size"):
+        figures.preset("fig9")
+
+
+# ----------------------------------------------------------------------------- faked runs
+
+
+def _run(algo: str, elements: int, seconds: float, switch_cores: float = 0.1) -> AllreduceRun:
+    rank = RankOutcome(0, "h1", seconds=seconds, exact=True)
+    return AllreduceRun(algo, elements, (rank,), switch_cpu={"s1": switch_cores},
+                        wall_seconds=seconds * 10, machine_cores=2, tdf=10.0,
+                        busy_real_seconds=seconds * 10)
+
+
+class FakeLab:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.controller = self
+
+    def delete_job(self, key: str) -> None:
+        self.deleted.append(key)
+
+
+@pytest.fixture
+def faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+    """run_figure without networks: each network start is recorded, each point's all-reduces
+    take the frame-size ideal (in-network) and 1.1 times it (ring), exact; in-network's
+    switch is saturated (not faithful) at 65536 float32."""
+    seen: dict[str, Any] = {"networks": [], "labs": [], "sims": []}
+    monkeypatch.setenv(calibrate.CACHE_ENV, str(tmp_path / "calibration.json"))
+
+    @contextmanager
+    def network(spec: Any, program: Path, dilation: Dilation, opts: figures.Options,
+                group: int) -> Iterator[FakeLab]:
+        seen["networks"].append((len(spec.hosts), dilation.tdf))
+        lab = FakeLab()
+        seen["labs"].append(lab)
+        yield lab
+
+    def experiment(lab: FakeLab, opts: Any) -> ExperimentResult:
+        runs = []
+        point = figures.Point(0, {}, opts.elements, opts.credits, opts.msg_pkts or 64)
+        for algo in opts.algorithms:
+            _, framed = figures.ideal_seconds(algo, 4, opts.elements, 100e9, opts.elems, point)
+            busy = 0.99 if algo == "innetwork" and opts.elements == 65536 else 0.1
+            runs.append(_run(algo, opts.elements, framed * (1.1 if algo != "innetwork" else 1),
+                             busy))
+        return ExperimentResult({}, tuple(runs))
+
+    def simulate(algo: str, spec: figures.SimSpec, nbytes: int) -> float:
+        seen["sims"].append((algo, spec, nbytes))
+        return 1e-3
+
+    monkeypatch.setattr(figures, "_network", network)
+    monkeypatch.setattr(figures, "run_allreduce_experiment", experiment)
+    seen["simulate"] = simulate
+    return seen
+
+
+def test_points_share_a_network_when_their_topology_and_tdf_agree(
+        faked: dict[str, Any]) -> None:
+    """size's four points run on one network at a forced TDF, each with its own job (deleted
+    after it); scaling's three worker counts need three networks."""
+    opts = figures.Options(tdf=10.0, simulate=faked["simulate"])
+    fig = figures.run_figure(figures.PRESETS["size"], opts)
+    assert faked["networks"] == [(4, 10.0)]
+    assert faked["labs"][0].deleted == ["fig0", "fig1", "fig2", "fig3"]
+    assert [p.x for p in fig.points] == [0.25, 1, 4, 16]
+    assert fig.exact and not fig.faithful  # one point's switch was saturated
+    unfaithful = [(p.x, run.algorithm) for p, run in fig.outcomes() if not run.faithful]
+    assert unfaithful == [(0.25, "innetwork")]
+    assert "switch CPU" in fig.points[0].runs["innetwork"].fidelity[0]
+    faked["networks"].clear()
+    figures.run_figure(figures.PRESETS["scaling"], opts)
+    assert faked["networks"] == [(2, 10.0), (4, 10.0), (8, 10.0)]
+
+
+def test_the_figure_holds_ns3_the_ideals_and_the_ratio(faked: dict[str, Any]) -> None:
+    opts = figures.Options(tdf=10.0, simulate=faked["simulate"])
+    fig = figures.run_figure(figures.PRESETS["size"], opts, command="figure size")
+    point = fig.points[2]
+    inn, ring = point.runs["innetwork"], point.runs["ring-roce"]
+    assert inn.seconds == pytest.approx(inn.frames_ideal_s)
+    assert ring.seconds == pytest.approx(1.1 * ring.frames_ideal_s)
+    assert point.ratio is not None
+    assert point.ratio[0] == pytest.approx(1.1 * point.ratio[1])
+    assert inn.ns3_seconds == 1e-3
+    assert inn.sim_error == pytest.approx((1e-3 - inn.seconds) / inn.seconds)
+    assert point.tdf == 10.0 and point.delay_s == pytest.approx(2e-6)
+    assert point.rtt_s == pytest.approx(8e-6)  # host - switch - host, both ways
+    # ns-3 saw the point's network: 4 workers on one leaf at 100 GbE, 2 us, the RoCE ring
+    algo, spec, nbytes = faked["sims"][7]
+    assert (algo, nbytes, spec["hosts_per_leaf"], spec["bw_mbit"]) == ("ring-roce", 16 << 20,
+                                                                      4, 1e5)
+    # points where the two differ by more than 10 % are listed, by algorithm and x
+    assert any(line.startswith("innetwork at 16:") for line in fig.sim_outside_tolerance)
+    doc = fig.to_dict()
+    assert json.loads(json.dumps(doc)) == doc  # the JSON file holds all of it
+    assert doc["command"] == "figure size" and "cores" in str(doc["machine"])
+    assert doc["faithful"] is False and doc["exact"] is True and doc["knee"] is None
+    last = json_object(json_list(doc["points"])[3])
+    assert set(json_object(last["runs"])) == {"innetwork", "ring-roce"}
+    assert json_float(last["ratio"]) == pytest.approx(1.1 * json_float(last["ideal_ratio"]))
+
+
+def test_table_plot_and_verdicts(faked: dict[str, Any], tmp_path: Path) -> None:
+    opts = figures.Options(tdf=10.0, simulate=faked["simulate"])
+    fig = figures.run_figure(figures.PRESETS["size-small"], opts)
+    text = figures.table(fig)
+    assert text.count("\n") == 2 + 4 - 1  # header, rule, 2 points x 2 algorithms
+    assert "| innetwork |" in text and "| ring-roce |" in text and "| NO, yes |" in text
+    lines = figures.summary_lines(fig)
+    assert any(line.startswith("tensor per worker (MiB) = 0.25: ring-roce / innetwork")
+               for line in lines)
+    assert "do not publish" in lines[-1]
+    plot = figures.plot_figure(fig, tmp_path / "fig.png")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_credit_knee_is_the_fewest_credits_near_the_best_time() -> None:
+    """Times halve with credits up to 8 and stay flat after: the knee is 8, beside the
+    bandwidth-delay product in messages of the point's network."""
+    fig = figures.PRESETS["credits"]
+    pts = []
+    for credits, seconds in ((1, 8.0), (2, 4.0), (4, 2.0), (8, 1.05), (16, 1.0), (32, 1.0)):
+        run = figures.Outcome("innetwork", seconds, seconds, True, True, (), True, "link-bound",
+                              0.9, 0, (), 1.0, 1.0)
+        pts.append(figures.PointOutcome(credits, {}, 1, 4, credits, 16, 100e9, 2e-6, 20e-6,
+                                        1, 1.0, "", {"innetwork": run}))
+    knee = figures.Figure(fig, tuple(pts), 252).knee
+    assert knee is not None and knee.credits == 8 and knee.best_seconds == 1.0
+    assert knee.bdp_messages == pytest.approx(20e-6 * 100e9 / (16 * 8 * (1008 + 90)))
+    assert figures.Figure(figures.PRESETS["size"], tuple(pts), 252).knee is None
+
+
+def test_cli_lists_presets_and_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["figure", "--list"]) == 0
+    assert "credits" in capsys.readouterr().out
+    assert main(["figure", "fig9"]) == 2
+    assert "preset 'fig9': choose from" in capsys.readouterr().err
+    assert main(["figure", "size", "--tdf", "0.5"]) == 2
+    assert "--tdf: '0.5'" in capsys.readouterr().err
+    assert main(["figure"]) == 2
+    assert "name a preset" in capsys.readouterr().err
