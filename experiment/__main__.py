@@ -20,10 +20,12 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 from experiment.emulation import run_emulation
 from experiment.matrix import MatrixError, MatrixSpec, run_matrix, spec_from_args
@@ -80,6 +82,10 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     return 1 if any(r.flagged for r in results) else 0
 
 
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_figure(args: argparse.Namespace) -> int:
     """Runs a preset figure (root), writes its JSON, plot and table; 1 when a point was not
     exact or not faithful."""
@@ -107,7 +113,13 @@ def cmd_figure(args: argparse.Namespace) -> int:
                            simulate=None if args.no_sim else figures.ns3,
                            announce=lambda text: print(text, flush=True))
     command = "python -m experiment figure " + " ".join(args.argv)
-    result = figures.run_figure(fig, opts, command=command)
+    # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C: every network is taken down
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = figures.run_figure(fig, opts, command=command)
+    except KeyboardInterrupt:
+        print("interrupted: network stopped", file=sys.stderr)
+        return 130
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{fig.name}-{stamp}.json"
     path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")

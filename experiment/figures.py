@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeAlias
 
@@ -428,7 +428,11 @@ def plan(fig: Preset, program: Path, elems: int, opts: Options
 
 def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
     """Runs every point of ``fig`` (consecutive points with the same network and TDF share
-    one network) and returns the figure."""
+    one network) and returns the figure. The switches' engine is ``make run``'s where
+    ``opts`` names none, for the calibration and the networks alike."""
+    from experiment.run import run_engine
+
+    opts = replace(opts, engine=run_engine(opts.engine))
     elems = nr.PROGRAM_ELEMS
     program = program_for(elems, (opts.rundir or Path("build")) / "figure-program")
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")

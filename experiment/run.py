@@ -604,8 +604,15 @@ def switch_engine(args: argparse.Namespace, target: str) -> str | None:
     """The packet engine the built-in switches run: ``--engine``, else
     ``$SOFTSWITCH_ENGINE``, else :data:`RUN_ENGINE`; None for another target (it has its
     own), unless ``--engine`` asked for one (then the start refuses it, naming the target)."""
-    if args.engine is not None:
-        return str(args.engine)
+    return run_engine(args.engine, target)
+
+
+def run_engine(requested: str | None, target: str = "softswitch") -> str | None:
+    """:func:`switch_engine` of an engine option's value (None: not given), for the other
+    commands that start networks as ``make run`` does (``python -m experiment figure``): the
+    calibration and the switches must measure and run the same engine."""
+    if requested is not None:
+        return str(requested)
     if target != "softswitch":
         return None
     return os.environ.get(ENGINE_ENV) or RUN_ENGINE

@@ -5,8 +5,10 @@ was measured (tests/test_figures.py covers the rest with faked networks)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 import stackdump
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
+from topo.rundir import read_cmdline, read_pids
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -28,6 +31,13 @@ def _no_leftover_interfaces() -> Iterator[None]:
     remove_interfaces(switch_interfaces(SWITCHES))
 
 
+def _argv(tmp_path: Path) -> list[str]:
+    return [sys.executable, "-m", "experiment", "figure", "size-small", "--tdf", "2",
+            "--name-prefix", PREFIX, "--grpc-port", str(free_port_base(1, 25000)),
+            "--rundir", str(tmp_path / "run"), "--out", str(tmp_path / "out"),
+            "--plot", str(tmp_path / "fig.png")]
+
+
 def test_small_preset_runs_beside_ns3(tmp_path: Path, repo_root: Path) -> None:
     """Two tensor sizes, in-network and the RoCE ring, at 10 Mbit/s with 100 us links on two
     workers: every all-reduce exact, its fidelity judged, ns-3's time beside it and within
@@ -36,11 +46,7 @@ def test_small_preset_runs_beside_ns3(tmp_path: Path, repo_root: Path) -> None:
     above ns-3 here until its barrier stopped leaving a lost first message to the timed
     all-reduce: tests/test_workloads_rocecomm.py.)"""
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "experiment", "figure", "size-small", "--tdf", "2",
-            "--name-prefix", PREFIX, "--grpc-port", str(free_port_base(1, 25000)),
-            "--rundir", str(tmp_path / "run"), "--out", str(out),
-            "--plot", str(tmp_path / "fig.png")]
-    proc = stackdump.run(argv, 300, cwd=repo_root, stdin=subprocess.DEVNULL,
+    proc = stackdump.run(_argv(tmp_path), 300, cwd=repo_root, stdin=subprocess.DEVNULL,
                          capture_output=True, text=True)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     doc = json.loads(next(out.glob("size-small-*.json")).read_text())
@@ -62,3 +68,33 @@ def test_small_preset_runs_beside_ns3(tmp_path: Path, repo_root: Path) -> None:
     assert "| 0.25 | ring-roce |" in proc.stdout and "frame-size ideal" in proc.stdout
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
     assert not switch_interfaces(SWITCHES)  # the network is down
+
+
+def test_sigterm_mid_figure_takes_the_network_down(tmp_path: Path, repo_root: Path) -> None:
+    """SIGTERM while a point runs (a CI timeout, kill) stops the figure with status 130 and
+    leaves no switch process or interface behind (it left the switch running before)."""
+    proc = subprocess.Popen(_argv(tmp_path), cwd=repo_root, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        seen = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith("point 1/2"):  # the network is up and programmed
+                break
+        assert any(s.startswith("point 1/2") for s in seen), "".join(seen)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 130, "".join(seen) + err
+        assert "interrupted: network stopped" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _owner, records = read_pids(tmp_path / "run" / "net0" / "pids.json")
+    assert records and not [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)]
+    assert not switch_interfaces(SWITCHES)
