@@ -23,6 +23,8 @@ from experiment.session import TARGET_TIMERS, ExperimentOptions
 from topo.topofile import LinkShapeSpec, TopologySpec
 from vtime import parse_tdf
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
+from workloads.rocecomm import DEFAULT_MAX_RTO as ROCE_MAX_RTO
+from workloads.rocecomm import DEFAULT_RTO as ROCE_RTO
 
 #: ``tdf=auto``: calibrate.
 AUTO = "auto"
@@ -178,14 +180,16 @@ def collective_timeout(spec: TopologySpec, elements: int, tdf: float,
     return max(real_timeout_s / tdf, needed)
 
 
-def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0) -> tuple[float, float]:
+def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
+                 real: tuple[float, float] | None = None) -> tuple[float, float]:
     """The in-network agents' retransmission timer bounds (lowest, highest), emulated
     seconds. The target's real-time bounds (``TARGET_TIMERS``, else the agents' defaults:
-    what a switch process on this machine needs at TDF 1) shrink by the TDF, since the
-    machine's delays do; but never below what the emulated network itself needs: twice its
-    propagation round trip, four at the top. (The top stays low on purpose: under loss the
-    estimate climbs to it and every stall costs the job that much, docs/protocol.md 7.)"""
-    low_real, high_real = TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
+    what a switch process on this machine needs at TDF 1; ``real``: another transport's)
+    shrink by the TDF, since the machine's delays do; but never below what the emulated
+    network itself needs: twice its propagation round trip, four at the top. (The top stays
+    low on purpose: under loss the estimate climbs to it and every stall costs the job that
+    much, docs/protocol.md 7.)"""
+    low_real, high_real = real or TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
     low = max(low_real / tdf, 2 * rtt_s)
     high = max(high_real / tdf, 4 * rtt_s, 2 * low)
     return low, high
@@ -193,16 +197,20 @@ def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0) -> tuple[float, fl
 
 def dilated_options(opts: ExperimentOptions, spec: TopologySpec, dilation: Dilation,
                     target: str) -> ExperimentOptions:
-    """``opts`` for a run at ``dilation``'s TDF on ``spec``'s network: the in-network timer
-    bounds and the collective's deadline of the emulated network (:func:`timer_bounds`,
-    :func:`collective_timeout`) and the calibrated fixed cost of a collective over the job's
-    switch hops (the guard's latency check; 0 without a calibration)."""
-    low, high = timer_bounds(target, dilation.tdf, longest_rtt(spec))
+    """``opts`` for a run at ``dilation``'s TDF on ``spec``'s network: the in-network agents'
+    and the RoCE ring's timer bounds (:func:`timer_bounds`; the ring's own, 50 ms lowest,
+    are emulated seconds: at TDF 10,000 one lost packet waited 500 s of real time), the
+    collective's deadline of the emulated network (:func:`collective_timeout`) and the
+    calibrated fixed cost of a collective over the job's switch hops (the guard's latency
+    check; 0 without a calibration)."""
+    rtt = longest_rtt(spec)
+    low, high = timer_bounds(target, dilation.tdf, rtt)
+    roce_low, roce_high = timer_bounds(target, dilation.tdf, rtt, (ROCE_RTO, ROCE_MAX_RTO))
     timeout = collective_timeout(spec, opts.elements, dilation.tdf, opts.timeout_s)
     overhead = (calibrate.fixed_cost(dilation.costs, switch_hops(spec))
                 if dilation.costs is not None else 0.0)
-    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, timeout_s=timeout,
-                   overhead_s=overhead)
+    return replace(opts, tdf=dilation.tdf, rto=low, max_rto=high, roce_rto=roce_low,
+                   roce_max_rto=roce_high, timeout_s=timeout, overhead_s=overhead)
 
 
 def resolve(option: str | float, target: str, program: Path | None, spec: TopologySpec,

@@ -113,6 +113,10 @@ class ExperimentOptions:
     # (TARGET_TIMERS, chosen by run_allreduce for every caller), else the agent's defaults
     rto: float | None = None
     max_rto: float | None = None
+    # the RoCE ring's timer bounds (s); None: its own (workloads.rocecomm), which are what the
+    # machine needs at TDF 1: a dilated run sets them in emulated seconds (experiment.dilation)
+    roce_rto: float | None = None
+    roce_max_rto: float | None = None
     # time-dilation factor: the hosts' clocks run this many times slower than real time
     # (every duration above is emulated seconds; the network's links were dilated with it)
     tdf: float = 1.0
@@ -369,10 +373,10 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
     host's RoCE ring ranks (``rank`` may list several: ``"0,1"``) or one host's in-network
     agent (``host``, ``plan_path``); ``--check`` makes each worker compare its result with
     the exact sum of every rank's deterministic input. The RoCE ring keeps its own timer
-    bounds (``workloads.rocecomm``): the agents' are set for connections whose results
-    restart their timers (``Requester.note_arrived``), and below a full window's queueing
-    delay on a slow link they fired spuriously (2 of 3 timeouts per rank in a 3 Mbit/s
-    spine-leaf run)."""
+    bounds (``workloads.rocecomm``; under dilation ``opts.roce_rto``, ``roce_max_rto``): the
+    agents' are set for connections whose results restart their timers
+    (``Requester.note_arrived``), and below a full window's queueing delay on a slow link
+    they fired spuriously (2 of 3 timeouts per rank in a 3 Mbit/s spine-leaf run)."""
     argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
@@ -385,6 +389,10 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
         if algo == BASELINES[registry.ROCE]:
             # the agents' window (credits x packets per message): like for like
             argv += ["--window", str(opts.credits * (opts.msg_pkts or opts.slots // opts.credits))]
+            if opts.roce_rto is not None:
+                argv += ["--rto", str(opts.roce_rto)]
+            if opts.roce_max_rto is not None:
+                argv += ["--max-rto", str(opts.roce_max_rto)]
         return argv
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")

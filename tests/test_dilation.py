@@ -177,3 +177,26 @@ def test_a_change_to_the_agents_is_a_new_calibration(tmp_path: Path,
     key = calibrate.cache_key("softswitch", program, 252, 4)
     monkeypatch.setattr(calibrate, "agent_build", lambda: "agents 0123")
     assert calibrate.cache_key("softswitch", program, 252, 4) != key
+
+
+def test_a_dilated_run_gives_the_roce_ring_timer_bounds_of_the_emulated_network() -> None:
+    """The RoCE ring's own bounds (50 ms lowest, 1 s highest) are what the machine needs at
+    TDF 1; at TDF 10,000 on 100 GbE with 2 us links they were emulated seconds, so one lost
+    packet waited 500 s of real time (a figure's first all-reduce hung in its barrier). A
+    dilated run passes them shrunk by the TDF, never below the emulated round trip, and the
+    RoCE ring's processes get them; TCP rings and undilated runs keep theirs."""
+    from experiment.session import ExperimentOptions, allreduce_argv
+    from workloads.rocecomm import DEFAULT_MAX_RTO, DEFAULT_RTO
+
+    spec = load_spec(resolve("rack"), {"hosts": 4, "bw": "100G", "delay": "2us"})
+    opts = dilation.dilated_options(ExperimentOptions(), spec,
+                                    dilation.Dilation(10_000.0, "forced", False), "softswitch")
+    rtt = 8e-6  # host - switch - host, there and back
+    assert opts.roce_rto == pytest.approx(max(DEFAULT_RTO / 10_000, 2 * rtt))
+    assert opts.roce_max_rto == pytest.approx(DEFAULT_MAX_RTO / 10_000)
+    argv = allreduce_argv("ring-roce", opts, rank="0", peers="10.0.1.1:4791")
+    assert argv[argv.index("--rto") + 1] == str(opts.roce_rto)
+    assert argv[argv.index("--max-rto") + 1] == str(opts.roce_max_rto)
+    assert "--rto" not in allreduce_argv("ring", opts, rank=0, peers="10.0.1.1:5400")
+    undilated = allreduce_argv("ring-roce", ExperimentOptions(), rank="0", peers="10.0.1.1:4791")
+    assert "--rto" not in undilated
