@@ -184,6 +184,36 @@ def test_table_plot_and_verdicts(faked: dict[str, Any], tmp_path: Path) -> None:
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_point_that_lost_packets_runs_again_at_a_higher_tdf(
+        faked: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The network has no loss configured: packets the transports resent were lost in the
+    machine, so the point runs again at twice the TDF (on a network of its own), at most
+    twice; the figure keeps the last run and records the earlier ones."""
+    def experiment(lab: FakeLab, opts: Any) -> ExperimentResult:
+        # 65536 float32 loses packets below TDF 40; everything else never does
+        lost = 5 if opts.elements == 65536 and opts.tdf < 40 else 0
+        runs = tuple(AllreduceRun(algo, opts.elements,
+                                  (RankOutcome(0, "h1", seconds=1e-3, exact=True,
+                                               retransmissions=lost),),
+                                  machine_cores=2, tdf=opts.tdf) for algo in opts.algorithms)
+        return ExperimentResult({}, runs)
+
+    monkeypatch.setattr(figures, "run_allreduce_experiment", experiment)
+    fig = figures.run_figure(figures.PRESETS["size-small"],
+                             figures.Options(tdf=10.0, simulate=None))
+    assert faked["networks"] == [(2, 10.0), (2, 20.0), (2, 40.0)]
+    small, large = fig.points
+    assert (small.tdf, small.retried, small.resent) == (10.0, (), 0)
+    assert (large.tdf, large.retried, large.resent) == (40.0, ((10.0, 10), (20.0, 10)), 0)
+    assert "x2 after 10 packets resent" in large.dilation
+    assert "| 40 | 0 |" in figures.table(fig)
+    # it gives up after MAX_RETRIES: the last run is kept, its losses in the table
+    monkeypatch.setattr(figures, "MAX_RETRIES", 1)
+    fig = figures.run_figure(figures.PRESETS["size-small"],
+                             figures.Options(tdf=10.0, simulate=None))
+    assert (fig.points[1].tdf, fig.points[1].resent) == (20.0, 10)
+
+
 def test_credit_knee_is_the_fewest_credits_near_the_best_time() -> None:
     """Times halve with credits up to 8 and stay flat after: the knee is 8, beside the
     bandwidth-delay product in messages of the point's network."""
