@@ -128,7 +128,7 @@ def cmd_figure(args: argparse.Namespace) -> int:
     for line in figures.summary_lines(result):
         print(line)
     print(f"results: {path}\nplot: {plot}")
-    return 0 if result.faithful and result.exact else 1
+    return 0 if result.faithful and result.exact and result.converged else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

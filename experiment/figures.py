@@ -12,8 +12,11 @@ plot with the emulation's points, ns-3's curves and the frame-size ideals, and a
 * :func:`run_figure` - runs a preset, returns a :class:`Figure` (``to_dict()``: the JSON).
 * :func:`plot_figure`, :func:`table`, :func:`summary_lines` - its plot, table and verdicts.
 
-A point that was not faithful (the guard) or not exact is drawn hollow and counted in
-``faithful`` / ``exact``: the command exits 1 and its comparison must not be published.
+Adaptive dilation: the calibrated TDF is a first guess. Every point runs again at twice its
+TDF and is kept when its times agree within 5 % (an emulation that kept up is invariant under
+dilation) and no packet was lost in a network configured without loss; else it goes on up
+(:data:`MAX_RETRIES`). A point that was not faithful (the guard), not exact or never settled
+is drawn hollow: the command exits 1 and its comparison must not be published.
 """
 
 from __future__ import annotations
@@ -47,11 +50,15 @@ log = logging.getLogger(__name__)
 SIM_TOLERANCE = 0.10
 #: A credit count is past the knee when its time is within this share of the best one.
 KNEE_SHARE = 0.10
-#: A point whose transports resent packets in a network configured without loss lost them
-#: in the machine (its real rate was too high for some path the guard does not see): it runs
-#: again at this many times the TDF, at most MAX_RETRIES times (adaptive dilation).
+#: Adaptive dilation. An emulation that kept up gives the same emulated times at any higher
+#: TDF; one that did not (a path of the machine the guard does not see set the pace) gives
+#: other times, or loses packets in a network configured without loss. So every point runs
+#: again at RETRY_FACTOR times its TDF: it is kept when every algorithm's time agrees with
+#: the run before within CONVERGED, without loss; else it goes on up, at most MAX_RETRIES
+#: times, and a point that never converged is not fit to publish.
 RETRY_FACTOR = 2.0
-MAX_RETRIES = 2
+MAX_RETRIES = 3
+CONVERGED = 0.05
 #: The baseline every figure draws in-network against: the papers' is NCCL's ring on RoCE.
 BASELINE = "ring-roce"
 INNETWORK = "innetwork"
@@ -260,6 +267,7 @@ class PointOutcome:
     # the earlier runs of this point, at lower TDFs, whose transports lost packets in a
     # network configured without loss: (TDF, packets resent)
     retried: tuple[tuple[float, int], ...] = ()
+    converged: bool = False  # its times agreed with the run at the TDF before (no loss)
 
     @property
     def resent(self) -> int:
@@ -319,6 +327,11 @@ class Figure:
         return all(run.faithful for _, run in self.outcomes())
 
     @property
+    def converged(self) -> bool:
+        """Every point's times held when the TDF was raised (:data:`CONVERGED`)."""
+        return all(point.converged for point in self.points)
+
+    @property
     def sim_outside_tolerance(self) -> list[str]:
         """The points where ns-3 and the emulation differ by more than the tolerance."""
         return [f"{run.algorithm} at {point.x:g}: ns-3 {err:+.0%}"
@@ -345,6 +358,7 @@ class Figure:
                 "topology": fig.topo, "algorithms": list(fig.algorithms), "elems": self.elems,
                 "engine": self.engine, "started": self.started, "command": self.command,
                 "machine": self.machine, "exact": self.exact, "faithful": self.faithful,
+                "converged": self.converged,
                 "sim_tolerance": SIM_TOLERANCE,
                 "sim_outside_tolerance": list(self.sim_outside_tolerance),
                 "knee": _plain(knee) if knee else None,
@@ -471,13 +485,15 @@ def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
                                      attempt.dilation, elems)
                 outcome = point_outcome(point, attempt.spec, attempt.dilation, result, elems,
                                         opts.simulate, attempt.retried)
+                outcome = replace(outcome, converged=(outcome.resent == 0
+                                                      and attempt.converged(outcome)))
                 again = attempt.again(outcome, point)
                 if again is None:
                     done[attempt.index] = outcome
                 else:
-                    opts.announce(f"point {attempt.index + 1}: {outcome.resent} packets resent "
-                                  f"in a network without loss: again at TDF "
-                                  f"{again.dilation.tdf:g}")
+                    opts.announce(f"point {attempt.index + 1}: again at TDF "
+                                  f"{again.dilation.tdf:g} "
+                                  f"({again.dilation.why.rsplit('; ', 1)[-1]})")
                     pending.append(again)
         networks += 1
     return Figure(fig, tuple(done[i] for i in sorted(done)), elems, opts.engine, started,
@@ -486,24 +502,39 @@ def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One run of a point: its network, its TDF and the earlier runs it replaces."""
+    """One run of a point: its network, its TDF, the earlier runs (TDF, packets resent) and
+    the times of the last loss-free one (the reference this run must agree with)."""
 
     index: int
     spec: TopologySpec
     dilation: Dilation
     retried: tuple[tuple[float, int], ...] = ()
+    reference: Mapping[str, float] | None = None
+
+    def converged(self, outcome: PointOutcome) -> bool:
+        """Every algorithm's time within :data:`CONVERGED` of the reference run's."""
+        ref = self.reference
+        return ref is not None and all(
+            algo in ref and abs(run.seconds - ref[algo]) <= CONVERGED * run.seconds
+            for algo, run in outcome.runs.items())
 
     def again(self, outcome: PointOutcome, point: Point) -> Attempt | None:
-        """The next attempt when this one's transports resent packets in a network
-        configured without loss (None: keep this one)."""
-        lossless = not any(point.params.get(k) for k in ("loss",))
-        if not lossless or not outcome.resent or len(self.retried) >= MAX_RETRIES:
+        """The next attempt at a higher TDF, or None to keep this one (converged, or no
+        retries left)."""
+        lossy = outcome.resent > 0 and not point.params.get("loss")
+        if (not lossy and self.converged(outcome)) or len(self.retried) >= MAX_RETRIES:
             return None
         tdf = calibrate.nice_tdf(self.dilation.tdf * RETRY_FACTOR)
-        why = (f"{self.dilation.why}; x{RETRY_FACTOR:g} after {outcome.resent} packets "
-               "resent at the lower TDF")
-        return Attempt(self.index, self.spec, replace(self.dilation, tdf=tdf, why=why),
-                       (*self.retried, (self.dilation.tdf, outcome.resent)))
+        if lossy:
+            why = f"{outcome.resent} packets resent at TDF {self.dilation.tdf:g}"
+        elif self.reference is None:
+            why = f"the check of TDF {self.dilation.tdf:g}"
+        else:
+            why = f"times at TDF {self.dilation.tdf:g} moved more than {CONVERGED:.0%}"
+        times = None if lossy else {a: r.seconds for a, r in outcome.runs.items()}
+        return Attempt(self.index, self.spec,
+                       replace(self.dilation, tdf=tdf, why=f"{self.dilation.why}; {why}"),
+                       (*self.retried, (self.dilation.tdf, outcome.resent)), times)
 
 
 def point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,
@@ -536,8 +567,8 @@ def table(fig: Figure) -> str:
     """A Markdown table: per point and algorithm, emulated and ns-3 time, the frame-size
     ideal, the TDF and the fidelity verdict."""
     lines = [f"| {fig.preset.axis} | algorithm | emulated | ns-3 | ns-3 vs emulated | "
-             "frame-size ideal | TDF | resent | faithful, exact |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "frame-size ideal | TDF | resent | converged | faithful, exact |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for point, run in fig.outcomes():
         sim = run.ns3_seconds
         err = run.sim_error
@@ -545,7 +576,8 @@ def table(fig: Figure) -> str:
             f"| {point.x:g} | {run.algorithm} | {_time(run.seconds)} | "
             f"{_time(sim) if sim is not None else 'n/a'} | "
             f"{f'{err:+.1%}' if err is not None else 'n/a'} | {_time(run.frames_ideal_s)} | "
-            f"{point.tdf:g} | {run.retransmissions} | {'yes' if run.faithful else 'NO'}, "
+            f"{point.tdf:g} | {run.retransmissions} | {'yes' if point.converged else 'NO'} | "
+            f"{'yes' if run.faithful else 'NO'}, "
             f"{'yes' if run.exact else 'NO'} |")
     return "\n".join(lines)
 
@@ -567,9 +599,12 @@ def plot_figure(fig: Figure, path: Path) -> Path:
         alg = registry.get(algo)
         pts = [(p.x, p.runs[algo]) for p in fig.points if algo in p.runs]
         xs = [x for x, _ in pts]
-        for x, run in pts:
-            ax.plot([x], [run.seconds * 1e3], "o", color=alg.color,
-                    markerfacecolor=alg.color if run.good else "none")
+        for point in fig.points:
+            if algo in point.runs:
+                run = point.runs[algo]
+                ax.plot([point.x], [run.seconds * 1e3], "o", color=alg.color,
+                        markerfacecolor=(alg.color if run.good and point.converged
+                                         else "none"))
         ax.plot(xs, [run.seconds * 1e3 for _, run in pts], "-", color=alg.color, lw=1,
                 label=f"{alg.label}, emulated")
         sims = [(x, run.ns3_seconds) for x, run in pts if run.ns3_seconds is not None]
@@ -583,7 +618,8 @@ def plot_figure(fig: Figure, path: Path) -> Path:
         ax.set_yscale("log")
     ax.set_xlabel(fig.preset.axis)
     ax.set_ylabel("all-reduce time (ms, emulated)")
-    verdict = "" if fig.exact and fig.faithful else " (NOT faithful or exact: hollow)"
+    verdict = ("" if fig.exact and fig.faithful and fig.converged
+               else " (hollow: NOT faithful, exact or converged)")
     ax.set_title(fig.preset.title + verdict, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
@@ -610,7 +646,10 @@ def summary_lines(fig: Figure) -> list[str]:
                      f"{knee.bdp_messages:.1f} messages")
     lines += [f"ns-3 and the emulation differ by more than {SIM_TOLERANCE:.0%}: {line}"
               for line in fig.sim_outside_tolerance]
-    if not (fig.exact and fig.faithful):
-        lines.append("NOT faithful or not exact (hollow points): do not publish this "
+    lines += [f"{fig.preset.axis} = {p.x:g}: times did not settle as the TDF rose (last "
+              f"TDF {p.tdf:g}, earlier {', '.join(f'{t:g}' for t, _ in p.retried)})"
+              for p in fig.points if not p.converged]
+    if not (fig.exact and fig.faithful and fig.converged):
+        lines.append("NOT faithful, exact or converged (hollow points): do not publish this "
                      "comparison")
     return lines
