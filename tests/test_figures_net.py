@@ -8,13 +8,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import stackdump
+from tests.output_wait import read_until
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
@@ -77,16 +77,9 @@ def test_sigterm_mid_figure_takes_the_network_down(tmp_path: Path, repo_root: Pa
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        seen = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith("point 1/2"):  # the network is up and programmed
-                break
-        assert any(s.startswith("point 1/2") for s in seen), "".join(seen)
+        # "point 1/2": the network is up and programmed
+        seen = read_until(proc.stdout, lambda line: line.startswith("point 1/2"), 120)
+        assert seen and seen[-1].startswith("point 1/2"), "".join(seen)
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=60)[1]
         assert proc.returncode == 130, "".join(seen) + err

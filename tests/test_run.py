@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 import experiment.run
 import stackdump
+from tests.output_wait import read_until
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
 from topo.rundir import read_cmdline, read_pids
@@ -126,15 +126,9 @@ def test_ctrl_c_during_experiment_exits_130_and_cleans_up(tmp_path: Path, repo_r
                             preexec_fn=_default_sigint)
     try:
         assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        seen = []
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "starting 1 softswitch switches" in line:  # the stage has finished
-                break
+        # the stage has finished
+        seen = read_until(proc.stderr, lambda line: "starting 1 softswitch switches" in line,
+                          120)
         assert any("starting 1 softswitch switches" in s for s in seen), "".join(seen)
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[1]
