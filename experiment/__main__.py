@@ -11,7 +11,7 @@ runs one of the papers' figures at the papers' rates under time dilation, beside
 (:mod:`experiment.figures`; ``make experiments preset=NAME``). All need root (Mininet).
 They live here, above ``workloads`` and ``sim``, so that neither of those imports this
 package (the layering of docs/architecture.md). Exit status: 0 success, 1 a failed cell, a
-flagged row or a point not faithful, 2 bad usage or a run that could not start.
+flagged row or a point not fit to publish, 2 bad usage or a run that could not start.
 """
 
 from __future__ import annotations
@@ -82,13 +82,24 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     return 1 if any(r.flagged for r in results) else 0
 
 
+def _retries(text: str) -> int:
+    """``--retries``: an integer >= 0 (the option and the value named otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--retries {text!r}: expected an integer >= 0")
+    return value
+
+
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
 def cmd_figure(args: argparse.Namespace) -> int:
     """Runs a preset figure (root), writes its JSON, plot and table; 1 when a point was not
-    exact or not faithful."""
+    exact, not faithful or never settled (experiment.figures)."""
     from experiment import figures
     from experiment.dilation import parse_tdf_option
 
@@ -110,6 +121,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
     opts = figures.Options(tdf=tdf, engine=args.engine, rundir=args.rundir,
                            refresh=args.recalibrate, name_prefix=args.name_prefix,
                            grpc_base_port=args.grpc_port,
+                           retries=(figures.MAX_RETRIES if args.retries is None
+                                    else args.retries),
                            simulate=None if args.no_sim else figures.ns3,
                            announce=lambda text: print(text, flush=True))
     command = "python -m experiment figure " + " ".join(args.argv)
@@ -182,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--tdf", default="auto", metavar="auto|N",
                     help="time dilation: auto (calibrated per point, the default) or a factor")
     fg.add_argument("--recalibrate", action="store_true", help="measure the costs again")
+    fg.add_argument("--retries", type=_retries, default=None, metavar="N",
+                    help="how many times a point may run again at twice its TDF to settle "
+                    "(default 4; 0: no check, no point settles)")
     fg.add_argument("--engine", choices=("c", "python"), default=None,
                     help="the built-in switches' packet engine (default: theirs)")
     fg.add_argument("--no-sim", action="store_true", help="skip the ns-3 simulation")

@@ -399,6 +399,7 @@ class Options:
     simulate: Simulate | None = ns3
     announce: Callable[[str], None] = field(default=lambda _text: None)
     refresh: bool = False  # recalibrate
+    retries: int = MAX_RETRIES  # how many times a point may go up to settle
 
 
 def outcome(run: AllreduceRun, ideals: tuple[float, float], sim_s: float | None) -> Outcome:
@@ -458,16 +459,18 @@ def plan(fig: Preset, program: Path, elems: int, opts: Options
 
 
 def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
-    """Runs every point of ``fig`` (consecutive points with the same network and TDF share
-    one network) and returns the figure. The switches' engine is ``make run``'s where
-    ``opts`` names none, for the calibration and the networks alike."""
+    """Runs every point of ``fig`` (points waiting with the same network and TDF share one
+    network), each again at a higher TDF until its times settle (:class:`Attempt`), and
+    returns the figure. The switches' engine is ``make run``'s where ``opts`` names none,
+    for the calibration and the networks alike."""
     from experiment.run import run_engine
 
     opts = replace(opts, engine=run_engine(opts.engine))
     elems = nr.PROGRAM_ELEMS
     program = program_for(elems, (opts.rundir or Path("build")) / "figure-program")
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    pending = [Attempt(index, spec, dilation) for index, spec, dilation
+    pending = [Attempt(index, spec, dilation, retries=opts.retries)
+               for index, spec, dilation
                in plan(fig, program, elems, opts)]
     done: dict[int, PointOutcome] = {}
     networks = 0
@@ -511,6 +514,7 @@ class Attempt:
     dilation: Dilation
     retried: tuple[tuple[float, int], ...] = ()
     reference: Mapping[str, float] | None = None
+    retries: int = MAX_RETRIES  # how many times a point may go up
 
     def converged(self, outcome: PointOutcome) -> bool:
         """Every algorithm's time within :data:`CONVERGED` of the reference run's."""
@@ -522,7 +526,7 @@ class Attempt:
     def again(self, outcome: PointOutcome, point: Point) -> Attempt | None:
         """The next attempt at a higher TDF, or None to keep this one (converged, or no
         retries left)."""
-        if self.converged(outcome) or len(self.retried) >= MAX_RETRIES:
+        if self.converged(outcome) or len(self.retried) >= self.retries:
             return None
         tdf = calibrate.nice_tdf(self.dilation.tdf * RETRY_FACTOR)
         if self.reference is None:
@@ -532,7 +536,8 @@ class Attempt:
         times = {a: r.seconds for a, r in outcome.runs.items()}
         return Attempt(self.index, self.spec,
                        replace(self.dilation, tdf=tdf, why=f"{self.dilation.why}; {why}"),
-                       (*self.retried, (self.dilation.tdf, outcome.resent)), times)
+                       (*self.retried, (self.dilation.tdf, outcome.resent)), times,
+                       self.retries)
 
 
 def point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,

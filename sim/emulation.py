@@ -63,7 +63,6 @@ TCP_SEGMENTS_PER_ACK = 2
 SWITCH_DELAY_S = 90e-6
 
 
-
 def _sim_name(alg: algorithms.Algorithm) -> str | None:
     """The simulator's schedule for an emulated algorithm: its own, else its family's on
     another transport (``ring-roce`` is the ring's schedule with RoCE packets,

@@ -217,9 +217,8 @@ def test_a_point_runs_again_at_a_higher_tdf_until_its_times_hold(
                                                                          10, True)
     assert fig.converged and "| 20 | 5 | yes |" in figures.table(fig)
     # without retries left the last run is kept and reported as not converged
-    monkeypatch.setattr(figures, "MAX_RETRIES", 1)
     fig = figures.run_figure(figures.PRESETS["size-small"],
-                             figures.Options(tdf=10.0, simulate=None))
+                             figures.Options(tdf=10.0, simulate=None, retries=1))
     assert (fig.points[0].tdf, fig.points[0].converged) == (20.0, False)
     assert not fig.converged and "do not publish" in figures.summary_lines(fig)[-1]
     assert any("did not settle" in line for line in figures.summary_lines(fig))
@@ -250,3 +249,7 @@ def test_cli_lists_presets_and_refuses_bad_input(capsys: pytest.CaptureFixture[s
     assert "--tdf: '0.5'" in capsys.readouterr().err
     assert main(["figure"]) == 2
     assert "name a preset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["figure", "size", "--retries", "-1"])
+    assert exit_info.value.code == 2
+    assert "--retries '-1': expected an integer >= 0" in capsys.readouterr().err
