@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
 
@@ -22,3 +23,15 @@ def read_until(stream: IO[str], ready: Callable[[str], bool], timeout_s: float) 
         if ready(line):
             break
     return seen
+
+
+def wait_for_text(path: Path, text: str, timeout_s: float) -> str:
+    """``path``'s content once it holds ``text`` (a child's log: a server can accept
+    connections before it has logged that it is ready), or what it holds at ``timeout_s``
+    (the caller asserts; the content says what happened instead)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        content = path.read_text() if path.exists() else ""
+        if text in content or time.monotonic() > deadline:
+            return content
+        time.sleep(0.02)

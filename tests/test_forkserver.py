@@ -19,6 +19,7 @@ from p4.v1 import p4runtime_pb2
 from softswitch.device_config import load_device_config, make_device_config
 from softswitch.p4info import build_p4info
 from tests.forkserver_helpers import Forks
+from tests.output_wait import wait_for_text
 from tests.p4runtime_fakes import Client
 from topo.forkserver import STATUS_UNKNOWN, ForkServer, ForkServerError
 
@@ -81,7 +82,9 @@ def test_forked_switches_are_processes_of_their_own(forks: Forks) -> None:
         assert os.getsid(pid) == os.getpgid(pid) == pid != server
         with open(f"/proc/{pid}/stat") as fh:
             assert int(fh.read().rsplit(")", 1)[1].split()[1]) == server
-        assert "softswitch ready: device_id=" in sw.log.read_text()
+        # the gRPC port accepts before the ready line is logged: wait for it
+        assert "softswitch ready: device_id=" in wait_for_text(
+            sw.log, "softswitch ready: device_id=", 10.0)
         if os.geteuid() == 0:  # PR_SET_MM_MAP needs CAP_CHECKPOINT_RESTORE or root
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 assert fh.read().split(b"\0")[:-1] == [a.encode() for a in sw.argv]
