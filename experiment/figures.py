@@ -32,6 +32,7 @@ from typing import TypeAlias
 from algorithms import registry
 from experiment import calibrate
 from experiment.dilation import AUTO, Dilation, dilated_options, longest_rtt, switch_hops
+from experiment.dilation import fabric_of as dilation_fabric
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.matrix import free_grpc_base, program_for
@@ -444,11 +445,16 @@ def plan(fig: Preset, program: Path, elems: int, opts: Options
     """Each point's network and TDF (``opts.tdf``: auto calibrates once per fan-in and
     caches; each point gets the TDF its own tensor needs)."""
     out = []
+    measured: set[int] = set()  # fan-ins recalibrated in this run (--recalibrate)
     for index, point in enumerate(fig.points):
         spec = point_spec(fig, point)
         host_rate(spec)
+        fanins = dilation_fabric(spec).fanins
+        fanin = max(fanins.values()) if fanins else 0
+        refresh = opts.refresh and fanin not in measured
+        measured.add(fanin)
         dilation = resolve_dilation(opts.tdf, "softswitch", program, spec, elems,
-                                    elements=point.elements, refresh=opts.refresh,
+                                    elements=point.elements, refresh=refresh,
                                     # one directory per calibration: a second one in
                                     # the first's found its controller's job still there
                                     rundir=(opts.rundir / f"calibration{index}"

@@ -253,3 +253,22 @@ def test_cli_lists_presets_and_refuses_bad_input(capsys: pytest.CaptureFixture[s
         main(["figure", "size", "--retries", "-1"])
     assert exit_info.value.code == 2
     assert "--retries '-1': expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_recalibrate_measures_each_fan_in_once(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """--recalibrate: the first point of each fan-in measures again, the others reuse it
+    (every point of a sweep recalibrated the same setting)."""
+    calls: list[bool] = []
+
+    def resolve(*_args: Any, refresh: bool = False, **_kw: Any) -> Dilation:
+        calls.append(refresh)
+        return Dilation(10.0, "test", False)
+
+    monkeypatch.setattr(figures, "resolve_dilation", resolve)
+    opts = figures.Options(refresh=True)
+    figures.plan(figures.PRESETS["size"], tmp_path / "p.p4", 252, opts)
+    assert calls == [True, False, False, False]
+    calls.clear()
+    figures.plan(figures.PRESETS["scaling"], tmp_path / "p.p4", 252, opts)
+    assert calls == [True, True, True]
