@@ -155,7 +155,9 @@ def choose_tdf(costs: Costs, fabric: Fabric, elems: int,
     by the TDF, no faster than :func:`max_real_rate` allows with ``headroom``, and (2) the
     collective's fixed real-time cost (:func:`fixed_cost` on ``hops``, the switches on the
     job's longest path), divided by the TDF, is at most ``OVERHEAD_SHARE`` of ``transfer_s``
-    (the job's emulated transfer time at the emulated rate; 0: not checked)."""
+    (the least emulated time the job's collective can take: its transfer at the emulated
+    rate and a round trip, ``experiment.dilation.shortest_collective_seconds``; 0: not
+    checked)."""
     fixed = fixed_cost(costs, hops)
     real = max_real_rate(costs, fabric, elems, switch_budget * headroom,
                          machine_budget * headroom)

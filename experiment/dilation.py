@@ -158,6 +158,18 @@ def transfer_seconds(spec: TopologySpec, elements: int) -> float:
     return elements * 32 / min(shaped) if shaped else 0.0
 
 
+def shortest_collective_seconds(spec: TopologySpec, elements: int) -> float:
+    """A lower bound of an all-reduce's emulated time on ``spec``: its transfer on the
+    slowest worker link plus one round trip between the farthest workers, which every
+    collective waits for at least once (in-network: up to the root and back). A gradient of
+    a few thousand float32 at 100 Gbit/s is a round trip, not a transfer: bounding it by the
+    transfer alone (1.5 us of 17.5) asked a TDF ten times too high (1.5 million). 0 for
+    no elements (nothing to bound)."""
+    if elements <= 0:
+        return 0.0
+    return transfer_seconds(spec, elements) + longest_rtt(spec)
+
+
 def default_elements(spec: TopologySpec, minimum: int, round_trips: int = ROUND_TRIPS) -> int:
     """float32 per worker for a run that measures bandwidth: ``minimum``, or enough for the
     transfer to last ``round_trips`` of the network's longest round trip (a tensor inside a
@@ -245,7 +257,7 @@ def resolve(option: str | float, target: str, program: Path | None, spec: Topolo
                                         refresh=refresh, delay_nodes=wires, engine=engine,
                                         io=io)
     tdf, why = calibrate.choose_tdf(costs, fabric, elems,
-                                    transfer_s=transfer_seconds(spec, elements),
+                                    transfer_s=shortest_collective_seconds(spec, elements),
                                     hops=switch_hops(spec))
     return Dilation(tdf, why + (" (calibration cached)" if cached else ""), True, costs)
 

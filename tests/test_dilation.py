@@ -200,3 +200,25 @@ def test_a_dilated_run_gives_the_roce_ring_timer_bounds_of_the_emulated_network(
     assert "--rto" not in allreduce_argv("ring", opts, rank=0, peers="10.0.1.1:5400")
     undilated = allreduce_argv("ring-roce", ExperimentOptions(), rank="0", peers="10.0.1.1:4791")
     assert "--rto" not in undilated
+
+
+def test_a_small_collective_is_bounded_by_its_round_trip(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gradient of 4,811 float32 on 100 GbE with 2 us links lasts at least a round trip
+    (16 us), not its 1.5 us transfer: the calibrated TDF's latency bound uses both (it asked
+    1.5 million, ten times too high, for a training run in the papers' network)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    program = tmp_path / "p.p4"
+    program.write_text("// program\n")
+    spec = _spineleaf(bw="100G", delay="2us")
+    shortest = dilation.shortest_collective_seconds(spec, 4811)  # type: ignore[arg-type]
+    assert shortest == pytest.approx(4811 * 32 / 100e9 + 16e-6)
+    assert dilation.shortest_collective_seconds(spec, 0) == 0.0  # type: ignore[arg-type]
+    costs = calibrate.Costs(9e-6, 46e-6, "softswitch", 4, 252, overhead_s=3.6e-3)
+
+    got = dilation.resolve("auto", "softswitch", program, spec, 252,  # type: ignore[arg-type]
+                           elements=4811, measure=lambda: costs)
+    fixed = calibrate.fixed_cost(costs, 3)
+    # the latency bound sets it here (the switches' CPU alone would ask ~3,500)
+    assert got.tdf == calibrate.nice_tdf(fixed / (calibrate.OVERHEAD_SHARE * shortest))
+    assert 100_000 <= got.tdf < 200_000

@@ -220,9 +220,11 @@ def test_dilated_plans_give_every_process_the_factor(tmp_path: Path) -> None:
 
 def test_testbed_dilates_its_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """The spine-leaf testbed starts its network with the run's tdf (links at bw/tdf, the
-    switches' clocks dilated), the same tdf its training processes get."""
+    switches' clocks dilated), the same tdf its training processes get, and on make run's
+    packet engine (the C data path) unless told otherwise."""
     import train.testbed as testbed
 
+    monkeypatch.delenv("SOFTSWITCH_ENGINE", raising=False)
     seen: dict[str, object] = {}
 
     class FakeLab:
@@ -236,7 +238,104 @@ def test_testbed_dilates_its_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(testbed, "ExperimentNetwork", FakeLab)
     with pytest.raises(testbed.TestbedError, match="stop here"):
         testbed.TrainingTestbed(testbed.TestbedOptions(tdf=2.0)).start()
-    assert seen["start"] == testbed.StartOptions(tdf=2.0)
+    assert seen["start"] == testbed.StartOptions(tdf=2.0, engine="c")
+    with pytest.raises(testbed.TestbedError, match="stop here"):
+        testbed.TrainingTestbed(testbed.TestbedOptions(engine="python")).start()
+    assert seen["start"] == testbed.StartOptions(engine="python")
+
+
+def test_compare_starts_the_network_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`compare --topo` takes rates with units, a link delay, the engine and a TDF, and the
+    testbed builds that spine-leaf (100 GbE with 2 us links, as in the papers)."""
+    import train.testbed as testbed
+
+    seen: list[testbed.TestbedOptions] = []
+
+    def fake_start(self: testbed.TrainingTestbed) -> None:
+        seen.append(self.options)
+        raise testbed.TestbedError("stop here")
+
+    monkeypatch.setattr(testbed.TrainingTestbed, "start", fake_start)
+    code = main(["compare", "--topo", "spineleaf", "--bw", "100G", "--delay", "2us",
+                 "--tdf", "5000", "--engine", "python", "--collectives", "inswitch"])
+    assert code == 2
+    opts = seen[0]
+    assert (opts.bw_mbit, opts.delay_s, opts.tdf, opts.engine) == (100_000.0, 2e-6, 5000.0,
+                                                                   "python")
+    topo = opts.topology()
+    assert topo.host_shape.bw_bps == 100e9 and topo.host_shape.delay_s == 2e-6
+
+
+def test_dilated_testbed_gives_the_agents_timers_of_the_emulated_network() -> None:
+    """At TDF 5,000 the in-network agents' timer bounds are make run's for that network:
+    the real-time bounds shrunk by the TDF, never below the emulated round trip (their
+    defaults are emulated seconds: 50 ms emulated is 250 s real there); at real time
+    without delays the agents keep their defaults."""
+    from experiment.dilation import longest_rtt, timer_bounds
+    from train.testbed import TestbedOptions, TrainingTestbed
+
+    opts = TestbedOptions(bw_mbit=100_000.0, delay_s=2e-6, tdf=5000.0)
+    low, high = TrainingTestbed(opts).agent_timers() or (0.0, 0.0)
+    rtt = longest_rtt(opts.topology().spec)
+    assert rtt > 0 and (low, high) == timer_bounds("softswitch", 5000.0, rtt)
+    assert 2 * rtt <= low < 0.01 and high < 0.1
+    assert TrainingTestbed(TestbedOptions()).agent_timers() is None
+
+
+def test_workers_get_the_agent_timers_and_reject_bad_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan passes the timer bounds to every in-switch rank (--agg-timers); a malformed
+    value is a usage error naming it."""
+    from train.launch import _worker_argv
+
+    argv = _worker_argv(0, [("10.0.0.1", 47000)], ("10.0.0.9", 46999), tmp_path / "c.json",
+                        tmp_path, tmp_path / "r.json", 60.0, tmp_path / "job.json", 5000.0,
+                        (0.0001, 0.0004))
+    assert argv[argv.index("--agg-timers") + 1] == "0.0001,0.0004"
+    assert "--agg-timers" not in _worker_argv(0, [("10.0.0.1", 47000)], ("10.0.0.9", 46999),
+                                              tmp_path / "c.json", tmp_path,
+                                              tmp_path / "r.json", 60.0, None, 5000.0,
+                                              (0.0001, 0.0004))
+    with pytest.raises(SystemExit):
+        main(["worker", "--rank", "0", "--addresses", "a:1", "--data-server", "a:2",
+              "--config", "c", "--cache-dir", "d", "--out", "o", "--agg-timers", "0.2,0.1"])
+    assert "'0.2,0.1': expected LOW,HIGH seconds with 0 < LOW <= HIGH" in capsys.readouterr().err
+
+
+def test_a_highly_dilated_launch_polls_the_data_server_in_real_time(tmp_path: Path) -> None:
+    """Regression: the launcher polled for the data server's ready file every 50 emulated
+    ms, 1,000 s of real time at TDF 20,000 (a 100 GbE training run never started a rank)."""
+    import subprocess
+    import sys
+    import threading
+
+    from train.launch import _wait_server_ready, plan_loopback
+    from vtime import VirtualClock
+
+    plan = plan_loopback(tmp_path / "c.json", tmp_path, 2, 8, tdf=20000.0)
+    clock = VirtualClock(20000.0)
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        waiter = threading.Thread(target=_wait_server_ready,
+                                  args=(plan, server, clock, clock.now() + 60.0, tmp_path),
+                                  daemon=True)
+        waiter.start()
+        threading.Timer(0.2, plan.server_ready.write_text, args=("{}",)).start()
+        waiter.join(10.0)
+        assert not waiter.is_alive(), "still waiting 10 s after the server was ready"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_compare_tdf_auto_needs_a_network_of_its_own(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    """--tdf auto calibrates a network compare starts; on a running one (--rundir) it is an
+    error that says what to give instead."""
+    code = main(["compare", "--rundir", str(tmp_path), "--tdf", "auto"])
+    assert code == 2
+    assert "--tdf auto: calibrates only a network this command starts" in (
+        capsys.readouterr().err)
 
 
 def test_train_rejects_a_bad_tdf(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from train.cache import MultiLevelCache
 from train.data import load_digits_split, make_shards, shards_of_rank
@@ -41,9 +42,12 @@ from train.interference import measure_data_interference
 from train.launch import execute, plan_from_rundir, plan_loopback
 from train.report import write_comparison, write_experiment, write_json
 from train.trainer import Experiment, TrainConfig, combine, run_loopback, train_rank
-from vtime import VirtualClock, parse_tdf
+from vtime import VirtualClock, delay_arg, format_delay, format_rate, parse_tdf, rate_arg
 from workloads.comm import Communicator
 from workloads.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from train.testbed import TestbedOptions
 
 log = logging.getLogger("train")
 
@@ -81,6 +85,38 @@ def _tdf(text: str) -> float:
         return parse_tdf(text, "--tdf")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _timer_bounds(text: str) -> tuple[float, float]:
+    """``--agg-timers LOW,HIGH``: two positive seconds, the lowest first."""
+    low, sep, high = text.partition(",")
+    try:
+        bounds = (float(low), float(high)) if sep else None
+    except ValueError:
+        bounds = None
+    if bounds is None or not 0 < bounds[0] <= bounds[1] < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected LOW,HIGH seconds with 0 < LOW <= HIGH")
+    return bounds
+
+
+def _tdf_option(text: str) -> str | float:
+    """``compare --tdf``: ``auto`` or a factor >= 1."""
+    from experiment.dilation import parse_tdf_option
+
+    try:
+        return parse_tdf_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _engine(text: str) -> str:
+    """``--engine``: one of the built-in target's packet engines."""
+    from topo.nodes import ENGINES
+
+    if text not in ENGINES:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(ENGINES)}")
+    return text
 
 
 def _add_tdf(p: argparse.ArgumentParser) -> None:
@@ -130,7 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--server-latency", type=float, default=0.0,
                       help="loopback: seconds the data server waits per shard (slow NFS)")
     cmp_.add_argument("--timeout", type=float, default=300.0)
-    _add_tdf(cmp_)
+    cmp_.add_argument("--tdf", type=_tdf_option, default=None, metavar="auto|N",
+                      help="time-dilation factor (>= 1; 1 = real time): timeouts, latencies and "
+                           "reported times are emulated seconds. With --topo the default is "
+                           "auto: calibrated for the network as make run does; else 1")
     cmp_.add_argument("--job-plan", type=Path, default=None,
                       help="with --rundir: run `inswitch` through the switch with this job "
                            "plan (python -m controller job show --json); one rank per host")
@@ -140,8 +179,17 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument("--spines", type=int, default=2)
     net.add_argument("--leaves", type=int, default=2)
     net.add_argument("--hosts", type=int, default=2, help="worker hosts per leaf")
-    net.add_argument("--bw", type=float, default=10.0, help="link rate, Mbit/s")
+    net.add_argument("--bw", type=rate_arg, default=10e6, metavar="RATE",
+                     help="link rate: 100G, 25G, 500k (k/M/G/T bit/s; a bare number is Mbit/s; "
+                          "default 10)")
+    net.add_argument("--delay", type=delay_arg, default=None, metavar="DELAY",
+                     help="every link's delay: 2us, 1.5ms (default none)")
     net.add_argument("--target", default="softswitch", help="softswitch | bmv2 | auto")
+    net.add_argument("--engine", type=_engine, default=None, metavar="python|c",
+                     help="built-in target's packet engine (default: make run's, the C data "
+                          "path unless $SOFTSWITCH_ENGINE says otherwise)")
+    net.add_argument("--recalibrate", action="store_true",
+                     help="with --tdf auto: measure this machine again")
     net.add_argument("--net-rundir", type=Path, default=None,
                      help="run directory of the network (default run/<time>)")
     net.add_argument("--name-prefix", default="",
@@ -166,6 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     wrk.add_argument("--job-plan", type=Path, default=None,
                      help="inswitch: the controller's job plan (job show --json)")
     wrk.add_argument("--roce-ip", default=None, help="inswitch: this host's IP for RoCE")
+    wrk.add_argument("--agg-timers", type=_timer_bounds, default=None, metavar="LOW,HIGH",
+                     help="inswitch: the agents' retransmission timer bounds, emulated "
+                          "seconds (default: the agents' own)")
     _add_tdf(wrk)
 
     srv = sub.add_parser("dataserver", help="serve the dataset shards over TCP")
@@ -191,9 +242,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _report_run(exp: Experiment, outdir: Path) -> None:
     json_path, png_path = write_experiment(exp, outdir)
+    emulated = f" (emulated, TDF {exp.tdf:g})" if exp.tdf != 1 else ""
     print(f"{exp.config.collective:20s} {exp.implementation:20s} acc "
-          f"{100 * exp.final_accuracy:6.2f} %  train {exp.history[-1].wall_s:7.2f} s  "
+          f"{100 * exp.final_accuracy:6.2f} %  train {format_delay(exp.history[-1].wall_s)}"
+          f"{emulated}  "
           f"identical models: {exp.consistent}  -> {json_path}, {png_path}", flush=True)
+    if exp.faithful is not None:
+        print(f"{'':20s} fidelity: {exp.network['fidelity']['summary']}", flush=True)
 
 
 def _finish(args: argparse.Namespace, experiments: list[Experiment],
@@ -204,6 +259,13 @@ def _finish(args: argparse.Namespace, experiments: list[Experiment],
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(png_path, args.plot)
         print(f"plot -> {args.plot}")
+    unfaithful = [e.config.collective for e in experiments if e.faithful is False]
+    if unfaithful:
+        # written and marked (hollow on the plot), but not a result to publish
+        print(f"error: the emulation did not keep up in {', '.join(unfaithful)} (see "
+              "fidelity above): the comparison is not fit to publish; raise --tdf",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -215,14 +277,19 @@ def _compare_testbed(args: argparse.Namespace) -> int:
         for name in ("controller", "topo"):
             logging.getLogger(name).setLevel(logging.WARNING)
     opts = TestbedOptions(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts,
-                          bw_mbit=args.bw, target=args.target, rundir=args.net_rundir,
-                          name_prefix=args.name_prefix, grpc_base_port=args.grpc_base_port,
-                          timeout_s=args.timeout, tdf=args.tdf)
+                          bw_mbit=args.bw / 1e6, delay_s=args.delay,
+                          target=_target(args.target), engine=args.engine,
+                          rundir=args.net_rundir, name_prefix=args.name_prefix,
+                          grpc_base_port=args.grpc_base_port, timeout_s=args.timeout)
+    tdf, why, overhead = _testbed_tdf(args, opts)
+    opts = dataclasses.replace(opts, tdf=tdf, overhead_s=overhead)
+    print(f"time dilation: TDF {tdf:g} ({why})", flush=True)
+    link = format_rate(args.bw) + (f", {format_delay(args.delay)}" if args.delay else "")
     experiments: list[Experiment] = []
     extra: dict[str, object] = {}
     with TrainingTestbed(opts) as testbed:
         workers = len(testbed.worker_hosts)
-        print(f"spine-leaf {args.spines}x{args.leaves}x{args.hosts} at {args.bw:g} Mbit/s on "
+        print(f"spine-leaf {args.spines}x{args.leaves}x{args.hosts} at {link} on "
               f"{testbed.topology.target}: workers {', '.join(testbed.worker_hosts)}, data "
               f"server {testbed.data_host}, run directory {testbed.rundir}", flush=True)
         for name in args.collectives:
@@ -237,24 +304,75 @@ def _compare_testbed(args: argparse.Namespace) -> int:
             write_json(args.outdir / "interference.json", result)
             extra["interference"] = {k: v for k, v in result.items() if k != "ranks"}
             print(f"interference: {elements}-element ring all-reduce "
-                  f"{1e3 * result['quiet_allreduce_s']:.1f} ms quiet, "
-                  f"{1e3 * result['loaded_allreduce_s']:.1f} ms while shards stream from "
+                  f"{format_delay(result['quiet_allreduce_s'])} quiet, "
+                  f"{format_delay(result['loaded_allreduce_s'])} while shards stream from "
                   f"{testbed.data_host} (x{result['slowdown']:.2f})", flush=True)
         extra["network"] = {"topology": "spineleaf", "spines": args.spines,
                             "leaves": args.leaves, "hosts_per_leaf": args.hosts,
-                            "link_bw_mbit": args.bw, "target": testbed.topology.target,
+                            "link_bw_mbit": args.bw / 1e6, "link_bw": format_rate(args.bw),
+                            "delay_s": args.delay or 0.0, "tdf": tdf, "tdf_why": why,
+                            "engine": opts.switch_engine(), "target": testbed.topology.target,
                             "worker_hosts": testbed.worker_hosts,
                             "data_host": testbed.data_host, "rundir": str(testbed.rundir)}
+        dilated = f", TDF {tdf:g}" if tdf != 1 else ""
         title = (f"digits MLP, {workers} workers on a {args.spines}x{args.leaves} spine-leaf "
-                 f"({args.bw:g} Mbit/s links, {testbed.topology.target})")
+                 f"({link} links, {testbed.topology.target}{dilated})")
     return _finish(args, experiments, extra, title)
 
 
+def _target(name: str) -> str:
+    """The target the network will run (``auto`` resolved): the calibration and the
+    engine default need the name."""
+    from topo.errors import TopoError
+    from topo.nodes import TARGETS, choose_target
+
+    try:
+        cls = choose_target(name)[0]
+    except TopoError as exc:
+        raise ValueError(f"--target: {exc}") from None
+    return next(n for n, c in TARGETS.items() if c is cls)
+
+
+def _testbed_tdf(args: argparse.Namespace, opts: TestbedOptions
+                 ) -> tuple[float, str, float]:
+    """The TDF of the network ``compare --topo`` starts, why, and the calibrated fixed
+    real-time cost of a collective on it (0: not calibrated): ``--tdf N``, or (auto, the
+    default) ``make run``'s calibrated choice for this network, the target and engine and
+    a gradient-sized collective."""
+    from experiment.calibrate import CalibrationError, fixed_cost
+    from experiment.dilation import AUTO, switch_hops
+    from experiment.dilation import resolve as resolve_dilation
+    from experiment.run import calibration_rundir
+    from protocol.netreduce import PROGRAM_ELEMS
+    from topo.errors import TopoError
+    from train.model import MLP, MLPShape
+
+    option = AUTO if args.tdf is None else args.tdf
+    elements = MLP(MLPShape(64, TrainConfig().hidden, 10), 0).params.size
+    try:
+        spec = opts.topology().spec
+        dilation = resolve_dilation(option, opts.target, opts.program, spec,
+                                    PROGRAM_ELEMS, elements=elements, refresh=args.recalibrate,
+                                    rundir=calibration_rundir(args.net_rundir),
+                                    announce=print, engine=opts.switch_engine())
+    except (TopoError, CalibrationError) as exc:
+        raise ValueError(f"--tdf {option}: {exc}") from None
+    overhead = (fixed_cost(dilation.costs, switch_hops(spec))
+                if dilation.costs is not None else 0.0)
+    return dilation.tdf, dilation.why, overhead
+
+
 def _compare(args: argparse.Namespace) -> int:
+    from experiment.dilation import AUTO
+
     if args.topo is not None:
         if args.rundir is not None:
             raise ValueError("--topo starts its own network; --rundir uses a running one")
         return _compare_testbed(args)
+    if args.tdf == AUTO and args.rundir is not None:
+        raise ValueError("--tdf auto: calibrates only a network this command starts (--topo); "
+                         "give the running network's factor")
+    args.tdf = 1.0 if args.tdf in (None, AUTO) else args.tdf
     experiments: list[Experiment] = []
     for name in args.collectives:
         if args.rundir is not None:
@@ -324,7 +442,9 @@ def _switch_aggregator(stack: contextlib.ExitStack, args: argparse.Namespace,
     if job.size != len(args.addresses):
         raise ValueError(f"the job plan has {job.size} workers, the run {len(args.addresses)}")
     endpoint = stack.enter_context(RoceEndpoint((args.roce_ip, ROCE_V2_PORT), clock=clock))
-    channel = AggregationChannel(endpoint, job, args.rank, timeout=args.timeout)
+    timers = {} if args.agg_timers is None else {"rto": args.agg_timers[0],
+                                                  "max_rto": args.agg_timers[1]}
+    channel = AggregationChannel(endpoint, job, args.rank, timeout=args.timeout, **timers)
     stack.callback(channel.flush, args.timeout)  # runs before the endpoint closes
     return channel_aggregator(channel)
 
@@ -358,9 +478,15 @@ def _interference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for errors, with a one-line message)."""
     args = _parser().parse_args(argv)
+    if args.command == "compare":  # its network and ranks come down on SIGTERM too
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(name)s: %(message)s")
     handlers = {"compare": _compare, "worker": _worker, "dataserver": _dataserver,
@@ -370,3 +496,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TrainError, WorkloadError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM, below): whatever ran is stopped
+        print("interrupted: every process and network it started is stopped", file=sys.stderr)
+        return 130

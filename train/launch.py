@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +89,12 @@ def _tdf_argv(tdf: float) -> tuple[str, ...]:
 def _worker_argv(
     rank: int, addresses: Sequence[tuple[str, int]], data: tuple[str, int], config: Path,
     cache_dir: Path, out: Path, timeout: float, job_plan: Path | None, tdf: float = 1.0,
+    agg_timers: tuple[float, float] | None = None,
 ) -> tuple[str, ...]:
-    switch = ("--job-plan", str(job_plan), "--roce-ip", addresses[rank][0]) if job_plan else ()
+    switch: tuple[str, ...] = (
+        ("--job-plan", str(job_plan), "--roce-ip", addresses[rank][0]) if job_plan else ())
+    if job_plan and agg_timers is not None:
+        switch += ("--agg-timers", f"{agg_timers[0]:.9g},{agg_timers[1]:.9g}")
     return (
         *_python(), "worker", "--rank", str(rank),
         "--addresses", ",".join(f"{h}:{p}" for h, p in addresses),
@@ -134,12 +139,14 @@ def plan_loopback(config: Path, workdir: Path, workers: int, num_shards: int,
 def _plan(config: Path, workdir: Path, addresses: tuple[tuple[str, int], ...],
           netns: Sequence[int | None], data: tuple[str, int], data_ns: int | None,
           num_shards: int, timeout: float, latency_s: float,
-          job_plan: Path | None = None, tdf: float = 1.0) -> LaunchPlan:
+          job_plan: Path | None = None, tdf: float = 1.0,
+          agg_timers: tuple[float, float] | None = None) -> LaunchPlan:
     ready = workdir / "dataserver.ready"
     rank_files = tuple(workdir / f"rank{r}.json" for r in range(len(addresses)))
     workers = tuple(
         Proc(f"rank{r}", _worker_argv(r, addresses, data, config, workdir / f"cache-rank{r}",
-                                      rank_files[r], timeout, job_plan, tdf), netns[r])
+                                      rank_files[r], timeout, job_plan, tdf, agg_timers),
+             netns[r])
         for r in range(len(addresses))
     )
     server = Proc("dataserver", _server_argv(data, ready, num_shards, latency_s, tdf), data_ns)
@@ -149,7 +156,8 @@ def _plan(config: Path, workdir: Path, addresses: tuple[tuple[str, int], ...],
 def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
                      data_host: str | None = None, base_port: int = DEFAULT_BASE_PORT,
                      timeout: float = 120.0, job_plan: Path | None = None,
-                     tdf: float = 1.0) -> LaunchPlan:
+                     tdf: float = 1.0, agg_timers: tuple[float, float] | None = None
+                     ) -> LaunchPlan:
     """A plan for the running network in ``rundir``: ``gpus`` ranks on every host (host by
     host, in topology order; hosts with ``gpus = 0``, such as the topology's data-server
     host, run none), the data server on ``data_host`` (default: the first host with no
@@ -157,6 +165,9 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
 
     With ``job_plan`` (the controller's NetReduce job) the ranks aggregate through the
     switch; each host's RoCE endpoint owns UDP port 4791, so that needs one rank per host.
+    ``agg_timers``: the in-network agents' retransmission timer bounds (lowest, highest;
+    emulated seconds) for a dilated network, whose own round trip is far below the
+    agents' real-time defaults (None: the defaults).
     """
     from topo.errors import TopologyFileError
     from topo.rundir import PIDS_FILE, load_topology, read_pids
@@ -190,7 +201,7 @@ def plan_from_rundir(rundir: Path, config: Path, workdir: Path, num_shards: int,
                           "(each host has one RoCE endpoint); use hosts with gpus = 1")
     plan = _plan(config, workdir, tuple(addresses), netns,
                  (server_host.ip, DEFAULT_DATA_PORT), shells[server_host.name], num_shards,
-                 timeout, 0.0, job_plan, tdf)
+                 timeout, 0.0, job_plan, tdf, agg_timers)
     gpus = {h.gpus for h in topology.hosts if h.gpus > 0}
     return dataclasses.replace(plan, ranks_per_host=gpus.pop() if len(gpus) == 1 else None)
 
@@ -274,7 +285,9 @@ def _wait_server_ready(plan: LaunchPlan, server: subprocess.Popen[bytes], clock:
             raise LaunchError(f"data server exited ({server.returncode}); see {logdir}")
         if clock.now() > deadline:
             raise LaunchError("data server did not become ready in time")
-        clock.sleep(0.05)
+        # the poll is the machine's business, real seconds: an emulated 50 ms was 1,000 s
+        # of real time at TDF 20,000
+        time.sleep(0.05)
 
 
 def _wait_rank(proc: Proc, popen: subprocess.Popen[bytes], clock: VirtualClock, deadline: float,

@@ -76,12 +76,18 @@ def plot_comparison(exps: Sequence[Experiment], path: Path, title: str | None = 
         acc = [100.0 * r.test_accuracy for r in exp.history]
         trained += acc[1:]
         marker, line = styles[i % len(styles)]
+        # the fidelity guard's verdict on the plot: hollow markers where the emulation did
+        # not keep up (the run is drawn, but is not a result)
+        label = exp.implementation + {None: "", True: " (faithful)",
+                                      False: " (NOT faithful)"}[exp.faithful]
+        face = {"markerfacecolor": "none"} if exp.faithful is False else {}
         # Distinct markers and line styles keep identical curves (fixed point = fp32) visible.
         for ax, xs in ((ax_t, [r.wall_s for r in exp.history]),
                        (ax_e, [r.epoch for r in exp.history])):
-            ax.plot(xs, acc, marker=marker, linestyle=line, label=exp.implementation,
-                    markersize=7 - i, alpha=0.85)
-    ax_t.set_xlabel("training wall time (s)")
+            ax.plot(xs, acc, marker=marker, linestyle=line, label=label,
+                    markersize=7 - i, alpha=0.85, **face)
+    dilated = {e.tdf for e in exps if e.tdf != 1}
+    ax_t.set_xlabel("training time (s" + (", emulated" if dilated else "") + ")")
     ax_e.set_xlabel("epoch")
     for ax in (ax_t, ax_e):
         if trained:  # epoch 0 (untrained, ~10 %) lies below; the lines come up from it
@@ -116,10 +122,15 @@ def _cache_row(epoch: int, stats: Any) -> dict[str, Any]:
 
 
 def comparison_document(exps: Sequence[Experiment]) -> dict[str, Any]:
-    """The summary of a comparison: one row per run and the fixed-point accuracy gap."""
+    """The summary of a comparison: one row per run, the fixed-point accuracy gap and each
+    run's time to the fp32 ring's final accuracy (the papers' time-to-accuracy)."""
     fixed = next((e.config.collective for e in exps
                   if e.config.collective.startswith("inswitch")), None)
+    ring = next((e for e in exps if e.config.collective == "fp32-ring"), None)
+    target = ring.final_accuracy if ring is not None else None
     return {
+        "target_accuracy": target,
+        "target_is": "the fp32 ring's final test accuracy" if target is not None else None,
         "runs": [
             {
                 "collective": e.config.collective,
@@ -130,10 +141,14 @@ def comparison_document(exps: Sequence[Experiment]) -> dict[str, Any]:
                 "io_s": sum(r.io_s for r in e.history),
                 "payload_sent_per_rank": list(e.payload_sent_per_rank),
                 "models_identical_on_all_ranks": e.consistent,
+                "time_to_target_s": (e.time_to_accuracy(target) if target is not None
+                                     else None),
+                "faithful": e.faithful,
                 "cache_per_epoch": [_cache_row(i, c) for i, c in
                                     enumerate(e.cache_per_epoch, start=1)],
                 **({"link_bytes": {k: e.network[k] for k in LINK_KEYS if k in e.network},
-                    "switch_cpu_s": e.network.get("switch_cpu_s", {})}
+                    "switch_cpu_s": e.network.get("switch_cpu_s", {}),
+                    "fidelity": e.network.get("fidelity")}
                    if e.network else {}),
             }
             for e in exps

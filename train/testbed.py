@@ -29,16 +29,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithms import registry
+from experiment.fidelity import Monitor, RunLoad, Verdict, judge, link_utilization, softnet_drops
 from experiment.lifecycle import ExperimentNetwork, Snapshot, StartOptions, Window
 from topo.errors import TopoError
+from topo.measure import process_pids
 from train.errors import TrainError
 from train.launch import (
     LaunchError,
@@ -49,7 +52,10 @@ from train.launch import (
     plan_from_rundir,
 )
 from train.report import write_json
-from train.trainer import Experiment, TrainConfig, combine
+from train.trainer import Experiment, RankResult, TrainConfig, combine
+
+if TYPE_CHECKING:
+    from topo.topologies import SpineLeafTopo
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +78,11 @@ class TestbedOptions:
     leaves: int = 2
     hosts_per_leaf: int = 2
     bw_mbit: float = 10.0
+    delay_s: float | None = None  # every link's propagation delay (None: none)
     target: str = "softswitch"
+    # the built-in target's packet engine (python, c); None: make run's (the C data path
+    # unless $SOFTSWITCH_ENGINE says otherwise), so training runs on what make run measures
+    engine: str | None = None
     program: Path = PROGRAM
     rundir: Path | None = None
     name_prefix: str = ""
@@ -83,6 +93,27 @@ class TestbedOptions:
     # time-dilation factor: every process started gets it (--tdf), and the network's links
     # carry bw/tdf (its switches' clocks run tdf times slower too)
     tdf: float = 1.0
+    # the calibrated fixed real-time cost of one collective on the job's path (s; 0:
+    # unknown): the guard's latency check, as make run's (experiment.calibrate.fixed_cost)
+    overhead_s: float = 0.0
+
+    def topology(self) -> SpineLeafTopo:
+        """The spine-leaf these options describe (not started); TopoError when they are
+        not a valid one."""
+        from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
+
+        delay = f"{self.delay_s * 1e6:.12g}us" if self.delay_s else None
+        return SpineLeafTopo(spines=self.spines, leaves=self.leaves,
+                             hosts_per_leaf=self.hosts_per_leaf, host_bw=self.bw_mbit,
+                             delay=delay, data_server=True, name_prefix=self.name_prefix,
+                             grpc_base_port=(GRPC_BASE_PORT if self.grpc_base_port is None
+                                             else self.grpc_base_port))
+
+    def switch_engine(self) -> str | None:
+        """The packet engine the switches run (make run's default when none is given)."""
+        from experiment.run import run_engine
+
+        return run_engine(self.engine, self.target)
 
 
 def _sum_links(usage: list[Any]) -> dict[str, int]:
@@ -117,17 +148,14 @@ class TrainingTestbed:
         """Start and program the network (needs root); raises :class:`TestbedError`."""
         from controller.errors import ControllerError
         from liveview import port_or_announce
-        from topo.topologies import GRPC_BASE_PORT, SpineLeafTopo
 
         o = self.options
         try:
-            topo = SpineLeafTopo(spines=o.spines, leaves=o.leaves, hosts_per_leaf=o.hosts_per_leaf,
-                                 host_bw=o.bw_mbit, data_server=True, name_prefix=o.name_prefix,
-                                 grpc_base_port=(GRPC_BASE_PORT if o.grpc_base_port is None
-                                                 else o.grpc_base_port))
+            topo = o.topology()
             self.data_host = topo.data_host or ""
             self.lab = ExperimentNetwork(topo, o.target, o.rundir, o.program,
-                                         start=StartOptions(tdf=o.tdf),
+                                         start=StartOptions(tdf=o.tdf,
+                                                            engine=o.switch_engine()),
                                          live_port=port_or_announce(default=None)).start()
         except TopoError as exc:
             raise TestbedError(f"cannot start the network: {exc}") from exc
@@ -218,7 +246,19 @@ class TrainingTestbed:
     def _plan(self, workdir: Path, config_path: Path, num_shards: int, timeout: float,
               job_plan: Path | None) -> LaunchPlan:
         return plan_from_rundir(self.rundir, config_path, workdir, num_shards, self.data_host,
-                                timeout=timeout, job_plan=job_plan, tdf=self.options.tdf)
+                                timeout=timeout, job_plan=job_plan, tdf=self.options.tdf,
+                                agg_timers=self.agent_timers())
+
+    def agent_timers(self) -> tuple[float, float] | None:
+        """The in-network agents' timer bounds on a dilated or delayed network (``make
+        run``'s: the target's real-time bounds shrunk by the TDF, never below the emulated
+        round trip); None at real time without delays (the agents' defaults)."""
+        from experiment.dilation import longest_rtt, timer_bounds
+
+        o = self.options
+        if o.tdf == 1 and not o.delay_s:
+            return None
+        return timer_bounds(o.target, o.tdf, longest_rtt(o.topology().spec))
 
     def run(self, config: TrainConfig, workdir: Path, timeout: float | None = None
             ) -> Experiment:
@@ -248,17 +288,47 @@ class TrainingTestbed:
             job_plan = self.new_job(workdir / "job.json")
         config_path = write_json(workdir / "config.json", config.as_dict())
         plan = self._plan(workdir, config_path, config.num_shards, timeout, job_plan)
-        before = self.snapshot()
-        results = execute(plan, timeout, workdir / "logs", self._lab().track)
+        before, drops0 = self.snapshot(), softnet_drops()
+        # the switches (and delay nodes), sampled while the ranks run: a burst that
+        # saturated one shows even when its mean over the run is low
+        monitor = Monitor(process_pids(self.network)).start()
+        try:
+            results = execute(plan, timeout, workdir / "logs", self._lab().track)
+        finally:
+            peaks = monitor.stop()
         window = Window(before, self.snapshot())
+        verdict = self._fidelity(window, peaks, softnet_drops() - drops0, results)
         exp = combine(config, results, "mininet")
+        log.info("%s: %s", config.collective, verdict.line())
         return dataclasses.replace(exp, network={
             "topology": "spineleaf", "rundir": str(self.rundir),
             "worker_hosts": self.worker_hosts, "data_host": self.data_host,
-            "link_bw_mbit": self.options.bw_mbit, "target": self.topology.target,
+            "link_bw_mbit": self.options.bw_mbit, "delay_s": self.options.delay_s or 0.0,
+            "target": self.topology.target, "engine": self.options.switch_engine(),
+            "tdf": self.options.tdf,
             "job": json.loads(job_plan.read_text())["name"] if job_plan else None,
             "switch_cpu_s": {n: round(s, 2) for n, s in window.switch_cpu_seconds.items()},
+            "fidelity": {**verdict.to_dict(), "summary": verdict.line()},
             **self.link_bytes(window)})
+
+    def _fidelity(self, window: Window, peaks: dict[str, float], drops: int,
+                  results: list[RankResult]) -> Verdict:
+        """The fidelity guard's verdict on one training run (``make run``'s checks): the
+        switches' CPU over the run and at its peaks, every rank's process over its own
+        training, the links against their rates and the kernel's backlog drops."""
+        wall = window.wall
+        hosts = {f"{h}#{r.rank}": r.cores for h, r in zip(self.worker_hosts, results,
+                                                           strict=False)}
+        emulated = wall / self.options.tdf if wall > 0 else None
+        # the machine's fixed cost per exchange, over the TDF, against one step's exchange
+        steps = sum(r.steps for r in results[0].history) if results else 0
+        comm = sum(r.comm_s for r in results[0].history) if results else 0.0
+        share = (self.options.overhead_s / self.options.tdf / (comm / steps)
+                 if self.options.overhead_s > 0 and steps and comm > 0 else None)
+        load = RunLoad(window.switch_cpu, peaks, hosts, os.cpu_count() or 1,
+                       link_utilization(window.links(self.topology, emulated)), drops,
+                       fixed_cost_share=share)
+        return judge(load, self.options.tdf)
 
     def interference(self, workdir: Path, elements: int, repeats: int = 5,
                      num_shards: int = 32, timeout: float = 300.0) -> dict[str, Any]:

@@ -125,6 +125,15 @@ class RankResult:
     cache_per_epoch: list[CacheStats]
     retries: int = 0
     tdf: float = 1.0  # time-dilation factor of the run
+    # the rank's process CPU over its training (every thread: the transport's too) and the
+    # real seconds that took: how busy the host was, for the fidelity guard
+    process_cpu_s: float = 0.0
+    train_real_s: float = 0.0
+
+    @property
+    def cores(self) -> float:
+        """Cores the rank's process used while it trained (0 when unknown)."""
+        return self.process_cpu_s / self.train_real_s if self.train_real_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (what a worker process writes for the launcher)."""
@@ -137,6 +146,8 @@ class RankResult:
                                 for c in self.cache_per_epoch],
             "retries": self.retries,
             "tdf": self.tdf,
+            "process_cpu_s": self.process_cpu_s,
+            "train_real_s": self.train_real_s,
         }
 
     @classmethod
@@ -149,6 +160,7 @@ class RankResult:
                 [CacheStats({n: LevelStats(**lv) for n, lv in c.items()})
                  for c in data["cache_per_epoch"]],
                 int(data.get("retries", 0)), float(data.get("tdf", 1.0)),
+                float(data.get("process_cpu_s", 0.0)), float(data.get("train_real_s", 0.0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed rank result: {exc}") from exc
@@ -194,6 +206,7 @@ def train_rank(
     wall = 0.0
     inv_p = np.float32(1.0 / comm.size)
     clock = comm.clock
+    process_cpu0, real0 = time.process_time(), time.monotonic()
     for epoch in range(config.epochs):
         rng = default_rng([config.seed, epoch, comm.rank])
         before = cache.snapshot()
@@ -234,7 +247,7 @@ def train_rank(
     digest = hashlib.sha256(model.params.tobytes()).hexdigest()
     retries = int(getattr(exchange, "retries", 0))
     return RankResult(comm.rank, exchange.name, history, digest, cache_epochs, retries,
-                      clock.tdf)
+                      clock.tdf, time.process_time() - process_cpu0, time.monotonic() - real0)
 
 
 @dataclass(frozen=True)
@@ -256,6 +269,18 @@ class Experiment:
     def final_accuracy(self) -> float:
         """Test accuracy after the last epoch."""
         return self.history[-1].test_accuracy
+
+    @property
+    def faithful(self) -> bool | None:
+        """The fidelity guard's verdict on a run over an emulated network (None: the run had
+        none, e.g. on loopback)."""
+        verdict = self.network.get("fidelity")
+        return bool(verdict["faithful"]) if isinstance(verdict, dict) else None
+
+    def time_to_accuracy(self, target: float) -> float | None:
+        """Training time (s) at the end of the first epoch whose test accuracy reached
+        ``target`` (None: never)."""
+        return next((r.wall_s for r in self.history[1:] if r.test_accuracy >= target), None)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document of the run."""
