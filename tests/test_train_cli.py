@@ -344,3 +344,13 @@ def test_train_rejects_a_bad_tdf(capsys: pytest.CaptureFixture[str]) -> None:
         main(["compare", "--tdf", "0"])
     assert exc.value.code == 2
     assert "--tdf: '0' must be a finite number >= 1" in capsys.readouterr().err
+
+
+def test_the_comparison_plot_picks_the_time_unit_that_fits() -> None:
+    """Emulated 100 GbE trains in ms: the axis is in ms there, seconds at 10 Mbit/s."""
+    from train.report import time_axis
+
+    assert time_axis(1.86e-3) == ("ms", 1e3)
+    assert time_axis(9.6) == ("s", 1.0)
+    assert time_axis(4e-4) == ("us", 1e6)
+    assert time_axis(0.0) == ("us", 1e6)

@@ -64,6 +64,13 @@ def plot_experiment(exp: Experiment, path: Path) -> Path:
     return path
 
 
+def time_axis(longest_s: float) -> tuple[str, float]:
+    """(unit, factor) of a time axis whose longest value is ``longest_s`` seconds: emulated
+    100 GbE trains in milliseconds, whose tick labels in seconds ran into each other."""
+    return next(((u, f) for u, f in (("s", 1.0), ("ms", 1e3), ("us", 1e6))
+                 if longest_s * f >= 1.0), ("us", 1e6))
+
+
 def plot_comparison(exps: Sequence[Experiment], path: Path, title: str | None = None) -> Path:
     """Test accuracy against wall time (left) and epoch (right) for every experiment."""
     plt = _pyplot()
@@ -71,6 +78,7 @@ def plot_comparison(exps: Sequence[Experiment], path: Path, title: str | None = 
     if title:
         fig.suptitle(title)
     styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":")]
+    unit, scale = time_axis(max((e.history[-1].wall_s for e in exps), default=0.0))
     trained = []  # accuracies after epoch 1: the interesting range of the y axis
     for i, exp in enumerate(exps):
         acc = [100.0 * r.test_accuracy for r in exp.history]
@@ -82,12 +90,12 @@ def plot_comparison(exps: Sequence[Experiment], path: Path, title: str | None = 
                                       False: " (NOT faithful)"}[exp.faithful]
         face = {"markerfacecolor": "none"} if exp.faithful is False else {}
         # Distinct markers and line styles keep identical curves (fixed point = fp32) visible.
-        for ax, xs in ((ax_t, [r.wall_s for r in exp.history]),
+        for ax, xs in ((ax_t, [r.wall_s * scale for r in exp.history]),
                        (ax_e, [r.epoch for r in exp.history])):
             ax.plot(xs, acc, marker=marker, linestyle=line, label=label,
                     markersize=7 - i, alpha=0.85, **face)
     dilated = {e.tdf for e in exps if e.tdf != 1}
-    ax_t.set_xlabel("training time (s" + (", emulated" if dilated else "") + ")")
+    ax_t.set_xlabel(f"training time ({unit}" + (", emulated" if dilated else "") + ")")
     ax_e.set_xlabel("epoch")
     for ax in (ax_t, ax_e):
         if trained:  # epoch 0 (untrained, ~10 %) lies below; the lines come up from it
