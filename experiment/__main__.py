@@ -20,14 +20,13 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 from experiment.emulation import run_emulation
+from experiment.lifecycle import interrupt_on_sigterm
 from experiment.matrix import MatrixError, MatrixSpec, run_matrix, spec_from_args
 from protocol.netreduce import MAX_ELEMS, MTU_ELEMS
 from sim.emulation import rows_from_matrix
@@ -93,10 +92,6 @@ def _retries(text: str) -> int:
     return value
 
 
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_figure(args: argparse.Namespace) -> int:
     """Runs a preset figure (root), writes its JSON, plot and table; 1 when a point was not
     exact, not faithful or never settled (experiment.figures)."""
@@ -127,7 +122,7 @@ def cmd_figure(args: argparse.Namespace) -> int:
                            announce=lambda text: print(text, flush=True))
     command = "python -m experiment figure " + " ".join(args.argv)
     # SIGTERM (a CI timeout, kill) unwinds like Ctrl-C: every network is taken down
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     try:
         result = figures.run_figure(fig, opts, command=command)
     except KeyboardInterrupt:

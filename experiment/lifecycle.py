@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,8 +51,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol, TypedDict, Unpack
+from types import FrameType, TracebackType
+from typing import Any, Protocol, TypeAlias, TypedDict, Unpack
 
 import stackdump
 from controller.fabric import Controller, ControllerOptions
@@ -144,6 +145,23 @@ class StartOptions:
         if self.cluster is not None:
             out["cluster"] = self.cluster
         return out
+
+
+#: What ``signal.signal`` returns for SIGTERM: a handler, SIG_DFL / SIG_IGN, or None.
+SigtermHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | None
+
+
+def interrupt_on_sigterm() -> SigtermHandler:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does: a command that
+    holds a network (make run, a figure, a scenario, training) leaves its ``with`` blocks,
+    takes the network down and exits 130, instead of dying with everything still up.
+    Returns the handler it replaced (a command run in-process puts it back)."""
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+
+def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 # ----------------------------------------------------------------------------- measuring

@@ -27,12 +27,10 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
@@ -41,7 +39,7 @@ from experiment.argtypes import int_at_least, seconds_at_least
 from experiment.calibrate import CalibrationError
 from experiment.dilation import AUTO, Dilation, default_elements, dilated_options, parse_tdf_option
 from experiment.dilation import resolve as resolve_dilation
-from experiment.lifecycle import ExperimentNetwork, StartOptions
+from experiment.lifecycle import ExperimentNetwork, StartOptions, interrupt_on_sigterm
 from experiment.seams import json_int, json_list, json_object
 from experiment.session import BASELINES, AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
@@ -733,10 +731,6 @@ def calibration_rundir(rundir: Path | None) -> Path | None:
     return None if rundir is None else rundir.with_name(rundir.name + "-calibration")
 
 
-def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def cluster_spec(args: argparse.Namespace, topo: FileTopo) -> ClusterSpec | None:
     """The servers of ``--servers`` (None: this machine alone), with the topology file's
     ``server`` keys."""
@@ -764,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     try:
         topo = build_topology(args)
         spec = topo.spec

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,10 +68,6 @@ def _mark(case: Any) -> str:
     return "PASS" if case.ok else ("FAIL" if case.failure is not None else "ERROR")
 
 
-def _raise_interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
@@ -87,11 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{sc.path}: ok ({sc.name}: {len(sc.jobs)} job(s), {len(sc.faults)} "
                   f"fault(s), {len(sc.assertions)} assertion(s))")
         return 0
+    from experiment.lifecycle import interrupt_on_sigterm
     from experiment.matrix import MatrixError, free_grpc_base
     from scenarios.junit import write_junit
     from scenarios.runner import RunOptions, run_scenario
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     reports = []
     try:
         for sc in scenarios:

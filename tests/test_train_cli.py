@@ -354,3 +354,26 @@ def test_the_comparison_plot_picks_the_time_unit_that_fits() -> None:
     assert time_axis(9.6) == ("s", 1.0)
     assert time_axis(4e-4) == ("us", 1e6)
     assert time_axis(0.0) == ("us", 1e6)
+
+
+def test_sigterm_stops_compare_like_ctrl_c(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGTERM mid-compare unwinds as Ctrl-C does (the network and ranks are stopped by
+    their ``with`` blocks): exit 130 with one line, no traceback; the caller's SIGTERM
+    handler is back afterwards."""
+    import signal
+    import time
+
+    import train.cli as cli
+
+    def killed(_args: object) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+        return 0
+
+    monkeypatch.setattr(cli, "_compare", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["compare", "--collectives", "fp32-ring"]) == 130
+    assert "interrupted: every process and network it started is stopped" in (
+        capsys.readouterr().err)
+    assert signal.getsignal(signal.SIGTERM) is before

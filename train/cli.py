@@ -478,15 +478,22 @@ def _interference(args: argparse.Namespace) -> int:
     return 0
 
 
-def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for errors, with a one-line message)."""
     args = _parser().parse_args(argv)
+    previous = None
     if args.command == "compare":  # its network and ranks come down on SIGTERM too
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        from experiment.lifecycle import interrupt_on_sigterm
+
+        previous = interrupt_on_sigterm()
+    try:
+        return _main(args)
+    finally:
+        if previous is not None:  # put back for a caller that runs compare in-process
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(name)s: %(message)s")
     handlers = {"compare": _compare, "worker": _worker, "dataserver": _dataserver,
@@ -496,6 +503,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TrainError, WorkloadError, ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM, below): whatever ran is stopped
+    except KeyboardInterrupt:  # Ctrl-C (or, for compare, SIGTERM): whatever ran is stopped
         print("interrupted: every process and network it started is stopped", file=sys.stderr)
         return 130

@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,9 +284,9 @@ def _wait_server_ready(plan: LaunchPlan, server: subprocess.Popen[bytes], clock:
             raise LaunchError(f"data server exited ({server.returncode}); see {logdir}")
         if clock.now() > deadline:
             raise LaunchError("data server did not become ready in time")
-        # the poll is the machine's business, real seconds: an emulated 50 ms was 1,000 s
-        # of real time at TDF 20,000
-        time.sleep(0.05)
+        # the poll is the machine's business, 50 ms of real time: an emulated 50 ms was
+        # 1,000 s of real time at TDF 20,000
+        clock.sleep(clock.emulated(0.05))
 
 
 def _wait_rank(proc: Proc, popen: subprocess.Popen[bytes], clock: VirtualClock, deadline: float,

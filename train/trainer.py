@@ -206,7 +206,7 @@ def train_rank(
     wall = 0.0
     inv_p = np.float32(1.0 / comm.size)
     clock = comm.clock
-    process_cpu0, real0 = time.process_time(), time.monotonic()
+    process_cpu0, started = time.process_time(), clock.now()
     for epoch in range(config.epochs):
         rng = default_rng([config.seed, epoch, comm.rank])
         before = cache.snapshot()
@@ -247,7 +247,8 @@ def train_rank(
     digest = hashlib.sha256(model.params.tobytes()).hexdigest()
     retries = int(getattr(exchange, "retries", 0))
     return RankResult(comm.rank, exchange.name, history, digest, cache_epochs, retries,
-                      clock.tdf, time.process_time() - process_cpu0, time.monotonic() - real0)
+                      clock.tdf, time.process_time() - process_cpu0,
+                      clock.real(clock.now() - started))
 
 
 @dataclass(frozen=True)
