@@ -21,6 +21,7 @@ import pytest
 
 import experiment.run
 import stackdump
+from softswitch.cengine.build import C_CACHE_ENV
 from tests.output_wait import read_until
 from topo.cleanup import remove_interfaces, switch_interfaces
 from topo.nodes import free_port_base
@@ -61,10 +62,15 @@ def _no_leftover_interfaces() -> Iterator[None]:
 
 def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path: Path, repo_root: Path) -> None:
     """`python -m experiment.run --no-cli` programs the rack, both all-reduces are exact, status
-    0."""
-    rundir = tmp_path / "run"
-    # wide enough that rich wraps no table cell (a wrapped header breaks the words apart)
-    env = {**os.environ, "COLUMNS": "200"}
+    0; on the C engine, make run's default (issue 28), compiled into the run's own cache
+    before the switch starts and loaded by it (that ``--engine c`` asks for it too is
+    tests/test_cengine_engine_option.py's; ``--engine python``: tests/test_run_cengine.py)."""
+    rundir, cache = tmp_path / "run", tmp_path / "cache"
+    # wide enough that rich wraps no table cell (a wrapped header breaks the words apart);
+    # its own C cache at -O0: the compile is checked, not the optimiser (the network tests
+    # that use the user's cache run the -O2 code)
+    env = {**os.environ, "COLUMNS": "200", C_CACHE_ENV: str(cache), "SOFTSWITCH_C_OPT": "-O0"}
+    env.pop("SOFTSWITCH_ENGINE", None)
     proc = stackdump.run([sys.executable, "-m", "experiment.run", *_argv(rundir)], 240,
                          cwd=repo_root, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                          env=env)
@@ -87,6 +93,12 @@ def test_no_cli_run_exits_zero_with_exact_allreduce(tmp_path: Path, repo_root: P
     for stage in ("controller: pushing the pipeline", "controller: programming IPv4 routes",
                   "innetwork all-reduce", "ring all-reduce"):
         assert stage in proc.stderr  # the progress display names every start-up stage
+    assert data["engine"] == "c" and "(c engine)" in proc.stdout
+    assert "compiling the C data path" in proc.stderr
+    log = (rundir / "logs" / f"{PREFIX}s1.log").read_text()
+    assert "--engine c" in log and "running on the C engine" in log, log
+    # the switch loaded the compile made before it started
+    assert len([p for p in cache.iterdir() if p.name.startswith(("_p4_", "p4_"))]) == 1
     assert _left_behind(rundir) == ([], [])
 
 

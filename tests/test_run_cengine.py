@@ -1,7 +1,7 @@
-"""``python -m experiment.run`` end to end on the built-in target (needs root), on the C
-engine (make run's default) and on the Python engine: exact all-reduces, the engine recorded,
-and nothing is left behind. Node names use the prefix ``cp``; gRPC ports are found free at
-run time; the C programs compile into the test's own cache, at -O0."""
+"""``python -m experiment.run`` end to end on the built-in target's Python engine (needs
+root), one flag away from make run's default C engine (whose run is tests/test_run.py's
+first): exact all-reduces, the engine recorded, and nothing is left behind. Node names use
+the prefix ``cp``; gRPC ports are found free at run time."""
 
 from __future__ import annotations
 
@@ -72,16 +72,6 @@ def _make_run(tmp_path: Path, repo_root: Path, *engine_args: str) -> Iterator[_R
         _owner, records = read_pids(rundir / "pids.json")
         alive = [r.pid for r in records if read_cmdline(r.pid) == list(r.cmdline)]
         assert (switch_interfaces(SWITCHES), alive) == ([], [])
-
-
-def test_c_engine_run_is_exact(tmp_path: Path, repo_root: Path) -> None:
-    """The C engine is make run's default (issue 28; that ``--engine c`` asks for it too is
-    tests/test_cengine_engine_option.py's, without a network)."""
-    with _make_run(tmp_path, repo_root) as run:
-        assert run.data["engine"] == "c" and "(c engine)" in run.proc.stdout
-        assert "compiling the C data path" in run.proc.stderr
-        assert "--engine c" in run.log and "running on the C engine" in run.log, run.log
-        assert len(run.compiled) == 1  # the switch loaded the compile made before it started
 
 
 def test_python_engine_is_one_flag_away(tmp_path: Path, repo_root: Path) -> None:
