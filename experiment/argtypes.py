@@ -1,5 +1,6 @@
 """argparse value types shared by the command lines that run experiments (``make run``,
-``make soak``): a bad number names the value and the bound instead of a traceback."""
+``make soak``, ``make train``): a bad number names the value and the bound instead of a
+traceback."""
 
 from __future__ import annotations
 
@@ -36,3 +37,14 @@ def seconds_at_least(minimum: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def tdf_option(text: str) -> str | float:
+    """An argparse ``type`` for ``--tdf``: ``auto`` or a time-dilation factor >= 1, or the
+    parser's usual error naming the flag and the value (``make run``, ``train compare``)."""
+    from experiment.dilation import parse_tdf_option  # calibration's imports: only when used
+
+    try:
+        return parse_tdf_option(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

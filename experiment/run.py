@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from algorithms import registry
-from experiment.argtypes import int_at_least, seconds_at_least
+from experiment.argtypes import int_at_least, seconds_at_least, tdf_option
 from experiment.calibrate import CalibrationError
-from experiment.dilation import AUTO, Dilation, default_elements, dilated_options, parse_tdf_option
+from experiment.dilation import AUTO, Dilation, default_elements, dilated_options
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions, interrupt_on_sigterm
 from experiment.seams import json_int, json_list, json_object
@@ -551,7 +551,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(default 9559)")
     p.add_argument("--thrift-port", type=_positive, help="first BMv2 switch's Thrift runtime "
                    "port (default 9090)")
-    p.add_argument("--tdf", type=_tdf, default=AUTO, metavar="auto|N",
+    p.add_argument("--tdf", type=tdf_option, default=AUTO, metavar="auto|N",
                    help="time-dilation factor: the emulated clock runs N times slower than real "
                         "time, links carry bw/N (default auto: the smallest N at which this "
                         "machine keeps up, calibrated once per program, target and machine)")
@@ -629,13 +629,6 @@ def _elems(text: str) -> int:
     if why is not None:
         raise argparse.ArgumentTypeError(why)
     return value
-
-
-def _tdf(text: str) -> str | float:
-    try:
-        return parse_tdf_option(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _use_file_program(args: argparse.Namespace, spec: TopologySpec) -> None:

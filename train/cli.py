@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from experiment.argtypes import tdf_option
 from train.cache import MultiLevelCache
 from train.data import load_digits_split, make_shards, shards_of_rank
 from train.dataserver import DataServer, ShardClient
@@ -100,16 +101,6 @@ def _timer_bounds(text: str) -> tuple[float, float]:
     return bounds
 
 
-def _tdf_option(text: str) -> str | float:
-    """``compare --tdf``: ``auto`` or a factor >= 1."""
-    from experiment.dilation import parse_tdf_option
-
-    try:
-        return parse_tdf_option(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _engine(text: str) -> str:
     """``--engine``: one of the built-in target's packet engines."""
     from topo.nodes import ENGINES
@@ -166,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--server-latency", type=float, default=0.0,
                       help="loopback: seconds the data server waits per shard (slow NFS)")
     cmp_.add_argument("--timeout", type=float, default=300.0)
-    cmp_.add_argument("--tdf", type=_tdf_option, default=None, metavar="auto|N",
+    cmp_.add_argument("--tdf", type=tdf_option, default=None, metavar="auto|N",
                       help="time-dilation factor (>= 1; 1 = real time): timeouts, latencies and "
                            "reported times are emulated seconds. With --topo the default is "
                            "auto: calibrated for the network as make run does; else 1")
