@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -35,6 +35,19 @@ def seconds_at_least(minimum: float) -> Callable[[str], float]:
         if not math.isfinite(value) or value < minimum:
             raise argparse.ArgumentTypeError(f"{text} must be a number of seconds >= {minimum:g}")
         return value
+
+    return parse
+
+
+def choice(option: str, choices: Sequence[str]) -> Callable[[str], str]:
+    """An argparse ``type`` that names the option and the value when the value is not one
+    of ``choices``."""
+
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{option} {text!r}: choose from {', '.join(choices)}")
+        return text
 
     return parse
 

@@ -159,7 +159,6 @@ def interrupt_on_sigterm() -> SigtermHandler:
     return signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-
 def _raise_interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 

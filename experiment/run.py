@@ -28,14 +28,14 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from algorithms import registry
-from experiment.argtypes import int_at_least, seconds_at_least, tdf_option
+from experiment.argtypes import choice, int_at_least, seconds_at_least, tdf_option
 from experiment.calibrate import CalibrationError
 from experiment.dilation import AUTO, Dilation, default_elements, dilated_options
 from experiment.dilation import resolve as resolve_dilation
@@ -505,12 +505,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(BMv2-like: ports' egress interleaved, later ingress before earlier egress)")
     p.add_argument("--seed", type=_seed,
                    help="seed of --egress-order random (each switch adds its device id)")
-    p.add_argument("--engine", type=_choice("--engine", ENGINES), metavar="python|c",
+    p.add_argument("--engine", type=choice("--engine", ENGINES), metavar="python|c",
                    help="built-in target's packet engine: the Python reference or the "
                    "compiled C data path, compiled once before the switches start (a program "
                    "it cannot take runs on Python, logged); default $SOFTSWITCH_ENGINE, else "
                    "c")
-    p.add_argument("--io", type=_choice("--io", IO_LOOPS), metavar="c|python",
+    p.add_argument("--io", type=choice("--io", IO_LOOPS), metavar="c|python",
                    help="built-in target's packet loop with the C engine: c (the switches' "
                    "default) runs it on a C thread, python in the Python loop")
     p.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S)
@@ -529,7 +529,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    f"{nr_sizes.MAX_ELEMS} (default {DEFAULT_ELEMS}, the most that fit RoCE's "
                    f"{nr_sizes.PATH_MTU}-byte path MTU with the tag); "
                    "the default program is built with it, a --program must match it")
-    p.add_argument("--baseline-transport", type=_choice("--baseline-transport",
+    p.add_argument("--baseline-transport", type=choice("--baseline-transport",
                                                         registry.BASELINE_TRANSPORTS),
                    default=registry.DEFAULT_BASELINE_TRANSPORT, metavar="tcp|roce",
                    help="transport of the ring all-reduce compared with in-network: tcp "
@@ -583,19 +583,6 @@ ENGINE_ENV = "SOFTSWITCH_ENGINE"  # the switches' own default engine (softswitch
 #: data path (a program it cannot take runs on Python, logged; issue 28). The switches'
 #: own default (softswitch run, Pipeline) stays the Python reference.
 RUN_ENGINE = "c"
-
-
-def _choice(option: str, choices: Sequence[str]) -> Callable[[str], str]:
-    """An argparse type that names the option and the value when the value is not one of
-    ``choices``."""
-
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{option} {text!r}: choose from {', '.join(choices)}")
-        return text
-
-    return parse
 
 
 def switch_engine(args: argparse.Namespace, target: str) -> str | None:

@@ -33,6 +33,13 @@ def test_compare_writes_json_and_plots(tmp_path: Path) -> None:
     run = json.loads((tmp_path / "inswitch.json").read_text())
     assert run["implementation"] == "inswitch-reference"
     assert len(run["history"]) == 3 and run["models_identical_on_all_ranks"]
+    # time to the ring's final accuracy: the ring's own ends with it; loopback has no guard
+    ring, fixed = doc["runs"]
+    assert doc["target_accuracy"] == ring["final_accuracy"]
+    assert ring["time_to_target_s"] == ring["train_wall_s"]
+    assert fixed["time_to_target_s"] == (fixed["train_wall_s"] if fixed["final_accuracy"]
+                                         >= ring["final_accuracy"] else None)
+    assert ring["faithful"] is None and fixed["faithful"] is None
 
 
 def test_compare_as_processes(tmp_path: Path) -> None:
@@ -377,3 +384,49 @@ def test_sigterm_stops_compare_like_ctrl_c(monkeypatch: pytest.MonkeyPatch,
     assert "interrupted: every process and network it started is stopped" in (
         capsys.readouterr().err)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_run_the_guard_rejects_makes_compare_fail(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose emulation did not keep up is written and drawn (hollow), but compare
+    exits 1 and says the comparison is not fit to publish."""
+    import dataclasses
+
+    import train.cli as cli
+
+    real = cli.run_loopback
+
+    def unfaithful(*args: Any, **kwargs: Any) -> Any:
+        exp = real(*args, **kwargs)
+        return dataclasses.replace(exp, network={"fidelity": {
+            "faithful": False, "tdf": 1.0, "checks": [],
+            "summary": "NOT faithful: machine CPU: 1.9 of 2 cores"}})
+
+    monkeypatch.setattr(cli, "run_loopback", unfaithful)
+    code = main(["compare", "--collectives", "fp32-ring", "--epochs", "1", "--workers", "2",
+                 "--outdir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "fidelity: NOT faithful: machine CPU" in out.out
+    assert "the emulation did not keep up in fp32-ring" in out.err
+    assert json.loads((tmp_path / "compare.json").read_text())["runs"][0]["faithful"] is False
+
+
+def test_the_guard_judges_the_machine_latency_per_training_step() -> None:
+    """The calibrated fixed cost of an exchange, over the TDF, against one step's exchange:
+    43 ms at TDF 125,000 is 0.34 us, 3.2 % of a 10.6 us step."""
+    from train.testbed import fixed_cost_share
+    from train.trainer import EpochRecord, RankResult
+
+    def epoch(n: int, steps: int, comm_s: float) -> EpochRecord:
+        return EpochRecord(n, 0.5, 0.5, 0.9, 0.0, comm_s, comm_s, steps=steps)
+
+    rank = RankResult(0, "inswitch", [EpochRecord(0, None, 2.3, 0.1, 0.0),
+                                      epoch(1, 11, 11 * 10.6e-6), epoch(2, 11, 11 * 10.6e-6)],
+                      "", [])
+    share = fixed_cost_share(0.043, 125_000, [rank])
+    assert share is not None and share == pytest.approx(0.043 / 125_000 / 10.6e-6)
+    assert 0.03 < share < 0.035
+    assert fixed_cost_share(0.0, 125_000, [rank]) is None  # not calibrated
+    assert fixed_cost_share(0.043, 125_000, []) is None

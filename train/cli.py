@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from experiment.argtypes import tdf_option
+from experiment.argtypes import choice, tdf_option
 from train.cache import MultiLevelCache
 from train.data import load_digits_split, make_shards, shards_of_rank
 from train.dataserver import DataServer, ShardClient
@@ -88,6 +88,21 @@ def _tdf(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _gradient_elements() -> int:
+    """float32 in the digits MLP's gradient (its parameters): what each step exchanges."""
+    from train.model import MLPShape
+
+    return MLPShape(64, TrainConfig().hidden, 10).size
+
+
+def _engine(text: str) -> str:
+    """``--engine``: the built-in target's packet engines (Mininet's module names them:
+    imported only when the option is given, not by every rank's process)."""
+    from topo.nodes import ENGINES
+
+    return choice("--engine", ENGINES)(text)
+
+
 def _timer_bounds(text: str) -> tuple[float, float]:
     """``--agg-timers LOW,HIGH``: two positive seconds, the lowest first."""
     low, sep, high = text.partition(",")
@@ -99,15 +114,6 @@ def _timer_bounds(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: expected LOW,HIGH seconds with 0 < LOW <= HIGH")
     return bounds
-
-
-def _engine(text: str) -> str:
-    """``--engine``: one of the built-in target's packet engines."""
-    from topo.nodes import ENGINES
-
-    if text not in ENGINES:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(ENGINES)}")
-    return text
 
 
 def _add_tdf(p: argparse.ArgumentParser) -> None:
@@ -261,7 +267,6 @@ def _finish(args: argparse.Namespace, experiments: list[Experiment],
 
 
 def _compare_testbed(args: argparse.Namespace) -> int:
-    from train.model import MLP, MLPShape
     from train.testbed import TestbedOptions, TrainingTestbed
 
     if not args.verbose:  # the controller's and Mininet's step-by-step logs
@@ -288,8 +293,7 @@ def _compare_testbed(args: argparse.Namespace) -> int:
             _report_run(exp, args.outdir)
             experiments.append(exp)
         if args.interference_repeats > 0:
-            elements = args.interference_elements or MLP(
-                MLPShape(64, TrainConfig().hidden, 10), 0).params.size
+            elements = args.interference_elements or _gradient_elements()
             result = testbed.interference(args.outdir / "runs" / "interference", elements,
                                           args.interference_repeats, args.shards, args.timeout)
             write_json(args.outdir / "interference.json", result)
@@ -336,10 +340,9 @@ def _testbed_tdf(args: argparse.Namespace, opts: TestbedOptions
     from experiment.run import calibration_rundir
     from protocol.netreduce import PROGRAM_ELEMS
     from topo.errors import TopoError
-    from train.model import MLP, MLPShape
 
     option = AUTO if args.tdf is None else args.tdf
-    elements = MLP(MLPShape(64, TrainConfig().hidden, 10), 0).params.size
+    elements = _gradient_elements()
     try:
         spec = opts.topology().spec
         dilation = resolve_dilation(option, opts.target, opts.program, spec,

@@ -320,11 +320,7 @@ class TrainingTestbed:
         hosts = {f"{h}#{r.rank}": r.cores for h, r in zip(self.worker_hosts, results,
                                                            strict=False)}
         emulated = wall / self.options.tdf if wall > 0 else None
-        # the machine's fixed cost per exchange, over the TDF, against one step's exchange
-        steps = sum(r.steps for r in results[0].history) if results else 0
-        comm = sum(r.comm_s for r in results[0].history) if results else 0.0
-        share = (self.options.overhead_s / self.options.tdf / (comm / steps)
-                 if self.options.overhead_s > 0 and steps and comm > 0 else None)
+        share = fixed_cost_share(self.options.overhead_s, self.options.tdf, results)
         load = RunLoad(window.switch_cpu, peaks, hosts, os.cpu_count() or 1,
                        link_utilization(window.links(self.topology, emulated)), drops,
                        fixed_cost_share=share)
@@ -355,6 +351,17 @@ class TrainingTestbed:
             "data_bytes_streamed": sum(int(_number(r["data_bytes"])) for r in ranks),
             **links, "ranks": ranks,
         }
+
+
+def fixed_cost_share(overhead_s: float, tdf: float, results: list[RankResult]) -> float | None:
+    """The machine's fixed real cost of one exchange, over the TDF, as a share of one
+    training step's exchange (rank 0's mean; the guard's latency check); None when it is
+    not known (no calibration) or nothing was exchanged."""
+    if overhead_s <= 0 or not results:
+        return None
+    steps = sum(r.steps for r in results[0].history)
+    comm = sum(r.comm_s for r in results[0].history)
+    return overhead_s / tdf / (comm / steps) if steps and comm > 0 else None
 
 
 def _number(value: object) -> float:
