@@ -102,6 +102,19 @@ def locked(rundir: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def forget(rundir: Path) -> bool:
+    """Drops the record of what an earlier network in ``rundir`` was configured with (a new
+    network starts with empty switches: its jobs, routes and faults are gone); True when
+    there was one. A second run with the same ``--rundir`` failed to create its job,
+    "a job named 'allreduce' already exists", from the first run's record."""
+    with locked(rundir):
+        try:
+            (rundir / STATE_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
 def next_election_id(rundir: Path) -> int:
     """A fresh election id, higher than any this run directory handed out before: the
     newest controller becomes primary."""

@@ -56,6 +56,7 @@ from typing import Any, Protocol, TypeAlias, TypedDict, Unpack
 
 import stackdump
 from controller.fabric import Controller, ControllerOptions
+from controller.state import forget as forget_controller_state
 from experiment.netns import stop_process
 from experiment.seams import (
     CounterReader,
@@ -440,6 +441,10 @@ class ExperimentNetwork:
             self.network = self._start_network(self.topo, self.target, self.rundir_arg,
                                                self.program_path,
                                                **self.start_options.keywords())
+            # the switches are new: what the directory's earlier network had configured is not
+            if forget_controller_state(Path(self.network.rundir.path)):
+                log.info("%s: dropped the controller state of an earlier network",
+                         self.network.rundir.path)
             if self.live_port is not None:
                 self.live = start_live_view(self.network.rundir.path, self.live_port,
                                             self.announce)

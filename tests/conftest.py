@@ -35,6 +35,7 @@ inherited SIG_IGN: the tests that interrupt a run or a cleanup with SIGINT would
 from __future__ import annotations
 
 import os
+import resource
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,11 +74,15 @@ class SuiteTime:
     def __init__(self) -> None:
         self.seconds = {"root group": 0.0, "netns group": 0.0, "other": 0.0}
         self.tests: dict[str, set[str]] = {kind: set() for kind in self.seconds}
+        self.cpu: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         kind = _kind(report)
         self.seconds[kind] += report.duration
         self.tests[kind].add(report.nodeid)
+        for name, value in report.user_properties:
+            if name == CPU_PROPERTY:
+                self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + float(value)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         parts = [f"{kind} {self.seconds[kind]:.0f} s in {len(self.tests[kind])} tests"
@@ -85,6 +90,49 @@ class SuiteTime:
         if parts:  # (nothing ran: -k that selects nothing, --collect-only)
             terminalreporter.write_line("test time: " + "; ".join(parts) + " (each group runs"
                                         " on one worker, one test after another)")
+        if self.cpu and os.environ.get("CI") == "true":
+            # on 2 cores the suite is bound by CPU, not by any one worker: what to cut first
+            total = sum(self.cpu.values())
+            terminalreporter.write_line(f"CPU time of the tests and what they started: "
+                                        f"{total:.0f} s; the most:")
+            for nodeid, cpu in sorted(self.cpu.items(), key=lambda kv: -kv[1])[:CPU_LISTED]:
+                terminalreporter.write_line(f"  {cpu:7.1f} s  {nodeid}")
+
+
+#: The name of a test report's CPU seconds (:class:`CpuRecorder`) in its user properties.
+CPU_PROPERTY = "cpu_seconds"
+
+#: How many of the tests that used the most CPU the CI summary lists.
+CPU_LISTED = 30
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of its children that were waited for (their
+    own waited-for children included): a switch, a Mininet host's shell, a compiler."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class CpuRecorder:
+    """Puts each phase's CPU seconds (:func:`_cpu_seconds`) in its report, where the
+    workers' reports reach :class:`SuiteTime` (a process that outlives its test, or is
+    never waited for, is not counted)."""
+
+    def __init__(self) -> None:
+        self.mark = _cpu_seconds()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self) -> None:
+        self.mark = _cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self) -> Iterator[None]:
+        outcome = yield
+        now = _cpu_seconds()
+        report = outcome.get_result()
+        report.user_properties.append((CPU_PROPERTY, round(now - self.mark, 3)))
+        self.mark = now
 
 
 def _kind(report: pytest.TestReport) -> str:
@@ -106,6 +154,7 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if not hasattr(config, "workerinput"):  # xdist's workers report to the controller
         config.pluginmanager.register(SuiteTime(), "suite-time")
+    config.pluginmanager.register(CpuRecorder(), "test-cpu")
 
 
 def _group(item: pytest.Item, config: pytest.Config, group: str) -> None:

@@ -157,6 +157,25 @@ def test_normal_exit_stops_once_and_start_options_reach_the_network(fakes: dict[
         "random", 7, 30.0)
 
 
+def test_a_network_started_in_an_earlier_runs_directory_forgets_its_jobs(
+        fakes: dict[str, Any], tmp_path: Path) -> None:
+    """Regression: ``make run`` a second time with the same ``--rundir`` failed to create its
+    job ("a job named 'allreduce' already exists"): the controller state of the first run's
+    network, whose switches are gone, was taken for the new network's."""
+    from controller.jobs import JobPlan
+    from controller.state import ControllerState, load_state, locked, save_state
+
+    plan = JobPlan(job_id=0, name="allreduce", credits=4, slots=128, msg_pkts=32,
+                   workers=[], parts={})
+    earlier = ControllerState(election_id=3, routes=True, jobs={0: plan})
+    with locked(tmp_path):
+        save_state(tmp_path, earlier)
+    assert load_state(tmp_path).job("allreduce")
+    with _lab(fakes, program_fabric=False):
+        state = load_state(tmp_path)
+        assert (state.jobs, state.routes, state.election_id) == ({}, False, 0)
+
+
 def test_around_a_network_owns_only_its_processes(fakes: dict[str, Any], tmp_path: Path) -> None:
     """A lifecycle around a network started elsewhere kills its processes but leaves the
     network and the given controller to their owner."""
