@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,8 @@ class SuiteTime:
         self.seconds[kind] += report.duration
         self.tests[kind].add(report.nodeid)
         for name, value in report.user_properties:
-            if name == CPU_PROPERTY:
-                self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + float(value)
+            if name == CPU_PROPERTY and isinstance(value, (int, float)):
+                self.cpu[report.nodeid] = self.cpu.get(report.nodeid, 0.0) + value
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         parts = [f"{kind} {self.seconds[kind]:.0f} s in {len(self.tests[kind])} tests"
@@ -126,13 +126,13 @@ class CpuRecorder:
     def pytest_runtest_logstart(self) -> None:
         self.mark = _cpu_seconds()
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self) -> Iterator[None]:
-        outcome = yield
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
         now = _cpu_seconds()
-        report = outcome.get_result()
         report.user_properties.append((CPU_PROPERTY, round(now - self.mark, 3)))
         self.mark = now
+        return report
 
 
 def _kind(report: pytest.TestReport) -> str:
