@@ -113,7 +113,7 @@ def cached_program(device_config: bytes, compile_: Callable[[], ir.Program], *,
     return program
 
 
-def _store(where: Path, path: Path, program: ir.Program) -> None:
+def _store(where: Path, path: Path, program: ir.Program | str) -> None:
     """Write the entry atomically (a concurrent reader sees the old file or the whole new
     one); a cache that cannot be written only costs speed, so failures are logged."""
     try:
@@ -134,6 +134,38 @@ def _store(where: Path, path: Path, program: ir.Program) -> None:
 def _prune(where: Path) -> None:
     """Keep the newest :data:`MAX_ENTRIES` (another process may be pruning too)."""
     lru_files.prune(where.glob("*.pickle"), MAX_ENTRIES)
+
+
+@functools.lru_cache(maxsize=1)
+def _p4info_fingerprint() -> str:
+    """A hash of the P4Info builder's source (its output changes with it)."""
+    return hashlib.sha256((_PACKAGE / "p4info.py").read_bytes()).hexdigest()
+
+
+def cached_p4info_text(device_config: bytes, build: Callable[[], str], *,
+                       directory: Path | None = None) -> str:
+    """``build()`` (the P4Info text of the program ``device_config`` bundles), or the text
+    it gave last time for the same bytes, front end and P4Info builder: walking the IR for
+    it took a second of every network start's CPU. ``directory`` as for
+    :func:`cached_program`."""
+    where = cache_dir() if directory is None else directory
+    if where is None:
+        return build()
+    path = where / f"{entry_key(device_config, 'p4info:' + _p4info_fingerprint())}.pickle"
+    try:
+        with path.open("rb") as f:
+            text = pickle.load(f)
+        if isinstance(text, str):
+            lru_files.used(path)
+            return text
+        log.warning("program cache: %s holds no P4Info; building it again", path)
+    except FileNotFoundError:
+        pass
+    except Exception as exc:
+        log.warning("program cache: cannot read %s (%s); building it again", path, exc)
+    text = build()
+    _store(where, path, text)
+    return text
 
 
 def compile_p4_file(path: str | Path) -> tuple[ir.Program, bytes]:

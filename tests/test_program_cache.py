@@ -58,6 +58,32 @@ def test_other_sources_origin_or_front_end_miss(tmp_path: Path, config: bytes,
     assert compiles.calls == 4
 
 
+def test_p4info_text_is_cached_per_sources_and_builder(tmp_path: Path, config: bytes,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every network start wrote the P4Info by walking the IR (a second of CPU); the text is
+    kept beside the program, built again for other sources or another P4Info builder."""
+    from google.protobuf import text_format
+
+    built: list[str] = []
+
+    def build() -> str:
+        built.append("x")
+        return text_format.MessageToString(build_p4info(compile_file(PROGRAM)))
+
+    first = program_cache.cached_p4info_text(config, build, directory=tmp_path)
+    assert program_cache.cached_p4info_text(config, build, directory=tmp_path) == first
+    assert len(built) == 1 and "pkg_info" in first
+    program_cache.cached_p4info_text(config + b" ", build, directory=tmp_path)
+    assert len(built) == 2
+    monkeypatch.setattr(program_cache, "_p4info_fingerprint", lambda: "another builder")
+    program_cache.cached_p4info_text(config, build, directory=tmp_path)
+    assert len(built) == 3
+    for entry in tmp_path.glob("*.pickle"):
+        entry.write_bytes(b"broken")  # a broken entry is built again, never a failure
+    assert program_cache.cached_p4info_text(config, build, directory=tmp_path) == first
+    assert len(built) == 4
+
+
 def test_compiler_fingerprint_covers_the_front_end_sources() -> None:
     fp = program_cache.compiler_fingerprint()
     assert len(fp) == 64 and fp == program_cache.compiler_fingerprint()

@@ -708,7 +708,7 @@ class SoftSwitch(P4Switch):
             from google.protobuf import text_format
 
             from softswitch.p4info import build_p4info
-            from softswitch.program_cache import compile_p4_file
+            from softswitch.program_cache import cached_p4info_text, compile_p4_file
         except ImportError as exc:
             raise ProgramBuildError(
                 f"{program}: the built-in front end is not available ({exc})") from None
@@ -719,12 +719,13 @@ class SoftSwitch(P4Switch):
         except Exception as exc:  # P4Error and friends print FILE:LINE:COL: error: ...
             raise ProgramBuildError(str(exc)) from None
         try:
-            p4info = build_p4info(ir_program)
+            p4info = cached_p4info_text(
+                bundle, lambda: text_format.MessageToString(build_p4info(ir_program)))
         except Exception as exc:
             raise ProgramBuildError(f"{program}: cannot build P4Info: {exc}") from None
         builddir.mkdir(parents=True, exist_ok=True)
         out = builddir / f"{program.stem}.p4info.txtpb"
-        out.write_text(text_format.MessageToString(p4info))
+        out.write_text(p4info)
         config = builddir / f"{program.stem}.device_config.json"
         config.write_bytes(bundle)
         return ProgramBuild(program.resolve(), out.resolve(), config.resolve())
