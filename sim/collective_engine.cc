@@ -66,6 +66,9 @@ struct Params
     int64_t segment = 1024;   // payload bytes per packet
     int32_t header = 0;       // header bytes added to every packet on the wire
     int32_t window = 64;      // in-network credits (packets in flight) per worker
+    int32_t message = 0;      // packets per credit (0: one, a sliding window of packets; else a
+                              // credit comes back when its message's whole result is in and
+                              // the connection's receiver has acknowledged it)
     int32_t inaSpines = 0;    // spines one in-network job's slots use (0: all, sprayed)
     int32_t switchHeader = 0; // extra header bytes on leaf <-> spine aggregation packets
 };
@@ -452,6 +455,58 @@ class Engine
         }
     }
 
+    // One ACK from a worker to another behind the same leaf on another host: two host links
+    // and the leaf (and each end's host switch and intra-host link with several GPUs).
+    double AckLatency() const
+    {
+        const double bits = 8.0 * (ACK_BYTES + m_p.header);
+        double s = 2 * (m_p.linkDelay + bits / m_p.hostBps) + m_p.switchDelay;
+        if (m_p.gpusPerHost > 1)
+        {
+            s += 2 * (m_p.intraDelay + bits / m_p.intraBps + m_p.switchDelay);
+        }
+        return s;
+    }
+
+    static constexpr int64_t ACK_BYTES = 4; // beyond the header: an ACK's AETH
+
+    static constexpr int32_t MSG_RESULT = 1; // the message's whole result is in
+    static constexpr int32_t MSG_ACKED = 2;  // its receiver acknowledged it
+
+    // A message's credit comes back with both its result and its ACK (docs/protocol.md
+    // section 4.4, the worker rule): then the next whole message goes out.
+    void MessageSettled(int64_t op, int64_t msg, int32_t what)
+    {
+        uint64_t key = ((uint64_t)op << 32) ^ (uint64_t)msg;
+        int32_t& state = m_msgState[key];
+        state |= what;
+        if (state != (MSG_RESULT | MSG_ACKED))
+        {
+            return;
+        }
+        m_msgState.erase(key);
+        int64_t end = std::min<int64_t>(m_next[op] + m_p.message, InaPackets(op));
+        while (m_next[op] < end)
+        {
+            InaSend(op, m_next[op]++);
+        }
+    }
+
+    // Whether the result packet ``seq`` completed its message (``message`` packets, the
+    // op's last one shorter).
+    bool MessageDone(int64_t op, int64_t seq)
+    {
+        int64_t msg = seq / m_p.message;
+        uint64_t key = ((uint64_t)op << 32) ^ (uint64_t)msg;
+        int64_t size = std::min<int64_t>(m_p.message, InaPackets(op) - msg * m_p.message);
+        if (++m_msgGot[key] < size)
+        {
+            return false;
+        }
+        m_msgGot.erase(key);
+        return true;
+    }
+
     int64_t InaPackets(int64_t op) const
     {
         return (m_bytes[op] + m_p.segment - 1) / m_p.segment;
@@ -473,9 +528,32 @@ class Engine
     {
         int64_t op = m.op;
         m_got[op] += 1; // counts result packets for INA ops
-        if (m_next[op] < InaPackets(op))
+        if (m_p.message <= 0)
         {
-            InaSend(op, m_next[op]++);
+            if (m_next[op] < InaPackets(op))
+            {
+                InaSend(op, m_next[op]++);
+            }
+        }
+        else if (MessageDone(op, m.seq))
+        {
+            int64_t msg = m.seq / m_p.message;
+            // this worker receives the connection of the member before it behind its leaf
+            // (controller/jobs.py pairs them in a ring per leaf) and acknowledges it end to end
+            int64_t sender = m_ackTo[op];
+            if (sender == op)
+            {
+                // alone behind its leaf: its own receiver (no wire to cross)
+                MessageSettled(op, msg, MSG_RESULT | MSG_ACKED);
+            }
+            else
+            {
+                // the ACK crosses the leaf in a class of its own, ahead of the data queued on
+                // the same links (topo/links.py serves acknowledgements first): its latency
+                ns3::Simulator::Schedule(ns3::Seconds(AckLatency()), &Engine::MessageSettled,
+                                         this, sender, msg, MSG_ACKED);
+                MessageSettled(op, msg, MSG_RESULT);
+            }
         }
         if (m_got[op] >= InaPackets(op))
         {
@@ -536,6 +614,19 @@ class Engine
             }
         }
         m_leafCount.assign(m_p.leaves, {});
+        m_msgGot.clear();
+        m_msgState.clear();
+        m_ackTo.assign(n, -1);
+        for (int32_t j = 0; j < jobs; ++j)
+        {
+            for (const auto& local : m_jobLeafMembers[j])
+            {
+                for (size_t k = 0; k < local.size(); ++k)
+                {
+                    m_ackTo[local[k].second] = local[(k + local.size() - 1) % local.size()].second;
+                }
+            }
+        }
         m_spineCount.assign(m_p.spines, {});
     }
 
@@ -602,6 +693,9 @@ class Engine
     std::vector<std::vector<std::vector<std::pair<int32_t, int32_t>>>> m_jobLeafMembers;
     std::vector<int32_t> m_jobLeaves;
     std::vector<std::unordered_map<uint64_t, int32_t>> m_leafCount, m_spineCount;
+    std::unordered_map<uint64_t, int64_t> m_msgGot; // (op, message) -> result packets in
+    std::unordered_map<uint64_t, int32_t> m_msgState; // (op, message) -> MSG_* bits
+    std::vector<int64_t> m_ackTo; // INA op -> the op whose connection it receives
 
     int64_t m_packets = 0;
     int64_t m_wireBytes = 0;

@@ -17,8 +17,9 @@ fixed once, from packet formats and independent measurements, never fitted to a 
 * **One spine per job.** The controller (``controller/jobs.py``) places a job on one spine,
   so all of a job's slots cross one leaf-spine link per leaf (the simulator's default
   sprays slots over every spine).
-* **Credits.** A worker keeps ``credits × msg_pkts`` packets in flight (the transport's
-  congestion window adapts inside it).
+* **Credits.** A worker keeps ``credits`` messages of ``msg_pkts`` packets in flight (the
+  transport's congestion window adapts inside it); a credit comes back when its message's
+  whole result has arrived, and the next message then goes out.
 * **Ring over TCP.** Linux TCP on 1500-byte MTU veths with timestamps: 1448 payload bytes
   in a 1514-byte frame, and a 66-byte ACK per two segments (delayed ACK) travelling the
   other way on the same links. A ring has every directed link carry one data flow and
@@ -126,7 +127,7 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
         # leaf-spine packets: RoCE header + RETH + tag (90 bytes), no ACK or tag share
         return base.replace(segment_bytes=4 * int(spec["elems"]), header_bytes=header,
                             switch_header_bytes=max(0, ROCE_HEADER + RETH_TAG - header),
-                            ina_spines=1, window=window)
+                            ina_spines=1, window=window, message_packets=msg_pkts)
     if alg.transport == ROCE:
         return base.replace(segment_bytes=nr.PATH_MTU, header_bytes=roce_header_bytes())
     return base.replace(segment_bytes=TCP_MSS, header_bytes=tcp_header_bytes())

@@ -24,6 +24,9 @@ class Fabric:
 
     ``window`` is the in-network credit window (packets in flight per worker); 0 picks one
     that covers twice the bandwidth-delay product, so credits never limit throughput.
+    ``message_packets`` is what one credit covers: 0 frees a packet's place in the window
+    with each result packet (a sliding window), N > 0 frees a message of N packets when its
+    whole result is in (the papers' message-level credits, which the emulation's agents use).
     ``ina_spines`` is how many spines one in-network job aggregates on (0: slots sprayed
     over all; the emulation's controller gives each job one spine) and
     ``switch_header_bytes`` what leaf-spine aggregation packets carry on top of
@@ -43,6 +46,7 @@ class Fabric:
     segment_bytes: int = 1024
     header_bytes: int = ROCE_HEADER_BYTES
     window: int = 0
+    message_packets: int = 0
     ina_spines: int = 0
     switch_header_bytes: int = 0
 
@@ -63,6 +67,8 @@ class Fabric:
             raise ValueError("segment_bytes must be >= 1, header_bytes and window >= 0")
         if self.ina_spines < 0 or self.switch_header_bytes < 0:
             raise ValueError("ina_spines and switch_header_bytes must be >= 0")
+        if self.message_packets < 0:
+            raise ValueError(f"message_packets must be >= 0, got {self.message_packets!r}")
 
     # ------------------------------------------------------------------ sizes
     @property

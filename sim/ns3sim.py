@@ -120,6 +120,7 @@ def _params(f: Fabric) -> Any:
     p.segment = int(f.segment_bytes)
     p.header = int(f.header_bytes)
     p.window = int(f.credit_window())
+    p.message = int(f.message_packets)
     p.inaSpines = int(f.ina_spines)
     p.switchHeader = int(f.switch_header_bytes)
     return p

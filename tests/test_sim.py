@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -80,6 +81,33 @@ def test_single_send_time_is_bandwidth_plus_path(simulate: Simulate) -> None:
     n = 100 * 1024
     sim = simulate("ina", f, n, 0.01)
     assert sim == pytest.approx(n * 8 / 10e6 + f.ina_round_trip(), rel=5e-3)
+
+
+def test_message_credits_return_when_the_whole_message_is_in(simulate: Simulate) -> None:
+    """With message-level credits (the papers' and the emulation's agents'), one credit of M
+    packets sends a message, waits for its whole result and its receiver's ACK (to the
+    sender behind the same leaf: two host links), then sends the next: a message costs its
+    transfer, one slot round trip and the ACK's trip, and the time is link-bound from the
+    first credit count that covers that cycle (docs/reproduction.md, the credits figure).
+    A sliding window of the same M packets overlaps the round trips and is faster."""
+    msg, msgs = 4, 12
+    f = emulated(100.0, switch_delay_s=0.0, header_bytes=0, link_delay_s=100e-6,
+                 window=msg, message_packets=msg)
+    n = msg * msgs * f.segment_bytes
+    transfer = msg * f.segment_bytes * 8 / f.host_bps
+    ack = 2 * (f.link_delay_s + 4 * 8 / f.host_bps)  # host -> leaf -> host, 4 bytes of AETH
+    cycle = transfer + f.ina_round_trip() + ack
+    one = simulate("ina", f, n, 0.01)
+    assert one == pytest.approx(msgs * cycle, rel=0.03)
+    assert simulate("ina", f.replace(message_packets=0), n, 0.01) < 0.8 * one
+    knee = math.ceil(cycle / transfer)  # 4 credits here
+    link_bound = n * 8 / f.host_bps + f.ina_round_trip()
+    below = simulate("ina", f.replace(window=(knee - 1) * msg), n, 0.01)
+    at = simulate("ina", f.replace(window=knee * msg), n, 0.01)
+    assert below > 1.1 * link_bound
+    assert at == pytest.approx(link_bound, rel=0.03)
+    with pytest.raises(ValueError, match="message_packets must be >= 0, got -1"):
+        f.replace(message_packets=-1)
 
 
 def test_ina_flat_in_p_ring_grows(simulate: Simulate) -> None:
