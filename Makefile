@@ -11,8 +11,8 @@
 #   make test [PYTEST_ARGS="-k lpm -x"]
 #   make bench [BENCH_ARGS="--seconds 5"]
 #   make experiments [EXP_ARGS="--algos ring,innetwork-hier --sizes 262144 --models ''"]
-#   make experiments preset=size   (a paper's figure beside ns-3: size, scaling, credits;
-#                                   docs/reproduction.md)
+#   make experiments preset=size   (a paper's figure beside ns-3; the presets:
+#                                   python -m experiment figure --list; docs/reproduction.md)
 #   make scenario [SCENARIO=scenarios/examples/rack-loss.yaml JUNIT=results/junit.xml]
 #   make run live=8080 (live view port; 0: a free one, the default; off: none)
 #   make run topo=spineleaf servers=A,B [ssh_config=FILE]   (across machines: docs/scale.md)
@@ -118,7 +118,7 @@ help:
 	@echo "make test                 run the whole test suite (PYTEST_ARGS=... to narrow it, TEST_JOBS=1 without workers)"
 	@echo "make bench                run the benchmarks and rewrite docs/benchmarks.md"
 	@echo "make experiments          algorithms x sizes x models on a spine-leaf (root; EXP_ARGS=...)"
-	@echo "                          preset=size|scaling|credits: a paper's figure, emulated at 100 GbE beside ns-3 (docs/reproduction.md)"
+	@echo "                          preset=NAME: a paper's figure, emulated beside ns-3 (python -m experiment figure --list; docs/reproduction.md)"
 	@echo "make train                train the digits MLP with each collective on a spine-leaf in the papers' network (root; TRAIN_ARGS=...)"
 	@echo "make scenario             run scenario files for CI, JUnit XML (root; SCENARIO=FILES JUNIT=PATH)"
 	@echo "make soak                 full reliability campaign, one process, ~100 min: loss/reordering on both targets, switch/controller restarts, teardown, bad input -> docs/reliability.md (root; SOAK_ARGS=--quick: ~1 min)"

@@ -2,7 +2,7 @@
 
     python -m experiment matrix [--algos ring,innetwork] [--sizes 65536] [--models ''] ...
     python -m experiment emulate [--bw 3] [--sizes 65536,262144] [--out results/sim]
-    python -m experiment figure size|scaling|credits|size-small [--tdf auto] [--list]
+    python -m experiment figure PRESET [--tdf auto] [--list]
 
 ``matrix`` is ``make experiments``: algorithms x tensor sizes x model replays on a spine-leaf
 (:mod:`experiment.matrix`). ``emulate`` runs a small 2x2x2 matrix and checks it against the
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.set_defaults(func=cmd_emulate)
     fg = sub.add_parser("figure", help="run one of the papers' figures under emulation beside "
                         "ns-3 (root; what `make experiments preset=NAME` runs)")
-    fg.add_argument("preset", nargs="?", help="size, scaling, credits, size-small (--list)")
+    fg.add_argument("preset", nargs="?", help="the figure (--list shows the presets)")
     fg.add_argument("--list", action="store_true", help="list the presets and exit")
     fg.add_argument("--tdf", default="auto", metavar="auto|N",
                     help="time dilation: auto (calibrated per point, the default) or a factor")
