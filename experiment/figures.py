@@ -22,6 +22,7 @@ must not be published.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -65,6 +66,7 @@ CONVERGED = 0.05
 #: The baseline every figure draws in-network against: the papers' is NCCL's ring on RoCE.
 BASELINE = "ring-roce"
 INNETWORK = "innetwork"
+HIERARCHICAL = "innetwork-hier"
 #: A topology file parameter's value (``bw: 100G``, ``hosts: 4``).
 Param: TypeAlias = int | float | str | bool | None
 #: The network :func:`sim.emulation.fabric_for` is given (rates, delays, sizes).
@@ -107,6 +109,7 @@ class Preset:
     algorithms: tuple[str, ...] = (INNETWORK, BASELINE)
     log_x: bool = True
     knee: bool = False  # report the credit knee (the credits preset)
+    crossover: bool = False  # report where the baseline overtakes in-network (hierarchy)
 
 
 def _size_points(params: Mapping[str, Param], sizes: Sequence[int]) -> tuple[Point, ...]:
@@ -158,6 +161,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            (Point(16, {"k": 4, "hosts": 2, **PAPER_LINKS}, 1048576),),
            "NetReduce's time does not depend on P; the ring's grows with 2(P-1)/P "
            "(1.875 times the tensor's transfer for P = 16)", log_x=False),
+    # NetReduce's hierarchical mode (each host sums its 2 GPUs' tensors over modelled
+    # intra-host links, one network worker per host) against the flat ring over all 8 GPUs,
+    # as the intra-host rate goes from half the network's to NVLink's 12 times (150 GB/s)
+    Preset("hierarchy", "Hierarchical in-network against the flat ring (4 hosts x 2 GPUs, "
+           "100 GbE, 2 us, 4 MiB)", "rack", "B_intra / B_inter",
+           tuple(Point(r, {"hosts": 4, "gpus": 2, "intra_bw": f"{r * 100:g}G", **PAPER_LINKS},
+                       1048576) for r in (1, 1.5, 2, 3, 4, 12)),
+           "hierarchical NetReduce beats the flat ring once the intra-host links are fast "
+           "enough: the crossover in B_intra / B_inter (the paper: 2.3; NVLink 150 GB/s over "
+           "100 GbE is 12)", algorithms=(HIERARCHICAL, BASELINE), crossover=True),
     # the small one `make test` runs: two workers, 10 Mbit/s, two sizes
     Preset("size-small", "All-reduce time against tensor size (P = 2, 10 Mbit/s, 100 us)",
            "rack", "tensor per worker (MiB)",
@@ -201,17 +214,32 @@ def link_delay(spec: TopologySpec) -> float:
     return max((h.link.delay_s or 0.0) for h in spec.hosts if h.gpus > 0)
 
 
+def gpus_per_host(spec: TopologySpec) -> int:
+    """The GPUs of each worker host (the hierarchy preset's 2; FigureError when they
+    differ: the collectives number ranks host by host, the same count on each)."""
+    counts = {h.gpus for h in spec.hosts if h.gpus > 0}
+    if len(counts) != 1:
+        raise FigureError(f"{spec.source}: worker hosts with {sorted(counts)} GPUs; a figure "
+                          "needs the same number on each")
+    return counts.pop()
+
+
 def sim_spec(spec: TopologySpec, point: Point, elems: int, switch_delay_s: float
              ) -> SimSpec:
     """The spec dict of :func:`sim.emulation.fabric_for` for the point's network: a rack is
     one leaf (and a spine the job never uses)."""
     roles = [sw.role for sw in spec.switches]
     leaves = max(1, roles.count("leaf"))
-    return {"spines": max(1, roles.count("spine")), "leaves": leaves,
-            "hosts_per_leaf": workers_of(spec) // leaves, "gpus": 1,
-            "bw_mbit": host_rate(spec) / 1e6, "delay_s": link_delay(spec),
-            "switch_delay_s": switch_delay_s, "elems": elems, "credits": point.credits,
-            "msg_pkts": point.msg_pkts}
+    gpus = gpus_per_host(spec)
+    out: SimSpec = {"spines": max(1, roles.count("spine")), "leaves": leaves,
+                    "hosts_per_leaf": workers_of(spec) // gpus // leaves, "gpus": gpus,
+                    "bw_mbit": host_rate(spec) / 1e6, "delay_s": link_delay(spec),
+                    "switch_delay_s": switch_delay_s, "elems": elems, "credits": point.credits,
+                    "msg_pkts": point.msg_pkts}
+    intra = {h.intra_bw_bps for h in spec.hosts if h.gpus > 0}
+    if len(intra) == 1 and (bps := intra.pop()) is not None:
+        out["intra_bw_mbit"] = bps / 1e6
+    return out
 
 
 def ideal_seconds(algo: str, workers: int, elements: int, bps: float, elems: int,
@@ -300,9 +328,15 @@ class PointOutcome:
         return sum(run.retransmissions for run in self.runs.values())
 
     @property
+    def innetwork(self) -> Outcome | None:
+        """The run through the switches (flat or hierarchical in-network)."""
+        return next((run for algo, run in self.runs.items() if registry.get(algo).innetwork),
+                    None)
+
+    @property
     def ratio(self) -> tuple[float, float] | None:
         """(measured, frame-size ideal) ring / in-network time, where both ran exact."""
-        inn, ring = self.runs.get(INNETWORK), self.runs.get(BASELINE)
+        inn, ring = self.innetwork, self.runs.get(BASELINE)
         if inn is None or ring is None or not (inn.exact and ring.exact) or inn.seconds <= 0:
             return None
         return ring.seconds / inn.seconds, ring.frames_ideal_s / inn.frames_ideal_s
@@ -324,6 +358,27 @@ class Knee:
     msg_pkts: int
     best_seconds: float
     bdp_messages: float
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where the baseline's time over in-network's crosses 1 along the axis (interpolated
+    between the two points around it, the axis in log scale): from the emulated times and
+    from ns-3's; None where they never cross on the points run."""
+
+    emulated: float | None
+    ns3: float | None
+
+
+def crossing(points: Sequence[tuple[float, float]]) -> float | None:
+    """The first axis value where ``ratio`` (baseline / in-network, over x) goes from below
+    1 to 1 or above, interpolated on log x; None when it never does."""
+    pts = sorted(points)
+    for (x0, r0), (x1, r1) in zip(pts, pts[1:], strict=False):
+        if r0 < 1 <= r1:
+            share = (1 - r0) / (r1 - r0)
+            return math.exp(math.log(x0) + share * (math.log(x1) - math.log(x0)))
+    return None
 
 
 @dataclass(frozen=True)
@@ -376,9 +431,26 @@ class Figure:
         bdp = point.rtt_s * point.bw_bps / (point.msg_pkts * calibrate.frame_bits(self.elems))
         return Knee(point.credits, point.msg_pkts, best, bdp)
 
+    @property
+    def crossover(self) -> Crossover | None:
+        """Where hierarchical in-network overtakes the flat ring (presets that sweep the
+        intra-host rate), from the exact points."""
+        if not self.preset.crossover:
+            return None
+        emulated, simulated = [], []
+        for point in self.points:
+            inn, ring = point.innetwork, point.runs.get(BASELINE)
+            if inn is None or ring is None or not (inn.exact and ring.exact):
+                continue
+            emulated.append((point.x, ring.seconds / inn.seconds))
+            if inn.ns3_seconds and ring.ns3_seconds:
+                simulated.append((point.x, ring.ns3_seconds / inn.ns3_seconds))
+        return Crossover(crossing(emulated), crossing(simulated))
+
     def to_dict(self) -> JsonObject:
         fig = self.preset
         knee = self.knee
+        crossover = self.crossover
         return {"preset": fig.name, "title": fig.title, "axis": fig.axis, "paper": fig.paper,
                 "topology": fig.topo, "algorithms": list(fig.algorithms), "elems": self.elems,
                 "engine": self.engine, "started": self.started, "command": self.command,
@@ -387,10 +459,12 @@ class Figure:
                 "sim_tolerance": SIM_TOLERANCE,
                 "sim_outside_tolerance": list(self.sim_outside_tolerance),
                 "knee": _plain(knee) if knee else None,
+                "crossover": _plain(crossover) if crossover else None,
                 "points": [p.to_dict() for p in self.points]}
 
 
-def _plain(obj: Outcome | PointOutcome | Knee, skip: tuple[str, ...] = ()) -> JsonObject:
+def _plain(obj: Outcome | PointOutcome | Knee | Crossover, skip: tuple[str, ...] = ()
+           ) -> JsonObject:
     """A result dataclass's fields but ``skip`` as JSON values (tuples as lists, mappings as
     objects)."""
     return {name: _json(getattr(obj, name)) for name in obj.__dataclass_fields__
@@ -456,7 +530,8 @@ def _point_runs(lab: ExperimentNetwork, fig: Preset, spec: TopologySpec, point: 
     job = f"fig{index}"
     base = ExperimentOptions(elements=point.elements, algorithms=fig.algorithms, elems=elems,
                              credits=point.credits, slots=point.slots, msg_pkts=point.msg_pkts,
-                             job_name=job, measure_seconds=0.0)
+                             job_name=job, measure_seconds=0.0,
+                             gpus_per_host=gpus_per_host(spec))
     result = run_allreduce_experiment(lab, dilated_options(base, spec, dilation, "softswitch"))
     lab.controller.delete_job(job)  # the next point's job gets the slots
     return result
@@ -661,20 +736,29 @@ def plot_figure(fig: Figure, path: Path) -> Path:
     return path
 
 
+def _crossing(x: float | None) -> str:
+    return "none on these points" if x is None else f"{x:.2f}"
+
+
 def summary_lines(fig: Figure) -> list[str]:
     """Measured ring / in-network against the frame-size ideal per point, the credit knee,
     where ns-3 differs, and whether the comparison may be published."""
     lines = []
     for point in fig.points:
-        ratio = point.ratio
-        if ratio is not None:
-            lines.append(f"{fig.preset.axis} = {point.x:g}: {BASELINE} / {INNETWORK} "
+        ratio, inn = point.ratio, point.innetwork
+        if ratio is not None and inn is not None:
+            lines.append(f"{fig.preset.axis} = {point.x:g}: {BASELINE} / {inn.algorithm} "
                          f"{ratio[0]:.2f} (frame-size ideal {ratio[1]:.2f})")
     knee = fig.knee
     if knee is not None:
         lines.append(f"credit knee: {knee.credits} credits of {knee.msg_pkts} packets (within "
                      f"{KNEE_SHARE:.0%} of the best time); bandwidth-delay product "
                      f"{knee.bdp_messages:.1f} messages")
+    crossover = fig.crossover
+    if crossover is not None:
+        lines.append(f"crossover ({BASELINE} slower than {HIERARCHICAL} from there): "
+                     f"{fig.preset.axis} = {_crossing(crossover.emulated)} emulated, "
+                     f"{_crossing(crossover.ns3)} in ns-3")
     lines += [f"ns-3 and the emulation differ by more than {SIM_TOLERANCE:.0%}: {line}"
               for line in fig.sim_outside_tolerance]
     lines += [f"{fig.preset.axis} = {p.x:g}: times did not settle as the TDF rose (last "

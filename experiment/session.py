@@ -68,7 +68,10 @@ log = logging.getLogger(__name__)
 #: The ring baseline on each transport (``--baseline-transport``; algorithms.registry).
 BASELINES = {registry.TCP: "ring", registry.ROCE: "ring-roce"}
 ALGORITHMS = ("innetwork", BASELINES[registry.DEFAULT_BASELINE_TRANSPORT])
-KNOWN_ALGORITHMS = ("innetwork", *BASELINES.values())
+#: NetReduce's hierarchical mode: each host sums its GPUs' tensors over modelled intra-host
+#: links, one network worker per host all-reduces the host sums through the switches.
+HIERARCHICAL = "innetwork-hier"
+KNOWN_ALGORITHMS = ("innetwork", HIERARCHICAL, *BASELINES.values())
 RESULTS_DIR = "results"
 RESULT_FILE = "experiment.json"
 # In-network timer bounds (lowest, highest) per switch target where the agents' defaults
@@ -123,6 +126,9 @@ class ExperimentOptions:
     # the calibration's fixed real-time cost of a collective (experiment.calibrate; 0:
     # unknown), for the fidelity guard's latency check
     overhead_s: float = 0.0
+    # GPUs per host: the baselines run this many ranks on each host (a ring over every GPU),
+    # innetwork-hier sums this many tensors per host; flat innetwork runs one worker per host
+    gpus_per_host: int = 1
 
 
 @dataclass(frozen=True)
@@ -368,7 +374,8 @@ def udp_flows(network: ExperimentNetwork | RunningNetwork, src: str, dst: str, s
 
 def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None = None,
                    peers: str | None = None, host: str | None = None,
-                   plan_path: Path | None = None) -> list[str]:
+                   plan_path: Path | None = None, intra_bw_bps: float | None = None
+                   ) -> list[str]:
     """``python -m workloads allreduce ...`` for one TCP ring rank (``rank``, ``peers``), one
     host's RoCE ring ranks (``rank`` may list several: ``"0,1"``) or one host's in-network
     agent (``host``, ``plan_path``); ``--check`` makes each worker compare its result with
@@ -396,12 +403,54 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
         return argv
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
-    argv += ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
+    return argv + _agent_argv(algo, opts, host, plan_path, intra_bw_bps)
+
+
+def _agent_argv(algo: str, opts: ExperimentOptions, host: str, plan_path: Path,
+                intra_bw_bps: float | None) -> list[str]:
+    """An in-network agent's own flags: its job and host; innetwork-hier's GPUs and their
+    rate (none: the workload's NVLink default); the timer bounds when set."""
+    argv = ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
+    if algo == HIERARCHICAL:
+        argv += ["--hierarchical", "--gpus", str(opts.gpus_per_host)]
+        if intra_bw_bps is not None:
+            argv += ["--intra-bw", f"{intra_bw_bps:.17g}bit/s"]
     if opts.rto is not None:
         argv += ["--rto", str(opts.rto)]
     if opts.max_rto is not None:
         argv += ["--max-rto", str(opts.max_rto)]
     return argv
+
+
+def _commands(lab: ExperimentNetwork, algo: str, opts: ExperimentOptions,
+              workers: Sequence[JsonObject], plan_path: Path
+              ) -> dict[str, tuple[str, list[str]]]:
+    """{key: (host, argv)} of one all-reduce: TCP ring, one process per rank; RoCE ring, one
+    process per host (its ranks share port 4791); in-network, one agent per host."""
+    commands: dict[str, tuple[str, list[str]]] = {}
+    if algo == BASELINES[registry.TCP]:
+        peers = ",".join(f"{w['ip']}:{opts.ring_port + json_int(w['rank'])}" for w in workers)
+        for w in workers:
+            commands[f"{w['host']}#{w['rank']}"] = (
+                str(w["host"]), allreduce_argv(algo, opts, rank=json_int(w["rank"]), peers=peers))
+    elif algo == BASELINES[registry.ROCE]:
+        peers = ",".join(f"{w['ip']}:{nr_sizes.ROCE_V2_PORT}" for w in workers)
+        for host in dict.fromkeys(str(w["host"]) for w in workers):
+            mine = ",".join(str(w["rank"]) for w in workers if w["host"] == host)
+            commands[host] = (host, allreduce_argv(algo, opts, rank=mine, peers=peers))
+    else:
+        for host in dict.fromkeys(str(w["host"]) for w in workers):
+            commands[host] = (host, allreduce_argv(
+                algo, opts, host=host, plan_path=plan_path,
+                intra_bw_bps=lab.topology.host(host).intra_bw_bps))
+    return commands
+
+
+def baseline_ranks(workers: Sequence[JsonObject], gpus_per_host: int) -> list[JsonObject]:
+    """The ranks of a host-to-host baseline: ``gpus_per_host`` per job worker (host), host
+    by host, numbered 0.. in that order (a ring over every GPU, as the papers' flat ring)."""
+    return [{**w, "rank": json_int(w["rank"]) * gpus_per_host + g}
+            for w in workers for g in range(gpus_per_host)]
 
 
 def with_target_timers(opts: ExperimentOptions, target: str | None) -> ExperimentOptions:
@@ -477,22 +526,16 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     opts = with_target_timers(opts, lab.topology.target)
     workers = sorted(map(json_object, json_list(plan["workers"])),
                      key=lambda w: json_int(w["rank"]))
-    commands: dict[str, tuple[str, list[str]]] = {}
-    if algo == BASELINES[registry.TCP]:
-        peers = ",".join(f"{w['ip']}:{opts.ring_port + json_int(w['rank'])}" for w in workers)
-        for w in workers:
-            commands[f"{w['host']}#{w['rank']}"] = (
-                str(w["host"]), allreduce_argv(algo, opts, rank=json_int(w["rank"]), peers=peers))
-    elif algo == BASELINES[registry.ROCE]:
-        peers = ",".join(f"{w['ip']}:{nr_sizes.ROCE_V2_PORT}" for w in workers)
-        for host in dict.fromkeys(str(w["host"]) for w in workers):
-            mine = ",".join(str(w["rank"]) for w in workers if w["host"] == host)
-            commands[host] = (host, allreduce_argv(algo, opts, rank=mine, peers=peers))
-    else:
-        for host in dict.fromkeys(str(w["host"]) for w in workers):
-            commands[host] = (host, allreduce_argv(algo, opts, host=host, plan_path=plan_path))
+    if algo == "innetwork" and opts.gpus_per_host > 1:
+        raise ExperimentError(f"innetwork runs one worker per host here, not "
+                              f"{opts.gpus_per_host}: with several GPUs per host run "
+                              f"{HIERARCHICAL}")
+    if algo in BASELINES.values():
+        workers = baseline_ranks(workers, opts.gpus_per_host)
+    commands = _commands(lab, algo, opts, workers, plan_path)
+    through_switches = registry.get(algo).innetwork
     reader = controller if controller is not None else lab.controller
-    agg0 = aggregation_counters(reader, plan) if algo == "innetwork" else {}
+    agg0 = aggregation_counters(reader, plan) if through_switches else {}
     before = lab.snapshot(controller)
     drops0 = softnet_drops()
     # the switches and the delay nodes (wire:<name>), whose CPU the guard counts alike
@@ -504,7 +547,7 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
         peaks = monitor.stop()
     window = Window(before, lab.snapshot(controller))
     drops = softnet_drops() - drops0
-    agg = aggregation_counters(reader, plan, agg0) if algo == "innetwork" else {}
+    agg = aggregation_counters(reader, plan, agg0) if through_switches else {}
     rows: dict[int, JsonObject] = {}
     errors: dict[str, str] = {}
     for key, got in results.items():
@@ -524,7 +567,7 @@ def run_allreduce(network: ExperimentNetwork | RunningNetwork,
     together = sum(window.switch_cpu_seconds.values()) / busy_real if busy_real > 0 else 0.0
     return AllreduceRun(algo, opts.elements, outcomes, tuple(links), window.switch_cpu,
                         window.wall, agg, together, os.cpu_count() or 1,
-                        (opts.rto, opts.max_rto) if algo == "innetwork" else (None, None),
+                        (opts.rto, opts.max_rto) if through_switches else (None, None),
                         opts.tdf, peaks, drops, busy_real, opts.overhead_s)
 
 

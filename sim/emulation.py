@@ -120,6 +120,8 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                   fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
                   link_delay_s=float(spec.get("delay_s") or 0.0),
                   switch_delay_s=float(spec.get("switch_delay_s", SWITCH_DELAY_S)))
+    if spec.get("intra_bw_mbit"):  # else the Fabric's NVLink default
+        base = base.replace(intra_bps=float(spec["intra_bw_mbit"]) * 1e6)
     alg = algorithms.get(algorithm)
     if alg.innetwork:
         msg_pkts, window = int(spec["msg_pkts"]), int(spec["credits"]) * int(spec["msg_pkts"])

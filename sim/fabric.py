@@ -18,6 +18,13 @@ from typing import Any
 ROCE_HEADER_BYTES = 14 + 20 + 8 + 12 + 4
 
 
+#: The Fabric's fields with a lower bound: (names, bound, unit).
+_AT_LEAST = ((("link_delay_s", "intra_delay_s", "switch_delay_s"), 0, " s"),
+             (("segment_bytes",), 1, ""),
+             (("header_bytes", "window", "message_packets", "ina_spines",
+               "switch_header_bytes"), 0, ""))
+
+
 @dataclass(frozen=True)
 class Fabric:
     """A spine-leaf network; rates in bit/s, delays in seconds, sizes in bytes.
@@ -60,15 +67,11 @@ class Fabric:
                 raise ValueError(f"{name} must be > 0 bit/s, got {getattr(self, name)!r}")
         if self.fabric_bps is not None and not self.fabric_bps > 0:
             raise ValueError(f"fabric_bps must be > 0 bit/s, got {self.fabric_bps!r}")
-        for name in ("link_delay_s", "intra_delay_s", "switch_delay_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 s, got {getattr(self, name)!r}")
-        if self.segment_bytes < 1 or self.header_bytes < 0 or self.window < 0:
-            raise ValueError("segment_bytes must be >= 1, header_bytes and window >= 0")
-        if self.ina_spines < 0 or self.switch_header_bytes < 0:
-            raise ValueError("ina_spines and switch_header_bytes must be >= 0")
-        if self.message_packets < 0:
-            raise ValueError(f"message_packets must be >= 0, got {self.message_packets!r}")
+        for names, low, unit in _AT_LEAST:
+            for name in names:
+                if getattr(self, name) < low:
+                    raise ValueError(f"{name} must be >= {low}{unit}, got "
+                                     f"{getattr(self, name)!r}")
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -83,6 +83,7 @@ class FakeLab:
     def __init__(self) -> None:
         self.deleted: list[str] = []
         self.controller = self
+        self.ratio = 1.0  # B_intra / B_inter of its network (the hierarchy test)
 
     def delete_job(self, key: str) -> None:
         self.deleted.append(key)
@@ -272,3 +273,69 @@ def test_recalibrate_measures_each_fan_in_once(monkeypatch: pytest.MonkeyPatch,
     calls.clear()
     figures.plan(figures.PRESETS["scaling"], tmp_path / "p.p4", 252, opts)
     assert calls == [True, True, True]
+
+
+# ----------------------------------------------------------------------------- hierarchy
+
+
+def test_crossing_is_interpolated_on_log_x_where_the_ratio_reaches_one() -> None:
+    assert figures.crossing([(1.0, 0.9), (4.0, 1.1)]) == pytest.approx(2.0)
+    assert figures.crossing([(2.0, 1.2), (1.0, 0.8), (4.0, 1.5)]) == pytest.approx(2 ** 0.5)
+    assert figures.crossing([(1.0, 1.2), (2.0, 1.5)]) is None  # never below: no crossing
+    assert figures.crossing([(1.0, 0.5)]) is None
+
+
+def test_the_hierarchy_preset_is_two_gpus_per_host_with_the_intra_host_rate_swept() -> None:
+    """Each point: 4 hosts of 2 GPUs (8 workers), the intra-host rate x times the host link's;
+    ns-3 gets the same hosts, GPUs and intra-host rate."""
+    fig = figures.PRESETS["hierarchy"]
+    assert fig.crossover and fig.algorithms == (figures.HIERARCHICAL, figures.BASELINE)
+    for point in fig.points:
+        spec = figures.point_spec(fig, point)
+        assert (figures.workers_of(spec), figures.gpus_per_host(spec)) == (8, 2)
+        sim = figures.sim_spec(spec, point, nr.PROGRAM_ELEMS, 0.0)
+        assert (sim["hosts_per_leaf"], sim["gpus"]) == (4, 2)
+        assert sim["intra_bw_mbit"] == pytest.approx(point.x * 100e3)
+        f = fabric_for(figures.HIERARCHICAL, sim)
+        assert f.workers == 8 and f.intra_bps == pytest.approx(point.x * 100e9)
+
+
+def test_hierarchy_reports_the_crossover_of_emulation_and_ns3(faked: dict[str, Any],
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """Faked runs where the hierarchical time falls as the intra-host rate rises and the
+    ring's does not: the crossover is where their ratio reaches 1, in both columns, and it
+    is in the JSON and the summary."""
+    base = faked["simulate"]
+
+    faked_network: Any = figures._network
+
+    @contextmanager
+    def network(spec: Any, *args: Any) -> Iterator[FakeLab]:
+        lab: FakeLab
+        with faked_network(spec, *args) as lab:
+            lab.ratio = spec.hosts[0].intra_bw_bps / spec.hosts[0].link.bw_bps
+            yield lab
+
+    def experiment(lab: FakeLab, opts: Any) -> ExperimentResult:
+        assert opts.gpus_per_host == 2
+        hier = 1e-3 * (0.5 + 1 / lab.ratio)  # ring 1.25 ms: equal at B_intra / B_inter = 4/3
+        return ExperimentResult({}, (_run(figures.HIERARCHICAL, opts.elements, hier),
+                                     _run(figures.BASELINE, opts.elements, 1.25e-3)))
+
+    def simulate(algo: str, spec: figures.SimSpec, nbytes: int) -> float:
+        base(algo, spec, nbytes)
+        ratio = spec["intra_bw_mbit"] / spec["bw_mbit"]
+        return 1e-3 * (0.5 + 1 / ratio) if algo == figures.HIERARCHICAL else 1.0e-3
+
+    monkeypatch.setattr(figures, "run_allreduce_experiment", experiment)
+    monkeypatch.setattr(figures, "_network", network)
+    opts = figures.Options(tdf=10.0, simulate=simulate, retries=0)
+    fig = figures.run_figure(figures.PRESETS["hierarchy"], opts)
+    crossover = fig.crossover
+    assert crossover is not None
+    assert crossover.emulated == pytest.approx(4 / 3, rel=0.06)
+    assert crossover.ns3 == pytest.approx(2.0, rel=0.06)
+    assert fig.to_dict()["crossover"] == {"emulated": crossover.emulated, "ns3": crossover.ns3}
+    assert any(line.startswith("crossover (ring-roce slower than innetwork-hier from there): "
+                               "B_intra / B_inter = 1.3") for line in figures.summary_lines(fig))

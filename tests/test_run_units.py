@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
@@ -390,6 +391,37 @@ def test_allreduce_argv_for_ring_and_innetwork(tmp_path: Path) -> None:
     assert inn[inn.index("--job") + 1] == str(tmp_path / "job.json")
     assert inn[inn.index("--host") + 1] == "h2" and "--peers" not in inn
     assert "--rto" not in inn and "--max-rto" not in inn  # the agent's own defaults
+
+
+def test_several_gpus_per_host_run_every_gpu_as_a_rank_or_the_hierarchical_agent(
+        tmp_path: Path) -> None:
+    """With 2 GPUs per host the baselines run a ring over every GPU (ranks host by host) and
+    innetwork-hier's agent sums each host's 2 tensors over the host's intra-host rate;
+    flat innetwork, which runs one worker per host here, is refused with the reason."""
+    from experiment.lifecycle import ExperimentNetwork
+    from experiment.session import ExperimentError, baseline_ranks, run_allreduce
+
+    hosts: list[JsonObject] = [{"rank": 0, "host": "h1", "ip": "10.0.1.1"},
+                               {"rank": 1, "host": "h2", "ip": "10.0.1.2"}]
+    ranks = baseline_ranks(hosts, 2)
+    assert [(r["rank"], r["host"]) for r in ranks] == [(0, "h1"), (1, "h1"), (2, "h2"), (3, "h2")]
+    opts = ExperimentOptions(gpus_per_host=2)
+    hier = allreduce_argv("innetwork-hier", opts, host="h1", plan_path=tmp_path / "job.json",
+                          intra_bw_bps=200e9)
+    assert hier[hier.index("--algo") + 1] == "innetwork-hier" and "--hierarchical" in hier
+    assert hier[hier.index("--gpus") + 1] == "2"
+    assert hier[hier.index("--intra-bw") + 1] == "200000000000bit/s"
+    flat = allreduce_argv("innetwork", ExperimentOptions(), host="h1", plan_path=tmp_path)
+    assert "--hierarchical" not in flat and "--intra-bw" not in flat
+
+    class Running:
+        topology = SimpleNamespace(target="softswitch")
+
+    lab = ExperimentNetwork.around(Running(), controller=object())  # type: ignore[arg-type]
+    with pytest.raises(ExperimentError, match="innetwork runs one worker per host here, not 2: "
+                                              "with several GPUs per host run innetwork-hier"):
+        run_allreduce(lab, None, {"workers": list(hosts)}, "innetwork", opts,
+                      tmp_path / "job.json")
 
 
 def test_baseline_transport_picks_the_ring(capsys: pytest.CaptureFixture[str]) -> None:
