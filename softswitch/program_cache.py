@@ -22,8 +22,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from softswitch import ir, lru_files
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -92,28 +95,36 @@ def cached_program(device_config: bytes, compile_: Callable[[], ir.Program], *,
                    origin: str = "", directory: Path | None = None) -> ir.Program:
     """``compile_()`` (which compiles ``device_config``), or the program it gave last time
     for the same bytes and origin. ``directory`` overrides :func:`cache_dir` (tests)."""
+    return _cached(device_config, origin, ir.Program, compile_, directory)
+
+
+def _cached(device_config: bytes, origin: str, kind: type[T], make: Callable[[], T],
+            directory: Path | None) -> T:
+    """The entry of ``device_config`` and ``origin`` when it holds a ``kind``, else
+    ``make()``, stored (errors propagate and are never stored; an unreadable or foreign
+    entry is made again and replaced)."""
     where = cache_dir() if directory is None else directory
     if where is None:
-        return compile_()
+        return make()
     path = where / f"{entry_key(device_config, origin)}.pickle"
     try:
         with path.open("rb") as f:
-            program = pickle.load(f)
-        if isinstance(program, ir.Program):
+            value = pickle.load(f)
+        if isinstance(value, kind):
             log.debug("program cache hit: %s", path.name)
             lru_files.used(path)  # kept before entries written since and not used again
-            return program
-        log.warning("program cache: %s holds no program; compiling again", path)
+            return value
+        log.warning("program cache: %s holds no %s; making it again", path, kind.__name__)
     except FileNotFoundError:
         pass
-    except Exception as exc:  # a truncated or foreign file: compile again and replace it
-        log.warning("program cache: cannot read %s (%s); compiling again", path, exc)
-    program = compile_()  # compile errors propagate and are never stored
-    _store(where, path, program)
-    return program
+    except Exception as exc:  # a truncated or foreign file: make it again and replace it
+        log.warning("program cache: cannot read %s (%s); making it again", path, exc)
+    value = make()
+    _store(where, path, value)
+    return value
 
 
-def _store(where: Path, path: Path, program: ir.Program | str) -> None:
+def _store(where: Path, path: Path, program: object) -> None:
     """Write the entry atomically (a concurrent reader sees the old file or the whole new
     one); a cache that cannot be written only costs speed, so failures are logged."""
     try:
@@ -148,24 +159,7 @@ def cached_p4info_text(device_config: bytes, build: Callable[[], str], *,
     it gave last time for the same bytes, front end and P4Info builder: walking the IR for
     it took a second of every network start's CPU. ``directory`` as for
     :func:`cached_program`."""
-    where = cache_dir() if directory is None else directory
-    if where is None:
-        return build()
-    path = where / f"{entry_key(device_config, 'p4info:' + _p4info_fingerprint())}.pickle"
-    try:
-        with path.open("rb") as f:
-            text = pickle.load(f)
-        if isinstance(text, str):
-            lru_files.used(path)
-            return text
-        log.warning("program cache: %s holds no P4Info; building it again", path)
-    except FileNotFoundError:
-        pass
-    except Exception as exc:
-        log.warning("program cache: cannot read %s (%s); building it again", path, exc)
-    text = build()
-    _store(where, path, text)
-    return text
+    return _cached(device_config, "p4info:" + _p4info_fingerprint(), str, build, directory)
 
 
 def compile_p4_file(path: str | Path) -> tuple[ir.Program, bytes]:
