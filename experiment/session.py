@@ -384,7 +384,9 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
     agents' are set for connections whose results restart their timers
     (``Requester.note_arrived``), and below a full window's queueing delay on a slow link
     they fired spuriously (2 of 3 timeouts per rank in a 3 Mbit/s spine-leaf run)."""
-    argv = _python() + ["workloads", "allreduce", "--algo", algo, "--size", str(opts.elements),
+    # the workload runs the hierarchical mode as innetwork with --hierarchical
+    name = "innetwork" if algo == HIERARCHICAL else algo
+    argv = _python() + ["workloads", "allreduce", "--algo", name, "--size", str(opts.elements),
                         "--seed", str(opts.seed), "--timeout", str(opts.timeout_s), "--check",
                         "--iters", str(opts.iters)]
     if opts.tdf != 1:
