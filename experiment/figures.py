@@ -141,21 +141,24 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "credits sized to the bandwidth-delay product make in-network link-bound; fewer "
            "make it window-bound (the knee near BDP / message size)",
            algorithms=(INNETWORK,), log_x=False, knee=True),
-    # messages of 256 packets (4 credits: the switch's 1024 slots) cover the bandwidth-delay
-    # product up to 400 GbE with 2 us links and to 10 us links at 100 GbE (~1 MB in flight)
+    # the other presets' window (4 credits of 64 packets, 281 KB): it covers the bandwidth-
+    # delay product up to 100 GbE with 2 us links, not at 400 GbE or with 5-10 us links,
+    # where in-network becomes window-bound (messages of 256 packets to cover them made the
+    # transports resend tens of thousands of packets at every TDF tried, 2,000-12,500)
     Preset("rates", "All-reduce time against the link rate (P = 4, one switch, 2 us, 4 MiB)",
            "rack", "link rate (Gbit/s)",
-           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576, msg_pkts=256)
+           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576)
                  for g in (10, 25, 100, 400)),
            "in-network's advantage is the bytes each link carries, so ring / in-network stays "
-           "near 2(P-1)/P = 1.5 at every rate once the credits cover the bandwidth-delay "
+           "near 2(P-1)/P = 1.5 at every rate where the credits cover the bandwidth-delay "
            "product"),
     Preset("delays", "All-reduce time against the link delay (P = 4, one switch, 100 GbE, "
            "4 MiB)", "rack", "link delay (us)",
-           tuple(Point(d, {"hosts": 4, "bw": "100G", "delay": f"{d}us"}, 1048576, msg_pkts=256)
+           tuple(Point(d, {"hosts": 4, "bw": "100G", "delay": f"{d}us"}, 1048576)
                  for d in (1, 2, 5, 10)),
-           "longer links add round trips; with credits that cover the bandwidth-delay product "
-           "both stay link-bound and ring / in-network near 1.5"),
+           "longer links add round trips; where the credits cover the bandwidth-delay product "
+           "both stay link-bound and ring / in-network near 1.5, beyond it in-network is "
+           "window-bound"),
     # 16 workers on a k = 4 fat-tree (20 switches, three levels); ns-3 draws its two-level
     # equivalent (8 leaves of 2 hosts under one spine: sim_spec counts leaves and spines)
     Preset("fattree16", "Scaling to P = 16 on a k = 4 fat-tree (100 GbE, 2 us, 4 MiB)",
