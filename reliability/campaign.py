@@ -97,11 +97,12 @@ FULL = Plan(loss_runs=1000, loss_elements=512, loss_timers=LOSS_TIMERS, bmv2_tim
             teardown=replace(TeardownPlan(), sigint=0.5, sigkill=0.5, interrupted=50))
 # The test suite's (`--quick`): each kind of cell once, small, the built-in target only:
 # of the loss rates the highest (the most retransmissions, timers and hang bounds), one
-# controller restart (a second one exercised the same code: `make test` has 12 minutes).
+# controller restart (a second one exercised the same code: `make test` has 12 minutes);
+# teardown runs at TDF 1 (the full campaign's calibrate, and may be interrupted doing so).
 QUICK = Plan(losses=(0.10,), loss_runs=1, loss_elements=512, loss_timers=LOSS_TIMERS,
              bmv2=False, restarts=2, controller_restarts=1, frames=2000, frame_rate=1500.0,
              restart_elements=16384, testbed=SOAK_TESTBED,
-             teardown=replace(TeardownPlan(), runs=3, experiment_every=3))
+             teardown=replace(TeardownPlan(), runs=3, experiment_every=3, tdf="1"))
 
 
 def machine() -> str:

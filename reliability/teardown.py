@@ -37,16 +37,20 @@ class TeardownPlan:
     sigint: float = 0.4  # shares of runs interrupted with each signal
     sigkill: float = 0.4
     max_delay_s: float = 8.0  # a signal lands uniformly in [0.3 s, this] (x5 with experiment)
+    # make run's --tdf: auto calibrates (a run may be interrupted while it does, as users'
+    # are; the first run of a machine or of changed code pays the calibration)
+    tdf: str = "auto"
     # >0: start runs until this many were really interrupted (a run that ends before its
     # signal does not count), at most 3x as many runs; 0: ``runs`` runs, whatever happened
     interrupted: int = 0
 
 
-def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
+def run_argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool,
+             tdf: str = "auto") -> list[str]:
     """``make run``'s command line for a small rack (two hosts)."""
     argv = [sys.executable, "-m", "experiment.run", "--topo", "rack", "--hosts", "2", "--bw", "10",
             "--target", "softswitch", "--no-cli", "--name-prefix", prefix,
-            "--grpc-port", str(grpc_port), "--rundir", str(rundir), "--no-live"]
+            "--grpc-port", str(grpc_port), "--rundir", str(rundir), "--no-live", "--tdf", tdf]
     if experiment:  # the all-reduces, without make run's link check (3 s that test nothing)
         argv += ["--elements", "1024", "--elems", "32", "--link-check-seconds", "0"]
     else:
@@ -134,7 +138,8 @@ def teardown_cell(plan: TeardownPlan, runs_root: Path, rng: random.Random,
         rundir = runs_root / f"run{i:03d}"
         log_path = runs_root / f"run{i:03d}.out"
         with log_path.open("wb") as out:
-            proc = subprocess.Popen(run_argv(plan.prefix, grpc_port, rundir, experiment),
+            proc = subprocess.Popen(run_argv(plan.prefix, grpc_port, rundir, experiment,
+                                             plan.tdf),
                                     cwd=str(REPO_ROOT), env=env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             code, sig = _interrupt(proc, sig, delay, signals)

@@ -226,7 +226,7 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path: Path) -
     env = dict(os.environ, **{TAG_VARIABLE: tag})
     port = free_port_block(2)
     first = tmp_path / "runs" / "a"
-    argv = run_argv(prefix, port, first, experiment=True)
+    argv = run_argv(prefix, port, first, experiment=True, tdf="1")  # no calibration to wait
     proc = subprocess.Popen(
         argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -236,7 +236,7 @@ def test_a_run_after_a_sigkilled_run_starts_without_make_clean(tmp_path: Path) -
         proc.wait()
         assert find_leaks(prefix, tmp_path / "runs", tag).processes  # it did leave things
         second = stackdump.run(
-            run_argv(prefix, port, tmp_path / "runs" / "b", False),
+            run_argv(prefix, port, tmp_path / "runs" / "b", False, tdf="1"),
             180,
             cwd=REPO,
             env=env,
@@ -424,7 +424,8 @@ def test_teardown_cell_runs_until_enough_runs_were_interrupted(
     from reliability import teardown
     from reliability.leaks import Leaks
 
-    def argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
+    def argv(prefix: str, grpc_port: int, rundir: Path, experiment: bool,
+             tdf: str = "auto") -> list[str]:
         return [sys.executable, "-c", "" if experiment else "import time; time.sleep(2)"]
 
     monkeypatch.setattr(teardown, "run_argv", argv)

@@ -22,7 +22,8 @@ from reliability import teardown
 from reliability.campaign import QUICK, run_campaign
 
 
-def _instant_run(prefix: str, grpc_port: int, rundir: Path, experiment: bool) -> list[str]:
+def _instant_run(prefix: str, grpc_port: int, rundir: Path, experiment: bool,
+                 tdf: str = "auto") -> list[str]:
     """A stand-in for ``python -m experiment.run``: a process that ends at once."""
     return [sys.executable, "-c", "pass"]
 
