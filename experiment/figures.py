@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -738,7 +739,11 @@ def plot_figure(fig: Figure, path: Path) -> Path:
     ax.set_ylabel("all-reduce time (ms, emulated)")
     verdict = ("" if fig.exact and fig.faithful and fig.converged
                else " (hollow: NOT faithful, exact or converged)")
-    ax.set_title(fig.preset.title + verdict, fontsize=9)
+    crossover = fig.crossover
+    if crossover is not None and crossover.emulated is not None:
+        ax.axvline(crossover.emulated, color="grey", lw=0.8,
+                   label=f"crossover {crossover.emulated:.2f} (emulated)")
+    ax.set_title(textwrap.fill(fig.preset.title + verdict, 75), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     figure.tight_layout()

@@ -304,8 +304,8 @@ def test_the_hierarchy_preset_is_two_gpus_per_host_with_the_intra_host_rate_swep
 
 
 def test_hierarchy_reports_the_crossover_of_emulation_and_ns3(faked: dict[str, Any],
-                                                               monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
     """Faked runs where the hierarchical time falls as the intra-host rate rises and the
     ring's does not: the crossover is where their ratio reaches 1, in both columns, and it
     is in the JSON and the summary."""
@@ -342,3 +342,4 @@ def test_hierarchy_reports_the_crossover_of_emulation_and_ns3(faked: dict[str, A
     assert fig.to_dict()["crossover"] == {"emulated": crossover.emulated, "ns3": crossover.ns3}
     assert any(line.startswith("crossover (ring-roce slower than innetwork-hier from there): "
                                "B_intra / B_inter = 1.3") for line in figures.summary_lines(fig))
+    assert figures.plot_figure(fig, tmp_path / "hierarchy.png").stat().st_size > 0
