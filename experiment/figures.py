@@ -61,8 +61,8 @@ KNEE_SHARE = 0.10
 #: converged is not fit to publish. A run that resent packets in a network configured
 #: without loss neither settles nor serves as the reference: the transports' timers run in
 #: emulated time, so a timeout costs the same emulated time at every TDF, and two lossy runs
-#: agreed while both were slow (the hierarchy figure's ring: 1.07 ms at TDF 3,000 and 6,000
-#: with packets resent at both, 633 us at TDF 50,000 with none; ns-3 628 us).
+#: agreed while both were slow (the hierarchy figure's ring: 1.07 ms at TDF 6,000, within 5 %
+#: of its time at 3,000, packets resent at both; 633 us loss-free at 50,000; ns-3 628 us).
 RETRY_FACTOR = 2.0
 MAX_RETRIES = 4
 CONVERGED = 0.05
@@ -169,7 +169,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "(1.875 times the tensor's transfer for P = 16)", log_x=False),
     # NetReduce's hierarchical mode (each host sums its 2 GPUs' tensors over modelled
     # intra-host links, one network worker per host) against the flat ring over all 8 GPUs,
-    # as the intra-host rate goes from half the network's to NVLink's 12 times (150 GB/s)
+    # as the intra-host rate goes from the network's to NVLink's 12 times (150 GB/s)
     Preset("hierarchy", "Hierarchical in-network against the flat ring (4 hosts x 2 GPUs, "
            "100 GbE, 2 us, 4 MiB)", "rack", "B_intra / B_inter",
            tuple(Point(r, {"hosts": 4, "gpus": 2, "intra_bw": f"{r * 100:g}G", **PAPER_LINKS},
