@@ -39,7 +39,7 @@ from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
 from experiment.matrix import free_grpc_base, program_for
 from experiment.seams import JsonObject, JsonValue
-from experiment.session import AllreduceRun, ExperimentOptions, ExperimentResult
+from experiment.session import HIERARCHICAL, AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from protocol import netreduce as nr
 from sim.emulation import ALGORITHM_OF, fabric_for, ina_payload_share
@@ -69,7 +69,6 @@ CONVERGED = 0.05
 #: The baseline every figure draws in-network against: the papers' is NCCL's ring on RoCE.
 BASELINE = "ring-roce"
 INNETWORK = "innetwork"
-HIERARCHICAL = "innetwork-hier"
 #: A topology file parameter's value (``bw: 100G``, ``hosts: 4``).
 Param: TypeAlias = int | float | str | bool | None
 #: The network :func:`sim.emulation.fabric_for` is given (rates, delays, sizes).

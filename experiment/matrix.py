@@ -44,6 +44,7 @@ from experiment.seams import (
     json_float,
     json_int,
 )
+from experiment.session import intra_bw_argv
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, ROCE_V2_PORT, elems_error
 from vtime import format_rate
 
@@ -199,14 +200,6 @@ def _mean_of(seconds: JsonValue) -> float:
 
 
 # ----------------------------------------------------------------------------- launcher
-
-
-def intra_bw_argv(algo: str, bps: float | None) -> list[str]:
-    """``--intra-bw`` of a hierarchical run: the host's rate between its GPUs as topology.json
-    records it, in bits/s with the unit (none recorded: the workload's default)."""
-    if algo != "innetwork-hier" or bps is None:
-        return []
-    return ["--intra-bw", f"{bps:.17g}bit/s"]
 
 
 class Launcher:

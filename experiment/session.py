@@ -414,14 +414,21 @@ def _agent_argv(algo: str, opts: ExperimentOptions, host: str, plan_path: Path,
     rate (none: the workload's NVLink default); the timer bounds when set."""
     argv = ["--job", str(plan_path), "--host", host, "--elems", str(opts.elems), "--barrier"]
     if algo == HIERARCHICAL:
-        argv += ["--hierarchical", "--gpus", str(opts.gpus_per_host)]
-        if intra_bw_bps is not None:
-            argv += ["--intra-bw", f"{intra_bw_bps:.17g}bit/s"]
+        argv += ["--hierarchical", "--gpus", str(opts.gpus_per_host),
+                 *intra_bw_argv(algo, intra_bw_bps)]
     if opts.rto is not None:
         argv += ["--rto", str(opts.rto)]
     if opts.max_rto is not None:
         argv += ["--max-rto", str(opts.max_rto)]
     return argv
+
+
+def intra_bw_argv(algo: str, bps: float | None) -> list[str]:
+    """``--intra-bw`` of a hierarchical run: the host's rate between its GPUs as topology.json
+    records it, in bits/s with the unit (none recorded: the workload's default)."""
+    if algo != HIERARCHICAL or bps is None:
+        return []
+    return ["--intra-bw", f"{bps:.17g}bit/s"]
 
 
 def _commands(lab: ExperimentNetwork, algo: str, opts: ExperimentOptions,
