@@ -18,7 +18,7 @@ from experiment.__main__ import main
 from experiment.dilation import Dilation
 from experiment.run import ideal_ratio
 from experiment.seams import json_float, json_list, json_object
-from experiment.session import AllreduceRun, ExperimentResult, RankOutcome
+from experiment.session import HIERARCHICAL, AllreduceRun, ExperimentResult, RankOutcome
 from protocol import netreduce as nr
 from sim.emulation import ALGORITHM_OF, fabric_for
 
@@ -292,14 +292,14 @@ def test_the_hierarchy_preset_is_two_gpus_per_host_with_the_intra_host_rate_swep
     """Each point: 4 hosts of 2 GPUs (8 workers), the intra-host rate x times the host link's;
     ns-3 gets the same hosts, GPUs and intra-host rate."""
     fig = figures.PRESETS["hierarchy"]
-    assert fig.crossover and fig.algorithms == (figures.HIERARCHICAL, figures.BASELINE)
+    assert fig.crossover and fig.algorithms == (HIERARCHICAL, figures.BASELINE)
     for point in fig.points:
         spec = figures.point_spec(fig, point)
         assert (figures.workers_of(spec), figures.gpus_per_host(spec)) == (8, 2)
         sim = figures.sim_spec(spec, point, nr.PROGRAM_ELEMS, 0.0)
         assert (sim["hosts_per_leaf"], sim["gpus"]) == (4, 2)
         assert sim["intra_bw_mbit"] == pytest.approx(point.x * 100e3)
-        f = fabric_for(figures.HIERARCHICAL, sim)
+        f = fabric_for(HIERARCHICAL, sim)
         assert f.workers == 8 and f.intra_bps == pytest.approx(point.x * 100e9)
 
 
@@ -323,13 +323,13 @@ def test_hierarchy_reports_the_crossover_of_emulation_and_ns3(faked: dict[str, A
     def experiment(lab: FakeLab, opts: Any) -> ExperimentResult:
         assert opts.gpus_per_host == 2
         hier = 1e-3 * (0.5 + 1 / lab.ratio)  # ring 1.25 ms: equal at B_intra / B_inter = 4/3
-        return ExperimentResult({}, (_run(figures.HIERARCHICAL, opts.elements, hier),
+        return ExperimentResult({}, (_run(HIERARCHICAL, opts.elements, hier),
                                      _run(figures.BASELINE, opts.elements, 1.25e-3)))
 
     def simulate(algo: str, spec: figures.SimSpec, nbytes: int) -> float:
         base(algo, spec, nbytes)
         ratio = spec["intra_bw_mbit"] / spec["bw_mbit"]
-        return 1e-3 * (0.5 + 1 / ratio) if algo == figures.HIERARCHICAL else 1.0e-3
+        return 1e-3 * (0.5 + 1 / ratio) if algo == HIERARCHICAL else 1.0e-3
 
     monkeypatch.setattr(figures, "run_allreduce_experiment", experiment)
     monkeypatch.setattr(figures, "_network", network)

@@ -190,7 +190,7 @@ def test_hierarchical_intra_host_rate_has_units(capsys: pytest.CaptureFixture[st
     """--intra-bw is a rate like every other (bits/s; 150GB/s counts bytes) and the modelled
     intra-host link gets bytes/s; the hierarchical matrix cells pass the host's recorded
     rate on; a bad value is a usage error naming the option."""
-    from experiment.matrix import intra_bw_argv
+    from experiment.session import intra_bw_argv
     from workloads.__main__ import DEFAULT_INTRA_BW_BPS, build_parser, intra_host
 
     parse = build_parser().parse_args
