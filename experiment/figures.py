@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from algorithms import registry
 from experiment import calibrate
@@ -37,7 +37,16 @@ from experiment.dilation import AUTO, Dilation, dilated_options, longest_rtt, sw
 from experiment.dilation import fabric_of as dilation_fabric
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
-from experiment.matrix import free_grpc_base, program_for
+from experiment.matrix import MatrixSpec, free_grpc_base, program_for
+from experiment.replays import (
+    HYBRID,
+    REPLAY_ITERS,
+    ReplayRun,
+    ReplaySetting,
+    iteration_with,
+    ns3_iteration,
+    run_replays,
+)
 from experiment.seams import JsonObject, JsonValue
 from experiment.session import HIERARCHICAL, AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
@@ -46,6 +55,10 @@ from sim.emulation import ALGORITHM_OF, fabric_for, ina_payload_share
 from topo.topofile import TopologySpec, load_spec, resolve
 from topo.topologies import FileTopo
 from workloads.rocecomm import payload_share
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +103,21 @@ class Point:
     elements: int  # float32 per worker
     credits: int = 4
     msg_pkts: int = 64
+    # a model replay's point (the models preset): the model, shrunk ``scale`` times on links
+    # as much slower, in fusion buckets of ``bucket_mb`` MB of the shrunk model
+    model: str = ""
+    scale: float = 1.0
+    bucket_mb: float = 25.0
+
+    @property
+    def replay(self) -> ReplaySetting | None:
+        """The replay this point runs; None for an all-reduce point."""
+        return ReplaySetting(self.model, self.scale, self.bucket_mb) if self.model else None
+
+    @property
+    def label(self) -> str:
+        """The point on the axis as the plot and the table name it."""
+        return self.model or f"{self.x:g}"
 
     @property
     def slots(self) -> int:
@@ -116,6 +144,19 @@ class Preset:
 
 def _size_points(params: Mapping[str, Param], sizes: Sequence[int]) -> tuple[Point, ...]:
     return tuple(Point(4 * s / 2**20, params, s) for s in sizes)
+
+
+#: The models preset's shrink factor: the models and the 25 GbE links 100 times smaller
+#: (250 Mbit/s), DDP's 25 MB fusion buckets with them.
+MODEL_SCALE = 100.0
+
+
+def _model_points(models: Sequence[str], params: Mapping[str, Param]) -> tuple[Point, ...]:
+    from workloads.profiles import get_profile
+
+    return tuple(Point(i + 1, params, get_profile(m, MODEL_SCALE).params, model=m,
+                       scale=MODEL_SCALE, bucket_mb=25.0 / MODEL_SCALE)
+                 for i, m in enumerate(models))
 
 
 #: 100 GbE with 2 us links: the papers' network.
@@ -176,6 +217,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "hierarchical NetReduce beats the flat ring once the intra-host links are fast "
            "enough: the crossover in B_intra / B_inter (the paper: 2.3; NVLink 150 GB/s over "
            "100 GbE is 12)", algorithms=(HIERARCHICAL, BASELINE), crossover=True),
+    # training iterations of the model replays (compute overlapped with bucketed
+    # all-reduces) at the 25 GbE of Shi et al.'s cluster, where communication shows: each
+    # model and its links shrunk MODEL_SCALE times, so every byte takes the full model's time
+    Preset("models", "Training-iteration speedup over the ring (P = 4, one switch, 25 GbE, "
+           "2 us; models and links shrunk 100x)", "rack", "model",
+           _model_points(("resnet50", "vgg16", "bert-base"),
+                         {"hosts": 4, "bw": f"{25e3 / MODEL_SCALE:g}M", "delay": "2us"}),
+           "up to 1.7x faster training than the ring for CNNs and 1.5x for Transformers "
+           "(NetReduce); MSTopK / HiTopKComm and the hybrid (Shi et al.) on the same axes",
+           algorithms=(BASELINE, INNETWORK, "topk", HYBRID), log_x=False),
     # the small one `make test` runs: two workers, 10 Mbit/s, two sizes
     Preset("size-small", "All-reduce time against tensor size (P = 2, 10 Mbit/s, 100 us)",
            "rack", "tensor per worker (MiB)",
@@ -326,6 +377,23 @@ class PointOutcome:
     # network configured without loss: (TDF, packets resent)
     retried: tuple[tuple[float, int], ...] = ()
     converged: bool = False  # its times agreed with the run at the TDF before
+    model: str = ""  # a model replay's point: its times are training iterations
+
+    @property
+    def label(self) -> str:
+        return self.model or f"{self.x:g}"
+
+    def speedup(self, algo: str) -> tuple[float | None, float | None]:
+        """(emulated, ns-3) baseline time over ``algo``'s (None where either is missing or
+        the emulated run failed)."""
+        run, base = self.runs.get(algo), self.runs.get(BASELINE)
+        if run is None or base is None:
+            return None, None
+        emulated = (base.seconds / run.seconds if run.exact and base.exact and run.seconds > 0
+                    else None)
+        sim = (base.ns3_seconds / run.ns3_seconds if base.ns3_seconds and run.ns3_seconds
+               else None)
+        return emulated, sim
 
     @property
     def resent(self) -> int:
@@ -595,10 +663,15 @@ def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
                 point = fig.points[attempt.index]
                 opts.announce(f"point {attempt.index + 1}/{len(fig.points)}: "
                               f"{fig.axis} = {point.x:g}")
-                result = _point_runs(lab, fig, attempt.spec, point, attempt.index,
-                                     attempt.dilation, elems)
-                outcome = point_outcome(point, attempt.spec, attempt.dilation, result, elems,
-                                        opts.simulate, attempt.retried)
+                if point.replay is not None:
+                    outcome = replay_point_outcome(lab, fig, attempt.spec, point,
+                                                   attempt.dilation, elems, opts,
+                                                   attempt.retried)
+                else:
+                    result = _point_runs(lab, fig, attempt.spec, point, attempt.index,
+                                         attempt.dilation, elems)
+                    outcome = point_outcome(point, attempt.spec, attempt.dilation, result,
+                                            elems, opts.simulate, attempt.retried)
                 outcome = replace(outcome, converged=attempt.converged(outcome))
                 again = attempt.again(outcome, point)
                 if again is None:
@@ -678,6 +751,76 @@ def point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,
                         switch_hops(spec), dilation.tdf, dilation.why, runs, retried)
 
 
+def replay_spec(fig: Preset, spec: TopologySpec, point: Point, dilation: Dilation,
+                elems: int) -> MatrixSpec:
+    """The replays' job sizing, TDF and timers (those of the point's all-reduces at the
+    same TDF, :func:`experiment.dilation.dilated_options`)."""
+    setting = point.replay
+    assert setting is not None
+    opts = dilated_options(ExperimentOptions(elements=point.elements, elems=elems),
+                           spec, dilation, "softswitch")
+    assert opts.rto is not None and opts.max_rto is not None
+    assert opts.roce_rto is not None and opts.roce_max_rto is not None
+    return MatrixSpec(leaves=1, hosts_per_leaf=workers_of(spec) // gpus_per_host(spec),
+                      gpus=gpus_per_host(spec), algos=fig.algorithms, models=(setting.model,),
+                      scale=setting.scale, replay_iters=REPLAY_ITERS, elems=elems,
+                      credits=point.credits, slots=point.slots, msg_pkts=point.msg_pkts,
+                      timeout_s=opts.timeout_s, tdf=dilation.tdf,
+                      timers=(opts.rto, opts.max_rto),
+                      roce_timers=(opts.roce_rto, opts.roce_max_rto),
+                      bucket_mb=setting.bucket_mb)
+
+
+def replay_point_outcome(lab: ExperimentNetwork, fig: Preset, spec: TopologySpec,
+                         point: Point, dilation: Dilation, elems: int, opts: Options,
+                         retried: tuple[tuple[float, int], ...] = ()) -> PointOutcome:
+    """A model replay's point: each algorithm's emulated training iteration, judged by the
+    guard, beside ns-3's iteration and the frame-size ideal's (every bucket's all-reduce at
+    its ideal; compute alone for the sparse ones, whose bytes depend on the gradients)."""
+    setting = point.replay
+    assert setting is not None
+    if not lab.programmed:
+        lab.program()
+    workdir = (opts.rundir or Path("build")) / "replays" / f"{point.model}-{dilation.tdf:g}"
+    runs = run_replays(lab, fig.algorithms, setting,
+                       replay_spec(fig, spec, point, dilation, elems), workdir)
+    switch_delay = dilation.costs.overhead_s / dilation.tdf if dilation.costs else 0.0
+    sspec = sim_spec(spec, point, elems, switch_delay)
+    simulate = opts.simulate
+
+    def bucket(algo: str, nbytes: int) -> float:
+        assert simulate is not None
+        return simulate(algo, sspec, nbytes)
+
+    outcomes = {run.algorithm: replay_outcome(run, setting, spec, point, elems,
+                                              ns3_iteration(run.algorithm, setting, bucket)
+                                              if simulate is not None else None)
+                for run in runs}
+    return PointOutcome(point.x, point.params, point.elements, workers_of(spec),
+                        point.credits, point.msg_pkts, host_rate(spec), link_delay(spec),
+                        longest_rtt(spec), switch_hops(spec), dilation.tdf, dilation.why,
+                        outcomes, retried, model=point.model)
+
+
+def replay_outcome(run: ReplayRun, setting: ReplaySetting, spec: TopologySpec, point: Point,
+                   elems: int, sim_s: float | None) -> Outcome:
+    """What a figure keeps of one replay. Exact means every rank finished every iteration
+    (a replay does not check its sums: the all-reduce points do)."""
+    compute = setting.compute_s
+    frames = compute
+    if run.algorithm in (BASELINE, INNETWORK):
+        workers, bps = workers_of(spec), host_rate(spec)
+        frames = iteration_with(setting, lambda nbytes: ideal_seconds(
+            run.algorithm, workers, max(1, nbytes // 4), bps, elems, point)[1])
+    hidden = run.iteration_s <= compute * (1 + KNEE_SHARE)
+    return Outcome(run.algorithm, run.iteration_s, run.iteration_s * run.verdict.tdf,
+                   not run.errors and run.iteration_s > 0, run.verdict.faithful,
+                   tuple(run.verdict.failures), False,
+                   "compute (communication hidden)" if hidden else
+                   f"communication ({run.comm_s * 1e3:.3g} ms per iteration)",
+                   run.busiest_util, run.retransmissions, run.errors, compute, frames, sim_s)
+
+
 # ----------------------------------------------------------------------------- output
 
 
@@ -691,7 +834,7 @@ def table(fig: Figure) -> str:
         sim = run.ns3_seconds
         err = run.sim_error
         lines.append(
-            f"| {point.x:g} | {run.algorithm} | {_time(run.seconds)} | "
+            f"| {point.label} | {run.algorithm} | {_time(run.seconds)} | "
             f"{_time(sim) if sim is not None else 'n/a'} | "
             f"{f'{err:+.1%}' if err is not None else 'n/a'} | {_time(run.frames_ideal_s)} | "
             f"{point.tdf:g} | {run.retransmissions} | {'yes' if point.converged else 'NO'} | "
@@ -713,6 +856,9 @@ def plot_figure(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(6.4, 4.2))
+    if fig.points and all(p.model for p in fig.points):
+        _draw_speedups(fig, ax)
+        return _save(fig, figure, ax, path)
     for algo in fig.preset.algorithms:
         alg = registry.get(algo)
         pts = [(p.x, p.runs[algo]) for p in fig.points if algo in p.runs]
@@ -736,12 +882,44 @@ def plot_figure(fig: Figure, path: Path) -> Path:
         ax.set_yscale("log")
     ax.set_xlabel(fig.preset.axis)
     ax.set_ylabel("all-reduce time (ms, emulated)")
-    verdict = ("" if fig.exact and fig.faithful and fig.converged
-               else " (hollow: NOT faithful, exact or converged)")
     crossover = fig.crossover
     if crossover is not None and crossover.emulated is not None:
         ax.axvline(crossover.emulated, color="grey", lw=0.8,
                    label=f"crossover {crossover.emulated:.2f} (emulated)")
+    return _save(fig, figure, ax, path)
+
+
+def _draw_speedups(fig: Figure, ax: Axes) -> None:
+    """A replay figure: per model, each algorithm's training-iteration speedup over the
+    baseline, emulated (bars, hollow where not fit to publish) and ns-3's (black marks)."""
+    algos = [a for a in fig.preset.algorithms if a != BASELINE]
+    width = 0.8 / max(1, len(algos))
+    for i, algo in enumerate(algos):
+        alg = registry.get(algo)
+        for j, point in enumerate(fig.points):
+            emulated, sim = point.speedup(algo)
+            x = j + (i - (len(algos) - 1) / 2) * width
+            run = point.runs.get(algo)
+            good = run is not None and run.good and point.converged
+            if emulated is not None:
+                ax.bar(x, emulated, width * 0.9, color=alg.color if good else "none",
+                       edgecolor=alg.color, label=alg.label if j == 0 else None)
+                ax.annotate(f"{emulated:.2f}", (x, emulated), ha="center", va="bottom",
+                            fontsize=7)
+            if sim is not None:
+                ax.plot([x], [sim], "kx", label="ns-3" if i == 0 and j == 0 else None)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(fig.points)), [p.label for p in fig.points])
+    ax.set_xlabel(fig.preset.axis)
+    ax.set_ylabel(f"iteration speedup over {registry.get(BASELINE).label}")
+
+
+def _save(fig: Figure, figure: MplFigure, ax: Axes, path: Path) -> Path:
+    """The title with the verdict, grid, legend; writes ``path``."""
+    import matplotlib.pyplot as plt
+
+    verdict = ("" if fig.exact and fig.faithful and fig.converged
+               else " (hollow: NOT faithful, exact or converged)")
     ax.set_title(textwrap.fill(fig.preset.title + verdict, 75), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
@@ -750,6 +928,10 @@ def plot_figure(fig: Figure, path: Path) -> Path:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def _speedup(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
 
 
 def _crossing(x: float | None) -> str:
@@ -762,7 +944,12 @@ def summary_lines(fig: Figure) -> list[str]:
     lines = []
     for point in fig.points:
         ratio, inn = point.ratio, point.innetwork
-        if ratio is not None and inn is not None:
+        if point.model:
+            lines.append(f"{point.model}: iteration speedup over {BASELINE}: " + ", ".join(
+                f"{algo} {_speedup(point.speedup(algo)[0])} (ns-3 "
+                f"{_speedup(point.speedup(algo)[1])})"
+                for algo in fig.preset.algorithms if algo != BASELINE))
+        elif ratio is not None and inn is not None:
             lines.append(f"{fig.preset.axis} = {point.x:g}: {BASELINE} / {inn.algorithm} "
                          f"{ratio[0]:.2f} (frame-size ideal {ratio[1]:.2f})")
     knee = fig.knee

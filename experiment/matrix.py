@@ -59,6 +59,12 @@ INNETWORK_ALGOS = registry.names(transport=registry.INNETWORK)
 ALGOS = TCP_ALGOS + ROCE_ALGOS + INNETWORK_ALGOS
 DEFAULT_MODELS = ("resnet50", "bert-base")
 RING_PORT_BASE = 5600
+#: A replay cell's iterations before the measured ones, and the hybrid schedule it runs:
+#: sparse for SPARSE_EPOCHS epochs of ITERS_PER_EPOCH iterations, then dense (so the
+#: default two measured iterations are one sparse and one dense).
+REPLAY_WARMUP = 1
+SPARSE_EPOCHS = 1
+ITERS_PER_EPOCH = 2
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,6 +100,12 @@ class MatrixSpec:
     name_prefix: str = ""
     grpc_base_port: int | None = None
     egress_order: str = "sync"  # the switches' (built-in target); random is seeded by seed
+    tdf: float = 1.0  # the network's time-dilation factor (the hosts' clocks run as slow)
+    # (lowest, highest) retransmission timeouts, emulated s: in-network agents', the RoCE
+    # baselines'; None: the workload's defaults
+    timers: tuple[float, float] | None = None
+    roce_timers: tuple[float, float] | None = None
+    bucket_mb: float | None = None  # replay: fusion bucket (MB of the shrunk model)
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in registry.REGISTRY_NAMES]
@@ -236,10 +248,14 @@ class Launcher:
     def _common(self, algo: str) -> list[str]:
         g = self.gpus[self.hosts[0]]
         argv = ["--seed", str(self.spec.seed), "--timeout", str(self.spec.timeout_s),
-                "--density", str(self.spec.density)]
-        if algo in TCP_ALGOS + ROCE_ALGOS:
+                "--density", str(self.spec.density), "--tdf", f"{self.spec.tdf:g}"]
+        if algo in TCP_ALGOS:
             return ["--algo", algo, "--gpus-per-host", str(g)] + argv
-        argv = ["--algo", "innetwork", "--elems", str(self.spec.elems)] + argv
+        if algo in ROCE_ALGOS:
+            return (["--algo", algo, "--gpus-per-host", str(g)] + argv
+                    + _timer_argv(self.spec.roce_timers))
+        argv = (["--algo", "innetwork", "--elems", str(self.spec.elems)] + argv
+                + _timer_argv(self.spec.timers))
         if algo == "innetwork-hier":
             argv += ["--hierarchical", "--gpus", str(g)]
         return argv
@@ -296,7 +312,9 @@ class Launcher:
         procs_argv, job = self._processes(algo, verb, tag)
         before = self.lab.snapshot()
         try:
-            results = self.lab.run_processes(procs_argv, self.spec.timeout_s + 60.0)
+            # the processes' --timeout is emulated: TDF times as long in real time
+            results = self.lab.run_processes(procs_argv,
+                                             self.spec.timeout_s * self.spec.tdf + 60.0)
             window = Window(before, self.lab.snapshot())
         finally:
             if job is not None:
@@ -361,19 +379,37 @@ class Launcher:
                     errors=tuple(errors))
 
     def replay(self, algo: str, model: str) -> Cell:
-        """One replay cell: ``replay_iters`` iterations of ``model`` shrunk ``scale`` times."""
+        """One replay cell: ``replay_iters`` iterations of ``model`` shrunk ``scale`` times
+        (after :data:`REPLAY_WARMUP`; the hybrid's epochs are :data:`SPARSE_EPOCHS` x
+        :data:`ITERS_PER_EPOCH`). Times are the slowest rank's, emulated; the link shares
+        are over the whole run (process start included: a lower bound of the busiest)."""
         verb = ["replay", "--model", model, "--scale", f"{self.spec.scale:g}",
-                "--iters", str(self.spec.replay_iters), "--warmup", "1",
-                "--sparse-epochs", "1", "--iters-per-epoch", "2"]
+                "--iters", str(self.spec.replay_iters), "--warmup", str(REPLAY_WARMUP),
+                "--sparse-epochs", str(SPARSE_EPOCHS), "--iters-per-epoch",
+                str(ITERS_PER_EPOCH)]
+        if self.spec.bucket_mb is not None:
+            verb += ["--bucket-mb", f"{self.spec.bucket_mb:g}"]
         results, meas = self._run(algo, verb, f"rp-{algo}-{model}")
         rows, errors = self._split(results)
         if not rows and not errors:
             errors.append("no worker reported")
         it = max((json_float(r["iteration_s"]) for r in rows), default=0.0)
         comm = max((json_float(r["comm_s"]) for r in rows), default=0.0)
+        cpu = [json_float(r.get("cpu_utilization", 0.0)) for r in rows]
+        # rates over the run's emulated time (the window's real time over the TDF)
+        busiest, link, host_util = self._links(meas, meas.wall / self.spec.tdf)
         return Cell("replay", algo, self.spec.workers, model=model, seconds=round(it, 6),
-                    comm_seconds=round(comm, 6), switch_cpu=_cores(meas),
-                    machine_busy=round(meas.machine_busy, 3), errors=tuple(errors))
+                    comm_seconds=round(comm, 6), busiest_util=busiest, busiest_link=link,
+                    host_link_util=host_util, switch_cpu=_cores(meas),
+                    agent_cpu=round(_mean(cpu), 3), agent_cpu_max=round(max(cpu, default=0.0), 3),
+                    machine_busy=round(meas.machine_busy, 3),
+                    retransmissions=sum(json_int(r.get("retransmissions", 0)) for r in rows),
+                    errors=tuple(errors))
+
+
+def _timer_argv(timers: tuple[float, float] | None) -> list[str]:
+    """``--rto`` and ``--max-rto`` for ``(lowest, highest)``; nothing for the defaults."""
+    return [] if timers is None else ["--rto", f"{timers[0]:g}", "--max-rto", f"{timers[1]:g}"]
 
 
 def _cores(window: Window) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from experiment import calibrate, figures
+from experiment import calibrate, figures, replays
 from experiment.__main__ import main
 from experiment.dilation import Dilation
 from experiment.run import ideal_ratio
@@ -27,12 +27,16 @@ def test_every_preset_is_a_network_the_simulator_models() -> None:
     """Each point loads as a topology with one shaped worker rate; every algorithm drawn is
     known to the simulator (ns-3 runs beside every point)."""
     for fig in figures.PRESETS.values():
-        assert fig.points and all(a in ALGORITHM_OF for a in fig.algorithms), fig.name
+        # the hybrid is ns-3's iterations of its phases (experiment.replays)
+        simulated = [a for a in fig.algorithms if a != replays.HYBRID]
+        if replays.HYBRID in fig.algorithms:
+            simulated += replays.hybrid_phases()
+        assert fig.points and all(a in ALGORITHM_OF for a in simulated), fig.name
         for point in fig.points:
             spec = figures.point_spec(fig, point)
             assert figures.host_rate(spec) > 0
             assert point.slots <= nr.Limit.SLOTS and point.credits <= nr.Limit.BIND
-            for algo in fig.algorithms:
+            for algo in simulated:
                 f = fabric_for(algo, figures.sim_spec(spec, point, nr.PROGRAM_ELEMS, 0.0))
                 assert f.workers == figures.workers_of(spec)
                 assert f.link_delay_s == figures.link_delay(spec)
@@ -84,6 +88,7 @@ class FakeLab:
         self.deleted: list[str] = []
         self.controller = self
         self.ratio = 1.0  # B_intra / B_inter of its network (the hierarchy test)
+        self.programmed = True
 
     def delete_job(self, key: str) -> None:
         self.deleted.append(key)
@@ -343,3 +348,92 @@ def test_hierarchy_reports_the_crossover_of_emulation_and_ns3(faked: dict[str, A
     assert any(line.startswith("crossover (ring-roce slower than innetwork-hier from there): "
                                "B_intra / B_inter = 1.3") for line in figures.summary_lines(fig))
     assert figures.plot_figure(fig, tmp_path / "hierarchy.png").stat().st_size > 0
+
+
+# ----------------------------------------------------------------------------- model replays
+
+
+def test_the_hybrid_measures_one_sparse_and_one_dense_iteration() -> None:
+    assert replays.hybrid_phases() == ["topk", "torus"]
+    setting = replays.ReplaySetting("resnet50", 100.0, 0.25)
+    times = {"topk": 1e-4, "torus": 1e-2}
+    sim = replays.ns3_iteration("hybrid", setting, lambda algo, nbytes: times[algo])
+    sparse = replays.iteration_with(setting, lambda nbytes: 1e-4)
+    dense = replays.iteration_with(setting, lambda nbytes: 1e-2)
+    assert sim == pytest.approx((sparse + dense) / 2)
+    assert sparse == pytest.approx(setting.compute_s, rel=0.01)  # hidden behind compute
+    assert dense > 1.1 * setting.compute_s  # exposed
+    assert replays.ns3_iteration("hier", setting, lambda algo, nbytes: 1.0) is None
+
+
+def test_the_models_preset_shrinks_models_and_links_alike() -> None:
+    """Each model shrunk MODEL_SCALE times on 25 GbE links as much slower, DDP's 25 MB
+    buckets with them; the point's elements are the shrunk gradient's."""
+    from workloads.profiles import get_profile
+
+    fig = figures.PRESETS["models"]
+    assert [p.label for p in fig.points] == ["resnet50", "vgg16", "bert-base"]
+    for point in fig.points:
+        spec = figures.point_spec(fig, point)
+        assert figures.host_rate(spec) * point.scale == pytest.approx(25e9)
+        assert point.bucket_mb * point.scale == pytest.approx(25.0)
+        assert point.elements == get_profile(point.model, point.scale).params
+
+
+def _replay(algo: str, seconds: float, resent: int = 0) -> replays.ReplayRun:
+    from experiment.fidelity import RunLoad, judge
+
+    verdict = judge(RunLoad({"s1": 0.2}, {}, {"h1": 0.1}, 2, {"s1:1": 0.5}), 10.0)
+    return replays.ReplayRun(algo, seconds, seconds / 2, resent, (), verdict, 0.5)
+
+
+def test_models_figure_reports_iteration_speedups_beside_ns3(
+        faked: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Faked replays: each algorithm's iteration a fixed share of the ring's, ns-3 the same
+    shares of its own; the speedups are in the summary, the table names the models, the
+    replays get the point's TDF, timers and buckets, and the plot is written."""
+    share = {"ring-roce": 1.0, "innetwork": 0.7, "topk": 0.5, "hybrid": 0.8}
+    specs: list[Any] = []
+
+    def run(lab: FakeLab, algorithms: Any, setting: replays.ReplaySetting, spec: Any,
+            workdir: Path) -> list[replays.ReplayRun]:
+        specs.append(spec)
+        return [_replay(a, 0.1 * share[a]) for a in algorithms]
+
+    monkeypatch.setattr(figures, "run_replays", run)
+    ns3 = {"ring-roce": 2e-2, "innetwork": 1e-2, "topk": 1e-4, "torus": 1e-2}
+    opts = figures.Options(tdf=10.0, simulate=lambda algo, spec, n: ns3[algo], retries=0)
+    fig = figures.run_figure(figures.PRESETS["models"], opts)
+    assert len(fig.points) == 3 and fig.exact and fig.faithful
+    spec = specs[0]
+    assert (spec.tdf, spec.models, spec.bucket_mb, spec.workers) == (10.0, ("resnet50",),
+                                                                     0.25, 4)
+    assert spec.timers is not None and spec.roce_timers is not None
+    point = fig.points[0]
+    assert point.speedup("innetwork")[0] == pytest.approx(1 / 0.7)
+    sim = point.speedup("hybrid")[1]
+    assert sim is not None and sim > 1.0  # the mean of a hidden and an exposed iteration
+    assert point.runs["topk"].ideal_s == pytest.approx(point.runs["topk"].frames_ideal_s)
+    assert point.runs["ring-roce"].frames_ideal_s > point.runs["ring-roce"].ideal_s
+    lines = figures.summary_lines(fig)
+    assert lines[0].startswith("resnet50: iteration speedup over ring-roce: innetwork 1.43x")
+    assert "| vgg16 | topk |" in figures.table(fig)
+    assert json_list(fig.to_dict()["points"])
+    assert figures.plot_figure(fig, tmp_path / "models.png").stat().st_size > 0
+
+
+def test_a_replay_cell_runs_dilated_with_the_given_timers(tmp_path: Path) -> None:
+    """The matrix launcher passes the TDF to every process and the RoCE and in-network
+    timers to their own transports only."""
+    from experiment.matrix import Launcher, MatrixSpec
+
+    class Lab:
+        class topology:  # noqa: N801 - a stand-in for the Topology the launcher reads
+            hosts: list[Any] = []
+
+    spec = MatrixSpec(tdf=400.0, timers=(1e-3, 4e-3), roce_timers=(2e-3, 8e-3))
+    launcher = Launcher(Lab(), spec, tmp_path)  # type: ignore[arg-type]
+    launcher.hosts, launcher.gpus = ["h1"], {"h1": 1}
+    assert launcher._common("ring")[-2:] == ["--tdf", "400"]
+    assert launcher._common("ring-roce")[-4:] == ["--rto", "0.002", "--max-rto", "0.008"]
+    assert launcher._common("innetwork")[-4:] == ["--rto", "0.001", "--max-rto", "0.004"]

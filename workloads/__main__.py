@@ -362,6 +362,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                           "iteration_s": round(r.mean_iteration_s, 6),
                           "comm_s": round(r.mean_comm_s, 6), "compute_s": round(r.compute_s, 6),
                           "real_iteration_s": round(r.mean_iteration_s * r.tdf, 6),
+                          "cpu_utilization": round(r.cpu_utilization, 3),
+                          "retransmissions": r.retransmissions,
                           "tdf": r.tdf, "network_bound": r.network_bound}, sort_keys=True))
     # "time" is when the file was written (a wall-clock stamp, not a measurement)
     meta = {"argv": sys.argv[1:], "time": time.time(), "tdf": clock.tdf}
