@@ -20,11 +20,13 @@ from pathlib import Path
 
 from experiment import calibrate
 from experiment.session import TARGET_TIMERS, ExperimentOptions
+from protocol import netreduce as nr
 from topo.topofile import LinkShapeSpec, TopologySpec
 from vtime import parse_tdf
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
 from workloads.rocecomm import DEFAULT_MAX_RTO as ROCE_MAX_RTO
 from workloads.rocecomm import DEFAULT_RTO as ROCE_RTO
+from workloads.rocecomm import DEFAULT_WINDOW as ROCE_WINDOW
 
 #: ``tdf=auto``: calibrate.
 AUTO = "auto"
@@ -192,32 +194,52 @@ def collective_timeout(spec: TopologySpec, elements: int, tdf: float,
     return max(real_timeout_s / tdf, needed)
 
 
+def drain_seconds(spec: TopologySpec, packets: int, frame_bits: int) -> float:
+    """Emulated seconds a window of ``packets`` frames takes to leave a host on the slowest
+    worker link (0 when unshaped): the wait of its last packet when it is sent at once."""
+    rates = [r for h in spec.hosts if h.gpus > 0 and (r := shape_bps(h.link))]
+    return packets * frame_bits / min(rates) if rates else 0.0
+
+
 def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
-                 real: tuple[float, float] | None = None) -> tuple[float, float]:
+                 real: tuple[float, float] | None = None,
+                 drain_s: float = 0.0) -> tuple[float, float]:
     """The in-network agents' retransmission timer bounds (lowest, highest), emulated
     seconds. The target's real-time bounds (``TARGET_TIMERS``, else the agents' defaults:
     what a switch process on this machine needs at TDF 1; ``real``: another transport's)
     shrink by the TDF, since the machine's delays do; but never below what the emulated
-    network itself needs: twice its propagation round trip, four at the top. (The top stays
-    low on purpose: under loss the estimate climbs to it and every stall costs the job that
-    much, docs/protocol.md 7.)"""
+    network itself needs: twice its propagation round trip plus ``drain_s``, the time one
+    window takes to leave the host at the link rate (a transport sends its window at once,
+    so its last packet waits that long behind the others before its round trip begins),
+    and twice that at the top. (The top stays low on purpose: under loss the estimate
+    climbs to it and every stall costs the job that much, docs/protocol.md 7.)
+
+    Without the window's drain the top was below what a full window's last packet needs
+    at 100 GbE (4 round trips, 32 us, against 8 us + 22.5 us for 4 credits of 64 packets;
+    90 us for messages of 256): every queued window timed out, and the figures' runs
+    resent hundreds to tens of thousands of packets in a network without loss."""
     low_real, high_real = real or TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
-    low = max(low_real / tdf, 2 * rtt_s)
-    high = max(high_real / tdf, 4 * rtt_s, 2 * low)
+    low = max(low_real / tdf, 2 * rtt_s + drain_s)
+    high = max(high_real / tdf, 2 * low)
     return low, high
 
 
 def dilated_options(opts: ExperimentOptions, spec: TopologySpec, dilation: Dilation,
                     target: str) -> ExperimentOptions:
     """``opts`` for a run at ``dilation``'s TDF on ``spec``'s network: the in-network agents'
-    and the RoCE ring's timer bounds (:func:`timer_bounds`; the ring's own, 50 ms lowest,
-    are emulated seconds: at TDF 10,000 one lost packet waited 500 s of real time), the
-    collective's deadline of the emulated network (:func:`collective_timeout`) and the
-    calibrated fixed cost of a collective over the job's switch hops (the guard's latency
-    check; 0 without a calibration)."""
+    and the RoCE ring's timer bounds (:func:`timer_bounds`, each with its own window's
+    drain: the job's credits x packets per message, the ring's 256 packets; the ring's own,
+    50 ms lowest, are emulated seconds: at TDF 10,000 one lost packet waited 500 s of real
+    time), the collective's deadline of the emulated network (:func:`collective_timeout`)
+    and the calibrated fixed cost of a collective over the job's switch hops (the guard's
+    latency check; 0 without a calibration)."""
     rtt = longest_rtt(spec)
-    low, high = timer_bounds(target, dilation.tdf, rtt)
-    roce_low, roce_high = timer_bounds(target, dilation.tdf, rtt, (ROCE_RTO, ROCE_MAX_RTO))
+    msg_pkts = opts.msg_pkts or max(1, opts.slots // max(1, opts.credits))
+    window = drain_seconds(spec, opts.credits * msg_pkts, calibrate.frame_bits(opts.elems))
+    roce_window = drain_seconds(spec, ROCE_WINDOW, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
+    low, high = timer_bounds(target, dilation.tdf, rtt, drain_s=window)
+    roce_low, roce_high = timer_bounds(target, dilation.tdf, rtt, (ROCE_RTO, ROCE_MAX_RTO),
+                                       roce_window)
     timeout = collective_timeout(spec, opts.elements, dilation.tdf, opts.timeout_s)
     overhead = (calibrate.fixed_cost(dilation.costs, switch_hops(spec))
                 if dilation.costs is not None else 0.0)

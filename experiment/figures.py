@@ -487,7 +487,7 @@ class Figure:
     @property
     def sim_outside_tolerance(self) -> list[str]:
         """The points where ns-3 and the emulation differ by more than the tolerance."""
-        return [f"{run.algorithm} at {point.x:g}: ns-3 {err:+.0%}"
+        return [f"{run.algorithm} at {point.label}: ns-3 {err:+.0%}"
                 for point, run in self.outcomes()
                 if (err := run.sim_error) is not None and abs(err) > SIM_TOLERANCE]
 
@@ -662,7 +662,7 @@ def run_figure(fig: Preset, opts: Options, command: str = "") -> Figure:
             for attempt in group:
                 point = fig.points[attempt.index]
                 opts.announce(f"point {attempt.index + 1}/{len(fig.points)}: "
-                              f"{fig.axis} = {point.x:g}")
+                              f"{fig.axis} = {point.label}")
                 if point.replay is not None:
                     outcome = replay_point_outcome(lab, fig, attempt.spec, point,
                                                    attempt.dilation, elems, opts,
@@ -757,8 +757,9 @@ def replay_spec(fig: Preset, spec: TopologySpec, point: Point, dilation: Dilatio
     same TDF, :func:`experiment.dilation.dilated_options`)."""
     setting = point.replay
     assert setting is not None
-    opts = dilated_options(ExperimentOptions(elements=point.elements, elems=elems),
-                           spec, dilation, "softswitch")
+    job = ExperimentOptions(elements=point.elements, elems=elems, credits=point.credits,
+                            slots=point.slots, msg_pkts=point.msg_pkts)
+    opts = dilated_options(job, spec, dilation, "softswitch")
     assert opts.rto is not None and opts.max_rto is not None
     assert opts.roce_rto is not None and opts.roce_max_rto is not None
     return MatrixSpec(leaves=1, hosts_per_leaf=workers_of(spec) // gpus_per_host(spec),
@@ -950,7 +951,7 @@ def summary_lines(fig: Figure) -> list[str]:
                 f"{_speedup(point.speedup(algo)[1])})"
                 for algo in fig.preset.algorithms if algo != BASELINE))
         elif ratio is not None and inn is not None:
-            lines.append(f"{fig.preset.axis} = {point.x:g}: {BASELINE} / {inn.algorithm} "
+            lines.append(f"{fig.preset.axis} = {point.label}: {BASELINE} / {inn.algorithm} "
                          f"{ratio[0]:.2f} (frame-size ideal {ratio[1]:.2f})")
     knee = fig.knee
     if knee is not None:
@@ -964,7 +965,7 @@ def summary_lines(fig: Figure) -> list[str]:
                      f"{_crossing(crossover.ns3)} in ns-3")
     lines += [f"ns-3 and the emulation differ by more than {SIM_TOLERANCE:.0%}: {line}"
               for line in fig.sim_outside_tolerance]
-    lines += [f"{fig.preset.axis} = {p.x:g}: times did not settle as the TDF rose (last "
+    lines += [f"{fig.preset.axis} = {p.label}: times did not settle as the TDF rose (last "
               f"TDF {p.tdf:g}, earlier {', '.join(f'{t:g}' for t, _ in p.retried)})"
               for p in fig.points if not p.converged]
     if not (fig.exact and fig.faithful and fig.converged):

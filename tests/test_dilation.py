@@ -9,6 +9,7 @@ import pytest
 
 from experiment import calibrate, dilation
 from experiment.session import TARGET_TIMERS
+from protocol import netreduce as nr
 from topo.topofile import load_spec, resolve
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
 
@@ -49,6 +50,27 @@ def test_timer_bounds_follow_the_emulated_network() -> None:
     low2, high2 = dilation.timer_bounds("softswitch", 2, 0.0)
     assert low2 == pytest.approx(AGG_RTO / 2)
     assert high2 == pytest.approx(AGG_MAX_RTO / 2)
+
+
+def test_the_timers_wait_for_a_whole_window_to_leave_the_host() -> None:
+    """A transport sends its window at once, so the last packet's round trip starts after
+    the window has left the host. The top bound was 4 round trips, 32 us at 100 GbE with
+    2 us links, below the 8 + 22.5 us a window of 4 credits x 64 packets needs: every
+    queued window timed out and the figures' runs resent packets without any loss."""
+    from experiment.calibrate import frame_bits
+    from experiment.session import ExperimentOptions
+
+    spec = load_spec(resolve("rack"), {"hosts": 4, "bw": "100G", "delay": "2us"})
+    base = ExperimentOptions(credits=4, slots=256, msg_pkts=64, elems=nr.MTU_ELEMS)
+    opts = dilation.dilated_options(base, spec, dilation.Dilation(50_000.0, "forced", False),
+                                    "softswitch")
+    rtt = 8e-6
+    drain = 256 * frame_bits(nr.MTU_ELEMS) / 100e9
+    assert drain == pytest.approx(22.5e-6, rel=0.05)
+    assert opts.rto is not None and opts.max_rto is not None
+    assert opts.rto == pytest.approx(2 * rtt + drain)
+    assert opts.max_rto > rtt + drain and opts.max_rto == pytest.approx(2 * opts.rto)
+    assert dilation.drain_seconds(spec, 256, frame_bits(nr.MTU_ELEMS)) == pytest.approx(drain)
 
 
 @pytest.mark.parametrize(("text", "value"), [("auto", "auto"), ("AUTO", "auto"), ("4", 4.0),
@@ -192,7 +214,8 @@ def test_a_dilated_run_gives_the_roce_ring_timer_bounds_of_the_emulated_network(
     opts = dilation.dilated_options(ExperimentOptions(), spec,
                                     dilation.Dilation(10_000.0, "forced", False), "softswitch")
     rtt = 8e-6  # host - switch - host, there and back
-    assert opts.roce_rto == pytest.approx(max(DEFAULT_RTO / 10_000, 2 * rtt))
+    drain = dilation.drain_seconds(spec, 256, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
+    assert opts.roce_rto == pytest.approx(max(DEFAULT_RTO / 10_000, 2 * rtt + drain))
     assert opts.roce_max_rto == pytest.approx(DEFAULT_MAX_RTO / 10_000)
     argv = allreduce_argv("ring-roce", opts, rank="0", peers="10.0.1.1:4791")
     assert argv[argv.index("--rto") + 1] == str(opts.roce_rto)
