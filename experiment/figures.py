@@ -183,9 +183,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "make it window-bound (the knee near BDP / message size)",
            algorithms=(INNETWORK,), log_x=False, knee=True),
     # the other presets' window (4 credits of 64 packets, 281 KB): it covers the bandwidth-
-    # delay product up to 100 GbE with 2 us links, not at 400 GbE or with 5-10 us links,
-    # where in-network becomes window-bound (messages of 256 packets to cover them made the
-    # transports resend tens of thousands of packets at every TDF tried, 2,000-12,500)
+    # delay product up to 100 GbE with 2 us links, not at 400 GbE, where in-network becomes
+    # window-bound (this run's docs; messages of 256 packets resent tens of thousands of
+    # packets until the dilated timers waited for a window's drain, experiment.dilation)
     Preset("rates", "All-reduce time against the link rate (P = 4, one switch, 2 us, 4 MiB)",
            "rack", "link rate (Gbit/s)",
            tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576)
@@ -193,13 +193,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "in-network's advantage is the bytes each link carries, so ring / in-network stays "
            "near 2(P-1)/P = 1.5 at every rate where the credits cover the bandwidth-delay "
            "product"),
+    # from 5 us the window grows to 4 credits of 256 packets (1.1 MB), which covers the
+    # bandwidth-delay product of 10 us links (a 40 us round trip at 100 GbE, 500 KB, and
+    # the message's own transfer)
     Preset("delays", "All-reduce time against the link delay (P = 4, one switch, 100 GbE, "
            "4 MiB)", "rack", "link delay (us)",
-           tuple(Point(d, {"hosts": 4, "bw": "100G", "delay": f"{d}us"}, 1048576)
+           tuple(Point(d, {"hosts": 4, "bw": "100G", "delay": f"{d}us"}, 1048576,
+                       msg_pkts=64 if d <= 2 else 256)
                  for d in (1, 2, 5, 10)),
-           "longer links add round trips; where the credits cover the bandwidth-delay product "
-           "both stay link-bound and ring / in-network near 1.5, beyond it in-network is "
-           "window-bound"),
+           "longer links add round trips; with credits that cover the bandwidth-delay "
+           "product both stay link-bound and ring / in-network near 2(P-1)/P = 1.5"),
     # 16 workers on a k = 4 fat-tree (20 switches, three levels); ns-3 draws its two-level
     # equivalent (8 leaves of 2 hosts under one spine: sim_spec counts leaves and spines)
     Preset("fattree16", "Scaling to P = 16 on a k = 4 fat-tree (100 GbE, 2 us, 4 MiB)",
@@ -817,7 +820,8 @@ def replay_outcome(run: ReplayRun, setting: ReplaySetting, spec: TopologySpec, p
     return Outcome(run.algorithm, run.iteration_s, run.iteration_s * run.verdict.tdf,
                    not run.errors and run.iteration_s > 0, run.verdict.faithful,
                    tuple(run.verdict.failures), False,
-                   "compute (communication hidden)" if hidden else
+                   f"compute (the iteration within {KNEE_SHARE:.0%} of compute alone)"
+                   if hidden else
                    f"communication ({run.comm_s * 1e3:.3g} ms per iteration)",
                    run.busiest_util, run.retransmissions, run.errors, compute, frames, sim_s)
 
@@ -905,8 +909,9 @@ def _draw_speedups(fig: Figure, ax: Axes) -> None:
             if emulated is not None:
                 ax.bar(x, emulated, width * 0.9, color=alg.color if good else "none",
                        edgecolor=alg.color, label=alg.label if j == 0 else None)
-                ax.annotate(f"{emulated:.2f}", (x, emulated), ha="center", va="bottom",
-                            fontsize=7)
+                ax.annotate(f"{emulated:.2f}", (x, max(emulated, sim or 0.0)),
+                            xytext=(0, 5), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=7)
             if sim is not None:
                 ax.plot([x], [sim], "kx", label="ns-3" if i == 0 and j == 0 else None)
     ax.axhline(1.0, color="grey", lw=0.8)
