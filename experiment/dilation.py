@@ -26,7 +26,6 @@ from vtime import parse_tdf
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO
 from workloads.rocecomm import DEFAULT_MAX_RTO as ROCE_MAX_RTO
 from workloads.rocecomm import DEFAULT_RTO as ROCE_RTO
-from workloads.rocecomm import DEFAULT_WINDOW as ROCE_WINDOW
 
 #: ``tdf=auto``: calibrate.
 AUTO = "auto"
@@ -228,15 +227,16 @@ def dilated_options(opts: ExperimentOptions, spec: TopologySpec, dilation: Dilat
                     target: str) -> ExperimentOptions:
     """``opts`` for a run at ``dilation``'s TDF on ``spec``'s network: the in-network agents'
     and the RoCE ring's timer bounds (:func:`timer_bounds`, each with its own window's
-    drain: the job's credits x packets per message, the ring's 256 packets; the ring's own,
+    drain: the job's credits x packets per message, which the ring runs with too; its own,
     50 ms lowest, are emulated seconds: at TDF 10,000 one lost packet waited 500 s of real
     time), the collective's deadline of the emulated network (:func:`collective_timeout`)
     and the calibrated fixed cost of a collective over the job's switch hops (the guard's
     latency check; 0 without a calibration)."""
     rtt = longest_rtt(spec)
-    msg_pkts = opts.msg_pkts or max(1, opts.slots // max(1, opts.credits))
-    window = drain_seconds(spec, opts.credits * msg_pkts, calibrate.frame_bits(opts.elems))
-    roce_window = drain_seconds(spec, ROCE_WINDOW, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
+    # the RoCE ring runs with the agents' window (experiment.session.allreduce_argv)
+    packets = opts.credits * (opts.msg_pkts or max(1, opts.slots // max(1, opts.credits)))
+    window = drain_seconds(spec, packets, calibrate.frame_bits(opts.elems))
+    roce_window = drain_seconds(spec, packets, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
     low, high = timer_bounds(target, dilation.tdf, rtt, drain_s=window)
     roce_low, roce_high = timer_bounds(target, dilation.tdf, rtt, (ROCE_RTO, ROCE_MAX_RTO),
                                        roce_window)

@@ -214,7 +214,8 @@ def test_a_dilated_run_gives_the_roce_ring_timer_bounds_of_the_emulated_network(
     opts = dilation.dilated_options(ExperimentOptions(), spec,
                                     dilation.Dilation(10_000.0, "forced", False), "softswitch")
     rtt = 8e-6  # host - switch - host, there and back
-    drain = dilation.drain_seconds(spec, 256, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
+    window = ExperimentOptions().slots  # the agents' window, which the RoCE ring gets too
+    drain = dilation.drain_seconds(spec, window, 8 * (nr.PATH_MTU + nr.ROCE_HEADER_BYTES))
     assert opts.roce_rto == pytest.approx(max(DEFAULT_RTO / 10_000, 2 * rtt + drain))
     assert opts.roce_max_rto == pytest.approx(DEFAULT_MAX_RTO / 10_000)
     argv = allreduce_argv("ring-roce", opts, rank="0", peers="10.0.1.1:4791")
