@@ -92,6 +92,23 @@ def _retries(text: str) -> int:
     return value
 
 
+def _replot(path: Path, plot: Path | None) -> int:
+    """A figure's plot, table and verdicts from its results file."""
+    from experiment import figures
+
+    try:
+        doc = json.loads(path.read_text())
+        result = figures.figure_from_dict(doc if isinstance(doc, dict) else {})
+    except (OSError, ValueError) as err:  # FigureError and JSONDecodeError are ValueErrors
+        raise UsageError(f"figure --replot {path}: {err}") from None
+    out = figures.plot_figure(result, plot or path.with_suffix(".png"))
+    print(figures.table(result))
+    for line in figures.summary_lines(result):
+        print(line)
+    print(f"plot: {out}")
+    return 0 if result.faithful and result.exact and result.converged else 1
+
+
 def cmd_figure(args: argparse.Namespace) -> int:
     """Runs a preset figure (root), writes its JSON, plot and table; 1 when a point was not
     exact, not faithful or never settled (experiment.figures)."""
@@ -102,6 +119,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
         for fig in figures.PRESETS.values():
             print(f"{fig.name:11} {fig.title}")
         return 0
+    if args.replot is not None:
+        return _replot(args.replot, args.plot)
     if args.preset is None:
         raise UsageError("figure: name a preset (--list shows them)")
     try:
@@ -187,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "ns-3 (root; what `make experiments preset=NAME` runs)")
     fg.add_argument("preset", nargs="?", help="the figure (--list shows the presets)")
     fg.add_argument("--list", action="store_true", help="list the presets and exit")
+    fg.add_argument("--replot", type=Path, default=None, metavar="JSON",
+                    help="draw and tabulate a results file again (no run, no root)")
     fg.add_argument("--tdf", default="auto", metavar="auto|N",
                     help="time dilation: auto (calibrated per point, the default) or a factor")
     fg.add_argument("--recalibrate", action="store_true", help="measure the costs again")

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from algorithms import registry
 from experiment import calibrate
@@ -47,7 +47,7 @@ from experiment.replays import (
     ns3_iteration,
     run_replays,
 )
-from experiment.seams import JsonObject, JsonValue
+from experiment.seams import JsonObject, JsonValue, json_float, json_list, json_object
 from experiment.session import HIERARCHICAL, AllreduceRun, ExperimentOptions, ExperimentResult
 from experiment.session import run_experiment as run_allreduce_experiment
 from protocol import netreduce as nr
@@ -538,6 +538,34 @@ class Figure:
                 "knee": _plain(knee) if knee else None,
                 "crossover": _plain(crossover) if crossover else None,
                 "points": [p.to_dict() for p in self.points]}
+
+
+def figure_from_dict(doc: JsonObject) -> Figure:
+    """The :class:`Figure` a results file holds (``Figure.to_dict``), to plot and tabulate
+    it again without running it; FigureError naming what is missing or malformed."""
+    try:
+        fig = preset(str(doc["preset"]))
+        points = []
+        for raw in json_list(doc["points"]):
+            p: dict[str, Any] = dict(json_object(raw))
+            runs = {}
+            for algo, run in json_object(p.pop("runs")).items():
+                r: dict[str, Any] = dict(json_object(run))
+                r.pop("sim_error", None)
+                r["fidelity"], r["errors"] = tuple(json_list(r["fidelity"])), tuple(
+                    json_list(r["errors"]))
+                runs[algo] = Outcome(**r)
+            p.pop("ratio", None)
+            p.pop("ideal_ratio", None)
+            p["retried"] = tuple(tuple(json_list(t)) for t in json_list(p["retried"]))
+            p["params"] = json_object(p["params"])
+            points.append(PointOutcome(**p, runs=runs))
+        return Figure(fig, tuple(points), int(json_float(doc["elems"])),
+                      str(doc["engine"]) if doc.get("engine") else None,
+                      str(doc.get("started", "")),
+                      str(doc.get("command", "")), str(doc.get("machine", "")))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FigureError(f"not a figure's results ({type(exc).__name__}: {exc})") from None
 
 
 def _plain(obj: Outcome | PointOutcome | Knee | Crossover, skip: tuple[str, ...] = ()

@@ -437,3 +437,27 @@ def test_a_replay_cell_runs_dilated_with_the_given_timers(tmp_path: Path) -> Non
     assert launcher._common("ring")[-2:] == ["--tdf", "400"]
     assert launcher._common("ring-roce")[-4:] == ["--rto", "0.002", "--max-rto", "0.008"]
     assert launcher._common("innetwork")[-4:] == ["--rto", "0.001", "--max-rto", "0.004"]
+
+
+def test_a_results_file_is_drawn_again_without_running(
+        faked: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--replot: a figure's JSON gives back the same figure (plot, table, verdicts, exit
+    code) with no network; a file that is not one is a usage error naming it."""
+    fig = figures.run_figure(figures.PRESETS["size"],
+                             figures.Options(tdf=10.0, simulate=faked["simulate"], retries=0))
+    doc = fig.to_dict()
+    again = figures.figure_from_dict(json.loads(json.dumps(doc)))
+    assert again.to_dict() == doc and figures.table(again) == figures.table(fig)
+    path = tmp_path / "size.json"
+    path.write_text(json.dumps(doc))
+    code = main(["figure", "--replot", str(path), "--plot", str(tmp_path / "again.png")])
+    assert code == (0 if fig.faithful and fig.exact and fig.converged else 1)
+    assert (tmp_path / "again.png").stat().st_size > 0
+    assert "| tensor per worker (MiB) |" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"preset": "size", "points": [{"x": 1}]}))
+    assert main(["figure", "--replot", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"figure --replot {bad}: not a figure's results (KeyError" in err
+    assert main(["figure", "--replot", str(tmp_path / "none.json")]) == 2
+    assert "No such file" in capsys.readouterr().err
