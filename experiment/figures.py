@@ -182,13 +182,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "credits sized to the bandwidth-delay product make in-network link-bound; fewer "
            "make it window-bound (the knee near BDP / message size)",
            algorithms=(INNETWORK,), log_x=False, knee=True),
-    # the other presets' window (4 credits of 64 packets, 281 KB): it covers the bandwidth-
-    # delay product up to 100 GbE with 2 us links, not at 400 GbE, where in-network becomes
-    # window-bound (this run's docs; messages of 256 packets resent tens of thousands of
-    # packets until the dilated timers waited for a window's drain, experiment.dilation)
+    # the other presets' window (4 credits of 64 packets, 281 KB) covers the bandwidth-
+    # delay product up to 100 GbE with 2 us links; at 400 GbE (~640 KB with the message's
+    # own transfer) it was window-bound, so there messages are 256 packets (1.1 MB; they
+    # resent tens of thousands of packets until the dilated timers waited for a window's
+    # drain, experiment.dilation)
     Preset("rates", "All-reduce time against the link rate (P = 4, one switch, 2 us, 4 MiB)",
            "rack", "link rate (Gbit/s)",
-           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576)
+           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576,
+                       msg_pkts=256 if g > 100 else 64)
                  for g in (10, 25, 100, 400)),
            "in-network's advantage is the bytes each link carries, so ring / in-network stays "
            "near 2(P-1)/P = 1.5 at every rate where the credits cover the bandwidth-delay "
