@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 SIM_TOLERANCE = 0.10
 #: A credit count is past the knee when its time is within this share of the best one.
 KNEE_SHARE = 0.10
+#: A replay is compute-bound when its iteration is within this share of its compute alone.
+COMPUTE_BOUND_SHARE = 0.10
 #: Adaptive dilation. An emulation that kept up gives the same emulated times at any higher
 #: TDF; one that did not (a path of the machine the guard does not see set the pace) gives
 #: other times. So every point runs again at RETRY_FACTOR times its TDF: it is kept when
@@ -846,11 +848,11 @@ def replay_outcome(run: ReplayRun, setting: ReplaySetting, spec: TopologySpec, p
         workers, bps = workers_of(spec), host_rate(spec)
         frames = iteration_with(setting, lambda nbytes: ideal_seconds(
             run.algorithm, workers, max(1, nbytes // 4), bps, elems, point)[1])
-    hidden = run.iteration_s <= compute * (1 + KNEE_SHARE)
+    hidden = run.iteration_s <= compute * (1 + COMPUTE_BOUND_SHARE)
     return Outcome(run.algorithm, run.iteration_s, run.iteration_s * run.verdict.tdf,
                    not run.errors and run.iteration_s > 0, run.verdict.faithful,
                    tuple(run.verdict.failures), False,
-                   f"compute (the iteration within {KNEE_SHARE:.0%} of compute alone)"
+                   f"compute (the iteration within {COMPUTE_BOUND_SHARE:.0%} of compute alone)"
                    if hidden else
                    f"communication ({run.comm_s * 1e3:.3g} ms per iteration)",
                    run.busiest_util, run.retransmissions, run.errors, compute, frames, sim_s)
