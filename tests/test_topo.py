@@ -543,6 +543,29 @@ def test_ack_first_netem_goes_under_both_classes() -> None:
     assert intf.delayCmds(f" parent {DATA_CLASS} ") == ([], f" parent {DATA_CLASS} ")
 
 
+def test_a_hosts_send_queue_holds_the_largest_windows() -> None:
+    """A host's own interface queues HOST_QUEUE_PACKETS (htb's default 1000 overflowed under a
+    window of 1024 packets: 543 of them dropped at the sending host, each a NAK and a resent
+    window); a switch's keeps htb's default; a queue given explicitly stays."""
+    from mininet.node import Host, Switch
+
+    from topo.links import HOST_QUEUE_PACKETS
+
+    host, switch = object.__new__(AckFirstIntf), object.__new__(AckFirstIntf)
+    host.node, switch.node = object.__new__(Host), object.__new__(Switch)
+    cmds, parent = host.delayCmds(f" parent {DATA_CLASS} ")
+    assert cmds == [f"%s qdisc add dev %s  parent {DATA_CLASS}  handle 10: pfifo limit "
+                    f"{HOST_QUEUE_PACKETS}"] and parent == " parent 10:1 "
+    from protocol.netreduce import Limit
+
+    assert HOST_QUEUE_PACKETS >= 8 * Limit.SLOTS
+    assert switch.delayCmds(f" parent {DATA_CLASS} ") == ([], f" parent {DATA_CLASS} ")
+    cmds, _ = host.delayCmds(f" parent {DATA_CLASS} ", max_queue_size=50)
+    assert cmds[0].endswith("pfifo limit 50")
+    cmds, _ = host.delayCmds(f" parent {DATA_CLASS} ", delay="2ms")  # netem's own limit
+    assert all(f"limit {HOST_QUEUE_PACKETS}" in c for c in cmds)
+
+
 def test_netem_probe_without_tc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Without tc on PATH, netem counts as unavailable (and the answer is cached)."""
     monkeypatch.setenv("PATH", str(tmp_path))

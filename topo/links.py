@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mininet.link import TCIntf, TCLink
+from mininet.node import Switch
 
 from topo.errors import TopologyError
 from topo.topologies import LinkShape
@@ -177,6 +178,16 @@ def ack_first_htb_cmds(bw_mbit: float) -> list[str]:
     return cmds
 
 
+#: The data queue of a host's own interface, packets. A NIC does not drop its own send queue,
+#: and a transport sends its window at once: with htb's default (the veth's 1000 packets) an
+#: in-network job of 4 credits x 256 packets overflowed it at the sending host (543 and 561
+#: packets dropped there at 10 us links, each loss a NAK and a resent window). Enough for
+#: several windows of the protocol's largest (1024 packets). TCP keeps only a few packets
+#: per socket in the queue (TCP small queues), so it does not fill it; switch-side queues
+#: keep htb's default, where an overflow is an emulated switch's.
+HOST_QUEUE_PACKETS = 16384
+
+
 class AckFirstIntf(TCIntf):
     """Mininet's TCIntf with :func:`ack_first_htb_cmds` in place of its single htb class;
     netem (where the kernel has it) goes under both leaf classes. Other shapers (hfsc, tbf,
@@ -189,6 +200,10 @@ class AckFirstIntf(TCIntf):
         return ack_first_htb_cmds(bw), f" parent {DATA_CLASS} "
 
     def delayCmds(self, parent: str, **params: Any) -> tuple[list[str], str]:  # noqa: N802
+        node = getattr(self, "node", None)
+        if params.get("max_queue_size") is None and node is not None \
+                and not isinstance(node, Switch):
+            params["max_queue_size"] = HOST_QUEUE_PACKETS  # a host's send queue (netem's too)
         queue = params.get("max_queue_size")
         if queue is not None and not any(params.get(k) for k in ("delay", "jitter", "loss")):
             # a queue limit alone needs no netem: a packet FIFO of that length
