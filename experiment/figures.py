@@ -910,10 +910,11 @@ def plot_figure(fig: Figure, path: Path) -> Path:
                 label=f"{alg.label}, emulated")
         sims = [(x, run.ns3_seconds) for x, run in pts if run.ns3_seconds is not None]
         if sims:
-            ax.plot([x for x, _ in sims], [s * 1e3 for _, s in sims], "--", color=alg.color,
+            # marked too: a figure of one point (fattree16) has no line to draw
+            ax.plot([x for x, _ in sims], [s * 1e3 for _, s in sims], "x--", color=alg.color,
                     lw=1, label=f"{alg.label}, ns-3")
-        ax.plot(xs, [run.frames_ideal_s * 1e3 for _, run in pts], ":", color=alg.color, lw=1,
-                label=f"{alg.label}, frame-size ideal")
+        ax.plot(xs, [run.frames_ideal_s * 1e3 for _, run in pts], "_:", color=alg.color, lw=1,
+                markersize=14, label=f"{alg.label}, frame-size ideal")
     if fig.preset.log_x and len(fig.points) > 1:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
