@@ -186,13 +186,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            algorithms=(INNETWORK,), log_x=False, knee=True),
     # the other presets' window (4 credits of 64 packets, 281 KB) covers the bandwidth-
     # delay product up to 100 GbE with 2 us links; at 400 GbE (~640 KB with the message's
-    # own transfer) it was window-bound, so there messages are 256 packets (1.1 MB; they
-    # resent tens of thousands of packets until the dilated timers waited for a window's
-    # drain, experiment.dilation)
+    # own transfer) it is window-bound. Messages of 256 packets there (1.1 MB) did not
+    # settle up to TDF 80,000: the RoCE ring, given the same window, resent 617-4,857
+    # packets after NAKs (docs/reproduction.md, the link rate)
     Preset("rates", "All-reduce time against the link rate (P = 4, one switch, 2 us, 4 MiB)",
            "rack", "link rate (Gbit/s)",
-           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576,
-                       msg_pkts=256 if g > 100 else 64)
+           tuple(Point(g, {"hosts": 4, "bw": f"{g}G", "delay": "2us"}, 1048576)
                  for g in (10, 25, 100, 400)),
            "in-network's advantage is the bytes each link carries, so ring / in-network stays "
            "near 2(P-1)/P = 1.5 at every rate where the credits cover the bandwidth-delay "
