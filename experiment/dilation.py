@@ -215,8 +215,9 @@ def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,
 
     Without the window's drain the top was below what a full window's last packet needs
     at 100 GbE (4 round trips, 32 us, against 8 us + 22.5 us for 4 credits of 64 packets;
-    90 us for messages of 256): every queued window timed out, and the figures' runs
-    resent hundreds to tens of thousands of packets in a network without loss."""
+    90 us for messages of 256): queued windows timed out, and the figures' runs resent up
+    to tens of thousands of packets in a network without loss (the other cause was the
+    sending host's queue, ``topo.links.HOST_QUEUE_PACKETS``)."""
     low_real, high_real = real or TARGET_TIMERS.get(target, (AGG_RTO, AGG_MAX_RTO))
     low = max(low_real / tdf, 2 * rtt_s + drain_s)
     high = max(high_real / tdf, 2 * low)
