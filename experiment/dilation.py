@@ -154,9 +154,8 @@ def switch_hops(spec: TopologySpec) -> int:
 def transfer_seconds(spec: TopologySpec, elements: int) -> float:
     """Emulated seconds ``elements`` float32 take on the slowest worker host link (payload
     only; 0 when unshaped)."""
-    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
-    shaped = [r for r in rates if r]
-    return elements * 32 / min(shaped) if shaped else 0.0
+    rate = slowest_worker_rate(spec)
+    return elements * 32 / rate if rate else 0.0
 
 
 def shortest_collective_seconds(spec: TopologySpec, elements: int) -> float:
@@ -176,11 +175,10 @@ def default_elements(spec: TopologySpec, minimum: int, round_trips: int = ROUND_
     transfer to last ``round_trips`` of the network's longest round trip (a tensor inside a
     few bandwidth-delay products measures latency instead), rounded up to a power of two."""
     rtt = longest_rtt(spec)
-    rates = [shape_bps(h.link) for h in spec.hosts if h.gpus > 0]
-    shaped = [r for r in rates if r]
-    if rtt <= 0 or not shaped:
+    rate = slowest_worker_rate(spec)
+    if rtt <= 0 or not rate:
         return minimum
-    need = round_trips * rtt * min(shaped) / 32
+    need = round_trips * rtt * rate / 32
     return max(minimum, 1 << math.ceil(math.log2(max(need, 1.0))))
 
 
@@ -193,11 +191,17 @@ def collective_timeout(spec: TopologySpec, elements: int, tdf: float,
     return max(real_timeout_s / tdf, needed)
 
 
+def slowest_worker_rate(spec: TopologySpec) -> float | None:
+    """The slowest shaped worker host link's emulated rate, bits/s (None: none shaped)."""
+    rates = [r for h in spec.hosts if h.gpus > 0 and (r := shape_bps(h.link))]
+    return min(rates) if rates else None
+
+
 def drain_seconds(spec: TopologySpec, packets: int, frame_bits: int) -> float:
     """Emulated seconds a window of ``packets`` frames takes to leave a host on the slowest
     worker link (0 when unshaped): the wait of its last packet when it is sent at once."""
-    rates = [r for h in spec.hosts if h.gpus > 0 and (r := shape_bps(h.link))]
-    return packets * frame_bits / min(rates) if rates else 0.0
+    rate = slowest_worker_rate(spec)
+    return packets * frame_bits / rate if rate else 0.0
 
 
 def timer_bounds(target: str, tdf: float, rtt_s: float = 0.0,

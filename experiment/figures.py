@@ -21,6 +21,7 @@ must not be published.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import textwrap
@@ -769,20 +770,31 @@ def point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,
     time on the same network."""
     workers = workers_of(spec)
     bps = host_rate(spec)
-    # a switch crossing in emulated time: the calibrated one-packet collective through one
-    # switch, dilated (0 without a calibration)
-    switch_delay = dilation.costs.overhead_s / dilation.tdf if dilation.costs else 0.0
+    sspec = sim_spec(spec, point, elems, _switch_delay(dilation))
     runs: dict[str, Outcome] = {}
     for run in result.runs:
         ideals = ideal_seconds(run.algorithm, workers, point.elements, bps, elems, point)
         sim_s = None
         if simulate is not None and run.algorithm in ALGORITHM_OF:
-            sim_s = simulate(run.algorithm, sim_spec(spec, point, elems, switch_delay),
-                             4 * point.elements)
+            sim_s = simulate(run.algorithm, sspec, 4 * point.elements)
         runs[run.algorithm] = outcome(run, ideals, sim_s)
-    return PointOutcome(point.x, point.params, point.elements, workers, point.credits,
-                        point.msg_pkts, bps, link_delay(spec), longest_rtt(spec),
-                        switch_hops(spec), dilation.tdf, dilation.why, runs, retried)
+    return _point_outcome(point, spec, dilation, runs, retried)
+
+
+def _switch_delay(dilation: Dilation) -> float:
+    """A switch crossing in emulated time: the calibrated one-packet collective through one
+    switch, dilated (0 without a calibration)."""
+    return dilation.costs.overhead_s / dilation.tdf if dilation.costs else 0.0
+
+
+def _point_outcome(point: Point, spec: TopologySpec, dilation: Dilation,
+                   runs: Mapping[str, Outcome], retried: tuple[tuple[float, int], ...]
+                   ) -> PointOutcome:
+    """The point's settings around its outcomes."""
+    return PointOutcome(point.x, point.params, point.elements, workers_of(spec),
+                        point.credits, point.msg_pkts, host_rate(spec), link_delay(spec),
+                        longest_rtt(spec), switch_hops(spec), dilation.tdf, dilation.why,
+                        runs, retried, model=point.model)
 
 
 def replay_spec(fig: Preset, spec: TopologySpec, point: Point, dilation: Dilation,
@@ -819,10 +831,11 @@ def replay_point_outcome(lab: ExperimentNetwork, fig: Preset, spec: TopologySpec
     workdir = (opts.rundir or Path("build")) / "replays" / f"{point.model}-{dilation.tdf:g}"
     runs = run_replays(lab, fig.algorithms, setting,
                        replay_spec(fig, spec, point, dilation, elems), workdir)
-    switch_delay = dilation.costs.overhead_s / dilation.tdf if dilation.costs else 0.0
-    sspec = sim_spec(spec, point, elems, switch_delay)
+    sspec = sim_spec(spec, point, elems, _switch_delay(dilation))
     simulate = opts.simulate
 
+    # each (algorithm, bucket size) once: the hybrid's phases are algorithms drawn beside it
+    @functools.cache
     def bucket(algo: str, nbytes: int) -> float:
         assert simulate is not None
         return simulate(algo, sspec, nbytes)
@@ -831,10 +844,7 @@ def replay_point_outcome(lab: ExperimentNetwork, fig: Preset, spec: TopologySpec
                                               ns3_iteration(run.algorithm, setting, bucket)
                                               if simulate is not None else None)
                 for run in runs}
-    return PointOutcome(point.x, point.params, point.elements, workers_of(spec),
-                        point.credits, point.msg_pkts, host_rate(spec), link_delay(spec),
-                        longest_rtt(spec), switch_hops(spec), dilation.tdf, dilation.why,
-                        outcomes, retried, model=point.model)
+    return _point_outcome(point, spec, dilation, outcomes, retried)
 
 
 def replay_outcome(run: ReplayRun, setting: ReplaySetting, spec: TopologySpec, point: Point,

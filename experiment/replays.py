@@ -31,7 +31,9 @@ from experiment.matrix import (
     Launcher,
     MatrixSpec,
 )
-from workloads.profiles import DEFAULT_FLOPS_PER_S, ModelProfile, get_profile
+from workloads.profiles import ModelProfile, get_profile, scaled_flops_per_s
+from workloads.schedule import SPARSE as SPARSE_MODE
+from workloads.schedule import HybridSchedule
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,10 @@ AllreduceTime = Callable[[int], float]
 
 
 def hybrid_phases(iterations: int = REPLAY_ITERS) -> list[str]:
-    """The algorithm the hybrid runs at each measured iteration (sparse, then dense)."""
-    return [SPARSE if it // ITERS_PER_EPOCH < SPARSE_EPOCHS else DENSE
+    """The algorithm the hybrid runs at each measured iteration (the schedule's mode of the
+    iteration's epoch, as the replay's hybrid reducer numbers them)."""
+    schedule = HybridSchedule(SPARSE_EPOCHS, 1.0, (0,))
+    return [SPARSE if schedule.mode(it // ITERS_PER_EPOCH) == SPARSE_MODE else DENSE
             for it in range(REPLAY_WARMUP, REPLAY_WARMUP + iterations)]
 
 
@@ -69,7 +73,7 @@ class ReplaySetting:
     def flops_per_s(self) -> float:
         """The modelled accelerator, as much slower as the model is smaller (the workload's
         default)."""
-        return DEFAULT_FLOPS_PER_S / self.scale
+        return scaled_flops_per_s(self.scale)
 
     @property
     def bucket_bytes(self) -> int:

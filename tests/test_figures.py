@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -408,11 +409,24 @@ def test_models_figure_reports_iteration_speedups_beside_ns3(
     spec = specs[0]
     assert (spec.tdf, spec.models, spec.bucket_mb, spec.workers) == (10.0, ("resnet50",),
                                                                      0.25, 4)
+    # the replays' timers wait for their job's window to leave the host (256 packets at
+    # 250 Mbit/s: ~9 ms), as the all-reduce points' do
+    from experiment.calibrate import frame_bits
+    from experiment.dilation import drain_seconds
+
+    first = figures.PRESETS["models"].points[0]
+    drain = drain_seconds(figures.point_spec(figures.PRESETS["models"], first), first.slots,
+                          frame_bits(nr.PROGRAM_ELEMS))
     assert spec.timers is not None and spec.roce_timers is not None
+    assert spec.timers[0] == pytest.approx(2 * 8e-6 + drain) and drain > 8e-3
     point = fig.points[0]
     assert point.speedup("innetwork")[0] == pytest.approx(1 / 0.7)
-    sim = point.speedup("hybrid")[1]
-    assert sim is not None and sim > 1.0  # the mean of a hidden and an exposed iteration
+    # ns-3's hybrid: the mean of its sparse (top-k) and dense (2D torus) iterations
+    setting = first.replay
+    assert setting is not None
+    ring, sparse, dense = (replays.iteration_with(setting, _constant(t))
+                           for t in (2e-2, 1e-4, 1e-2))
+    assert point.speedup("hybrid")[1] == pytest.approx(ring / ((sparse + dense) / 2))
     assert point.runs["topk"].ideal_s == pytest.approx(point.runs["topk"].frames_ideal_s)
     assert point.runs["ring-roce"].frames_ideal_s > point.runs["ring-roce"].ideal_s
     lines = figures.summary_lines(fig)
@@ -461,3 +475,67 @@ def test_a_results_file_is_drawn_again_without_running(
     assert f"figure --replot {bad}: not a figure's results (KeyError" in err
     assert main(["figure", "--replot", str(tmp_path / "none.json")]) == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def _constant(seconds: float) -> replays.AllreduceTime:
+    return lambda _nbytes: seconds
+
+
+def test_a_replay_point_simulates_each_bucket_once(faked: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hybrid's ns-3 iteration reuses the top-k and torus bucket times (top-k is drawn
+    beside it): no (algorithm, bucket size) is simulated twice for a point."""
+    calls: list[tuple[str, int]] = []
+
+    def simulate(algo: str, spec: figures.SimSpec, nbytes: int) -> float:
+        calls.append((algo, nbytes))
+        return 1e-3
+
+    monkeypatch.setattr(figures, "run_replays", lambda lab, algorithms, *_a: [
+        _replay(a, 0.1) for a in algorithms])
+    fig = figures.PRESETS["models"]
+    one = replace(fig, points=fig.points[:1])
+    figures.run_figure(one, figures.Options(tdf=10.0, simulate=simulate, retries=0))
+    assert calls and len(calls) == len(set(calls))
+    assert {a for a, _ in calls} == {"ring-roce", "innetwork", "topk", "torus"}
+
+
+def test_a_replay_cell_reads_every_rank_and_rates_links_in_emulated_time(
+        tmp_path: Path) -> None:
+    """Launcher.replay: the slowest rank's iteration, CPU and resent packets summed from the
+    ranks' rows; link rates over the window's real time divided by the TDF (over real time
+    a link at its emulated rate looked TDF times idler); the guard judges the cell."""
+    from types import SimpleNamespace
+
+    from experiment.matrix import Launcher, MatrixSpec
+
+    seen: list[float] = []
+
+    class Window:
+        wall = 100.0  # real seconds
+        machine_busy = 0.3
+        switch_cpu = {"s1": 0.4}
+
+        def links(self, topology: Any, seconds: float) -> list[Any]:
+            seen.append(seconds)
+            return [SimpleNamespace(utilization=0.9, kind="host", switch="s1", port=1)]
+
+    class Lab:
+        topology = SimpleNamespace(hosts=[])
+
+    rows: list[Any] = [{"iteration_s": 0.05, "comm_s": 0.02, "cpu_utilization": 0.2,
+             "retransmissions": 3},
+            {"iteration_s": 0.06, "comm_s": 0.03, "cpu_utilization": 0.9,
+             "retransmissions": 4}]
+    launcher = Launcher(Lab(), MatrixSpec(tdf=50.0), tmp_path)  # type: ignore[arg-type]
+    fake: Any = lambda algo, verb, tag: ({"h1": rows}, Window())  # noqa: E731
+    launcher._run = fake  # type: ignore[method-assign]
+    cell = launcher.replay("innetwork", "resnet50")
+    assert seen == [pytest.approx(100.0 / 50.0)]
+    assert (cell.seconds, cell.comm_seconds, cell.retransmissions) == (0.06, 0.03, 7)
+    assert (cell.agent_cpu_max, cell.busiest_util, cell.busiest_link) == (0.9, 0.9, "s1:1")
+    verdict = replays.verdict_of(cell, 50.0, drops=0)
+    assert verdict.tdf == 50.0 and not verdict.faithful  # a host process above its budget
+    assert any(f.startswith("host CPU") for f in verdict.failures)
+    assert replays.verdict_of(replace(cell, agent_cpu_max=0.2), 50.0, drops=0).faithful
+    assert not replays.verdict_of(replace(cell, agent_cpu_max=0.2), 50.0, drops=2).faithful

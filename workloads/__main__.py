@@ -52,7 +52,7 @@ from workloads.innetwork import (
     hierarchical_allreduce,
     innetwork_allreduce,
 )
-from workloads.profiles import DEFAULT_FLOPS_PER_S, PROFILES, get_profile
+from workloads.profiles import PROFILES, get_profile, scaled_flops_per_s
 from workloads.replay import ReplayConfig, make_reducer, replay
 from workloads.results import (
     CpuLoad,
@@ -326,7 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     profile = get_profile(args.model, args.scale)
     config = ReplayConfig(iterations=args.iters, warmup=args.warmup,
                           bucket_bytes=int(args.bucket_mb * 1e6),
-                          flops_per_s=args.flops or DEFAULT_FLOPS_PER_S / args.scale,
+                          flops_per_s=args.flops or scaled_flops_per_s(args.scale),
                           seed=args.seed, timeout=args.timeout)
     clock = VirtualClock(args.tdf)
     records: list[RunRecord] = []

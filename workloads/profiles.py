@@ -269,6 +269,12 @@ PROFILES: dict[str, Callable[[], ModelProfile]] = {
 }
 
 
+def scaled_flops_per_s(scale: float) -> float:
+    """The modelled accelerator for a profile shrunk ``scale`` times: as much slower, so its
+    compute keeps its ratio to links slowed as much (:meth:`ModelProfile.scaled`)."""
+    return DEFAULT_FLOPS_PER_S / scale
+
+
 def get_profile(name: str, scale: float = 1.0) -> ModelProfile:
     """The named profile, shrunk ``scale`` times (``scale=1`` keeps the real sizes)."""
     try:
