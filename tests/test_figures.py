@@ -477,6 +477,31 @@ def test_a_results_file_is_drawn_again_without_running(
     assert "No such file" in capsys.readouterr().err
 
 
+def test_a_launcher_waits_for_its_processes_in_real_time(tmp_path: Path) -> None:
+    """The processes' --timeout is emulated seconds: the launcher waits TDF times as long
+    (it waited the emulated number of real seconds, and killed dilated replays)."""
+    from types import SimpleNamespace
+
+    from experiment.matrix import Launcher, MatrixSpec
+
+    waited: list[float] = []
+
+    class Lab:
+        topology = SimpleNamespace(hosts=[SimpleNamespace(name="h1", gpus=1, ip="10.0.1.1",
+                                                          intra_bw_bps=None)])
+
+        def snapshot(self) -> None:
+            return None
+
+        def run_processes(self, procs: Any, timeout_s: float) -> dict[str, Any]:
+            waited.append(timeout_s)
+            return {}
+
+    spec = MatrixSpec(tdf=400.0, timeout_s=5.0)
+    Launcher(Lab(), spec, tmp_path)._run("ring", ["replay"], "t")  # type: ignore[arg-type]
+    assert waited == [5.0 * 400.0 + 60.0]
+
+
 def _constant(seconds: float) -> replays.AllreduceTime:
     return lambda _nbytes: seconds
 
