@@ -251,12 +251,20 @@ def _read_matches(req: Any, e: Any) -> bool:
     return True
 
 
+SERVER_THREAD_PREFIX = "fake-p4runtime-server"
+
+
 class FakeP4RuntimeServer:
     """A P4Runtime server on 127.0.0.1 with a free port; use as a context manager."""
 
     def __init__(self, device_id: int = 0) -> None:
         self.servicer = _Servicer(device_id)
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        # Named, so a test of the client's threads can tell the server's pool apart: the pool
+        # starts a thread when a call arrives before the last call's thread has told the pool
+        # it is idle (that thread sends its answer first), which a loaded machine makes likely.
+        self.pool = futures.ThreadPoolExecutor(max_workers=16,
+                                               thread_name_prefix=SERVER_THREAD_PREFIX)
+        self._server = grpc.server(self.pool)
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"

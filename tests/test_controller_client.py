@@ -18,7 +18,7 @@ from controller.errors import SchemaError
 from controller.p4client import P4Client, P4RuntimeRequestError
 from controller.schema import ControlPlaneSchema, encode_int
 from controller.switch import ManagedSwitch, SwitchOptions
-from tests.p4runtime_server_fake import FakeP4RuntimeServer
+from tests.p4runtime_server_fake import SERVER_THREAD_PREFIX, FakeP4RuntimeServer
 
 P4INFO_TEXT = """
 tables {
@@ -195,6 +195,13 @@ def test_same_election_id_is_refused(server: FakeP4RuntimeServer) -> None:
         assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def _client_threads() -> dict[int | None, str]:
+    """This process's threads other than the fake server's pool (whose threads come and go
+    with the server's calls, not the client's)."""
+    return {t.ident: t.name for t in threading.enumerate()
+            if not t.name.startswith(SERVER_THREAD_PREFIX)}
+
+
 def test_opening_a_channel_leaves_no_thread_behind(server: FakeP4RuntimeServer) -> None:
     """Waiting for the channel starts no thread that outlives the wait:
     channel_ready_future's connectivity poller kept running after it and held the
@@ -202,14 +209,23 @@ def test_opening_a_channel_leaves_no_thread_behind(server: FakeP4RuntimeServer) 
     warm = P4Client(server.address, 3, election_id=10)  # grpc's own first-channel set-up
     warm.open_channel()
     warm.close()
-    before = {t.ident for t in threading.enumerate()}
-    with P4Client(server.address, 3, election_id=10) as client:
-        client.open_channel()
-        assert {t.ident for t in threading.enumerate()} <= before
+    before = _client_threads()
+    # The server's idle thread is busy elsewhere, as when it has sent the warm-up's answer
+    # but not yet told its pool it is free: the pool starts a thread for the next call.
+    release = threading.Event()
+    server.pool.submit(release.wait, 10.0)
+    try:
+        with P4Client(server.address, 3, election_id=10) as client:
+            client.open_channel()
+            new = {i: n for i, n in _client_threads().items() if i not in before}
+            assert not new, f"threads started by open_channel: {sorted(new.values())}"
+    finally:
+        release.set()
     with P4Client("127.0.0.1:1", 0, election_id=1) as client:  # nobody there: still none
         with pytest.raises(P4RuntimeRequestError):
             client.open_channel(timeout_s=0.3)
-        assert {t.ident for t in threading.enumerate()} <= before
+        new = {i: n for i, n in _client_threads().items() if i not in before}
+        assert not new, f"threads started by a failed open_channel: {sorted(new.values())}"
 
 
 def test_unreachable_switch_is_unavailable() -> None:
