@@ -6,6 +6,7 @@
 #            (rates: k/M/G/T bit/s, B/s for bytes, a bare number is Mbit/s; delays: ns/us/ms/s)
 #   make run bw=100G delay=2us tdf=auto   (time dilation: auto, the default, calibrates; or N)
 #   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
+#   make run cc_start=line   (congestion windows start whole, as RoCE NICs at line rate)
 #   make run engine=c   (built-in target: the compiled C data path; io=python: its Python loop)
 #   make run topo=fattree params="k=2"      (a shipped file by name, or topo=path/to/file.yaml)
 #   make test [PYTEST_ARGS="-k lpm -x"]
@@ -54,6 +55,9 @@ seed ?=
 # packet loop with the C engine (c, python).
 engine ?=
 io ?=
+# Where the in-network agents' and the RoCE ring's congestion windows start: slow (the
+# default) or line (the whole window at once, as RoCE NICs with DCQCN)
+cc_start ?=
 # delay_nodes=1: link delays by delay nodes even where netem or the switches could (testing)
 delay_nodes ?=
 # Machines to run the topology across (Mininet's cluster edition; docs/scale.md) and the ssh
@@ -102,7 +106,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \
-	$(if $(baseline),--baseline-transport $(baseline)) \
+	$(if $(baseline),--baseline-transport $(baseline)) $(if $(cc_start),--cc-start $(cc_start)) \
 	$(if $(delay_nodes),--delay-nodes) $(foreach p,$(params),--param $(p)) \
 	$(if $(servers),--servers $(servers)) $(if $(ssh_config),--ssh-config $(ssh_config)))
 

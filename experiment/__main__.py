@@ -32,6 +32,7 @@ from protocol.netreduce import MAX_ELEMS, MTU_ELEMS
 from sim.emulation import rows_from_matrix
 from sim.validate import as_dicts, ns3_simulate, report, validate
 from vtime import rate_arg
+from workloads.roce import CC_STARTS, SLOW_START
 
 log = logging.getLogger("experiment")
 
@@ -189,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--slots", type=int, default=256)
     m.add_argument("--msg-pkts", type=int, default=64)
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--cc-start", choices=CC_STARTS, default=SLOW_START,
+                   help="where the RoCE and in-network congestion windows start: slow (slow "
+                   "start, the default) or line (the whole window at once, as RoCE NICs)")
     m.add_argument("--out", type=Path, default=Path("results"), help="results directory")
     m.add_argument("--rundir", type=Path, default=None, help="network run directory")
     m.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -44,9 +44,10 @@ from experiment.seams import (
     json_float,
     json_int,
 )
-from experiment.session import intra_bw_argv
+from experiment.session import cc_start_argv, intra_bw_argv
 from protocol.netreduce import MTU_ELEMS, PROGRAM_ELEMS, ROCE_V2_PORT, elems_error
 from vtime import format_rate
+from workloads.roce import CC_STARTS, SLOW_START
 
 if TYPE_CHECKING:
     from topo.topologies import SpineLeafTopo
@@ -106,12 +107,15 @@ class MatrixSpec:
     timers: tuple[float, float] | None = None
     roce_timers: tuple[float, float] | None = None
     bucket_mb: float | None = None  # replay: fusion bucket (MB of the shrunk model)
+    cc_start: str = SLOW_START  # where RoCE and in-network congestion windows start
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in registry.REGISTRY_NAMES]
         if unknown:
             raise MatrixError(f"unknown algorithm(s) {', '.join(unknown)}; choose from "
                               f"{', '.join(ALGOS)}")
+        if self.cc_start not in CC_STARTS:
+            raise MatrixError(f"cc_start {self.cc_start!r}: choose from {', '.join(CC_STARTS)}")
         # aliases (ina, inswitch, hitopk, ...) name the same cells as their canonical names
         object.__setattr__(self, "algos", tuple(registry.canonical(a) for a in self.algos))
         why = elems_error(self.elems)
@@ -253,9 +257,9 @@ class Launcher:
             return ["--algo", algo, "--gpus-per-host", str(g)] + argv
         if algo in ROCE_ALGOS:
             return (["--algo", algo, "--gpus-per-host", str(g)] + argv
-                    + _timer_argv(self.spec.roce_timers))
+                    + _timer_argv(self.spec.roce_timers) + cc_start_argv(self.spec.cc_start))
         argv = (["--algo", "innetwork", "--elems", str(self.spec.elems)] + argv
-                + _timer_argv(self.spec.timers))
+                + _timer_argv(self.spec.timers) + cc_start_argv(self.spec.cc_start))
         if algo == "innetwork-hier":
             argv += ["--hierarchical", "--gpus", str(g)]
         return argv
@@ -558,4 +562,5 @@ def spec_from_args(args: argparse.Namespace) -> MatrixSpec:
         sizes=tuple(int(s) for s in args.sizes.split(",") if s),
         models=tuple(m for m in args.models.split(",") if m), scale=args.scale,
         iters=args.iters, replay_iters=args.replay_iters, elems=args.elems,
-        credits=args.credits, slots=args.slots, msg_pkts=args.msg_pkts, seed=args.seed)
+        credits=args.credits, slots=args.slots, msg_pkts=args.msg_pkts, seed=args.seed,
+        cc_start=args.cc_start)

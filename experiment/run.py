@@ -60,6 +60,7 @@ from topo.nodes import (
 from topo.topofile import TopologySpec, builtin_files, load_spec, resolve
 from topo.topologies import DEFAULT_HOST_BW, FileTopo
 from vtime import delay_arg, format_delay, format_rate, rate_arg
+from workloads.roce import CC_STARTS, SLOW_START
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -536,6 +537,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(kernel TCP, one process per rank) or roce (the project's RoCE v2, as the "
                    "in-network agents; the papers' baseline is NCCL's ring on RoCE); default "
                    f"{registry.DEFAULT_BASELINE_TRANSPORT} (docs/workloads.md says why)")
+    p.add_argument("--cc-start", type=choice("--cc-start", CC_STARTS), default=SLOW_START,
+                   metavar="|".join(CC_STARTS),
+                   help="where the in-network agents' and the RoCE ring's congestion windows "
+                   "start: slow (slow start from two ACK intervals, the default) or line "
+                   "(the whole window at once, as RoCE NICs start at line rate with DCQCN: "
+                   "the papers' setting and ns-3's)")
     p.add_argument("--credits", type=_positive,
                    help=f"the aggregation job's credits (default: the file's job, else "
                    f"{DEFAULT_CREDITS})")
@@ -671,7 +678,8 @@ def experiment_options(args: argparse.Namespace, topo: FileTopo | None = None,
                              slots=slots, msg_pkts=msg_pkts, hosts=hosts, root=root,
                              algorithms=("innetwork", baseline),
                              job_name=job.name if job is not None else "allreduce",
-                             measure_seconds=args.link_check_seconds)
+                             measure_seconds=args.link_check_seconds,
+                             cc_start=getattr(args, "cc_start", SLOW_START))
     if dilation is None or topo is None:
         return opts
     return dilated_options(opts, topo.spec, dilation, target or "softswitch")

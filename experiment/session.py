@@ -62,6 +62,7 @@ from topo.measure import CPU_SATURATED, PathMeasurement, measure_path, process_p
 from topo.model import Topology
 from topo.network import Stages
 from vtime import format_rate
+from workloads.roce import SLOW_START
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,9 @@ class ExperimentOptions:
     # machine needs at TDF 1: a dilated run sets them in emulated seconds (experiment.dilation)
     roce_rto: float | None = None
     roce_max_rto: float | None = None
+    # where the in-network agents' and RoCE ranks' congestion windows start
+    # (workloads.roce.CC_STARTS): slow start, or the whole window at once like RoCE NICs
+    cc_start: str = SLOW_START
     # time-dilation factor: the hosts' clocks run this many times slower than real time
     # (every duration above is emulated seconds; the network's links were dilated with it)
     tdf: float = 1.0
@@ -402,6 +406,7 @@ def allreduce_argv(algo: str, opts: ExperimentOptions, *, rank: int | str | None
                 argv += ["--rto", str(opts.roce_rto)]
             if opts.roce_max_rto is not None:
                 argv += ["--max-rto", str(opts.roce_max_rto)]
+            argv += cc_start_argv(opts.cc_start)
         return argv
     if host is None or plan_path is None:
         raise ExperimentError("an in-network agent needs its host and the job plan")
@@ -420,7 +425,12 @@ def _agent_argv(algo: str, opts: ExperimentOptions, host: str, plan_path: Path,
         argv += ["--rto", str(opts.rto)]
     if opts.max_rto is not None:
         argv += ["--max-rto", str(opts.max_rto)]
-    return argv
+    return argv + cc_start_argv(opts.cc_start)
+
+
+def cc_start_argv(start: str) -> list[str]:
+    """``--cc-start`` where it is not the workload's default (older command lines stay)."""
+    return [] if start == SLOW_START else ["--cc-start", start]
 
 
 def intra_bw_argv(algo: str, bps: float | None) -> list[str]:

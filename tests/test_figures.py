@@ -100,7 +100,7 @@ def faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     """run_figure without networks: each network start is recorded, each point's all-reduces
     take the frame-size ideal (in-network) and 1.1 times it (ring), exact; in-network's
     switch is saturated (not faithful) at 65536 float32."""
-    seen: dict[str, Any] = {"networks": [], "labs": [], "sims": []}
+    seen: dict[str, Any] = {"networks": [], "labs": [], "sims": [], "opts": []}
     monkeypatch.setenv(calibrate.CACHE_ENV, str(tmp_path / "calibration.json"))
 
     @contextmanager
@@ -112,6 +112,7 @@ def faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         yield lab
 
     def experiment(lab: FakeLab, opts: Any) -> ExperimentResult:
+        seen["opts"].append(opts)
         runs = []
         point = figures.Point(0, {}, opts.elements, opts.credits, opts.msg_pkts or 64)
         for algo in opts.algorithms:
@@ -129,6 +130,25 @@ def faked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     monkeypatch.setattr(figures, "run_allreduce_experiment", experiment)
     seen["simulate"] = simulate
     return seen
+
+
+@pytest.mark.parametrize("start", ["slow", "line"])
+def test_a_presets_window_start_reaches_every_run_and_its_record(
+        faked: dict[str, Any], start: str) -> None:
+    """A preset's cc_start is every all-reduce's (the agents' and the RoCE ring's windows),
+    the results file and the summary say which it was, and a results file from before the
+    option (slow start) reads as such."""
+    fig = replace(figures.PRESETS["size"], cc_start=start)
+    opts = figures.Options(tdf=10.0, simulate=faked["simulate"], retries=0)
+    ran = figures.run_figure(fig, opts)
+    doc = ran.to_dict()
+    assert [o.cc_start for o in faked["opts"]] == [start] * len(fig.points)
+    assert doc["cc_start"] == start
+    assert f"congestion windows: {figures.CC_START_WORDS[start]}" in figures.summary_lines(ran)
+    assert figures.figure_from_dict(doc).cc_start == start
+    del doc["cc_start"]
+    assert figures.figure_from_dict(doc).cc_start == "slow"
+    assert figures.PRESETS["size"].cc_start == "line"  # ns-3's and RoCE NICs' start
 
 
 def test_points_share_a_network_when_their_topology_and_tdf_agree(
@@ -409,6 +429,7 @@ def test_models_figure_reports_iteration_speedups_beside_ns3(
     spec = specs[0]
     assert (spec.tdf, spec.models, spec.bucket_mb, spec.workers) == (10.0, ("resnet50",),
                                                                      0.25, 4)
+    assert spec.cc_start == figures.PRESETS["models"].cc_start
     # the replays' timers wait for their job's window to leave the host (256 packets at
     # 250 Mbit/s: ~9 ms), as the all-reduce points' do
     from experiment.calibrate import frame_bits
@@ -439,7 +460,7 @@ def test_models_figure_reports_iteration_speedups_beside_ns3(
 def test_a_replay_cell_runs_dilated_with_the_given_timers(tmp_path: Path) -> None:
     """The matrix launcher passes the TDF to every process and the RoCE and in-network
     timers to their own transports only."""
-    from experiment.matrix import Launcher, MatrixSpec
+    from experiment.matrix import Launcher, MatrixError, MatrixSpec
 
     class Lab:
         class topology:  # noqa: N801 - a stand-in for the Topology the launcher reads
@@ -451,6 +472,12 @@ def test_a_replay_cell_runs_dilated_with_the_given_timers(tmp_path: Path) -> Non
     assert launcher._common("ring")[-2:] == ["--tdf", "400"]
     assert launcher._common("ring-roce")[-4:] == ["--rto", "0.002", "--max-rto", "0.008"]
     assert launcher._common("innetwork")[-4:] == ["--rto", "0.001", "--max-rto", "0.004"]
+    launcher.spec = replace(spec, cc_start="line")
+    assert launcher._common("ring-roce")[-2:] == ["--cc-start", "line"]
+    assert launcher._common("innetwork")[-2:] == ["--cc-start", "line"]
+    assert "--cc-start" not in launcher._common("ring")
+    with pytest.raises(MatrixError, match="cc_start 'fast': choose from slow, line"):
+        MatrixSpec(cc_start="fast")
 
 
 def test_a_results_file_is_drawn_again_without_running(

@@ -443,6 +443,27 @@ def test_baseline_transport_picks_the_ring(capsys: pytest.CaptureFixture[str]) -
     assert "--baseline-transport 'rdma': choose from tcp, roce" in err
 
 
+def test_cc_start_reaches_the_agents_and_the_roce_ring(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cc-start line: the in-network agents and the RoCE ring start with their whole
+    window (the TCP ring has no such option); the default passes nothing; a bad value names
+    the option and the value."""
+    assert experiment_options(parse_args([])).cc_start == "slow"
+    opts = experiment_options(parse_args(["--baseline-transport", "roce", "--cc-start", "line"]))
+    assert opts.cc_start == "line"
+    roce = allreduce_argv("ring-roce", opts, rank="0,1", peers="10.0.1.1:4791,10.0.1.1:4791")
+    inn = allreduce_argv("innetwork", opts, host="h1", plan_path=tmp_path / "job.json")
+    tcp = allreduce_argv("ring", opts, rank=0, peers="10.0.1.1:5400,10.0.1.2:5401")
+    assert roce[-2:] == ["--cc-start", "line"] and inn[-2:] == ["--cc-start", "line"]
+    assert "--cc-start" not in tcp
+    slow = experiment_options(parse_args(["--baseline-transport", "roce"]))
+    assert "--cc-start" not in allreduce_argv("ring-roce", slow, rank=0,
+                                              peers="10.0.1.1:4791,10.0.1.2:4791")
+    with pytest.raises(SystemExit):
+        parse_args(["--cc-start", "fast"])
+    assert "--cc-start 'fast': choose from slow, line" in capsys.readouterr().err
+
+
 def test_ratio_line_names_the_roce_ring_and_its_frames() -> None:
     """With the ring on RoCE the ratio line says so and corrects the ideal for RoCE frames
     (1024 of 1082 bytes, an ACK every 16 packets) instead of TCP's."""

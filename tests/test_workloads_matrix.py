@@ -27,6 +27,8 @@ from workloads.roce import (
     BTH_LEN,
     INITIAL_RTO,
     KEPT_AFTER_TIMEOUTS,
+    LINE_RATE,
+    SLOW_START,
     Requester,
     Responder,
     RoceEndpoint,
@@ -80,9 +82,10 @@ def _deadline(req: Requester) -> float:
     return deadline
 
 
-def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01) -> Requester:
+def _requester(window: int = 64, min_cwnd: int | None = None, rto: float = 0.01,
+               start: str = SLOW_START) -> Requester:
     return Requester(_fake_endpoint(), 0x100, 0x201, "10.0.0.2", 0, window, rto, 2.0, 30.0,
-                     min_cwnd)
+                     min_cwnd, start=start)
 
 
 def _post(req: Requester, npkts: int) -> None:
@@ -132,6 +135,26 @@ def test_nak_halves_and_timeout_resets_the_window() -> None:
     req.transmit(time.monotonic())
     req.poll_timer(time.monotonic() + 10.0)
     assert req.cwnd == 4 and req.stats.timeouts == 1
+
+
+def test_a_line_rate_start_sends_the_whole_window_and_still_backs_off() -> None:
+    """start LINE_RATE (RoCE NICs, ns-3): the whole window goes out before any ACK, and loss
+    cuts it as in slow start: a NAK halves it, a timeout drops it to min_cwnd, from which it
+    slow-starts again."""
+    req = _requester(window=64, min_cwnd=4, start=LINE_RATE)
+    _post(req, 128)
+    req.transmit(time.monotonic())
+    assert req.cwnd == 64 and req.stats.packets_sent == 64
+    _ack(req, 10, nak=True)
+    assert req.cwnd == 32 and req.stats.cwnd_cuts == 1
+    req.transmit(time.monotonic())
+    req.poll_timer(time.monotonic() + 10.0)
+    assert req.cwnd == 4 and req.stats.timeouts == 1
+
+
+def test_an_unknown_window_start_is_refused() -> None:
+    with pytest.raises(ValueError, match="start must be one of slow, line, got 'fast'"):
+        _requester(min_cwnd=4, start="fast")
 
 
 def test_without_min_cwnd_the_window_is_fixed() -> None:

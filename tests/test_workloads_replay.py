@@ -33,6 +33,7 @@ from workloads.results import (
     summarize,
     write_json,
 )
+from workloads.roce import CC_STARTS, LINE_RATE
 
 PROFILE = get_profile("resnet50", 2000)  # about 12,800 parameters
 CONFIG = ReplayConfig(iterations=2, warmup=1, bucket_bytes=16 << 10, flops_per_s=30e12)
@@ -224,12 +225,19 @@ def test_agent_refuses_connections_inside_one_host(tmp_path: Path) -> None:
         HostAgent(load_job(path), [0, 1], bind=("127.0.0.1", 0))
 
 
-def test_host_agents_allreduce_through_switch(program: ir.Program) -> None:
-    """Two host agents (one worker each) all-reduce through the switch and drain cleanly."""
+@pytest.mark.parametrize("start", CC_STARTS)
+def test_host_agents_allreduce_through_switch(program: ir.Program, start: str) -> None:
+    """Two host agents (one worker each) all-reduce through the switch and drain cleanly,
+    their windows starting as ``start`` says (line: the whole window at once)."""
     bench = SwitchBench(program, 2, endpoints=False)
-    agents = [HostAgent(bench.job, [r], bind=("127.0.0.1", 0), resolve=bench.fabric.address_of)
+    agents = [HostAgent(bench.job, [r], bind=("127.0.0.1", 0), resolve=bench.fabric.address_of,
+                        window=64, start=start)
               for r in range(2)]
     try:
+        for r, agent in enumerate(agents):
+            req = agent.channels[r].req
+            assert req.cwnd == (req.window if start == LINE_RATE else req.min_cwnd)
+            assert req.min_cwnd < req.window
         for r, agent in enumerate(agents):
             bench.fabric.attach(bench.hosts[r].ip, agent.endpoint.address)
         xs = [make_input(r, 700, "float32", 3) for r in range(2)]

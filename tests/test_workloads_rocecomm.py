@@ -21,7 +21,15 @@ from workloads.collectives import (
     torus2d_allreduce,
 )
 from workloads.loopback import run_roce_ranks
-from workloads.roce import OP_ACK, WRITE_OPCODES, RoceEndpoint, parse_bth
+from workloads.roce import (
+    LINE_RATE,
+    OP_ACK,
+    SLOW_START,
+    WRITE_OPCODES,
+    Requester,
+    RoceEndpoint,
+    parse_bth,
+)
 from workloads.rocecomm import (
     MAGIC,
     PeerPorts,
@@ -319,6 +327,33 @@ def test_cli_runs_a_roce_ring_with_its_ranks_in_one_process(
     assert [r["rank"] for r in rows] == [0, 1, 2]
     assert all(r["check"] is True and r["algorithm"] == "ring-roce" for r in rows)
     assert all(len(r["seconds"]) == 2 and "naks" in r for r in rows)
+
+
+def test_cli_cc_start_line_starts_every_connection_with_its_whole_window(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cc-start line`` reaches every RoCE connection: each one's first window is the
+    whole window (the default slow-starts from two ACK intervals), and the ring is exact."""
+    starts: list[tuple[str, float, int]] = []
+    made = RoceEndpoint.requester
+
+    def spy(self: RoceEndpoint, *args: Any, **kwargs: Any) -> Requester:
+        req = made(self, *args, **kwargs)
+        starts.append((kwargs.get("start", SLOW_START), req.cwnd, req.window))
+        return req
+
+    monkeypatch.setattr(RoceEndpoint, "requester", spy)
+    with RoceHost(("127.0.0.4", 0)) as probe:
+        port = probe.address[1]
+    peers = ",".join([f"127.0.0.4:{port}"] * 2)
+    code = main(["allreduce", "--algo", "ring-roce", "--rank", "0,1", "--peers", peers,
+                 "--size", "5000", "--check", "--timeout", "20", "--window", "48",
+                 "--cc-start", "line"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0 and all(r["check"] is True for r in rows)
+    assert starts == [(LINE_RATE, 48.0, 48)] * 2
+    with pytest.raises(SystemExit):
+        main(["allreduce", "--algo", "ring-roce", "--cc-start", "fast"])
+    assert "--cc-start: invalid choice: 'fast'" in capsys.readouterr().err
 
 
 def test_cli_unknown_algorithm_names_the_value(capsys: pytest.CaptureFixture[str]) -> None:

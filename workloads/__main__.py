@@ -63,7 +63,7 @@ from workloads.results import (
     read_json,
     write_json,
 )
-from workloads.roce import ROCE_V2_PORT
+from workloads.roce import CC_STARTS, ROCE_V2_PORT, SLOW_START
 from workloads.rocecomm import (
     DEFAULT_MAX_RTO,
     DEFAULT_RTO,
@@ -183,7 +183,7 @@ def _run_p2p(args: argparse.Namespace, clock: VirtualClock,
                                  window=args.window or DEFAULT_WINDOW,
                                  rto=DEFAULT_RTO if args.rto is None else args.rto,
                                  max_rto=DEFAULT_MAX_RTO if args.max_rto is None
-                                 else args.max_rto)
+                                 else args.max_rto, start=args.cc_start)
     except ValueError as err:
         raise UsageError(str(err)) from None
     with host:
@@ -204,7 +204,8 @@ def _agent(args: argparse.Namespace, clock: VirtualClock) -> HostAgent:
     return HostAgent(job, ranks, bind=bind, rto=AGG_RTO if args.rto is None else args.rto,
                      max_rto=AGG_MAX_RTO if args.max_rto is None else args.max_rto,
                      dead_after=args.dead_after,
-                     timeout=args.timeout, window=args.window, clock=clock)
+                     timeout=args.timeout, window=args.window, clock=clock,
+                     start=args.cc_start)
 
 
 def _summary(algo: str, rank: int, workers: int, stats: list[Any], ok: bool | None,
@@ -414,6 +415,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=None,
                    help="in-network and RoCE: packets in flight per connection (default: the "
                         f"job's credits x packets per message; RoCE {DEFAULT_WINDOW})")
+    p.add_argument("--cc-start", choices=CC_STARTS, default=SLOW_START,
+                   help="in-network and RoCE: where the congestion window starts: slow (slow "
+                   "start from two ACK intervals, the default) or line (the whole window at "
+                   "once, as RoCE NICs start at line rate; the papers' and ns-3's setting)")
     p.add_argument("--dead-after", type=float, default=None,
                    help="in-network: fail a connection after this long without progress "
                         "(emulated s; default 30 s of real time, however dilated)")

@@ -24,7 +24,14 @@ from typing import TypeVar
 from vtime import REAL_TIME, VirtualClock
 from workloads.errors import WorkloadError
 from workloads.innetwork import AGG_MAX_RTO, AGG_RTO, AggregationChannel, JobConfig
-from workloads.roce import INITIAL_RTO, ROCE_V2_PORT, Address, RoceEndpoint, TransportError
+from workloads.roce import (
+    INITIAL_RTO,
+    ROCE_V2_PORT,
+    SLOW_START,
+    Address,
+    RoceEndpoint,
+    TransportError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +89,9 @@ class HostAgent:
                  rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
                  dead_after: float | None = None,
                  timeout: float = 300.0, clock: VirtualClock = REAL_TIME,
-                 initial_rto: float = INITIAL_RTO) -> None:
-        """``initial_rto``: real seconds before the first RTT sample (see RoceEndpoint)."""
+                 initial_rto: float = INITIAL_RTO, start: str = SLOW_START) -> None:
+        """``initial_rto``: real seconds before the first RTT sample (see RoceEndpoint);
+        ``start``: where the channels' congestion windows start (``roce.CC_STARTS``)."""
         self.job = job
         self.clock = clock
         self.max_rto = max_rto
@@ -107,7 +115,7 @@ class HostAgent:
         try:
             self.channels = {r: AggregationChannel(self.endpoint, job, r, window=window, rto=rto,
                                                    max_rto=max_rto, dead_after=dead_after,
-                                                   timeout=timeout)
+                                                   timeout=timeout, start=start)
                              for r in self.ranks}
         except BaseException:
             self.endpoint.close()

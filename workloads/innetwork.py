@@ -52,6 +52,7 @@ from protocol.netreduce import (
 from vtime import REAL_TIME, VirtualClock
 from workloads.fixedpoint import RescalePolicy, RetryReport, aggregate_with_retry
 from workloads.roce import (
+    SLOW_START,
     QpStats,
     ReceivedMessage,
     RoceEndpoint,
@@ -231,7 +232,7 @@ class AggregationChannel:
     def __init__(self, endpoint: RoceEndpoint, job: JobConfig, rank: int, *,
                  window: int | None = None, rto: float = AGG_RTO, max_rto: float = AGG_MAX_RTO,
                  dead_after: float | None = None,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, start: str = SLOW_START) -> None:
         self.ep = endpoint
         self.clock = endpoint.clock
         self.job = job
@@ -250,7 +251,7 @@ class AggregationChannel:
         self.req = endpoint.requester(self.me.send_qpn, peer.recv_qpn, peer.ip, job.first_psn,
                                       window=window, rto=rto, max_rto=max_rto,
                                       dead_after=dead_after, min_cwnd=2 * ack_every,
-                                      track_results=True)
+                                      track_results=True, start=start)
         self.resp = endpoint.responder(self.me.recv_qpn, pred.send_qpn, pred.ip, job.first_psn,
                                        ack_every=ack_every)
         # A result packet exists only once every worker's packet at that position arrived,

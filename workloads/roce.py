@@ -76,6 +76,12 @@ PSN_HALF = 1 << 23
 INITIAL_RTO = 1.0  # timeout before the first RTT sample (RFC 6298 2.1), even above max_rto
 DEAD_AFTER = 30.0  # a connection without progress this long is dead
 POLL_CAP = 0.2  # the I/O loop looks at its state at least this often
+# Where a congestion-controlled connection's window starts: slow start from its lowest
+# window, or the whole window at once, as RoCE NICs start at line rate (DCQCN; the papers'
+# setting and ns-3's). Both cut the window on loss the same way.
+SLOW_START = "slow"
+LINE_RATE = "line"
+CC_STARTS = (SLOW_START, LINE_RATE)
 # Receive moderation (a NIC's completion moderation): after a pass that found fewer than
 # MODERATION_BATCH datagrams the I/O loop lets more arrive before it looks again, for at
 # most MODERATION_MAX_S real seconds and MODERATION_RTT_SHARE of the smoothed round trip,
@@ -246,7 +252,8 @@ class Requester:
     def __init__(self, ep: RoceEndpoint, local_qpn: int, remote_qpn: int, peer_ip: str,
                  first_psn: int, window: int, rto: float, max_rto: float,
                  dead_after: float, min_cwnd: int | None = None,
-                 track_results: bool = False, clock: VirtualClock = REAL_TIME) -> None:
+                 track_results: bool = False, clock: VirtualClock = REAL_TIME,
+                 start: str = SLOW_START) -> None:
         self.ep = ep
         self.clock = clock
         self.local_qpn = local_qpn
@@ -254,11 +261,14 @@ class Requester:
         self.peer_ip = peer_ip
         self.first_psn = first_psn % PSN_MOD
         self.window = window
-        # Congestion window (packets): slow start from min_cwnd, then +1 per round trip;
-        # halved on a NAK (once per loss event), back to min_cwnd on a timeout. With
-        # min_cwnd == window it never limits (plain go-back-N with a fixed window).
+        # Congestion window (packets): slow start from min_cwnd (or the whole window at
+        # once: start LINE_RATE), then +1 per round trip; halved on a NAK (once per loss
+        # event), back to min_cwnd on a timeout. With min_cwnd == window it never limits
+        # (plain go-back-N with a fixed window).
+        if start not in CC_STARTS:
+            raise ValueError(f"start must be one of {', '.join(CC_STARTS)}, got {start!r}")
         self.min_cwnd = max(1, min(window, min_cwnd if min_cwnd is not None else window))
-        self.cwnd = float(self.min_cwnd)
+        self.cwnd = float(window if start == LINE_RATE else self.min_cwnd)
         self.ssthresh = float(window)
         self._recover = 0  # sequence numbers below this belong to the last loss event
         self.rto = rto
@@ -842,10 +852,11 @@ class RoceEndpoint:
     def requester(self, local_qpn: int, remote_qpn: int, peer_ip: str, first_psn: int = 0, *,
                   window: int = 64, rto: float = 0.05, max_rto: float = 1.0,
                   dead_after: float | None = None, min_cwnd: int | None = None,
-                  track_results: bool = False) -> Requester:
+                  track_results: bool = False, start: str = SLOW_START) -> Requester:
         """The sending end of a connection to ``peer_ip`` QP ``remote_qpn``; ``min_cwnd``
-        turns on congestion control, ``track_results`` keeps acknowledged packets until
-        their in-network result arrived (see :class:`Requester`)."""
+        turns on congestion control and ``start`` says where its window starts (SLOW_START
+        or LINE_RATE), ``track_results`` keeps acknowledged packets until their in-network
+        result arrived (see :class:`Requester`)."""
         if dead_after is None:  # DEAD_AFTER of real time
             dead_after = self.clock.emulated(DEAD_AFTER)
         if window < 1 or rto <= 0 or dead_after <= 0:
@@ -854,7 +865,8 @@ class RoceEndpoint:
             if local_qpn in self._requesters or local_qpn in self._responders:
                 raise ValueError(f"QP {local_qpn:#x} already exists on this endpoint")
             qp = Requester(self, local_qpn, remote_qpn, peer_ip, first_psn, window, rto,
-                           max(rto, max_rto), dead_after, min_cwnd, track_results, self.clock)
+                           max(rto, max_rto), dead_after, min_cwnd, track_results, self.clock,
+                           start)
             self._requesters[local_qpn] = qp
         return qp
 

@@ -56,6 +56,7 @@ from workloads.roce import (
     ICRC_LEN,
     RETH_LEN,
     ROCE_V2_PORT,
+    SLOW_START,
     ReceivedMessage,
     Requester,
     Responder,
@@ -162,10 +163,11 @@ class RoceHost:
 
     def communicator(self, rank: int, addresses: Sequence[Address], *, timeout: float = 30.0,
                      window: int = DEFAULT_WINDOW, rto: float = DEFAULT_RTO,
-                     max_rto: float = DEFAULT_MAX_RTO) -> RoceCommunicator:
+                     max_rto: float = DEFAULT_MAX_RTO,
+                     start: str = SLOW_START) -> RoceCommunicator:
         """Rank ``rank`` of the job whose ranks are at ``addresses``."""
         comm = RoceCommunicator(self, rank, addresses, timeout=timeout, window=window,
-                                rto=rto, max_rto=max_rto)
+                                rto=rto, max_rto=max_rto, start=start)
         self._comms.append(comm)
         return comm
 
@@ -196,7 +198,8 @@ class RoceCommunicator:
 
     def __init__(self, host: RoceHost, rank: int, addresses: Sequence[Address], *,
                  timeout: float = 30.0, window: int = DEFAULT_WINDOW,
-                 rto: float = DEFAULT_RTO, max_rto: float = DEFAULT_MAX_RTO) -> None:
+                 rto: float = DEFAULT_RTO, max_rto: float = DEFAULT_MAX_RTO,
+                 start: str = SLOW_START) -> None:
         self.size = len(addresses)
         if not 1 <= self.size <= MAX_RANKS:
             raise ValueError(f"peers: {self.size} ranks; RoCE jobs have 1 to {MAX_RANKS}")
@@ -224,7 +227,7 @@ class RoceCommunicator:
             # 133 packets resent for 4 losses in a 65536-float ring)
             self._req[peer] = ep.requester(p2p_qpn(rank, peer, False), p2p_qpn(rank, peer, True),
                                            ip, window=window, rto=rto, max_rto=max_rto,
-                                           min_cwnd=2 * ack_every)
+                                           min_cwnd=2 * ack_every, start=start)
             self._resp[peer] = ep.responder(p2p_qpn(peer, rank, True),
                                             p2p_qpn(peer, rank, False), ip, ack_every=ack_every)
         self._mail: dict[tuple[int, int], collections.deque[np.ndarray]] = {}
@@ -346,7 +349,8 @@ class RoceCommunicator:
 def open_ranks(ranks: Sequence[int], addresses: Sequence[Address], *,
                clock: VirtualClock = REAL_TIME, timeout: float = 30.0,
                window: int = DEFAULT_WINDOW, rto: float = DEFAULT_RTO,
-               max_rto: float = DEFAULT_MAX_RTO) -> tuple[RoceHost, list[RoceCommunicator]]:
+               max_rto: float = DEFAULT_MAX_RTO,
+               start: str = SLOW_START) -> tuple[RoceHost, list[RoceCommunicator]]:
     """A :class:`RoceHost` bound to the address of ``ranks`` (all must share it: one port
     per host address) and their communicators; the caller closes the host."""
     if not ranks:
@@ -361,7 +365,7 @@ def open_ranks(ranks: Sequence[int], addresses: Sequence[Address], *,
     host = RoceHost(addresses[ranks[0]], clock=clock)
     try:
         comms = [host.communicator(r, addresses, timeout=timeout, window=window, rto=rto,
-                                   max_rto=max_rto) for r in ranks]
+                                   max_rto=max_rto, start=start) for r in ranks]
     except BaseException:
         host.endpoint.close()
         raise
