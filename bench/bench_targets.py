@@ -13,6 +13,12 @@ the C packet loop (``--engine c``: receive and transmit rings), the same sending
 sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Runs
 alternate target by target and each figure is the median; BMv2 rows appear where p4c and
 simple_switch_grpc are installed.
+
+Besides packets/s, each run reads the switch process's CPU time (user and system, all its
+threads, from /proc) over the flood: CPU per forwarded packet, and its inverse, packets per
+CPU-second, the switch's forwarding capacity. The C loop forwards nearly all the sender can
+offer on the 2 shared cores, so its packets/s say how fast the sender is; its capacity says
+how fast the switch is.
 The namespace is :class:`experiment.netns.SwitchNamespace`. Needs root. Everything it
 creates is removed on exit, also when it fails.
 """
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,27 +185,47 @@ def _artifacts(target: str, workdir: Path) -> tuple[Path, Path]:
     return out / "p4info.txtpb", out / f"{PROGRAM.stem}.json"
 
 
-def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> tuple[float, float]:
-    """(received packets/s, offered packets/s) through one target (fresh namespace and
-    switch); the offered rate shows whether the sender, not the switch, was the limit."""
+@dataclass(frozen=True)
+class Measurement:
+    """One flood through one target: packets/s forwarded (counted at h2) and offered (what
+    the sender got into h1: whether it, not the switch, was the limit), and the switch
+    process's CPU seconds per forwarded packet."""
+
+    pps: float
+    offered: float
+    cpu_per_packet: float
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` and all its threads (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> Measurement:
+    """One flood through one target (fresh namespace and switch)."""
     info, config = _artifacts(target, workdir)
     with SwitchNamespace(ports=2) as rig:
         ex = rig.exec_argv(rig.name)
         # stopped with SIGTERM and 20 s to exit, then SIGKILL, when the rig stops
-        rig.popen(rig.name, _switch_argv(target, workdir), grace_s=20.0,
-                  stdout=subprocess.DEVNULL, env={**os.environ, **TARGET_ENV.get(target, {})})
+        # `ip netns exec` execs the switch: the process started is the switch itself
+        switch = rig.popen(rig.name, _switch_argv(target, workdir), grace_s=20.0,
+                           stdout=subprocess.DEVNULL,
+                           env={**os.environ, **TARGET_ENV.get(target, {})})
         _run([*ex, sys.executable, "-c", CONFIGURE, GRPC, str(info), str(config)], timeout=180)
         rx = rig.python(rig.name, RECEIVE, str(seconds))
         assert rx.stdout is not None
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("receiver failed to start")
+        cpu_before = process_cpu_seconds(switch.pid)
         sent = int(_run([*ex, sys.executable, "-c", SEND, str(seconds), str(size)],
                         timeout=seconds + 60).split()[-1])
         result = json.loads(rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1])
+        cpu = process_cpu_seconds(switch.pid) - cpu_before  # the flood and its tail
     span = result["last"] - result["first"]
     if result["count"] < 2 or span <= 0:
         raise RuntimeError(f"{target}: no frames forwarded ({result})")
-    return result["count"] / span, sent / seconds
+    return Measurement(result["count"] / span, sent / seconds, cpu / result["count"])
 
 
 def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
@@ -210,34 +237,43 @@ def run(seconds: float = DEFAULT_SECONDS) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-targets-") as tmp:
         for size in FRAME_SIZES:
-            pps: dict[str, list[float]] = {t: [] for t in targets}
-            offered: dict[str, list[float]] = {t: [] for t in targets}
+            runs: dict[str, list[Measurement]] = {t: [] for t in targets}
             for _ in range(ROUNDS):
                 for t in targets:
-                    got, sent = measure(t, seconds, Path(tmp), size)
-                    pps[t].append(got)
-                    offered[t].append(sent)
+                    runs[t].append(measure(t, seconds, Path(tmp), size))
                     time.sleep(0.5)
-            rows += _size_rows(size, seconds, pps, offered)
+            rows += size_rows(size, seconds, runs)
     return rows
 
 
-def _size_rows(size: int, seconds: float, pps: dict[str, list[float]],
-               offered: dict[str, list[float]]) -> list[dict[str, Any]]:
+def size_rows(size: int, seconds: float, runs: dict[str, list[Measurement]]
+              ) -> list[dict[str, Any]]:
+    """The rows of one frame size: each target's packets/s and CPU per packet (medians),
+    the C loop's offered load, and the ratios between targets."""
     notes = (f"{PROGRAM.name} (fwd table + counters + register), {size} B frames flooded "
              f"for {seconds:g} s with sendmmsg, median of {ROUNDS} alternating runs; shared "
              "2-core machine")
-    med = {t: statistics.median(v) for t, v in pps.items()}
+    cpu_notes = (f"{notes}; the switch process's CPU time (user + system, all threads) over "
+                 "the flood divided by the frames forwarded")
+    med = {t: statistics.median(m.pps for m in v) for t, v in runs.items()}
+    cpu = {t: statistics.median(m.cpu_per_packet for m in v) for t, v in runs.items()}
     rows: list[dict[str, Any]] = [
         {"name": f"{TARGETS[t][0]}, {size} B", "metric": "throughput", "value": v,
          "unit": "pkt/s", "notes": notes} for t, v in med.items()]
+    rows += [{"name": f"{TARGETS[t][0]}, {size} B", "metric": "switch CPU per packet",
+              "value": c * 1e6, "unit": "us", "notes": cpu_notes} for t, c in cpu.items()]
     rows.append({"name": f"{TARGETS['softswitch-c'][0]}, {size} B", "metric": "offered load",
-                 "value": statistics.median(offered["softswitch-c"]), "unit": "pkt/s",
+                 "value": statistics.median(m.offered for m in runs["softswitch-c"]),
+                 "unit": "pkt/s",
                  "notes": "what the sender got into h1 while the C loop ran (the sender and "
                  "the switch share the 2 cores)"})
     base = med["softswitch"]
     rows.append({"name": f"C packet loop / Python path, {size} B", "metric": "throughput ratio",
                  "value": med["softswitch-c"] / base, "unit": "x", "notes": notes})
+    rows.append({"name": f"C packet loop / Python path, {size} B",
+                 "metric": "capacity ratio (packets per switch CPU-second)",
+                 "value": cpu["softswitch"] / cpu["softswitch-c"], "unit": "x",
+                 "notes": cpu_notes})
     rows.append({"name": f"C packet loop, transmit ring / sendmmsg, {size} B",
                  "metric": "throughput ratio",
                  "value": med["softswitch-c"] / med["softswitch-c-mmsg"], "unit": "x",
@@ -247,6 +283,10 @@ def _size_rows(size: int, seconds: float, pps: dict[str, list[float]],
                      "value": med["softswitch-c"] / med["bmv2"], "unit": "x", "notes": notes})
         rows.append({"name": f"Python path / BMv2, {size} B", "metric": "throughput ratio",
                      "value": base / med["bmv2"], "unit": "x", "notes": notes})
+        rows.append({"name": f"C packet loop / BMv2, {size} B",
+                     "metric": "capacity ratio (packets per switch CPU-second)",
+                     "value": cpu["bmv2"] / cpu["softswitch-c"], "unit": "x",
+                     "notes": cpu_notes})
     else:
         rows.append({"name": TARGETS["bmv2"][0], "metric": "throughput", "value": "not installed",
                      "unit": "", "notes": "p4c and simple_switch_grpc are needed for this row"})
