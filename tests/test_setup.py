@@ -167,6 +167,14 @@ def test_make_run_passes_options(repo_root: Path) -> None:
     ), proc.stdout
 
 
+def test_make_run_passes_the_baseline_and_its_window_start(repo_root: Path) -> None:
+    """`make run baseline=roce cc_start=line`: the RoCE ring, windows started whole."""
+    proc = _make(repo_root, "-n", "run", "baseline=roce", "cc_start=line")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"-m experiment\.run --baseline-transport roce --cc-start line\s*$",
+                     proc.stdout, re.MULTILINE), proc.stdout
+
+
 def test_make_targets_write_bytecode_whatever_the_environment_says(repo_root: Path) -> None:
     """PYTHONDONTWRITEBYTECODE (set on the CI machine) does not reach what make starts: with it
     each pytest worker rewrote every test module's asserts again (10 s of CPU a worker)."""
