@@ -53,6 +53,7 @@ from experiment.session import HIERARCHICAL, AllreduceRun, ExperimentOptions, Ex
 from experiment.session import run_experiment as run_allreduce_experiment
 from protocol import netreduce as nr
 from sim.emulation import ALGORITHM_OF, fabric_for, ina_payload_share
+from sim.topology import extra_hops
 from topo.topofile import TopologySpec, load_spec, resolve
 from topo.topologies import FileTopo
 from workloads.roce import LINE_RATE, SLOW_START
@@ -303,7 +304,9 @@ def sim_spec(spec: TopologySpec, point: Point, elems: int, switch_delay_s: float
                     "hosts_per_leaf": workers_of(spec) // gpus // leaves, "gpus": gpus,
                     "bw_mbit": host_rate(spec) / 1e6, "delay_s": link_delay(spec),
                     "switch_delay_s": switch_delay_s, "elems": elems, "credits": point.credits,
-                    "msg_pkts": point.msg_pkts}
+                    "msg_pkts": point.msg_pkts,
+                    # a deeper tree (the fat-tree): its longer paths in the fabric links
+                    "fabric_extra_hops": extra_hops(spec) if leaves > 1 else 0}
     intra = {h.intra_bw_bps for h in spec.hosts if h.gpus > 0}
     if len(intra) == 1 and (bps := intra.pop()) is not None:
         out["intra_bw_mbit"] = bps / 1e6

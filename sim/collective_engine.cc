@@ -60,7 +60,8 @@ struct Params
     double hostBps = 10e6;   // host NIC <-> leaf
     double fabricBps = 10e6; // leaf <-> spine
     double intraBps = 1e9;   // GPU <-> host switch (only when gpusPerHost > 1)
-    double linkDelay = 0.0;  // seconds, host and fabric links
+    double linkDelay = 0.0;  // seconds, host links
+    double fabricDelay = 0.0; // seconds, leaf-spine links (with the hops they stand for)
     double intraDelay = 0.0; // seconds, intra-host links
     double switchDelay = 0.0; // seconds of processing in each leaf/spine per packet
     int64_t segment = 1024;   // payload bytes per packet
@@ -245,7 +246,7 @@ class Engine
                     int32_t leaf = m_leafBase + l;
                     int32_t spine = m_spineBase + s;
                     m_ports[leaf][m_p.hostsPerLeaf + s] =
-                        Link(m_node[leaf], m_node[spine], m_p.fabricBps, m_p.linkDelay,
+                        Link(m_node[leaf], m_node[spine], m_p.fabricBps, m_p.fabricDelay,
                              &m_ports[spine][l]);
                 }
             }

@@ -119,6 +119,7 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                   host_bps=float(spec["bw_mbit"]) * 1e6,
                   fabric_bps=float(fabric_mbit) * 1e6 if fabric_mbit else None,
                   link_delay_s=float(spec.get("delay_s") or 0.0),
+                  fabric_extra_hops=int(spec.get("fabric_extra_hops") or 0),
                   switch_delay_s=float(spec.get("switch_delay_s", SWITCH_DELAY_S)))
     if spec.get("intra_bw_mbit"):  # else the Fabric's NVLink default
         base = base.replace(intra_bps=float(spec["intra_bw_mbit"]) * 1e6)

@@ -22,7 +22,7 @@ ROCE_HEADER_BYTES = 14 + 20 + 8 + 12 + 4
 _AT_LEAST = ((("link_delay_s", "intra_delay_s", "switch_delay_s"), 0, " s"),
              (("segment_bytes",), 1, ""),
              (("header_bytes", "window", "message_packets", "ina_spines",
-               "switch_header_bytes"), 0, ""))
+               "switch_header_bytes", "fabric_extra_hops"), 0, ""))
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class Fabric:
     over all; the emulation's controller gives each job one spine) and
     ``switch_header_bytes`` what leaf-spine aggregation packets carry on top of
     ``header_bytes`` (the emulation repeats RETH and tag, 32 bytes, on every one).
+    ``fabric_extra_hops`` is how many more switches each leaf-spine link stands for when
+    the fabric stands in for a deeper tree (a three-level fat-tree: 1, its edge -> aggregation
+    -> core path): the link then carries their links' propagation, their processing and
+    their store-and-forward (:attr:`fabric_link_delay`), so the longest paths and the
+    aggregation tree's round trip keep their length.
     """
 
     spines: int = 2
@@ -56,6 +61,7 @@ class Fabric:
     message_packets: int = 0
     ina_spines: int = 0
     switch_header_bytes: int = 0
+    fabric_extra_hops: int = 0
 
     def __post_init__(self) -> None:
         for name in ("spines", "leaves", "hosts_per_leaf", "gpus_per_host"):
@@ -90,6 +96,15 @@ class Fabric:
         return self.host_bps if self.fabric_bps is None else self.fabric_bps
 
     @property
+    def fabric_link_delay(self) -> float:
+        """A leaf-spine link's delay in seconds: its propagation, and that of the links and
+        switches it stands for (``fabric_extra_hops``; each adds a link's propagation, a
+        switch's processing and a full packet's serialisation at the fabric rate)."""
+        extra = self.fabric_extra_hops
+        return ((1 + extra) * self.link_delay_s
+                + extra * (self.switch_delay_s + self.packet_time(self.fabric_rate)))
+
+    @property
     def wire_factor(self) -> float:
         """Bytes on the wire per payload byte (headers of full-size packets)."""
         return (self.segment_bytes + self.header_bytes) / self.segment_bytes
@@ -111,7 +126,7 @@ class Fabric:
         one packet time per hop except the bottleneck's (that one is in ``n·β``), switches."""
         if cross_leaf and self.leaves > 1:
             base = (
-                4 * self.link_delay_s
+                2 * self.link_delay_s + 2 * self.fabric_link_delay
                 + self.packet_time(self.host_bps, payload)
                 + 2 * self.packet_time(self.fabric_rate, payload)
                 + 3 * self.switch_delay_s

@@ -115,6 +115,7 @@ def _params(f: Fabric) -> Any:
     p.fabricBps = float(f.fabric_rate)
     p.intraBps = float(f.intra_bps)
     p.linkDelay = float(f.link_delay_s)
+    p.fabricDelay = float(f.fabric_link_delay)
     p.intraDelay = float(f.intra_delay_s)
     p.switchDelay = float(f.switch_delay_s)
     p.segment = int(f.segment_bytes)

@@ -14,9 +14,11 @@ two-tier spine-leaf with uniform leaves, so a file maps onto it as follows:
   fabric_bps as in the file, exactly;
 * more tiers (aggregation, core: a fat-tree): **approximated** by a spine-leaf with one
   spine per leaf uplink at the uplinks' rate. That keeps each leaf's uplink capacity and, for
-  a full-bisection fat-tree, the bisection; it leaves out the extra hops (a cross-pod path
-  crosses 5 switches, not 3), so latency-bound results are optimistic. The returned notes
-  say so.
+  a full-bisection fat-tree, the bisection. Each leaf-spine link also carries the delay of
+  the hops it stands for (:func:`extra_hops`; ``Fabric.fabric_extra_hops``): a cross-pod
+  path crosses 5 switches, not 3, and the link's delay makes up the two more links and
+  switches, so the longest paths and the aggregation tree's round trip keep their length
+  (paths inside a pod come out as long as those across it). The returned notes say so.
 
 Data-server hosts (``role: data``) are left out: they run no workers.
 """
@@ -47,6 +49,13 @@ def _one(values: set[Any], what: str, source: str, show: Callable[[Any], str] = 
         raise TopologyFileMismatch(f"{source}: the simulator needs one {what} for the whole "
                                    f"fabric, the file has {shown}")
     return next(iter(values))
+
+
+def extra_hops(spec: TopologySpec) -> int:
+    """Switch levels beyond a spine-leaf's two (distinct switch roles: leaf and spine are
+    two, a fat-tree's leaf, aggregation and core three): what each leaf-spine link of the
+    simulator's two-level stand-in adds on the way up (``Fabric.fabric_extra_hops``)."""
+    return max(0, len({s.role for s in spec.switches}) - 2)
 
 
 def fabric_from_spec(spec: TopologySpec, **changes: Any) -> tuple[Fabric, list[str]]:
@@ -86,13 +95,15 @@ def fabric_from_spec(spec: TopologySpec, **changes: Any) -> tuple[Fabric, list[s
             notes.append(
                 f"{src}: {len(spec.switches)} switches in more than two tiers, simulated as a "
                 f"spine-leaf with {spines} spine(s) per leaf at the uplinks' rate: uplink "
-                "capacity kept, the extra switch hops of longer paths left out")
+                f"capacity kept, each leaf-spine link {extra_hops(spec)} switch hop(s) "
+                "longer (the longest paths' length kept; shorter ones made as long)")
     if host_bps is None:
         raise TopologyFileMismatch(f"{src}: unshaped host links (bw null): the simulator needs "
                                    "a rate")
     fabric = emulated().replace(
         spines=spines, leaves=len(used), hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus,
-        host_bps=host_bps, fabric_bps=fabric_bps, link_delay_s=delay)
+        host_bps=host_bps, fabric_bps=fabric_bps, link_delay_s=delay,
+        fabric_extra_hops=extra_hops(spec) if len(used) > 1 else 0)
     if intra is not None:
         fabric = fabric.replace(intra_bps=intra)
     return fabric.replace(**changes), notes

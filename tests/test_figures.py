@@ -41,6 +41,8 @@ def test_every_preset_is_a_network_the_simulator_models() -> None:
                 f = fabric_for(algo, figures.sim_spec(spec, point, nr.PROGRAM_ELEMS, 0.0))
                 assert f.workers == figures.workers_of(spec)
                 assert f.link_delay_s == figures.link_delay(spec)
+                # the fat-tree's third level in the stand-in's fabric links
+                assert f.fabric_extra_hops == (1 if fig.topo == "fattree" else 0)
 
 
 def test_the_papers_network_is_100_gbe_with_microsecond_links() -> None:

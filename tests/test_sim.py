@@ -83,6 +83,21 @@ def test_single_send_time_is_bandwidth_plus_path(simulate: Simulate) -> None:
     assert sim == pytest.approx(n * 8 / 10e6 + f.ina_round_trip(), rel=5e-3)
 
 
+def test_fabric_links_standing_for_a_deeper_tree_lengthen_the_round_trip(
+        simulate: Simulate) -> None:
+    """With fabric_extra_hops the ns-3 leaf-spine links carry the hops they stand for: the
+    in-network slot's round trip crosses two of them each way, and the simulation follows
+    the model's longer round trip."""
+    f = emulated(10.0, switch_delay_s=1e-4, header_bytes=0, link_delay_s=1e-3)
+    deep = f.replace(fabric_extra_hops=1)
+    n = 100 * 1024
+    assert deep.ina_round_trip() - f.ina_round_trip() == pytest.approx(
+        2 * (deep.fabric_link_delay - f.fabric_link_delay))
+    sim, sim_deep = simulate("ina", f, n, 0.01), simulate("ina", deep, n, 0.01)
+    assert sim_deep - sim == pytest.approx(deep.ina_round_trip() - f.ina_round_trip(),
+                                           rel=0.05)
+
+
 def test_message_credits_return_when_the_whole_message_is_in(simulate: Simulate) -> None:
     """With message-level credits (the papers' and the emulation's agents'), one credit of M
     packets sends a message, waits for its whole result and its receiver's ACK (to the

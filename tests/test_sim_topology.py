@@ -30,10 +30,21 @@ def test_oversubscribed_and_rack_files() -> None:
 
 
 def test_fattree_is_approximated_and_says_so() -> None:
-    """A three-tier file becomes a spine-leaf with one spine per leaf uplink, with a note."""
-    fabric, notes = fabric_from_file("fattree", {"k": 8, "hosts": 4})
+    """A three-tier file becomes a spine-leaf with one spine per leaf uplink, with a note;
+    its leaf-spine links stand for a hop more each, so a path across the core (6 links, 5
+    switches) is as long as in the fat-tree, which the two-tier files do not get."""
+    fabric, notes = fabric_from_file("fattree", {"k": 8, "hosts": 4, "bw": "100G",
+                                                 "delay": "2us"}, switch_delay_s=1e-6)
     assert (fabric.leaves, fabric.hosts_per_leaf, fabric.spines) == (32, 4, 4)
     assert len(notes) == 1 and "more than two tiers" in notes[0] and "fattree.yaml" in notes[0]
+    assert "1 switch hop(s) longer" in notes[0] and fabric.fabric_extra_hops == 1
+    packet = fabric.packet_time(fabric.fabric_rate)
+    assert fabric.fabric_link_delay == pytest.approx(2 * 2e-6 + 1e-6 + packet)
+    across = fabric.path_latency(True)
+    assert across == pytest.approx(6 * 2e-6 + 5 * 1e-6 + 4 * packet
+                                   + fabric.packet_time(fabric.host_bps))
+    two_tier, _ = fabric_from_file("spineleaf", {"bw": "100G", "delay": "2us"})
+    assert two_tier.fabric_extra_hops == 0 and two_tier.fabric_link_delay == 2e-6
 
 
 def test_non_uniform_file_is_refused(tmp_path: Path) -> None:
