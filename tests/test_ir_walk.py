@@ -178,3 +178,44 @@ def test_children_skip_references_and_positions() -> None:
     assert children(idx.base) == []  # a VarRef's variable is a reference
     assert child_slots("not a node") == []
     assert {"type", "loc", "var", "callee", "instance"} == NOT_CHILDREN
+
+
+def _routing_with_a_runtime_index(tmp_path: Path) -> Path:
+    """tests/p4/source_routing.p4 reading its stack at the ingress port's number."""
+    src = (P4 / "source_routing.p4").read_text()
+    old = "standard_metadata.egress_spec = (bit<9>)hdr.srcRoutes[0].port;"
+    assert old in src
+    path = tmp_path / "runtime_index.p4"
+    path.write_text(src.replace(old, "bit<32> i = (bit<32>)standard_metadata.ingress_port;\n"
+                                     "        standard_metadata.egress_spec = "
+                                     "(bit<9>)hdr.srcRoutes[i].port;"))
+    return path
+
+
+def test_programs_with_run_time_stack_indexes_are_told_apart(tmp_path: Path) -> None:
+    """The code generators search statements for hs[i] only in programs that have one:
+    netreduce.p4 and constant indexes have none; a run-time index anywhere is found, and
+    either way the generated Python and C are what the search everywhere gave."""
+    from softswitch.cengine import cgen_core
+    from softswitch.cengine.v1c import generate
+    from softswitch.engine import codegen_context
+    from softswitch.engine.codegen import compile_program
+    from softswitch.engine.codegen_walk import has_dynamic_indexes
+    from softswitch.v1model import V1MODEL
+
+    netreduce = compile_file(str(PROGRAMS[-1]))
+    constant = compile_file(str(P4 / "source_routing.p4"))
+    runtime = compile_file(str(_routing_with_a_runtime_index(tmp_path)))
+    assert not has_dynamic_indexes(netreduce) and not has_dynamic_indexes(constant)
+    assert has_dynamic_indexes(runtime)
+
+    def sources(program: ir.Program) -> tuple[str, str]:
+        compiled = compile_program(program, V1MODEL, log_enabled=False, trace=False)
+        return compiled.source, generate(program, compiled)[0]
+
+    for program in (constant, runtime):
+        found = sources(program)
+        with pytest.MonkeyPatch.context() as mp:
+            for module in (codegen_context, cgen_core):
+                mp.setattr(module, "has_dynamic_indexes", lambda _p: True)
+            assert sources(program) == found

@@ -33,8 +33,14 @@ from softswitch.cengine.ctypes_gen import (
 from softswitch.cengine.ctypes_gen import field as fld
 from softswitch.cengine.errors import CUnsupported
 from softswitch.engine.bits import mask
-from softswitch.engine.codegen_stmt import _dynamic_indexes, _top_exprs
-from softswitch.engine.codegen_walk import applied_actions, applied_block, root_var
+from softswitch.engine.codegen_stmt import _top_exprs
+from softswitch.engine.codegen_walk import (
+    applied_actions,
+    applied_block,
+    dynamic_indexes,
+    has_dynamic_indexes,
+    root_var,
+)
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.ir_walk import walk
 
@@ -179,6 +185,8 @@ class CGenCore:
         self._block_cache: dict[tuple[int, str], dict[int, Any]] = {}
         self.global_names: dict[int, Any] = {}
         self.top_actions = {id(a) for a in program.actions.values()}
+        # statements search for run-time stack indexes only where the program has any
+        self.dynamic_indexes = has_dynamic_indexes(program)
         self.fn = Fn()
         self.uses_random = False
         self.field_lists: dict[int, list[str]] = {}
@@ -680,8 +688,8 @@ class CGenCore:
     # ------------------------------------------------------------------ statements
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Em) -> None:
-        if sc.parser is None and not isinstance(s, ir.Block):
-            dyn = [x for x in _dynamic_indexes(_top_exprs(s)) if id(x) not in self.pins]
+        if self.dynamic_indexes and sc.parser is None and not isinstance(s, ir.Block):
+            dyn = [x for x in dynamic_indexes(_top_exprs(s)) if id(x) not in self.pins]
             if dyn:
                 self.guarded(s, dyn, sc, em)
                 return
@@ -691,7 +699,7 @@ class CGenCore:
         """``s`` with run-time stack indexes, as the Python engine runs it: each index
         evaluated once; out of range, an assignment's left side skips the statement, its
         right side assigns zero/invalid, a condition is false, anything else is skipped."""
-        lhs_ids = {id(x) for x in _dynamic_indexes([s.lhs])} if isinstance(s, ir.Assign) else set()
+        lhs_ids = {id(x) for x in dynamic_indexes([s.lhs])} if isinstance(s, ir.Assign) else set()
         lhs_guard: list[str] = []
         rhs_guard: list[str] = []
         mine = []

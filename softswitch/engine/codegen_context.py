@@ -18,6 +18,7 @@ from softswitch.engine import externs as ext
 from softswitch.engine import runtime as rt
 from softswitch.engine.codegen_types import TypeRegistry
 from softswitch.engine.codegen_vector import runtime_globals as vector_globals
+from softswitch.engine.codegen_walk import has_dynamic_indexes
 from softswitch.engine.compiled import CompiledProgram
 from softswitch.engine.externs import hash_reduce, hash_value, pack_fields
 from softswitch.engine.target import TargetSpec
@@ -71,6 +72,8 @@ class GenContext:
         # CompiledProgram.field_lists once the module runs)
         self.field_list_names: dict[int, str] = {}
         self.top_actions = {id(a) for a in program.actions.values()}
+        # statements search for run-time stack indexes only where the program has any
+        self.dynamic_indexes = has_dynamic_indexes(program)
         self.out = CompiledProgram(program, "", self.ns, {}, {}, {}, errors=list(program.errors))
         self._n = 0
 

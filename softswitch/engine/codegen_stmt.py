@@ -21,10 +21,15 @@ from softswitch import ir
 from softswitch.engine.codegen_emit import Emitter, Scope
 from softswitch.engine.codegen_expr import PyValue, strip
 from softswitch.engine.codegen_types import attr, is_composite, scalar_width
-from softswitch.engine.codegen_walk import has_return, register_index_base, root_var
+from softswitch.engine.codegen_walk import (
+    dynamic_indexes,
+    has_return,
+    register_index_base,
+    root_var,
+)
 from softswitch.engine.externs import Register
 from softswitch.errors import UnsupportedError
-from softswitch.ir_walk import walk, walk_innermost_first
+from softswitch.ir_walk import walk
 
 if TYPE_CHECKING:
     from softswitch.engine.codegen_context import GenContext
@@ -169,8 +174,8 @@ class StmtGen:
                 self.stmt(s, sc, em)
 
     def stmt(self, s: ir.Stmt, sc: Scope, em: Emitter) -> None:
-        if not sc.in_parser and not isinstance(s, ir.Block):
-            dyn = _dynamic_indexes(_top_exprs(s))
+        if self.ctx.dynamic_indexes and not sc.in_parser and not isinstance(s, ir.Block):
+            dyn = dynamic_indexes(_top_exprs(s))
             if dyn:
                 self._guarded_stmt(s, dyn, sc, em)
                 return
@@ -231,7 +236,7 @@ class StmtGen:
         rhs_guard: list[str] = []
         lhs_ids = set()
         if isinstance(s, ir.Assign):
-            lhs_ids = {id(x) for x in _dynamic_indexes([s.lhs])}
+            lhs_ids = {id(x) for x in dynamic_indexes([s.lhs])}
         try:
             for ix in dyn:
                 t = self.ctx.tmp("ix")
@@ -562,20 +567,6 @@ def _top_exprs(s: ir.Stmt) -> list[ir.Expr]:
     if isinstance(s, ir.VarDecl) and s.init is not None:
         return [s.init]
     return []
-
-
-def _dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:
-    """``hs[i]`` nodes with a non-constant index in ``exprs``, innermost first."""
-    return [
-        n
-        # not into struct initialisers: the search never looked there, and pinning an
-        # index there changes the code (and what an out-of-range read gives) of programs
-        # that read hs[i] in one; whether it should is an open question
-        for n in walk_innermost_first(exprs, struct_init_fields=False)
-        if isinstance(n, ir.Index)
-        and not isinstance(n.index, ir.Const)
-        and isinstance(strip(n.base.type), ir.StackType)
-    ]
 
 
 def _needs_pin(e: ir.Expr) -> bool:
