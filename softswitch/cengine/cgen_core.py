@@ -185,8 +185,10 @@ class CGenCore:
         self._block_cache: dict[tuple[int, str], dict[int, Any]] = {}
         self.global_names: dict[int, Any] = {}
         self.top_actions = {id(a) for a in program.actions.values()}
-        # statements search for run-time stack indexes only where the program has any
-        self.dynamic_indexes = has_dynamic_indexes(program)
+        # statements search for run-time stack indexes only where the program has any (the
+        # Python generator found out already when it made ``compiled`` of this program)
+        self.dynamic_indexes = (compiled.dynamic_indexes if compiled.program is program
+                                else has_dynamic_indexes(program))
         self.fn = Fn()
         self.uses_random = False
         self.field_lists: dict[int, list[str]] = {}

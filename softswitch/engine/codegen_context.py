@@ -74,7 +74,8 @@ class GenContext:
         self.top_actions = {id(a) for a in program.actions.values()}
         # statements search for run-time stack indexes only where the program has any
         self.dynamic_indexes = has_dynamic_indexes(program)
-        self.out = CompiledProgram(program, "", self.ns, {}, {}, {}, errors=list(program.errors))
+        self.out = CompiledProgram(program, "", self.ns, {}, {}, {}, errors=list(program.errors),
+                                   dynamic_indexes=self.dynamic_indexes)
         self._n = 0
 
     def next_number(self) -> int:

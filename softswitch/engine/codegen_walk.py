@@ -5,8 +5,8 @@ come, which variable an lvalue roots in."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 from softswitch import ir
 from softswitch.errors import UnsupportedError
@@ -117,19 +117,38 @@ def has_dynamic_indexes(program: ir.Program) -> bool:
     todo: list[object] = [program]
     while todo:
         x = todo.pop()
-        if id(x) in seen or isinstance(x, (str, int, float, bool, type(None), ir.Loc, ir.Type)):
+        names = _held(type(x))
+        if names is None or id(x) in seen:
             continue
         seen.add(id(x))
+        if names == _CONTAINER:
+            todo.extend(x.values() if isinstance(x, dict) else cast(Iterable[object], x))
+            continue
         if (isinstance(x, ir.Index) and not isinstance(x.index, ir.Const)
                 and isinstance(ir.strip_newtype(x.base.type), ir.StackType)):
             return True
-        if isinstance(x, (list, tuple, set, frozenset)):
-            todo.extend(x)
-        elif isinstance(x, dict):
-            todo.extend(x.values())
-        elif dataclasses.is_dataclass(x):
-            todo.extend(getattr(x, f.name) for f in dataclasses.fields(x))
+        todo.extend(getattr(x, name) for name in names)
     return False
+
+
+_CONTAINER = ("*",)
+#: class -> the fields :func:`has_dynamic_indexes` follows: None for leaves (scalars,
+#: positions, types, anything not a dataclass), _CONTAINER for lists, tuples, sets, dicts.
+_HELD: dict[type, tuple[str, ...] | None] = {}
+
+
+def _held(cls: type) -> tuple[str, ...] | None:
+    try:
+        return _HELD[cls]
+    except KeyError:
+        pass
+    names: tuple[str, ...] | None = None
+    if issubclass(cls, (list, tuple, set, frozenset, dict)):
+        names = _CONTAINER
+    elif dataclasses.is_dataclass(cls) and not issubclass(cls, (ir.Loc, ir.Type)):
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name != "loc")
+    _HELD[cls] = names
+    return names
 
 
 def dynamic_indexes(exprs: list[ir.Expr]) -> list[ir.Index]:

@@ -32,6 +32,9 @@ class CompiledProgram:
     field_lists: dict[int, Callable[[Any, Any], None]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     code: str = ""  # the generated functions only (no type classes): what the program does
+    # whether the program indexes a header stack at run time anywhere (the C generator
+    # searches statements for such indexes only then, as the Python one did)
+    dynamic_indexes: bool = True
 
     def new(self, t: ir.Type) -> Any:
         """A fresh (zero / invalid) value of a composite type of the program."""
