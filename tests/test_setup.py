@@ -249,6 +249,9 @@ def test_run_tests_reports_no_tests_as_failure(repo_root: Path) -> None:
         text=True,
         timeout=120,
         cwd=repo_root,
+        # one process: what is tested is the exit status, and three xdist workers starting
+        # up to collect nothing cost 20 s of the suite's CPU
+        env={**os.environ, "TEST_JOBS": "1"},
     )
     assert proc.returncode == 5
     assert "collected no tests" in proc.stderr
