@@ -306,7 +306,9 @@ def sim_spec(spec: TopologySpec, point: Point, elems: int, switch_delay_s: float
                     "switch_delay_s": switch_delay_s, "elems": elems, "credits": point.credits,
                     "msg_pkts": point.msg_pkts,
                     # a deeper tree (the fat-tree): its longer paths in the fabric links
-                    "fabric_extra_hops": extra_hops(spec) if leaves > 1 else 0}
+                    "fabric_extra_hops": extra_hops(spec) if leaves > 1 else 0,
+                    # the RoCE ring's window: the agents' (experiment.session passes it)
+                    "roce_window": point.slots}
     intra = {h.intra_bw_bps for h in spec.hosts if h.gpus > 0}
     if len(intra) == 1 and (bps := intra.pop()) is not None:
         out["intra_bw_mbit"] = bps / 1e6

@@ -72,6 +72,10 @@ struct Params
                               // the connection's receiver has acknowledged it)
     int32_t inaSpines = 0;    // spines one in-network job's slots use (0: all, sprayed)
     int32_t switchHeader = 0; // extra header bytes on leaf <-> spine aggregation packets
+    int32_t sendWindow = 0;   // point-to-point packets in flight per send (0: no limit); the
+                              // receiver acknowledges every sendAckEvery packets and the last,
+                              // and each ACK lets as many more go (the RoCE transport's window)
+    int32_t sendAckEvery = 16;
 };
 
 class Engine
@@ -360,6 +364,10 @@ class Engine
         {
         case PK_DATA:
             m_got[m.op] += m.bytes;
+            if (m_p.sendWindow > 0)
+            {
+                DataAcknowledged(m.op);
+            }
             if (m_got[m.op] >= m_bytes[m.op])
             {
                 CompleteOp(m.op);
@@ -380,6 +388,64 @@ class Engine
         default:
             break;
         }
+    }
+
+    // ------------------------------------------------------------------ windowed sends
+    int64_t SendPackets(int64_t op) const
+    {
+        return (m_bytes[op] + m_p.segment - 1) / m_p.segment;
+    }
+
+    void SendData(int64_t op, int64_t seq)
+    {
+        Meta m;
+        m.kind = PK_DATA;
+        m.dst = m_dst[op];
+        m.op = (int32_t)op;
+        m.job = -1;
+        m.seq = seq + m_src[op];
+        m.bytes = std::min<int64_t>(m_p.segment, m_bytes[op] - seq * m_p.segment);
+        Transmit(m_src[op], m);
+    }
+
+    // A data packet of a windowed send arrived: every sendAckEvery-th packet (and the last)
+    // is acknowledged; the ACK reaches the sender one ACK latency later.
+    void DataAcknowledged(int64_t op)
+    {
+        int64_t in = ++m_rcvd[op];
+        if (in % m_p.sendAckEvery != 0 && in < SendPackets(op))
+        {
+            return;
+        }
+        ns3::Simulator::Schedule(ns3::Seconds(AckLatencyBetween(m_dst[op], m_src[op])),
+                                 &Engine::SendAcked, this, op, in);
+    }
+
+    void SendAcked(int64_t op, int64_t upto)
+    {
+        m_acked[op] = std::max(m_acked[op], upto);
+        int64_t end = std::min<int64_t>(m_acked[op] + m_p.sendWindow, SendPackets(op));
+        while (m_next[op] < end)
+        {
+            SendData(op, m_next[op]++);
+        }
+    }
+
+    // One ACK from worker ``from`` to worker ``to``: ahead of the data on every link
+    // (topo/links.py), so propagation, serialisation and the switches' processing.
+    double AckLatencyBetween(int32_t from, int32_t to) const
+    {
+        const double bits = 8.0 * (ACK_BYTES + m_p.header);
+        if (HostOf(from) == HostOf(to))
+        {
+            return 2 * (m_p.intraDelay + bits / m_p.intraBps) + m_p.switchDelay;
+        }
+        double s = AckLatency();
+        if (LeafOf(from) != LeafOf(to))
+        {
+            s += 2 * (m_p.fabricDelay + bits / m_p.fabricBps + m_p.switchDelay);
+        }
+        return s;
     }
 
     // ------------------------------------------------------------------ in-network
@@ -570,6 +636,8 @@ class Engine
         m_finish.assign(n, -1.0);
         m_got.assign(n, 0);
         m_next.assign(n, 0);
+        m_rcvd.assign(n, 0);
+        m_acked.assign(n, 0);
         m_succStart.assign(n + 1, 0);
         for (size_t i = 0; i < m_depOp.size(); ++i)
         {
@@ -640,17 +708,14 @@ class Engine
         }
         if (m_kind[op] == OP_SEND)
         {
-            Meta m;
-            m.kind = PK_DATA;
-            m.dst = m_dst[op];
-            m.op = (int32_t)op;
-            m.job = -1;
-            for (int64_t off = 0, seq = 0; off < m_bytes[op]; off += m_p.segment, ++seq)
+            int64_t packets = SendPackets(op);
+            int64_t first = m_p.sendWindow > 0 ? std::min<int64_t>(m_p.sendWindow, packets)
+                                               : packets;
+            for (int64_t seq = 0; seq < first; ++seq)
             {
-                m.seq = seq + m_src[op];
-                m.bytes = std::min<int64_t>(m_p.segment, m_bytes[op] - off);
-                Transmit(m_src[op], m);
+                SendData(op, seq);
             }
+            m_next[op] = first;
             return;
         }
         int64_t first = std::min<int64_t>(m_p.window, InaPackets(op));
@@ -689,6 +754,7 @@ class Engine
     std::vector<int64_t> m_bytes;
     std::vector<int64_t> m_depOp, m_depOn;
     std::vector<int64_t> m_pending, m_succStart, m_succ, m_got, m_next;
+    std::vector<int64_t> m_rcvd, m_acked; // windowed sends: packets in, packets acknowledged
     std::vector<double> m_finish;
 
     std::vector<std::vector<std::vector<std::pair<int32_t, int32_t>>>> m_jobLeafMembers;

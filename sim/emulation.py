@@ -109,7 +109,8 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
     """The fabric that describes one emulated run of ``algorithm`` (a matrix name) on the
     network of ``spec`` (a ``experiment.matrix.MatrixSpec`` as a dict; optional
     ``delay_s``, the links' emulated one-way delay, and ``switch_delay_s``, a switch's
-    per-packet latency in emulated seconds, default the undilated Python switch's)."""
+    per-packet latency in emulated seconds, default the undilated Python switch's;
+    ``roce_window``, the RoCE baselines' packets in flight per connection)."""
     if algorithm not in ALGORITHM_OF:
         raise ValueError(f"no simulator model for emulated algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHM_OF)}")
@@ -132,7 +133,12 @@ def fabric_for(algorithm: str, spec: Mapping[str, Any]) -> Fabric:
                             switch_header_bytes=max(0, ROCE_HEADER + RETH_TAG - header),
                             ina_spines=1, window=window, message_packets=msg_pkts)
     if alg.transport == ROCE:
-        return base.replace(segment_bytes=nr.PATH_MTU, header_bytes=roce_header_bytes())
+        # the RoCE ranks' window where the run gave one (`--window`; figures: the agents'
+        # credits x packets), else no bound
+        window = int(spec.get("roce_window") or 0)
+        return base.replace(segment_bytes=nr.PATH_MTU, header_bytes=roce_header_bytes(),
+                            send_window=window,
+                            send_ack_every=max(1, min(ACK_EVERY, window // 2)))
     return base.replace(segment_bytes=TCP_MSS, header_bytes=tcp_header_bytes())
 
 

@@ -22,7 +22,8 @@ ROCE_HEADER_BYTES = 14 + 20 + 8 + 12 + 4
 _AT_LEAST = ((("link_delay_s", "intra_delay_s", "switch_delay_s"), 0, " s"),
              (("segment_bytes",), 1, ""),
              (("header_bytes", "window", "message_packets", "ina_spines",
-               "switch_header_bytes", "fabric_extra_hops"), 0, ""))
+               "switch_header_bytes", "fabric_extra_hops", "send_window"), 0, ""),
+             (("send_ack_every",), 1, ""))
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Fabric:
     over all; the emulation's controller gives each job one spine) and
     ``switch_header_bytes`` what leaf-spine aggregation packets carry on top of
     ``header_bytes`` (the emulation repeats RETH and tag, 32 bytes, on every one).
+    ``send_window`` bounds a point-to-point send's packets in flight (0: no bound), freed
+    by the receiver's ACKs, one every ``send_ack_every`` packets: the RoCE transport's
+    window, which the emulated RoCE ring runs with (the agents' credits x packets).
     ``fabric_extra_hops`` is how many more switches each leaf-spine link stands for when
     the fabric stands in for a deeper tree (a three-level fat-tree: 1, its edge -> aggregation
     -> core path): the link then carries their links' propagation, their processing and
@@ -62,6 +66,8 @@ class Fabric:
     ina_spines: int = 0
     switch_header_bytes: int = 0
     fabric_extra_hops: int = 0
+    send_window: int = 0
+    send_ack_every: int = 16
 
     def __post_init__(self) -> None:
         for name in ("spines", "leaves", "hosts_per_leaf", "gpus_per_host"):

@@ -123,6 +123,8 @@ def _params(f: Fabric) -> Any:
     p.window = int(f.credit_window())
     p.message = int(f.message_packets)
     p.inaSpines = int(f.ina_spines)
+    p.sendWindow = int(f.send_window)
+    p.sendAckEvery = int(f.send_ack_every)
     p.switchHeader = int(f.switch_header_bytes)
     return p
 

@@ -43,6 +43,9 @@ def test_every_preset_is_a_network_the_simulator_models() -> None:
                 assert f.link_delay_s == figures.link_delay(spec)
                 # the fat-tree's third level in the stand-in's fabric links
                 assert f.fabric_extra_hops == (1 if fig.topo == "fattree" else 0)
+                # the RoCE ring's window is the one the emulated ring runs with
+                if algo == figures.BASELINE:
+                    assert f.send_window == point.slots and f.send_ack_every == 16
 
 
 def test_the_papers_network_is_100_gbe_with_microsecond_links() -> None:

@@ -98,6 +98,25 @@ def test_fabric_links_standing_for_a_deeper_tree_lengthen_the_round_trip(
                                            rel=0.05)
 
 
+def test_a_send_window_bounds_point_to_point_packets_in_flight(simulate: Simulate) -> None:
+    """send_window (the RoCE ranks' window): one that covers the round trip changes
+    nothing; one packet in flight, acknowledged alone, makes every packet of a ring step
+    wait for its ACK: a packet time, the way there and the ACK's way back each."""
+    f = emulated(10.0, leaves=1, spines=1, hosts_per_leaf=2, switch_delay_s=0.0,
+                 link_delay_s=1e-3, header_bytes=0)
+    n = 64 * 1024  # two ring steps of 32 KiB: 32 packets each
+    free = simulate("ring", f, n, 0.01)
+    assert simulate("ring", f.replace(send_window=1024), n, 0.01) == pytest.approx(free)
+    one = simulate("ring", f.replace(send_window=1, send_ack_every=1), n, 0.01)
+    packet = f.packet_time(f.host_bps)
+    ack = 2 * (1e-3 + 4 * 8 / f.host_bps)  # two host links, the AETH alone (no header here)
+    per_packet = packet + f.path_latency(False) + ack
+    assert one == pytest.approx(2 * 32 * per_packet, rel=0.02)
+    assert one > 5 * free
+    with pytest.raises(ValueError, match="send_ack_every must be >= 1"):
+        f.replace(send_ack_every=0)
+
+
 def test_message_credits_return_when_the_whole_message_is_in(simulate: Simulate) -> None:
     """With message-level credits (the papers' and the emulation's agents'), one credit of M
     packets sends a message, waits for its whole result and its receiver's ACK (to the
