@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from experiment.emulation import run_emulation
@@ -127,6 +128,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
     try:
         fig = figures.preset(args.preset)
         tdf = parse_tdf_option(args.tdf)
+        if args.cc_start is not None:
+            fig = replace(fig, cc_start=args.cc_start)
     except ValueError as err:
         raise UsageError(str(err)) from None
     if os.geteuid() != 0:
@@ -220,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default 4; 0: no check, no point settles)")
     fg.add_argument("--engine", choices=("c", "python"), default=None,
                     help="the built-in switches' packet engine (default: theirs)")
+    fg.add_argument("--cc-start", choices=CC_STARTS, default=None,
+                    help="where the transports' congestion windows start (default: the "
+                    "preset's, line; slow: slow start, as the figures before 2026-12-07 ran)")
     fg.add_argument("--no-sim", action="store_true", help="skip the ns-3 simulation")
     fg.add_argument("--out", default="results/figures", help="results directory")
     fg.add_argument("--plot", type=Path, default=None, help="the plot's path (default: "

@@ -290,6 +290,26 @@ def test_cli_lists_presets_and_refuses_bad_input(capsys: pytest.CaptureFixture[s
     assert "--retries '-1': expected an integer >= 0" in capsys.readouterr().err
 
 
+def test_cli_cc_start_chooses_where_the_windows_start(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--cc-start slow runs a preset as the figures before the option ran; without it the
+    preset's own (line); a bad value names the option."""
+    ran: list[str] = []
+
+    def run_figure(fig: figures.Preset, opts: figures.Options, command: str = "") -> Any:
+        ran.append(fig.cc_start)
+        raise KeyboardInterrupt  # stop there: nothing written
+
+    monkeypatch.setattr(figures, "run_figure", run_figure)
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert main(["figure", "size", "--cc-start", "slow"]) == 130
+    assert main(["figure", "size"]) == 130
+    assert ran == ["slow", "line"]
+    with pytest.raises(SystemExit):
+        main(["figure", "size", "--cc-start", "fast"])
+    assert "--cc-start: invalid choice: 'fast'" in capsys.readouterr().err
+
+
 def test_recalibrate_measures_each_fan_in_once(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     """--recalibrate: the first point of each fan-in measures again, the others reuse it
