@@ -351,6 +351,17 @@ def ratio_line(result: ExperimentResult, elems: int | None = None) -> str | None
     return text
 
 
+def rtt_line(result: ExperimentResult) -> str | None:
+    """"smallest round trips (emulated): innetwork X, ring-roce Y" for the runs whose
+    transport samples them (RoCE, in-network); None when none did. Far above the path's
+    own round trip, the machine's latency shows in emulated time: a larger TDF shrinks it."""
+    parts = [f"{run.algorithm} {format_delay(run.smallest_rtt)}" for run in result.runs
+             if run.smallest_rtt > 0]
+    if not parts:
+        return None
+    return "smallest round trips sampled (emulated): " + ", ".join(parts)
+
+
 def time_cell(run: AllreduceRun) -> str:
     """The collective's emulated time, with the real time beside it when dilated."""
     text = format_delay(run.seconds)
@@ -421,6 +432,9 @@ def _print_notes(result: ExperimentResult, console: Console, elems: int | None, 
     ratio = ratio_line(result, elems)
     if ratio is not None:
         console.print(ratio, highlight=False)
+    rtts = rtt_line(result)
+    if rtts is not None:
+        console.print(rtts, highlight=False)
     for flag in flagged:
         console.print(f"[yellow]flag:[/yellow] {flag}: the emulated links did not limit it, so "
                       "its time says little about the algorithm", highlight=False)

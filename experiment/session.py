@@ -154,6 +154,9 @@ class RankOutcome:
     retransmissions_all: int = 0
     cpu_seconds: float = 0.0  # the process's CPU time (real seconds)
     cpu_utilization: float = 0.0  # ... over its own real run time (cores)
+    # RoCE and in-network: the smallest round trip its connections sampled (emulated s;
+    # 0.0: none): the path's plus what the machine added, over the TDF
+    rtt_min_s: float = 0.0
 
     @property
     def loss_seen(self) -> int:
@@ -204,6 +207,12 @@ class AllreduceRun:
     @property
     def errors(self) -> list[str]:
         return [f"rank {r.rank} ({r.host}): {r.error}" for r in self.ranks if r.error]
+
+    @property
+    def smallest_rtt(self) -> float:
+        """The smallest round trip any rank's connections sampled (emulated s; 0.0: none,
+        e.g. TCP): compared with the path's round trip it shows what the machine added."""
+        return min((r.rtt_min_s for r in self.ranks if r.rtt_min_s > 0), default=0.0)
 
     @property
     def busiest(self) -> LinkUsage | None:
@@ -505,7 +514,8 @@ def _outcome(w: JsonObject, row: JsonObject | None, error: str | None) -> RankOu
                        count("timeouts"), count("spurious_timeouts"), count("naks"),
                        count("lone_timeouts"), count("retransmissions_all", resent),
                        json_float(row.get("cpu_seconds", 0.0)),
-                       json_float(row.get("cpu_utilization", 0.0)))
+                       json_float(row.get("cpu_utilization", 0.0)),
+                       json_float(row.get("rtt_min_us", 0.0)) * 1e-6)
 
 
 def aggregation_counters(controller: CounterReader, plan: JsonObject,

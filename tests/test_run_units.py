@@ -30,6 +30,7 @@ from experiment.run import (
     print_experiment,
     ratio_line,
     retransmissions_cell,
+    rtt_line,
 )
 from experiment.seams import JsonObject, json_list, json_object
 from experiment.session import (
@@ -37,6 +38,7 @@ from experiment.session import (
     ExperimentOptions,
     ExperimentResult,
     RankOutcome,
+    _outcome,
     allreduce_argv,
     collect,
     with_target_timers,
@@ -462,6 +464,23 @@ def test_cc_start_reaches_the_agents_and_the_roce_ring(
     with pytest.raises(SystemExit):
         parse_args(["--cc-start", "fast"])
     assert "--cc-start 'fast': choose from slow, line" in capsys.readouterr().err
+
+
+def test_the_smallest_round_trips_are_reported_per_algorithm() -> None:
+    """Each rank's smallest sampled round trip (us in its row) reaches the run, which keeps
+    the smallest of the ranks that sampled any; the summary names them per algorithm, and
+    says nothing when no transport sampled one (the TCP ring)."""
+    row: JsonObject = {"seconds": [1e-3], "check": True, "rtt_min_us": 9.5}
+    ranks = (_outcome({"rank": 0, "host": "h1"}, row, None),
+             _outcome({"rank": 1, "host": "h2"}, {**row, "rtt_min_us": 8.25}, None),
+             _outcome({"rank": 2, "host": "h3"}, {"seconds": [1e-3], "check": True}, None))
+    assert ranks[0].rtt_min_s == pytest.approx(9.5e-6) and ranks[2].rtt_min_s == 0.0
+    inn = AllreduceRun("innetwork", 10, ranks)
+    tcp = AllreduceRun("ring", 10, ranks[2:])
+    assert inn.smallest_rtt == pytest.approx(8.25e-6) and tcp.smallest_rtt == 0.0
+    line = rtt_line(ExperimentResult({}, (inn, tcp)))
+    assert line == "smallest round trips sampled (emulated): innetwork 8.25 us"
+    assert rtt_line(ExperimentResult({}, (tcp,))) is None
 
 
 def test_ratio_line_names_the_roce_ring_and_its_frames() -> None:

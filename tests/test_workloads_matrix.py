@@ -107,6 +107,7 @@ def test_timeout_adapts_to_measured_round_trips() -> None:
     _ack(req, 0)
     assert req.stats.rtt_samples == 1
     assert 0.55 < req.current_rto < 0.7
+    assert 0.2 <= req.stats.rtt_min < 0.3  # the smallest sample: the only one
 
 
 def test_congestion_window_slow_starts_from_min_cwnd() -> None:

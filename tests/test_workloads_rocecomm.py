@@ -327,6 +327,7 @@ def test_cli_runs_a_roce_ring_with_its_ranks_in_one_process(
     assert [r["rank"] for r in rows] == [0, 1, 2]
     assert all(r["check"] is True and r["algorithm"] == "ring-roce" for r in rows)
     assert all(len(r["seconds"]) == 2 and "naks" in r for r in rows)
+    assert all(r["rtt_min_us"] > 0 for r in rows)  # the smallest round trip sampled
 
 
 def test_cli_cc_start_line_starts_every_connection_with_its_whole_window(

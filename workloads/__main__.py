@@ -256,6 +256,8 @@ def _p2p_allreduce(args: argparse.Namespace, clock: VirtualClock) -> list[dict[s
         row.update({k: v - before[k] for k, v in after.items()})
         if after:  # everything resent, the barriers included
             row["retransmissions_all"] = _transport_counts(comm)["retransmissions"]
+        if isinstance(comm, RoceCommunicator):
+            row["rtt_min_us"] = round(comm.smallest_rtt() * 1e6, 3)
         return row
 
     return _run_p2p(args, clock, work)
@@ -300,7 +302,10 @@ def _innetwork_allreduce(args: argparse.Namespace, clock: VirtualClock) -> list[
     # everything the transport resent in this process, the barrier and the final drain
     # included: with nothing lost each one reaches the switch as a duplicate
     for row in rows:
-        row["retransmissions_all"] = agent.channels[row["rank"]].req.stats.retransmitted
+        req = agent.channels[row["rank"]].req
+        row["retransmissions_all"] = req.stats.retransmitted
+        # the smallest round trip the worker's connection sampled (emulated, us)
+        row["rtt_min_us"] = round(req.stats.rtt_min * 1e6, 3)
     return rows
 
 

@@ -213,6 +213,9 @@ class QpStats:
     messages_acked: int = 0
     messages_received: int = 0
     rtt_samples: int = 0
+    # the smallest round trip sampled (emulated s; 0.0: none): the path's, plus whatever the
+    # machine added in real time divided by the TDF (what a too small TDF shows in)
+    rtt_min: float = 0.0
     spurious_timeouts: int = 0  # timeouts undone: ACKs showed the originals had arrived
     # timeouts with one packet in flight: the probe is that packet, so nothing can show
     # whether the original was lost or only late (Karn's ambiguity)
@@ -448,6 +451,8 @@ class Requester:
         else:
             self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
             self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        if not self.stats.rtt_samples or rtt < self.stats.rtt_min:
+            self.stats.rtt_min = rtt
         self.stats.rtt_samples += 1
 
     def _advance(self, count: int, grow: bool = True) -> None:

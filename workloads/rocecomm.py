@@ -319,6 +319,13 @@ class RoceCommunicator:
                     "lone_timeouts": sum(q.stats.lone_timeouts for q in reqs),
                     "naks": sum(q.stats.naks_received for q in reqs)}
 
+    def smallest_rtt(self) -> float:
+        """The smallest round trip any of this rank's connections sampled (emulated s;
+        0.0: none yet)."""
+        with self._ep.cv:
+            return min((q.stats.rtt_min for q in self._req.values() if q.stats.rtt_samples),
+                       default=0.0)
+
     def barrier(self) -> None:
         """Return once every rank has entered the barrier and everything this rank sent has
         been acknowledged. Ranks start one by one, so a rank's first message can reach a
