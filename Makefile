@@ -5,6 +5,7 @@
 #   make run bw=100M fabric_bw=50M delay=2us loss=0.1 intra_bw=150GB/s
 #            (rates: k/M/G/T bit/s, B/s for bytes, a bare number is Mbit/s; delays: ns/us/ms/s)
 #   make run bw=100G delay=2us tdf=auto   (time dilation: auto, the default, calibrates; or N)
+#   make run bw=100G delay=2us settle=4   (check at twice the TDF until the times hold)
 #   make run egress=random seed=7   (built-in target: BMv2-like random egress order, seeded)
 #   make run cc_start=line   (congestion windows start whole, as RoCE NICs at line rate)
 #   make run engine=c   (built-in target: the compiled C data path; io=python: its Python loop)
@@ -46,6 +47,8 @@ intra_bw ?=
 # time-dilation factor: auto (calibrated, the default) or a number >= 1; recalibrate=1
 tdf ?=
 recalibrate ?=
+# settle=N: run the all-reduces again at twice the TDF, at most N times, until the times hold
+settle ?=
 elements ?=
 elems ?=
 # Built-in target's egress order (sync, fifo, random) and the seed of random.
@@ -102,7 +105,7 @@ RUN_ARGS := $(strip $(if $(topo),--topo $(topo)) $(if $(spines),--spines $(spine
 	$(if $(target),--target $(target)) $(if $(bw),--bw $(bw)) \
 	$(if $(fabric_bw),--fabric-bw $(fabric_bw)) $(if $(delay),--delay $(delay)) \
 	$(if $(loss),--loss $(loss)) $(if $(intra_bw),--intra-bw $(intra_bw)) \
-	$(if $(tdf),--tdf $(tdf)) $(if $(recalibrate),--recalibrate) \
+	$(if $(tdf),--tdf $(tdf)) $(if $(recalibrate),--recalibrate) $(if $(settle),--settle $(settle)) \
 	$(if $(elements),--elements $(elements)) $(if $(elems),--elems $(elems)) \
 	$(if $(egress),--egress-order $(egress)) $(if $(seed),--seed $(seed)) \
 	$(if $(engine),--engine $(engine)) $(if $(io),--io $(io)) \

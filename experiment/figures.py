@@ -34,7 +34,17 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from algorithms import registry
 from experiment import calibrate
-from experiment.dilation import AUTO, Dilation, dilated_options, longest_rtt, switch_hops
+from experiment.dilation import (
+    AUTO,
+    SETTLE_FACTOR,
+    SETTLE_SHARE,
+    Dilation,
+    dilated_options,
+    longest_rtt,
+    settled,
+    switch_hops,
+    unsettled_why,
+)
 from experiment.dilation import fabric_of as dilation_fabric
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions
@@ -71,19 +81,12 @@ SIM_TOLERANCE = 0.10
 KNEE_SHARE = 0.10
 #: A replay is compute-bound when its iteration is within this share of its compute alone.
 COMPUTE_BOUND_SHARE = 0.10
-#: Adaptive dilation. An emulation that kept up gives the same emulated times at any higher
-#: TDF; one that did not (a path of the machine the guard does not see set the pace) gives
-#: other times. So every point runs again at RETRY_FACTOR times its TDF: it is kept when
-#: every algorithm's time agrees with the last loss-free run before within CONVERGED and it
-#: resent nothing; else it goes on up, at most MAX_RETRIES times, and a point that never
-#: converged is not fit to publish. A run that resent packets in a network configured
-#: without loss neither settles nor serves as the reference: the transports' timers run in
-#: emulated time, so a timeout costs the same emulated time at every TDF, and two lossy runs
-#: agreed while both were slow (the hierarchy figure's ring: 1.07 ms at TDF 6,000, within 5 %
-#: of its time at 3,000, packets resent at both; 633 us loss-free at 50,000; ns-3 628 us).
-RETRY_FACTOR = 2.0
+#: Adaptive dilation: every point runs again at twice its TDF until its times settle
+#: (experiment.dilation.settled), at most MAX_RETRIES times; a point that never converged
+#: is not fit to publish.
+RETRY_FACTOR = SETTLE_FACTOR
 MAX_RETRIES = 4
-CONVERGED = 0.05
+CONVERGED = SETTLE_SHARE
 #: The baseline every figure draws in-network against: the papers' is NCCL's ring on RoCE.
 BASELINE = "ring-roce"
 INNETWORK = "innetwork"
@@ -754,10 +757,8 @@ class Attempt:
     def converged(self, outcome: PointOutcome) -> bool:
         """Nothing resent, and every algorithm's time within :data:`CONVERGED` of the
         reference run's."""
-        ref = self.reference
-        return ref is not None and outcome.resent == 0 and all(
-            algo in ref and abs(run.seconds - ref[algo]) <= CONVERGED * run.seconds
-            for algo, run in outcome.runs.items())
+        return settled({a: r.seconds for a, r in outcome.runs.items()}, outcome.resent,
+                       self.reference)
 
     def again(self, outcome: PointOutcome, point: Point) -> Attempt | None:
         """The next attempt at a higher TDF, or None to keep this one (converged, or no
@@ -765,12 +766,7 @@ class Attempt:
         if self.converged(outcome) or len(self.retried) >= self.retries:
             return None
         tdf = calibrate.nice_tdf(self.dilation.tdf * RETRY_FACTOR)
-        if outcome.resent:
-            why = f"TDF {self.dilation.tdf:g} resent {outcome.resent} packets"
-        elif self.reference is None:
-            why = f"the check of TDF {self.dilation.tdf:g}"
-        else:
-            why = f"times at TDF {self.dilation.tdf:g} moved more than {CONVERGED:.0%}"
+        why = unsettled_why(self.dilation.tdf, outcome.resent, self.reference)
         # a run that resent packets is no reference: its transports' timers, in emulated
         # time, cost the same at any TDF, so two lossy runs can agree and both be slow
         times = ({a: r.seconds for a, r in outcome.runs.items()} if outcome.resent == 0

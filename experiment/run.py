@@ -35,9 +35,19 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 import stackdump
 from algorithms import registry
+from experiment import calibrate
 from experiment.argtypes import choice, int_at_least, seconds_at_least, tdf_option
 from experiment.calibrate import CalibrationError
-from experiment.dilation import AUTO, Dilation, default_elements, dilated_options
+from experiment.dilation import (
+    AUTO,
+    SETTLE_FACTOR,
+    SETTLE_SHARE,
+    Dilation,
+    default_elements,
+    dilated_options,
+    settled,
+    unsettled_why,
+)
 from experiment.dilation import resolve as resolve_dilation
 from experiment.lifecycle import ExperimentNetwork, StartOptions, interrupt_on_sigterm
 from experiment.seams import json_int, json_list, json_object
@@ -578,6 +588,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "machine keeps up, calibrated once per program, target and machine)")
     p.add_argument("--recalibrate", action="store_true",
                    help="with --tdf auto: measure the per-packet costs again (ignore the cache)")
+    p.add_argument("--settle", type=_seed, default=0, metavar="N",
+                   help="run the all-reduces again at twice the TDF, at most N times, until "
+                   "every algorithm's time agrees within 5 %% with the last run that resent "
+                   "nothing (what the figure presets do; the calibrated TDF can be too small "
+                   "for results that the guard passes); exit 1 if they never do. Default 0: "
+                   "no check")
     # delay nodes on the delayed links even where netem or the switches could hold the
     # delays (topo.delaynodes): to test them and compare them with the switches' delay line
     p.add_argument("--delay-nodes", action="store_true", help=argparse.SUPPRESS)
@@ -753,6 +769,68 @@ def target_name(requested: str | None, spec: TopologySpec) -> str:
     return requested or spec.target or "softswitch"
 
 
+def _run_once(args: argparse.Namespace, topo: FileTopo, target: str, program: Path | None,
+              engine: str | None, dilation: Dilation, console: Console,
+              reference: dict[str, float] | None, tried: int
+              ) -> tuple[Summary, bool, tuple[Dilation, dict[str, float] | None] | None]:
+    """One network at ``dilation``'s TDF and its all-reduces: (summary, whether it may
+    stand, the next run's dilation and reference when ``--settle`` goes on up; None: this
+    was the last). The Mininet CLI opens after the last run only."""
+    start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
+                         start_timeout=args.start_timeout, egress_order=args.egress_order,
+                         seed=args.seed, progress=True, tdf=dilation.tdf,
+                         delay_nodes=args.delay_nodes, engine=engine, io=args.io,
+                         cluster=cluster_spec(args, topo))
+    # the switches are checked before the controller programs them (run_experiment)
+    with ExperimentNetwork(topo, target, args.rundir, program,
+                           start=start, program_fabric=False, live_port=args.live_port,
+                           announce=console.print) as lab:
+        summary = run_experiment(lab, lab.topology,
+                                 experiment_options(args, topo, dilation, target),
+                                 Stages(enabled=True), experiment=not args.no_experiment)
+        summary = replace(summary, engine=engine)
+        if summary.experiment is not None and summary.experiment.path:
+            record_dilation(Path(summary.experiment.path), dilation, engine, args.io)
+        print_summary(summary, started(lab), console)
+        if not all(s.ready for s in summary.switches):
+            console.print("[red]error:[/red] not every switch is up")
+        elif not summary.ok:
+            console.print("[red]error:[/red] an all-reduce result was not exact")
+        kept, again = _settle(args.settle, summary, dilation, console, reference, tried)
+        if again is None and not args.no_cli and sys.stdin.isatty():
+            from mininet.cli import CLI
+
+            CLI(started(lab).net)
+    return summary, kept, again
+
+
+def _settle(limit: int, summary: Summary, dilation: Dilation, console: Console,
+            reference: dict[str, float] | None, tried: int
+            ) -> tuple[bool, tuple[Dilation, dict[str, float] | None] | None]:
+    """``--settle``: (whether this run may stand, the next run's dilation and reference
+    when it goes on up). Without the option, or without exact all-reduces to compare, the
+    run stands as it is."""
+    result = summary.experiment
+    if limit <= 0 or result is None or not summary.ok:
+        return True, None
+    times = {run.algorithm: run.seconds for run in result.runs}
+    resent = sum(r.retransmissions for run in result.runs for r in run.ranks)
+    if settled(times, resent, reference):
+        console.print(f"settled: every time within {SETTLE_SHARE:.0%} of the run at the TDF "
+                      f"before ({tried} check(s))", highlight=False)
+        return True, None
+    why = unsettled_why(dilation.tdf, resent, reference)
+    if tried >= limit:
+        console.print(f"[red]not settled[/red] after {tried} run(s) at higher TDFs ({why}): "
+                      "do not publish this comparison", highlight=False)
+        return False, None
+    tdf = calibrate.nice_tdf(dilation.tdf * SETTLE_FACTOR)
+    console.print(f"settling: again at TDF {tdf:g} ({why})", highlight=False)
+    # a run that resent packets is no reference (experiment.dilation.settled)
+    return True, (replace(dilation, tdf=tdf, why=f"{dilation.why}; {why}"),
+                  times if resent == 0 else reference)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit status."""
     from rich.console import Console
@@ -778,32 +856,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     rundir=calibration_rundir(args.rundir),
                                     announce=console.print, delay_nodes=args.delay_nodes,
                                     engine=engine, io=args.io)
-        console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})", highlight=False)
-        start = StartOptions(pcap=args.pcap, preload=args.preload, log_level=args.log_level,
-                             start_timeout=args.start_timeout, egress_order=args.egress_order,
-                             seed=args.seed, progress=True, tdf=dilation.tdf,
-                             delay_nodes=args.delay_nodes, engine=engine, io=args.io,
-                             cluster=cluster_spec(args, topo))
-        # the switches are checked before the controller programs them (run_experiment)
-        with ExperimentNetwork(topo, target, args.rundir, program,
-                               start=start, program_fabric=False, live_port=args.live_port,
-                               announce=console.print) as lab:
-            summary = run_experiment(lab, lab.topology,
-                                     experiment_options(args, topo, dilation, target),
-                                     Stages(enabled=True), experiment=not args.no_experiment)
-            summary = replace(summary, engine=engine)
-            if summary.experiment is not None and summary.experiment.path:
-                record_dilation(Path(summary.experiment.path), dilation, engine, args.io)
-            print_summary(summary, started(lab), console)
-            if not all(s.ready for s in summary.switches):
-                console.print("[red]error:[/red] not every switch is up")
-            elif not summary.ok:
-                console.print("[red]error:[/red] an all-reduce result was not exact")
-            if not args.no_cli and sys.stdin.isatty():
-                from mininet.cli import CLI
-
-                CLI(started(lab).net)
-        return 0 if summary.ok else 1
+        reference: dict[str, float] | None = None  # the last loss-free run's times
+        tried = 0
+        while True:
+            console.print(f"time dilation: TDF {dilation.tdf:g} ({dilation.why})",
+                          highlight=False)
+            summary, kept, again = _run_once(args, topo, target, program, engine, dilation,
+                                             console, reference, tried)
+            if again is None:
+                break
+            dilation, reference = again
+            tried += 1
+        return 0 if summary.ok and kept else 1
     except (TopoError, CalibrationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -481,6 +482,73 @@ def test_the_smallest_round_trips_are_reported_per_algorithm() -> None:
     line = rtt_line(ExperimentResult({}, (inn, tcp)))
     assert line == "smallest round trips sampled (emulated): innetwork 8.25 us"
     assert rtt_line(ExperimentResult({}, (tcp,))) is None
+
+
+def _settle_summary(times: dict[str, float], resent: int = 0) -> Summary:
+    """A run whose all-reduces took ``times`` (emulated s), exact, ``resent`` packets resent
+    by the first one's rank."""
+    runs = tuple(AllreduceRun(algo, 10, (RankOutcome(0, "h1", t, exact=True,
+                                                      retransmissions=resent if i == 0 else 0),))
+                 for i, (algo, t) in enumerate(times.items()))
+    up = (SwitchStatus("s1", 0, "127.0.0.1:1", 1, True, "ready"),)
+    return Summary(Topology("rack", "softswitch", (), (), ()), up,
+                   experiment=ExperimentResult({}, runs))
+
+
+def test_settle_climbs_until_the_times_hold_and_says_so() -> None:
+    """--settle N: a first run is checked at twice its TDF; times within 5 % of the last
+    loss-free run settle; a run that resent packets goes up without becoming the reference;
+    after N climbs the run stands as not settled (exit 1); without the option nothing
+    runs again."""
+    from rich.console import Console
+
+    from experiment.dilation import Dilation
+    from experiment.run import _settle
+
+    console = Console(record=True, width=200)
+    d = Dilation(2000.0, "calibrated", True)
+    assert _settle(0, _settle_summary({"innetwork": 4.7e-4}), d, console, None, 0) == (True, None)
+    kept, again = _settle(3, _settle_summary({"innetwork": 4.7e-4, "ring-roce": 6.3e-4}), d,
+                          console, None, 0)
+    assert kept and again is not None
+    d2, ref = again
+    assert d2.tdf == 4000 and "the check of TDF 2000" in d2.why
+    assert ref == {"innetwork": 4.7e-4, "ring-roce": 6.3e-4}
+    moved = _settle_summary({"innetwork": 3.7e-4, "ring-roce": 5.6e-4}, resent=3)
+    kept, again = _settle(3, moved, d2, console, ref, 1)
+    assert again is not None and again[1] == ref and "TDF 4000 resent 3 packets" in again[0].why
+    kept, again = _settle(3, _settle_summary({"innetwork": 3.62e-4, "ring-roce": 5.6e-4}),
+                          again[0], console, {"innetwork": 3.6e-4, "ring-roce": 5.59e-4}, 2)
+    assert (kept, again) == (True, None)
+    assert "settled: every time within 5% of the run at the TDF before" in console.export_text()
+    kept, again = _settle(1, moved, d2, console, ref, 1)
+    assert (kept, again) == (False, None)
+    assert "not settled after 1 run(s) at higher TDFs" in console.export_text()
+    with pytest.raises(SystemExit):
+        parse_args(["--settle", "-1"])
+
+
+def test_make_run_runs_again_while_settle_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """main() starts a network per TDF that --settle asks for, each announced, and exits 1
+    when the last one did not settle (the networks themselves faked here)."""
+    from experiment import run as run_mod
+    from experiment.dilation import Dilation
+
+    seen: list[float] = []
+    summary = _settle_summary({"innetwork": 1e-3})
+
+    def run_once(args: Any, topo: Any, target: str, program: Any, engine: Any,
+                 dilation: Dilation, console: Any, reference: Any, tried: int) -> Any:
+        seen.append(dilation.tdf)
+        if tried < 2:
+            return summary, True, (Dilation(dilation.tdf * 2, "up", False), {"innetwork": 1.0})
+        return summary, False, None
+
+    monkeypatch.setattr(run_mod, "_run_once", run_once)
+    code = main(["--topo", "rack", "--hosts", "2", "--tdf", "2000", "--settle", "2",
+                 "--no-cli", "--rundir", str(tmp_path)])
+    assert code == 1 and seen == [2000, 4000, 8000]
 
 
 def test_ratio_line_names_the_roce_ring_and_its_frames() -> None:

@@ -169,10 +169,10 @@ def test_make_run_passes_options(repo_root: Path) -> None:
 
 def test_make_run_passes_the_baseline_and_its_window_start(repo_root: Path) -> None:
     """`make run baseline=roce cc_start=line`: the RoCE ring, windows started whole."""
-    proc = _make(repo_root, "-n", "run", "baseline=roce", "cc_start=line")
+    proc = _make(repo_root, "-n", "run", "baseline=roce", "cc_start=line", "settle=4")
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"-m experiment\.run --baseline-transport roce --cc-start line\s*$",
-                     proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"-m experiment\.run --settle 4 --baseline-transport roce "
+                     r"--cc-start line\s*$", proc.stdout, re.MULTILINE), proc.stdout
 
 
 def test_make_targets_write_bytecode_whatever_the_environment_says(repo_root: Path) -> None:
