@@ -219,3 +219,10 @@ def test_programs_with_run_time_stack_indexes_are_told_apart(tmp_path: Path) -> 
             for module in (codegen_context, cgen_core):
                 mp.setattr(module, "has_dynamic_indexes", lambda _p: True)
             assert sources(program) == found
+    # and the check decides: told "none" wrongly, both generators leave the index unguarded
+    found = sources(runtime)
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (codegen_context, cgen_core):
+            mp.setattr(module, "has_dynamic_indexes", lambda _p: False)
+        unguarded = sources(runtime)
+    assert unguarded[0] != found[0] and unguarded[1] != found[1]
