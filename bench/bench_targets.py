@@ -14,11 +14,11 @@ sendmmsg instead of the transmit ring (``SOFTSWITCH_TX_RING=off``), and BMv2. Ru
 alternate target by target and each figure is the median; BMv2 rows appear where p4c and
 simple_switch_grpc are installed.
 
-Besides packets/s, each run reads the switch process's CPU time (user and system, all its
-threads, from /proc) over the flood: CPU per forwarded packet, and its inverse, packets per
-CPU-second, the switch's forwarding capacity. The C loop forwards nearly all the sender can
-offer on the 2 shared cores, so its packets/s say how fast the sender is; its capacity says
-how fast the switch is.
+Besides packets/s, each run reads the switch process's CPU time (all its threads, its CPU
+clock: ``topo.measure.process_cpu_seconds``) over the flood: CPU per forwarded packet,
+and its inverse, packets per CPU-second, the switch's forwarding capacity. The C loop
+forwards nearly all the sender can offer on the 2 shared cores, so its packets/s say how
+fast the sender is; its capacity says how fast the switch is.
 The namespace is :class:`experiment.netns.SwitchNamespace`. Needs root. Everything it
 creates is removed on exit, also when it fails.
 """
@@ -39,6 +39,7 @@ from typing import Any
 
 from bench.harness import BenchSkipped
 from experiment.netns import SwitchNamespace
+from topo.measure import process_cpu_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "tests" / "p4" / "counters_registers.p4"
@@ -196,10 +197,12 @@ class Measurement:
     cpu_per_packet: float
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` and all its threads (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu(pid: int) -> float:
+    """The switch's CPU seconds so far (all threads; topo.measure's clock)."""
+    seconds = process_cpu_seconds(pid)
+    if seconds is None:
+        raise RuntimeError(f"switch process {pid} is gone")
+    return seconds
 
 
 def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> Measurement:
@@ -217,11 +220,11 @@ def measure(target: str, seconds: float, workdir: Path, size: int = 128) -> Meas
         assert rx.stdout is not None
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("receiver failed to start")
-        cpu_before = process_cpu_seconds(switch.pid)
+        cpu_before = _cpu(switch.pid)
         sent = int(_run([*ex, sys.executable, "-c", SEND, str(seconds), str(size)],
                         timeout=seconds + 60).split()[-1])
         result = json.loads(rx.communicate(timeout=seconds + 60)[0].strip().splitlines()[-1])
-        cpu = process_cpu_seconds(switch.pid) - cpu_before  # the flood and its tail
+        cpu = _cpu(switch.pid) - cpu_before  # the flood and its tail
     span = result["last"] - result["first"]
     if result["count"] < 2 or span <= 0:
         raise RuntimeError(f"{target}: no frames forwarded ({result})")
@@ -253,7 +256,7 @@ def size_rows(size: int, seconds: float, runs: dict[str, list[Measurement]]
     notes = (f"{PROGRAM.name} (fwd table + counters + register), {size} B frames flooded "
              f"for {seconds:g} s with sendmmsg, median of {ROUNDS} alternating runs; shared "
              "2-core machine")
-    cpu_notes = (f"{notes}; the switch process's CPU time (user + system, all threads) over "
+    cpu_notes = (f"{notes}; the switch process's CPU time (all threads, its CPU clock) over "
                  "the flood divided by the frames forwarded")
     med = {t: statistics.median(m.pps for m in v) for t, v in runs.items()}
     cpu = {t: statistics.median(m.cpu_per_packet for m in v) for t, v in runs.items()}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bench.bench_targets import Measurement, process_cpu_seconds, size_rows
+from bench.bench_targets import Measurement, _cpu, size_rows
 
 
 def _row(rows: list[dict[str, object]], name: str, metric: str) -> object:
@@ -45,9 +45,11 @@ def test_without_bmv2_its_row_says_not_installed() -> None:
     assert _row(rows, "simple_switch_grpc (BMv2)", "throughput") == "not installed"
 
 
-def test_process_cpu_seconds_counts_this_process() -> None:
-    before = process_cpu_seconds(os.getpid())
+def test_the_switch_cpu_reading_counts_the_process_and_names_a_gone_one() -> None:
+    before = _cpu(os.getpid())
     end = time.process_time() + 0.05
     while time.process_time() < end:
         pass
-    assert process_cpu_seconds(os.getpid()) - before >= 0.03
+    assert _cpu(os.getpid()) - before >= 0.045  # the CPU clock, not 10 ms ticks
+    with pytest.raises(RuntimeError, match="is gone"):
+        _cpu(2**22 + 12345)
